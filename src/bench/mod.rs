@@ -1,0 +1,3 @@
+//! Benchmark harness.
+
+pub mod stats;

@@ -1,0 +1,1 @@
+//! Longest-prefix-match tables (placeholder).

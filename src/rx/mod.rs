@@ -1,0 +1,3 @@
+//! Receive path.
+
+pub mod fib;

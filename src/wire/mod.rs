@@ -1,0 +1,1 @@
+//! Header views (placeholder until the wire module lands).
