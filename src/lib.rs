@@ -1,6 +1,18 @@
 //! sluice: a userspace packet datapath that brings the Linux kernel's batching and steering
 //! mechanisms (NAPI, listified receive, XDP, ...) into one observable, testable program.
+//!
+//! Data flows one way: `port` (rx burst) → `napi` poll → `xdp` native → packet metadata
+//! (`buf::skb`) → `xdp` generic → `rx` (l2, ip, route, forward / local) → `tx` → `port`.
 
 pub mod bench;
+pub mod buf;
+pub mod cli;
+pub mod config;
+pub mod datapath;
+pub mod napi;
+pub mod port;
 pub mod rx;
+pub mod stats;
+pub mod tx;
 pub mod wire;
+pub mod xdp;

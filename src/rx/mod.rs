@@ -1,3 +1,160 @@
-//! Receive path.
+//! The receive path: l2 → IPv4/IPv6 → route → forward / local, in two modes.
+//!
+//! - single (`rx.listified = 0`): each packet walks every layer before the next starts,
+//!   like `netif_receive_skb` per packet;
+//! - listified (default): each poll's packets travel as a list, cut into maximal runs of
+//!   consecutive packets that share a key (handler and input port at l2, route at the IP
+//!   finish step); each run goes to the layer's list function, or packet by packet to a
+//!   layer without one (ARP). Order never changes; a packet dropped in a stage leaves its run.
 
 pub mod fib;
+pub mod forward;
+pub mod ipv4;
+pub mod ipv6;
+pub mod local;
+pub mod route;
+
+use crate::buf::skb::Skb;
+use crate::datapath::Datapath;
+use crate::stats::{tsc::rdtsc, DropReason, Stage};
+use crate::wire::EtherType;
+
+/// Protocol handlers (the kernel's packet_type entries).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Handler {
+    Ipv4 = 1,
+    Ipv6 = 2,
+    /// No list function: the per-packet fall-back.
+    Arp = 3,
+}
+
+/// Core step, per packet in both modes: VLAN untag and filter, handler lookup.
+#[inline]
+pub(crate) fn core_step(dp: &mut Datapath, skb: &mut Skb) -> Result<Handler, DropReason> {
+    if let Some(r) = skb.drop {
+        return Err(r);
+    }
+    if skb.protocol == EtherType::VLAN {
+        let data = dp.bufs.data_mut(skb.pkt);
+        if data.len() < 18 {
+            return Err(DropReason::PktTooSmall);
+        }
+        let tci = u16::from_be_bytes([data[14], data[15]]);
+        let vid = tci & 0x0fff;
+        let allowed = dp.ifaces.get(skb.rx_port as usize).is_some_and(|i| i.vlans.contains(&vid));
+        if !allowed {
+            return Err(DropReason::VlanFiltered);
+        }
+        skb.protocol = u16::from_be_bytes([data[16], data[17]]);
+        // Untag: move the MAC addresses up over the tag, as skb_vlan_untag does.
+        data.copy_within(0..12, 4);
+        skb.pkt.off += 4;
+        skb.pkt.len -= 4;
+        skb.vlan_present = true;
+        skb.vlan_tci = tci;
+    }
+    match skb.protocol {
+        EtherType::IPV4 => Ok(Handler::Ipv4),
+        EtherType::IPV6 => Ok(Handler::Ipv6),
+        EtherType::ARP => Ok(Handler::Arp),
+        _ => Err(DropReason::UnhandledProto),
+    }
+}
+
+/// Single mode: every packet through every layer, one at a time.
+pub fn receive_single(dp: &mut Datapath, skbs: &[Skb]) {
+    let t0 = rdtsc();
+    for &s in skbs {
+        receive_one(dp, s);
+    }
+    dp.c.stages[Stage::RxSingle as usize].add(skbs.len(), rdtsc() - t0);
+}
+
+#[inline]
+fn receive_one(dp: &mut Datapath, mut skb: Skb) {
+    match core_step(dp, &mut skb) {
+        Err(r) => dp.drop_pkt(skb.pkt, r),
+        Ok(Handler::Ipv4) => ipv4::rcv_one(dp, skb),
+        Ok(Handler::Ipv6) => ipv6::rcv_one(dp, skb),
+        Ok(Handler::Arp) => local::arp_rcv(dp, skb),
+    }
+}
+
+/// Listified mode: `skbs` is one poll's list; it is consumed (left empty).
+pub fn receive_list(dp: &mut Datapath, skbs: &mut Vec<Skb>) {
+    dp.c.rx_lists += 1;
+    dp.c.record_list_len(skbs.len());
+    let t0 = rdtsc();
+    let total = skbs.len();
+    // Core step per packet; survivors are compacted to the front, the handler is kept in
+    // `nh` until the IP layer overwrites it with the route.
+    let mut n = 0;
+    for i in 0..skbs.len() {
+        let mut s = skbs[i];
+        match core_step(dp, &mut s) {
+            Ok(h) => {
+                s.nh = h as u32;
+                skbs[n] = s;
+                n += 1;
+            }
+            Err(r) => dp.drop_pkt(s.pkt, r),
+        }
+    }
+    skbs.truncate(n);
+    dp.c.stages[Stage::L2 as usize].add(total, rdtsc() - t0);
+    for_each_run(
+        skbs,
+        |s| (s.nh, s.rx_port),
+        |run| {
+            dp.c.rx_runs += 1;
+            match run[0].nh {
+                1 => ipv4::list_rcv(dp, run),
+                2 => ipv6::list_rcv(dp, run),
+                _ => {
+                    for &s in run.iter() {
+                        local::arp_rcv(dp, s);
+                    }
+                }
+            }
+        },
+    );
+    skbs.clear();
+}
+
+/// Calls `f` on each maximal run of consecutive packets with equal `key`.
+#[inline]
+pub(crate) fn for_each_run<K: PartialEq>(list: &mut [Skb], key: impl Fn(&Skb) -> K, mut f: impl FnMut(&mut [Skb])) {
+    let mut start = 0;
+    while start < list.len() {
+        let k = key(&list[start]);
+        let mut end = start + 1;
+        while end < list.len() && key(&list[end]) == k {
+            end += 1;
+        }
+        f(&mut list[start..end]);
+        start = end;
+    }
+}
+
+/// Keeps the packets for which `keep` returns Ok, in order, at the front of `run`; drops the
+/// others with their reason. Returns how many were kept.
+#[inline]
+pub(crate) fn retain_run(
+    dp: &mut Datapath,
+    run: &mut [Skb],
+    mut keep: impl FnMut(&mut Datapath, &mut Skb) -> Result<(), DropReason>,
+) -> usize {
+    let mut n = 0;
+    for i in 0..run.len() {
+        let mut s = run[i];
+        match keep(dp, &mut s) {
+            Ok(()) => {
+                run[n] = s;
+                n += 1;
+            }
+            Err(r) => dp.drop_pkt(s.pkt, r),
+        }
+    }
+    n
+}

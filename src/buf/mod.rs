@@ -1,0 +1,324 @@
+//! Packet buffers: fixed 2 KiB frames in one region mapped below 4 GiB.
+//!
+//! Below 4 GiB because XDP programs see packet pointers as 32-bit `xdp_md.data` fields.
+//! Frames are recycled through a shared free stack with a per-worker cache, so the fast path
+//! takes the lock once per [`CACHE_BATCH`] buffers, never per packet.
+
+pub mod skb;
+
+use std::sync::{Arc, Mutex};
+use thiserror::Error;
+
+/// Bytes per frame.
+pub const FRAME_SIZE: usize = 2048;
+/// Headroom before the packet data: XDP_PACKET_HEADROOM.
+pub const HEADROOM: usize = 256;
+/// Largest packet a frame holds with full headroom.
+pub const MAX_DATA: usize = FRAME_SIZE - HEADROOM;
+/// Buffers moved between a worker cache and the shared stack at a time.
+pub const CACHE_BATCH: usize = 256;
+
+#[derive(Debug, Error)]
+pub enum PoolError {
+    #[error("buffer pool of {0} frames is too large for the 2 GiB MAP_32BIT area")]
+    TooLarge(usize),
+    #[error("mmap of the buffer pool failed: {0}")]
+    Mmap(std::io::Error),
+}
+
+/// A buffer handle: the index of a frame in the pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(transparent)]
+pub struct BufId(pub u32);
+
+/// A packet in flight: its frame plus the bounds of its data within the frame.
+/// This is what batches carry (8 bytes, copied freely; like an xdp_buff without pointers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Pkt {
+    pub buf: BufId,
+    /// Offset of the first data byte (the Ethernet header) within the frame.
+    pub off: u16,
+    /// Data length in bytes.
+    pub len: u16,
+}
+
+impl Pkt {
+    pub fn new(buf: BufId, len: usize) -> Pkt {
+        Pkt { buf, off: HEADROOM as u16, len: len.min(MAX_DATA) as u16 }
+    }
+}
+
+/// The mapped region. Frames are addressed by index; the region lives as long as any
+/// cache or pool handle.
+struct Region {
+    base: *mut u8,
+    bytes: usize,
+}
+
+// SAFETY: the region is plain memory; which thread may touch which frame is governed by
+// buffer ownership (a BufId is held by exactly one stage of one worker at a time).
+unsafe impl Send for Region {}
+// SAFETY: as above; shared references only hand out raw frame addresses.
+unsafe impl Sync for Region {}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: base/bytes come from our successful mmap and nothing uses them after drop.
+        unsafe {
+            libc::munmap(self.base as *mut libc::c_void, self.bytes);
+        }
+    }
+}
+
+struct PoolInner {
+    region: Region,
+    frames: usize,
+    free: Mutex<Vec<u32>>,
+}
+
+/// The shared pool; clone it to hand to another worker, then take a [`BufCache`].
+#[derive(Clone)]
+pub struct Pool {
+    inner: Arc<PoolInner>,
+}
+
+impl Pool {
+    /// Maps `frames` frames below 4 GiB (MAP_32BIT: the first 2 GiB on x86-64).
+    pub fn new(frames: usize) -> Result<Pool, PoolError> {
+        let bytes = frames.checked_mul(FRAME_SIZE).filter(|b| *b <= (1usize << 30)).ok_or(PoolError::TooLarge(frames))?;
+        let bytes = bytes.max(FRAME_SIZE);
+        #[cfg(target_arch = "x86_64")]
+        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_32BIT | libc::MAP_POPULATE;
+        #[cfg(not(target_arch = "x86_64"))]
+        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE;
+        // SAFETY: anonymous private mapping with no address hint; the result is checked.
+        let base = unsafe { libc::mmap(std::ptr::null_mut(), bytes, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0) };
+        if base == libc::MAP_FAILED {
+            return Err(PoolError::Mmap(std::io::Error::last_os_error()));
+        }
+        // Pop order: low indices first, so small runs touch a compact set of frames.
+        let free: Vec<u32> = (0..frames as u32).rev().collect();
+        Ok(Pool { inner: Arc::new(PoolInner { region: Region { base: base as *mut u8, bytes }, frames, free: Mutex::new(free) }) })
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.inner.frames
+    }
+
+    /// Frames on the shared free stack (not counting those in worker caches).
+    pub fn shared_free(&self) -> usize {
+        self.inner.free.lock().map(|f| f.len()).unwrap_or(0)
+    }
+
+    /// A per-worker cache over this pool.
+    pub fn cache(&self) -> BufCache {
+        BufCache {
+            pool: self.clone(),
+            base: self.inner.region.base,
+            frames: self.inner.frames as u32,
+            local: Vec::with_capacity(CACHE_BATCH * 3),
+            in_use: 0,
+        }
+    }
+
+    /// Start address of the region (for tests that check the 4 GiB property).
+    pub fn base_addr(&self) -> usize {
+        self.inner.region.base as usize
+    }
+}
+
+/// A worker's view of the pool: allocation, freeing and frame access.
+pub struct BufCache {
+    pool: Pool,
+    base: *mut u8,
+    frames: u32,
+    local: Vec<u32>,
+    /// Buffers this cache handed out minus those it took back (may go negative per worker
+    /// when buffers move between workers; the sum over workers is what leaks show in).
+    in_use: i64,
+}
+
+// SAFETY: `base` points into the pool's region, which is Send + Sync and outlives the cache
+// (the cache holds a Pool clone). Frame access is governed by buffer ownership.
+unsafe impl Send for BufCache {}
+
+impl BufCache {
+    fn refill(&mut self) {
+        if let Ok(mut free) = self.pool.inner.free.lock() {
+            let take = CACHE_BATCH.min(free.len());
+            let at = free.len() - take;
+            self.local.extend(free.drain(at..));
+        }
+    }
+
+    fn spill(&mut self) {
+        if let Ok(mut free) = self.pool.inner.free.lock() {
+            let at = self.local.len() - CACHE_BATCH;
+            free.extend(self.local.drain(at..));
+        }
+    }
+
+    #[inline]
+    pub fn alloc(&mut self) -> Option<BufId> {
+        if self.local.is_empty() {
+            self.refill();
+        }
+        let id = self.local.pop()?;
+        self.in_use += 1;
+        Some(BufId(id))
+    }
+
+    /// Allocates up to `n` packets with full headroom and length `len`, appending them to
+    /// `out`. Returns how many it could allocate (fewer when the pool is exhausted).
+    #[inline]
+    pub fn alloc_bulk(&mut self, out: &mut Vec<Pkt>, n: usize, len: usize) -> usize {
+        let mut got = 0;
+        while got < n {
+            if self.local.is_empty() {
+                self.refill();
+                if self.local.is_empty() {
+                    break;
+                }
+            }
+            let take = (n - got).min(self.local.len());
+            let at = self.local.len() - take;
+            out.extend(self.local.drain(at..).rev().map(|id| Pkt::new(BufId(id), len)));
+            got += take;
+        }
+        self.in_use += got as i64;
+        got
+    }
+
+    #[inline]
+    pub fn free(&mut self, id: BufId) {
+        debug_assert!(id.0 < self.frames);
+        self.local.push(id.0);
+        self.in_use -= 1;
+        if self.local.len() >= CACHE_BATCH * 3 {
+            self.spill();
+        }
+    }
+
+    #[inline]
+    pub fn free_pkts(&mut self, pkts: &[Pkt]) {
+        for p in pkts {
+            self.free(p.buf);
+        }
+    }
+
+    /// Returns every cached buffer to the shared stack (at shutdown, or before a leak check).
+    pub fn flush(&mut self) {
+        if let Ok(mut free) = self.pool.inner.free.lock() {
+            free.append(&mut self.local);
+        }
+    }
+
+    pub fn in_use(&self) -> i64 {
+        self.in_use
+    }
+
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// Raw address of a frame's first byte (for XDP's 32-bit pointers).
+    #[inline]
+    pub fn frame_addr(&self, id: BufId) -> usize {
+        self.base as usize + (id.0 as usize % self.frames.max(1) as usize) * FRAME_SIZE
+    }
+
+    /// The whole frame (headroom included).
+    #[inline]
+    pub fn frame(&self, id: BufId) -> &[u8] {
+        let i = (id.0 % self.frames.max(1)) as usize;
+        // SAFETY: i < frames, so the frame lies inside the mapped region; the holder of the
+        // BufId owns the frame, and the borrow is tied to &self.
+        unsafe { std::slice::from_raw_parts(self.base.add(i * FRAME_SIZE), FRAME_SIZE) }
+    }
+
+    /// The whole frame, writable.
+    #[inline]
+    pub fn frame_mut(&mut self, id: BufId) -> &mut [u8] {
+        let i = (id.0 % self.frames.max(1)) as usize;
+        // SAFETY: as in `frame`; &mut self prevents a second borrow through this cache.
+        unsafe { std::slice::from_raw_parts_mut(self.base.add(i * FRAME_SIZE), FRAME_SIZE) }
+    }
+
+    /// The packet's data bytes.
+    #[inline]
+    pub fn data(&self, p: Pkt) -> &[u8] {
+        let f = self.frame(p.buf);
+        let start = (p.off as usize).min(FRAME_SIZE);
+        let end = (start + p.len as usize).min(FRAME_SIZE);
+        &f[start..end]
+    }
+
+    #[inline]
+    pub fn data_mut(&mut self, p: Pkt) -> &mut [u8] {
+        let f = self.frame_mut(p.buf);
+        let start = (p.off as usize).min(FRAME_SIZE);
+        let end = (start + p.len as usize).min(FRAME_SIZE);
+        &mut f[start..end]
+    }
+
+    /// Allocates a buffer and copies `bytes` into it with full headroom.
+    pub fn alloc_copy(&mut self, bytes: &[u8]) -> Option<Pkt> {
+        let id = self.alloc()?;
+        let len = bytes.len().min(MAX_DATA);
+        self.frame_mut(id)[HEADROOM..HEADROOM + len].copy_from_slice(&bytes[..len]);
+        Some(Pkt::new(id, len))
+    }
+}
+
+impl Drop for BufCache {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn region_is_below_4gib_and_frames_recycle() {
+        let pool = Pool::new(1024).unwrap();
+        assert!(pool.base_addr() + pool.capacity() * FRAME_SIZE <= 1 << 32);
+        let mut c = pool.cache();
+        let mut v = Vec::new();
+        assert_eq!(c.alloc_bulk(&mut v, 1000, 60), 1000);
+        assert_eq!(c.in_use(), 1000);
+        let mut seen = std::collections::HashSet::new();
+        for p in &v {
+            assert!(seen.insert(p.buf), "duplicate buffer handed out");
+            assert_eq!(p.off as usize, HEADROOM);
+        }
+        c.free_pkts(&v);
+        assert_eq!(c.in_use(), 0);
+        c.flush();
+        assert_eq!(pool.shared_free(), 1024);
+    }
+
+    #[test]
+    fn exhaustion_is_not_a_panic() {
+        let pool = Pool::new(100).unwrap();
+        let mut c = pool.cache();
+        let mut v = Vec::new();
+        assert_eq!(c.alloc_bulk(&mut v, 300, 60), 100);
+        assert!(c.alloc().is_none());
+        assert!(c.alloc_copy(&[1, 2, 3]).is_none());
+    }
+
+    #[test]
+    fn data_views_follow_bounds() {
+        let pool = Pool::new(4).unwrap();
+        let mut c = pool.cache();
+        let p = c.alloc_copy(&[9, 8, 7, 6]).unwrap();
+        assert_eq!(c.data(p), &[9, 8, 7, 6]);
+        let q = Pkt { off: p.off + 1, len: 2, ..p };
+        c.data_mut(q)[0] = 1;
+        assert_eq!(c.data(p), &[9, 1, 7, 6]);
+        let wild = Pkt { off: 4000, len: 4000, ..p };
+        assert!(c.data(wild).is_empty());
+    }
+}

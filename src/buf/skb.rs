@@ -1,0 +1,109 @@
+//! Packet metadata: the "skb". Built from a received buffer as its own measurable step
+//! (native XDP runs before it exists; generic XDP after).
+
+use super::Pkt;
+use crate::stats::DropReason;
+
+/// Who the frame is addressed to, from its destination MAC (the kernel's pkt_type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(u8)]
+pub enum PktType {
+    #[default]
+    Host,
+    Broadcast,
+    Multicast,
+    OtherHost,
+}
+
+/// Checksum state (the kernel's ip_summed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(u8)]
+pub enum Csum {
+    #[default]
+    None,
+    Unnecessary,
+    /// L4 checksum holds only the pseudo-header sum; finish on transmit (after GRO).
+    Partial,
+}
+
+/// Per-packet metadata. `Copy` and small: lists of these move through the receive path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Skb {
+    pub pkt: Pkt,
+    /// Ethertype of the network header (host order), after VLAN untagging.
+    pub protocol: u16,
+    /// Offset of the network header from the start of data.
+    pub network_off: u16,
+    /// Offset of the transport header from the start of data (0 until the IP layer sets it).
+    pub transport_off: u16,
+    pub ip_proto: u8,
+    pub pkt_type: PktType,
+    pub vlan_present: bool,
+    pub vlan_tci: u16,
+    pub rx_port: u16,
+    pub rx_queue: u16,
+    /// Flow hash (RSS/RPS) and whether it covers L4 ports.
+    pub hash: u32,
+    pub l4_hash: bool,
+    pub ip_summed: Csum,
+    pub gso_size: u16,
+    pub gso_segs: u16,
+    pub gso_type: u8,
+    /// Route result: next-hop index in the route table.
+    pub nh: u32,
+    /// Output port chosen by forwarding.
+    pub out_port: u16,
+    /// Set when a stage drops the packet inside a list; the list step removes it.
+    pub drop: Option<DropReason>,
+}
+
+impl Skb {
+    /// Builds metadata for a frame received on (port, queue), like eth_type_trans: reads the
+    /// Ethernet header only. `port_mac` decides pkt_type.
+    #[inline]
+    pub fn build(pkt: Pkt, data: &[u8], rx_port: u16, rx_queue: u16, port_mac: &[u8; 6]) -> Skb {
+        let mut skb = Skb { pkt, rx_port, rx_queue, network_off: 14, ..Skb::default() };
+        if data.len() < 14 {
+            skb.drop = Some(DropReason::PktTooSmall);
+            return skb;
+        }
+        skb.protocol = u16::from_be_bytes([data[12], data[13]]);
+        let dst = &data[0..6];
+        skb.pkt_type = if dst[0] & 1 != 0 {
+            if dst == [0xff; 6] {
+                PktType::Broadcast
+            } else {
+                PktType::Multicast
+            }
+        } else if dst != port_mac {
+            PktType::OtherHost
+        } else {
+            PktType::Host
+        };
+        skb
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buf::BufId;
+
+    #[test]
+    fn pkt_type_and_protocol() {
+        let mac = [2, 0, 0, 0, 0, 1];
+        let mut f = [0u8; 60];
+        f[0..6].copy_from_slice(&mac);
+        f[12] = 0x08;
+        let p = Pkt { buf: BufId(0), off: 256, len: 60 };
+        let s = Skb::build(p, &f, 3, 1, &mac);
+        assert_eq!((s.protocol, s.pkt_type, s.rx_port, s.rx_queue), (0x0800, PktType::Host, 3, 1));
+        f[0..6].copy_from_slice(&[0xff; 6]);
+        assert_eq!(Skb::build(p, &f, 0, 0, &mac).pkt_type, PktType::Broadcast);
+        f[0] = 0x33;
+        assert_eq!(Skb::build(p, &f, 0, 0, &mac).pkt_type, PktType::Multicast);
+        f[0] = 0x02;
+        assert_eq!(Skb::build(p, &f, 0, 0, &mac).pkt_type, PktType::OtherHost);
+        assert_eq!(Skb::build(p, &f[..10], 0, 0, &mac).drop, Some(DropReason::PktTooSmall));
+    }
+}

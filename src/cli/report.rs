@@ -1,0 +1,107 @@
+//! Human-readable output: the per-second line and the summary table (VPP-style per-stage
+//! runtime: vectors per call, clocks and nanoseconds per packet).
+
+use super::run::RunReport;
+use crate::stats::tsc::{cycles_to_ns, tsc_hz};
+use crate::stats::{Counters, Stage};
+use std::fmt::Write;
+
+/// Per-stage cost for the packets in `c`: (stage name, calls, packets, vectors/call,
+/// cycles/packet, ns/packet), only stages that ran.
+pub fn stage_rows(c: &Counters) -> Vec<(&'static str, u64, u64, f64, f64, f64)> {
+    Stage::ALL
+        .iter()
+        .filter_map(|s| {
+            let st = c.stage(*s);
+            if st.packets == 0 {
+                return None;
+            }
+            let cpp = st.cycles as f64 / st.packets as f64;
+            Some((s.name(), st.calls, st.packets, st.packets as f64 / st.calls.max(1) as f64, cpp, cycles_to_ns(cpp)))
+        })
+        .collect()
+}
+
+/// Total measured ns per received packet across stages.
+pub fn total_ns_per_packet(c: &Counters) -> f64 {
+    let cycles: u64 = c.stages.iter().map(|s| s.cycles).sum();
+    cycles_to_ns(cycles as f64 / c.rx.max(1) as f64)
+}
+
+/// One line a second: rates over the last interval, drops so far, ns/packet by stage.
+pub fn tick_line(now: &Counters, prev: &Counters, dt: f64, t: f64) -> String {
+    let rx = (now.rx - prev.rx) as f64 / dt / 1e6;
+    let tx = (now.tx - prev.tx) as f64 / dt / 1e6;
+    let mut delta = now.clone();
+    for (d, p) in delta.stages.iter_mut().zip(prev.stages.iter()) {
+        d.calls -= p.calls;
+        d.packets -= p.packets;
+        d.cycles -= p.cycles;
+    }
+    delta.rx = now.rx - prev.rx;
+    let mut s = format!(
+        "{t:5.1}s  rx {rx:7.3} Mpps  tx {tx:7.3} Mpps  drops {:>9}  ns/pkt {:6.1} |",
+        now.total_drops(),
+        total_ns_per_packet(&delta)
+    );
+    for (name, _, _, _, _, ns) in stage_rows(&delta) {
+        let _ = write!(s, " {name} {ns:.1}");
+    }
+    s
+}
+
+pub fn summary(r: &RunReport) -> String {
+    let c = &r.counters;
+    let mut s = String::new();
+    let _ = writeln!(s, "\n== sluice {:?} summary: {:.2} s, TSC {:.3} GHz ==", r.pipeline, r.seconds, tsc_hz() / 1e9);
+    let _ = writeln!(
+        s,
+        "received   {:>14} pkts  {:>8.3} Mpps  {:>8.3} Gbit/s",
+        c.rx,
+        r.rx_mpps(),
+        c.rx_bytes as f64 * 8.0 / r.seconds.max(1e-9) / 1e9
+    );
+    let _ = writeln!(s, "transmitted{:>14} pkts  {:>8.3} Mpps  doorbells {}", c.tx, r.tx_mpps(), c.doorbells);
+    let _ = writeln!(s, "local      {:>14} pkts   originated {}", c.local, c.originated);
+    let _ = writeln!(s, "dropped    {:>14} pkts", c.total_drops());
+    for (name, n) in c.nonzero_drops() {
+        let _ = writeln!(s, "  {name:<22}{n:>14}");
+    }
+    if c.rx_lists > 0 {
+        let _ = writeln!(
+            s,
+            "lists      {:>14}  runs {}  avg list {:.1}  route lookups {}  hint hits {}",
+            c.rx_lists,
+            c.rx_runs,
+            c.stage(Stage::L2).packets as f64 / c.rx_lists as f64,
+            c.route_lookups,
+            c.route_hint_hits
+        );
+    }
+    let _ = writeln!(s, "\n{:<12}{:>12}{:>14}{:>10}{:>12}{:>10}{:>8}", "stage", "calls", "packets", "vec/call", "clk/pkt", "ns/pkt", "%");
+    let rows = stage_rows(c);
+    let total: f64 = rows.iter().map(|r| r.5 * r.2 as f64).sum::<f64>().max(1e-9);
+    for (name, calls, pk, vpc, cpp, ns) in &rows {
+        let _ = writeln!(s, "{name:<12}{calls:>12}{pk:>14}{vpc:>10.1}{cpp:>12.1}{ns:>10.2}{:>8.1}", 100.0 * ns * *pk as f64 / total);
+    }
+    let _ = writeln!(s, "{:<12}{:>58.2}  (per received packet)", "total", total_ns_per_packet(c));
+    let _ = writeln!(s, "\n{:<10}{:>14}{:>14}{:>12}{:>10}", "port", "rx", "tx", "doorbells", "check-fail");
+    for (name, p) in &r.ports {
+        let _ = writeln!(s, "{name:<10}{:>14}{:>14}{:>12}{:>10}", p.rx_packets, p.tx_packets, p.doorbells, p.check_failures);
+    }
+    for f in &r.check_report {
+        let _ = writeln!(s, "  check: {f}");
+    }
+    match &r.conservation {
+        Ok(()) => {
+            let _ = writeln!(s, "conservation: ok (rx + originated = tx + local + drops)");
+        }
+        Err(e) => {
+            let _ = writeln!(s, "conservation: FAILED: {e}");
+        }
+    }
+    if r.buffers_leaked != 0 {
+        let _ = writeln!(s, "buffers still held: {}", r.buffers_leaked);
+    }
+    s
+}

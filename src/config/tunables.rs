@@ -1,0 +1,151 @@
+//! Every tunable in one place, with the kernel's sysctl names and defaults.
+//!
+//! Set by name from the command line (`--set net.core.gro_normal_batch=16`) or a config
+//! file's `[tunables]` table. sluice's own knobs (no kernel sysctl) use a `sluice.` prefix
+//! section name that says which stage they belong to (`rx.listified`).
+
+use thiserror::Error;
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum TunableError {
+    #[error("unknown tunable `{0}` (see `sluice tunables` for the list)")]
+    Unknown(String),
+    #[error("tunable `{name}`: `{value}` is not a valid value ({why})")]
+    BadValue { name: String, value: String, why: String },
+}
+
+macro_rules! tunables {
+    ($( $(#[doc = $doc:literal])* $field:ident : $ty:ty = $default:expr, $name:literal, min $min:expr, max $max:expr; )*) => {
+        /// All datapath tunables. Field names follow the kernel's sysctl leaf names.
+        #[derive(Debug, Clone, PartialEq, serde::Serialize)]
+        pub struct Tunables {
+            $( $(#[doc = $doc])* pub $field: $ty, )*
+        }
+
+        impl Default for Tunables {
+            fn default() -> Self {
+                Tunables { $( $field: $default, )* }
+            }
+        }
+
+        /// (sysctl-style name, one-line description, default) for every tunable.
+        pub const TUNABLES: &[(&str, &str, &str)] = &[
+            $( ($name, concat!($($doc),*), stringify!($default)), )*
+        ];
+
+        impl Tunables {
+            /// Sets a tunable by its sysctl-style name, e.g. `net.core.netdev_budget`.
+            pub fn set(&mut self, name: &str, value: &str) -> Result<(), TunableError> {
+                match name {
+                    $( $name => {
+                        let v: u64 = parse_value(value).ok_or_else(|| TunableError::BadValue {
+                            name: name.to_string(), value: value.to_string(),
+                            why: "expected a non-negative integer (or on/off)".to_string() })?;
+                        if v < $min as u64 || v > $max as u64 {
+                            return Err(TunableError::BadValue {
+                                name: name.to_string(), value: value.to_string(),
+                                why: format!("must be between {} and {}", $min, $max) });
+                        }
+                        self.$field = v as $ty;
+                        Ok(())
+                    } )*
+                    _ => Err(TunableError::Unknown(name.to_string())),
+                }
+            }
+
+            /// Reads a tunable by name (as an integer).
+            pub fn get(&self, name: &str) -> Result<u64, TunableError> {
+                match name {
+                    $( $name => Ok(self.$field as u64), )*
+                    _ => Err(TunableError::Unknown(name.to_string())),
+                }
+            }
+
+            /// Applies `name=value` strings in order.
+            pub fn apply_all<S: AsRef<str>>(&mut self, assignments: &[S]) -> Result<(), TunableError> {
+                for a in assignments {
+                    let a = a.as_ref();
+                    let (n, v) = a.split_once('=').ok_or_else(|| TunableError::BadValue {
+                        name: a.to_string(), value: String::new(),
+                        why: "expected name=value".to_string() })?;
+                    self.set(n.trim(), v.trim())?;
+                }
+                Ok(())
+            }
+        }
+    };
+}
+
+fn parse_value(s: &str) -> Option<u64> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "on" | "true" | "yes" => Some(1),
+        "off" | "false" | "no" => Some(0),
+        t => t.parse().ok(),
+    }
+}
+
+// `bool` fields are stored as u8-like integers would be awkward; the kernel's booleans are
+// integers too (0/1), so every tunable is an integer type here.
+tunables! {
+    /// Packets one NAPI instance may process per poll (NAPI weight).
+    dev_weight: u32 = 64, "net.core.dev_weight", min 1, max 4096;
+    /// Packets one softirq round (all NAPI instances) may process.
+    netdev_budget: u32 = 300, "net.core.netdev_budget", min 1, max 1_000_000;
+    /// Time budget of one softirq round, in microseconds.
+    netdev_budget_usecs: u32 = 2000, "net.core.netdev_budget_usecs", min 1, max 1_000_000;
+    /// Per-CPU backlog length (RPS / non-NAPI enqueue), packets.
+    netdev_max_backlog: u32 = 1000, "net.core.netdev_max_backlog", min 1, max 1_000_000;
+    /// GRO_NORMAL packets (segments) batched before list delivery.
+    gro_normal_batch: u32 = 8, "net.core.gro_normal_batch", min 1, max 65536;
+    /// Packets one qdisc run may dequeue before rescheduling.
+    dev_tx_weight: u32 = 64, "net.core.dev_tx_weight", min 1, max 65536;
+    /// Flow-limit table buckets per CPU.
+    flow_limit_table_len: u32 = 4096, "net.core.flow_limit_table_len", min 1, max 1 << 20;
+    /// Forward IPv4 packets not addressed to us.
+    ip_forward: u8 = 1, "net.ipv4.ip_forward", min 0, max 1;
+    /// Forward IPv6 packets not addressed to us.
+    ipv6_forwarding: u8 = 1, "net.ipv6.conf.all.forwarding", min 0, max 1;
+    /// TTL of packets sluice originates (ICMP errors, echo replies).
+    ip_default_ttl: u8 = 64, "net.ipv4.ip_default_ttl", min 1, max 255;
+    /// Listified receive: pass each poll's packets through the stack as lists (0 = one at a time).
+    listified: u8 = 1, "rx.listified", min 0, max 1;
+    /// Reuse the previous route lookup for consecutive packets with the same (daddr, tos).
+    route_hint: u8 = 1, "rx.route_hint", min 0, max 1;
+    /// Packets a port's transmit queue gathers before a tx burst.
+    tx_burst: u32 = 32, "tx.burst", min 1, max 4096;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_kernels() {
+        let t = Tunables::default();
+        assert_eq!(t.gro_normal_batch, 8);
+        assert_eq!(t.netdev_budget, 300);
+        assert_eq!(t.netdev_budget_usecs, 2000);
+        assert_eq!(t.dev_weight, 64);
+        assert_eq!(t.netdev_max_backlog, 1000);
+        assert_eq!(t.dev_tx_weight, 64);
+    }
+
+    #[test]
+    fn set_by_sysctl_name() {
+        let mut t = Tunables::default();
+        t.apply_all(&["net.core.gro_normal_batch=16", "rx.listified=off"]).unwrap();
+        assert_eq!(t.gro_normal_batch, 16);
+        assert_eq!(t.listified, 0);
+        assert_eq!(t.get("net.core.gro_normal_batch").unwrap(), 16);
+    }
+
+    #[test]
+    fn bad_names_and_values_are_errors() {
+        let mut t = Tunables::default();
+        assert!(matches!(t.set("net.core.nope", "1"), Err(TunableError::Unknown(_))));
+        assert!(matches!(t.set("net.core.gro_normal_batch", "0"), Err(TunableError::BadValue { .. })));
+        assert!(matches!(t.set("net.core.dev_weight", "x"), Err(TunableError::BadValue { .. })));
+        assert!(t.apply_all(&["novalue"]).is_err());
+        assert!(TUNABLES.iter().any(|(n, _, d)| *n == "net.core.gro_normal_batch" && *d == "8"));
+    }
+}

@@ -1,0 +1,329 @@
+//! In-memory traffic generator (like pktgen / trafgen): N flows, IPv4/IPv6, UDP/TCP/ICMP,
+//! fixed or IMIX sizes, optional VLAN, TCP segment trains, rate-limited or flat out.
+//!
+//! Packets are built once as templates; per packet the generator copies the template into a
+//! fresh buffer and patches only what the configuration asks for (TCP seq and IP ID for
+//! trains), fixing checksums incrementally.
+
+use super::{Port, PortStats};
+use crate::buf::{BufCache, Pkt, HEADROOM};
+use crate::wire::build::{build_with_offsets, L3Spec, L4Spec, PacketSpec};
+use crate::wire::checksum;
+use serde::{Deserialize, Serialize};
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::time::Instant;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IpVersion {
+    V4,
+    V6,
+    /// First half of the flows IPv4, second half IPv6 (so round robin gives runs of each).
+    Mix,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum L4Proto {
+    Udp,
+    Tcp,
+    Icmp,
+}
+
+/// Frame sizes: a fixed size (frame bytes without FCS: 60 = a 64-byte packet on the wire)
+/// or the simple IMIX (7 × 60, 4 × 590, 1 × 1514).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FrameSize {
+    Fixed(u16),
+    Imix,
+}
+
+const IMIX_PATTERN: [u16; 12] = [60, 590, 60, 60, 1514, 60, 590, 60, 60, 590, 60, 590];
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GenConfig {
+    pub flows: u32,
+    /// Consecutive packets of one flow before moving to the next (1 = round robin).
+    pub burst: u32,
+    pub ip: IpVersion,
+    pub proto: L4Proto,
+    pub size: FrameSize,
+    pub vlan: Option<u16>,
+    /// TCP only: consecutive segments of a flow form a train (seq advances by the payload
+    /// length, IP ID by one, same flags), so GRO can merge them. 0 = no patching.
+    pub tcp_train: u32,
+    /// Packets per second, or None for flat out.
+    pub rate_pps: Option<f64>,
+    /// Stop after this many packets.
+    pub packets: Option<u64>,
+    pub src_mac: String,
+    pub dst_mac: String,
+    pub src_v4: Ipv4Addr,
+    pub dst_v4: Ipv4Addr,
+    /// Added to dst_v4 (as an integer) per flow: 256 puts each flow in its own /24.
+    pub dst_v4_step: u32,
+    pub src_v6: Ipv6Addr,
+    pub dst_v6: Ipv6Addr,
+    /// Added to the upper 64 bits of dst_v6 per flow: 1 puts each flow in its own /64.
+    pub dst_v6_step: u64,
+    pub src_port: u16,
+    pub dst_port: u16,
+    pub ttl: u8,
+}
+
+impl Default for GenConfig {
+    fn default() -> Self {
+        GenConfig {
+            flows: 1024,
+            burst: 1,
+            ip: IpVersion::Mix,
+            proto: L4Proto::Udp,
+            size: FrameSize::Fixed(60),
+            vlan: None,
+            tcp_train: 0,
+            rate_pps: None,
+            packets: None,
+            src_mac: "02:00:00:00:00:aa".into(),
+            dst_mac: "02:00:00:00:00:01".into(),
+            src_v4: Ipv4Addr::new(198, 18, 0, 1),
+            dst_v4: Ipv4Addr::new(10, 0, 0, 1),
+            dst_v4_step: 256,
+            src_v6: "2001:db8::100".parse().expect("literal"),
+            dst_v6: "2001:db8:1000::1".parse().expect("literal"),
+            dst_v6_step: 1,
+            src_port: 1024,
+            dst_port: 9,
+            ttl: 64,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum GenError {
+    #[error("generator: {0}")]
+    Config(String),
+    #[error("generator: cannot build a template: {0}")]
+    Build(#[from] crate::wire::WireError),
+}
+
+/// One prebuilt frame.
+struct Template {
+    bytes: Vec<u8>,
+    /// TCP trains: offsets of the IPv4 header (for ID), TCP header, and payload length.
+    l3: usize,
+    l4: usize,
+    payload_len: u32,
+    v4: bool,
+}
+
+pub struct Generator {
+    name: String,
+    cfg: GenConfig,
+    /// Templates indexed by flow * sizes + size class.
+    templates: Vec<Template>,
+    sizes: usize,
+    /// Per-flow TCP sequence / IP ID state for trains.
+    seq: Vec<u32>,
+    ident: Vec<u16>,
+    flow: u32,
+    in_burst: u32,
+    size_idx: usize,
+    sent: u64,
+    started: Option<Instant>,
+    stats: PortStats,
+}
+
+impl Generator {
+    pub fn new(name: &str, cfg: GenConfig) -> Result<Generator, GenError> {
+        if cfg.flows == 0 || cfg.burst == 0 {
+            return Err(GenError::Config("flows and burst must be at least 1".into()));
+        }
+        let src_mac = super::parse_mac(&cfg.src_mac).ok_or_else(|| GenError::Config(format!("bad src_mac `{}`", cfg.src_mac)))?;
+        let dst_mac = super::parse_mac(&cfg.dst_mac).ok_or_else(|| GenError::Config(format!("bad dst_mac `{}`", cfg.dst_mac)))?;
+        let sizes: Vec<u16> = match cfg.size {
+            FrameSize::Fixed(n) if (14..=crate::buf::MAX_DATA as u16).contains(&n) => vec![n],
+            FrameSize::Fixed(n) => return Err(GenError::Config(format!("frame size {n} outside 14..={}", crate::buf::MAX_DATA))),
+            FrameSize::Imix => vec![60, 590, 1514],
+        };
+        let mut templates = Vec::with_capacity(cfg.flows as usize * sizes.len());
+        let mut scratch = vec![0u8; crate::buf::MAX_DATA];
+        for f in 0..cfg.flows {
+            let v4 = match cfg.ip {
+                IpVersion::V4 => true,
+                IpVersion::V6 => false,
+                IpVersion::Mix => f < cfg.flows.div_ceil(2),
+            };
+            let l3 = if v4 {
+                let dst = u32::from(cfg.dst_v4).wrapping_add(f.wrapping_mul(cfg.dst_v4_step));
+                let src = u32::from(cfg.src_v4).wrapping_add(f);
+                L3Spec::V4 { src: src.to_be_bytes(), dst: dst.to_be_bytes(), tos: 0, ident: 0, dont_frag: true }
+            } else {
+                let dst = u128::from(cfg.dst_v6).wrapping_add((f as u128 * cfg.dst_v6_step as u128) << 64);
+                let src = u128::from(cfg.src_v6).wrapping_add(f as u128);
+                L3Spec::V6 { src: src.to_be_bytes(), dst: dst.to_be_bytes(), traffic_class: 0, flow_label: 0 }
+            };
+            let sport = cfg.src_port.wrapping_add(f as u16);
+            let l4 = match cfg.proto {
+                L4Proto::Udp => L4Spec::Udp { src_port: sport, dst_port: cfg.dst_port },
+                L4Proto::Tcp => L4Spec::Tcp {
+                    src_port: sport,
+                    dst_port: cfg.dst_port,
+                    seq: 1,
+                    ack: 1,
+                    flags: crate::wire::tcp::flags::ACK,
+                    window: 512,
+                    timestamp: None,
+                },
+                L4Proto::Icmp => L4Spec::IcmpEcho { ident: f as u16, seq: 0 },
+            };
+            for &size in &sizes {
+                let spec = PacketSpec { src_mac, dst_mac, vlan: cfg.vlan, l3, l4, ttl: cfg.ttl, frame_len: size as usize };
+                let (len, offs) = build_with_offsets(&spec, &mut scratch)?;
+                templates.push(Template {
+                    bytes: scratch[..len].to_vec(),
+                    l3: offs.l3,
+                    l4: offs.l4,
+                    payload_len: offs.payload_len as u32,
+                    v4,
+                });
+            }
+        }
+        let flows = cfg.flows as usize;
+        Ok(Generator {
+            name: name.to_string(),
+            cfg,
+            sizes: sizes.len(),
+            templates,
+            seq: vec![1; flows],
+            ident: vec![0; flows],
+            flow: 0,
+            in_burst: 0,
+            size_idx: 0,
+            sent: 0,
+            started: None,
+            stats: PortStats::default(),
+        })
+    }
+
+    pub fn config(&self) -> &GenConfig {
+        &self.cfg
+    }
+
+    /// How many packets the rate limit allows now.
+    fn allowance(&mut self, max: usize) -> usize {
+        let mut n = max;
+        if let Some(limit) = self.cfg.packets {
+            n = n.min(limit.saturating_sub(self.sent) as usize);
+        }
+        if let Some(rate) = self.cfg.rate_pps {
+            let start = *self.started.get_or_insert_with(Instant::now);
+            let due = (start.elapsed().as_secs_f64() * rate) as u64;
+            n = n.min(due.saturating_sub(self.sent) as usize);
+        }
+        n
+    }
+
+    #[inline]
+    fn next_template(&mut self) -> (usize, usize) {
+        let flow = self.flow as usize;
+        let size_class = if self.sizes == 1 {
+            0
+        } else {
+            let s = IMIX_PATTERN[self.size_idx % IMIX_PATTERN.len()];
+            self.size_idx += 1;
+            match s {
+                60 => 0,
+                590 => 1,
+                _ => 2,
+            }
+        };
+        self.in_burst += 1;
+        if self.in_burst >= self.cfg.burst {
+            self.in_burst = 0;
+            self.flow += 1;
+            if self.flow >= self.cfg.flows {
+                self.flow = 0;
+            }
+        }
+        (flow, flow * self.sizes + size_class)
+    }
+
+    /// TCP trains: advance this flow's sequence number and IP ID, patching the copy.
+    fn patch_train(&mut self, flow: usize, t: usize, frame: &mut [u8]) {
+        let tpl = &self.templates[t];
+        let seq = self.seq[flow];
+        self.seq[flow] = seq.wrapping_add(tpl.payload_len);
+        let (l3, l4) = (tpl.l3, tpl.l4);
+        let old_seq = u32::from_be_bytes([frame[l4 + 4], frame[l4 + 5], frame[l4 + 6], frame[l4 + 7]]);
+        frame[l4 + 4..l4 + 8].copy_from_slice(&seq.to_be_bytes());
+        let csum = u16::from_be_bytes([frame[l4 + 16], frame[l4 + 17]]);
+        frame[l4 + 16..l4 + 18].copy_from_slice(&checksum::update32(csum, old_seq, seq).to_be_bytes());
+        if tpl.v4 {
+            let id = self.ident[flow];
+            self.ident[flow] = id.wrapping_add(1);
+            let old = u16::from_be_bytes([frame[l3 + 4], frame[l3 + 5]]);
+            frame[l3 + 4..l3 + 6].copy_from_slice(&id.to_be_bytes());
+            let c = u16::from_be_bytes([frame[l3 + 10], frame[l3 + 11]]);
+            frame[l3 + 10..l3 + 12].copy_from_slice(&checksum::update16(c, old, id).to_be_bytes());
+        }
+    }
+}
+
+impl Port for Generator {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn rx_burst(&mut self, bufs: &mut BufCache, out: &mut Vec<Pkt>, max: usize) -> usize {
+        let want = self.allowance(max);
+        if want == 0 {
+            return 0;
+        }
+        let first = out.len();
+        let got = bufs.alloc_bulk(out, want, 0);
+        if got < want {
+            self.stats.rx_nobuf += (want - got) as u64;
+        }
+        let train = self.cfg.tcp_train > 0 && self.cfg.proto == L4Proto::Tcp;
+        let mut bytes = 0u64;
+        for i in first..first + got {
+            let (flow, t) = self.next_template();
+            let p = out[i];
+            let len = self.templates[t].bytes.len();
+            let frame = bufs.frame_mut(p.buf);
+            frame[HEADROOM..HEADROOM + len].copy_from_slice(&self.templates[t].bytes);
+            if train {
+                self.patch_train(flow, t, &mut frame[HEADROOM..HEADROOM + len]);
+            }
+            out[i].len = len as u16;
+            bytes += len as u64;
+        }
+        self.sent += got as u64;
+        self.stats.rx_packets += got as u64;
+        self.stats.rx_bytes += bytes;
+        got
+    }
+
+    /// Packets sent back to the generator (ICMP errors, echo replies) are counted and freed.
+    fn tx_burst(&mut self, bufs: &mut BufCache, pkts: &[Pkt], more: bool) -> usize {
+        for p in pkts {
+            self.stats.tx_bytes += p.len as u64;
+            bufs.free(p.buf);
+        }
+        self.stats.tx_packets += pkts.len() as u64;
+        if !more {
+            self.stats.doorbells += 1;
+        }
+        pkts.len()
+    }
+
+    fn rx_done(&self) -> bool {
+        self.cfg.packets.is_some_and(|n| self.sent >= n)
+    }
+
+    fn stats(&self) -> PortStats {
+        self.stats
+    }
+}

@@ -1,0 +1,99 @@
+//! Ports: where packets enter and leave. One trait; the in-memory generator and sinks are
+//! the default lab, pcap files replay and record captures.
+//!
+//! Transmit follows the kernel's `xmit_more`: `tx_burst(.., more = true)` queues without
+//! notifying the "hardware"; the doorbell rings only on a burst with `more = false`.
+
+pub mod gen;
+pub mod pcap;
+pub mod sink;
+
+use crate::buf::{BufCache, Pkt};
+use serde::Serialize;
+
+/// Per-port counters.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct PortStats {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub doorbells: u64,
+    /// Packets the port could not produce because the pool was empty.
+    pub rx_nobuf: u64,
+    /// `check` sink: packets that failed validation.
+    pub check_failures: u64,
+}
+
+pub trait Port: Send {
+    fn name(&self) -> &str;
+
+    /// Receives up to `max` packets, appending them to `out`. Returns how many.
+    fn rx_burst(&mut self, bufs: &mut BufCache, out: &mut Vec<Pkt>, max: usize) -> usize;
+
+    /// Queues `pkts` for transmission; the port owns the accepted ones (it frees them on
+    /// completion). Returns how many it accepted: the caller drops the rest. `more` says
+    /// more packets follow at once, so the doorbell may wait.
+    fn tx_burst(&mut self, bufs: &mut BufCache, pkts: &[Pkt], more: bool) -> usize;
+
+    /// Reaps transmit completions, returning their buffers. Returns how many.
+    fn tx_completions(&mut self, _bufs: &mut BufCache) -> usize {
+        0
+    }
+
+    /// True when the port will never receive again (a pcap file fully read, a packet
+    /// count reached).
+    fn rx_done(&self) -> bool {
+        false
+    }
+
+    /// Flushes buffered output (pcap writer).
+    fn finish(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    fn stats(&self) -> PortStats;
+
+    /// Failures recorded by a validating port, with a short description of the first few.
+    fn check_report(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Received-side captures for tests: a copy of every transmitted frame, if the port
+    /// keeps them (`sink::Capture`).
+    fn captured(&self) -> Option<&[Vec<u8>]> {
+        None
+    }
+}
+
+/// Parses "aa:bb:cc:dd:ee:ff".
+pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let mut mac = [0u8; 6];
+    let mut parts = s.split(':');
+    for b in mac.iter_mut() {
+        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
+    }
+    if parts.next().is_some() {
+        return None;
+    }
+    Some(mac)
+}
+
+pub fn fmt_mac(m: &[u8; 6]) -> String {
+    format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mac_round_trip() {
+        let m = parse_mac("02:00:0a:ff:00:01").unwrap();
+        assert_eq!(m, [2, 0, 10, 255, 0, 1]);
+        assert_eq!(fmt_mac(&m), "02:00:0a:ff:00:01");
+        assert!(parse_mac("02:00").is_none());
+        assert!(parse_mac("02:00:0a:ff:00:01:07").is_none());
+        assert!(parse_mac("zz:00:0a:ff:00:01").is_none());
+    }
+}

@@ -1,0 +1,355 @@
+//! Forwarding: TTL / hop limit, checksum patch (RFC 1624), neighbour MAC rewrite, MTU, and
+//! the ICMP errors a router originates (time exceeded, unreachable, too big).
+
+use super::ipv4::daddr as daddr_v4;
+use super::ipv6::daddr as daddr_v6;
+use super::route::NextHop;
+use crate::buf::skb::{PktType, Skb};
+use crate::buf::{BufCache, Pkt, HEADROOM};
+use crate::datapath::Datapath;
+use crate::stats::{tsc::rdtsc, DropReason, Stage};
+use crate::wire::checksum;
+
+/// Why a packet could not be rewritten for forwarding.
+enum FwdError {
+    Drop(DropReason),
+    TtlExceeded,
+    TooBig { mtu: u16 },
+}
+
+/// Rewrites one IPv4 packet in place for output: TTL, header checksum, MACs.
+#[inline]
+fn rewrite_v4(bufs: &mut BufCache, skb: &Skb, mtu: u16, src_mac: &[u8; 6], dst_mac: &[u8; 6]) -> Result<(), FwdError> {
+    let l3 = skb.network_off as usize;
+    let data = bufs.data_mut(skb.pkt);
+    if data.len() < l3 + 20 {
+        return Err(FwdError::Drop(DropReason::PktTooSmall));
+    }
+    let ip = &mut data[l3..];
+    let ttl = ip[8];
+    if ttl <= 1 {
+        return Err(FwdError::TtlExceeded);
+    }
+    let tot_len = u16::from_be_bytes([ip[2], ip[3]]);
+    if tot_len > mtu {
+        let df = ip[6] & 0x40 != 0;
+        // sluice does not fragment: without DF the packet is dropped too (counted).
+        return Err(if df { FwdError::TooBig { mtu } } else { FwdError::Drop(DropReason::PktTooBig) });
+    }
+    let old = u16::from_be_bytes([ttl, ip[9]]);
+    ip[8] = ttl - 1;
+    let new = u16::from_be_bytes([ttl - 1, ip[9]]);
+    let csum = checksum::update16(u16::from_be_bytes([ip[10], ip[11]]), old, new);
+    ip[10..12].copy_from_slice(&csum.to_be_bytes());
+    data[0..6].copy_from_slice(dst_mac);
+    data[6..12].copy_from_slice(src_mac);
+    Ok(())
+}
+
+#[inline]
+fn rewrite_v6(bufs: &mut BufCache, skb: &Skb, mtu: u16, src_mac: &[u8; 6], dst_mac: &[u8; 6]) -> Result<(), FwdError> {
+    let l3 = skb.network_off as usize;
+    let data = bufs.data_mut(skb.pkt);
+    if data.len() < l3 + 40 {
+        return Err(FwdError::Drop(DropReason::PktTooSmall));
+    }
+    let ip = &mut data[l3..];
+    if ip[7] <= 1 {
+        return Err(FwdError::TtlExceeded);
+    }
+    if ip.len() > mtu as usize {
+        return Err(FwdError::TooBig { mtu });
+    }
+    ip[7] -= 1;
+    data[0..6].copy_from_slice(dst_mac);
+    data[6..12].copy_from_slice(src_mac);
+    Ok(())
+}
+
+fn fail_v4(dp: &mut Datapath, skb: Skb, e: FwdError) {
+    match e {
+        FwdError::Drop(r) => dp.drop_pkt(skb.pkt, r),
+        FwdError::TtlExceeded => {
+            icmp4_error(dp, &skb, 11, 0, 0);
+            dp.drop_pkt(skb.pkt, DropReason::TtlExpired);
+        }
+        FwdError::TooBig { mtu } => {
+            icmp4_error(dp, &skb, 3, 4, mtu);
+            dp.drop_pkt(skb.pkt, DropReason::PktTooBig);
+        }
+    }
+}
+
+fn fail_v6(dp: &mut Datapath, skb: Skb, e: FwdError) {
+    match e {
+        FwdError::Drop(r) => dp.drop_pkt(skb.pkt, r),
+        FwdError::TtlExceeded => {
+            icmp6_error(dp, &skb, 3, 0, 0);
+            dp.drop_pkt(skb.pkt, DropReason::TtlExpired);
+        }
+        FwdError::TooBig { mtu } => {
+            icmp6_error(dp, &skb, 2, 0, mtu as u32);
+            dp.drop_pkt(skb.pkt, DropReason::PktTooBig);
+        }
+    }
+}
+
+fn out_params(dp: &Datapath, port: u16) -> (u16, [u8; 6]) {
+    dp.ifaces.get(port as usize).map(|i| (i.mtu, i.mac)).unwrap_or((0, [0; 6]))
+}
+
+/// Single mode: forward one IPv4 packet.
+pub(crate) fn forward_v4(dp: &mut Datapath, skb: Skb, nh: &NextHop) {
+    if dp.tun.ip_forward == 0 {
+        return dp.drop_pkt(skb.pkt, DropReason::ForwardingDisabled);
+    }
+    let Some((port, mac)) = dp.routes.resolve_v4(nh, daddr_v4(&dp.bufs, &skb)) else {
+        return dp.drop_pkt(skb.pkt, DropReason::NeighFailed);
+    };
+    let (mtu, src) = out_params(dp, port);
+    match rewrite_v4(&mut dp.bufs, &skb, mtu, &src, &mac) {
+        Ok(()) => dp.tx_enqueue(port, skb.pkt),
+        Err(e) => fail_v4(dp, skb, e),
+    }
+}
+
+/// List mode: a run with one route. A gateway is resolved once for the whole run; the
+/// rewritten run goes to the transmit queue as one list.
+pub(crate) fn forward_list_v4(dp: &mut Datapath, run: &mut [Skb], nh: &NextHop) {
+    let t0 = rdtsc();
+    if dp.tun.ip_forward == 0 {
+        for s in run.iter() {
+            dp.drop_pkt(s.pkt, DropReason::ForwardingDisabled);
+        }
+        return;
+    }
+    let fixed = match *nh {
+        NextHop::Gateway { port, mac } => Some((port, mac)),
+        _ => None,
+    };
+    let mut n = 0;
+    for i in 0..run.len() {
+        let s = run[i];
+        let out = fixed.or_else(|| dp.routes.resolve_v4(nh, daddr_v4(&dp.bufs, &s)));
+        let Some((port, mac)) = out else {
+            dp.drop_pkt(s.pkt, DropReason::NeighFailed);
+            continue;
+        };
+        let (mtu, src) = out_params(dp, port);
+        match rewrite_v4(&mut dp.bufs, &s, mtu, &src, &mac) {
+            Ok(()) => {
+                run[n] = s;
+                run[n].out_port = port;
+                n += 1;
+            }
+            Err(e) => fail_v4(dp, s, e),
+        }
+    }
+    dp.c.stages[Stage::Forward as usize].add(run.len(), rdtsc() - t0);
+    transmit_run(dp, &run[..n]);
+}
+
+pub(crate) fn forward_v6(dp: &mut Datapath, skb: Skb, nh: &NextHop) {
+    if dp.tun.ipv6_forwarding == 0 {
+        return dp.drop_pkt(skb.pkt, DropReason::ForwardingDisabled);
+    }
+    let Some((port, mac)) = dp.routes.resolve_v6(nh, daddr_v6(&dp.bufs, &skb)) else {
+        return dp.drop_pkt(skb.pkt, DropReason::NeighFailed);
+    };
+    let (mtu, src) = out_params(dp, port);
+    match rewrite_v6(&mut dp.bufs, &skb, mtu, &src, &mac) {
+        Ok(()) => dp.tx_enqueue(port, skb.pkt),
+        Err(e) => fail_v6(dp, skb, e),
+    }
+}
+
+pub(crate) fn forward_list_v6(dp: &mut Datapath, run: &mut [Skb], nh: &NextHop) {
+    let t0 = rdtsc();
+    if dp.tun.ipv6_forwarding == 0 {
+        for s in run.iter() {
+            dp.drop_pkt(s.pkt, DropReason::ForwardingDisabled);
+        }
+        return;
+    }
+    let fixed = match *nh {
+        NextHop::Gateway { port, mac } => Some((port, mac)),
+        _ => None,
+    };
+    let mut n = 0;
+    for i in 0..run.len() {
+        let s = run[i];
+        let out = fixed.or_else(|| dp.routes.resolve_v6(nh, daddr_v6(&dp.bufs, &s)));
+        let Some((port, mac)) = out else {
+            dp.drop_pkt(s.pkt, DropReason::NeighFailed);
+            continue;
+        };
+        let (mtu, src) = out_params(dp, port);
+        match rewrite_v6(&mut dp.bufs, &s, mtu, &src, &mac) {
+            Ok(()) => {
+                run[n] = s;
+                run[n].out_port = port;
+                n += 1;
+            }
+            Err(e) => fail_v6(dp, s, e),
+        }
+    }
+    dp.c.stages[Stage::Forward as usize].add(run.len(), rdtsc() - t0);
+    transmit_run(dp, &run[..n]);
+}
+
+/// Hands a rewritten run to the transmit queues .
+fn transmit_run(dp: &mut Datapath, run: &[Skb]) {
+    let t0 = rdtsc();
+    for s in run {
+        dp.tx_enqueue(s.out_port, s.pkt);
+    }
+    dp.c.stages[Stage::Tx as usize].add(run.len(), rdtsc() - t0);
+}
+
+pub(crate) fn no_route_v4(dp: &mut Datapath, skb: Skb) {
+    icmp4_error(dp, &skb, 3, 0, 0);
+    dp.drop_pkt(skb.pkt, DropReason::IpNoroute);
+}
+
+pub(crate) fn no_route_v6(dp: &mut Datapath, skb: Skb) {
+    icmp6_error(dp, &skb, 1, 0, 0);
+    dp.drop_pkt(skb.pkt, DropReason::IpNoroute);
+}
+
+/// Originates an ICMPv4 error about `orig` (RFC 1812 rules: never about an ICMP error, a
+/// non-first fragment, or a packet not unicast to us at L2).
+pub(crate) fn icmp4_error(dp: &mut Datapath, orig: &Skb, typ: u8, code: u8, mtu: u16) {
+    let l3 = orig.network_off as usize;
+    let src = match dp.ifaces.get(orig.rx_port as usize).and_then(|i| i.primary_v4()) {
+        Some(a) => a,
+        None => return,
+    };
+    let (quote, dst) = {
+        let data = dp.bufs.data(orig.pkt);
+        let Some(ip) = data.get(l3..) else { return };
+        if ip.len() < 20 || orig.pkt_type != PktType::Host {
+            return;
+        }
+        let ihl = ((ip[0] & 0x0f) as usize * 4).max(20);
+        let frag_off = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff;
+        if frag_off != 0 {
+            return;
+        }
+        if ip[9] == 1 {
+            let t = ip.get(ihl).copied().unwrap_or(0);
+            if !matches!(t, 0 | 8 | 13 | 15 | 17) {
+                return; // an ICMP error: never answered with another
+            }
+        }
+        let q = (ihl + 8).min(ip.len());
+        let mut quote = [0u8; 68];
+        quote[..q].copy_from_slice(&ip[..q]);
+        (quote[..q].to_vec(), [ip[12], ip[13], ip[14], ip[15]])
+    };
+    let Some(id) = dp.bufs.alloc() else {
+        dp.c.originated += 1;
+        dp.c.drop(DropReason::NoBuffer);
+        return;
+    };
+    let len = 14 + 20 + 8 + quote.len();
+    let ttl = dp.tun.ip_default_ttl;
+    let f = &mut dp.bufs.frame_mut(id)[HEADROOM..HEADROOM + len];
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    let ip = &mut f[14..];
+    ip[..20].copy_from_slice(&[0x45, 0xc0, 0, 0, 0, 0, 0, 0, ttl, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    ip[2..4].copy_from_slice(&((20 + 8 + quote.len()) as u16).to_be_bytes());
+    ip[12..16].copy_from_slice(&src);
+    ip[16..20].copy_from_slice(&dst);
+    let c = checksum::checksum(&ip[..20]);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    let icmp = &mut ip[20..];
+    icmp[..8].copy_from_slice(&[typ, code, 0, 0, 0, 0, 0, 0]);
+    icmp[6..8].copy_from_slice(&mtu.to_be_bytes());
+    icmp[8..].copy_from_slice(&quote);
+    let c = checksum::checksum(icmp);
+    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    dp.c.originated += 1;
+    send_v4(dp, Pkt::new(id, len), dst);
+}
+
+/// Originates an ICMPv6 error about `orig` (RFC 4443: not about errors or multicast).
+pub(crate) fn icmp6_error(dp: &mut Datapath, orig: &Skb, typ: u8, code: u8, info: u32) {
+    let l3 = orig.network_off as usize;
+    let src = match dp.ifaces.get(orig.rx_port as usize).and_then(|i| i.primary_v6()) {
+        Some(a) => a,
+        None => return,
+    };
+    let (quote, dst) = {
+        let data = dp.bufs.data(orig.pkt);
+        let Some(ip) = data.get(l3..) else { return };
+        if ip.len() < 40 || orig.pkt_type != PktType::Host || ip[24] == 0xff {
+            return;
+        }
+        if orig.ip_proto == 58 {
+            let t = data.get(orig.transport_off as usize).copied().unwrap_or(0);
+            if t < 128 {
+                return;
+            }
+        }
+        // Quote as much as fits in the IPv6 minimum MTU.
+        let q = ip.len().min(1280 - 48);
+        let mut dst = [0u8; 16];
+        dst.copy_from_slice(&ip[8..24]);
+        (ip[..q].to_vec(), dst)
+    };
+    let Some(id) = dp.bufs.alloc() else {
+        dp.c.originated += 1;
+        dp.c.drop(DropReason::NoBuffer);
+        return;
+    };
+    let plen = 8 + quote.len();
+    let len = 14 + 40 + plen;
+    let f = &mut dp.bufs.frame_mut(id)[HEADROOM..HEADROOM + len];
+    f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+    let ip = &mut f[14..];
+    ip[..8].copy_from_slice(&[0x60, 0, 0, 0, 0, 0, 58, 64]);
+    ip[4..6].copy_from_slice(&(plen as u16).to_be_bytes());
+    ip[8..24].copy_from_slice(&src);
+    ip[24..40].copy_from_slice(&dst);
+    let icmp = &mut ip[40..];
+    icmp[..8].copy_from_slice(&[typ, code, 0, 0, 0, 0, 0, 0]);
+    icmp[4..8].copy_from_slice(&info.to_be_bytes());
+    icmp[8..].copy_from_slice(&quote);
+    let sum = checksum::pseudo_header_v6(&src, &dst, 58, plen as u32) + checksum::sum_be16(icmp);
+    let c = !checksum::fold(sum);
+    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    dp.c.originated += 1;
+    send_v6(dp, Pkt::new(id, len), dst);
+}
+
+/// Routes and transmits a packet sluice originated (already counted in `originated`).
+pub(crate) fn send_v4(dp: &mut Datapath, p: Pkt, dst: [u8; 4]) {
+    let nh = dp.routes.lookup_v4(dst);
+    let out = dp.routes.get(nh).copied().and_then(|n| dp.routes.resolve_v4(&n, dst));
+    send_resolved(dp, p, out, nh);
+}
+
+pub(crate) fn send_v6(dp: &mut Datapath, p: Pkt, dst: [u8; 16]) {
+    let nh = dp.routes.lookup_v6(dst);
+    let out = dp.routes.get(nh).copied().and_then(|n| dp.routes.resolve_v6(&n, dst));
+    send_resolved(dp, p, out, nh);
+}
+
+fn send_resolved(dp: &mut Datapath, p: Pkt, out: Option<(u16, [u8; 6])>, nh: u32) {
+    match out {
+        Some((port, mac)) => {
+            let src = out_params(dp, port).1;
+            let d = dp.bufs.data_mut(p);
+            d[0..6].copy_from_slice(&mac);
+            d[6..12].copy_from_slice(&src);
+            dp.tx_enqueue(port, p);
+        }
+        None => {
+            let reason = match dp.routes.get(nh) {
+                Some(NextHop::Connected { .. }) | Some(NextHop::Gateway { .. }) => DropReason::NeighFailed,
+                _ => DropReason::IpNoroute,
+            };
+            dp.drop_pkt(p, reason);
+        }
+    }
+}

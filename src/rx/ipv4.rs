@@ -1,0 +1,142 @@
+//! IPv4 receive: validation as ip_rcv_core, route lookup (with the list path's route hint),
+//! then dst_input: forward or local delivery.
+
+use super::route::{NextHop, NO_ROUTE};
+use super::{for_each_run, forward, local, retain_run};
+use crate::buf::skb::{PktType, Skb};
+use crate::buf::BufCache;
+use crate::datapath::Datapath;
+use crate::stats::{tsc::rdtsc, DropReason, Stage};
+use crate::wire::checksum;
+
+/// ip_rcv_core's checks, in its order, each with its drop reason. On success the packet is
+/// trimmed to the IP total length (Ethernet padding goes) and the transport header is set.
+#[inline]
+pub(crate) fn rcv_core(bufs: &BufCache, skb: &mut Skb) -> Result<(), DropReason> {
+    if skb.pkt_type == PktType::OtherHost {
+        return Err(DropReason::OtherHost);
+    }
+    let data = bufs.data(skb.pkt);
+    let l3 = skb.network_off as usize;
+    let ip = data.get(l3..).ok_or(DropReason::PktTooSmall)?;
+    if ip.len() < 20 {
+        return Err(DropReason::PktTooSmall);
+    }
+    let ihl = (ip[0] & 0x0f) as usize * 4;
+    if ip[0] >> 4 != 4 || ihl < 20 {
+        return Err(DropReason::IpInhdr);
+    }
+    if ip.len() < ihl {
+        return Err(DropReason::IpInhdr);
+    }
+    if checksum::fold(checksum::sum_be16(&ip[..ihl])) != 0xffff {
+        return Err(DropReason::IpCsum);
+    }
+    let tot_len = u16::from_be_bytes([ip[2], ip[3]]) as usize;
+    if ip.len() < tot_len {
+        return Err(DropReason::PktTooSmall);
+    }
+    if tot_len < ihl {
+        return Err(DropReason::IpInhdr);
+    }
+    let src0 = ip[12];
+    if src0 >= 224 || src0 == 127 {
+        // Multicast, broadcast or loopback source: a martian (fib_validate_source).
+        return Err(DropReason::IpInvalidSource);
+    }
+    skb.ip_proto = ip[9];
+    skb.transport_off = (l3 + ihl) as u16;
+    skb.pkt.len = (l3 + tot_len) as u16;
+    Ok(())
+}
+
+#[inline]
+pub(crate) fn daddr(bufs: &BufCache, skb: &Skb) -> [u8; 4] {
+    let d = bufs.data(skb.pkt);
+    let o = skb.network_off as usize + 16;
+    match d.get(o..o + 4) {
+        Some(a) => [a[0], a[1], a[2], a[3]],
+        None => [0; 4],
+    }
+}
+
+#[inline]
+fn tos(bufs: &BufCache, skb: &Skb) -> u8 {
+    bufs.data(skb.pkt).get(skb.network_off as usize + 1).copied().unwrap_or(0)
+}
+
+/// Single mode: one packet, all the way.
+pub(crate) fn rcv_one(dp: &mut Datapath, mut skb: Skb) {
+    if let Err(r) = rcv_core(&dp.bufs, &mut skb) {
+        dp.drop_pkt(skb.pkt, r);
+        return;
+    }
+    dp.c.route_lookups += 1;
+    skb.nh = dp.routes.lookup_v4(daddr(&dp.bufs, &skb));
+    dst_input_one(dp, skb);
+}
+
+fn dst_input_one(dp: &mut Datapath, skb: Skb) {
+    match dp.routes.get(skb.nh).copied() {
+        None => forward::no_route_v4(dp, skb),
+        Some(NextHop::Local) => local::deliver_v4(dp, skb),
+        Some(NextHop::Blackhole) => dp.drop_pkt(skb.pkt, DropReason::IpNoroute),
+        Some(NextHop::Unreachable) => forward::no_route_v4(dp, skb),
+        Some(nh) => forward::forward_v4(dp, skb, &nh),
+    }
+}
+
+/// ip_list_rcv: validate each packet (drops leave the run), then the finish step.
+/// The run already shares its input port (and sluice has one namespace), so no re-cut.
+pub(crate) fn list_rcv(dp: &mut Datapath, run: &mut [Skb]) {
+    let t0 = rdtsc();
+    let n = retain_run(dp, run, |dp, s| rcv_core(&dp.bufs, s));
+    dp.c.stages[Stage::Ip as usize].add(run.len(), rdtsc() - t0);
+    list_rcv_finish(dp, &mut run[..n]);
+}
+
+/// ip_list_rcv_finish: route each packet, reusing the previous lookup for consecutive
+/// packets with the same (daddr, tos) — the route hint — then cut into runs by route.
+fn list_rcv_finish(dp: &mut Datapath, run: &mut [Skb]) {
+    let t0 = rdtsc();
+    let use_hint = dp.tun.route_hint != 0;
+    let mut hint: Option<([u8; 4], u8, u32)> = None;
+    for s in run.iter_mut() {
+        let (d, t) = (daddr(&dp.bufs, s), tos(&dp.bufs, s));
+        s.nh = match hint {
+            Some((hd, ht, nh)) if use_hint && hd == d && ht == t => {
+                dp.c.route_hint_hits += 1;
+                nh
+            }
+            _ => {
+                dp.c.route_lookups += 1;
+                let nh = dp.routes.lookup_v4(d);
+                let hintable = dp.routes.get(nh).is_some_and(|n| n.hint_ok());
+                hint = hintable.then_some((d, t, nh));
+                nh
+            }
+        };
+    }
+    dp.c.stages[Stage::Route as usize].add(run.len(), rdtsc() - t0);
+    for_each_run(
+        run,
+        |s| s.nh,
+        |sub| {
+            let nh = if sub[0].nh == NO_ROUTE { None } else { dp.routes.get(sub[0].nh).copied() };
+            match nh {
+                Some(NextHop::Local) => local::deliver_list_v4(dp, sub),
+                Some(NextHop::Blackhole) => {
+                    for s in sub.iter() {
+                        dp.drop_pkt(s.pkt, DropReason::IpNoroute);
+                    }
+                }
+                None | Some(NextHop::Unreachable) => {
+                    for s in sub.iter() {
+                        forward::no_route_v4(dp, *s);
+                    }
+                }
+                Some(nh) => forward::forward_list_v4(dp, sub, &nh),
+            }
+        },
+    );
+}

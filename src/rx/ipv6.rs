@@ -1,0 +1,135 @@
+//! IPv6 receive: validation as ipv6_rcv, extension headers skipped safely, route lookup
+//! (with the route hint in list mode), then forward or local delivery.
+
+use super::route::{NextHop, NO_ROUTE};
+use super::{for_each_run, forward, local, retain_run};
+use crate::buf::skb::{PktType, Skb};
+use crate::buf::BufCache;
+use crate::datapath::Datapath;
+use crate::stats::{tsc::rdtsc, DropReason, Stage};
+use crate::wire::ipv6::skip_extension_headers;
+
+#[inline]
+pub(crate) fn rcv_core(bufs: &BufCache, skb: &mut Skb) -> Result<(), DropReason> {
+    if skb.pkt_type == PktType::OtherHost {
+        return Err(DropReason::OtherHost);
+    }
+    let data = bufs.data(skb.pkt);
+    let l3 = skb.network_off as usize;
+    let ip = data.get(l3..).ok_or(DropReason::PktTooSmall)?;
+    if ip.len() < 40 {
+        return Err(DropReason::PktTooSmall);
+    }
+    if ip[0] >> 4 != 6 {
+        return Err(DropReason::Ipv6Inhdr);
+    }
+    // Multicast or loopback source, loopback destination: never valid on the wire.
+    let loopback = |a: &[u8]| a[..15].iter().all(|b| *b == 0) && a[15] == 1;
+    if ip[8] == 0xff || loopback(&ip[8..24]) || loopback(&ip[24..40]) {
+        return Err(DropReason::IpInvalidSource);
+    }
+    let plen = u16::from_be_bytes([ip[4], ip[5]]) as usize;
+    if 40 + plen > ip.len() {
+        return Err(DropReason::PktTooSmall);
+    }
+    let ext = skip_extension_headers(ip[6], &ip[40..40 + plen]).map_err(|_| DropReason::Ipv6Inhdr)?;
+    skb.ip_proto = ext.protocol;
+    skb.transport_off = (l3 + 40 + ext.offset) as u16;
+    skb.pkt.len = (l3 + 40 + plen) as u16;
+    Ok(())
+}
+
+#[inline]
+pub(crate) fn daddr(bufs: &BufCache, skb: &Skb) -> [u8; 16] {
+    let d = bufs.data(skb.pkt);
+    let o = skb.network_off as usize + 24;
+    let mut a = [0u8; 16];
+    if let Some(s) = d.get(o..o + 16) {
+        a.copy_from_slice(s);
+    }
+    a
+}
+
+#[inline]
+fn tclass(bufs: &BufCache, skb: &Skb) -> u8 {
+    let d = bufs.data(skb.pkt);
+    let o = skb.network_off as usize;
+    match d.get(o..o + 2) {
+        Some(b) => (b[0] << 4) | (b[1] >> 4),
+        None => 0,
+    }
+}
+
+/// Link-local and multicast destinations are delivered here, never forwarded.
+#[inline]
+fn route(dp: &mut Datapath, d: [u8; 16]) -> u32 {
+    dp.c.route_lookups += 1;
+    if d[0] == 0xff || (d[0] == 0xfe && d[1] & 0xc0 == 0x80) {
+        return super::route::NH_LOCAL;
+    }
+    dp.routes.lookup_v6(d)
+}
+
+pub(crate) fn rcv_one(dp: &mut Datapath, mut skb: Skb) {
+    if let Err(r) = rcv_core(&dp.bufs, &mut skb) {
+        dp.drop_pkt(skb.pkt, r);
+        return;
+    }
+    skb.nh = route(dp, daddr(&dp.bufs, &skb));
+    match dp.routes.get(skb.nh).copied() {
+        Some(NextHop::Local) => local::deliver_v6(dp, skb),
+        Some(NextHop::Blackhole) => dp.drop_pkt(skb.pkt, DropReason::IpNoroute),
+        None | Some(NextHop::Unreachable) => forward::no_route_v6(dp, skb),
+        Some(nh) => forward::forward_v6(dp, skb, &nh),
+    }
+}
+
+pub(crate) fn list_rcv(dp: &mut Datapath, run: &mut [Skb]) {
+    let t0 = rdtsc();
+    let n = retain_run(dp, run, |dp, s| rcv_core(&dp.bufs, s));
+    dp.c.stages[Stage::Ip as usize].add(run.len(), rdtsc() - t0);
+    list_rcv_finish(dp, &mut run[..n]);
+}
+
+fn list_rcv_finish(dp: &mut Datapath, run: &mut [Skb]) {
+    let t0 = rdtsc();
+    let use_hint = dp.tun.route_hint != 0;
+    let mut hint: Option<([u8; 16], u8, u32)> = None;
+    for s in run.iter_mut() {
+        let (d, t) = (daddr(&dp.bufs, s), tclass(&dp.bufs, s));
+        s.nh = match hint {
+            Some((hd, ht, nh)) if use_hint && hd == d && ht == t => {
+                dp.c.route_hint_hits += 1;
+                nh
+            }
+            _ => {
+                let nh = route(dp, d);
+                let hintable = dp.routes.get(nh).is_some_and(|n| n.hint_ok());
+                hint = hintable.then_some((d, t, nh));
+                nh
+            }
+        };
+    }
+    dp.c.stages[Stage::Route as usize].add(run.len(), rdtsc() - t0);
+    for_each_run(
+        run,
+        |s| s.nh,
+        |sub| {
+            let nh = if sub[0].nh == NO_ROUTE { None } else { dp.routes.get(sub[0].nh).copied() };
+            match nh {
+                Some(NextHop::Local) => local::deliver_list_v6(dp, sub),
+                Some(NextHop::Blackhole) => {
+                    for s in sub.iter() {
+                        dp.drop_pkt(s.pkt, DropReason::IpNoroute);
+                    }
+                }
+                None | Some(NextHop::Unreachable) => {
+                    for s in sub.iter() {
+                        forward::no_route_v6(dp, *s);
+                    }
+                }
+                Some(nh) => forward::forward_list_v6(dp, sub, &nh),
+            }
+        },
+    );
+}

@@ -1,0 +1,509 @@
+//! Local delivery: ARP and neighbour discovery, ICMP/ICMPv6 echo, a UDP echo service (port
+//! 7), and in-process UDP sockets that receive in batches.
+
+use super::forward::{icmp4_error, icmp6_error, send_v4, send_v6};
+use crate::buf::skb::Skb;
+use crate::buf::{BufCache, Pkt};
+use crate::datapath::Datapath;
+use crate::stats::{tsc::rdtsc, DropReason, Stage};
+use crate::wire::{checksum, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP};
+use std::collections::VecDeque;
+
+/// UDP port of the echo service (RFC 862).
+pub const UDP_ECHO_PORT: u16 = 7;
+
+/// A bound UDP socket: a bounded queue of datagrams (buffers trimmed to the payload).
+pub struct UdpSocket {
+    pub port: u16,
+    queue: VecDeque<Pkt>,
+    capacity: usize,
+    pub received: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SocketId(pub u32);
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SocketError {
+    #[error("UDP port {0} is already bound")]
+    InUse(u16),
+    #[error("UDP port {0} is reserved for the echo service")]
+    Reserved(u16),
+}
+
+/// All sockets; a 64 Ki-entry port table makes demux one array read.
+pub struct Sockets {
+    udp: Vec<UdpSocket>,
+    port_map: Vec<u32>,
+}
+
+impl Default for Sockets {
+    fn default() -> Self {
+        Sockets { udp: Vec::new(), port_map: vec![u32::MAX; 65536] }
+    }
+}
+
+impl Sockets {
+    pub fn bind_udp(&mut self, port: u16, capacity: usize) -> Result<SocketId, SocketError> {
+        if port == UDP_ECHO_PORT {
+            return Err(SocketError::Reserved(port));
+        }
+        if self.port_map[port as usize] != u32::MAX {
+            return Err(SocketError::InUse(port));
+        }
+        let id = self.udp.len() as u32;
+        self.udp.push(UdpSocket { port, queue: VecDeque::with_capacity(capacity), capacity, received: 0 });
+        self.port_map[port as usize] = id;
+        Ok(SocketId(id))
+    }
+
+    #[inline]
+    fn lookup(&self, port: u16) -> Option<u32> {
+        let i = self.port_map[port as usize];
+        (i != u32::MAX).then_some(i)
+    }
+
+    /// Datagrams waiting on all sockets (they are delivered, not in flight).
+    pub fn queued(&self) -> usize {
+        self.udp.iter().map(|s| s.queue.len()).sum()
+    }
+
+    pub fn socket(&self, id: SocketId) -> Option<&UdpSocket> {
+        self.udp.get(id.0 as usize)
+    }
+
+    /// Receives up to `max` datagrams in one call, handing each payload to `f`, and frees
+    /// their buffers. Returns how many.
+    pub fn recv_batch(&mut self, bufs: &mut BufCache, id: SocketId, max: usize, mut f: impl FnMut(&[u8])) -> usize {
+        let Some(s) = self.udp.get_mut(id.0 as usize) else {
+            return 0;
+        };
+        let n = max.min(s.queue.len());
+        for p in s.queue.drain(..n) {
+            f(bufs.data(p));
+            bufs.free(p.buf);
+        }
+        n
+    }
+
+    /// Drains every socket (the lab's application).
+    pub fn drain_all(&mut self, bufs: &mut BufCache) -> usize {
+        let mut n = 0;
+        for s in self.udp.iter_mut() {
+            n += s.queue.len();
+            for p in s.queue.drain(..) {
+                bufs.free(p.buf);
+            }
+        }
+        n
+    }
+}
+
+/// What UDP demux decided for one datagram.
+enum UdpFate {
+    Socket(u32, Pkt),
+    Echo,
+    Drop(DropReason),
+    PortUnreachable,
+}
+
+#[inline]
+fn udp_classify(dp: &Datapath, s: &Skb, v6: bool) -> UdpFate {
+    let data = dp.bufs.data(s.pkt);
+    let l3 = s.network_off as usize;
+    let l4 = s.transport_off as usize;
+    let Some(udp) = data.get(l4..) else {
+        return UdpFate::Drop(DropReason::PktTooSmall);
+    };
+    if udp.len() < 8 {
+        return UdpFate::Drop(DropReason::PktTooSmall);
+    }
+    let ulen = u16::from_be_bytes([udp[4], udp[5]]) as usize;
+    if ulen < 8 || ulen > udp.len() {
+        return UdpFate::Drop(DropReason::PktTooSmall);
+    }
+    let csum = u16::from_be_bytes([udp[6], udp[7]]);
+    let ok = if v6 {
+        let (src, dst) = (addr16(&data[l3 + 8..]), addr16(&data[l3 + 24..]));
+        csum != 0
+            && checksum::fold(checksum::pseudo_header_v6(&src, &dst, IPPROTO_UDP, ulen as u32) + checksum::sum_be16(&udp[..ulen])) == 0xffff
+    } else {
+        let (src, dst) = (addr4(&data[l3 + 12..]), addr4(&data[l3 + 16..]));
+        csum == 0
+            || checksum::fold(checksum::pseudo_header_v4(&src, &dst, IPPROTO_UDP, ulen as u16) + checksum::sum_be16(&udp[..ulen])) == 0xffff
+    };
+    if !ok {
+        return UdpFate::Drop(DropReason::L4Csum);
+    }
+    let dport = u16::from_be_bytes([udp[2], udp[3]]);
+    if dport == UDP_ECHO_PORT {
+        return UdpFate::Echo;
+    }
+    match dp.sockets.lookup(dport) {
+        Some(i) => UdpFate::Socket(i, Pkt { buf: s.pkt.buf, off: s.pkt.off + l4 as u16 + 8, len: ulen as u16 - 8 }),
+        None => UdpFate::PortUnreachable,
+    }
+}
+
+fn addr4(b: &[u8]) -> [u8; 4] {
+    [b[0], b[1], b[2], b[3]]
+}
+
+fn addr16(b: &[u8]) -> [u8; 16] {
+    let mut a = [0u8; 16];
+    a.copy_from_slice(&b[..16]);
+    a
+}
+
+/// Appends datagrams to a socket queue; what does not fit is dropped.
+fn socket_enqueue(dp: &mut Datapath, sock: u32, pkts: &[Pkt]) {
+    let Some(s) = dp.sockets.udp.get_mut(sock as usize) else {
+        return;
+    };
+    let room = s.capacity.saturating_sub(s.queue.len()).min(pkts.len());
+    s.queue.extend(pkts[..room].iter().copied());
+    s.received += room as u64;
+    dp.c.local += room as u64;
+    for p in &pkts[room..] {
+        dp.c.drop(DropReason::SocketRcvbuff);
+        dp.bufs.free(p.buf);
+    }
+}
+
+/// Turns an IPv4 packet around in place (echo replies): swap addresses, fresh TTL and
+/// header checksum. The request is delivered; the reply is a packet we originate.
+fn reply_v4(dp: &mut Datapath, s: &Skb) -> [u8; 4] {
+    let ttl = dp.tun.ip_default_ttl;
+    let l3 = s.network_off as usize;
+    let ip = &mut dp.bufs.data_mut(s.pkt)[l3..];
+    let ihl = ((ip[0] & 0x0f) as usize * 4).clamp(20, ip.len());
+    let (src, dst) = (addr4(&ip[12..]), addr4(&ip[16..]));
+    ip[12..16].copy_from_slice(&dst);
+    ip[16..20].copy_from_slice(&src);
+    ip[8] = ttl;
+    ip[10..12].copy_from_slice(&[0, 0]);
+    let c = checksum::checksum(&ip[..ihl]);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    dp.c.local += 1;
+    dp.c.originated += 1;
+    src
+}
+
+fn deliver_one_v4(dp: &mut Datapath, s: Skb) {
+    let frag = {
+        let ip = &dp.bufs.data(s.pkt)[s.network_off as usize..];
+        u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0
+    };
+    if frag {
+        return dp.drop_pkt(s.pkt, DropReason::IpFragLocal);
+    }
+    match s.ip_proto {
+        IPPROTO_ICMP => icmp_rcv(dp, s),
+        IPPROTO_UDP => match udp_classify(dp, &s, false) {
+            UdpFate::Socket(i, p) => socket_enqueue(dp, i, &[p]),
+            UdpFate::Echo => udp_echo_v4(dp, s),
+            UdpFate::Drop(r) => dp.drop_pkt(s.pkt, r),
+            UdpFate::PortUnreachable => {
+                icmp4_error(dp, &s, 3, 3, 0);
+                dp.drop_pkt(s.pkt, DropReason::NoSocket);
+            }
+        },
+        // No TCP stack: like a closed port (the kernel would answer with a RST).
+        IPPROTO_TCP => dp.drop_pkt(s.pkt, DropReason::NoSocket),
+        _ => {
+            icmp4_error(dp, &s, 3, 2, 0);
+            dp.drop_pkt(s.pkt, DropReason::UnhandledL4);
+        }
+    }
+}
+
+fn icmp_rcv(dp: &mut Datapath, s: Skb) {
+    let l4 = s.transport_off as usize;
+    let (typ, ok) = {
+        let d = dp.bufs.data(s.pkt);
+        match d.get(l4..) {
+            Some(icmp) if icmp.len() >= 8 => (icmp[0], checksum::fold(checksum::sum_be16(icmp)) == 0xffff),
+            _ => return dp.drop_pkt(s.pkt, DropReason::PktTooSmall),
+        }
+    };
+    if !ok {
+        return dp.drop_pkt(s.pkt, DropReason::L4Csum);
+    }
+    if typ != 8 {
+        return dp.drop_pkt(s.pkt, DropReason::IcmpIgnored);
+    }
+    let dst = reply_v4(dp, &s);
+    let icmp = &mut dp.bufs.data_mut(s.pkt)[l4..];
+    icmp[0] = 0;
+    let c = checksum::update16(u16::from_be_bytes([icmp[2], icmp[3]]), 0x0800, 0x0000);
+    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    send_v4(dp, s.pkt, dst);
+}
+
+fn udp_echo_v4(dp: &mut Datapath, s: Skb) {
+    let dst = reply_v4(dp, &s);
+    let l4 = s.transport_off as usize;
+    let udp = &mut dp.bufs.data_mut(s.pkt)[l4..];
+    // Swapping ports and addresses leaves the UDP checksum's sum unchanged.
+    let (sp, dport) = ([udp[0], udp[1]], [udp[2], udp[3]]);
+    udp[0..2].copy_from_slice(&dport);
+    udp[2..4].copy_from_slice(&sp);
+    send_v4(dp, s.pkt, dst);
+}
+
+/// Single mode: one locally addressed IPv4 packet.
+pub(crate) fn deliver_v4(dp: &mut Datapath, s: Skb) {
+    deliver_one_v4(dp, s);
+}
+
+/// List mode: a run addressed to us. Consecutive datagrams for the same socket are
+/// appended to its queue at once.
+pub(crate) fn deliver_list_v4(dp: &mut Datapath, run: &mut [Skb]) {
+    deliver_list(dp, run, false);
+}
+
+pub(crate) fn deliver_list_v6(dp: &mut Datapath, run: &mut [Skb]) {
+    deliver_list(dp, run, true);
+}
+
+fn deliver_list(dp: &mut Datapath, run: &mut [Skb], v6: bool) {
+    let t0 = rdtsc();
+    let mut batch: [Pkt; 64] = [Pkt::default(); 64];
+    let mut nb = 0usize;
+    let mut batch_sock = u32::MAX;
+    for &s in run.iter() {
+        let fate = (s.ip_proto == IPPROTO_UDP && (v6 || !is_frag_v4(&dp.bufs, &s))).then(|| udp_classify(dp, &s, v6));
+        match fate {
+            Some(UdpFate::Socket(i, p)) => {
+                if (i != batch_sock || nb == batch.len()) && nb > 0 {
+                    socket_enqueue(dp, batch_sock, &batch[..nb]);
+                    nb = 0;
+                }
+                batch_sock = i;
+                batch[nb] = p;
+                nb += 1;
+            }
+            _ => {
+                // Anything else keeps its place in order relative to the socket batch.
+                if nb > 0 {
+                    socket_enqueue(dp, batch_sock, &batch[..nb]);
+                    nb = 0;
+                }
+                if v6 {
+                    deliver_one_v6(dp, s);
+                } else {
+                    deliver_one_v4(dp, s);
+                }
+            }
+        }
+    }
+    if nb > 0 {
+        socket_enqueue(dp, batch_sock, &batch[..nb]);
+    }
+    dp.c.stages[Stage::Local as usize].add(run.len(), rdtsc() - t0);
+}
+
+fn is_frag_v4(bufs: &BufCache, s: &Skb) -> bool {
+    let ip = &bufs.data(s.pkt)[s.network_off as usize..];
+    u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0
+}
+
+pub(crate) fn deliver_v6(dp: &mut Datapath, s: Skb) {
+    deliver_one_v6(dp, s);
+}
+
+fn deliver_one_v6(dp: &mut Datapath, s: Skb) {
+    match s.ip_proto {
+        IPPROTO_ICMPV6 => icmp6_rcv(dp, s),
+        IPPROTO_UDP => match udp_classify(dp, &s, true) {
+            UdpFate::Socket(i, p) => socket_enqueue(dp, i, &[p]),
+            UdpFate::Echo => udp_echo_v6(dp, s),
+            UdpFate::Drop(r) => dp.drop_pkt(s.pkt, r),
+            UdpFate::PortUnreachable => {
+                icmp6_error(dp, &s, 1, 4, 0);
+                dp.drop_pkt(s.pkt, DropReason::NoSocket);
+            }
+        },
+        IPPROTO_TCP => dp.drop_pkt(s.pkt, DropReason::NoSocket),
+        44 => dp.drop_pkt(s.pkt, DropReason::IpFragLocal),
+        _ => dp.drop_pkt(s.pkt, DropReason::UnhandledL4),
+    }
+}
+
+/// Turns an IPv6 packet around in place. A multicast destination (e.g. ff02::1) is
+/// answered from the interface's own address. Returns the reply's destination and
+/// whether the source changed (checksum must then be recomputed, not just kept).
+fn reply_v6(dp: &mut Datapath, s: &Skb, hop_limit: u8) -> ([u8; 16], bool) {
+    let own = dp.ifaces.get(s.rx_port as usize).and_then(|i| i.primary_v6());
+    let l3 = s.network_off as usize;
+    let ip = &mut dp.bufs.data_mut(s.pkt)[l3..];
+    let (src, dst) = (addr16(&ip[8..]), addr16(&ip[24..]));
+    let (new_src, changed) = if dst[0] == 0xff { (own.unwrap_or(dst), true) } else { (dst, false) };
+    ip[8..24].copy_from_slice(&new_src);
+    ip[24..40].copy_from_slice(&src);
+    ip[7] = hop_limit;
+    dp.c.local += 1;
+    dp.c.originated += 1;
+    (src, changed)
+}
+
+fn icmp6_checksum(ip: &mut [u8], l4: usize) {
+    let (src, dst) = (addr16(&ip[8..]), addr16(&ip[24..]));
+    let icmp = &mut ip[l4..];
+    icmp[2..4].copy_from_slice(&[0, 0]);
+    let sum = checksum::pseudo_header_v6(&src, &dst, IPPROTO_ICMPV6, icmp.len() as u32) + checksum::sum_be16(icmp);
+    let c = !checksum::fold(sum);
+    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+}
+
+fn icmp6_rcv(dp: &mut Datapath, s: Skb) {
+    let l3 = s.network_off as usize;
+    let l4 = s.transport_off as usize - l3;
+    let (typ, ok, target) = {
+        let ip = &dp.bufs.data(s.pkt)[l3..];
+        let Some(icmp) = ip.get(l4..).filter(|i| i.len() >= 8) else {
+            return dp.drop_pkt(s.pkt, DropReason::PktTooSmall);
+        };
+        let (src, dst) = (addr16(&ip[8..]), addr16(&ip[24..]));
+        let ok =
+            checksum::fold(checksum::pseudo_header_v6(&src, &dst, IPPROTO_ICMPV6, icmp.len() as u32) + checksum::sum_be16(icmp)) == 0xffff;
+        let target = icmp.get(8..24).map(addr16);
+        (icmp[0], ok, target)
+    };
+    if !ok {
+        return dp.drop_pkt(s.pkt, DropReason::L4Csum);
+    }
+    match typ {
+        128 => {
+            let (dst, _) = reply_v6(dp, &s, 64);
+            let ip = &mut dp.bufs.data_mut(s.pkt)[l3..];
+            ip[l4] = 129;
+            icmp6_checksum(ip, l4);
+            send_v6(dp, s.pkt, dst);
+        }
+        135 => neighbour_solicit(dp, s, l4, target),
+        136 => {
+            // Neighbour advertisement: learn the target's MAC (option 2) if we know it already.
+            learn_v6(dp, &s, l4, target, 2);
+            dp.c.local += 1;
+            dp.bufs.free(s.pkt.buf);
+        }
+        _ => dp.drop_pkt(s.pkt, DropReason::IcmpIgnored),
+    }
+}
+
+/// Learns the link-layer address carried in option `opt` (1 = source, 2 = target).
+fn learn_v6(dp: &mut Datapath, s: &Skb, l4: usize, target: Option<[u8; 16]>, opt: u8) {
+    let l3 = s.network_off as usize;
+    let ip = &dp.bufs.data(s.pkt)[l3..];
+    let who = if opt == 1 { addr16(&ip[8..]) } else { target.unwrap_or([0; 16]) };
+    let o = l4 + 24;
+    if let Some(op) = ip.get(o..o + 8) {
+        if op[0] == opt && op[1] == 1 {
+            let mac = [op[2], op[3], op[4], op[5], op[6], op[7]];
+            dp.routes.neigh6.insert((s.rx_port, who), mac);
+        }
+    }
+}
+
+fn neighbour_solicit(dp: &mut Datapath, s: Skb, l4: usize, target: Option<[u8; 16]>) {
+    let mine = target.is_some_and(|t| dp.ifaces.get(s.rx_port as usize).is_some_and(|i| i.v6.iter().any(|a| a.0 == t)));
+    let l3 = s.network_off as usize;
+    let unspecified_src = dp.bufs.data(s.pkt)[l3 + 8..l3 + 24].iter().all(|b| *b == 0);
+    if !mine || unspecified_src || dp.bufs.data(s.pkt).len() < l3 + l4 + 32 {
+        return dp.drop_pkt(s.pkt, DropReason::IcmpIgnored);
+    }
+    learn_v6(dp, &s, l4, target, 1);
+    let mac = dp.ifaces[s.rx_port as usize].mac;
+    let tgt = target.unwrap_or([0; 16]);
+    let (dst, _) = reply_v6(dp, &s, 255);
+    let ip = &mut dp.bufs.data_mut(s.pkt)[l3..];
+    ip[8..24].copy_from_slice(&tgt);
+    // NA: solicited + override, target unchanged, target link-layer address option.
+    let icmp = &mut ip[l4..];
+    icmp[0] = 136;
+    icmp[1] = 0;
+    icmp[4..8].copy_from_slice(&[0x60, 0, 0, 0]);
+    let plen = 32usize;
+    icmp[24..32].copy_from_slice(&[2, 1, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]]);
+    ip[4..6].copy_from_slice(&((l4 - 40 + plen) as u16).to_be_bytes());
+    let total = l3 + l4 + plen;
+    let ip = &mut dp.bufs.data_mut(s.pkt)[l3..total];
+    icmp6_checksum(ip, l4);
+    let mut p = s.pkt;
+    p.len = total as u16;
+    // The neighbour is on the link the solicitation came from: answer there directly.
+    let d = dp.bufs.data_mut(p);
+    let src_mac = [d[6], d[7], d[8], d[9], d[10], d[11]];
+    d[0..6].copy_from_slice(&src_mac);
+    d[6..12].copy_from_slice(&mac);
+    let _ = dst;
+    dp.tx_enqueue(s.rx_port, p);
+}
+
+fn udp_echo_v6(dp: &mut Datapath, s: Skb) {
+    let (dst, changed) = reply_v6(dp, &s, 64);
+    let l3 = s.network_off as usize;
+    let l4 = s.transport_off as usize;
+    let d = dp.bufs.data_mut(s.pkt);
+    let (sp, dport) = ([d[l4], d[l4 + 1]], [d[l4 + 2], d[l4 + 3]]);
+    d[l4..l4 + 2].copy_from_slice(&dport);
+    d[l4 + 2..l4 + 4].copy_from_slice(&sp);
+    if changed {
+        let (src, dsta) = (addr16(&d[l3 + 8..]), addr16(&d[l3 + 24..]));
+        let udp = &mut d[l4..];
+        let ulen = u16::from_be_bytes([udp[4], udp[5]]) as usize;
+        udp[6..8].copy_from_slice(&[0, 0]);
+        let sum = checksum::pseudo_header_v6(&src, &dsta, IPPROTO_UDP, ulen as u32) + checksum::sum_be16(&udp[..ulen.min(udp.len())]);
+        let c = match !checksum::fold(sum) {
+            0 => 0xffff,
+            c => c,
+        };
+        udp[6..8].copy_from_slice(&c.to_be_bytes());
+    }
+    send_v6(dp, s.pkt, dst);
+}
+
+/// ARP (no list function: the per-packet fall-back). Requests for our address are answered
+/// in place; replies update known neighbours.
+pub(crate) fn arp_rcv(dp: &mut Datapath, s: Skb) {
+    let port = s.rx_port;
+    let (op, sha, spa, tpa) = {
+        let d = dp.bufs.data(s.pkt);
+        let Some(a) = d.get(14..42) else {
+            return dp.drop_pkt(s.pkt, DropReason::PktTooSmall);
+        };
+        if a[0..2] != [0, 1] || a[2..4] != [8, 0] || a[4] != 6 || a[5] != 4 {
+            return dp.drop_pkt(s.pkt, DropReason::ArpIgnored);
+        }
+        (u16::from_be_bytes([a[6], a[7]]), [a[8], a[9], a[10], a[11], a[12], a[13]], addr4(&a[14..]), addr4(&a[24..]))
+    };
+    let Some(iface) = dp.ifaces.get(port as usize) else {
+        return dp.drop_pkt(s.pkt, DropReason::ArpIgnored);
+    };
+    let mac = iface.mac;
+    let ours = iface.v4.iter().any(|a| a.0 == tpa);
+    match op {
+        1 if ours => {
+            dp.routes.neigh4.insert((port, spa), sha);
+            let d = dp.bufs.data_mut(s.pkt);
+            d[0..6].copy_from_slice(&sha);
+            d[6..12].copy_from_slice(&mac);
+            let a = &mut d[14..42];
+            a[6..8].copy_from_slice(&2u16.to_be_bytes());
+            a[8..14].copy_from_slice(&mac);
+            a[14..18].copy_from_slice(&tpa);
+            a[18..24].copy_from_slice(&sha);
+            a[24..28].copy_from_slice(&spa);
+            dp.c.local += 1;
+            dp.c.originated += 1;
+            dp.tx_enqueue(port, s.pkt);
+        }
+        2 if ours => {
+            dp.routes.neigh4.insert((port, spa), sha);
+            dp.c.local += 1;
+            dp.bufs.free(s.pkt.buf);
+        }
+        _ => dp.drop_pkt(s.pkt, DropReason::ArpIgnored),
+    }
+}

@@ -1,0 +1,190 @@
+//! Routing: IPv4/IPv6 FIBs (longest prefix match) over a next-hop table, interfaces'
+//! own addresses as local routes, and the neighbour table (next-hop MACs).
+
+use super::fib::{Fib4, Fib6, FibError};
+use std::collections::HashMap;
+
+/// Next-hop index meaning "no route".
+pub const NO_ROUTE: u32 = u32::MAX;
+/// Next-hop index of local delivery (always entry 0).
+pub const NH_LOCAL: u32 = 0;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NextHop {
+    /// Deliver to this host.
+    Local,
+    /// Forward out of `port` to the neighbour `mac` (a gateway whose MAC is known).
+    Gateway { port: u16, mac: [u8; 6] },
+    /// The destination is on the link of `port`: resolve its MAC per packet.
+    Connected { port: u16 },
+    /// Silently discard.
+    Blackhole,
+    /// Discard and answer with ICMP unreachable.
+    Unreachable,
+}
+
+impl NextHop {
+    /// Routes a route hint may not be reused for (broadcast-like / per-destination).
+    pub fn hint_ok(&self) -> bool {
+        !matches!(self, NextHop::Connected { .. })
+    }
+}
+
+/// An interface: the addresses of one port.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Iface {
+    pub name: String,
+    pub mac: [u8; 6],
+    pub v4: Vec<([u8; 4], u8)>,
+    pub v6: Vec<([u8; 16], u8)>,
+    pub mtu: u16,
+    /// VLAN ids accepted on this port (tagged frames for others are dropped).
+    pub vlans: Vec<u16>,
+}
+
+impl Iface {
+    pub fn new(name: &str, mac: [u8; 6]) -> Iface {
+        Iface { name: name.to_string(), mac, v4: Vec::new(), v6: Vec::new(), mtu: 1500, vlans: Vec::new() }
+    }
+
+    /// First IPv4 address (source of ICMP errors sent out of this port).
+    pub fn primary_v4(&self) -> Option<[u8; 4]> {
+        self.v4.first().map(|a| a.0)
+    }
+
+    pub fn primary_v6(&self) -> Option<[u8; 16]> {
+        self.v6.first().map(|a| a.0)
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum RouteError {
+    #[error(transparent)]
+    Fib(#[from] FibError),
+    #[error("port {0} does not exist")]
+    NoPort(u16),
+}
+
+pub struct RouteTable {
+    pub fib4: Fib4,
+    pub fib6: Fib6,
+    pub nexthops: Vec<NextHop>,
+    nh_index: HashMap<NextHop, u32>,
+    pub neigh4: HashMap<(u16, [u8; 4]), [u8; 6]>,
+    pub neigh6: HashMap<(u16, [u8; 16]), [u8; 6]>,
+}
+
+impl std::hash::Hash for NextHop {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        match self {
+            NextHop::Local => 0u8.hash(state),
+            NextHop::Gateway { port, mac } => {
+                1u8.hash(state);
+                port.hash(state);
+                mac.hash(state);
+            }
+            NextHop::Connected { port } => {
+                2u8.hash(state);
+                port.hash(state);
+            }
+            NextHop::Blackhole => 3u8.hash(state),
+            NextHop::Unreachable => 4u8.hash(state),
+        }
+    }
+}
+
+impl Default for RouteTable {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RouteTable {
+    pub fn new() -> RouteTable {
+        let mut t = RouteTable {
+            fib4: Fib4::new(),
+            fib6: Fib6::new(),
+            nexthops: Vec::new(),
+            nh_index: HashMap::new(),
+            neigh4: HashMap::new(),
+            neigh6: HashMap::new(),
+        };
+        t.nexthop(NextHop::Local);
+        t
+    }
+
+    /// Interns a next hop, returning its index.
+    pub fn nexthop(&mut self, nh: NextHop) -> u32 {
+        if let Some(i) = self.nh_index.get(&nh) {
+            return *i;
+        }
+        let i = self.nexthops.len() as u32;
+        self.nexthops.push(nh);
+        self.nh_index.insert(nh, i);
+        i
+    }
+
+    pub fn add_v4(&mut self, prefix: [u8; 4], len: u8, nh: NextHop) -> Result<(), RouteError> {
+        let i = self.nexthop(nh);
+        self.fib4.insert(u32::from_be_bytes(prefix), len, i)?;
+        Ok(())
+    }
+
+    pub fn add_v6(&mut self, prefix: [u8; 16], len: u8, nh: NextHop) -> Result<(), RouteError> {
+        let i = self.nexthop(nh);
+        self.fib6.insert(u128::from_be_bytes(prefix), len, i)?;
+        Ok(())
+    }
+
+    /// Adds an interface's addresses: a local host route per address and a connected route
+    /// per subnet.
+    pub fn add_iface(&mut self, port: u16, iface: &Iface) -> Result<(), RouteError> {
+        for &(a, l) in &iface.v4 {
+            if l < 32 {
+                self.add_v4(a, l, NextHop::Connected { port })?;
+            }
+            self.add_v4(a, 32, NextHop::Local)?;
+        }
+        for &(a, l) in &iface.v6 {
+            if l < 128 {
+                self.add_v6(a, l, NextHop::Connected { port })?;
+            }
+            self.add_v6(a, 128, NextHop::Local)?;
+        }
+        Ok(())
+    }
+
+    #[inline]
+    pub fn lookup_v4(&self, daddr: [u8; 4]) -> u32 {
+        self.fib4.lookup(u32::from_be_bytes(daddr)).unwrap_or(NO_ROUTE)
+    }
+
+    #[inline]
+    pub fn lookup_v6(&self, daddr: [u8; 16]) -> u32 {
+        self.fib6.lookup(u128::from_be_bytes(daddr)).unwrap_or(NO_ROUTE)
+    }
+
+    #[inline]
+    pub fn get(&self, nh: u32) -> Option<&NextHop> {
+        self.nexthops.get(nh as usize)
+    }
+
+    /// Resolves the output (port, dst MAC) of a next hop for a destination.
+    #[inline]
+    pub fn resolve_v4(&self, nh: &NextHop, daddr: [u8; 4]) -> Option<(u16, [u8; 6])> {
+        match *nh {
+            NextHop::Gateway { port, mac } => Some((port, mac)),
+            NextHop::Connected { port } => self.neigh4.get(&(port, daddr)).map(|m| (port, *m)),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    pub fn resolve_v6(&self, nh: &NextHop, daddr: [u8; 16]) -> Option<(u16, [u8; 6])> {
+        match *nh {
+            NextHop::Gateway { port, mac } => Some((port, mac)),
+            NextHop::Connected { port } => self.neigh6.get(&(port, daddr)).map(|m| (port, *m)),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,521 @@
+//! IPv4 header (RFC 791).
+//!
+//! Getter contract, so the receive path can validate step by step and name each drop:
+//! after a plain `buffer.len() >= MIN_HEADER_LEN` check, every fixed-field getter
+//! (`version` .. `dst_addr`, `header_len`, `total_len`, flags, checksum) and the
+//! clamped accessors `options`, `payload`, `verify_checksum` never panic, whatever the
+//! IHL and total length say. `new_checked` performs the whole validation at once.
+
+use super::checksum;
+use super::{read_array, read_u16, write_u16, Result, WireError};
+
+pub const MIN_HEADER_LEN: usize = 20;
+/// IHL is 4 bits of 32-bit words.
+pub const MAX_HEADER_LEN: usize = 60;
+
+const VER_IHL: usize = 0;
+const TOS: usize = 1;
+const TOTAL_LEN: usize = 2;
+const IDENT: usize = 4;
+const FLAGS_FRAG: usize = 6;
+const TTL: usize = 8;
+const PROTOCOL: usize = 9;
+const CHECKSUM: usize = 10;
+const SRC: usize = 12;
+const DST: usize = 16;
+
+const FLAG_DF: u16 = 0x4000;
+const FLAG_MF: u16 = 0x2000;
+const FRAG_OFFSET_MASK: u16 = 0x1fff;
+
+/// View of an IPv4 packet (header and, as far as the buffer holds it, payload).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ipv4Packet<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Ipv4Packet<T> {
+    pub const fn new_unchecked(buffer: T) -> Self {
+        Self { buffer }
+    }
+
+    pub fn new_checked(buffer: T) -> Result<Self> {
+        let packet = Self::new_unchecked(buffer);
+        packet.check_len()?;
+        Ok(packet)
+    }
+
+    /// In order: len >= 20 (Truncated), version 4 (Malformed), IHL >= 5 (Malformed),
+    /// header_len <= len (Truncated), total_len >= header_len (Malformed),
+    /// total_len <= len (Truncated). Bytes past total_len (e.g. Ethernet padding) are allowed.
+    pub fn check_len(&self) -> Result<()> {
+        let len = self.buffer.as_ref().len();
+        if len < MIN_HEADER_LEN {
+            return Err(WireError::Truncated);
+        }
+        if self.version() != 4 {
+            return Err(WireError::Malformed);
+        }
+        let header_len = self.header_len();
+        if header_len < MIN_HEADER_LEN {
+            return Err(WireError::Malformed);
+        }
+        if header_len > len {
+            return Err(WireError::Truncated);
+        }
+        let total_len = usize::from(self.total_len());
+        if total_len < header_len {
+            return Err(WireError::Malformed);
+        }
+        if total_len > len {
+            return Err(WireError::Truncated);
+        }
+        Ok(())
+    }
+
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+
+    fn bytes(&self) -> &[u8] {
+        self.buffer.as_ref()
+    }
+
+    pub fn version(&self) -> u8 {
+        self.bytes()[VER_IHL] >> 4
+    }
+
+    /// Header length in bytes (IHL * 4), as declared: may be < 20 or past the buffer
+    /// on unchecked input.
+    pub fn header_len(&self) -> usize {
+        usize::from(self.bytes()[VER_IHL] & 0x0f) * 4
+    }
+
+    pub fn tos(&self) -> u8 {
+        self.bytes()[TOS]
+    }
+
+    /// Differentiated services code point (upper 6 bits of TOS).
+    pub fn dscp(&self) -> u8 {
+        self.tos() >> 2
+    }
+
+    /// Explicit congestion notification (lower 2 bits of TOS).
+    pub fn ecn(&self) -> u8 {
+        self.tos() & 0x03
+    }
+
+    pub fn total_len(&self) -> u16 {
+        read_u16(self.bytes(), TOTAL_LEN)
+    }
+
+    pub fn ident(&self) -> u16 {
+        read_u16(self.bytes(), IDENT)
+    }
+
+    fn flags_frag(&self) -> u16 {
+        read_u16(self.bytes(), FLAGS_FRAG)
+    }
+
+    pub fn dont_frag(&self) -> bool {
+        self.flags_frag() & FLAG_DF != 0
+    }
+
+    pub fn more_frags(&self) -> bool {
+        self.flags_frag() & FLAG_MF != 0
+    }
+
+    /// Fragment offset in bytes (the field counts 8-byte units).
+    pub fn frag_offset(&self) -> u16 {
+        (self.flags_frag() & FRAG_OFFSET_MASK) << 3
+    }
+
+    /// Any fragment, first included: MF set or a non-zero offset.
+    pub fn is_fragment(&self) -> bool {
+        self.flags_frag() & (FLAG_MF | FRAG_OFFSET_MASK) != 0
+    }
+
+    pub fn ttl(&self) -> u8 {
+        self.bytes()[TTL]
+    }
+
+    pub fn protocol(&self) -> u8 {
+        self.bytes()[PROTOCOL]
+    }
+
+    pub fn header_checksum(&self) -> u16 {
+        read_u16(self.bytes(), CHECKSUM)
+    }
+
+    pub fn src_addr(&self) -> [u8; 4] {
+        read_array(self.bytes(), SRC)
+    }
+
+    pub fn dst_addr(&self) -> [u8; 4] {
+        read_array(self.bytes(), DST)
+    }
+
+    /// End of the header bytes that options and `fill_checksum` use: the declared header
+    /// length clamped into [20, len] (callers guarantee len >= 20).
+    fn header_end(&self) -> usize {
+        let len = self.bytes().len();
+        self.header_len().max(MIN_HEADER_LEN).min(len)
+    }
+
+    /// Options (bytes 20..header_len), clamped to the buffer; empty when IHL <= 5.
+    pub fn options(&self) -> &[u8] {
+        let end = self.header_end();
+        self.bytes().get(MIN_HEADER_LEN..end).unwrap_or(&[])
+    }
+
+    /// header_len..total_len clamped to the buffer; never starts inside the fixed header
+    /// (IHL < 5) and is empty when the fields are inconsistent.
+    fn payload_range(&self) -> core::ops::Range<usize> {
+        let start = self.header_len().max(MIN_HEADER_LEN);
+        let end = usize::from(self.total_len()).min(self.bytes().len());
+        start.min(end)..end
+    }
+
+    /// Bytes header_len..total_len, clamped to the buffer (empty if inconsistent).
+    /// Excludes Ethernet padding past total_len.
+    pub fn payload(&self) -> &[u8] {
+        &self.bytes()[self.payload_range()]
+    }
+
+    /// Header checksum is valid. False when the declared header does not fit
+    /// (IHL < 5 or header_len > len), since it cannot be checked then.
+    pub fn verify_checksum(&self) -> bool {
+        let header_len = self.header_len();
+        match self.bytes().get(..header_len) {
+            Some(header) if header_len >= MIN_HEADER_LEN => checksum::verifies(checksum::sum_be16(header)),
+            _ => false,
+        }
+    }
+}
+
+impl<'a, T: AsRef<[u8]> + ?Sized> Ipv4Packet<&'a T> {
+    /// [`Ipv4Packet::payload`] with the lifetime of the underlying buffer rather than of the
+    /// view, so a parser can return it after the view goes out of scope.
+    pub fn into_payload(self) -> &'a [u8] {
+        let range = self.payload_range();
+        let buffer: &'a T = self.buffer;
+        &buffer.as_ref()[range]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        self.buffer.as_mut()
+    }
+
+    /// Writes version 4 and IHL for `header_len` bytes (rounded down to 4-byte units,
+    /// capped at 60).
+    pub fn set_version_and_header_len(&mut self, header_len: usize) {
+        let ihl = (header_len.min(MAX_HEADER_LEN) / 4) as u8;
+        self.bytes_mut()[VER_IHL] = (4 << 4) | ihl;
+    }
+
+    pub fn set_tos(&mut self, tos: u8) {
+        self.bytes_mut()[TOS] = tos;
+    }
+
+    pub fn set_total_len(&mut self, total_len: u16) {
+        write_u16(self.bytes_mut(), TOTAL_LEN, total_len);
+    }
+
+    pub fn set_ident(&mut self, ident: u16) {
+        write_u16(self.bytes_mut(), IDENT, ident);
+    }
+
+    fn set_flags_frag(&mut self, value: u16) {
+        write_u16(self.bytes_mut(), FLAGS_FRAG, value);
+    }
+
+    pub fn set_dont_frag(&mut self, df: bool) {
+        let v = self.flags_frag() & !FLAG_DF;
+        self.set_flags_frag(if df { v | FLAG_DF } else { v });
+    }
+
+    pub fn set_more_frags(&mut self, mf: bool) {
+        let v = self.flags_frag() & !FLAG_MF;
+        self.set_flags_frag(if mf { v | FLAG_MF } else { v });
+    }
+
+    /// Offset in bytes; the low 3 bits are dropped since the field counts 8-byte units.
+    pub fn set_frag_offset(&mut self, offset: u16) {
+        let v = (self.flags_frag() & !FRAG_OFFSET_MASK) | (offset >> 3);
+        self.set_flags_frag(v);
+    }
+
+    pub fn set_ttl(&mut self, ttl: u8) {
+        self.bytes_mut()[TTL] = ttl;
+    }
+
+    pub fn set_protocol(&mut self, protocol: u8) {
+        self.bytes_mut()[PROTOCOL] = protocol;
+    }
+
+    pub fn set_header_checksum(&mut self, csum: u16) {
+        write_u16(self.bytes_mut(), CHECKSUM, csum);
+    }
+
+    pub fn set_src_addr(&mut self, addr: &[u8; 4]) {
+        self.bytes_mut()[SRC..SRC + 4].copy_from_slice(addr);
+    }
+
+    pub fn set_dst_addr(&mut self, addr: &[u8; 4]) {
+        self.bytes_mut()[DST..DST + 4].copy_from_slice(addr);
+    }
+
+    /// Recomputes the header checksum over the declared header (clamped into [20, len]).
+    pub fn fill_checksum(&mut self) {
+        self.set_header_checksum(0);
+        let end = self.header_end();
+        let csum = checksum::checksum(&self.bytes()[..end]);
+        self.set_header_checksum(csum);
+    }
+
+    /// Decrements TTL and patches the checksum incrementally (RFC 1624), returning the
+    /// new TTL. A TTL of 0 is left alone (returns 0): forwarding must drop at TTL <= 1
+    /// before calling this, and wrapping to 255 would revive the packet.
+    pub fn decrement_ttl(&mut self) -> u8 {
+        let ttl = self.ttl();
+        if ttl == 0 {
+            return 0;
+        }
+        // TTL is the high byte of the (TTL, protocol) word.
+        let old_word = read_u16(self.bytes(), TTL);
+        let new_word = old_word - 0x0100;
+        let csum = checksum::update16(self.header_checksum(), old_word, new_word);
+        self.set_ttl(ttl - 1);
+        self.set_header_checksum(csum);
+        ttl - 1
+    }
+
+    /// Sets total length and patches the checksum incrementally (e.g. after GRO merged
+    /// segments into this packet).
+    pub fn set_total_len_and_patch_checksum(&mut self, total_len: u16) {
+        let csum = checksum::update16(self.header_checksum(), self.total_len(), total_len);
+        self.set_total_len(total_len);
+        self.set_header_checksum(csum);
+    }
+
+    pub fn options_mut(&mut self) -> &mut [u8] {
+        let end = self.header_end();
+        self.bytes_mut().get_mut(MIN_HEADER_LEN..end).unwrap_or(&mut [])
+    }
+
+    /// Mutable counterpart of [`Ipv4Packet::payload`], with the same clamping.
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        let range = self.payload_range();
+        &mut self.bytes_mut()[range]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::IPPROTO_UDP;
+    use proptest::prelude::*;
+
+    /// 192.168.0.1 -> 192.168.0.199, UDP, TTL 64, DF, checksum 0xb861, total length 0x73.
+    const HEADER: [u8; 20] =
+        [0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0xb8, 0x61, 0xc0, 0xa8, 0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7];
+
+    fn packet(total_len: usize, extra: usize) -> Vec<u8> {
+        let mut bytes = vec![0u8; total_len + extra];
+        bytes[..20].copy_from_slice(&HEADER);
+        bytes[2..4].copy_from_slice(&(total_len as u16).to_be_bytes());
+        let mut p = Ipv4Packet::new_unchecked(&mut bytes[..]);
+        p.fill_checksum();
+        bytes
+    }
+
+    #[test]
+    fn parse_known_header() {
+        let bytes = packet(0x73, 0);
+        let p = Ipv4Packet::new_checked(&bytes[..]).unwrap();
+        assert_eq!(p.header_checksum(), 0xb861);
+        assert!(p.verify_checksum());
+        assert_eq!(p.version(), 4);
+        assert_eq!(p.header_len(), 20);
+        assert_eq!(p.total_len(), 0x73);
+        assert!(p.dont_frag());
+        assert!(!p.more_frags());
+        assert!(!p.is_fragment());
+        assert_eq!(p.ttl(), 64);
+        assert_eq!(p.protocol(), IPPROTO_UDP);
+        assert_eq!(p.src_addr(), [192, 168, 0, 1]);
+        assert_eq!(p.dst_addr(), [192, 168, 0, 199]);
+        assert!(p.options().is_empty());
+        assert_eq!(p.payload().len(), 0x73 - 20);
+    }
+
+    #[test]
+    fn payload_excludes_ethernet_padding() {
+        let bytes = packet(28, 18);
+        let p = Ipv4Packet::new_checked(&bytes[..]).unwrap();
+        assert_eq!(p.payload().len(), 8);
+    }
+
+    #[test]
+    fn check_len_errors_in_order() {
+        let good = packet(40, 0);
+        let check = |bytes: &[u8]| Ipv4Packet::new_checked(bytes).map(|_| ());
+        assert_eq!(check(&good[..19]), Err(WireError::Truncated));
+        let mut b = good.clone();
+        b[0] = 0x65;
+        assert_eq!(check(&b), Err(WireError::Malformed), "version 6");
+        b[0] = 0x44;
+        assert_eq!(check(&b), Err(WireError::Malformed), "IHL 4");
+        b[0] = 0x4f;
+        assert_eq!(check(&b), Err(WireError::Truncated), "header past buffer");
+        let mut b = good.clone();
+        b[2..4].copy_from_slice(&19u16.to_be_bytes());
+        assert_eq!(check(&b), Err(WireError::Malformed), "total < header");
+        assert_eq!(check(&good[..39]), Err(WireError::Truncated), "total > len");
+        assert_eq!(check(&good), Ok(()));
+    }
+
+    #[test]
+    fn getters_safe_after_min_len_only() {
+        // IHL 15 and total length 65535 over a 20-byte buffer.
+        let mut b = HEADER;
+        b[0] = 0x4f;
+        b[2] = 0xff;
+        b[3] = 0xff;
+        let p = Ipv4Packet::new_unchecked(&b[..]);
+        assert_eq!(p.header_len(), 60);
+        assert!(p.options().is_empty());
+        assert!(p.payload().is_empty());
+        assert!(!p.verify_checksum());
+        // IHL 0.
+        b[0] = 0x40;
+        let p = Ipv4Packet::new_unchecked(&b[..]);
+        assert_eq!(p.header_len(), 0);
+        assert!(!p.verify_checksum());
+        assert!(p.options().is_empty());
+        assert!(p.payload().is_empty(), "never starts inside the fixed header");
+    }
+
+    #[test]
+    fn options_and_fragments() {
+        let mut bytes = [0u8; 32];
+        let mut p = Ipv4Packet::new_unchecked(&mut bytes[..]);
+        p.set_version_and_header_len(24);
+        p.set_total_len(32);
+        p.set_more_frags(true);
+        p.set_frag_offset(1480);
+        p.set_dont_frag(false);
+        p.options_mut().copy_from_slice(&[1, 1, 1, 0]);
+        p.payload_mut().fill(0xaa);
+        p.fill_checksum();
+        let p = Ipv4Packet::new_checked(&bytes[..]).unwrap();
+        assert_eq!(p.header_len(), 24);
+        assert_eq!(p.options(), &[1, 1, 1, 0]);
+        assert_eq!(p.payload(), &[0xaa; 8]);
+        assert!(p.more_frags());
+        assert_eq!(p.frag_offset(), 1480);
+        assert!(p.is_fragment());
+        assert!(p.verify_checksum());
+
+        let mut p = Ipv4Packet::new_unchecked(&mut bytes[..]);
+        p.set_more_frags(false);
+        assert!(p.is_fragment(), "last fragment: offset only");
+        p.set_frag_offset(0);
+        assert!(!p.is_fragment());
+    }
+
+    #[test]
+    fn decrement_ttl_patches_checksum() {
+        let mut bytes = packet(0x73, 0);
+        let mut p = Ipv4Packet::new_checked(&mut bytes[..]).unwrap();
+        assert_eq!(p.decrement_ttl(), 63);
+        assert_eq!(p.ttl(), 63);
+        assert!(p.verify_checksum());
+        p.set_ttl(1);
+        p.fill_checksum();
+        assert_eq!(p.decrement_ttl(), 0);
+        assert!(p.verify_checksum());
+        let before = p.header_checksum();
+        assert_eq!(p.decrement_ttl(), 0, "TTL 0 does not wrap");
+        assert_eq!((p.ttl(), p.header_checksum()), (0, before));
+    }
+
+    #[test]
+    fn verify_detects_corruption() {
+        let mut bytes = packet(0x73, 0);
+        bytes[15] ^= 0x01;
+        assert!(!Ipv4Packet::new_checked(&bytes[..]).unwrap().verify_checksum());
+    }
+
+    fn header_strategy() -> impl Strategy<Value = Vec<u8>> {
+        (proptest::collection::vec(any::<u8>(), 20..=60), 0usize..=10).prop_map(|(mut b, ihl_extra)| {
+            let header_len = (20 + ihl_extra * 4).min(b.len() & !3);
+            b.truncate(header_len);
+            b[0] = 0x40 | (header_len / 4) as u8;
+            let len = b.len() as u16;
+            b[2..4].copy_from_slice(&len.to_be_bytes());
+            Ipv4Packet::new_unchecked(&mut b[..]).fill_checksum();
+            b
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn checked_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200),
+                                plausible in any::<bool>()) {
+            let mut bytes = bytes;
+            // Half the cases get a version/IHL byte and total length that can pass.
+            if plausible && bytes.len() >= 20 {
+                bytes[0] = 0x45 + (bytes[0] % 3);
+                let total = (bytes.len() - usize::from(bytes[1] % 8)) as u16;
+                bytes[2..4].copy_from_slice(&total.to_be_bytes());
+            }
+            if bytes.len() >= MIN_HEADER_LEN {
+                // The documented minimum for the getters, whatever check_len says.
+                let p = Ipv4Packet::new_unchecked(&bytes[..]);
+                let _ = (p.version(), p.header_len(), p.tos(), p.dscp(), p.ecn());
+                let _ = (p.total_len(), p.ident(), p.dont_frag(), p.more_frags());
+                let _ = (p.frag_offset(), p.is_fragment(), p.ttl(), p.protocol());
+                let _ = (p.header_checksum(), p.src_addr(), p.dst_addr());
+                let _ = (p.options(), p.payload(), p.verify_checksum());
+                let mut copy = bytes.clone();
+                let mut m = Ipv4Packet::new_unchecked(&mut copy[..]);
+                let _ = (m.options_mut().len(), m.payload_mut().len());
+                m.decrement_ttl();
+                m.fill_checksum();
+            }
+            if let Ok(p) = Ipv4Packet::new_checked(&bytes[..]) {
+                prop_assert_eq!(p.version(), 4);
+                prop_assert_eq!(p.options().len(), p.header_len() - 20);
+                prop_assert_eq!(p.payload().len(), usize::from(p.total_len()) - p.header_len());
+                prop_assert_eq!(p.into_payload(), p.payload());
+            }
+        }
+
+        #[test]
+        fn decrement_ttl_matches_recompute(header in header_strategy(), ttl in 1u8..=255) {
+            let mut bytes = header;
+            let mut p = Ipv4Packet::new_checked(&mut bytes[..]).unwrap();
+            p.set_ttl(ttl);
+            p.fill_checksum();
+            prop_assert_eq!(p.decrement_ttl(), ttl - 1);
+            let incremental = p.header_checksum();
+            p.fill_checksum();
+            prop_assert_eq!(incremental, p.header_checksum());
+            prop_assert!(p.verify_checksum());
+        }
+
+        #[test]
+        fn total_len_patch_matches_recompute(header in header_strategy(), extra in 0u16..1000) {
+            let mut bytes = header;
+            let mut p = Ipv4Packet::new_checked(&mut bytes[..]).unwrap();
+            let new_len = p.total_len() + extra;
+            p.set_total_len_and_patch_checksum(new_len);
+            let incremental = p.header_checksum();
+            p.fill_checksum();
+            prop_assert_eq!(incremental, p.header_checksum());
+        }
+    }
+}

@@ -1,0 +1,430 @@
+//! IPv6 fixed header (RFC 8200) and a bounded walk over extension headers.
+//!
+//! Getter contract: after a plain `buffer.len() >= HEADER_LEN` check every getter and the
+//! clamped `payload` never panic; `new_checked` also checks version and payload length.
+
+use super::{read_array, read_u16, read_u32, write_u16, write_u32, Result, WireError};
+
+pub const HEADER_LEN: usize = 40;
+
+/// Next-header values of the extension headers [`skip_extension_headers`] walks.
+pub const NEXT_HEADER_HOP_BY_HOP: u8 = 0;
+pub const NEXT_HEADER_ROUTING: u8 = 43;
+pub const NEXT_HEADER_FRAGMENT: u8 = 44;
+pub const NEXT_HEADER_AUTH: u8 = 51;
+pub const NEXT_HEADER_NONE: u8 = 59;
+pub const NEXT_HEADER_DEST_OPTS: u8 = 60;
+
+/// More extension headers than this is treated as an attack on the walker, not traffic.
+pub const MAX_EXT_HEADERS: usize = 8;
+
+const VER_TC_FLOW: usize = 0;
+const PAYLOAD_LEN: usize = 4;
+const NEXT_HEADER: usize = 6;
+const HOP_LIMIT: usize = 7;
+const SRC: usize = 8;
+const DST: usize = 24;
+
+const FLOW_LABEL_MASK: u32 = 0x000f_ffff;
+const FRAGMENT_HEADER_LEN: usize = 8;
+/// Offset of the 13-bit fragment offset (plus 2 reserved bits and M) in a Fragment header.
+const FRAGMENT_OFFSET_FIELD: usize = 2;
+
+/// View of an IPv6 packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ipv6Packet<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Ipv6Packet<T> {
+    pub const fn new_unchecked(buffer: T) -> Self {
+        Self { buffer }
+    }
+
+    pub fn new_checked(buffer: T) -> Result<Self> {
+        let packet = Self::new_unchecked(buffer);
+        packet.check_len()?;
+        Ok(packet)
+    }
+
+    /// len >= 40 (Truncated), version 6 (Malformed), 40 + payload_len <= len (Truncated).
+    /// Jumbograms (payload length 0 + Hop-by-Hop option) are not supported: their
+    /// payload reads as empty.
+    pub fn check_len(&self) -> Result<()> {
+        let len = self.buffer.as_ref().len();
+        if len < HEADER_LEN {
+            return Err(WireError::Truncated);
+        }
+        if self.version() != 6 {
+            return Err(WireError::Malformed);
+        }
+        if HEADER_LEN + usize::from(self.payload_len()) > len {
+            return Err(WireError::Truncated);
+        }
+        Ok(())
+    }
+
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+
+    fn bytes(&self) -> &[u8] {
+        self.buffer.as_ref()
+    }
+
+    fn ver_tc_flow(&self) -> u32 {
+        read_u32(self.bytes(), VER_TC_FLOW)
+    }
+
+    pub fn version(&self) -> u8 {
+        (self.ver_tc_flow() >> 28) as u8
+    }
+
+    pub fn traffic_class(&self) -> u8 {
+        (self.ver_tc_flow() >> 20) as u8
+    }
+
+    /// 20-bit flow label.
+    pub fn flow_label(&self) -> u32 {
+        self.ver_tc_flow() & FLOW_LABEL_MASK
+    }
+
+    /// Length of everything after the fixed header, extension headers included.
+    pub fn payload_len(&self) -> u16 {
+        read_u16(self.bytes(), PAYLOAD_LEN)
+    }
+
+    pub fn next_header(&self) -> u8 {
+        self.bytes()[NEXT_HEADER]
+    }
+
+    pub fn hop_limit(&self) -> u8 {
+        self.bytes()[HOP_LIMIT]
+    }
+
+    pub fn src_addr(&self) -> [u8; 16] {
+        read_array(self.bytes(), SRC)
+    }
+
+    pub fn dst_addr(&self) -> [u8; 16] {
+        read_array(self.bytes(), DST)
+    }
+
+    fn payload_range(&self) -> core::ops::Range<usize> {
+        let end = (HEADER_LEN + usize::from(self.payload_len())).min(self.bytes().len());
+        HEADER_LEN.min(end)..end
+    }
+
+    /// Bytes 40..40 + payload_len, clamped to the buffer.
+    pub fn payload(&self) -> &[u8] {
+        &self.bytes()[self.payload_range()]
+    }
+
+    /// [`skip_extension_headers`] over this packet's payload; the offset is relative to
+    /// the payload.
+    pub fn ext_headers(&self) -> Result<ExtHeaders> {
+        skip_extension_headers(self.next_header(), self.payload())
+    }
+}
+
+impl<'a, T: AsRef<[u8]> + ?Sized> Ipv6Packet<&'a T> {
+    /// [`Ipv6Packet::payload`] with the lifetime of the underlying buffer rather than of the
+    /// view, so a parser can return it after the view goes out of scope.
+    pub fn into_payload(self) -> &'a [u8] {
+        let range = self.payload_range();
+        let buffer: &'a T = self.buffer;
+        &buffer.as_ref()[range]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        self.buffer.as_mut()
+    }
+
+    fn set_ver_tc_flow(&mut self, value: u32) {
+        write_u32(self.bytes_mut(), VER_TC_FLOW, value);
+    }
+
+    /// Writes version 6, keeping traffic class and flow label.
+    pub fn set_version(&mut self) {
+        let v = (self.ver_tc_flow() & 0x0fff_ffff) | (6 << 28);
+        self.set_ver_tc_flow(v);
+    }
+
+    pub fn set_traffic_class(&mut self, tc: u8) {
+        let v = (self.ver_tc_flow() & !0x0ff0_0000) | (u32::from(tc) << 20);
+        self.set_ver_tc_flow(v);
+    }
+
+    /// Only the low 20 bits of `label` are used.
+    pub fn set_flow_label(&mut self, label: u32) {
+        let v = (self.ver_tc_flow() & !FLOW_LABEL_MASK) | (label & FLOW_LABEL_MASK);
+        self.set_ver_tc_flow(v);
+    }
+
+    pub fn set_payload_len(&mut self, len: u16) {
+        write_u16(self.bytes_mut(), PAYLOAD_LEN, len);
+    }
+
+    pub fn set_next_header(&mut self, next_header: u8) {
+        self.bytes_mut()[NEXT_HEADER] = next_header;
+    }
+
+    pub fn set_hop_limit(&mut self, hop_limit: u8) {
+        self.bytes_mut()[HOP_LIMIT] = hop_limit;
+    }
+
+    /// Decrements the hop limit, returning the new value; 0 stays 0 (no wrap to 255).
+    pub fn decrement_hop_limit(&mut self) -> u8 {
+        let hop_limit = self.hop_limit().saturating_sub(1);
+        self.set_hop_limit(hop_limit);
+        hop_limit
+    }
+
+    pub fn set_src_addr(&mut self, addr: &[u8; 16]) {
+        self.bytes_mut()[SRC..SRC + 16].copy_from_slice(addr);
+    }
+
+    pub fn set_dst_addr(&mut self, addr: &[u8; 16]) {
+        self.bytes_mut()[DST..DST + 16].copy_from_slice(addr);
+    }
+
+    /// Mutable counterpart of [`Ipv6Packet::payload`], with the same clamping.
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        let range = self.payload_range();
+        &mut self.bytes_mut()[range]
+    }
+}
+
+/// Where the upper-layer header starts after the extension headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExtHeaders {
+    /// The first next-header value that is not a walked extension header (e.g. TCP,
+    /// UDP, ICMPv6, ESP, No Next Header) — or [`NEXT_HEADER_FRAGMENT`] for a non-first
+    /// fragment, whose bytes after the Fragment header are not an upper-layer header.
+    pub protocol: u8,
+    /// Offset into the walked bytes of that header (for a non-first fragment: of the
+    /// Fragment header itself).
+    pub offset: usize,
+    /// A Fragment header was seen (first or later fragment; an atomic fragment with
+    /// offset 0 and M clear counts too).
+    pub fragment: bool,
+}
+
+/// Walks the extension headers in `bytes` (the IPv6 payload), starting with the type
+/// named by the fixed header's next-header field.
+///
+/// Walked: Hop-by-Hop (0, only as the first header, RFC 8200 §4.1), Routing (43),
+/// Fragment (44, fixed 8 bytes), Destination Options (60): length (n + 1) * 8;
+/// Authentication (51): length (n + 2) * 4. Anything else ends the walk.
+/// Errors: a 9th extension header or a misplaced Hop-by-Hop is Malformed; a header
+/// running past `bytes` is Truncated. Never panics.
+pub fn skip_extension_headers(first_next_header: u8, bytes: &[u8]) -> Result<ExtHeaders> {
+    let mut next_header = first_next_header;
+    let mut offset = 0usize;
+    let mut fragment = false;
+    let mut walked = 0usize;
+    loop {
+        let header_len = match next_header {
+            NEXT_HEADER_HOP_BY_HOP | NEXT_HEADER_ROUTING | NEXT_HEADER_DEST_OPTS => {
+                if next_header == NEXT_HEADER_HOP_BY_HOP && walked > 0 {
+                    return Err(WireError::Malformed);
+                }
+                let units = *bytes.get(offset + 1).ok_or(WireError::Truncated)?;
+                (usize::from(units) + 1) * 8
+            }
+            NEXT_HEADER_AUTH => {
+                let units = *bytes.get(offset + 1).ok_or(WireError::Truncated)?;
+                (usize::from(units) + 2) * 4
+            }
+            NEXT_HEADER_FRAGMENT => FRAGMENT_HEADER_LEN,
+            _ => return Ok(ExtHeaders { protocol: next_header, offset, fragment }),
+        };
+        walked += 1;
+        if walked > MAX_EXT_HEADERS {
+            return Err(WireError::Malformed);
+        }
+        let header = bytes.get(offset..offset + header_len).ok_or(WireError::Truncated)?;
+        if next_header == NEXT_HEADER_FRAGMENT {
+            fragment = true;
+            // Later fragments carry payload continuation, not the next header.
+            if read_u16(header, FRAGMENT_OFFSET_FIELD) & 0xfff8 != 0 {
+                return Ok(ExtHeaders { protocol: NEXT_HEADER_FRAGMENT, offset, fragment });
+            }
+        }
+        next_header = header[0];
+        offset += header_len;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP};
+    use proptest::prelude::*;
+
+    fn packet(payload: &[u8], next_header: u8) -> Vec<u8> {
+        let mut bytes = vec![0u8; HEADER_LEN + payload.len()];
+        let mut p = Ipv6Packet::new_unchecked(&mut bytes[..]);
+        p.set_version();
+        p.set_traffic_class(0xb8);
+        p.set_flow_label(0x12345);
+        p.set_payload_len(payload.len() as u16);
+        p.set_next_header(next_header);
+        p.set_hop_limit(64);
+        p.set_src_addr(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+        p.set_dst_addr(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+        p.payload_mut().copy_from_slice(payload);
+        bytes
+    }
+
+    #[test]
+    fn fields_round_trip() {
+        let bytes = packet(&[1, 2, 3], IPPROTO_UDP);
+        assert_eq!(&bytes[..4], &[0x6b, 0x81, 0x23, 0x45]);
+        let p = Ipv6Packet::new_checked(&bytes[..]).unwrap();
+        assert_eq!(p.version(), 6);
+        assert_eq!(p.traffic_class(), 0xb8);
+        assert_eq!(p.flow_label(), 0x12345);
+        assert_eq!(p.payload_len(), 3);
+        assert_eq!(p.next_header(), IPPROTO_UDP);
+        assert_eq!(p.hop_limit(), 64);
+        assert_eq!(p.src_addr()[15], 1);
+        assert_eq!(p.dst_addr()[15], 2);
+        assert_eq!(p.payload(), &[1, 2, 3]);
+    }
+
+    #[test]
+    fn check_len_errors() {
+        let bytes = packet(&[0; 8], IPPROTO_UDP);
+        let check = |b: &[u8]| Ipv6Packet::new_checked(b).map(|_| ());
+        assert_eq!(check(&bytes[..39]), Err(WireError::Truncated));
+        assert_eq!(check(&bytes[..47]), Err(WireError::Truncated));
+        let mut b = bytes.clone();
+        b[0] = 0x45;
+        assert_eq!(check(&b), Err(WireError::Malformed));
+        // Trailing bytes past payload_len are fine and not part of the payload.
+        let mut b = bytes.clone();
+        b.extend_from_slice(&[9; 4]);
+        let p = Ipv6Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(p.payload().len(), 8);
+    }
+
+    #[test]
+    fn hop_limit_does_not_wrap() {
+        let mut bytes = packet(&[], IPPROTO_UDP);
+        let mut p = Ipv6Packet::new_checked(&mut bytes[..]).unwrap();
+        p.set_hop_limit(1);
+        assert_eq!(p.decrement_hop_limit(), 0);
+        assert_eq!(p.decrement_hop_limit(), 0);
+    }
+
+    #[test]
+    fn no_extension_headers() {
+        let e = skip_extension_headers(IPPROTO_TCP, &[]).unwrap();
+        assert_eq!(e, ExtHeaders { protocol: IPPROTO_TCP, offset: 0, fragment: false });
+    }
+
+    #[test]
+    fn walks_hbh_routing_dest_ah_fragment() {
+        let mut b = Vec::new();
+        // Hop-by-Hop, 8 bytes, next = Routing.
+        b.extend_from_slice(&[NEXT_HEADER_ROUTING, 0, 1, 4, 0, 0, 0, 0]);
+        // Routing, 24 bytes (len 2), next = Destination options.
+        b.extend_from_slice(&[NEXT_HEADER_DEST_OPTS, 2]);
+        b.extend_from_slice(&[0; 22]);
+        // Destination options, 8 bytes, next = AH.
+        b.extend_from_slice(&[NEXT_HEADER_AUTH, 0, 1, 4, 0, 0, 0, 0]);
+        // AH, payload len 4 -> (4 + 2) * 4 = 24 bytes, next = Fragment.
+        b.extend_from_slice(&[NEXT_HEADER_FRAGMENT, 4]);
+        b.extend_from_slice(&[0; 22]);
+        // Fragment, first fragment (offset 0, M=1), next = UDP.
+        b.extend_from_slice(&[IPPROTO_UDP, 0, 0x00, 0x01, 0xde, 0xad, 0xbe, 0xef]);
+        b.extend_from_slice(&[0xaa; 8]);
+        let e = skip_extension_headers(NEXT_HEADER_HOP_BY_HOP, &b).unwrap();
+        assert_eq!(e.protocol, IPPROTO_UDP);
+        assert_eq!(e.offset, 8 + 24 + 8 + 24 + 8);
+        assert!(e.fragment);
+        assert_eq!(&b[e.offset..], &[0xaa; 8]);
+
+        let p = packet(&b, NEXT_HEADER_HOP_BY_HOP);
+        assert_eq!(Ipv6Packet::new_checked(&p[..]).unwrap().ext_headers(), Ok(e));
+    }
+
+    #[test]
+    fn later_fragment_stops_at_fragment_header() {
+        // Dest opts then a fragment at offset 1480 (0x05c8 = 185 << 3).
+        let mut b = vec![NEXT_HEADER_FRAGMENT, 0, 1, 4, 0, 0, 0, 0];
+        b.extend_from_slice(&[IPPROTO_TCP, 0, 0x05, 0xc8, 0, 0, 0, 1]);
+        b.extend_from_slice(&[0x55; 16]);
+        let e = skip_extension_headers(NEXT_HEADER_DEST_OPTS, &b).unwrap();
+        assert_eq!(e, ExtHeaders { protocol: NEXT_HEADER_FRAGMENT, offset: 8, fragment: true });
+    }
+
+    #[test]
+    fn atomic_fragment_reaches_upper_layer() {
+        let b = [IPPROTO_ICMPV6, 0, 0, 0, 0, 0, 0, 7, 128, 0];
+        let e = skip_extension_headers(NEXT_HEADER_FRAGMENT, &b).unwrap();
+        assert_eq!((e.protocol, e.offset, e.fragment), (IPPROTO_ICMPV6, 8, true));
+    }
+
+    #[test]
+    fn truncated_and_malformed_chains() {
+        // Length byte missing.
+        assert_eq!(skip_extension_headers(NEXT_HEADER_ROUTING, &[IPPROTO_TCP]), Err(WireError::Truncated));
+        // Declared 16 bytes, 8 present.
+        assert_eq!(skip_extension_headers(NEXT_HEADER_DEST_OPTS, &[IPPROTO_TCP, 1, 0, 0, 0, 0, 0, 0]), Err(WireError::Truncated));
+        // Fragment header needs 8 bytes.
+        assert_eq!(skip_extension_headers(NEXT_HEADER_FRAGMENT, &[IPPROTO_TCP, 0, 0, 0]), Err(WireError::Truncated));
+        // Hop-by-Hop after another header.
+        let b = [NEXT_HEADER_HOP_BY_HOP, 0, 0, 0, 0, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0];
+        assert_eq!(skip_extension_headers(NEXT_HEADER_DEST_OPTS, &b), Err(WireError::Malformed));
+        // Eight destination-option headers are fine, nine are not.
+        let mut chain = Vec::new();
+        for _ in 0..8 {
+            chain.extend_from_slice(&[NEXT_HEADER_DEST_OPTS, 0, 0, 0, 0, 0, 0, 0]);
+        }
+        let mut eight = chain.clone();
+        eight[56] = IPPROTO_UDP;
+        let e = skip_extension_headers(NEXT_HEADER_DEST_OPTS, &eight).unwrap();
+        assert_eq!((e.protocol, e.offset), (IPPROTO_UDP, 64));
+        chain.extend_from_slice(&[IPPROTO_UDP, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(skip_extension_headers(NEXT_HEADER_DEST_OPTS, &chain), Err(WireError::Malformed));
+    }
+
+    proptest! {
+        #[test]
+        fn checked_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200),
+                                plausible in any::<bool>()) {
+            let mut bytes = bytes;
+            if plausible && bytes.len() >= HEADER_LEN {
+                bytes[0] = 0x60 | (bytes[0] & 0x0f);
+                let len = ((bytes.len() - HEADER_LEN) as u16).saturating_sub(u16::from(bytes[5] % 4));
+                bytes[4..6].copy_from_slice(&len.to_be_bytes());
+                // Steer the walk into extension headers most of the time.
+                bytes[6] = [0, 43, 44, 51, 60, 6, 17, 58][usize::from(bytes[6] % 8)];
+            }
+            if bytes.len() >= HEADER_LEN {
+                let p = Ipv6Packet::new_unchecked(&bytes[..]);
+                let _ = (p.version(), p.traffic_class(), p.flow_label(), p.payload_len());
+                let _ = (p.next_header(), p.hop_limit(), p.src_addr(), p.dst_addr());
+                let _ = (p.payload(), p.ext_headers());
+            }
+            if let Ok(p) = Ipv6Packet::new_checked(&bytes[..]) {
+                prop_assert_eq!(p.payload().len(), usize::from(p.payload_len()));
+                prop_assert_eq!(p.into_payload(), p.payload());
+                if let Ok(e) = p.ext_headers() {
+                    prop_assert!(e.offset <= p.payload().len());
+                }
+            }
+        }
+
+        #[test]
+        fn walk_never_panics(first in any::<u8>(), bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            if let Ok(e) = skip_extension_headers(first, &bytes) {
+                prop_assert!(e.offset <= bytes.len());
+            }
+        }
+    }
+}
