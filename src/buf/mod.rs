@@ -20,7 +20,7 @@ pub const CACHE_BATCH: usize = 256;
 
 #[derive(Debug, Error)]
 pub enum PoolError {
-    #[error("buffer pool of {0} frames is too large for the 2 GiB MAP_32BIT area")]
+    #[error("buffer pool of {0} frames: must be between 1 and 524288 (1 GiB, inside the 2 GiB MAP_32BIT area)")]
     TooLarge(usize),
     #[error("mmap of the buffer pool failed: {0}")]
     Mmap(std::io::Error),
@@ -86,7 +86,9 @@ impl Pool {
     /// Maps `frames` frames below 4 GiB (MAP_32BIT: the first 2 GiB on x86-64).
     pub fn new(frames: usize) -> Result<Pool, PoolError> {
         let bytes = frames.checked_mul(FRAME_SIZE).filter(|b| *b <= (1usize << 30)).ok_or(PoolError::TooLarge(frames))?;
-        let bytes = bytes.max(FRAME_SIZE);
+        if frames == 0 {
+            return Err(PoolError::TooLarge(0));
+        }
         #[cfg(target_arch = "x86_64")]
         let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_32BIT | libc::MAP_POPULATE;
         #[cfg(not(target_arch = "x86_64"))]
@@ -221,16 +223,24 @@ impl BufCache {
         &self.pool
     }
 
+    /// Frame index of a handle; a handle from another pool is clamped into this one (never
+    /// outside the mapping) rather than trusted.
+    #[inline(always)]
+    fn index(&self, id: BufId) -> usize {
+        debug_assert!(id.0 < self.frames, "buffer handle from another pool");
+        (id.0 as usize).min(self.frames as usize - 1)
+    }
+
     /// Raw address of a frame's first byte (for XDP's 32-bit pointers).
     #[inline]
     pub fn frame_addr(&self, id: BufId) -> usize {
-        self.base as usize + (id.0 as usize % self.frames.max(1) as usize) * FRAME_SIZE
+        self.base as usize + self.index(id) * FRAME_SIZE
     }
 
     /// The whole frame (headroom included).
     #[inline]
     pub fn frame(&self, id: BufId) -> &[u8] {
-        let i = (id.0 % self.frames.max(1)) as usize;
+        let i = self.index(id);
         // SAFETY: i < frames, so the frame lies inside the mapped region; the holder of the
         // BufId owns the frame, and the borrow is tied to &self.
         unsafe { std::slice::from_raw_parts(self.base.add(i * FRAME_SIZE), FRAME_SIZE) }
@@ -239,7 +249,7 @@ impl BufCache {
     /// The whole frame, writable.
     #[inline]
     pub fn frame_mut(&mut self, id: BufId) -> &mut [u8] {
-        let i = (id.0 % self.frames.max(1)) as usize;
+        let i = self.index(id);
         // SAFETY: as in `frame`; &mut self prevents a second borrow through this cache.
         unsafe { std::slice::from_raw_parts_mut(self.base.add(i * FRAME_SIZE), FRAME_SIZE) }
     }
