@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Run the kernel oracle for every kernel-loadable object in bpf/obj/ on the
+# packet set, writing OUT_DIR/<object>.json (default: bpf/oracle/, the
+# committed reference outputs). Root required.
+#
+#   bpf/oracle-all.sh [OUT_DIR] [PKT_DIR]
+#
+# xdp_legacy_globals.o is skipped (libbpf >= 1.0 cannot load legacy maps); its
+# program is instruction-for-instruction the same as xdp_globals.o, so a sluice
+# run of it must match oracle/xdp_globals.json (oracle-compare.py matches the
+# internal maps by section, so xdp_lega.bss == xdp_glob.bss).
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+OUT_DIR="${1:-$HERE/oracle}"
+PKT_DIR="${2:-$HERE/packets}"
+mkdir -p "$OUT_DIR"
+for obj in "$HERE"/obj/*.o; do
+	name="$(basename "$obj" .o)"
+	[ "$name" = xdp_legacy_globals ] && continue
+	"$HERE/kernel-oracle.sh" "$obj" "$PKT_DIR" "$OUT_DIR/$name.json"
+done
