@@ -9,6 +9,8 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command.unwrap_or(Command::Run(RunArgs::default())) {
         Command::Run(args) => cmd_run(args),
+        Command::Xdp(cmd) => sluice::cli::xdp::main(cmd).map_err(Into::into),
+        Command::Bench(args) => sluice::bench::main(&args).map(|_| ()).map_err(Into::into),
         Command::Tunables => {
             for (name, doc, default) in TUNABLES {
                 println!("{name:<34} {default:>8}  {doc}");

@@ -2,6 +2,7 @@
 
 pub mod report;
 pub mod run;
+pub mod xdp;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -19,6 +20,11 @@ pub enum Command {
     Run(RunArgs),
     /// List every tunable with its default.
     Tunables,
+    /// Run XDP programs on captured packets (like BPF_PROG_TEST_RUN) and dump their maps.
+    #[command(subcommand)]
+    Xdp(XdpCommand),
+    /// Reproduce the seed experiments with statistics (listify, io, selfcheck, all).
+    Bench(crate::bench::BenchArgs),
 }
 
 #[derive(Debug, Args, Clone, Default)]
@@ -50,4 +56,55 @@ pub struct RunArgs {
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Attach an XDP program to every receiving port: an eBPF object (PROG.o) or
+    /// `builtin:NAME` (drop, drop-read, pass, tx, redirect=IFINDEX, firewall=PORTS,PREFIXES).
+    #[arg(long)]
+    pub xdp: Option<String>,
+    /// XDP hook: native (raw buffer, before metadata) or generic (after metadata).
+    #[arg(long, default_value = "native")]
+    pub xdp_mode: String,
+    /// Program (function or section name) in the object; default: the first XDP program.
+    #[arg(long)]
+    pub xdp_section: Option<String>,
+    /// eBPF execution engine: jit or interp.
+    #[arg(long, default_value = "jit")]
+    pub xdp_engine: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum XdpCommand {
+    /// Run a program on every frame of a capture (or a directory of raw frames).
+    Run(XdpRunArgs),
+    /// Run as `xdp run` does, then print the program's maps.
+    Maps(XdpRunArgs),
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct XdpRunArgs {
+    /// The eBPF object (clang -O2 -g -target bpf).
+    pub object: std::path::PathBuf,
+    /// Program (function or section name); default: the first XDP program.
+    #[arg(long)]
+    pub section: Option<String>,
+    /// Input frames: a pcap file.
+    #[arg(long)]
+    pub pcap_in: Option<std::path::PathBuf>,
+    /// Input frames: a directory of raw frame files, taken in name order.
+    #[arg(long)]
+    pub packets_dir: Option<std::path::PathBuf>,
+    /// Write the frames the program produced (TX, PASS, REDIRECT) to this capture.
+    #[arg(long)]
+    pub pcap_out: Option<std::path::PathBuf>,
+    /// native or generic (the tool runs each frame as BPF_PROG_TEST_RUN does in either case).
+    #[arg(long, default_value = "native")]
+    pub mode: String,
+    /// jit or interp.
+    #[arg(long, default_value = "jit")]
+    pub engine: String,
+    /// Set a map entry before the run: NAME:KEYHEX=VALUEHEX (little-endian bytes, as in memory).
+    #[arg(long = "map", value_name = "NAME:KEY=VALUE")]
+    pub map_updates: Vec<String>,
+    /// Write per-frame verdicts, output bytes and map dumps as JSON (bpf/kernel-oracle.sh format).
+    #[arg(long)]
+    pub json: Option<std::path::PathBuf>,
 }

@@ -113,6 +113,8 @@ tunables! {
     route_hint: u8 = 1, "rx.route_hint", min 0, max 1;
     /// Packets a port's transmit queue gathers before a tx burst.
     tx_burst: u32 = 32, "tx.burst", min 1, max 4096;
+    /// Benchmark calibration: iterations of a dependent busy loop added per received packet (0 = off).
+    extra_work: u32 = 0, "rx.extra_work", min 0, max 1_000_000;
 }
 
 #[cfg(test)]

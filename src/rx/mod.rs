@@ -35,6 +35,9 @@ pub(crate) fn core_step(dp: &mut Datapath, skb: &mut Skb) -> Result<Handler, Dro
     if let Some(r) = skb.drop {
         return Err(r);
     }
+    if dp.tun.extra_work != 0 {
+        extra_work(dp.tun.extra_work);
+    }
     if skb.protocol == EtherType::VLAN {
         let data = dp.bufs.data_mut(skb.pkt);
         if data.len() < 18 {
@@ -60,6 +63,17 @@ pub(crate) fn core_step(dp: &mut Datapath, skb: &mut Skb) -> Result<Handler, Dro
         EtherType::ARP => Ok(Handler::Arp),
         _ => Err(DropReason::UnhandledProto),
     }
+}
+
+/// `rx.extra_work`: a dependent chain of `n` LCG steps the optimiser cannot remove, so a
+/// benchmark can add a known, real per-packet cost (`sluice bench selfcheck`).
+#[inline(never)]
+pub fn extra_work(n: u32) -> u64 {
+    let mut x = std::hint::black_box(0x9e37_79b9_7f4a_7c15u64);
+    for _ in 0..n {
+        x = std::hint::black_box(x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407));
+    }
+    x
 }
 
 /// Single mode: every packet through every layer, one at a time.

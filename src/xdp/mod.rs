@@ -1,28 +1,311 @@
-//! XDP hooks: native (on the raw buffer, before packet metadata exists) and generic (after).
+//! XDP hooks, as the kernel has them:
+//! - native: runs on the raw receive burst before packet metadata exists. DROP recycles the
+//!   buffer straight to the pool; TX queues to the same port's XDP transmit queue; REDIRECT
+//!   goes to per-target bulk queues of up to 16 frames flushed at the end of the poll; PASS
+//!   continues to metadata build with the (possibly moved) data bounds.
+//! - generic: runs after metadata exists, inside the receive core. A moved `data` resets the
+//!   network header and the protocol is re-derived; TX bypasses the transmit queues (qdisc).
+//!
+//! Ports map to ifindexes as `ifindex = port + 1` (ifindex 0 means "none" in the kernel).
+
+pub mod builtin;
+pub mod ebpf;
+pub mod env;
 
 use crate::buf::skb::Skb;
-use crate::buf::Pkt;
+use crate::buf::{Pkt, FRAME_SIZE, HEADROOM};
 use crate::datapath::Datapath;
+use crate::stats::{tsc::rdtsc, DropReason, Stage};
+pub use sluice_ebpf::xdp::{RedirectTarget, RunOutcome, XdpBuff};
+use sluice_ebpf::insn::{XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_REDIRECT, XDP_TX};
 
-/// Programs attached to the datapath's hooks.
-#[derive(Default)]
-pub struct XdpHooks {}
+/// Frames a redirect bulk queue holds before it is flushed early (the kernel's DEV_MAP_BULK_SIZE).
+pub const REDIRECT_BULK: usize = 16;
 
-impl XdpHooks {
-    /// Frames queued for redirect, not yet flushed.
-    pub fn in_flight(&self) -> u64 {
-        0
+/// An XDP program sluice can attach: built in (Rust) or an eBPF object.
+pub trait XdpProgram: Send {
+    fn name(&self) -> String;
+    /// Runs on one packet; `xdp`'s offsets reflect any head/tail/meta adjustment afterwards.
+    fn run(&mut self, xdp: &mut XdpBuff<'_>, env: &mut env::SluiceEnv<'_>) -> RunOutcome;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum XdpMode {
+    Native,
+    Generic,
+}
+
+impl std::str::FromStr for XdpMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "native" | "drv" => Ok(XdpMode::Native),
+            "generic" | "skb" => Ok(XdpMode::Generic),
+            _ => Err(format!("unknown XDP mode `{s}` (native, generic)")),
+        }
     }
 }
 
-/// Native hook: runs on the raw burst; survivors (PASS) stay in `rx`.
-#[inline]
-pub fn run_native(_dp: &mut Datapath, _port: u16, _rx: &mut Vec<Pkt>) {}
+/// Programs attached per port, and the XDP transmit / redirect queues.
+#[derive(Default)]
+pub struct XdpHooks {
+    pub native: Vec<Option<Box<dyn XdpProgram>>>,
+    pub generic: Vec<Option<Box<dyn XdpProgram>>>,
+    /// Frames for each port's XDP transmit path (XDP_TX, redirects), bypassing qdiscs.
+    pub xmit: Vec<Vec<Pkt>>,
+    /// AF_XDP-like local consumers: frames received per XSKMAP key.
+    pub xsk_rx: Vec<u64>,
+    /// Trace lines from bpf_trace_printk (the last few).
+    pub trace: Vec<String>,
+    /// Unknown action codes seen (counted as ABORTED, like the kernel's warning).
+    pub unknown_actions: u64,
+}
 
-/// Generic hook: runs on packets with metadata; survivors (PASS) stay in `skbs`.
-#[inline]
-pub fn run_generic(_dp: &mut Datapath, _skbs: &mut Vec<Skb>) {}
+impl XdpHooks {
+    /// Frames queued for XDP transmit, not yet flushed.
+    pub fn in_flight(&self) -> u64 {
+        self.xmit.iter().map(|q| q.len() as u64).sum()
+    }
 
-/// End of poll: redirect bulk queues go out.
+    /// Attaches `prog` to `port` in `mode` (replacing what was there).
+    pub fn attach(&mut self, port: u16, mode: XdpMode, prog: Box<dyn XdpProgram>) {
+        let slots = match mode {
+            XdpMode::Native => &mut self.native,
+            XdpMode::Generic => &mut self.generic,
+        };
+        let i = port as usize;
+        if slots.len() <= i {
+            slots.resize_with(i + 1, || None);
+        }
+        slots[i] = Some(prog);
+    }
+
+    pub fn any_generic(&self) -> bool {
+        self.generic.iter().any(Option::is_some)
+    }
+}
+
+/// What to do with one packet after its program ran.
+enum Fate {
+    Pass,
+    Drop(DropReason),
+    Xmit(u16),
+    Xsk(u32),
+}
+
 #[inline]
-pub fn flush_redirects(_dp: &mut Datapath) {}
+fn fate_of(out: &RunOutcome, port: u16, nports: usize, counters: &mut crate::stats::Counters, unknown: &mut u64) -> Fate {
+    let a = out.action;
+    counters.xdp_actions[(a as usize).min(5)] += 1;
+    match a {
+        XDP_PASS => Fate::Pass,
+        XDP_DROP => Fate::Drop(DropReason::XdpDrop),
+        XDP_TX => Fate::Xmit(port),
+        XDP_REDIRECT => match out.redirect {
+            Some(RedirectTarget::Ifindex(i)) if i >= 1 && (i as usize) <= nports => Fate::Xmit((i - 1) as u16),
+            // One worker: CPU 0 is this one, so a CPUMAP redirect continues into its stack.
+            Some(RedirectTarget::Cpu(0)) => Fate::Pass,
+            Some(RedirectTarget::Xsk(k)) => Fate::Xsk(k),
+            _ => Fate::Drop(DropReason::XdpRedirectFailed),
+        },
+        XDP_ABORTED => Fate::Drop(DropReason::XdpAborted),
+        _ => {
+            *unknown += 1;
+            Fate::Drop(DropReason::XdpAborted)
+        }
+    }
+}
+
+/// Native hook: runs on the raw burst; PASS survivors stay in `rx` (bounds updated).
+pub fn run_native(dp: &mut Datapath, port: u16, rx: &mut Vec<Pkt>) {
+    let Some(Some(prog)) = dp.xdp.native.get_mut(port as usize) else { return };
+    let t0 = rdtsc();
+    let nports = dp.ports.len();
+    if dp.xdp.xmit.len() < nports {
+        dp.xdp.xmit.resize_with(nports, Vec::new);
+    }
+    let mut env = env::SluiceEnv::new(&dp.routes, &dp.ifaces, &mut dp.xdp.trace);
+    let mut keep = 0;
+    // Dropped buffers are freed after the program loop, as their own measurable step.
+    let mut free_list = [crate::buf::BufId(0); 64];
+    let mut free_n = 0usize;
+    for i in 0..rx.len() {
+        let p = rx[i];
+        let frame = dp.bufs.frame_mut(p.buf);
+        let mut xb = XdpBuff {
+            frame,
+            data: p.off as usize,
+            data_end: p.off as usize + p.len as usize,
+            data_meta: p.off as usize,
+            ingress_ifindex: port as u32 + 1,
+            rx_queue_index: 0,
+            egress_ifindex: 0,
+        };
+        let out = prog.run(&mut xb, &mut env);
+        let np = Pkt { buf: p.buf, off: xb.data as u16, len: (xb.data_end - xb.data) as u16 };
+        match fate_of(&out, port, nports, &mut dp.c, &mut dp.xdp.unknown_actions) {
+            Fate::Pass => {
+                rx[keep] = np;
+                keep += 1;
+            }
+            Fate::Drop(r) => {
+                dp.c.drop(r);
+                free_list_push(&mut dp.bufs, &mut free_list, &mut free_n, p.buf);
+            }
+            Fate::Xmit(to) => queue_xmit(&mut dp.xdp.xmit, to, np),
+            Fate::Xsk(k) => {
+                let k = k as usize;
+                if dp.xdp.xsk_rx.len() <= k {
+                    dp.xdp.xsk_rx.resize(k + 1, 0);
+                }
+                dp.xdp.xsk_rx[k] += 1;
+                dp.c.local += 1;
+                free_list_push(&mut dp.bufs, &mut free_list, &mut free_n, p.buf);
+            }
+        }
+    }
+    let n = rx.len();
+    rx.truncate(keep);
+    let t1 = rdtsc();
+    dp.c.stages[Stage::XdpNative as usize].add(n, t1 - t0);
+    for b in &free_list[..free_n] {
+        dp.bufs.free(*b);
+    }
+    if free_n > 0 {
+        dp.c.stages[Stage::Free as usize].add(free_n, rdtsc() - t1);
+    }
+    flush_full_queues(dp);
+}
+
+#[inline]
+fn free_list_push(bufs: &mut crate::buf::BufCache, list: &mut [crate::buf::BufId; 64], n: &mut usize, b: crate::buf::BufId) {
+    if *n == list.len() {
+        for x in &list[..*n] {
+            bufs.free(*x);
+        }
+        *n = 0;
+    }
+    list[*n] = b;
+    *n += 1;
+}
+
+#[inline]
+fn queue_xmit(xmit: &mut [Vec<Pkt>], to: u16, p: Pkt) {
+    if let Some(q) = xmit.get_mut(to as usize) {
+        q.push(p);
+    }
+}
+
+/// Redirect bulk queues that reached REDIRECT_BULK go out now, as the kernel's bq_enqueue does.
+fn flush_full_queues(dp: &mut Datapath) {
+    for port in 0..dp.xdp.xmit.len() {
+        if dp.xdp.xmit[port].len() >= REDIRECT_BULK {
+            xmit_port(dp, port as u16);
+        }
+    }
+}
+
+/// Generic hook: runs on packets with metadata; PASS survivors stay in `skbs`.
+pub fn run_generic(dp: &mut Datapath, skbs: &mut Vec<Skb>) {
+    if !dp.xdp.any_generic() {
+        return;
+    }
+    let t0 = rdtsc();
+    let nports = dp.ports.len();
+    if dp.xdp.xmit.len() < nports {
+        dp.xdp.xmit.resize_with(nports, Vec::new);
+    }
+    let mut keep = 0;
+    let n = skbs.len();
+    for i in 0..n {
+        let mut s = skbs[i];
+        let port = s.rx_port;
+        let Some(Some(prog)) = dp.xdp.generic.get_mut(port as usize) else {
+            skbs[keep] = s;
+            keep += 1;
+            continue;
+        };
+        // Generic XDP needs XDP_PACKET_HEADROOM and a linear buffer: copy when short.
+        if (s.pkt.off as usize) < HEADROOM || s.pkt.off as usize + s.pkt.len as usize > FRAME_SIZE {
+            match dp.bufs.alloc_copy(dp.bufs.data(s.pkt).to_vec().as_slice()) {
+                Some(np) => {
+                    dp.bufs.free(s.pkt.buf);
+                    s.pkt = np;
+                }
+                None => {
+                    dp.drop_pkt(s.pkt, DropReason::NoBuffer);
+                    continue;
+                }
+            }
+        }
+        let mut env = env::SluiceEnv::new(&dp.routes, &dp.ifaces, &mut dp.xdp.trace);
+        let frame = dp.bufs.frame_mut(s.pkt.buf);
+        let mut xb = XdpBuff {
+            frame,
+            data: s.pkt.off as usize,
+            data_end: s.pkt.off as usize + s.pkt.len as usize,
+            data_meta: s.pkt.off as usize,
+            ingress_ifindex: port as u32 + 1,
+            rx_queue_index: s.rx_queue as u32,
+            egress_ifindex: 0,
+        };
+        let out = prog.run(&mut xb, &mut env);
+        let moved = xb.data != s.pkt.off as usize || xb.data_end != s.pkt.off as usize + s.pkt.len as usize;
+        let np = Pkt { buf: s.pkt.buf, off: xb.data as u16, len: (xb.data_end - xb.data) as u16 };
+        match fate_of(&out, port, nports, &mut dp.c, &mut dp.xdp.unknown_actions) {
+            Fate::Pass => {
+                if moved {
+                    // The header moved: reset the network header and re-derive the protocol.
+                    let mac = dp.ifaces.get(port as usize).map(|i| i.mac).unwrap_or([0; 6]);
+                    let rebuilt = Skb::build(np, dp.bufs.data(np), port, s.rx_queue, &mac);
+                    s = Skb { hash: s.hash, l4_hash: s.l4_hash, ..rebuilt };
+                }
+                skbs[keep] = s;
+                keep += 1;
+            }
+            Fate::Drop(r) => dp.drop_pkt(np, r),
+            Fate::Xmit(to) => queue_xmit(&mut dp.xdp.xmit, to, np),
+            Fate::Xsk(k) => {
+                let k = k as usize;
+                if dp.xdp.xsk_rx.len() <= k {
+                    dp.xdp.xsk_rx.resize(k + 1, 0);
+                }
+                dp.xdp.xsk_rx[k] += 1;
+                dp.c.local += 1;
+                dp.bufs.free(np.buf);
+            }
+        }
+    }
+    skbs.truncate(keep);
+    dp.c.stages[Stage::XdpGeneric as usize].add(n, rdtsc() - t0);
+    flush_full_queues(dp);
+}
+
+/// Hands one port's XDP transmit queue to the port (no qdisc); refusals are drops.
+fn xmit_port(dp: &mut Datapath, port: u16) {
+    let i = port as usize;
+    let (Some(q), Some(dev)) = (dp.xdp.xmit.get_mut(i), dp.ports.get_mut(i)) else { return };
+    if q.is_empty() {
+        return;
+    }
+    let t0 = rdtsc();
+    let n = q.len();
+    let sent = dev.tx_burst(&mut dp.bufs, q, false).min(n);
+    dp.c.doorbells += 1;
+    dp.c.tx += sent as u64;
+    dp.c.tx_bytes += q[..sent].iter().map(|p| p.len as u64).sum::<u64>();
+    for p in &q[sent..] {
+        dp.c.drop(DropReason::XdpRedirectFailed);
+        dp.bufs.free(p.buf);
+    }
+    q.clear();
+    dp.c.stages[Stage::PortTx as usize].add(n, rdtsc() - t0);
+}
+
+/// End of poll (xdp_do_flush): every XDP transmit / redirect queue goes out.
+pub fn flush_redirects(dp: &mut Datapath) {
+    for port in 0..dp.xdp.xmit.len() {
+        xmit_port(dp, port as u16);
+    }
+}

@@ -6,3 +6,19 @@
 
 pub mod insn;
 pub mod program;
+pub mod asm;
+pub mod env;
+pub mod helpers;
+pub mod interp;
+pub mod loader;
+pub mod maps;
+pub mod state;
+pub mod xdp;
+
+pub use env::{Env, NullEnv, SystemEnv};
+pub use interp::Interpreter;
+pub use loader::{LoadError, LoadOptions, Object};
+pub use maps::{Map, MapDump, MapDumpEntry, MapError, Maps};
+pub use program::{MapDef, Program};
+pub use state::{Engine, RunConfig, RunError, RunErrorKind, RunState};
+pub use xdp::{LowMem, RedirectTarget, RunOutcome, XdpBuff, XdpMd};

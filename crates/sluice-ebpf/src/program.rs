@@ -41,3 +41,13 @@ pub struct Program {
     pub insns: Vec<Insn>,
     pub maps: Vec<MapDef>,
 }
+
+impl Program {
+    /// Whether this is an XDP program (section `xdp`, `xdp.frags`, `xdp/...`, `xdp.frags/...`).
+    pub fn is_xdp(&self) -> bool {
+        self.section == "xdp"
+            || self.section == "xdp.frags"
+            || self.section.starts_with("xdp/")
+            || self.section.starts_with("xdp.frags/")
+    }
+}

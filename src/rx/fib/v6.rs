@@ -84,22 +84,13 @@ impl Fib6 {
             return Err(FibError::BadNextHop(nh));
         }
         let p = prefix & mask(len);
-        let Some(routes) = self.prefixes.get(usize::from(len)) else {
-            return Err(FibError::BadPrefixLen(len));
-        };
-        let old = routes.get(&p).copied();
+        let old = self.get(p, len);
         if old == Some(nh) {
             return Ok(old);
         }
         // Check capacity up front so a refused insert leaves no half-built path behind.
         if old.is_none() && self.nodes_needed(p, len) > self.nodes.available() {
             return Err(FibError::Full);
-        }
-        if let Some(routes) = self.prefixes.get_mut(usize::from(len)) {
-            routes.insert(p, nh);
-        }
-        if old.is_none() {
-            self.count += 1;
         }
         let val = VALID | nh;
         if len <= ROOT_BITS {
@@ -110,20 +101,22 @@ impl Fib6 {
                     (*e, *d) = self.nodes.paint(*e, *d, val, len);
                 }
             }
-            return Ok(old);
+        } else {
+            // Cannot fail after the check above; if it did, the nodes already made would only
+            // repeat their parent's result, so lookups stay right.
+            let mut node = self.root_child(p).ok_or(FibError::Full)?;
+            let mut end = ROOT_BITS + 8;
+            while len > end {
+                node = self.nodes.child_at(node, index_at(p, end)).ok_or(FibError::Full)?;
+                end += 8;
+            }
+            self.nodes.paint_node(node, index_at(p, end), 1 << (end - len), val, len);
         }
-        let Some(mut node) = self.root_child(p) else {
-            return Err(FibError::Full);
-        };
-        let mut end = ROOT_BITS + 8;
-        while len > end {
-            let Some(child) = self.nodes.child_at(node, index_at(p, end)) else {
-                return Err(FibError::Full);
-            };
-            node = child;
-            end += 8;
+        if let Some(routes) = self.prefixes.get_mut(usize::from(len)) {
+            if routes.insert(p, nh).is_none() {
+                self.count += 1;
+            }
         }
-        self.nodes.paint_node(node, index_at(p, end), 1 << (end - len), val, len);
         Ok(old)
     }
 

@@ -1,0 +1,714 @@
+//! A checked interpreter for the whole standard eBPF ISA (RFC 9669 plus the v4 additions:
+//! signed div/mod, movsx, sign-extending loads, unconditional bswap, `gotol`, load-acquire /
+//! store-release).
+//!
+//! It runs unverified programs safely: every memory access is checked against the regions of
+//! the run (see [`RunState::translate`]): the stack frames in use, the 24-byte context
+//! (loads only), the packet `[data_meta, data_end)` as it currently is, and the value regions
+//! of the object's maps (stores only where programs may write). A fault, an invalid
+//! instruction, a jump out of the program, more than 8 nested calls or an exhausted
+//! instruction budget end the run with a [`RunError`]; nothing the program does can touch
+//! other memory or hang the host.
+//!
+//! Per run: no heap allocation. The stack (8 frames × 512 bytes) lives on the native stack;
+//! a frame is zeroed the first time a call reaches its depth.
+
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+
+use crate::env::Env;
+use crate::helpers::{helper_fn, map_handle};
+use crate::insn::*;
+use crate::maps::Maps;
+use crate::program::Program;
+use crate::state::{Engine, MemKind, RunConfig, RunError, RunErrorKind, RunState};
+use crate::xdp::{RunOutcome, XdpBuff};
+
+/// Maximum number of call frames (the entry function plus 7 nested bpf-to-bpf calls).
+pub const MAX_CALL_FRAMES: usize = 8;
+/// Stack bytes per frame.
+pub const FRAME_STACK_SIZE: usize = 512;
+const STACK_SIZE: usize = MAX_CALL_FRAMES * FRAME_STACK_SIZE;
+
+/// `imm` of BPF_STX | BPF_ATOMIC for load-acquire and store-release.
+pub const BPF_LOAD_ACQ: i32 = 0x100;
+pub const BPF_STORE_REL: i32 = 0x110;
+
+/// The interpreter engine for one program and its maps.
+#[derive(Debug, Clone)]
+pub struct Interpreter {
+    program: Arc<Program>,
+    maps: Arc<Maps>,
+    /// The 64-bit value of each `lddw` with a pseudo source, indexed by slot (0 elsewhere).
+    wide: Vec<u64>,
+    config: RunConfig,
+}
+
+impl Interpreter {
+    /// Prepares `program` to run against `maps` (which must be the maps the program was linked
+    /// with: same definitions at the same indices). Resolves `lddw` map references: a pseudo
+    /// map fd becomes the map's handle ([`map_handle`]), a pseudo map value becomes the real
+    /// address of the value of key 0 plus the offset.
+    pub fn new(program: Arc<Program>, maps: Arc<Maps>) -> Result<Interpreter, RunError> {
+        Interpreter::with_config(program, maps, RunConfig::default())
+    }
+
+    pub fn with_config(program: Arc<Program>, maps: Arc<Maps>, config: RunConfig) -> Result<Interpreter, RunError> {
+        for (i, def) in program.maps.iter().enumerate() {
+            match maps.get(i) {
+                Some(m) if m.def() == def => {}
+                Some(m) => {
+                    return Err(RunError::new(
+                        0,
+                        RunErrorKind::MapMismatch(format!("map {i} is `{}` in the maps but `{}` in the program", m.name(), def.name)),
+                    ))
+                }
+                None => return Err(RunError::new(0, RunErrorKind::MapMismatch(format!("map {i} (`{}`) is missing", def.name)))),
+            }
+        }
+        let insns = &program.insns;
+        let mut wide = vec![0u64; insns.len()];
+        for pc in 0..insns.len() {
+            let insn = insns[pc];
+            if insn.code != (BPF_LD | BPF_IMM | BPF_DW) || pc + 1 >= insns.len() {
+                continue;
+            }
+            let index = insn.imm as u32;
+            match insn.src {
+                BPF_PSEUDO_MAP_FD => {
+                    if maps.get(index as usize).is_none() {
+                        return Err(RunError::new(pc, RunErrorKind::BadMapIndex { index }));
+                    }
+                    wide[pc] = map_handle(index);
+                }
+                BPF_PSEUDO_MAP_VALUE => {
+                    let offset = insns[pc + 1].imm as u32;
+                    let addr = maps
+                        .get(index as usize)
+                        .ok_or(RunError::new(pc, RunErrorKind::BadMapIndex { index }))?
+                        .direct_value_addr(offset)
+                        .ok_or(RunError::new(pc, RunErrorKind::BadMapValue { index, offset }))?;
+                    wide[pc] = addr;
+                }
+                _ => {}
+            }
+        }
+        Ok(Interpreter { program, maps, wide, config })
+    }
+
+    pub fn program(&self) -> &Arc<Program> {
+        &self.program
+    }
+
+    pub fn maps(&self) -> &Arc<Maps> {
+        &self.maps
+    }
+
+    pub fn config(&self) -> &RunConfig {
+        &self.config
+    }
+
+    pub fn set_config(&mut self, config: RunConfig) {
+        self.config = config;
+    }
+
+    /// Runs the program once (same as [`Engine::run`]).
+    pub fn run(&self, xdp: &mut XdpBuff<'_>, env: &mut dyn Env) -> Result<RunOutcome, RunError> {
+        self.run_full(xdp, env).map(|(outcome, _)| outcome)
+    }
+
+    /// Runs the program once and also returns the full 64-bit r0 (for tests and for
+    /// differential testing of other engines).
+    pub fn run_full(&self, xdp: &mut XdpBuff<'_>, env: &mut dyn Env) -> Result<(RunOutcome, u64), RunError> {
+        let mut st = RunState::new(xdp, &self.maps, env, &self.config).map_err(|k| RunError::new(0, k))?;
+        let mut stack = MaybeUninit::<[u64; STACK_SIZE / 8]>::uninit();
+        let stack_base = stack.as_mut_ptr() as *mut u8;
+        let r0 = self.exec(&mut st, stack_base)?;
+        Ok((st.finish(xdp, r0), r0))
+    }
+
+    fn exec(&self, st: &mut RunState<'_>, stack_base: *mut u8) -> Result<u64, RunError> {
+        let insns: &[Insn] = &self.program.insns;
+        let budget = self.config.insn_budget;
+        let mut executed: u64 = 0;
+
+        // Frame 0 occupies the top FRAME_STACK_SIZE bytes.
+        let frame0 = stack_base.wrapping_add(STACK_SIZE - FRAME_STACK_SIZE);
+        // SAFETY: [frame0, frame0 + 512) is inside the 4 KiB stack buffer.
+        unsafe { std::ptr::write_bytes(frame0, 0, FRAME_STACK_SIZE) };
+        let mut initialized = 1usize;
+        st.set_stack(frame0, FRAME_STACK_SIZE);
+
+        let mut regs = [0u64; 11];
+        regs[1] = st.ctx_addr();
+        regs[10] = stack_base as u64 + STACK_SIZE as u64;
+
+        #[derive(Clone, Copy, Default)]
+        struct Frame {
+            ret: usize,
+            saved: [u64; 5],
+        }
+        let mut frames = [Frame::default(); MAX_CALL_FRAMES];
+        let mut depth = 0usize;
+
+        let mut pc = 0usize;
+        loop {
+            let Some(&insn) = insns.get(pc) else {
+                return Err(RunError::new(pc, RunErrorKind::PcOutOfRange));
+            };
+            executed += 1;
+            if executed > budget {
+                return Err(RunError::new(pc, RunErrorKind::BudgetExceeded { budget }));
+            }
+            let err = move |kind| RunError::new(pc, kind);
+            let invalid = move || RunError::new(pc, RunErrorKind::InvalidInstruction { code: insn.code });
+            let code = insn.code;
+            let dst = insn.dst as usize;
+            let src = insn.src as usize;
+            if dst > 10 || src > 10 {
+                return Err(invalid());
+            }
+            match code & 0x07 {
+                BPF_ALU64 => {
+                    if dst == 10 {
+                        return Err(invalid());
+                    }
+                    let use_x = code & BPF_X != 0;
+                    let s = if use_x { regs[src] } else { insn.imm as i64 as u64 };
+                    let d = regs[dst];
+                    let signed = match insn.off {
+                        0 => false,
+                        1 if matches!(code & 0xf0, BPF_DIV | BPF_MOD) => true,
+                        8 | 16 | 32 if code & 0xf0 == BPF_MOV && use_x => false,
+                        1 if code & 0xf0 == BPF_MOV && use_x => return Err(err(RunErrorKind::Unsupported("addr_space_cast (arena)"))),
+                        _ => return Err(invalid()),
+                    };
+                    regs[dst] = match code & 0xf0 {
+                        BPF_ADD => d.wrapping_add(s),
+                        BPF_SUB => d.wrapping_sub(s),
+                        BPF_MUL => d.wrapping_mul(s),
+                        BPF_DIV => {
+                            if s == 0 {
+                                0
+                            } else if signed {
+                                (d as i64).wrapping_div(s as i64) as u64
+                            } else {
+                                d / s
+                            }
+                        }
+                        BPF_MOD => {
+                            if s == 0 {
+                                d
+                            } else if signed {
+                                (d as i64).wrapping_rem(s as i64) as u64
+                            } else {
+                                d % s
+                            }
+                        }
+                        BPF_OR => d | s,
+                        BPF_AND => d & s,
+                        BPF_XOR => d ^ s,
+                        BPF_LSH => d << (s & 63),
+                        BPF_RSH => d >> (s & 63),
+                        BPF_ARSH => ((d as i64) >> (s & 63)) as u64,
+                        BPF_NEG => (d as i64).wrapping_neg() as u64,
+                        BPF_MOV => match insn.off {
+                            8 => s as i8 as i64 as u64,
+                            16 => s as i16 as i64 as u64,
+                            32 => s as i32 as i64 as u64,
+                            _ => s,
+                        },
+                        BPF_END => {
+                            if use_x {
+                                return Err(invalid());
+                            }
+                            match insn.imm {
+                                16 => (d as u16).swap_bytes() as u64,
+                                32 => (d as u32).swap_bytes() as u64,
+                                64 => d.swap_bytes(),
+                                _ => return Err(invalid()),
+                            }
+                        }
+                        _ => return Err(invalid()),
+                    };
+                    pc += 1;
+                }
+                BPF_ALU => {
+                    if dst == 10 {
+                        return Err(invalid());
+                    }
+                    let use_x = code & BPF_X != 0;
+                    let s = if use_x { regs[src] as u32 } else { insn.imm as u32 };
+                    let d64 = regs[dst];
+                    let d = d64 as u32;
+                    let signed = match insn.off {
+                        0 => false,
+                        1 if matches!(code & 0xf0, BPF_DIV | BPF_MOD) => true,
+                        8 | 16 if code & 0xf0 == BPF_MOV && use_x => false,
+                        _ => return Err(invalid()),
+                    };
+                    let r: u64 = match code & 0xf0 {
+                        BPF_ADD => d.wrapping_add(s) as u64,
+                        BPF_SUB => d.wrapping_sub(s) as u64,
+                        BPF_MUL => d.wrapping_mul(s) as u64,
+                        BPF_DIV => {
+                            (if s == 0 {
+                                0
+                            } else if signed {
+                                (d as i32).wrapping_div(s as i32) as u32
+                            } else {
+                                d / s
+                            }) as u64
+                        }
+                        BPF_MOD => {
+                            (if s == 0 {
+                                d
+                            } else if signed {
+                                (d as i32).wrapping_rem(s as i32) as u32
+                            } else {
+                                d % s
+                            }) as u64
+                        }
+                        BPF_OR => (d | s) as u64,
+                        BPF_AND => (d & s) as u64,
+                        BPF_XOR => (d ^ s) as u64,
+                        BPF_LSH => (d << (s & 31)) as u64,
+                        BPF_RSH => (d >> (s & 31)) as u64,
+                        BPF_ARSH => ((d as i32) >> (s & 31)) as u32 as u64,
+                        BPF_NEG => (d as i32).wrapping_neg() as u32 as u64,
+                        BPF_MOV => match insn.off {
+                            8 => s as i8 as i32 as u32 as u64,
+                            16 => s as i16 as i32 as u32 as u64,
+                            _ => s as u64,
+                        },
+                        BPF_END => {
+                            // BPF_TO_LE (src bit clear) on a little-endian host truncates;
+                            // BPF_TO_BE swaps.
+                            match (use_x, insn.imm) {
+                                (false, 16) => d64 & 0xffff,
+                                (false, 32) => d64 & 0xffff_ffff,
+                                (false, 64) => d64,
+                                (true, 16) => (d64 as u16).swap_bytes() as u64,
+                                (true, 32) => (d64 as u32).swap_bytes() as u64,
+                                (true, 64) => d64.swap_bytes(),
+                                _ => return Err(invalid()),
+                            }
+                        }
+                        _ => return Err(invalid()),
+                    };
+                    regs[dst] = r;
+                    pc += 1;
+                }
+                class @ (BPF_JMP | BPF_JMP32) => {
+                    let op = code & 0xf0;
+                    let jump = move |off: i64| -> Result<usize, RunError> {
+                        let t = pc as i64 + 1 + off;
+                        if t < 0 || t as usize >= insns.len() {
+                            Err(err(RunErrorKind::PcOutOfRange))
+                        } else {
+                            Ok(t as usize)
+                        }
+                    };
+                    match op {
+                        BPF_JA => {
+                            if code & BPF_X != 0 {
+                                return Err(invalid());
+                            }
+                            pc = if class == BPF_JMP { jump(insn.off as i64)? } else { jump(insn.imm as i64)? };
+                        }
+                        BPF_CALL => {
+                            if class != BPF_JMP || code & BPF_X != 0 {
+                                return Err(invalid());
+                            }
+                            match insn.src {
+                                0 => {
+                                    let Some(f) = helper_fn(insn.imm) else {
+                                        return Err(err(RunErrorKind::UnknownHelper { id: insn.imm }));
+                                    };
+                                    regs[0] = f(st, regs[1], regs[2], regs[3], regs[4], regs[5]);
+                                    if let Some(kind) = st.take_fault() {
+                                        return Err(err(kind));
+                                    }
+                                    pc += 1;
+                                }
+                                BPF_PSEUDO_CALL => {
+                                    let target = jump(insn.imm as i64)?;
+                                    if depth + 1 >= MAX_CALL_FRAMES {
+                                        return Err(err(RunErrorKind::CallDepthExceeded { max: MAX_CALL_FRAMES }));
+                                    }
+                                    frames[depth] = Frame { ret: pc + 1, saved: [regs[6], regs[7], regs[8], regs[9], regs[10]] };
+                                    depth += 1;
+                                    if depth >= initialized {
+                                        let lo = stack_base.wrapping_add(STACK_SIZE - (depth + 1) * FRAME_STACK_SIZE);
+                                        // SAFETY: frame `depth` lies inside the 4 KiB stack buffer
+                                        // (depth < MAX_CALL_FRAMES).
+                                        unsafe { std::ptr::write_bytes(lo, 0, FRAME_STACK_SIZE) };
+                                        initialized = depth + 1;
+                                        st.set_stack(lo, initialized * FRAME_STACK_SIZE);
+                                    }
+                                    regs[10] = stack_base as u64 + (STACK_SIZE - depth * FRAME_STACK_SIZE) as u64;
+                                    pc = target;
+                                }
+                                _ => return Err(err(RunErrorKind::Unsupported("kfunc call"))),
+                            }
+                        }
+                        BPF_EXIT => {
+                            if class != BPF_JMP || code & BPF_X != 0 {
+                                return Err(invalid());
+                            }
+                            if depth == 0 {
+                                return Ok(regs[0]);
+                            }
+                            depth -= 1;
+                            let f = frames[depth];
+                            regs[6..11].copy_from_slice(&f.saved);
+                            pc = f.ret;
+                        }
+                        _ => {
+                            let use_x = code & BPF_X != 0;
+                            let taken = if class == BPF_JMP {
+                                let a = regs[dst];
+                                let b = if use_x { regs[src] } else { insn.imm as i64 as u64 };
+                                match op {
+                                    BPF_JEQ => a == b,
+                                    BPF_JNE => a != b,
+                                    BPF_JGT => a > b,
+                                    BPF_JGE => a >= b,
+                                    BPF_JLT => a < b,
+                                    BPF_JLE => a <= b,
+                                    BPF_JSET => a & b != 0,
+                                    BPF_JSGT => (a as i64) > (b as i64),
+                                    BPF_JSGE => (a as i64) >= (b as i64),
+                                    BPF_JSLT => (a as i64) < (b as i64),
+                                    BPF_JSLE => (a as i64) <= (b as i64),
+                                    _ => return Err(invalid()),
+                                }
+                            } else {
+                                let a = regs[dst] as u32;
+                                let b = if use_x { regs[src] as u32 } else { insn.imm as u32 };
+                                match op {
+                                    BPF_JEQ => a == b,
+                                    BPF_JNE => a != b,
+                                    BPF_JGT => a > b,
+                                    BPF_JGE => a >= b,
+                                    BPF_JLT => a < b,
+                                    BPF_JLE => a <= b,
+                                    BPF_JSET => a & b != 0,
+                                    BPF_JSGT => (a as i32) > (b as i32),
+                                    BPF_JSGE => (a as i32) >= (b as i32),
+                                    BPF_JSLT => (a as i32) < (b as i32),
+                                    BPF_JSLE => (a as i32) <= (b as i32),
+                                    _ => return Err(invalid()),
+                                }
+                            };
+                            pc = if taken { jump(insn.off as i64)? } else { pc + 1 };
+                        }
+                    }
+                }
+                BPF_LDX => {
+                    if dst == 10 {
+                        return Err(invalid());
+                    }
+                    let size = size_bytes(code);
+                    let addr = regs[src].wrapping_add(insn.off as i64 as u64);
+                    let v = match code & 0xe0 {
+                        BPF_MEM => load(st, addr, size),
+                        BPF_MEMSX if size < 8 => load(st, addr, size).map(|v| sign_extend(v, size)),
+                        _ => return Err(invalid()),
+                    };
+                    regs[dst] = v.ok_or_else(|| err(fault(addr, size, false)))?;
+                    pc += 1;
+                }
+                BPF_ST => {
+                    if code & 0xe0 != BPF_MEM {
+                        return Err(invalid());
+                    }
+                    let size = size_bytes(code);
+                    let addr = regs[dst].wrapping_add(insn.off as i64 as u64);
+                    store(st, addr, size, insn.imm as i64 as u64).ok_or_else(|| err(fault(addr, size, true)))?;
+                    pc += 1;
+                }
+                BPF_STX => {
+                    let size = size_bytes(code);
+                    match code & 0xe0 {
+                        BPF_MEM => {
+                            let addr = regs[dst].wrapping_add(insn.off as i64 as u64);
+                            store(st, addr, size, regs[src]).ok_or_else(|| err(fault(addr, size, true)))?;
+                        }
+                        BPF_ATOMIC => exec_atomic(st, insn, size, &mut regs).map_err(err)?,
+                        _ => return Err(invalid()),
+                    }
+                    pc += 1;
+                }
+                BPF_LD => {
+                    if code != (BPF_LD | BPF_IMM | BPF_DW) || dst == 10 {
+                        return Err(invalid());
+                    }
+                    let Some(next) = insns.get(pc + 1) else {
+                        return Err(err(RunErrorKind::PcOutOfRange));
+                    };
+                    if next.code != 0 {
+                        return Err(invalid());
+                    }
+                    regs[dst] = match insn.src {
+                        0 => (insn.imm as u32 as u64) | ((next.imm as u32 as u64) << 32),
+                        BPF_PSEUDO_MAP_FD | BPF_PSEUDO_MAP_VALUE => self.wide[pc],
+                        _ => return Err(err(RunErrorKind::Unsupported("lddw pseudo source"))),
+                    };
+                    pc += 2;
+                }
+                _ => return Err(invalid()),
+            }
+        }
+    }
+}
+
+impl Engine for Interpreter {
+    fn run(&self, xdp: &mut XdpBuff<'_>, env: &mut dyn Env) -> Result<RunOutcome, RunError> {
+        Interpreter::run(self, xdp, env)
+    }
+}
+
+#[inline]
+fn size_bytes(code: u8) -> usize {
+    match code & 0x18 {
+        BPF_B => 1,
+        BPF_H => 2,
+        BPF_W => 4,
+        _ => 8,
+    }
+}
+
+#[inline]
+fn sign_extend(v: u64, size: usize) -> u64 {
+    match size {
+        1 => v as u8 as i8 as i64 as u64,
+        2 => v as u16 as i16 as i64 as u64,
+        4 => v as u32 as i32 as i64 as u64,
+        _ => v,
+    }
+}
+
+fn fault(addr: u64, size: usize, write: bool) -> RunErrorKind {
+    RunErrorKind::MemoryFault { addr, len: size as u32, write }
+}
+
+/// Loads `size` bytes (1, 2, 4, 8) little-endian from program memory; `None` if not allowed.
+#[inline]
+fn load(st: &RunState<'_>, addr: u64, size: usize) -> Option<u64> {
+    let (p, kind) = st.translate(addr, size, false)?;
+    Some(match kind {
+        // SAFETY: translate checked that [p, p+size) lies in this run's stack or packet.
+        MemKind::Stack | MemKind::Packet => unsafe { read_plain(p, size) },
+        // SAFETY: translate checked that [p, p+size) lies in a map value region.
+        MemKind::Map(_) => unsafe { read_relaxed(p, size) },
+        MemKind::Ctx => {
+            let off = usize::try_from(addr - st.ctx_addr()).ok()?;
+            let b = st.ctx.to_bytes();
+            let bytes = b.get(off..off + size)?;
+            bytes.iter().rev().fold(0u64, |acc, &x| (acc << 8) | x as u64)
+        }
+    })
+}
+
+/// Stores the low `size` bytes of `v` into program memory; `None` if not allowed.
+#[inline]
+fn store(st: &RunState<'_>, addr: u64, size: usize, v: u64) -> Option<()> {
+    let (p, kind) = st.translate(addr, size, true)?;
+    match kind {
+        // SAFETY: translate checked that [p, p+size) lies in this run's stack or packet.
+        MemKind::Stack | MemKind::Packet => unsafe { write_plain(p, size, v) },
+        // SAFETY: translate checked that [p, p+size) lies in a writable map value region.
+        MemKind::Map(_) => unsafe { write_relaxed(p, size, v) },
+        MemKind::Ctx => return None,
+    }
+    Some(())
+}
+
+/// # Safety
+/// `p` must be valid for reads of `size` bytes not concurrently written.
+#[inline]
+unsafe fn read_plain(p: *const u8, size: usize) -> u64 {
+    // SAFETY: per the contract.
+    unsafe {
+        match size {
+            1 => *p as u64,
+            2 => std::ptr::read_unaligned(p as *const u16) as u64,
+            4 => std::ptr::read_unaligned(p as *const u32) as u64,
+            _ => std::ptr::read_unaligned(p as *const u64),
+        }
+    }
+}
+
+/// # Safety
+/// `p` must be valid for writes of `size` bytes not concurrently accessed.
+#[inline]
+unsafe fn write_plain(p: *mut u8, size: usize, v: u64) {
+    // SAFETY: per the contract.
+    unsafe {
+        match size {
+            1 => *p = v as u8,
+            2 => std::ptr::write_unaligned(p as *mut u16, v as u16),
+            4 => std::ptr::write_unaligned(p as *mut u32, v as u32),
+            _ => std::ptr::write_unaligned(p as *mut u64, v),
+        }
+    }
+}
+
+/// Relaxed atomic load (byte-wise when misaligned) of memory other threads may access.
+///
+/// # Safety
+/// `p` must be valid for reads of `size` bytes.
+#[inline]
+unsafe fn read_relaxed(p: *mut u8, size: usize) -> u64 {
+    // SAFETY: per the contract; each typed atomic is used only when p is aligned for it.
+    unsafe {
+        if (p as usize).is_multiple_of(size) {
+            match size {
+                1 => AtomicU8::from_ptr(p).load(Ordering::Relaxed) as u64,
+                2 => AtomicU16::from_ptr(p as *mut u16).load(Ordering::Relaxed) as u64,
+                4 => AtomicU32::from_ptr(p as *mut u32).load(Ordering::Relaxed) as u64,
+                _ => AtomicU64::from_ptr(p as *mut u64).load(Ordering::Relaxed),
+            }
+        } else {
+            let mut v = 0u64;
+            for i in 0..size {
+                v |= (AtomicU8::from_ptr(p.add(i)).load(Ordering::Relaxed) as u64) << (8 * i);
+            }
+            v
+        }
+    }
+}
+
+/// Relaxed atomic store (byte-wise when misaligned) to memory other threads may access.
+///
+/// # Safety
+/// `p` must be valid for writes of `size` bytes.
+#[inline]
+unsafe fn write_relaxed(p: *mut u8, size: usize, v: u64) {
+    // SAFETY: per the contract; each typed atomic is used only when p is aligned for it.
+    unsafe {
+        if (p as usize).is_multiple_of(size) {
+            match size {
+                1 => AtomicU8::from_ptr(p).store(v as u8, Ordering::Relaxed),
+                2 => AtomicU16::from_ptr(p as *mut u16).store(v as u16, Ordering::Relaxed),
+                4 => AtomicU32::from_ptr(p as *mut u32).store(v as u32, Ordering::Relaxed),
+                _ => AtomicU64::from_ptr(p as *mut u64).store(v, Ordering::Relaxed),
+            }
+        } else {
+            for i in 0..size {
+                AtomicU8::from_ptr(p.add(i)).store((v >> (8 * i)) as u8, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// BPF_STX | BPF_ATOMIC: add/and/or/xor (optionally fetching), xchg, cmpxchg on 32/64-bit
+/// aligned stack or map memory, plus load-acquire / store-release (any size).
+fn exec_atomic(st: &RunState<'_>, insn: Insn, size: usize, regs: &mut [u64; 11]) -> Result<(), RunErrorKind> {
+    let dst = insn.dst as usize;
+    let src = insn.src as usize;
+    let invalid = RunErrorKind::InvalidInstruction { code: insn.code };
+    let op = insn.imm;
+    let (addr, write) = match op {
+        BPF_LOAD_ACQ => (regs[src].wrapping_add(insn.off as i64 as u64), false),
+        _ => (regs[dst].wrapping_add(insn.off as i64 as u64), true),
+    };
+    let writes_src = op & BPF_FETCH != 0 && op != BPF_CMPXCHG;
+    if (op == BPF_LOAD_ACQ && dst == 10) || (writes_src && src == 10) {
+        return Err(invalid);
+    }
+    if !matches!(op, BPF_LOAD_ACQ | BPF_STORE_REL) && size < 4 {
+        return Err(invalid);
+    }
+    if !matches!(op, BPF_LOAD_ACQ | BPF_STORE_REL | BPF_XCHG | BPF_CMPXCHG) && !matches!(op & !BPF_FETCH, 0x00 | 0x40 | 0x50 | 0xa0) {
+        return Err(invalid);
+    }
+    let Some((p, kind)) = st.translate(addr, size, write) else {
+        return Err(fault(addr, size, write));
+    };
+    match kind {
+        MemKind::Stack | MemKind::Map(_) => {}
+        _ => return Err(RunErrorKind::AtomicNotAllowed { addr }),
+    }
+    if addr % size as u64 != 0 {
+        return Err(RunErrorKind::MisalignedAtomic { addr });
+    }
+    const SC: Ordering = Ordering::SeqCst;
+    match op {
+        BPF_LOAD_ACQ => {
+            // SAFETY: translate checked [p, p+size) is stack or map memory valid for the run,
+            // and p is aligned to `size`, as the atomic types require.
+            regs[dst] = unsafe {
+                match size {
+                    1 => AtomicU8::from_ptr(p).load(Ordering::Acquire) as u64,
+                    2 => AtomicU16::from_ptr(p as *mut u16).load(Ordering::Acquire) as u64,
+                    4 => AtomicU32::from_ptr(p as *mut u32).load(Ordering::Acquire) as u64,
+                    _ => AtomicU64::from_ptr(p as *mut u64).load(Ordering::Acquire),
+                }
+            };
+        }
+        BPF_STORE_REL => {
+            let v = regs[src];
+            // SAFETY: as for BPF_LOAD_ACQ (writable: translate was asked for a write).
+            unsafe {
+                match size {
+                    1 => AtomicU8::from_ptr(p).store(v as u8, Ordering::Release),
+                    2 => AtomicU16::from_ptr(p as *mut u16).store(v as u16, Ordering::Release),
+                    4 => AtomicU32::from_ptr(p as *mut u32).store(v as u32, Ordering::Release),
+                    _ => AtomicU64::from_ptr(p as *mut u64).store(v, Ordering::Release),
+                }
+            }
+        }
+        _ if size == 4 => {
+            // SAFETY: [p, p+4) is writable stack/map memory valid for the run, 4-byte aligned.
+            let a = unsafe { AtomicU32::from_ptr(p as *mut u32) };
+            let v = regs[src] as u32;
+            let old = match op {
+                BPF_XCHG => a.swap(v, SC),
+                BPF_CMPXCHG => match a.compare_exchange(regs[0] as u32, v, SC, SC) {
+                    Ok(o) | Err(o) => o,
+                },
+                _ => match op & !BPF_FETCH {
+                    0x00 => a.fetch_add(v, SC),
+                    0x40 => a.fetch_or(v, SC),
+                    0x50 => a.fetch_and(v, SC),
+                    _ => a.fetch_xor(v, SC),
+                },
+            };
+            if op == BPF_CMPXCHG {
+                regs[0] = old as u64;
+            } else if writes_src {
+                regs[src] = old as u64;
+            }
+        }
+        _ => {
+            // SAFETY: [p, p+8) is writable stack/map memory valid for the run, 8-byte aligned.
+            let a = unsafe { AtomicU64::from_ptr(p as *mut u64) };
+            let v = regs[src];
+            let old = match op {
+                BPF_XCHG => a.swap(v, SC),
+                BPF_CMPXCHG => match a.compare_exchange(regs[0], v, SC, SC) {
+                    Ok(o) | Err(o) => o,
+                },
+                _ => match op & !BPF_FETCH {
+                    0x00 => a.fetch_add(v, SC),
+                    0x40 => a.fetch_or(v, SC),
+                    0x50 => a.fetch_and(v, SC),
+                    _ => a.fetch_xor(v, SC),
+                },
+            };
+            if op == BPF_CMPXCHG {
+                regs[0] = old;
+            } else if writes_src {
+                regs[src] = old;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "interp_tests.rs"]
+mod tests;

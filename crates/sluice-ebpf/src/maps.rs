@@ -1,0 +1,1238 @@
+//! Map storage: ARRAY, PERCPU_ARRAY, HASH, PERCPU_HASH, LRU_HASH, LRU_PERCPU_HASH, DEVMAP,
+//! DEVMAP_HASH, CPUMAP and XSKMAP.
+//!
+//! # Memory model
+//!
+//! * Every map owns ONE value region allocated at creation (zeroed, 8-byte aligned) that never
+//!   moves or grows: `max_entries × copies × stride` bytes, where `stride` is the value size
+//!   rounded up to 8 and `copies` is `ncpus` for per-CPU maps, 1 otherwise. Value `i` of CPU
+//!   `c` lives at `base + (i × copies + c) × stride`. Programs receive raw pointers into this
+//!   region from `bpf_map_lookup_elem` and keep using them (like the kernel's preallocated
+//!   maps), so the region stays valid as long as the [`Maps`] lives.
+//! * Programs access value memory with plain loads/stores and BPF atomics (the interpreter
+//!   uses relaxed / sequentially consistent atomics on it, which compile to plain moves and
+//!   locked instructions); concurrent programs racing on the same value see the same
+//!   (lack of) guarantees as in the kernel. The host side (userspace API, helper copies)
+//!   only touches value memory through relaxed atomic loads/stores (8 bytes at a time
+//!   when aligned), so there is no data race in the Rust sense.
+//! * Hash-type maps keep their index (buckets, chains, keys, free list, LRU bits) behind a
+//!   `Mutex` per map; lookups from programs take it too (uncontended cost: one CAS + one
+//!   store). Keys and index arrays are preallocated: no allocation on update. A deleted
+//!   element's value slot may be reused at once by a later insert, so a program still
+//!   holding a pointer to it may see another key's value — the same as the kernel's
+//!   preallocated hash maps. Updating an existing key writes its value in place.
+//! * LRU maps evict with a second-chance CLOCK: a lookup from a program sets the element's
+//!   reference bit; when the map is full an insert sweeps the slots, clearing set bits and
+//!   evicting the first element whose bit is clear. The kernel's LRU (per-CPU free lists,
+//!   active/inactive lists with reference bits) is also only an approximation of LRU.
+//! * DEVMAP / CPUMAP / XSKMAP are arrays whose entries are present or absent (a per-entry
+//!   flag); DEVMAP_HASH is a hash map. Their values are read-only for programs, and programs
+//!   cannot update or delete them (the kernel's verifier refuses that too).
+
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use serde::{Deserialize, Serialize};
+
+use crate::program::{map_type, MapDef};
+use crate::xdp::RedirectTarget;
+
+/// `bpf_map_update_elem` flags.
+pub const BPF_ANY: u64 = 0;
+pub const BPF_NOEXIST: u64 = 1;
+pub const BPF_EXIST: u64 = 2;
+pub const BPF_F_LOCK: u64 = 4;
+
+/// Map creation flags (`map_flags`).
+pub const BPF_F_NO_PREALLOC: u32 = 1 << 0;
+pub const BPF_F_RDONLY_PROG: u32 = 1 << 7;
+pub const BPF_F_WRONLY_PROG: u32 = 1 << 8;
+
+/// Largest key of a hash map (the kernel's `MAX_BPF_STACK` limit for keys).
+pub const MAX_KEY_SIZE: usize = 512;
+
+/// Default cap on the memory one map may reserve (value region plus index). Large regions are
+/// allocated zeroed, so untouched pages cost no physical memory.
+pub const DEFAULT_MAX_MAP_BYTES: usize = 1 << 30;
+
+/// Map operation errors; [`MapError::errno`] gives the kernel's errno for each.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MapError {
+    #[error("no such key")]
+    NotFound,
+    #[error("key already exists")]
+    Exists,
+    #[error("map is full")]
+    Full,
+    #[error("index {index} out of range (max_entries {max_entries})")]
+    OutOfRange { index: u32, max_entries: u32 },
+    #[error("key is {got} bytes, the map's key size is {expected}")]
+    KeySize { expected: usize, got: usize },
+    #[error("value is {got} bytes, expected {expected}")]
+    ValueSize { expected: usize, got: usize },
+    #[error("invalid flags {0:#x}")]
+    Flags(u64),
+    #[error("operation not supported on this map type")]
+    NotSupported,
+    #[error("invalid value: {0}")]
+    InvalidValue(&'static str),
+    #[error("map `{name}`: unsupported map type {map_type} ({type_name})")]
+    UnsupportedType { name: String, map_type: u32, type_name: &'static str },
+    #[error("map `{name}`: {reason}")]
+    InvalidDef { name: String, reason: String },
+}
+
+impl MapError {
+    /// The (positive) errno the kernel returns for this error.
+    pub fn errno(&self) -> i32 {
+        match self {
+            MapError::NotFound => libc::ENOENT,
+            MapError::Exists => libc::EEXIST,
+            MapError::Full | MapError::OutOfRange { .. } => libc::E2BIG,
+            MapError::NotSupported => libc::EOPNOTSUPP,
+            MapError::KeySize { .. }
+            | MapError::ValueSize { .. }
+            | MapError::Flags(_)
+            | MapError::InvalidValue(_)
+            | MapError::UnsupportedType { .. }
+            | MapError::InvalidDef { .. } => libc::EINVAL,
+        }
+    }
+}
+
+/// The kernel name of a map type number (`"array"`, `"lru_hash"`, ...; `"unknown"` otherwise).
+pub fn map_type_name(t: u32) -> &'static str {
+    match t {
+        0 => "unspec",
+        1 => "hash",
+        2 => "array",
+        3 => "prog_array",
+        4 => "perf_event_array",
+        5 => "percpu_hash",
+        6 => "percpu_array",
+        7 => "stack_trace",
+        8 => "cgroup_array",
+        9 => "lru_hash",
+        10 => "lru_percpu_hash",
+        11 => "lpm_trie",
+        12 => "array_of_maps",
+        13 => "hash_of_maps",
+        14 => "devmap",
+        15 => "sockmap",
+        16 => "cpumap",
+        17 => "xskmap",
+        18 => "sockhash",
+        19 => "cgroup_storage",
+        20 => "reuseport_sockarray",
+        21 => "percpu_cgroup_storage",
+        22 => "queue",
+        23 => "stack",
+        24 => "sk_storage",
+        25 => "devmap_hash",
+        26 => "struct_ops",
+        27 => "ringbuf",
+        28 => "inode_storage",
+        29 => "task_storage",
+        30 => "bloom_filter",
+        31 => "user_ringbuf",
+        32 => "cgrp_storage",
+        33 => "arena",
+        _ => "unknown",
+    }
+}
+
+/// True for the map types this runtime implements.
+pub fn is_supported_map_type(t: u32) -> bool {
+    matches!(
+        t,
+        map_type::HASH
+            | map_type::ARRAY
+            | map_type::PERCPU_HASH
+            | map_type::PERCPU_ARRAY
+            | map_type::LRU_HASH
+            | map_type::LRU_PERCPU_HASH
+            | map_type::DEVMAP
+            | map_type::CPUMAP
+            | map_type::XSKMAP
+            | map_type::DEVMAP_HASH
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Relaxed-atomic memory copies (value memory may be concurrently used by programs).
+
+/// Copies `len` bytes from `src` to `dst` with relaxed atomic accesses: 8 bytes at a time when
+/// both are 8-byte aligned, byte by byte otherwise.
+///
+/// # Safety
+/// `src` must be valid for reads and `dst` valid for writes of `len` bytes; the ranges must
+/// not overlap.
+pub(crate) unsafe fn copy_relaxed(dst: *mut u8, src: *const u8, len: usize) {
+    let mut i = 0usize;
+    if (dst as usize | src as usize).is_multiple_of(8) {
+        while i + 8 <= len {
+            // SAFETY: in bounds per the contract, both 8-byte aligned (bases aligned, i % 8 == 0).
+            unsafe {
+                let v = AtomicU64::from_ptr(src.add(i) as *mut u64).load(Ordering::Relaxed);
+                AtomicU64::from_ptr(dst.add(i) as *mut u64).store(v, Ordering::Relaxed);
+            }
+            i += 8;
+        }
+    }
+    while i < len {
+        // SAFETY: in bounds per the contract; u8 atomics have no alignment requirement.
+        unsafe {
+            let v = AtomicU8::from_ptr(src.add(i) as *mut u8).load(Ordering::Relaxed);
+            AtomicU8::from_ptr(dst.add(i)).store(v, Ordering::Relaxed);
+        }
+        i += 1;
+    }
+}
+
+/// Zeroes `len` bytes at `dst` with relaxed atomic stores.
+///
+/// # Safety
+/// `dst` must be valid for writes of `len` bytes.
+pub(crate) unsafe fn zero_relaxed(dst: *mut u8, len: usize) {
+    let mut i = 0usize;
+    if (dst as usize).is_multiple_of(8) {
+        while i + 8 <= len {
+            // SAFETY: in bounds per the contract, 8-byte aligned.
+            unsafe { AtomicU64::from_ptr(dst.add(i) as *mut u64).store(0, Ordering::Relaxed) };
+            i += 8;
+        }
+    }
+    while i < len {
+        // SAFETY: in bounds per the contract.
+        unsafe { AtomicU8::from_ptr(dst.add(i)).store(0, Ordering::Relaxed) };
+        i += 1;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Value region.
+
+/// A zeroed, 8-byte aligned allocation that never moves. Only accessed through raw pointers.
+struct ValueRegion {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the region is plain memory owned by the map; every access goes through raw pointers
+// with atomic operations on the host side (see the module docs), so sharing it is sound.
+unsafe impl Send for ValueRegion {}
+// SAFETY: as above.
+unsafe impl Sync for ValueRegion {}
+
+impl ValueRegion {
+    fn new(len: usize) -> Option<ValueRegion> {
+        let layout = std::alloc::Layout::from_size_align(len.max(8), 8).ok()?;
+        // SAFETY: the layout has a non-zero size.
+        let p = unsafe { std::alloc::alloc_zeroed(layout) };
+        NonNull::new(p).map(|ptr| ValueRegion { ptr, len })
+    }
+}
+
+impl Drop for ValueRegion {
+    fn drop(&mut self) {
+        if let Ok(layout) = std::alloc::Layout::from_size_align(self.len.max(8), 8) {
+            // SAFETY: allocated in `new` with exactly this layout, freed once.
+            unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) };
+        }
+    }
+}
+
+/// A range of map value memory a program may access (one per map), for the memory checks of
+/// the interpreter and the helpers.
+#[derive(Debug, Clone, Copy)]
+pub struct MemRegion {
+    pub start: usize,
+    pub end: usize,
+    /// Base pointer of the region (`start` as a pointer with provenance).
+    pub ptr: *mut u8,
+    /// Whether programs may store into it (false for `.rodata` / `BPF_F_RDONLY_PROG` maps and
+    /// for DEVMAP / CPUMAP / XSKMAP values).
+    pub writable: bool,
+}
+
+// SAFETY: a MemRegion only describes a map's value region, which is Send + Sync (see above).
+unsafe impl Send for MemRegion {}
+// SAFETY: as above.
+unsafe impl Sync for MemRegion {}
+
+// ---------------------------------------------------------------------------------------------
+// Hash index.
+
+const SLOT_USED: u8 = 1;
+const SLOT_REF: u8 = 2;
+
+/// The preallocated index of a hash-type map. Slot numbers are stored +1 so that 0 means "none"
+/// (which lets all arrays start zeroed and untouched).
+struct HashIndex {
+    key_size: usize,
+    capacity: u32,
+    mask: u32,
+    buckets: Vec<u32>,
+    next: Vec<u32>,
+    hashes: Vec<u32>,
+    keys: Vec<u8>,
+    flags: Vec<u8>,
+    count: u32,
+    high_water: u32,
+    free_head: u32,
+    lru: bool,
+    hand: u32,
+}
+
+fn hash_key(k: &[u8]) -> u32 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ (k.len() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    for chunk in k.chunks(8) {
+        let mut w = 0u64;
+        for (i, b) in chunk.iter().enumerate() {
+            w |= (*b as u64) << (8 * i);
+        }
+        h = (h ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^= h >> 33;
+    h as u32
+}
+
+impl HashIndex {
+    fn new(key_size: usize, capacity: u32, lru: bool) -> HashIndex {
+        let nb = (capacity as usize).next_power_of_two().max(1);
+        HashIndex {
+            key_size,
+            capacity,
+            mask: (nb - 1) as u32,
+            buckets: vec![0; nb],
+            next: vec![0; capacity as usize],
+            hashes: vec![0; capacity as usize],
+            keys: vec![0; capacity as usize * key_size],
+            flags: vec![0; capacity as usize],
+            count: 0,
+            high_water: 0,
+            free_head: 0,
+            lru,
+            hand: 0,
+        }
+    }
+
+    fn bytes(key_size: usize, capacity: u32) -> Option<usize> {
+        let nb = (capacity as usize).checked_next_power_of_two()?;
+        let per_slot = key_size.checked_add(4 + 4 + 1)?;
+        (capacity as usize).checked_mul(per_slot)?.checked_add(nb.checked_mul(4)?)
+    }
+
+    fn key_of(&self, slot: u32) -> &[u8] {
+        let s = slot as usize * self.key_size;
+        self.keys.get(s..s + self.key_size).unwrap_or(&[])
+    }
+
+    fn find(&self, key: &[u8], h: u32) -> Option<u32> {
+        let mut cur = *self.buckets.get((h & self.mask) as usize)?;
+        let mut guard = 0u32;
+        while cur != 0 && guard <= self.capacity {
+            let slot = cur - 1;
+            if self.hashes.get(slot as usize) == Some(&h) && self.key_of(slot) == key {
+                return Some(slot);
+            }
+            cur = *self.next.get(slot as usize)?;
+            guard += 1;
+        }
+        None
+    }
+
+    /// Removes `slot` from its bucket chain (does not free it).
+    fn unlink(&mut self, slot: u32) {
+        let Some(&h) = self.hashes.get(slot as usize) else {
+            return;
+        };
+        let b = (h & self.mask) as usize;
+        let target = slot + 1;
+        let Some(&head) = self.buckets.get(b) else {
+            return;
+        };
+        let after = self.next.get(slot as usize).copied().unwrap_or(0);
+        if head == target {
+            self.buckets[b] = after;
+            return;
+        }
+        let mut cur = head;
+        let mut guard = 0u32;
+        while cur != 0 && guard <= self.capacity {
+            let nx = self.next.get((cur - 1) as usize).copied().unwrap_or(0);
+            if nx == target {
+                self.next[(cur - 1) as usize] = after;
+                return;
+            }
+            cur = nx;
+            guard += 1;
+        }
+    }
+
+    fn free_slot(&mut self, slot: u32) {
+        self.unlink(slot);
+        if let Some(f) = self.flags.get_mut(slot as usize) {
+            *f = 0;
+        }
+        if let Some(n) = self.next.get_mut(slot as usize) {
+            *n = self.free_head;
+        }
+        self.free_head = slot + 1;
+        self.count = self.count.saturating_sub(1);
+    }
+
+    /// Takes an unused slot: from the free list, then never-used slots, then (LRU only) by
+    /// evicting with the CLOCK sweep. `None` when full.
+    fn alloc_slot(&mut self) -> Option<u32> {
+        if self.free_head != 0 {
+            let slot = self.free_head - 1;
+            self.free_head = self.next.get(slot as usize).copied().unwrap_or(0);
+            return Some(slot);
+        }
+        if self.high_water < self.capacity {
+            let slot = self.high_water;
+            self.high_water += 1;
+            return Some(slot);
+        }
+        if !self.lru || self.capacity == 0 {
+            return None;
+        }
+        // CLOCK: at most two sweeps (the first clears every reference bit).
+        for _ in 0..(2 * self.capacity as u64 + 1) {
+            let slot = self.hand;
+            self.hand = (self.hand + 1) % self.capacity;
+            let f = self.flags.get(slot as usize).copied().unwrap_or(0);
+            if f & SLOT_USED == 0 {
+                continue;
+            }
+            if f & SLOT_REF != 0 {
+                self.flags[slot as usize] = f & !SLOT_REF;
+                continue;
+            }
+            self.free_slot(slot);
+            // free_slot pushed it on the free list: pop it again.
+            self.free_head = self.next.get(slot as usize).copied().unwrap_or(0);
+            return Some(slot);
+        }
+        None
+    }
+
+    /// Links a freshly allocated slot for `key` into its bucket.
+    fn link(&mut self, slot: u32, key: &[u8], h: u32) {
+        let s = slot as usize;
+        let ks = self.key_size;
+        if let Some(dst) = self.keys.get_mut(s * ks..s * ks + ks) {
+            dst.copy_from_slice(key);
+        }
+        self.hashes[s] = h;
+        self.flags[s] = SLOT_USED;
+        let b = (h & self.mask) as usize;
+        self.next[s] = self.buckets[b];
+        self.buckets[b] = slot + 1;
+        self.count += 1;
+    }
+
+    fn used_slots(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..self.high_water).filter(|&s| self.flags.get(s as usize).copied().unwrap_or(0) & SLOT_USED != 0)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Map.
+
+enum Kind {
+    /// ARRAY / PERCPU_ARRAY: every index exists.
+    Array,
+    /// DEVMAP / CPUMAP / XSKMAP: array entries that are present or not.
+    Slots { present: Box<[AtomicU8]> },
+    /// HASH / PERCPU_HASH / LRU_HASH / LRU_PERCPU_HASH / DEVMAP_HASH.
+    Hash(Mutex<HashIndex>),
+}
+
+/// One map: its definition and its preallocated storage.
+pub struct Map {
+    def: MapDef,
+    copies: u32,
+    stride: usize,
+    region: ValueRegion,
+    prog_writable: bool,
+    kind: Kind,
+}
+
+impl std::fmt::Debug for Map {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Map").field("def", &self.def).field("copies", &self.copies).finish_non_exhaustive()
+    }
+}
+
+fn invalid(def: &MapDef, reason: impl Into<String>) -> MapError {
+    MapError::InvalidDef { name: def.name.clone(), reason: reason.into() }
+}
+
+impl Map {
+    /// Creates a map with `ncpus` copies of each value if it is a per-CPU map, reserving at
+    /// most `max_bytes` of memory.
+    pub fn new(def: &MapDef, ncpus: u32, max_bytes: usize) -> Result<Map, MapError> {
+        let t = def.map_type;
+        if !is_supported_map_type(t) {
+            return Err(MapError::UnsupportedType { name: def.name.clone(), map_type: t, type_name: map_type_name(t) });
+        }
+        if def.max_entries == 0 {
+            return Err(invalid(def, "max_entries is 0"));
+        }
+        if def.value_size == 0 {
+            return Err(invalid(def, "value_size is 0"));
+        }
+        if ncpus == 0 {
+            return Err(invalid(def, "ncpus is 0"));
+        }
+        let ks = def.key_size as usize;
+        let vs = def.value_size as usize;
+        match t {
+            map_type::HASH | map_type::PERCPU_HASH | map_type::LRU_HASH | map_type::LRU_PERCPU_HASH => {
+                if ks == 0 || ks > MAX_KEY_SIZE {
+                    return Err(invalid(def, format!("key_size {ks} not in 1..={MAX_KEY_SIZE}")));
+                }
+            }
+            _ => {
+                if ks != 4 {
+                    return Err(invalid(def, format!("key_size must be 4, not {ks}")));
+                }
+            }
+        }
+        match t {
+            map_type::DEVMAP | map_type::DEVMAP_HASH | map_type::CPUMAP if vs != 4 && vs != 8 => {
+                return Err(invalid(def, format!("value_size must be 4 or 8, not {vs}")));
+            }
+            map_type::XSKMAP if vs != 4 => {
+                return Err(invalid(def, format!("value_size must be 4, not {vs}")));
+            }
+            _ => {}
+        }
+        let percpu = matches!(t, map_type::PERCPU_ARRAY | map_type::PERCPU_HASH | map_type::LRU_PERCPU_HASH);
+        let copies = if percpu { ncpus } else { 1 };
+        let stride = vs.checked_add(7).ok_or_else(|| invalid(def, "value_size too large"))? & !7;
+        let region_len = (def.max_entries as usize)
+            .checked_mul(copies as usize)
+            .and_then(|n| n.checked_mul(stride))
+            .ok_or_else(|| invalid(def, "map too large"))?;
+        let is_hash =
+            matches!(t, map_type::HASH | map_type::PERCPU_HASH | map_type::LRU_HASH | map_type::LRU_PERCPU_HASH | map_type::DEVMAP_HASH);
+        let index_len = if is_hash {
+            HashIndex::bytes(ks, def.max_entries).ok_or_else(|| invalid(def, "map too large"))?
+        } else {
+            def.max_entries as usize
+        };
+        let total = region_len.checked_add(index_len);
+        if total.is_none_or(|n| n > max_bytes) {
+            return Err(invalid(def, format!("needs more than the {max_bytes} bytes allowed for one map")));
+        }
+        let region = ValueRegion::new(region_len).ok_or_else(|| invalid(def, "out of memory"))?;
+        let kind = if is_hash {
+            let lru = matches!(t, map_type::LRU_HASH | map_type::LRU_PERCPU_HASH);
+            Kind::Hash(Mutex::new(HashIndex::new(ks, def.max_entries, lru)))
+        } else if t == map_type::ARRAY || t == map_type::PERCPU_ARRAY {
+            Kind::Array
+        } else {
+            Kind::Slots { present: (0..def.max_entries).map(|_| AtomicU8::new(0)).collect() }
+        };
+        let prog_writable = def.flags & BPF_F_RDONLY_PROG == 0
+            && !matches!(t, map_type::DEVMAP | map_type::DEVMAP_HASH | map_type::CPUMAP | map_type::XSKMAP);
+        Ok(Map { def: def.clone(), copies, stride, region, prog_writable, kind })
+    }
+
+    pub fn def(&self) -> &MapDef {
+        &self.def
+    }
+
+    pub fn name(&self) -> &str {
+        &self.def.name
+    }
+
+    pub fn map_type(&self) -> u32 {
+        self.def.map_type
+    }
+
+    /// Number of value copies per entry (`ncpus` for per-CPU maps, 1 otherwise).
+    pub fn copies(&self) -> u32 {
+        self.copies
+    }
+
+    pub fn is_percpu(&self) -> bool {
+        matches!(self.def.map_type, map_type::PERCPU_ARRAY | map_type::PERCPU_HASH | map_type::LRU_PERCPU_HASH)
+    }
+
+    /// Whether programs may store into this map's values.
+    pub fn prog_writable(&self) -> bool {
+        self.prog_writable
+    }
+
+    /// The value region programs may access.
+    pub fn region(&self) -> MemRegion {
+        let start = self.region.ptr.as_ptr() as usize;
+        MemRegion { start, end: start + self.region.len, ptr: self.region.ptr.as_ptr(), writable: self.prog_writable }
+    }
+
+    /// The address of byte `offset` of element 0 of an ARRAY map: what `lddw` with
+    /// `BPF_PSEUDO_MAP_VALUE` loads (global variables). `None` for other map types or an
+    /// offset outside the value.
+    pub fn direct_value_addr(&self, offset: u32) -> Option<u64> {
+        if self.def.map_type != map_type::ARRAY || offset >= self.def.value_size {
+            return None;
+        }
+        Some(self.region.ptr.as_ptr().wrapping_add(offset as usize) as u64)
+    }
+
+    #[inline]
+    fn value_ptr(&self, slot: u32, cpu: u32) -> *mut u8 {
+        let off = (slot as usize * self.copies as usize + cpu as usize) * self.stride;
+        // Callers guarantee slot < max_entries and cpu < copies, so off is inside the region.
+        self.region.ptr.as_ptr().wrapping_add(off)
+    }
+
+    fn lock<'m>(&self, m: &'m Mutex<HashIndex>) -> MutexGuard<'m, HashIndex> {
+        // The index is never left inconsistent by a panic (nothing in it panics), so a
+        // poisoned lock is still usable.
+        m.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn array_index(&self, key: &[u8]) -> Option<u32> {
+        let k: [u8; 4] = key.try_into().ok()?;
+        let i = u32::from_le_bytes(k);
+        (i < self.def.max_entries).then_some(i)
+    }
+
+    fn check_key(&self, key: &[u8]) -> Result<(), MapError> {
+        if key.len() != self.def.key_size as usize {
+            return Err(MapError::KeySize { expected: self.def.key_size as usize, got: key.len() });
+        }
+        Ok(())
+    }
+
+    // ---- program-side operations (used by helpers; key/value already bounds-checked) ----
+
+    /// `bpf_map_lookup_elem` from a program: the address of the value (this CPU's copy for
+    /// per-CPU maps), or `None`. Marks LRU elements referenced.
+    pub fn prog_lookup(&self, key: &[u8], cpu: u32) -> Option<*mut u8> {
+        if key.len() != self.def.key_size as usize {
+            return None;
+        }
+        let cpu = if self.copies > 1 { cpu } else { 0 };
+        if cpu >= self.copies {
+            return None;
+        }
+        match &self.kind {
+            Kind::Array => self.array_index(key).map(|i| self.value_ptr(i, cpu)),
+            Kind::Slots { present } => {
+                let i = self.array_index(key)?;
+                if present.get(i as usize)?.load(Ordering::Acquire) == 0 {
+                    return None;
+                }
+                Some(self.value_ptr(i, 0))
+            }
+            Kind::Hash(m) => {
+                let mut idx = self.lock(m);
+                let slot = idx.find(key, hash_key(key))?;
+                if idx.lru {
+                    idx.flags[slot as usize] |= SLOT_REF;
+                }
+                Some(self.value_ptr(slot, cpu))
+            }
+        }
+    }
+
+    /// `bpf_map_update_elem` from a program.
+    ///
+    /// # Safety
+    /// `value` must be valid for reads of `value_size` bytes.
+    pub unsafe fn prog_update(&self, key: &[u8], value: *const u8, flags: u64, cpu: u32) -> Result<(), MapError> {
+        self.check_key(key)?;
+        if flags > BPF_EXIST {
+            return Err(MapError::Flags(flags));
+        }
+        let vs = self.def.value_size as usize;
+        let cpu = if self.copies > 1 { cpu } else { 0 };
+        if cpu >= self.copies {
+            return Err(MapError::InvalidValue("cpu out of range"));
+        }
+        match &self.kind {
+            Kind::Array => {
+                let i = self.array_index(key).ok_or(MapError::OutOfRange {
+                    index: u32::from_le_bytes(key.try_into().unwrap_or([0xff; 4])),
+                    max_entries: self.def.max_entries,
+                })?;
+                if flags == BPF_NOEXIST {
+                    return Err(MapError::Exists);
+                }
+                // SAFETY: value readable for vs bytes (contract); the slot holds >= vs bytes.
+                unsafe { copy_relaxed(self.value_ptr(i, cpu), value, vs) };
+                Ok(())
+            }
+            Kind::Slots { .. } => Err(MapError::NotSupported),
+            Kind::Hash(_) if self.def.map_type == map_type::DEVMAP_HASH => Err(MapError::NotSupported),
+            Kind::Hash(m) => {
+                let copies = self.copies;
+                self.hash_update(m, key, flags, |slot, is_new| {
+                    for c in 0..copies {
+                        let dst = self.value_ptr(slot, c);
+                        if c == cpu {
+                            // SAFETY: value readable for vs bytes; dst is a slot of >= vs bytes.
+                            unsafe { copy_relaxed(dst, value, vs) };
+                        } else if is_new {
+                            // SAFETY: dst is a slot of `stride` bytes inside the region.
+                            unsafe { zero_relaxed(dst, self.stride) };
+                        }
+                    }
+                })
+            }
+        }
+    }
+
+    /// `bpf_map_delete_elem` from a program.
+    pub fn prog_delete(&self, key: &[u8]) -> Result<(), MapError> {
+        self.check_key(key)?;
+        match &self.kind {
+            Kind::Array => Err(MapError::InvalidValue("array elements cannot be deleted")),
+            Kind::Slots { .. } => Err(MapError::NotSupported),
+            Kind::Hash(_) if self.def.map_type == map_type::DEVMAP_HASH => Err(MapError::NotSupported),
+            Kind::Hash(m) => self.hash_delete(m, key),
+        }
+    }
+
+    /// The redirect target of entry `key` of a DEVMAP / DEVMAP_HASH / CPUMAP / XSKMAP, or
+    /// `None` if the entry is absent (or the map is of another type).
+    pub fn redirect_target(&self, key: u32) -> Option<RedirectTarget> {
+        let kb = key.to_le_bytes();
+        let ptr = match (&self.kind, self.def.map_type) {
+            (Kind::Slots { .. }, _) | (Kind::Hash(_), map_type::DEVMAP_HASH) => self.prog_lookup(&kb, 0)?,
+            _ => return None,
+        };
+        // SAFETY: ptr is an 8-byte aligned value slot of at least 4 bytes in our region.
+        let v = unsafe { AtomicU64::from_ptr(ptr as *mut u64).load(Ordering::Relaxed) } as u32;
+        match self.def.map_type {
+            map_type::DEVMAP | map_type::DEVMAP_HASH => Some(RedirectTarget::Ifindex(v)),
+            map_type::CPUMAP => Some(RedirectTarget::Cpu(key)),
+            map_type::XSKMAP => Some(RedirectTarget::Xsk(v)),
+            _ => None,
+        }
+    }
+
+    fn hash_update(&self, m: &Mutex<HashIndex>, key: &[u8], flags: u64, write: impl FnOnce(u32, bool)) -> Result<(), MapError> {
+        let h = hash_key(key);
+        let mut idx = self.lock(m);
+        match idx.find(key, h) {
+            Some(slot) => {
+                if flags == BPF_NOEXIST {
+                    return Err(MapError::Exists);
+                }
+                write(slot, false);
+                Ok(())
+            }
+            None => {
+                if flags == BPF_EXIST {
+                    return Err(MapError::NotFound);
+                }
+                let slot = idx.alloc_slot().ok_or(MapError::Full)?;
+                write(slot, true);
+                idx.link(slot, key, h);
+                Ok(())
+            }
+        }
+    }
+
+    fn hash_delete(&self, m: &Mutex<HashIndex>, key: &[u8]) -> Result<(), MapError> {
+        let mut idx = self.lock(m);
+        let slot = idx.find(key, hash_key(key)).ok_or(MapError::NotFound)?;
+        idx.free_slot(slot);
+        Ok(())
+    }
+
+    // ---- userspace API ----
+
+    /// Copies out the value of `key` (CPU `cpu`'s copy for per-CPU maps; ignored otherwise).
+    /// `None` if absent or if the key has the wrong size.
+    pub fn lookup(&self, key: &[u8], cpu: u32) -> Option<Vec<u8>> {
+        let mut out = vec![0u8; self.def.value_size as usize];
+        self.lookup_into(key, cpu, &mut out).then_some(out)
+    }
+
+    /// Like [`Map::lookup`] into a caller buffer of exactly `value_size` bytes (no allocation).
+    pub fn lookup_into(&self, key: &[u8], cpu: u32, out: &mut [u8]) -> bool {
+        if out.len() != self.def.value_size as usize || key.len() != self.def.key_size as usize {
+            return false;
+        }
+        let cpu = if self.copies > 1 { cpu } else { 0 };
+        if cpu >= self.copies {
+            return false;
+        }
+        match &self.kind {
+            Kind::Array | Kind::Slots { .. } => {
+                let Some(i) = self.array_index(key) else {
+                    return false;
+                };
+                if let Kind::Slots { present } = &self.kind {
+                    if present[i as usize].load(Ordering::Acquire) == 0 {
+                        return false;
+                    }
+                }
+                // SAFETY: the slot holds value_size bytes; out is exactly that long.
+                unsafe { copy_relaxed(out.as_mut_ptr(), self.value_ptr(i, cpu), out.len()) };
+                true
+            }
+            Kind::Hash(m) => {
+                let idx = self.lock(m);
+                let Some(slot) = idx.find(key, hash_key(key)) else {
+                    return false;
+                };
+                // SAFETY: as above; the index lock keeps the slot from being reused meanwhile.
+                unsafe { copy_relaxed(out.as_mut_ptr(), self.value_ptr(slot, cpu), out.len()) };
+                true
+            }
+        }
+    }
+
+    /// All CPUs' copies of the value of `key` (one element for non-per-CPU maps).
+    pub fn lookup_percpu(&self, key: &[u8]) -> Option<Vec<Vec<u8>>> {
+        let mut all = Vec::with_capacity(self.copies as usize);
+        for c in 0..self.copies {
+            all.push(self.lookup(key, c)?);
+        }
+        Some(all)
+    }
+
+    /// Inserts or updates `key` from userspace. `value` is either `value_size` bytes (for
+    /// per-CPU maps: every CPU gets it) or, for per-CPU maps, `copies` values of
+    /// `round_up(value_size, 8)` bytes each (the kernel's layout). `flags` is `BPF_ANY`,
+    /// `BPF_NOEXIST` or `BPF_EXIST`. DEVMAP values must name a non-zero ifindex (and no
+    /// program: `bpf_prog.fd <= 0`); a CPUMAP entry with qsize 0 is deleted, as in the kernel.
+    pub fn update(&self, key: &[u8], value: &[u8], flags: u64) -> Result<(), MapError> {
+        self.check_key(key)?;
+        if flags > BPF_EXIST {
+            return Err(MapError::Flags(flags));
+        }
+        let vs = self.def.value_size as usize;
+        let per_cpu_layout = self.copies > 1 && value.len() == self.stride * self.copies as usize;
+        if value.len() != vs && !per_cpu_layout {
+            return Err(MapError::ValueSize { expected: vs, got: value.len() });
+        }
+        let t = self.def.map_type;
+        if matches!(t, map_type::DEVMAP | map_type::DEVMAP_HASH | map_type::CPUMAP) {
+            let first = u32::from_le_bytes(value[0..4].try_into().unwrap_or([0; 4]));
+            let second = value.get(4..8).map(|b| i32::from_le_bytes(b.try_into().unwrap_or([0; 4]))).unwrap_or(0);
+            if second > 0 {
+                return Err(MapError::InvalidValue("programs attached to DEVMAP/CPUMAP entries are not supported"));
+            }
+            if t == map_type::CPUMAP && first == 0 {
+                return match self.delete(key) {
+                    Ok(()) | Err(MapError::NotFound) => Ok(()),
+                    Err(e) => Err(e),
+                };
+            }
+            if t != map_type::CPUMAP && first == 0 {
+                return Err(MapError::InvalidValue("ifindex 0"));
+            }
+        }
+        let copies = self.copies;
+        let stride = self.stride;
+        let write = |slot: u32| {
+            for c in 0..copies {
+                let src = if per_cpu_layout { &value[c as usize * stride..c as usize * stride + vs] } else { value };
+                // SAFETY: the slot holds `stride >= vs` bytes; src is vs bytes of host memory.
+                unsafe { copy_relaxed(self.value_ptr(slot, c), src.as_ptr(), vs) };
+            }
+        };
+        match &self.kind {
+            Kind::Array => {
+                let i = self.array_index(key).ok_or(MapError::OutOfRange {
+                    index: u32::from_le_bytes(key.try_into().unwrap_or([0xff; 4])),
+                    max_entries: self.def.max_entries,
+                })?;
+                if flags == BPF_NOEXIST {
+                    return Err(MapError::Exists);
+                }
+                write(i);
+                Ok(())
+            }
+            Kind::Slots { present } => {
+                let i = self.array_index(key).ok_or(MapError::OutOfRange {
+                    index: u32::from_le_bytes(key.try_into().unwrap_or([0xff; 4])),
+                    max_entries: self.def.max_entries,
+                })?;
+                let p = &present[i as usize];
+                let exists = p.load(Ordering::Acquire) != 0;
+                if exists && flags == BPF_NOEXIST {
+                    return Err(MapError::Exists);
+                }
+                if !exists && flags == BPF_EXIST {
+                    return Err(MapError::NotFound);
+                }
+                write(i);
+                p.store(1, Ordering::Release);
+                Ok(())
+            }
+            Kind::Hash(m) => self.hash_update(m, key, flags, |slot, _| write(slot)),
+        }
+    }
+
+    /// Deletes `key` from userspace. Array elements cannot be deleted (`EINVAL`).
+    pub fn delete(&self, key: &[u8]) -> Result<(), MapError> {
+        self.check_key(key)?;
+        match &self.kind {
+            Kind::Array => Err(MapError::InvalidValue("array elements cannot be deleted")),
+            Kind::Slots { present } => {
+                let i = self.array_index(key).ok_or(MapError::NotFound)?;
+                if present[i as usize].swap(0, Ordering::AcqRel) == 0 {
+                    return Err(MapError::NotFound);
+                }
+                Ok(())
+            }
+            Kind::Hash(m) => self.hash_delete(m, key),
+        }
+    }
+
+    /// Number of present entries (`max_entries` for arrays).
+    pub fn len(&self) -> usize {
+        match &self.kind {
+            Kind::Array => self.def.max_entries as usize,
+            Kind::Slots { present } => present.iter().filter(|p| p.load(Ordering::Relaxed) != 0).count(),
+            Kind::Hash(m) => self.lock(m).count as usize,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The keys of all present entries (arrays: every index; hash maps: in slot order).
+    pub fn keys(&self) -> Vec<Vec<u8>> {
+        match &self.kind {
+            Kind::Array => (0..self.def.max_entries).map(|i| i.to_le_bytes().to_vec()).collect(),
+            Kind::Slots { present } => (0..self.def.max_entries)
+                .filter(|&i| present[i as usize].load(Ordering::Acquire) != 0)
+                .map(|i| i.to_le_bytes().to_vec())
+                .collect(),
+            Kind::Hash(m) => {
+                let idx = self.lock(m);
+                idx.used_slots().map(|s| idx.key_of(s).to_vec()).collect()
+            }
+        }
+    }
+
+    /// A snapshot of the whole map (entries sorted by key bytes for hash maps).
+    pub fn dump(&self) -> MapDump {
+        let mut keys = self.keys();
+        if matches!(self.kind, Kind::Hash(_)) {
+            keys.sort();
+        }
+        let percpu = self.is_percpu();
+        let entries = keys
+            .into_iter()
+            .filter_map(|k| {
+                if percpu {
+                    let values = self.lookup_percpu(&k)?;
+                    Some(MapDumpEntry { key: k, value: None, values: Some(values) })
+                } else {
+                    let value = self.lookup(&k, 0)?;
+                    Some(MapDumpEntry { key: k, value: Some(value), values: None })
+                }
+            })
+            .collect();
+        MapDump {
+            name: self.def.name.clone(),
+            map_type: self.def.map_type,
+            type_name: map_type_name(self.def.map_type).to_owned(),
+            key_size: self.def.key_size,
+            value_size: self.def.value_size,
+            max_entries: self.def.max_entries,
+            flags: self.def.flags,
+            ncpus: self.copies,
+            entries,
+        }
+    }
+}
+
+/// Serializable snapshot of a map (`sluice xdp maps`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MapDump {
+    pub name: String,
+    pub map_type: u32,
+    pub type_name: String,
+    pub key_size: u32,
+    pub value_size: u32,
+    pub max_entries: u32,
+    pub flags: u32,
+    /// Value copies per entry (number of CPUs for per-CPU maps, else 1).
+    pub ncpus: u32,
+    pub entries: Vec<MapDumpEntry>,
+}
+
+/// One entry of a [`MapDump`]: `value` for ordinary maps, `values` (one per CPU) for per-CPU maps.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MapDumpEntry {
+    pub key: Vec<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<Vec<u8>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values: Option<Vec<Vec<u8>>>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Maps: all maps of an object.
+
+/// All maps of one object, indexed like `Program::maps` (the index `lddw` refers to).
+#[derive(Debug)]
+pub struct Maps {
+    maps: Vec<Map>,
+    ncpus: u32,
+    regions: Vec<MemRegion>,
+}
+
+impl Maps {
+    /// Creates storage for `defs` with `ncpus` copies for per-CPU maps.
+    pub fn new(defs: &[MapDef], ncpus: u32) -> Result<Maps, MapError> {
+        Maps::with_limit(defs, ncpus, DEFAULT_MAX_MAP_BYTES)
+    }
+
+    /// Like [`Maps::new`] with a cap on the bytes one map may reserve.
+    pub fn with_limit(defs: &[MapDef], ncpus: u32, max_map_bytes: usize) -> Result<Maps, MapError> {
+        let maps = defs.iter().map(|d| Map::new(d, ncpus, max_map_bytes)).collect::<Result<Vec<_>, _>>()?;
+        Ok(Maps::from_maps(maps, ncpus))
+    }
+
+    /// An empty set of maps.
+    pub fn empty(ncpus: u32) -> Maps {
+        Maps::from_maps(Vec::new(), ncpus)
+    }
+
+    fn from_maps(maps: Vec<Map>, ncpus: u32) -> Maps {
+        let regions = maps.iter().map(Map::region).collect();
+        Maps { maps, ncpus: ncpus.max(1), regions }
+    }
+
+    pub fn len(&self) -> usize {
+        self.maps.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.maps.is_empty()
+    }
+
+    /// The number of CPUs per-CPU maps were created for.
+    pub fn ncpus(&self) -> u32 {
+        self.ncpus
+    }
+
+    pub fn get(&self, index: usize) -> Option<&Map> {
+        self.maps.get(index)
+    }
+
+    pub fn by_name(&self, name: &str) -> Option<&Map> {
+        self.maps.iter().find(|m| m.def.name == name)
+    }
+
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.maps.iter().position(|m| m.def.name == name)
+    }
+
+    pub fn iter(&self) -> std::slice::Iter<'_, Map> {
+        self.maps.iter()
+    }
+
+    pub fn defs(&self) -> Vec<MapDef> {
+        self.maps.iter().map(|m| m.def.clone()).collect()
+    }
+
+    /// The value regions of all maps (index = map index).
+    pub fn regions(&self) -> &[MemRegion] {
+        &self.regions
+    }
+
+    /// Snapshot of every map.
+    pub fn dump(&self) -> Vec<MapDump> {
+        self.maps.iter().map(Map::dump).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn def(t: u32, ks: u32, vs: u32, n: u32) -> MapDef {
+        MapDef { name: "m".into(), map_type: t, key_size: ks, value_size: vs, max_entries: n, flags: 0 }
+    }
+
+    #[test]
+    fn array_basics() {
+        let m = Map::new(&def(map_type::ARRAY, 4, 12, 3), 2, 1 << 20).unwrap();
+        assert_eq!(m.lookup(&1u32.to_le_bytes(), 0), Some(vec![0; 12]));
+        m.update(&1u32.to_le_bytes(), &[7; 12], BPF_ANY).unwrap();
+        assert_eq!(m.lookup(&1u32.to_le_bytes(), 0), Some(vec![7; 12]));
+        assert_eq!(m.update(&1u32.to_le_bytes(), &[7; 12], BPF_NOEXIST), Err(MapError::Exists));
+        assert!(matches!(m.update(&3u32.to_le_bytes(), &[7; 12], BPF_ANY), Err(MapError::OutOfRange { .. })));
+        assert!(m.delete(&1u32.to_le_bytes()).is_err());
+        assert_eq!(m.lookup(&9u32.to_le_bytes(), 0), None);
+        assert_eq!(m.keys().len(), 3);
+        let r = m.region();
+        assert_eq!(r.start % 8, 0);
+        assert_eq!(r.end - r.start, 3 * 16);
+    }
+
+    #[test]
+    fn percpu_array() {
+        let m = Map::new(&def(map_type::PERCPU_ARRAY, 4, 4, 2), 3, 1 << 20).unwrap();
+        assert_eq!(m.copies(), 3);
+        m.update(&0u32.to_le_bytes(), &5u32.to_le_bytes(), BPF_ANY).unwrap();
+        assert_eq!(m.lookup_percpu(&0u32.to_le_bytes()).unwrap(), vec![5u32.to_le_bytes().to_vec(); 3]);
+        let mut per = vec![0u8; 24];
+        per[8] = 9;
+        m.update(&1u32.to_le_bytes(), &per, BPF_ANY).unwrap();
+        assert_eq!(m.lookup(&1u32.to_le_bytes(), 1), Some(vec![9, 0, 0, 0]));
+        assert_eq!(m.lookup(&1u32.to_le_bytes(), 0), Some(vec![0, 0, 0, 0]));
+        assert_eq!(m.lookup(&1u32.to_le_bytes(), 3), None);
+        let d = m.dump();
+        assert_eq!(d.entries.len(), 2);
+        assert_eq!(d.entries[1].values.as_ref().unwrap()[1], vec![9, 0, 0, 0]);
+    }
+
+    #[test]
+    fn hash_insert_delete_full() {
+        let m = Map::new(&def(map_type::HASH, 6, 3, 4), 1, 1 << 20).unwrap();
+        for i in 0..4u8 {
+            m.update(&[i; 6], &[i; 3], BPF_NOEXIST).unwrap();
+        }
+        assert_eq!(m.update(&[9; 6], &[9; 3], BPF_ANY), Err(MapError::Full));
+        assert_eq!(m.update(&[1; 6], &[1; 3], BPF_NOEXIST), Err(MapError::Exists));
+        assert_eq!(m.update(&[8; 6], &[1; 3], BPF_EXIST), Err(MapError::NotFound));
+        m.update(&[1; 6], &[5; 3], BPF_EXIST).unwrap();
+        assert_eq!(m.lookup(&[1; 6], 0), Some(vec![5; 3]));
+        m.delete(&[2; 6]).unwrap();
+        assert_eq!(m.delete(&[2; 6]), Err(MapError::NotFound));
+        assert_eq!(m.len(), 3);
+        m.update(&[9; 6], &[9; 3], BPF_ANY).unwrap();
+        assert_eq!(m.lookup(&[9; 6], 0), Some(vec![9; 3]));
+        assert_eq!(m.lookup(&[2; 6], 0), None);
+        let mut keys = m.keys();
+        keys.sort();
+        assert_eq!(keys, vec![vec![0; 6], vec![1; 6], vec![3; 6], vec![9; 6]]);
+        assert_eq!(m.update(&[1; 5], &[1; 3], BPF_ANY).unwrap_err().errno(), libc::EINVAL);
+    }
+
+    #[test]
+    fn hash_many_collisions_and_churn() {
+        let m = Map::new(&def(map_type::HASH, 4, 8, 100), 1, 1 << 20).unwrap();
+        for round in 0..5u32 {
+            for i in 0..100u32 {
+                m.update(&i.to_le_bytes(), &(i + round).to_le_bytes().repeat(2), BPF_ANY).unwrap();
+            }
+            for i in (0..100u32).step_by(2) {
+                m.delete(&i.to_le_bytes()).unwrap();
+            }
+            assert_eq!(m.len(), 50);
+            for i in 0..100u32 {
+                let v = m.lookup(&i.to_le_bytes(), 0);
+                if i % 2 == 0 {
+                    assert_eq!(v, None);
+                } else {
+                    assert_eq!(v, Some((i + round).to_le_bytes().repeat(2)));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn lru_evicts_unreferenced() {
+        let m = Map::new(&def(map_type::LRU_HASH, 4, 4, 4), 1, 1 << 20).unwrap();
+        for i in 0..4u32 {
+            m.update(&i.to_le_bytes(), &i.to_le_bytes(), BPF_ANY).unwrap();
+        }
+        // Reference 0, 1 and 3 from the "program" side: 2 is the victim.
+        for i in [0u32, 1, 3] {
+            assert!(m.prog_lookup(&i.to_le_bytes(), 0).is_some());
+        }
+        m.update(&10u32.to_le_bytes(), &10u32.to_le_bytes(), BPF_NOEXIST).unwrap();
+        assert_eq!(m.len(), 4);
+        assert_eq!(m.lookup(&2u32.to_le_bytes(), 0), None);
+        for i in [0u32, 1, 3, 10] {
+            assert_eq!(m.lookup(&i.to_le_bytes(), 0), Some(i.to_le_bytes().to_vec()));
+        }
+        // Keeps accepting inserts forever.
+        for i in 100..200u32 {
+            m.update(&i.to_le_bytes(), &i.to_le_bytes(), BPF_ANY).unwrap();
+        }
+        assert_eq!(m.len(), 4);
+    }
+
+    #[test]
+    fn percpu_hash_prog_update_zeroes_other_cpus() {
+        let m = Map::new(&def(map_type::LRU_PERCPU_HASH, 4, 4, 8), 2, 1 << 20).unwrap();
+        m.update(&1u32.to_le_bytes(), &7u32.to_le_bytes(), BPF_ANY).unwrap();
+        let v = 3u32.to_le_bytes();
+        // SAFETY: v is 4 readable bytes.
+        unsafe { m.prog_update(&2u32.to_le_bytes(), v.as_ptr(), BPF_ANY, 1) }.unwrap();
+        assert_eq!(m.lookup_percpu(&2u32.to_le_bytes()).unwrap(), vec![vec![0; 4], vec![3, 0, 0, 0]]);
+        // SAFETY: as above.
+        unsafe { m.prog_update(&1u32.to_le_bytes(), v.as_ptr(), BPF_ANY, 1) }.unwrap();
+        assert_eq!(m.lookup_percpu(&1u32.to_le_bytes()).unwrap(), vec![vec![7, 0, 0, 0], vec![3, 0, 0, 0]]);
+    }
+
+    #[test]
+    fn redirect_maps() {
+        let dev = Map::new(&def(map_type::DEVMAP, 4, 8, 4), 1, 1 << 20).unwrap();
+        assert!(!dev.prog_writable());
+        assert_eq!(dev.redirect_target(1), None);
+        assert!(dev.update(&1u32.to_le_bytes(), &[0; 8], BPF_ANY).is_err());
+        let mut v = [0u8; 8];
+        v[0] = 5;
+        dev.update(&1u32.to_le_bytes(), &v, BPF_ANY).unwrap();
+        assert_eq!(dev.redirect_target(1), Some(RedirectTarget::Ifindex(5)));
+        v[4] = 3;
+        assert!(dev.update(&1u32.to_le_bytes(), &v, BPF_ANY).is_err());
+        dev.delete(&1u32.to_le_bytes()).unwrap();
+        assert_eq!(dev.redirect_target(1), None);
+        assert_eq!(dev.redirect_target(100), None);
+
+        let cpu = Map::new(&def(map_type::CPUMAP, 4, 4, 4), 1, 1 << 20).unwrap();
+        cpu.update(&2u32.to_le_bytes(), &192u32.to_le_bytes(), BPF_ANY).unwrap();
+        assert_eq!(cpu.redirect_target(2), Some(RedirectTarget::Cpu(2)));
+        cpu.update(&2u32.to_le_bytes(), &0u32.to_le_bytes(), BPF_ANY).unwrap();
+        assert_eq!(cpu.redirect_target(2), None);
+
+        let xsk = Map::new(&def(map_type::XSKMAP, 4, 4, 4), 1, 1 << 20).unwrap();
+        xsk.update(&0u32.to_le_bytes(), &77u32.to_le_bytes(), BPF_ANY).unwrap();
+        assert_eq!(xsk.redirect_target(0), Some(RedirectTarget::Xsk(77)));
+        assert!(Map::new(&def(map_type::XSKMAP, 4, 8, 4), 1, 1 << 20).is_err());
+
+        let dh = Map::new(&def(map_type::DEVMAP_HASH, 4, 4, 4), 1, 1 << 20).unwrap();
+        dh.update(&1000u32.to_le_bytes(), &9u32.to_le_bytes(), BPF_ANY).unwrap();
+        assert_eq!(dh.redirect_target(1000), Some(RedirectTarget::Ifindex(9)));
+        assert_eq!(dh.redirect_target(1), None);
+    }
+
+    #[test]
+    fn bad_defs() {
+        assert!(matches!(Map::new(&def(12, 4, 4, 4), 1, 1 << 20), Err(MapError::UnsupportedType { .. })));
+        assert!(Map::new(&def(map_type::ARRAY, 8, 4, 4), 1, 1 << 20).is_err());
+        assert!(Map::new(&def(map_type::ARRAY, 4, 0, 4), 1, 1 << 20).is_err());
+        assert!(Map::new(&def(map_type::HASH, 4, 4, 0), 1, 1 << 20).is_err());
+        assert!(Map::new(&def(map_type::HASH, 4, 4, u32::MAX), 1, 1 << 20).is_err());
+        assert!(Map::new(&def(map_type::ARRAY, 4, u32::MAX, u32::MAX), 64, usize::MAX).is_err());
+    }
+
+    #[test]
+    fn dump_serializes() {
+        let m = Map::new(&def(map_type::HASH, 4, 4, 4), 1, 1 << 20).unwrap();
+        m.update(&2u32.to_le_bytes(), &[1, 2, 3, 4], BPF_ANY).unwrap();
+        m.update(&1u32.to_le_bytes(), &[5, 6, 7, 8], BPF_ANY).unwrap();
+        let d = m.dump();
+        assert_eq!(d.entries[0].key, 1u32.to_le_bytes().to_vec());
+        assert_eq!(d.type_name, "hash");
+        let s = format!("{d:?}");
+        assert!(s.contains("hash"));
+    }
+}

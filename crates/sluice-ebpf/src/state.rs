@@ -1,0 +1,361 @@
+//! Per-run state shared by the execution engines and the helpers, run errors, and the
+//! [`Engine`] abstraction.
+//!
+//! # `RunState` layout (for the JIT)
+//!
+//! `RunState` is `#[repr(C)]`; a JIT passes a pointer to it as the first argument of every
+//! helper (see [`crate::helpers::HelperFn`]) and may read the fields below at fixed offsets
+//! (the `OFF_*` constants):
+//!
+//! | offset | field | meaning |
+//! |---|---|---|
+//! | 0  | `ctx: XdpMd` (24 bytes) | the program's context: r1 at entry is `&state.ctx` |
+//! | 24 | `fault: u32` | non-zero after a helper refused an argument ([`HelperFault`]) |
+//! | 28 | `fault_helper: u32` | the helper id that set `fault` |
+//! | 32 | `redirect_kind: u32` | 0 none, 1 ifindex, 2 cpu, 3 xsk (see [`RunState::redirect`]) |
+//! | 36 | `redirect_target: u32` | ifindex / cpu / consumer id |
+//! | 40 | `cpu: u32` | the CPU (worker) of this run, for per-CPU maps |
+//!
+//! The remaining fields (buffer and stack bounds, maps, env) are for the helpers' use.
+//! Helpers update `ctx.data/data_end/data_meta` in place (adjust_head/tail/meta), so a JIT must
+//! re-read packet pointers from the context after any helper call — exactly what programs do.
+//! After the program returns, call [`RunState::finish`] to write the new offsets back into the
+//! [`XdpBuff`] and get the [`RunOutcome`].
+
+use std::mem::offset_of;
+
+use crate::env::Env;
+use crate::maps::{Maps, MemRegion};
+use crate::xdp::{RedirectTarget, RunOutcome, XdpBuff, XdpMd, XDP_MD_SIZE, XDP_META_MAX, XDP_TAILROOM_DEFAULT};
+
+/// Default instruction budget of one run of the interpreter.
+pub const DEFAULT_INSN_BUDGET: u64 = 1_000_000;
+
+/// Engine configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunConfig {
+    /// Instructions one run may execute before it is stopped with
+    /// [`RunErrorKind::BudgetExceeded`] (interpreter).
+    pub insn_budget: u64,
+    /// Bytes at the end of the frame `bpf_xdp_adjust_tail` never grows into.
+    pub tailroom: usize,
+    /// Largest metadata `bpf_xdp_adjust_meta` accepts ([`crate::xdp::XDP_META_MAX`] = 255 like
+    /// current kernels; [`crate::xdp::XDP_META_MAX_LEGACY`] = 32 for older ones).
+    pub meta_max: usize,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig { insn_budget: DEFAULT_INSN_BUDGET, tailroom: XDP_TAILROOM_DEFAULT, meta_max: XDP_META_MAX }
+    }
+}
+
+/// Why a helper refused to run (stored as a `u32` in [`RunState::fault`]).
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HelperFault {
+    /// An argument that must be a map (from `lddw` with a pseudo map fd) is not one.
+    BadMap = 1,
+    /// A pointer argument does not point into memory the program may access for that size.
+    BadPointer = 2,
+    /// An argument that must be the context pointer is not.
+    BadCtx = 3,
+}
+
+impl HelperFault {
+    pub fn from_u32(v: u32) -> Option<HelperFault> {
+        match v {
+            1 => Some(HelperFault::BadMap),
+            2 => Some(HelperFault::BadPointer),
+            3 => Some(HelperFault::BadCtx),
+            _ => None,
+        }
+    }
+}
+
+/// What went wrong in a run. The datapath treats every error as `XDP_ABORTED`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RunErrorKind {
+    #[error("invalid instruction (opcode {code:#04x})")]
+    InvalidInstruction { code: u8 },
+    #[error("unsupported instruction: {0}")]
+    Unsupported(&'static str),
+    #[error("jump or fall-through out of the program")]
+    PcOutOfRange,
+    #[error("invalid {len}-byte {} at {addr:#x}", if *.write { "store" } else { "load" })]
+    MemoryFault { addr: u64, len: u32, write: bool },
+    #[error("misaligned atomic access at {addr:#x}")]
+    MisalignedAtomic { addr: u64 },
+    #[error("atomic operation on packet or context memory at {addr:#x}")]
+    AtomicNotAllowed { addr: u64 },
+    #[error("more than {max} nested bpf-to-bpf calls")]
+    CallDepthExceeded { max: usize },
+    #[error("instruction budget of {budget} exhausted")]
+    BudgetExceeded { budget: u64 },
+    #[error("unknown helper {id}")]
+    UnknownHelper { id: i32 },
+    #[error("helper {helper} refused its arguments: {fault:?}")]
+    HelperFault { helper: u32, fault: HelperFault },
+    #[error("lddw refers to map {index}, which does not exist")]
+    BadMapIndex { index: u32 },
+    #[error("lddw map value: map {index} has no direct value at offset {offset}")]
+    BadMapValue { index: u32, offset: u32 },
+    #[error("program and maps do not belong together: {0}")]
+    MapMismatch(String),
+    #[error("packet buffer lies above 4 GiB (xdp_md holds 32-bit addresses)")]
+    BufferAbove4G,
+    #[error("inconsistent packet offsets: meta {data_meta} data {data} end {data_end} frame {frame_len}")]
+    BadBuffer { data_meta: usize, data: usize, data_end: usize, frame_len: usize },
+    #[error("cpu {cpu} out of range (maps created for {ncpus} CPUs)")]
+    BadCpu { cpu: u32, ncpus: u32 },
+}
+
+/// A failed run (or a program an engine refused to prepare): `pc` is the instruction slot.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("at insn {pc}: {kind}")]
+pub struct RunError {
+    pub pc: usize,
+    pub kind: RunErrorKind,
+}
+
+impl RunError {
+    pub fn new(pc: usize, kind: RunErrorKind) -> RunError {
+        RunError { pc, kind }
+    }
+}
+
+/// An execution engine for one linked program (interpreter or JIT).
+pub trait Engine: Send + Sync {
+    /// Runs the program once on `xdp`. On success the buffer offsets reflect the program's
+    /// adjust_head/tail/meta calls; on error the offsets are left as they were before the run
+    /// (the packet bytes may have been modified) and the caller treats it as `XDP_ABORTED`.
+    fn run(&self, xdp: &mut XdpBuff<'_>, env: &mut dyn Env) -> Result<RunOutcome, RunError>;
+}
+
+/// Redirect kinds in [`RunState::redirect_kind`].
+pub const REDIRECT_NONE: u32 = 0;
+pub const REDIRECT_IFINDEX: u32 = 1;
+pub const REDIRECT_CPU: u32 = 2;
+pub const REDIRECT_XSK: u32 = 3;
+
+/// Where an address lies (result of [`RunState::translate`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemKind {
+    Stack,
+    Packet,
+    /// The 24-byte context (loads only; the pointer returned is null: read `state.ctx`).
+    Ctx,
+    /// A map value region (index of the map).
+    Map(usize),
+}
+
+/// Everything one run needs; see the module docs for the layout contract.
+#[repr(C)]
+pub struct RunState<'a> {
+    pub ctx: XdpMd,
+    pub fault: u32,
+    pub fault_helper: u32,
+    pub redirect_kind: u32,
+    pub redirect_target: u32,
+    pub cpu: u32,
+    pub _pad: u32,
+    /// Start of the packet buffer (`data_hard_start`), as a pointer with provenance.
+    pub frame_ptr: *mut u8,
+    pub frame_len: usize,
+    /// Bytes at the end of the frame that `adjust_tail` never grows into.
+    pub tailroom: usize,
+    /// Largest metadata length `adjust_meta` accepts.
+    pub meta_max: usize,
+    /// Stack memory programs may access: `[stack_lo, stack_hi)`; `stack_ptr` is the pointer
+    /// (with provenance) for address `stack_lo`. Set by the engine with [`RunState::set_stack`].
+    pub stack_ptr: *mut u8,
+    pub stack_lo: usize,
+    pub stack_hi: usize,
+    pub maps: &'a Maps,
+    pub regions: &'a [MemRegion],
+    pub env: &'a mut dyn Env,
+}
+
+pub const OFF_CTX: usize = offset_of!(RunState<'static>, ctx);
+pub const OFF_FAULT: usize = offset_of!(RunState<'static>, fault);
+pub const OFF_FAULT_HELPER: usize = offset_of!(RunState<'static>, fault_helper);
+pub const OFF_REDIRECT_KIND: usize = offset_of!(RunState<'static>, redirect_kind);
+pub const OFF_REDIRECT_TARGET: usize = offset_of!(RunState<'static>, redirect_target);
+pub const OFF_CPU: usize = offset_of!(RunState<'static>, cpu);
+
+const FOUR_GIB: usize = 1 << 32;
+
+impl<'a> RunState<'a> {
+    /// Prepares a run on `xdp`: validates the offsets, requires the frame to lie below 4 GiB,
+    /// builds the context with the real 32-bit addresses, reads the CPU from `env`.
+    /// The stack is empty until [`RunState::set_stack`].
+    pub fn new(xdp: &mut XdpBuff<'_>, maps: &'a Maps, env: &'a mut dyn Env, config: &RunConfig) -> Result<RunState<'a>, RunErrorKind> {
+        let frame_len = xdp.frame.len();
+        if !(xdp.data_meta <= xdp.data && xdp.data <= xdp.data_end && xdp.data_end <= frame_len) {
+            return Err(RunErrorKind::BadBuffer { data_meta: xdp.data_meta, data: xdp.data, data_end: xdp.data_end, frame_len });
+        }
+        let frame_ptr = xdp.frame.as_mut_ptr();
+        let base = frame_ptr as usize;
+        if base.checked_add(frame_len).is_none_or(|end| end >= FOUR_GIB) {
+            return Err(RunErrorKind::BufferAbove4G);
+        }
+        let cpu = env.cpu_id();
+        if cpu >= maps.ncpus() {
+            return Err(RunErrorKind::BadCpu { cpu, ncpus: maps.ncpus() });
+        }
+        Ok(RunState {
+            ctx: XdpMd {
+                data: (base + xdp.data) as u32,
+                data_end: (base + xdp.data_end) as u32,
+                data_meta: (base + xdp.data_meta) as u32,
+                ingress_ifindex: xdp.ingress_ifindex,
+                rx_queue_index: xdp.rx_queue_index,
+                egress_ifindex: xdp.egress_ifindex,
+            },
+            fault: 0,
+            fault_helper: 0,
+            redirect_kind: REDIRECT_NONE,
+            redirect_target: 0,
+            cpu,
+            _pad: 0,
+            frame_ptr,
+            frame_len,
+            tailroom: config.tailroom,
+            meta_max: config.meta_max,
+            stack_ptr: std::ptr::null_mut(),
+            stack_lo: 0,
+            stack_hi: 0,
+            maps,
+            regions: maps.regions(),
+            env,
+        })
+    }
+
+    /// Declares `[ptr, ptr + len)` as the stack memory programs (and helpers) may access.
+    /// The memory must be initialised and stay valid for the rest of the run.
+    pub fn set_stack(&mut self, ptr: *mut u8, len: usize) {
+        self.stack_ptr = ptr;
+        self.stack_lo = ptr as usize;
+        self.stack_hi = self.stack_lo + len;
+    }
+
+    /// The address of the context as the program sees it (r1 at entry).
+    #[inline]
+    pub fn ctx_addr(&self) -> u64 {
+        &self.ctx as *const XdpMd as u64
+    }
+
+    /// Frame address (what `data_hard_start` is) as an integer.
+    #[inline]
+    pub fn frame_base(&self) -> usize {
+        self.frame_ptr as usize
+    }
+
+    /// The redirect recorded so far.
+    pub fn redirect(&self) -> Option<RedirectTarget> {
+        match self.redirect_kind {
+            REDIRECT_IFINDEX => Some(RedirectTarget::Ifindex(self.redirect_target)),
+            REDIRECT_CPU => Some(RedirectTarget::Cpu(self.redirect_target)),
+            REDIRECT_XSK => Some(RedirectTarget::Xsk(self.redirect_target)),
+            _ => None,
+        }
+    }
+
+    pub fn set_redirect(&mut self, target: Option<RedirectTarget>) {
+        let (k, t) = match target {
+            None => (REDIRECT_NONE, 0),
+            Some(RedirectTarget::Ifindex(i)) => (REDIRECT_IFINDEX, i),
+            Some(RedirectTarget::Cpu(c)) => (REDIRECT_CPU, c),
+            Some(RedirectTarget::Xsk(x)) => (REDIRECT_XSK, x),
+        };
+        self.redirect_kind = k;
+        self.redirect_target = t;
+    }
+
+    /// Records a helper fault (the engine turns it into a [`RunError`]).
+    #[inline]
+    pub fn set_fault(&mut self, helper: u32, fault: HelperFault) {
+        if self.fault == 0 {
+            self.fault = fault as u32;
+            self.fault_helper = helper;
+        }
+    }
+
+    /// The helper fault recorded, if any.
+    pub fn take_fault(&mut self) -> Option<RunErrorKind> {
+        if self.fault == 0 {
+            return None;
+        }
+        let fault = HelperFault::from_u32(self.fault).unwrap_or(HelperFault::BadPointer);
+        let helper = self.fault_helper;
+        self.fault = 0;
+        Some(RunErrorKind::HelperFault { helper, fault })
+    }
+
+    /// Finds the memory `[addr, addr + len)` lies in and returns a pointer to it (with the
+    /// right provenance). `write` requires writable memory (never the context). Checks, in
+    /// order: stack, packet `[data_meta, data_end)` as it currently is, context (loads only;
+    /// returns a null pointer, the caller reads `self.ctx`), map value regions.
+    #[inline]
+    pub fn translate(&self, addr: u64, len: usize, write: bool) -> Option<(*mut u8, MemKind)> {
+        if len == 0 {
+            return None;
+        }
+        let a = usize::try_from(addr).ok()?;
+        let end = a.checked_add(len)?;
+        if a >= self.stack_lo && end <= self.stack_hi {
+            return Some((self.stack_ptr.wrapping_add(a - self.stack_lo), MemKind::Stack));
+        }
+        let meta = self.ctx.data_meta as usize;
+        let dend = self.ctx.data_end as usize;
+        if a >= meta && end <= dend {
+            let base = self.frame_base();
+            // data_meta >= base by construction (helpers keep it inside the frame).
+            return Some((self.frame_ptr.wrapping_add(a.wrapping_sub(base)), MemKind::Packet));
+        }
+        let c = self.ctx_addr() as usize;
+        if a >= c && end <= c + XDP_MD_SIZE {
+            return if write { None } else { Some((std::ptr::null_mut(), MemKind::Ctx)) };
+        }
+        for (i, r) in self.regions.iter().enumerate() {
+            if a >= r.start && end <= r.end {
+                if write && !r.writable {
+                    return None;
+                }
+                return Some((r.ptr.wrapping_add(a - r.start), MemKind::Map(i)));
+            }
+        }
+        None
+    }
+
+    /// Memory a helper may read `len` bytes from (stack, packet, map values; not the context).
+    #[inline]
+    pub fn helper_mem(&self, addr: u64, len: usize, write: bool) -> Option<*mut u8> {
+        match self.translate(addr, len, write)? {
+            (_, MemKind::Ctx) => None,
+            (p, _) => Some(p),
+        }
+    }
+
+    /// Writes the new buffer offsets into `xdp` and builds the outcome from r0.
+    pub fn finish(&self, xdp: &mut XdpBuff<'_>, r0: u64) -> RunOutcome {
+        let base = self.frame_base();
+        xdp.data = (self.ctx.data as usize).wrapping_sub(base);
+        xdp.data_end = (self.ctx.data_end as usize).wrapping_sub(base);
+        xdp.data_meta = (self.ctx.data_meta as usize).wrapping_sub(base);
+        let action = r0 as u32;
+        RunOutcome { action, redirect: if action == crate::insn::XDP_REDIRECT { self.redirect() } else { None } }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documented_layout() {
+        assert_eq!((OFF_CTX, OFF_FAULT, OFF_FAULT_HELPER), (0, 24, 28));
+        assert_eq!((OFF_REDIRECT_KIND, OFF_REDIRECT_TARGET, OFF_CPU), (32, 36, 40));
+        assert_eq!(std::mem::size_of::<XdpMd>(), XDP_MD_SIZE);
+    }
+}

@@ -1,0 +1,201 @@
+//! The XDP packet interface of the runtime: the buffer handed to a program, the 24-byte
+//! `struct xdp_md` context it sees, the run outcome, and `LowMem` (buffers below 4 GiB).
+//!
+//! `struct xdp_md` carries `data`, `data_end` and `data_meta` as **32-bit** addresses (the
+//! program casts them back to pointers with `(void *)(long)ctx->data`). A userspace runtime
+//! can therefore only run programs on buffers that lie entirely below 4 GiB: sluice's buffer
+//! pool is mapped with `MAP_32BIT`, tests and tools use [`LowMem`].
+
+use std::io;
+
+/// Headroom the kernel reserves in front of the packet for XDP (`XDP_PACKET_HEADROOM`).
+pub const XDP_PACKET_HEADROOM: usize = 256;
+
+/// Bytes at the start of the headroom that `bpf_xdp_adjust_head` / `bpf_xdp_adjust_meta`
+/// never hand out: the kernel keeps room for the `struct xdp_frame` it writes there when
+/// the packet is redirected (`sizeof(struct xdp_frame)` = 40 on 64-bit: data pointer,
+/// len/headroom, metasize, mem info, dev_rx pointer, frame_sz, flags).
+pub const XDP_FRAME_RESERVED: usize = 40;
+
+/// Default tailroom kept free at the end of the frame by `bpf_xdp_adjust_tail`: the kernel
+/// reserves `SKB_DATA_ALIGN(sizeof(struct skb_shared_info))` = 320 bytes on x86-64 so an skb
+/// can later be built around the buffer. Configurable per engine ([`crate::RunConfig`]).
+pub const XDP_TAILROOM_DEFAULT: usize = 320;
+
+/// Minimum packet length the size-changing helpers keep (`ETH_HLEN`).
+pub const ETH_HLEN: usize = 14;
+
+/// Default maximum metadata length accepted by `bpf_xdp_adjust_meta`: current kernels (checked
+/// against 6.18 with BPF_PROG_TEST_RUN) limit it by `skb_shared_info::meta_len`, a u8, so 255
+/// (252 with the multiple-of-4 rule); the headroom minus [`XDP_FRAME_RESERVED`] is the other
+/// bound. Configurable per engine ([`crate::RunConfig::meta_max`]).
+pub const XDP_META_MAX: usize = 255;
+
+/// The metadata limit of older kernels (32 bytes), for [`crate::RunConfig::meta_max`].
+pub const XDP_META_MAX_LEGACY: usize = 32;
+
+/// Size of `struct xdp_md`.
+pub const XDP_MD_SIZE: usize = 24;
+
+/// `struct xdp_md` exactly as the program reads it (all fields u32, 24 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct XdpMd {
+    pub data: u32,
+    pub data_end: u32,
+    pub data_meta: u32,
+    pub ingress_ifindex: u32,
+    pub rx_queue_index: u32,
+    pub egress_ifindex: u32,
+}
+
+impl XdpMd {
+    /// The little-endian byte image of the context (what a program load sees).
+    #[inline]
+    pub fn to_bytes(&self) -> [u8; XDP_MD_SIZE] {
+        let mut b = [0u8; XDP_MD_SIZE];
+        let f = [self.data, self.data_end, self.data_meta, self.ingress_ifindex, self.rx_queue_index, self.egress_ifindex];
+        for (i, v) in f.iter().enumerate() {
+            b[i * 4..i * 4 + 4].copy_from_slice(&v.to_le_bytes());
+        }
+        b
+    }
+}
+
+/// One packet as handed to an XDP program.
+///
+/// `frame` is the whole buffer including headroom (its start is the kernel's
+/// `data_hard_start`, its end the hard end); `data_meta <= data <= data_end <= frame.len()`
+/// are offsets into it (`data_meta == data` when there is no metadata). After a run the
+/// offsets reflect `bpf_xdp_adjust_head/meta/tail`.
+#[derive(Debug)]
+pub struct XdpBuff<'a> {
+    pub frame: &'a mut [u8],
+    pub data: usize,
+    pub data_end: usize,
+    pub data_meta: usize,
+    pub ingress_ifindex: u32,
+    pub rx_queue_index: u32,
+    pub egress_ifindex: u32,
+}
+
+impl<'a> XdpBuff<'a> {
+    /// A buffer whose packet starts at `headroom` and is `len` bytes long, without metadata.
+    pub fn new(frame: &'a mut [u8], headroom: usize, len: usize) -> XdpBuff<'a> {
+        XdpBuff {
+            frame,
+            data: headroom,
+            data_end: headroom.saturating_add(len),
+            data_meta: headroom,
+            ingress_ifindex: 0,
+            rx_queue_index: 0,
+            egress_ifindex: 0,
+        }
+    }
+
+    /// The packet bytes `[data, data_end)` (empty if the offsets are inconsistent).
+    pub fn packet(&self) -> &[u8] {
+        self.frame.get(self.data..self.data_end).unwrap_or(&[])
+    }
+
+    /// The metadata bytes `[data_meta, data)` (empty if the offsets are inconsistent).
+    pub fn meta(&self) -> &[u8] {
+        self.frame.get(self.data_meta..self.data).unwrap_or(&[])
+    }
+}
+
+/// Where `bpf_redirect` / `bpf_redirect_map` sent the packet (the kernel's `bpf_redirect_info`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RedirectTarget {
+    /// Transmit on this interface (`bpf_redirect`, DEVMAP, DEVMAP_HASH).
+    Ifindex(u32),
+    /// Enqueue to this CPU (worker) (CPUMAP; the value is the map key).
+    Cpu(u32),
+    /// Deliver to this local AF_XDP-like consumer id (XSKMAP value).
+    Xsk(u32),
+}
+
+/// Result of one program run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunOutcome {
+    /// The program's return value (low 32 bits of r0). Values above `XDP_REDIRECT` are
+    /// invalid actions: the kernel warns and treats them like `XDP_ABORTED`
+    /// (see [`RunOutcome::action_or_aborted`]).
+    pub action: u32,
+    /// The recorded redirect target; only `Some` when `action == XDP_REDIRECT` and the program
+    /// called a redirect helper successfully. `XDP_REDIRECT` with `None` is a failed redirect
+    /// (the kernel drops the packet).
+    pub redirect: Option<RedirectTarget>,
+}
+
+impl RunOutcome {
+    /// The action with invalid values folded into `XDP_ABORTED`.
+    pub fn action_or_aborted(&self) -> u32 {
+        if self.action <= crate::insn::XDP_REDIRECT {
+            self.action
+        } else {
+            crate::insn::XDP_ABORTED
+        }
+    }
+}
+
+/// An anonymous private mapping below 4 GiB (`MAP_32BIT`), for packet buffers in tests and
+/// tools. Unmapped on drop.
+#[derive(Debug)]
+pub struct LowMem {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: LowMem exclusively owns its mapping; access goes through &self / &mut self.
+unsafe impl Send for LowMem {}
+// SAFETY: shared access only hands out `&[u8]`, which is read-only.
+unsafe impl Sync for LowMem {}
+
+impl LowMem {
+    /// Maps `len` bytes (rounded up to pages, at least one page) of zeroed memory below 4 GiB.
+    pub fn new(len: usize) -> io::Result<LowMem> {
+        let len = len.max(1);
+        #[cfg(target_arch = "x86_64")]
+        let (hint, flags) = (std::ptr::null_mut(), libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_32BIT);
+        #[cfg(not(target_arch = "x86_64"))]
+        let (hint, flags) = (0x4000_0000usize as *mut libc::c_void, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS);
+        // SAFETY: an anonymous mapping with no fixed address cannot clobber existing memory.
+        let p = unsafe { libc::mmap(hint, len, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0) };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let mem = LowMem { ptr: p.cast(), len };
+        if (mem.ptr as usize).saturating_add(len) > u32::MAX as usize {
+            return Err(io::Error::other("could not map memory below 4 GiB"));
+        }
+        Ok(mem)
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: the mapping is `len` readable bytes, alive as long as self.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: the mapping is `len` writable bytes, exclusively borrowed through &mut self.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for LowMem {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len are exactly the mapping created in `new`, unmapped once.
+        unsafe {
+            libc::munmap(self.ptr.cast(), self.len);
+        }
+    }
+}

@@ -1,0 +1,395 @@
+//! From samples to results: per-arm summaries, the zoom-in (cost per stage), comparisons
+//! with their statistics, sweep fits. Everything here is plain data that serialises into
+//! results.json; the terminal table, REPORT.md and the plots are drawn from it.
+
+use super::experiment::{Arm, ArmKind, Experiment};
+use super::hw::HwReading;
+use super::runner::Sample;
+use super::stats::{self, MannWhitney, Summary, Verdict, Welch};
+use crate::config::{Config, Tunables};
+use crate::stats::tsc::cycles_to_ns;
+use serde::Serialize;
+
+/// Significance level of the verdicts.
+pub const ALPHA: f64 = 0.05;
+
+/// The zoom-in: one stage's cost per received packet.
+#[derive(Debug, Clone, Serialize)]
+pub struct ZoomRow {
+    pub stage: String,
+    /// ns of this stage per received packet.
+    pub self_ns: f64,
+    /// ns of this and every earlier stage per received packet.
+    pub cum_ns: f64,
+    /// Share of `ArmResult::zoom_total_ns`.
+    pub pct: f64,
+    /// Packets per call of the stage (vector size).
+    pub vec_per_call: f64,
+}
+
+/// Hardware counters per received packet, pooled over the runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct HwPerPacket {
+    pub instructions: f64,
+    pub cycles: f64,
+    pub ipc: f64,
+    pub cache_misses: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ArmResult {
+    pub name: String,
+    pub label: String,
+    /// "sluice" or "testpmd".
+    pub kind: &'static str,
+    pub pipeline: Option<crate::datapath::Pipeline>,
+    /// The arm's own tunable overrides (after the command line's `--set`).
+    pub overrides: Vec<String>,
+    /// Every tunable's effective value.
+    pub tunables: Option<Tunables>,
+    pub config: Option<Config>,
+    /// External arms: the command line.
+    pub command: Option<Vec<String>>,
+    pub x: Option<f64>,
+    pub series: Option<String>,
+    /// Why the arm could not run (testpmd missing or failing); then `samples` is empty.
+    pub unavailable: Option<String>,
+    /// Runs that failed after some succeeded (the arm keeps the samples it has).
+    pub warning: Option<String>,
+    pub samples: Vec<Sample>,
+    pub mpps: Option<Summary>,
+    pub ns_per_packet: Option<Summary>,
+    pub gbps: Option<Summary>,
+    pub cpu_util: Option<Summary>,
+    pub cpu_ns_per_packet: Option<Summary>,
+    /// Per-stage cost, pooled over the runs (stage cycles / received packets).
+    pub zoom: Vec<ZoomRow>,
+    /// What the zoom-in's percentages are of: CPU ns per packet when measured, else wall.
+    pub zoom_total_ns: Option<f64>,
+    pub zoom_total_kind: &'static str,
+    pub hw: Option<HwPerPacket>,
+    pub total_drops: u64,
+    pub conservation_errors: Vec<String>,
+}
+
+/// The ratio of means B / A with an approximate 95% interval (delta method, Welch df).
+#[derive(Debug, Clone, Serialize)]
+pub struct RatioCi {
+    pub ratio: f64,
+    pub ci95: (f64, f64),
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ComparisonResult {
+    pub title: String,
+    pub a: String,
+    pub b: String,
+    pub metric: &'static str,
+    pub higher_is_better: bool,
+    pub alpha: f64,
+    pub verdict: Option<Verdict>,
+    pub welch: Option<Welch>,
+    pub mann_whitney: Option<MannWhitney>,
+    /// Censored-normal (Cohen 1959) comparison, when a cap applies.
+    pub censored: Option<Welch>,
+    pub ratio: Option<RatioCi>,
+    /// Per-stage difference B − A in ns/packet (self), for the zoom-in.
+    pub zoom_delta: Vec<(String, f64, f64)>,
+    /// Why there is no verdict, when there is none.
+    pub note: Option<String>,
+}
+
+/// A least-squares line through one sweep series: metric = intercept + slope · x.
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepFit {
+    pub series: String,
+    pub metric: &'static str,
+    pub x_label: String,
+    pub intercept: f64,
+    pub slope: f64,
+    pub r2: f64,
+    /// (x, mean, ci95 low, ci95 high) per point.
+    pub points: Vec<(f64, f64, f64, f64)>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SeedJson {
+    pub file: &'static str,
+    pub setup: &'static str,
+    pub baseline_label: &'static str,
+    pub baseline: f64,
+    pub result_label: &'static str,
+    pub result: f64,
+    pub unit: &'static str,
+    pub change_pct: f64,
+    pub comparison: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ExperimentResult {
+    pub name: &'static str,
+    pub title: String,
+    pub description: String,
+    pub notes: Vec<String>,
+    pub seed: Option<SeedJson>,
+    pub cap_mpps: Option<f64>,
+    pub runs: usize,
+    pub seconds: f64,
+    pub warmup: f64,
+    /// Arm names in the order they ran.
+    pub order: Vec<String>,
+    pub arms: Vec<ArmResult>,
+    pub comparisons: Vec<ComparisonResult>,
+    pub sweeps: Vec<SweepFit>,
+    pub wall_seconds: f64,
+}
+
+fn summary_of(samples: &[Sample], f: impl Fn(&Sample) -> Option<f64>) -> Option<Summary> {
+    let v: Option<Vec<f64>> = samples.iter().map(&f).collect();
+    v.and_then(|v| stats::summarize(&v))
+}
+
+/// Builds an arm's result from its samples.
+pub fn arm_result(arm: &Arm, global_set: &[String], samples: Vec<Sample>, unavailable: Option<String>, warning: Option<String>) -> ArmResult {
+    let (config, overrides, tunables, command) = match &arm.kind {
+        ArmKind::Sluice { config, set } => {
+            let all: Vec<String> = global_set.iter().chain(set.iter()).cloned().collect();
+            (Some((**config).clone()), set.clone(), config.tunables(&all).ok(), None)
+        }
+        ArmKind::Testpmd { program, args } => {
+            (None, Vec::new(), None, Some(std::iter::once(program.clone()).chain(args.iter().cloned()).collect()))
+        }
+    };
+    let mut r = ArmResult {
+        name: arm.name.clone(),
+        label: arm.label.clone(),
+        kind: arm.kind_name(),
+        pipeline: arm.pipeline(),
+        overrides,
+        tunables,
+        config,
+        command,
+        x: arm.x,
+        series: arm.series.clone(),
+        unavailable,
+        warning,
+        mpps: summary_of(&samples, |s| Some(s.mpps)),
+        ns_per_packet: summary_of(&samples, |s| Some(s.ns_per_packet)),
+        gbps: summary_of(&samples, |s| s.gbps),
+        cpu_util: summary_of(&samples, |s| s.cpu_util),
+        cpu_ns_per_packet: summary_of(&samples, |s| s.cpu_ns_per_packet),
+        zoom: Vec::new(),
+        zoom_total_ns: None,
+        zoom_total_kind: "wall",
+        hw: None,
+        total_drops: samples.iter().map(|s| s.drops).sum(),
+        conservation_errors: samples.iter().filter_map(|s| s.conservation_error.clone()).collect(),
+        samples,
+    };
+    zoom_in(&mut r);
+    r.hw = hw_per_packet(&r.samples);
+    r
+}
+
+/// Pools the runs' stage cycles into the zoom-in table.
+fn zoom_in(r: &mut ArmResult) {
+    let pk: u64 = r.samples.iter().map(|s| s.rx_packets).sum();
+    if pk == 0 || r.samples.iter().all(|s| s.stages.is_empty()) {
+        return;
+    }
+    let secs: f64 = r.samples.iter().map(|s| s.seconds).sum();
+    let cpu: Option<f64> = r.samples.iter().map(|s| s.cpu_user_s.zip(s.cpu_sys_s).map(|(u, s)| u + s)).sum();
+    let (total, kind) = match cpu {
+        Some(c) if c > 0.0 => (c * 1e9 / pk as f64, "cpu"),
+        _ => (secs * 1e9 / pk as f64, "wall"),
+    };
+    let mut names: Vec<&'static str> = Vec::new();
+    for s in &r.samples {
+        for st in &s.stages {
+            if !names.contains(&st.stage) {
+                names.push(st.stage);
+            }
+        }
+    }
+    // Keep pipeline order (Stage::ALL).
+    names.sort_by_key(|n| crate::stats::Stage::ALL.iter().position(|s| s.name() == *n).unwrap_or(usize::MAX));
+    let mut cum = 0.0;
+    for n in names {
+        let (mut cycles, mut calls, mut packets) = (0u64, 0u64, 0u64);
+        for s in &r.samples {
+            for st in s.stages.iter().filter(|st| st.stage == n) {
+                cycles += st.cycles;
+                calls += st.calls;
+                packets += st.packets;
+            }
+        }
+        let self_ns = cycles_to_ns(cycles as f64 / pk as f64);
+        cum += self_ns;
+        r.zoom.push(ZoomRow {
+            stage: n.to_string(),
+            self_ns,
+            cum_ns: cum,
+            pct: 100.0 * self_ns / total,
+            vec_per_call: packets as f64 / calls.max(1) as f64,
+        });
+    }
+    let other = total - cum;
+    r.zoom.push(ZoomRow {
+        stage: "other (poll loop, timing)".into(),
+        self_ns: other,
+        cum_ns: total,
+        pct: 100.0 * other / total,
+        vec_per_call: f64::NAN,
+    });
+    r.zoom_total_ns = Some(total);
+    r.zoom_total_kind = kind;
+}
+
+fn hw_per_packet(samples: &[Sample]) -> Option<HwPerPacket> {
+    let mut t = HwReading::default();
+    let mut pk = 0u64;
+    for s in samples {
+        let h = s.hw?;
+        t.instructions += h.instructions;
+        t.cycles += h.cycles;
+        t.cache_misses += h.cache_misses;
+        pk += s.rx_packets;
+    }
+    if pk == 0 || samples.is_empty() {
+        return None;
+    }
+    let p = pk as f64;
+    Some(HwPerPacket {
+        instructions: t.instructions as f64 / p,
+        cycles: t.cycles as f64 / p,
+        ipc: if t.cycles > 0 { t.instructions as f64 / t.cycles as f64 } else { f64::NAN },
+        cache_misses: t.cache_misses as f64 / p,
+    })
+}
+
+/// Compares arm `b` with arm `a` on packet rate.
+pub fn compare(title: &str, a: &ArmResult, b: &ArmResult, cap: Option<f64>, want_ratio: bool) -> ComparisonResult {
+    let xa: Vec<f64> = a.samples.iter().map(|s| s.mpps).collect();
+    let xb: Vec<f64> = b.samples.iter().map(|s| s.mpps).collect();
+    let mut c = ComparisonResult {
+        title: title.to_string(),
+        a: a.name.clone(),
+        b: b.name.clone(),
+        metric: "mpps",
+        higher_is_better: true,
+        alpha: ALPHA,
+        verdict: None,
+        welch: None,
+        mann_whitney: None,
+        censored: None,
+        ratio: None,
+        zoom_delta: Vec::new(),
+        note: None,
+    };
+    if let Some(why) = a.unavailable.as_ref().or(b.unavailable.as_ref()) {
+        c.note = Some(format!("not compared: {why}"));
+        return c;
+    }
+    c.verdict = stats::compare(&xa, &xb, cap, true, ALPHA);
+    c.welch = stats::welch_t_test(&xa, &xb);
+    c.mann_whitney = stats::mann_whitney_u(&xa, &xb);
+    c.censored = cap.and_then(|cap| stats::censored_compare(&xa, &xb, cap, stats::CAP_REL_TOL));
+    if c.verdict.is_none() {
+        c.note = Some(format!("no verdict: needs at least 2 runs per arm (have {}+{})", xa.len(), xb.len()));
+    }
+    if want_ratio {
+        c.ratio = ratio_ci(a.mpps.as_ref(), b.mpps.as_ref(), c.welch.as_ref().map(|w| w.df));
+    }
+    if a.zoom.is_empty() || b.zoom.is_empty() {
+        return c;
+    }
+    for rb in &b.zoom {
+        let sa = a.zoom.iter().find(|r| r.stage == rb.stage).map(|r| r.self_ns).unwrap_or(0.0);
+        c.zoom_delta.push((rb.stage.clone(), sa, rb.self_ns));
+    }
+    for ra in &a.zoom {
+        if !b.zoom.iter().any(|r| r.stage == ra.stage) {
+            c.zoom_delta.push((ra.stage.clone(), ra.self_ns, 0.0));
+        }
+    }
+    c
+}
+
+fn ratio_ci(a: Option<&Summary>, b: Option<&Summary>, df: Option<f64>) -> Option<RatioCi> {
+    let (a, b) = (a?, b?);
+    if a.mean <= 0.0 || b.mean <= 0.0 {
+        return None;
+    }
+    let r = b.mean / a.mean;
+    let se = r * ((a.sem / a.mean).powi(2) + (b.sem / b.mean).powi(2)).sqrt();
+    let q = df.and_then(|d| stats::t_quantile(0.975, d)).unwrap_or(1.959964);
+    Some(RatioCi { ratio: r, ci95: (r - q * se, r + q * se) })
+}
+
+/// Least-squares fits of the sweep lines (over every sample, not the means).
+pub fn sweep_fits(exp: &Experiment, arms: &[ArmResult]) -> Vec<SweepFit> {
+    let Some(sw) = &exp.sweep else { return Vec::new() };
+    let mut series: Vec<String> = Vec::new();
+    for a in arms {
+        if let (Some(s), Some(_)) = (&a.series, a.x) {
+            if !series.contains(s) {
+                series.push(s.clone());
+            }
+        }
+    }
+    let metric = |s: &Sample| if sw.metric == "mpps" { s.mpps } else { s.ns_per_packet };
+    let summary = |a: &ArmResult| if sw.metric == "mpps" { a.mpps.clone() } else { a.ns_per_packet.clone() };
+    series
+        .into_iter()
+        .filter_map(|name| {
+            let members: Vec<&ArmResult> = arms.iter().filter(|a| a.series.as_deref() == Some(name.as_str()) && a.x.is_some()).collect();
+            let pts: Vec<(f64, f64)> = members.iter().flat_map(|a| a.samples.iter().map(move |s| (a.x.unwrap_or(0.0), metric(s)))).collect();
+            let (intercept, slope, r2) = least_squares(&pts)?;
+            let mut points: Vec<(f64, f64, f64, f64)> =
+                members.iter().filter_map(|a| summary(a).map(|s| (a.x.unwrap_or(0.0), s.mean, s.ci95.0, s.ci95.1))).collect();
+            points.sort_by(|p, q| p.0.total_cmp(&q.0));
+            Some(SweepFit { series: name, metric: sw.metric, x_label: sw.x_label.clone(), intercept, slope, r2, points })
+        })
+        .collect()
+}
+
+/// (intercept, slope, r²); None with fewer than 2 distinct x.
+pub fn least_squares(pts: &[(f64, f64)]) -> Option<(f64, f64, f64)> {
+    let n = pts.len() as f64;
+    if pts.len() < 2 {
+        return None;
+    }
+    let mx = pts.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = pts.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let syy: f64 = pts.iter().map(|p| (p.1 - my).powi(2)).sum();
+    if sxx <= 0.0 || !sxx.is_finite() {
+        return None;
+    }
+    let slope = sxy / sxx;
+    let r2 = if syy > 0.0 { (sxy * sxy) / (sxx * syy) } else { 1.0 };
+    Some((my - slope * mx, slope, r2))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn least_squares_line() {
+        let (a, b, r2) = least_squares(&[(0.0, 1.0), (1.0, 3.0), (2.0, 5.0)]).unwrap();
+        assert!((a - 1.0).abs() < 1e-12 && (b - 2.0).abs() < 1e-12 && (r2 - 1.0).abs() < 1e-12);
+        assert!(least_squares(&[(1.0, 1.0), (1.0, 2.0)]).is_none());
+        assert!(least_squares(&[]).is_none());
+    }
+
+    #[test]
+    fn ratio_interval_brackets_ratio() {
+        let a = stats::summarize(&[10.0, 11.0, 9.0]).unwrap();
+        let b = stats::summarize(&[5.0, 5.5, 4.5]).unwrap();
+        let r = ratio_ci(Some(&a), Some(&b), Some(4.0)).unwrap();
+        assert!((r.ratio - 0.5).abs() < 1e-12);
+        assert!(r.ci95.0 < 0.5 && r.ci95.1 > 0.5);
+    }
+}

@@ -1,0 +1,45 @@
+//! The experiment registry: name → builder. Later issues add `gro`, `xdp`, `qdisc` and `rps`
+//! here (one file each, one line in [`registry`]); `sluice bench all` picks them up and stops
+//! listing them as "not implemented yet".
+
+mod io;
+mod listify;
+mod selfcheck;
+
+use super::experiment::Builder;
+
+/// The experiments of the five seed documents, in the order `all` runs them.
+pub const SEED_EXPERIMENTS: &[&str] = &["listify", "gro", "xdp", "qdisc", "rps"];
+
+/// Every registered experiment: (name, one-line summary, builder).
+pub fn registry() -> Vec<(&'static str, &'static str, Builder)> {
+    vec![
+        ("listify", "listified receive vs one packet at a time (listified-receive.txt), l3fwd, 2 traffic shapes", listify::build),
+        ("io", "sluice's io forward vs dpdk-testpmd's io forward on two null ports", io::build),
+        ("selfcheck", "harness self-test: A vs identical A', A vs A + rx.extra_work, and an extra_work sweep", selfcheck::build),
+        // ("gro", "...", gro::build),     issue: GRO_NORMAL batching (gro-normal-batch.txt)
+        // ("xdp", "...", xdp::build),     issue: native vs generic XDP (generic-xdp-eval.rst)
+        // ("qdisc", "...", qdisc::build), issue: qdisc bulk dequeue (qdisc-bulk-dequeue.txt)
+        // ("rps", "...", rps::build),     issue: receive packet steering (rps.txt)
+    ]
+}
+
+/// Looks an experiment up by name.
+pub fn find(name: &str) -> Option<Builder> {
+    registry().into_iter().find(|(n, _, _)| *n == name).map(|(_, _, b)| b)
+}
+
+/// What `all` runs: the seed experiments that exist, then the other registered ones; and
+/// the seed experiments that do not exist yet.
+pub fn all() -> (Vec<&'static str>, Vec<&'static str>) {
+    let reg = registry();
+    let has = |n: &str| reg.iter().any(|(r, _, _)| *r == n);
+    let mut run: Vec<&'static str> = SEED_EXPERIMENTS.iter().copied().filter(|n| has(n)).collect();
+    let missing: Vec<&'static str> = SEED_EXPERIMENTS.iter().copied().filter(|n| !has(n)).collect();
+    for (n, _, _) in &reg {
+        if !run.contains(n) {
+            run.push(n);
+        }
+    }
+    (run, missing)
+}

@@ -1,0 +1,407 @@
+//! The terminal table and REPORT.md, both drawn from the serialisable results.
+
+use super::analysis::{ArmResult, ComparisonResult, ExperimentResult};
+use super::Results;
+use std::fmt::Write;
+use std::path::Path;
+
+fn f(x: f64, prec: usize) -> String {
+    if x.is_finite() {
+        format!("{x:.prec$}")
+    } else {
+        "-".into()
+    }
+}
+
+fn pct(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:+.1}%")
+    } else {
+        "-".into()
+    }
+}
+
+fn p_text(p: f64) -> String {
+    if !p.is_finite() {
+        "-".into()
+    } else if p < 0.001 {
+        format!("{p:.1e}")
+    } else {
+        format!("{p:.3}")
+    }
+}
+
+fn arm<'a>(e: &'a ExperimentResult, name: &str) -> Option<&'a ArmResult> {
+    e.arms.iter().find(|a| a.name == name)
+}
+
+/// "A = x, B = y: <verdict>" or why there is none.
+pub fn verdict_line(e: &ExperimentResult, c: &ComparisonResult) -> String {
+    let la = arm(e, &c.a).map(|a| a.label.as_str()).unwrap_or(&c.a);
+    let lb = arm(e, &c.b).map(|a| a.label.as_str()).unwrap_or(&c.b);
+    let v = match (&c.verdict, &c.note) {
+        (Some(v), _) => v.text.clone(),
+        (None, Some(n)) => n.clone(),
+        (None, None) => "no verdict".into(),
+    };
+    format!("{}: A = {la}, B = {lb}: {v}", c.title)
+}
+
+/// The seed's figure and sluice's, one line.
+pub fn seed_line(e: &ExperimentResult) -> Option<String> {
+    let s = e.seed.as_ref()?;
+    let c = e.comparisons.get(s.comparison)?;
+    let (a, b) = (arm(e, &c.a)?, arm(e, &c.b)?);
+    let mut line = format!(
+        "seed ({}): {} {} → {} {} ({}); sluice: {} → {} Mpps",
+        s.file,
+        s.baseline,
+        s.unit,
+        s.result,
+        s.unit,
+        pct(s.change_pct),
+        a.mpps.as_ref().map(|m| f(m.mean, 2)).unwrap_or_else(|| "-".into()),
+        b.mpps.as_ref().map(|m| f(m.mean, 2)).unwrap_or_else(|| "-".into()),
+    );
+    if let Some(w) = &c.welch {
+        let _ = write!(line, " ({}, p = {}, n = {}+{})", pct(w.diff_pct), p_text(w.p_two_sided), a.samples.len(), b.samples.len());
+    }
+    Some(line)
+}
+
+/// The table printed after each experiment.
+pub fn terminal(e: &ExperimentResult) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "\n== {}: {} — {} runs × {:.2} s per arm (warm-up {:.2} s) ==", e.name, e.title, e.runs, e.seconds, e.warmup);
+    let _ = writeln!(
+        s,
+        "{:<26}{:>3} {:>9} {:>8} {:>19} {:>9} {:>9} {:>8} {:>6} {:>7}",
+        "arm", "n", "Mpps", "±sd", "95% CI", "ns/pkt", "CPUns/pk", "Gbit/s", "CPU%", "drops"
+    );
+    for a in &e.arms {
+        if let Some(u) = &a.unavailable {
+            let _ = writeln!(s, "{:<26}  unavailable: {u}", a.label);
+            continue;
+        }
+        let m = a.mpps.as_ref();
+        let _ = writeln!(
+            s,
+            "{:<26}{:>3} {:>9} {:>8} {:>19} {:>9} {:>9} {:>8} {:>6} {:>7}",
+            a.label,
+            a.samples.len(),
+            m.map(|m| f(m.mean, 3)).unwrap_or_default(),
+            m.map(|m| f(m.sd, 3)).unwrap_or_default(),
+            m.map(|m| format!("[{}, {}]", f(m.ci95.0, 3), f(m.ci95.1, 3))).unwrap_or_default(),
+            a.ns_per_packet.as_ref().map(|m| f(m.mean, 1)).unwrap_or_else(|| "-".into()),
+            a.cpu_ns_per_packet.as_ref().map(|m| f(m.mean, 1)).unwrap_or_else(|| "-".into()),
+            a.gbps.as_ref().map(|m| f(m.mean, 3)).unwrap_or_else(|| "-".into()),
+            a.cpu_util.as_ref().map(|m| f(100.0 * m.mean, 1)).unwrap_or_else(|| "-".into()),
+            a.total_drops,
+        );
+        if let Some(w) = &a.warning {
+            let _ = writeln!(s, "  warning: {w}");
+        }
+    }
+    for c in &e.comparisons {
+        let _ = writeln!(s, "{}", verdict_line(e, c));
+        let mut extra = Vec::new();
+        if let Some(m) = &c.mann_whitney {
+            extra.push(format!("Mann–Whitney U = {}, p = {}{}", f(m.u, 1), p_text(m.p_two_sided), if m.exact { " (exact)" } else { "" }));
+        }
+        if let Some(cw) = &c.censored {
+            extra.push(format!("censored estimate: {} → {} Mpps, p = {}", f(cw.mean_a, 3), f(cw.mean_b, 3), p_text(cw.p_two_sided)));
+        }
+        if let Some(r) = &c.ratio {
+            extra.push(format!("ratio B/A = {} [95% CI {}, {}]", f(r.ratio, 3), f(r.ci95.0, 3), f(r.ci95.1, 3)));
+        }
+        if !extra.is_empty() {
+            let _ = writeln!(s, "    {}", extra.join("; "));
+        }
+        if !c.zoom_delta.is_empty() {
+            let parts: Vec<String> = c
+                .zoom_delta
+                .iter()
+                .filter(|(_, a, b)| (b - a).abs() >= 0.05)
+                .map(|(st, a, b)| format!("{st} {}→{}", f(*a, 1), f(*b, 1)))
+                .collect();
+            let _ = writeln!(s, "    ns/pkt by stage (A→B): {}", parts.join(", "));
+        }
+    }
+    if let Some(l) = seed_line(e) {
+        let _ = writeln!(s, "{l}");
+    }
+    for sw in &e.sweeps {
+        let _ = writeln!(
+            s,
+            "sweep {}: {} = {} + {} × x (r² = {})",
+            sw.series,
+            sw.metric,
+            f(sw.intercept, 2),
+            f(sw.slope, 3),
+            f(sw.r2, 3)
+        );
+    }
+    s
+}
+
+fn md_escape(s: &str) -> String {
+    s.replace('|', "\\|")
+}
+
+fn settings_of(a: &ArmResult) -> String {
+    if let Some(cmd) = &a.command {
+        return format!("`{}`", cmd.join(" "));
+    }
+    let mut parts = vec![];
+    if let Some(p) = a.pipeline {
+        parts.push(format!("{p:?}").to_lowercase());
+    }
+    if let Some(c) = &a.config {
+        if let Some(g) = c.ports.first().and_then(|p| p.gen.as_ref()) {
+            parts.push(format!("{} flows × burst {}", g.flows, g.burst));
+        }
+    }
+    parts.extend(a.overrides.iter().map(|o| format!("`{o}`")));
+    parts.join(", ")
+}
+
+/// The command that reproduces one experiment with the same settings.
+fn experiment_command(r: &Results, e: &ExperimentResult) -> String {
+    let mut c = format!("sluice bench {} --runs {} --seconds {} --warmup {}", e.name, e.runs, e.seconds, e.warmup);
+    for s in &r.settings.set {
+        let _ = write!(c, " --set {s}");
+    }
+    c
+}
+
+/// REPORT.md.
+pub fn markdown(r: &Results, out: &Path) -> String {
+    let mut s = String::new();
+    let m = &r.machine;
+    let _ = writeln!(s, "# sluice bench report\n");
+    let _ = writeln!(s, "Command: `{}`\n", r.command);
+    let _ = writeln!(s, "| machine | |\n|---|---|");
+    let _ = writeln!(s, "| CPU | {} ({} logical CPUs) |", md_escape(&m.cpu_model), m.logical_cpus);
+    let _ = writeln!(s, "| kernel | {} |", m.kernel);
+    let _ = writeln!(s, "| TSC | {:.3} GHz |", m.tsc_ghz);
+    if let Some(l) = m.loadavg_at_start {
+        let _ = writeln!(s, "| load average at start | {:.2} {:.2} {:.2} |", l[0], l[1], l[2]);
+    }
+    let _ = writeln!(s, "| sluice | {} |", m.sluice_version);
+    if let Some(c) = &m.git_commit {
+        let _ = writeln!(s, "| git commit | {}{} |", c, if m.git_dirty == Some(true) { " (with uncommitted changes)" } else { "" });
+    }
+    if let Some(v) = &m.rustc {
+        let _ = writeln!(s, "| rustc on PATH | {v} |");
+    }
+    let _ = writeln!(s, "| hardware counters | {} |", md_escape(&m.hw_counters));
+    let _ = writeln!(
+        s,
+        "\nEach run builds a fresh datapath, warms up for {} s, zeroes its counters and measures for {} s. Arms are \
+         interleaved: round r runs every arm once starting from arm r mod k (A B, B A, A B, ...), so drift of the \
+         machine hits all arms alike. Verdicts: Welch's t-test (two-sided, α = {}), Mann–Whitney U as a check; \
+         samples at a known rate cap use the censored-normal estimate (Cohen 1959).",
+        r.settings.warmup,
+        r.settings.seconds,
+        super::analysis::ALPHA
+    );
+    if !r.settings.set.is_empty() {
+        let _ = writeln!(s, "\nCommand-line tunables in every sluice arm: {}", r.settings.set.iter().map(|x| format!("`{x}`")).collect::<Vec<_>>().join(", "));
+    }
+    if !r.not_implemented.is_empty() {
+        let _ = writeln!(s, "\n**Not implemented yet:** {}", r.not_implemented.join(", "));
+    }
+    for e in &r.experiments {
+        experiment_md(&mut s, r, e, out);
+    }
+    s
+}
+
+fn experiment_md(s: &mut String, r: &Results, e: &ExperimentResult, out: &Path) {
+    let _ = writeln!(s, "\n## {} — {}\n", e.name, e.title);
+    let _ = writeln!(s, "{}\n", e.description);
+    let _ = writeln!(s, "Reproduce: `{}`\n", experiment_command(r, e));
+
+    if let Some(seed) = &e.seed {
+        if let Some(c) = e.comparisons.get(seed.comparison) {
+            let _ = writeln!(s, "### The seed's figure beside sluice's\n");
+            let _ = writeln!(s, "| | baseline | result | change |\n|---|---|---|---|");
+            let _ = writeln!(
+                s,
+                "| seed: {} ({}) | {} {} ({}) | {} {} ({}) | {} |",
+                seed.file,
+                seed.setup,
+                seed.baseline,
+                seed.unit,
+                seed.baseline_label,
+                seed.result,
+                seed.unit,
+                seed.result_label,
+                pct(seed.change_pct)
+            );
+            if let (Some(a), Some(b)) = (arm(e, &c.a), arm(e, &c.b)) {
+                let ma = a.mpps.as_ref().map(|m| format!("{} ± {} Mpps ({})", f(m.mean, 3), f(m.sd, 3), a.label)).unwrap_or_default();
+                let mb = b.mpps.as_ref().map(|m| format!("{} ± {} Mpps ({})", f(m.mean, 3), f(m.sd, 3), b.label)).unwrap_or_default();
+                let ch = c
+                    .welch
+                    .as_ref()
+                    .map(|w| format!("{} (p = {}, n = {}+{})", pct(w.diff_pct), p_text(w.p_two_sided), a.samples.len(), b.samples.len()))
+                    .unwrap_or_else(|| "-".into());
+                let _ = writeln!(s, "| sluice: {} | {ma} | {mb} | {ch} |", c.title);
+            }
+            let _ = writeln!(s);
+        }
+    }
+
+    let _ = writeln!(s, "### Arms\n");
+    let _ = writeln!(
+        s,
+        "| arm | settings | n | Mpps mean ± sd | 95% CI | ns/pkt (wall) | CPU ns/pkt | Gbit/s | CPU util | drops |\n|---|---|---|---|---|---|---|---|---|---|"
+    );
+    for a in &e.arms {
+        if let Some(u) = &a.unavailable {
+            let _ = writeln!(s, "| {} | {} | 0 | unavailable: {} | | | | | | |", a.label, settings_of(a), md_escape(u));
+            continue;
+        }
+        let m = a.mpps.as_ref();
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            a.label,
+            settings_of(a),
+            a.samples.len(),
+            m.map(|m| format!("{} ± {}", f(m.mean, 3), f(m.sd, 3))).unwrap_or_default(),
+            m.map(|m| format!("[{}, {}]", f(m.ci95.0, 3), f(m.ci95.1, 3))).unwrap_or_default(),
+            a.ns_per_packet.as_ref().map(|m| f(m.mean, 1)).unwrap_or_else(|| "-".into()),
+            a.cpu_ns_per_packet.as_ref().map(|m| f(m.mean, 1)).unwrap_or_else(|| "-".into()),
+            a.gbps.as_ref().map(|m| f(m.mean, 3)).unwrap_or_else(|| "-".into()),
+            a.cpu_util.as_ref().map(|m| format!("{}%", f(100.0 * m.mean, 1))).unwrap_or_else(|| "-".into()),
+            a.total_drops,
+        );
+    }
+    let warnings: Vec<String> = e.arms.iter().filter_map(|a| a.warning.as_ref().map(|w| format!("{}: {w}", a.label))).collect();
+    for w in warnings {
+        let _ = writeln!(s, "\n> warning: {}", md_escape(&w));
+    }
+    if let Some(cap) = e.cap_mpps {
+        let _ = writeln!(s, "\nRate cap: {cap} Mpps (samples within 0.5% of it count as censored).");
+    }
+    let _ = writeln!(s, "\nGbit/s counts received frame bytes without FCS. Wall ns/pkt = measured seconds / received packets; CPU ns/pkt uses the datapath thread's user+sys time (getrusage RUSAGE_THREAD).");
+
+    let _ = writeln!(s, "\n### Comparisons\n");
+    for c in &e.comparisons {
+        let _ = writeln!(s, "- **{}**", verdict_line(e, c));
+        if let Some(w) = &c.welch {
+            let _ = writeln!(
+                s,
+                "  - Welch: {} → {} Mpps, diff {} ({}), t = {}, df = {}, p = {}",
+                f(w.mean_a, 3),
+                f(w.mean_b, 3),
+                f(w.diff, 3),
+                pct(w.diff_pct),
+                f(w.t, 2),
+                f(w.df, 1),
+                p_text(w.p_two_sided)
+            );
+        }
+        if let Some(m) = &c.mann_whitney {
+            let _ =
+                writeln!(s, "  - Mann–Whitney: U = {}, z = {}, p = {}{}", f(m.u, 1), f(m.z, 2), p_text(m.p_two_sided), if m.exact { " (exact)" } else { "" });
+        }
+        if let Some(cw) = &c.censored {
+            let _ = writeln!(
+                s,
+                "  - censored-normal (Cohen 1959): {} → {} Mpps ({}), p = {}",
+                f(cw.mean_a, 3),
+                f(cw.mean_b, 3),
+                pct(cw.diff_pct),
+                p_text(cw.p_two_sided)
+            );
+        }
+        if let Some(rt) = &c.ratio {
+            let _ = writeln!(s, "  - ratio B/A of the means: **{}** (95% CI {} – {})", f(rt.ratio, 3), f(rt.ci95.0, 3), f(rt.ci95.1, 3));
+        }
+    }
+
+    let compared: Vec<&ComparisonResult> = e.comparisons.iter().filter(|c| !c.zoom_delta.is_empty()).collect();
+    if !compared.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n### Zoom-in: cost per stage\n\nns per received packet from the per-stage TSC counters (pooled over the runs), cumulative \
+             in pipeline order, and % of the thread's CPU time per packet (wall time if unavailable); `other` is what no stage \
+             timer covers (the poll loop, clock reads, preemption inside no stage)."
+        );
+    }
+    for c in compared {
+        let (Some(a), Some(b)) = (arm(e, &c.a), arm(e, &c.b)) else { continue };
+        let _ = writeln!(s, "\n**{}** (A = {}, B = {})\n", c.title, a.label, b.label);
+        let _ = writeln!(s, "| stage | A self ns | A cum ns | A % | B self ns | B cum ns | B % | Δ self (B−A) |\n|---|---|---|---|---|---|---|---|");
+        let mut names: Vec<&str> = b.zoom.iter().map(|z| z.stage.as_str()).collect();
+        for z in &a.zoom {
+            if !names.contains(&z.stage.as_str()) {
+                names.insert(names.len().saturating_sub(1), z.stage.as_str());
+            }
+        }
+        for n in names {
+            let za = a.zoom.iter().find(|z| z.stage == n);
+            let zb = b.zoom.iter().find(|z| z.stage == n);
+            let cell = |z: Option<&super::analysis::ZoomRow>| match z {
+                Some(z) => format!("{} | {} | {}", f(z.self_ns, 1), f(z.cum_ns, 1), f(z.pct, 1)),
+                None => "- | - | -".into(),
+            };
+            let d = zb.map(|z| z.self_ns).unwrap_or(0.0) - za.map(|z| z.self_ns).unwrap_or(0.0);
+            let _ = writeln!(s, "| {n} | {} | {} | {:+.1} |", cell(za), cell(zb), d);
+        }
+        let tot = |x: &ArmResult| x.zoom_total_ns.map(|t| format!("{} ({})", f(t, 1), x.zoom_total_kind)).unwrap_or_else(|| "-".into());
+        let _ = writeln!(s, "| **total** | {} | | | {} | | | |", tot(a), tot(b));
+    }
+
+    let hw_arms: Vec<&ArmResult> = e.arms.iter().filter(|a| a.hw.is_some()).collect();
+    let _ = writeln!(s, "\n### Hardware counters\n");
+    if hw_arms.is_empty() {
+        if r.machine.hw_counters == "available" {
+            let _ = writeln!(s, "No arm of this experiment measured hardware counters.");
+        } else {
+            let _ = writeln!(s, "hardware counters {} — no instructions/IPC/cache-miss figures.", r.machine.hw_counters);
+        }
+    } else {
+        let _ = writeln!(s, "User-space counts of the datapath thread per received packet.\n");
+        let _ = writeln!(s, "| arm | instructions/pkt | cycles/pkt | IPC | cache misses/pkt |\n|---|---|---|---|---|");
+        for a in hw_arms {
+            if let Some(h) = &a.hw {
+                let _ = writeln!(s, "| {} | {} | {} | {} | {} |", a.label, f(h.instructions, 1), f(h.cycles, 1), f(h.ipc, 2), f(h.cache_misses, 3));
+            }
+        }
+    }
+
+    for sw in &e.sweeps {
+        let _ = writeln!(s, "\n### Sweep: {} vs {}\n", sw.metric, sw.x_label);
+        let _ = writeln!(
+            s,
+            "Least squares over every run: {} = {} + {} × x (r² = {}).\n",
+            sw.metric,
+            f(sw.intercept, 2),
+            f(sw.slope, 4),
+            f(sw.r2, 4)
+        );
+        let _ = writeln!(s, "| x | mean | 95% CI |\n|---|---|---|");
+        for (x, m, lo, hi) in &sw.points {
+            let _ = writeln!(s, "| {x} | {} | [{}, {}] |", f(*m, 2), f(*lo, 2), f(*hi, 2));
+        }
+    }
+
+    let _ = writeln!(s, "\n### Plots\n");
+    for p in super::plot::plot_files(e) {
+        if out.join(&p).exists() {
+            let _ = writeln!(s, "![{p}]({p})");
+        }
+    }
+    if !e.notes.is_empty() {
+        let _ = writeln!(s, "\n### Notes\n");
+        for n in &e.notes {
+            let _ = writeln!(s, "- {n}");
+        }
+    }
+    let ord: Vec<&str> = e.order.iter().map(String::as_str).collect();
+    let _ = writeln!(s, "\nRun order: {} ({:.0} s in all).", ord.join(" "), e.wall_seconds);
+}

@@ -1,0 +1,126 @@
+//! One run of one sluice arm: a fresh datapath built in-process, a warm-up, then a measured
+//! interval with counters started from zero.
+
+use super::hw::{self, HwCounters, HwReading};
+use super::BenchError;
+use crate::cli::run as clirun;
+use crate::config::Config;
+use crate::napi::{self, RunLimit};
+use crate::stats::{Counters, Stage};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Cycles spent in one stage during a run.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct StageSample {
+    pub stage: &'static str,
+    pub calls: u64,
+    pub packets: u64,
+    pub cycles: u64,
+}
+
+/// Everything measured in one run.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Sample {
+    /// Round of the interleaved schedule this run belongs to (0-based).
+    pub round: usize,
+    /// Position in the experiment's overall run order (0-based).
+    pub order: usize,
+    /// Measured wall-clock seconds (after the warm-up).
+    pub seconds: f64,
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    pub rx_bytes: u64,
+    /// Received packets per second / 1e6.
+    pub mpps: f64,
+    /// Received frame bytes (without FCS) per second × 8 / 1e9.
+    pub gbps: Option<f64>,
+    /// Wall time / received packets.
+    pub ns_per_packet: f64,
+    pub cpu_user_s: Option<f64>,
+    pub cpu_sys_s: Option<f64>,
+    /// (user + sys) / wall for the datapath thread: below 1 when it was preempted.
+    pub cpu_util: Option<f64>,
+    /// (user + sys) CPU time / received packets.
+    pub cpu_ns_per_packet: Option<f64>,
+    pub drops: u64,
+    pub drop_reasons: BTreeMap<String, u64>,
+    /// Per-stage cycle counters (stages that ran).
+    pub stages: Vec<StageSample>,
+    /// Hardware counters over the measured interval (user space), when available.
+    pub hw: Option<HwReading>,
+    /// The conservation ledger after the run: `None` = balanced.
+    pub conservation_error: Option<String>,
+    /// testpmd runs: (port 0, port 1) Rx-pps of every measured stats period.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub testpmd_periods: Vec<[f64; 2]>,
+}
+
+/// Stage counters of a run, in pipeline order.
+pub fn stage_samples(c: &Counters) -> Vec<StageSample> {
+    Stage::ALL
+        .iter()
+        .filter_map(|s| {
+            let st = c.stage(*s);
+            (st.packets > 0 || st.cycles > 0).then(|| StageSample { stage: s.name(), calls: st.calls, packets: st.packets, cycles: st.cycles })
+        })
+        .collect()
+}
+
+/// Runs one sample of a sluice arm. `progress(seconds_done)` is called about every 100 ms.
+pub fn run_sluice(
+    config: &Config,
+    set: &[String],
+    warmup: Duration,
+    measure: Duration,
+    use_hw: bool,
+    mut progress: impl FnMut(f64),
+) -> Result<Sample, BenchError> {
+    let mut dp = clirun::build(config, set)?;
+    let tick = Duration::from_millis(100);
+    if !warmup.is_zero() {
+        napi::run(&mut dp, RunLimit { duration: Some(warmup), packets: None }, tick, |_, el| progress(el.as_secs_f64()));
+    }
+    // After `napi::run` everything is flushed (nothing in flight), so starting the counters
+    // from zero keeps the conservation ledger balanced.
+    dp.c = Counters::default();
+    let w = warmup.as_secs_f64();
+    let mut hwc = if use_hw { HwCounters::open().ok() } else { None };
+    let cpu0 = hw::thread_cpu_time();
+    if let Some(h) = &hwc {
+        h.start();
+    }
+    let el = napi::run(&mut dp, RunLimit { duration: Some(measure), packets: None }, tick, |_, el| progress(w + el.as_secs_f64()));
+    let hw_reading = hwc.as_mut().and_then(|h| h.stop());
+    let cpu1 = hw::thread_cpu_time();
+    let secs = el.as_secs_f64().max(1e-9);
+    let c = &dp.c;
+    let (user, sys) = match (cpu0, cpu1) {
+        (Some((u0, s0)), Some((u1, s1))) => (Some((u1 - u0).max(0.0)), Some((s1 - s0).max(0.0))),
+        _ => (None, None),
+    };
+    let cpu = user.zip(sys).map(|(u, s)| u + s);
+    let pk = c.rx.max(1) as f64;
+    Ok(Sample {
+        round: 0,
+        order: 0,
+        seconds: secs,
+        rx_packets: c.rx,
+        tx_packets: c.tx,
+        rx_bytes: c.rx_bytes,
+        mpps: c.rx as f64 / secs / 1e6,
+        gbps: Some(c.rx_bytes as f64 * 8.0 / secs / 1e9),
+        ns_per_packet: secs * 1e9 / pk,
+        cpu_user_s: user,
+        cpu_sys_s: sys,
+        cpu_util: cpu.map(|t| t / secs),
+        cpu_ns_per_packet: cpu.map(|t| t * 1e9 / pk),
+        drops: c.total_drops(),
+        drop_reasons: c.nonzero_drops().into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+        stages: stage_samples(c),
+        hw: hw_reading,
+        conservation_error: dp.conservation().err().map(|e| e.to_string()),
+        testpmd_periods: Vec::new(),
+    })
+}

@@ -1,0 +1,210 @@
+//! `sluice xdp run|maps`: run an XDP object on frames the way BPF_PROG_TEST_RUN does (a
+//! zeroed 4 KiB buffer, the frame at XDP_PACKET_HEADROOM, ingress ifindex 1, queue 0, output
+//! from data_meta to data_end), count verdicts, write what the program produced, dump maps.
+
+use super::{XdpCommand, XdpRunArgs};
+use crate::rx::route::RouteTable;
+use crate::xdp::ebpf::{EbpfProgram, EngineKind};
+use crate::xdp::env::SluiceEnv;
+use crate::xdp::{XdpBuff, XdpMode, XdpProgram};
+use serde_json::{json, Value};
+use sluice_ebpf::maps::MapDump;
+use sluice_ebpf::xdp::LowMem;
+use std::path::Path;
+
+#[derive(Debug, thiserror::Error)]
+pub enum XdpToolError {
+    #[error(transparent)]
+    Load(#[from] crate::xdp::ebpf::XdpLoadError),
+    #[error(transparent)]
+    Pcap(#[from] crate::port::pcap::PcapError),
+    #[error("{0}")]
+    Usage(String),
+    #[error("{path}: {source}")]
+    Io { path: String, source: std::io::Error },
+}
+
+/// BPF_PROG_TEST_RUN's buffer: 4 KiB, frame at 256, 320 bytes of tailroom at the end.
+const TEST_RUN_BUF: usize = 4096;
+const TEST_RUN_HEADROOM: usize = 256;
+
+pub const ACTION_NAMES: [&str; 5] = ["ABORTED", "DROP", "PASS", "TX", "REDIRECT"];
+
+/// One frame's result.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FrameResult {
+    pub packet: String,
+    pub retval: Option<u32>,
+    pub data_out: Option<Vec<u8>>,
+    pub error: Option<String>,
+}
+
+pub struct ToolRun {
+    pub program: String,
+    pub results: Vec<FrameResult>,
+    pub counts: [u64; 6],
+    pub maps: Vec<MapDump>,
+    pub faults: u64,
+}
+
+pub fn main(cmd: XdpCommand) -> Result<(), XdpToolError> {
+    let (args, dump) = match cmd {
+        XdpCommand::Run(a) => (a, false),
+        XdpCommand::Maps(a) => (a, true),
+    };
+    let run = execute(&args)?;
+    print_counts(&run);
+    if dump {
+        print_maps(&run.maps);
+    }
+    Ok(())
+}
+
+/// Loads frames from a pcap or a directory of raw frames (name order).
+pub fn load_frames(args: &XdpRunArgs) -> Result<Vec<(String, Vec<u8>)>, XdpToolError> {
+    match (&args.pcap_in, &args.packets_dir) {
+        (Some(p), None) => Ok(crate::port::pcap::read_frames(p)?.into_iter().enumerate().map(|(i, f)| (format!("frame{i:04}"), f)).collect()),
+        (None, Some(d)) => {
+            let io = |source| XdpToolError::Io { path: d.display().to_string(), source };
+            let mut names: Vec<_> = std::fs::read_dir(d).map_err(io)?.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "bin")).collect();
+            names.sort();
+            names
+                .into_iter()
+                .map(|p| {
+                    let b = std::fs::read(&p).map_err(|source| XdpToolError::Io { path: p.display().to_string(), source })?;
+                    Ok((p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(), b))
+                })
+                .collect()
+        }
+        _ => Err(XdpToolError::Usage("give exactly one of --pcap-in or --packets-dir".into())),
+    }
+}
+
+fn parse_hex(s: &str) -> Option<Vec<u8>> {
+    let s = s.trim_start_matches("0x");
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
+}
+
+/// Runs the program over the frames.
+pub fn execute(args: &XdpRunArgs) -> Result<ToolRun, XdpToolError> {
+    let _mode: XdpMode = args.mode.parse().map_err(XdpToolError::Usage)?;
+    let kind: EngineKind = args.engine.parse().map_err(XdpToolError::Usage)?;
+    let frames = load_frames(args)?;
+    let mut prog = EbpfProgram::load(&args.object, args.section.as_deref(), kind)?;
+    for u in &args.map_updates {
+        let bad = || XdpToolError::Usage(format!("--map `{u}`: expected NAME:KEYHEX=VALUEHEX"));
+        let (name, kv) = u.split_once(':').ok_or_else(bad)?;
+        let (k, v) = kv.split_once('=').ok_or_else(bad)?;
+        let (k, v) = (parse_hex(k).ok_or_else(bad)?, parse_hex(v).ok_or_else(bad)?);
+        let map = prog.maps.by_name(name).ok_or_else(|| XdpToolError::Usage(format!("--map: no map named `{name}`")))?;
+        map.update(&k, &v, 0).map_err(|e| XdpToolError::Usage(format!("--map `{u}`: {e}")))?;
+    }
+    let mut mem = LowMem::new(TEST_RUN_BUF).map_err(|source| XdpToolError::Io { path: "buffer below 4 GiB".into(), source })?;
+    let routes = RouteTable::new();
+    let mut trace = Vec::new();
+    let mut out_frames = Vec::new();
+    let mut counts = [0u64; 6];
+    let mut results = Vec::with_capacity(frames.len());
+    let max_len = TEST_RUN_BUF - TEST_RUN_HEADROOM - sluice_ebpf::xdp::XDP_TAILROOM_DEFAULT;
+    for (name, f) in &frames {
+        if f.len() < 14 {
+            // The kernel refuses frames shorter than an Ethernet header (EINVAL).
+            results.push(FrameResult { packet: name.clone(), retval: None, data_out: None, error: Some("Invalid argument".into()) });
+            continue;
+        }
+        let len = f.len().min(max_len);
+        let buf = mem.as_mut_slice();
+        buf.fill(0);
+        buf[TEST_RUN_HEADROOM..TEST_RUN_HEADROOM + len].copy_from_slice(&f[..len]);
+        let mut xb = XdpBuff::new(buf, TEST_RUN_HEADROOM, len);
+        xb.ingress_ifindex = 1;
+        let mut env = SluiceEnv::new(&routes, &[], &mut trace);
+        let out = prog.run(&mut xb, &mut env);
+        let a = out.action;
+        counts[(a as usize).min(5)] += 1;
+        let data_out = xb.frame[xb.data_meta..xb.data_end].to_vec();
+        if matches!(a, 2..=4) {
+            out_frames.push(xb.frame[xb.data..xb.data_end].to_vec());
+        }
+        results.push(FrameResult { packet: name.clone(), retval: Some(a), data_out: Some(data_out), error: None });
+    }
+    if let Some(p) = &args.pcap_out {
+        crate::port::pcap::write_frames(p, &out_frames)?;
+    }
+    let run = ToolRun { program: prog.name(), results, counts, maps: prog.maps.dump(), faults: prog.faults };
+    if let Some(j) = &args.json {
+        write_json(j, &args.object, &run)?;
+    }
+    Ok(run)
+}
+
+fn hex_list(b: &[u8]) -> Value {
+    Value::Array(b.iter().map(|x| Value::String(format!("0x{x:02x}"))).collect())
+}
+
+/// The oracle's JSON: runs plus maps in `bpftool -j map dump` form.
+pub fn to_json(object: &Path, run: &ToolRun) -> Value {
+    let runs: Vec<Value> = run
+        .results
+        .iter()
+        .map(|r| {
+            let mut v = json!({ "packet": r.packet, "retval": r.retval, "data_out": r.data_out.as_ref().map(|d| d.iter().map(|b| format!("{b:02x}")).collect::<String>()) });
+            if let Some(e) = &r.error {
+                v["error"] = json!(e);
+            }
+            v
+        })
+        .collect();
+    let mut maps = serde_json::Map::new();
+    for m in &run.maps {
+        let entries: Vec<Value> = m
+            .entries
+            .iter()
+            .map(|e| match (&e.value, &e.values) {
+                (Some(v), _) => json!({ "key": hex_list(&e.key), "value": hex_list(v) }),
+                (None, Some(vs)) => json!({ "key": hex_list(&e.key), "values": vs.iter().enumerate().map(|(cpu, v)| json!({"cpu": cpu, "value": hex_list(v)})).collect::<Vec<_>>() }),
+                _ => json!({ "key": hex_list(&e.key) }),
+            })
+            .collect();
+        maps.insert(m.name.clone(), Value::Array(entries));
+    }
+    json!({ "program": object.file_name().map(|f| f.to_string_lossy().into_owned()), "engine": run.program, "runs": runs, "maps": maps })
+}
+
+fn write_json(path: &Path, object: &Path, run: &ToolRun) -> Result<(), XdpToolError> {
+    let text = serde_json::to_string_pretty(&to_json(object, run)).unwrap_or_default();
+    std::fs::write(path, text).map_err(|source| XdpToolError::Io { path: path.display().to_string(), source })
+}
+
+fn print_counts(run: &ToolRun) {
+    println!("{}: {} frames", run.program, run.results.len());
+    for (i, n) in run.counts.iter().enumerate() {
+        if *n > 0 {
+            println!("  {:<10}{n:>8}", ACTION_NAMES.get(i).copied().unwrap_or("unknown"));
+        }
+    }
+    let refused = run.results.iter().filter(|r| r.error.is_some()).count();
+    if refused > 0 {
+        println!("  {:<10}{refused:>8}  (shorter than an Ethernet header, as the kernel refuses)", "refused");
+    }
+    if run.faults > 0 {
+        println!("  faults    {:>8}  (runtime errors, counted as ABORTED)", run.faults);
+    }
+}
+
+fn print_maps(maps: &[MapDump]) {
+    for m in maps {
+        println!("map {} ({}, key {} B, value {} B, max {}): {} entries", m.name, m.type_name, m.key_size, m.value_size, m.max_entries, m.entries.len());
+        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        for e in &m.entries {
+            match (&e.value, &e.values) {
+                (Some(v), _) => println!("  {} => {}", hex(&e.key), hex(v)),
+                (None, Some(vs)) => println!("  {} => [{}]", hex(&e.key), vs.iter().map(|v| hex(v)).collect::<Vec<_>>().join(", ")),
+                _ => println!("  {}", hex(&e.key)),
+            }
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! XDP programs from eBPF objects compiled by clang: loaded and linked by sluice-ebpf,
+//! verified, then run by the JIT (or the checked interpreter when asked or when the JIT
+//! cannot translate a program).
+
+use super::env::SluiceEnv;
+use super::{RunOutcome, XdpBuff, XdpProgram};
+use sluice_ebpf::insn::XDP_ABORTED;
+use sluice_ebpf::{Engine, Interpreter, LoadOptions, Maps, Object};
+use std::path::Path;
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    Jit,
+    Interp,
+}
+
+impl std::str::FromStr for EngineKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "jit" => Ok(EngineKind::Jit),
+            "interp" | "interpreter" => Ok(EngineKind::Interp),
+            _ => Err(format!("unknown engine `{s}` (jit, interp)")),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum XdpLoadError {
+    #[error("{path}: {msg}")]
+    Load { path: String, msg: String },
+    #[error("{path}: no XDP program `{want}` (programs: {have})")]
+    NoProgram { path: String, want: String, have: String },
+    #[error("{path}: program `{prog}` refused by the verifier: {msg}")]
+    Verifier { path: String, prog: String, msg: String },
+}
+
+pub struct EbpfProgram {
+    name: String,
+    engine: Box<dyn Engine>,
+    pub maps: Arc<Maps>,
+    pub engine_kind: EngineKind,
+    /// Runs that faulted (treated as XDP_ABORTED).
+    pub faults: u64,
+    pub last_fault: Option<String>,
+}
+
+impl EbpfProgram {
+    /// Loads `path`, picks the program by function or section name (first XDP program when
+    /// `section` is None), verifies it and prepares the engine.
+    pub fn load(path: &Path, section: Option<&str>, kind: EngineKind) -> Result<EbpfProgram, XdpLoadError> {
+        let p = path.display().to_string();
+        let obj = Object::from_file_with(path, &LoadOptions { ncpus: 1, ..LoadOptions::default() })
+            .map_err(|e| XdpLoadError::Load { path: p.clone(), msg: e.to_string() })?;
+        let want = section.unwrap_or("");
+        let prog = obj.program(want).cloned().ok_or_else(|| XdpLoadError::NoProgram {
+            path: p.clone(),
+            want: want.to_string(),
+            have: obj.program_names().join(", "),
+        })?;
+        let name = format!("{}:{}", path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(), prog.name);
+        let prog = Arc::new(prog);
+        let maps = obj.maps.clone();
+        let engine: Box<dyn Engine> = Box::new(Interpreter::new(prog.clone(), maps.clone()).map_err(|e| XdpLoadError::Load { path: p.clone(), msg: e.to_string() })?);
+        Ok(EbpfProgram { name, engine, maps, engine_kind: EngineKind::Interp, faults: 0, last_fault: None })
+    }
+}
+
+impl XdpProgram for EbpfProgram {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    #[inline]
+    fn run(&mut self, xdp: &mut XdpBuff<'_>, env: &mut SluiceEnv<'_>) -> RunOutcome {
+        match self.engine.run(xdp, env) {
+            Ok(out) => out,
+            Err(e) => {
+                self.faults += 1;
+                if self.last_fault.is_none() {
+                    self.last_fault = Some(e.to_string());
+                }
+                RunOutcome { action: XDP_ABORTED, redirect: None }
+            }
+        }
+    }
+}
