@@ -10,6 +10,7 @@ pub mod asm;
 pub mod env;
 pub mod helpers;
 pub mod interp;
+pub mod jit;
 pub mod loader;
 pub mod maps;
 pub mod state;

@@ -1,0 +1,184 @@
+//! Shared harness of the JIT tests: run a program in the interpreter and in the JIT, each
+//! against its own (identically prepared) maps, packet buffer and environment, and compare
+//! everything observable.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use sluice_ebpf::jit::{Jit, JitError, JitProgram};
+use sluice_ebpf::{Interpreter, LowMem, MapDef, MapDump, Maps, NullEnv, Program, RunError, RunErrorKind, RunOutcome, XdpBuff};
+
+pub const HEADROOM: usize = 256;
+pub const FRAME: usize = 2048;
+
+pub fn prog(insns: Vec<sluice_ebpf::insn::Insn>, defs: &[MapDef]) -> Arc<Program> {
+    Arc::new(Program { name: "t".into(), section: "xdp".into(), insns, maps: defs.to_vec() })
+}
+
+/// Everything a run can change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    pub result: Result<(RunOutcome, u64), RunError>,
+    pub data: usize,
+    pub data_end: usize,
+    pub data_meta: usize,
+    pub frame: Vec<u8>,
+    pub maps: Vec<MapDump>,
+    pub traces: Vec<String>,
+    pub now_ns: u64,
+    pub rng: u64,
+}
+
+impl Snapshot {
+    pub fn r0(&self) -> u64 {
+        match &self.result {
+            Ok((_, r0)) => *r0,
+            Err(e) => panic!("run failed: {e}"),
+        }
+    }
+
+    pub fn outcome(&self) -> RunOutcome {
+        match &self.result {
+            Ok((o, _)) => *o,
+            Err(e) => panic!("run failed: {e}"),
+        }
+    }
+}
+
+/// Input of one run: packet, interface numbers, CPU.
+#[derive(Debug, Clone)]
+pub struct Input {
+    pub pkt: Vec<u8>,
+    pub ingress: u32,
+    pub rxq: u32,
+    pub cpu: u32,
+    pub headroom: usize,
+    pub frame: usize,
+}
+
+impl Input {
+    pub fn pkt(pkt: &[u8]) -> Input {
+        Input { pkt: pkt.to_vec(), ingress: 3, rxq: 1, cpu: 0, headroom: HEADROOM, frame: FRAME }
+    }
+}
+
+pub enum Engine2<'a> {
+    Interp(&'a Interpreter),
+    Jit(&'a JitProgram),
+}
+
+/// One run on a fresh buffer; `env` is carried across runs by the caller.
+pub fn run_one(engine: Engine2<'_>, maps: &Maps, input: &Input, env: &mut NullEnv) -> Snapshot {
+    let mut mem = LowMem::new(input.frame).unwrap();
+    let frame = &mut mem.as_mut_slice()[..input.frame];
+    frame[input.headroom..input.headroom + input.pkt.len()].copy_from_slice(&input.pkt);
+    let mut xdp = XdpBuff::new(frame, input.headroom, input.pkt.len());
+    xdp.ingress_ifindex = input.ingress;
+    xdp.rx_queue_index = input.rxq;
+    env.cpu = input.cpu;
+    let result = match engine {
+        Engine2::Interp(i) => i.run_full(&mut xdp, env),
+        Engine2::Jit(j) => j.run_full(&mut xdp, env),
+    };
+    Snapshot {
+        result,
+        data: xdp.data,
+        data_end: xdp.data_end,
+        data_meta: xdp.data_meta,
+        frame: xdp.frame.to_vec(),
+        maps: maps.dump(),
+        traces: env.traces.clone(),
+        now_ns: env.now_ns,
+        rng: env.rng,
+    }
+}
+
+/// Whether the interpreter's result is one a verified program can produce (so the JIT may run
+/// the same program on the same input safely): success or a helper refusing its arguments.
+pub fn jit_safe(r: &Result<(RunOutcome, u64), RunError>) -> bool {
+    match r {
+        Ok(_) => true,
+        Err(e) => matches!(e.kind, RunErrorKind::HelperFault { .. }),
+    }
+}
+
+pub enum Diff {
+    /// Both engines ran every input and agreed; the interpreter's snapshots.
+    Same(Vec<Snapshot>),
+    /// The JIT refused the program.
+    Refused(JitError),
+}
+
+/// Runs `insns` over `inputs` in both engines (each with its own maps made from `defs` with
+/// `ncpus` copies and prepared by `setup`, and its own env) and asserts identical snapshots.
+/// Stops at the first input the interpreter fails on in a way only unverified programs can.
+pub fn diff_runs(insns: Vec<sluice_ebpf::insn::Insn>, defs: &[MapDef], ncpus: u32, setup: &dyn Fn(&Maps), inputs: &[Input]) -> Diff {
+    let p = prog(insns, defs);
+    let mi = Arc::new(Maps::new(defs, ncpus).unwrap());
+    let mj = Arc::new(Maps::new(defs, ncpus).unwrap());
+    setup(&mi);
+    setup(&mj);
+    let interp = Interpreter::new(p.clone(), mi.clone());
+    let jit = Jit::compile(p, mj.clone());
+    let (interp, jit) = match (interp, jit) {
+        (Ok(i), Ok(j)) => (i, j),
+        (Err(_), Err(e)) => return Diff::Refused(e),
+        (Ok(_), Err(e)) => return Diff::Refused(e),
+        (Err(e), Ok(_)) => panic!("interpreter refused ({e}) but the JIT compiled"),
+    };
+    let mut ei = NullEnv::new();
+    let mut ej = NullEnv::new();
+    let mut out = Vec::new();
+    for (n, input) in inputs.iter().enumerate() {
+        let a = run_one(Engine2::Interp(&interp), &mi, input, &mut ei);
+        if !jit_safe(&a.result) {
+            panic!("input {n}: the interpreter failed with {:?}; not a verified-program case", a.result);
+        }
+        let b = run_one(Engine2::Jit(&jit), &mj, input, &mut ej);
+        assert_snap_eq(&a, &b, &format!("input {n}"));
+        out.push(a);
+    }
+    Diff::Same(out)
+}
+
+pub fn assert_snap_eq(a: &Snapshot, b: &Snapshot, what: &str) {
+    assert_eq!(a.result, b.result, "{what}: result (interpreter, jit)");
+    assert_eq!((a.data, a.data_end, a.data_meta), (b.data, b.data_end, b.data_meta), "{what}: buffer offsets");
+    if a.frame != b.frame {
+        let i = a.frame.iter().zip(&b.frame).position(|(x, y)| x != y);
+        panic!("{what}: frame bytes differ (first at {i:?})");
+    }
+    assert_eq!(a.maps, b.maps, "{what}: maps");
+    assert_eq!(a.traces, b.traces, "{what}: traces");
+    assert_eq!((a.now_ns, a.rng), (b.now_ns, b.rng), "{what}: env");
+}
+
+/// Single run, no maps; asserts both engines agree and returns the snapshot.
+pub fn same(insns: Vec<sluice_ebpf::insn::Insn>) -> Snapshot {
+    same_pkt(insns, &[0u8; 64])
+}
+
+pub fn same_pkt(insns: Vec<sluice_ebpf::insn::Insn>, pkt: &[u8]) -> Snapshot {
+    same_with(insns, &[], &|_| {}, pkt)
+}
+
+pub fn same_with(insns: Vec<sluice_ebpf::insn::Insn>, defs: &[MapDef], setup: &dyn Fn(&Maps), pkt: &[u8]) -> Snapshot {
+    match diff_runs(insns, defs, 1, setup, &[Input::pkt(pkt)]) {
+        Diff::Same(mut v) => v.remove(0),
+        Diff::Refused(e) => panic!("JIT refused: {e}"),
+    }
+}
+
+/// Asserts the JIT refuses the program.
+pub fn refused(insns: Vec<sluice_ebpf::insn::Insn>) -> JitError {
+    let p = prog(insns, &[]);
+    match Jit::compile(p, Arc::new(Maps::empty(1))) {
+        Ok(_) => panic!("JIT compiled a program it should refuse"),
+        Err(e) => e,
+    }
+}
+
+pub fn flat(parts: &[&[sluice_ebpf::insn::Insn]]) -> Vec<sluice_ebpf::insn::Insn> {
+    parts.iter().flat_map(|p| p.iter().copied()).collect()
+}
