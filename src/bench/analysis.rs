@@ -21,7 +21,7 @@ pub struct ZoomRow {
     pub self_ns: f64,
     /// ns of this and every earlier stage per received packet.
     pub cum_ns: f64,
-    /// Share of `ArmResult::zoom_total_ns`.
+    /// Share of `ArmResult::zoom_total_ns` (wall ns per packet).
     pub pct: f64,
     /// Packets per call of the stage (vector size).
     pub vec_per_call: f64,
@@ -64,7 +64,7 @@ pub struct ArmResult {
     pub cpu_ns_per_packet: Option<Summary>,
     /// Per-stage cost, pooled over the runs (stage cycles / received packets).
     pub zoom: Vec<ZoomRow>,
-    /// What the zoom-in's percentages are of: CPU ns per packet when measured, else wall.
+    /// What the zoom-in's percentages are of: wall ns per received packet.
     pub zoom_total_ns: Option<f64>,
     pub zoom_total_kind: &'static str,
     pub hw: Option<HwPerPacket>,
@@ -90,6 +90,11 @@ pub struct ComparisonResult {
     pub verdict: Option<Verdict>,
     pub welch: Option<Welch>,
     pub mann_whitney: Option<MannWhitney>,
+    /// The same comparison on CPU time per packet (the thread's user+sys time / packets,
+    /// lower is better): unlike the packet rate it does not move when the thread is
+    /// preempted, so on a shared machine it is the sharper check.
+    pub cpu_ns_per_packet: Option<Verdict>,
+    pub cpu_welch: Option<Welch>,
     /// Censored-normal (Cohen 1959) comparison, when a cap applies.
     pub censored: Option<Welch>,
     pub ratio: Option<RatioCi>,
@@ -121,7 +126,10 @@ pub struct SeedJson {
     pub result_label: &'static str,
     pub result: f64,
     pub unit: &'static str,
+    /// result / baseline − 1, in %.
     pub change_pct: f64,
+    /// The change as the seed's text states it (when given).
+    pub stated_change_pct: Option<f64>,
     pub comparison: usize,
 }
 
@@ -150,7 +158,13 @@ fn summary_of(samples: &[Sample], f: impl Fn(&Sample) -> Option<f64>) -> Option<
 }
 
 /// Builds an arm's result from its samples.
-pub fn arm_result(arm: &Arm, global_set: &[String], samples: Vec<Sample>, unavailable: Option<String>, warning: Option<String>) -> ArmResult {
+pub fn arm_result(
+    arm: &Arm,
+    global_set: &[String],
+    samples: Vec<Sample>,
+    unavailable: Option<String>,
+    warning: Option<String>,
+) -> ArmResult {
     let (config, overrides, tunables, command) = match &arm.kind {
         ArmKind::Sluice { config, set } => {
             let all: Vec<String> = global_set.iter().chain(set.iter()).cloned().collect();
@@ -197,12 +211,10 @@ fn zoom_in(r: &mut ArmResult) {
     if pk == 0 || r.samples.iter().all(|s| s.stages.is_empty()) {
         return;
     }
+    // The stage counters are TSC (wall-clock) readings, so their total is wall time too:
+    // a run preempted inside a stage charges that stage; preemption elsewhere is `other`.
     let secs: f64 = r.samples.iter().map(|s| s.seconds).sum();
-    let cpu: Option<f64> = r.samples.iter().map(|s| s.cpu_user_s.zip(s.cpu_sys_s).map(|(u, s)| u + s)).sum();
-    let (total, kind) = match cpu {
-        Some(c) if c > 0.0 => (c * 1e9 / pk as f64, "cpu"),
-        _ => (secs * 1e9 / pk as f64, "wall"),
-    };
+    let (total, kind) = (secs * 1e9 / pk as f64, "wall");
     let mut names: Vec<&'static str> = Vec::new();
     for s in &r.samples {
         for st in &s.stages {
@@ -211,8 +223,7 @@ fn zoom_in(r: &mut ArmResult) {
             }
         }
     }
-    // Keep pipeline order (Stage::ALL).
-    names.sort_by_key(|n| crate::stats::Stage::ALL.iter().position(|s| s.name() == *n).unwrap_or(usize::MAX));
+    names.sort_by_key(|n| stage_order(n));
     let mut cum = 0.0;
     for n in names {
         let (mut cycles, mut calls, mut packets) = (0u64, 0u64, 0u64);
@@ -243,6 +254,34 @@ fn zoom_in(r: &mut ArmResult) {
     });
     r.zoom_total_ns = Some(total);
     r.zoom_total_kind = kind;
+}
+
+/// Position of a stage in the order a packet meets it. `rx-single` (single mode: l2 to tx
+/// for one packet at a time, timed as one stage) sits where the l2 stage starts.
+pub fn stage_order(name: &str) -> usize {
+    use crate::stats::Stage;
+    let order = [
+        Stage::PortRx,
+        Stage::XdpNative,
+        Stage::Meta,
+        Stage::XdpGeneric,
+        Stage::Gro,
+        Stage::Rps,
+        Stage::RxSingle,
+        Stage::L2,
+        Stage::Ip,
+        Stage::Route,
+        Stage::Forward,
+        Stage::Local,
+        Stage::Tx,
+        Stage::PortTx,
+        Stage::Free,
+    ];
+    order
+        .iter()
+        .position(|s| s.name() == name)
+        .or_else(|| Stage::ALL.iter().position(|s| s.name() == name).map(|p| p + order.len()))
+        .unwrap_or(usize::MAX)
 }
 
 fn hw_per_packet(samples: &[Sample]) -> Option<HwPerPacket> {
@@ -281,6 +320,8 @@ pub fn compare(title: &str, a: &ArmResult, b: &ArmResult, cap: Option<f64>, want
         verdict: None,
         welch: None,
         mann_whitney: None,
+        cpu_ns_per_packet: None,
+        cpu_welch: None,
         censored: None,
         ratio: None,
         zoom_delta: Vec::new(),
@@ -294,6 +335,11 @@ pub fn compare(title: &str, a: &ArmResult, b: &ArmResult, cap: Option<f64>, want
     c.welch = stats::welch_t_test(&xa, &xb);
     c.mann_whitney = stats::mann_whitney_u(&xa, &xb);
     c.censored = cap.and_then(|cap| stats::censored_compare(&xa, &xb, cap, stats::CAP_REL_TOL));
+    let cpu = |r: &ArmResult| -> Option<Vec<f64>> { r.samples.iter().map(|s| s.cpu_ns_per_packet).collect() };
+    if let (Some(ca), Some(cb)) = (cpu(a), cpu(b)) {
+        c.cpu_ns_per_packet = stats::compare(&ca, &cb, None, false, ALPHA);
+        c.cpu_welch = stats::welch_t_test(&ca, &cb);
+    }
     if c.verdict.is_none() {
         c.note = Some(format!("no verdict: needs at least 2 runs per arm (have {}+{})", xa.len(), xb.len()));
     }
@@ -312,6 +358,7 @@ pub fn compare(title: &str, a: &ArmResult, b: &ArmResult, cap: Option<f64>, want
             c.zoom_delta.push((ra.stage.clone(), ra.self_ns, 0.0));
         }
     }
+    c.zoom_delta.sort_by_key(|d| stage_order(&d.0));
     c
 }
 
@@ -337,18 +384,33 @@ pub fn sweep_fits(exp: &Experiment, arms: &[ArmResult]) -> Vec<SweepFit> {
             }
         }
     }
-    let metric = |s: &Sample| if sw.metric == "mpps" { s.mpps } else { s.ns_per_packet };
-    let summary = |a: &ArmResult| if sw.metric == "mpps" { a.mpps.clone() } else { a.ns_per_packet.clone() };
+    // CPU time per packet falls back to wall time per packet when getrusage failed.
+    let has_cpu = arms.iter().all(|a| a.samples.iter().all(|s| s.cpu_ns_per_packet.is_some()));
+    let metric_name: &'static str = match sw.metric {
+        "cpu_ns_per_packet" if !has_cpu => "ns_per_packet",
+        m => m,
+    };
+    let metric = |s: &Sample| match metric_name {
+        "mpps" => s.mpps,
+        "cpu_ns_per_packet" => s.cpu_ns_per_packet.unwrap_or(f64::NAN),
+        _ => s.ns_per_packet,
+    };
+    let summary = |a: &ArmResult| match metric_name {
+        "mpps" => a.mpps.clone(),
+        "cpu_ns_per_packet" => a.cpu_ns_per_packet.clone(),
+        _ => a.ns_per_packet.clone(),
+    };
     series
         .into_iter()
         .filter_map(|name| {
             let members: Vec<&ArmResult> = arms.iter().filter(|a| a.series.as_deref() == Some(name.as_str()) && a.x.is_some()).collect();
-            let pts: Vec<(f64, f64)> = members.iter().flat_map(|a| a.samples.iter().map(move |s| (a.x.unwrap_or(0.0), metric(s)))).collect();
+            let pts: Vec<(f64, f64)> =
+                members.iter().flat_map(|a| a.samples.iter().map(move |s| (a.x.unwrap_or(0.0), metric(s)))).collect();
             let (intercept, slope, r2) = least_squares(&pts)?;
             let mut points: Vec<(f64, f64, f64, f64)> =
                 members.iter().filter_map(|a| summary(a).map(|s| (a.x.unwrap_or(0.0), s.mean, s.ci95.0, s.ci95.1))).collect();
             points.sort_by(|p, q| p.0.total_cmp(&q.0));
-            Some(SweepFit { series: name, metric: sw.metric, x_label: sw.x_label.clone(), intercept, slope, r2, points })
+            Some(SweepFit { series: name, metric: metric_name, x_label: sw.x_label.clone(), intercept, slope, r2, points })
         })
         .collect()
 }

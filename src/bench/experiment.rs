@@ -84,6 +84,8 @@ pub struct SeedFigure {
     pub baseline: f64,
     pub result_label: &'static str,
     pub result: f64,
+    /// The change as the seed states it, when that differs from result/baseline.
+    pub stated_change_pct: Option<f64>,
     pub unit: &'static str,
     /// Index into `Experiment::comparisons` of the comparison that reproduces it.
     pub comparison: usize,
@@ -100,7 +102,7 @@ impl SeedFigure {
 #[derive(Debug, Clone)]
 pub struct Sweep {
     pub x_label: String,
-    /// "mpps" or "ns_per_packet".
+    /// "mpps", "ns_per_packet" (wall) or "cpu_ns_per_packet" (thread CPU time).
     pub metric: &'static str,
 }
 

@@ -105,7 +105,14 @@ fn open_event(name: &'static str, config: u64, group: i32) -> Result<File, HwErr
     // SAFETY: attr is a valid, fully initialised perf_event_attr of the size it declares;
     // pid 0 / cpu -1 = this thread on any CPU; the kernel only reads attr.
     let fd = unsafe {
-        libc::syscall(libc::SYS_perf_event_open, &mut attr as *mut PerfEventAttr, 0 as libc::pid_t, -1 as libc::c_int, group, PERF_FLAG_FD_CLOEXEC)
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            &mut attr as *mut PerfEventAttr,
+            0 as libc::pid_t,
+            -1 as libc::c_int,
+            group,
+            PERF_FLAG_FD_CLOEXEC,
+        )
     };
     if fd < 0 {
         let e = std::io::Error::last_os_error();

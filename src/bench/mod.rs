@@ -421,11 +421,8 @@ pub fn run_experiment(e: &Experiment, s: &Settings, use_hw: bool, quiet: bool) -
         })
         .collect();
     let cap = e.effective_cap();
-    let comparisons = e
-        .comparisons
-        .iter()
-        .filter_map(|c| Some(analysis::compare(&c.title, arms.get(c.a)?, arms.get(c.b)?, cap, c.ratio)))
-        .collect();
+    let comparisons =
+        e.comparisons.iter().filter_map(|c| Some(analysis::compare(&c.title, arms.get(c.a)?, arms.get(c.b)?, cap, c.ratio))).collect();
     let sweeps = analysis::sweep_fits(e, &arms);
     Ok(ExperimentResult {
         name: e.name,
@@ -441,6 +438,7 @@ pub fn run_experiment(e: &Experiment, s: &Settings, use_hw: bool, quiet: bool) -
             result: f.result,
             unit: f.unit,
             change_pct: f.change_pct(),
+            stated_change_pct: f.stated_change_pct,
             comparison: f.comparison,
         }),
         cap_mpps: cap,
@@ -470,3 +468,6 @@ pub fn write_outputs(r: &Results, _exps: &[Experiment], out: &Path) -> Result<Ve
     all.extend(files);
     Ok(all)
 }
+
+#[cfg(test)]
+mod tests;

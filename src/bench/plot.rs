@@ -72,7 +72,8 @@ fn bar_chart(e: &ExperimentResult, path: &Path) -> Result<bool, String> {
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(60)
-        .build_cartesian_2d((0usize..k).into_segmented(), 0.0..ymax)
+        // Integer ranges are inclusive in plotters: 0..k-1 gives the k segments.
+        .build_cartesian_2d((0usize..k - 1).into_segmented(), 0.0..ymax)
         .map_err(|e| e.to_string())?;
     chart
         .configure_mesh()
@@ -98,7 +99,9 @@ fn bar_chart(e: &ExperimentResult, path: &Path) -> Result<bool, String> {
             .map_err(|e| e.to_string())?;
         for y in [lo, hi] {
             chart
-                .draw_series(std::iter::once(EmptyElement::at((SegmentValue::CenterOf(i), y)) + PathElement::new(vec![(-8, 0), (8, 0)], black)))
+                .draw_series(std::iter::once(
+                    EmptyElement::at((SegmentValue::CenterOf(i), y)) + PathElement::new(vec![(-8, 0), (8, 0)], black),
+                ))
                 .map_err(|e| e.to_string())?;
         }
         let n = a.samples.len().max(1) as i32;
@@ -134,7 +137,7 @@ fn sweep_chart(e: &ExperimentResult, path: &Path) -> Result<bool, String> {
     }
     let pad = ((xmax - xmin) * 0.05).max(0.5);
     let metric = e.sweeps[0].metric;
-    let y_desc = if metric == "mpps" { "Mpps" } else { "ns per packet (wall)" };
+    let y_desc = super::report::metric_desc(metric);
     let root = SVGBackend::new(path, (760, 480)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let mut chart = ChartBuilder::on(&root)

@@ -44,7 +44,24 @@ pub fn verdict_line(e: &ExperimentResult, c: &ComparisonResult) -> String {
         (None, Some(n)) => n.clone(),
         (None, None) => "no verdict".into(),
     };
-    format!("{}: A = {la}, B = {lb}: {v}", c.title)
+    format!("{} [A: {la} | B: {lb}]: {v}", c.title)
+}
+
+/// The CPU-time check of a comparison, one line.
+pub fn cpu_line(c: &ComparisonResult) -> Option<String> {
+    let v = c.cpu_ns_per_packet.as_ref()?;
+    let w = c.cpu_welch.as_ref()?;
+    Some(format!("CPU ns/packet {} → {}: {}", f(w.mean_a, 1), f(w.mean_b, 1), v.text))
+}
+
+/// The seed's change: as stated, and as its numbers give when that differs.
+fn seed_change(s: &super::analysis::SeedJson) -> String {
+    match s.stated_change_pct {
+        Some(st) if (st - s.change_pct).abs() >= 0.05 => {
+            format!("{} as stated; {}/{} is {}", pct(st), s.result, s.baseline, pct(s.change_pct))
+        }
+        _ => pct(s.change_pct),
+    }
 }
 
 /// The seed's figure and sluice's, one line.
@@ -59,7 +76,7 @@ pub fn seed_line(e: &ExperimentResult) -> Option<String> {
         s.unit,
         s.result,
         s.unit,
-        pct(s.change_pct),
+        seed_change(s),
         a.mpps.as_ref().map(|m| f(m.mean, 2)).unwrap_or_else(|| "-".into()),
         b.mpps.as_ref().map(|m| f(m.mean, 2)).unwrap_or_else(|| "-".into()),
     );
@@ -117,6 +134,9 @@ pub fn terminal(e: &ExperimentResult) -> String {
         if !extra.is_empty() {
             let _ = writeln!(s, "    {}", extra.join("; "));
         }
+        if let Some(l) = cpu_line(c) {
+            let _ = writeln!(s, "    {l}");
+        }
         if !c.zoom_delta.is_empty() {
             let parts: Vec<String> = c
                 .zoom_delta
@@ -135,13 +155,22 @@ pub fn terminal(e: &ExperimentResult) -> String {
             s,
             "sweep {}: {} = {} + {} × x (r² = {})",
             sw.series,
-            sw.metric,
+            metric_desc(sw.metric),
             f(sw.intercept, 2),
             f(sw.slope, 3),
             f(sw.r2, 3)
         );
     }
     s
+}
+
+/// What a sweep metric is, in words.
+pub fn metric_desc(m: &str) -> &'static str {
+    match m {
+        "mpps" => "Mpps",
+        "cpu_ns_per_packet" => "CPU ns per packet",
+        _ => "wall ns per packet",
+    }
 }
 
 fn md_escape(s: &str) -> String {
@@ -206,7 +235,11 @@ pub fn markdown(r: &Results, out: &Path) -> String {
         super::analysis::ALPHA
     );
     if !r.settings.set.is_empty() {
-        let _ = writeln!(s, "\nCommand-line tunables in every sluice arm: {}", r.settings.set.iter().map(|x| format!("`{x}`")).collect::<Vec<_>>().join(", "));
+        let _ = writeln!(
+            s,
+            "\nCommand-line tunables in every sluice arm: {}",
+            r.settings.set.iter().map(|x| format!("`{x}`")).collect::<Vec<_>>().join(", ")
+        );
     }
     if !r.not_implemented.is_empty() {
         let _ = writeln!(s, "\n**Not implemented yet:** {}", r.not_implemented.join(", "));
@@ -237,7 +270,7 @@ fn experiment_md(s: &mut String, r: &Results, e: &ExperimentResult, out: &Path) 
                 seed.result,
                 seed.unit,
                 seed.result_label,
-                pct(seed.change_pct)
+                seed_change(seed)
             );
             if let (Some(a), Some(b)) = (arm(e, &c.a), arm(e, &c.b)) {
                 let ma = a.mpps.as_ref().map(|m| format!("{} ± {} Mpps ({})", f(m.mean, 3), f(m.sd, 3), a.label)).unwrap_or_default();
@@ -305,8 +338,17 @@ fn experiment_md(s: &mut String, r: &Results, e: &ExperimentResult, out: &Path) 
             );
         }
         if let Some(m) = &c.mann_whitney {
-            let _ =
-                writeln!(s, "  - Mann–Whitney: U = {}, z = {}, p = {}{}", f(m.u, 1), f(m.z, 2), p_text(m.p_two_sided), if m.exact { " (exact)" } else { "" });
+            let _ = writeln!(
+                s,
+                "  - Mann–Whitney: U = {}, z = {}, p = {}{}",
+                f(m.u, 1),
+                f(m.z, 2),
+                p_text(m.p_two_sided),
+                if m.exact { " (exact)" } else { "" }
+            );
+        }
+        if let Some(l) = cpu_line(c) {
+            let _ = writeln!(s, "  - CPU-time check (thread user+sys time per packet, unaffected by preemption): {l}");
         }
         if let Some(cw) = &c.censored {
             let _ = writeln!(
@@ -327,21 +369,27 @@ fn experiment_md(s: &mut String, r: &Results, e: &ExperimentResult, out: &Path) 
     if !compared.is_empty() {
         let _ = writeln!(
             s,
-            "\n### Zoom-in: cost per stage\n\nns per received packet from the per-stage TSC counters (pooled over the runs), cumulative \
-             in pipeline order, and % of the thread's CPU time per packet (wall time if unavailable); `other` is what no stage \
-             timer covers (the poll loop, clock reads, preemption inside no stage)."
+            "\n### Zoom-in: cost per stage\n\nns per received packet from the per-stage TSC counters (pooled over the runs), \
+             cumulative in the order a packet meets the stages, and % of the wall time per packet; `other` is what no stage \
+             timer covers (the poll loop, clock reads, and preemption between stages). In single mode `rx-single` times \
+             l2 → tx for one packet at a time as one stage. The counters are wall-clock: a preempted run (CPU util well \
+             below 100%) inflates them."
         );
     }
     for c in compared {
         let (Some(a), Some(b)) = (arm(e, &c.a), arm(e, &c.b)) else { continue };
         let _ = writeln!(s, "\n**{}** (A = {}, B = {})\n", c.title, a.label, b.label);
-        let _ = writeln!(s, "| stage | A self ns | A cum ns | A % | B self ns | B cum ns | B % | Δ self (B−A) |\n|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(
+            s,
+            "| stage | A self ns | A cum ns | A % | B self ns | B cum ns | B % | Δ self (B−A) |\n|---|---|---|---|---|---|---|---|"
+        );
         let mut names: Vec<&str> = b.zoom.iter().map(|z| z.stage.as_str()).collect();
         for z in &a.zoom {
             if !names.contains(&z.stage.as_str()) {
-                names.insert(names.len().saturating_sub(1), z.stage.as_str());
+                names.push(z.stage.as_str());
             }
         }
+        names.sort_by_key(|n| super::analysis::stage_order(n));
         for n in names {
             let za = a.zoom.iter().find(|z| z.stage == n);
             let zb = b.zoom.iter().find(|z| z.stage == n);
@@ -369,17 +417,25 @@ fn experiment_md(s: &mut String, r: &Results, e: &ExperimentResult, out: &Path) 
         let _ = writeln!(s, "| arm | instructions/pkt | cycles/pkt | IPC | cache misses/pkt |\n|---|---|---|---|---|");
         for a in hw_arms {
             if let Some(h) = &a.hw {
-                let _ = writeln!(s, "| {} | {} | {} | {} | {} |", a.label, f(h.instructions, 1), f(h.cycles, 1), f(h.ipc, 2), f(h.cache_misses, 3));
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {} | {} | {} |",
+                    a.label,
+                    f(h.instructions, 1),
+                    f(h.cycles, 1),
+                    f(h.ipc, 2),
+                    f(h.cache_misses, 3)
+                );
             }
         }
     }
 
     for sw in &e.sweeps {
-        let _ = writeln!(s, "\n### Sweep: {} vs {}\n", sw.metric, sw.x_label);
+        let _ = writeln!(s, "\n### Sweep: {} vs {}\n", metric_desc(sw.metric), sw.x_label);
         let _ = writeln!(
             s,
             "Least squares over every run: {} = {} + {} × x (r² = {}).\n",
-            sw.metric,
+            metric_desc(sw.metric),
             f(sw.intercept, 2),
             f(sw.slope, 4),
             f(sw.r2, 4)

@@ -63,7 +63,12 @@ pub fn stage_samples(c: &Counters) -> Vec<StageSample> {
         .iter()
         .filter_map(|s| {
             let st = c.stage(*s);
-            (st.packets > 0 || st.cycles > 0).then(|| StageSample { stage: s.name(), calls: st.calls, packets: st.packets, cycles: st.cycles })
+            (st.packets > 0 || st.cycles > 0).then(|| StageSample {
+                stage: s.name(),
+                calls: st.calls,
+                packets: st.packets,
+                cycles: st.cycles,
+            })
         })
         .collect()
 }

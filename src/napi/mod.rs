@@ -55,7 +55,9 @@ pub fn napi_poll(dp: &mut Datapath, port: u16, weight: usize) -> usize {
             let mut skbs = std::mem::take(&mut dp.skb_scratch);
             build_meta(dp, port, &rx, &mut skbs);
             crate::xdp::run_generic(dp, &mut skbs);
-            if dp.tun.listified != 0 {
+            if skbs.is_empty() {
+                // Everything was consumed by XDP.
+            } else if dp.tun.listified != 0 {
                 crate::rx::receive_list(dp, &mut skbs);
             } else {
                 crate::rx::receive_single(dp, &skbs);

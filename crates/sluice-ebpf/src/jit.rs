@@ -170,11 +170,18 @@ impl JitProgram {
 
     /// Runs the program once (same as [`Engine::run`]).
     pub fn run(&self, xdp: &mut XdpBuff<'_>, env: &mut dyn Env) -> Result<RunOutcome, RunError> {
-        self.run_full(xdp, env).map(|(outcome, _)| outcome)
+        self.exec(xdp, env).map(|(outcome, _)| outcome)
     }
 
     /// Runs the program once and also returns the full 64-bit r0 (differential testing).
     pub fn run_full(&self, xdp: &mut XdpBuff<'_>, env: &mut dyn Env) -> Result<(RunOutcome, u64), RunError> {
+        self.exec(xdp, env)
+    }
+
+    // Inlined into `run` and `run_full`, so `run` does not pass the outcome through memory
+    // in a different shape (an 8-byte reload of two 4-byte stores stalls store forwarding).
+    #[inline(always)]
+    fn exec(&self, xdp: &mut XdpBuff<'_>, env: &mut dyn Env) -> Result<(RunOutcome, u64), RunError> {
         let mut st = RunState::new(xdp, &self.maps, env, &self.config).map_err(|k| RunError::new(0, k))?;
         let mut stack = MaybeUninit::<[u64; STACK_SIZE / 8]>::uninit();
         let base = stack.as_mut_ptr() as *mut u8;

@@ -25,7 +25,7 @@ pub fn build() -> Result<Experiment, BenchError> {
              and **B** = A with `rx.extra_work={w}` ({w} iterations of a dependent multiply-add chain per \
              received packet, a real and known cost). A valid harness finds B slower with a tiny p-value and \
              finds no significant difference between A and A'. Two more arms (extra_work {} and {}) make a \
-             sweep: ns/packet must grow linearly with extra_work.",
+             sweep: CPU ns/packet must grow linearly with extra_work (the slope is the cost of one iteration).",
             w / 4,
             w / 2
         ),
@@ -43,7 +43,7 @@ pub fn build() -> Result<Experiment, BenchError> {
         seed: None,
         cap: None,
         default_runs: 6,
-        sweep: Some(Sweep { x_label: "rx.extra_work (LCG iterations per packet)".into(), metric: "ns_per_packet" }),
+        sweep: Some(Sweep { x_label: "rx.extra_work (LCG iterations per packet)".into(), metric: "cpu_ns_per_packet" }),
         notes: vec![],
     })
 }

@@ -6,8 +6,59 @@
 
 use std::sync::Arc;
 
+use sluice_ebpf::env::fib_ret;
 use sluice_ebpf::jit::{Jit, JitError, JitProgram};
-use sluice_ebpf::{Interpreter, LowMem, MapDef, MapDump, Maps, NullEnv, Program, RunError, RunErrorKind, RunOutcome, XdpBuff};
+use sluice_ebpf::{Env, Interpreter, LowMem, MapDef, MapDump, Maps, NullEnv, Program, RunError, RunErrorKind, RunOutcome, XdpBuff};
+
+/// A deterministic environment (a [`NullEnv`]) that can also answer FIB lookups: with `fib`
+/// set, IPv4 lookups succeed (egress ifindex 9, fixed MACs). Every lookup is recorded.
+#[derive(Debug, Clone, Default)]
+pub struct TestEnv {
+    pub null: NullEnv,
+    pub fib: bool,
+    pub fib_calls: Vec<(Vec<u8>, u32)>,
+}
+
+impl TestEnv {
+    pub fn new() -> TestEnv {
+        TestEnv::default()
+    }
+
+    pub fn with_fib() -> TestEnv {
+        TestEnv { fib: true, ..TestEnv::default() }
+    }
+}
+
+impl Env for TestEnv {
+    fn ktime_ns(&mut self) -> u64 {
+        self.null.ktime_ns()
+    }
+    fn ktime_boot_ns(&mut self) -> u64 {
+        self.null.ktime_boot_ns()
+    }
+    fn ktime_coarse_ns(&mut self) -> u64 {
+        self.null.ktime_coarse_ns()
+    }
+    fn cpu_id(&mut self) -> u32 {
+        self.null.cpu_id()
+    }
+    fn prandom_u32(&mut self) -> u32 {
+        self.null.prandom_u32()
+    }
+    fn trace(&mut self, msg: &str) {
+        self.null.trace(msg)
+    }
+    fn fib_lookup(&mut self, params: &mut [u8; 64], flags: u32) -> i64 {
+        self.fib_calls.push((params.to_vec(), flags));
+        if !self.fib || params[0] != 2 {
+            return self.null.fib_lookup(params, flags);
+        }
+        params[8..12].copy_from_slice(&9u32.to_le_bytes());
+        params[52..58].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x99]);
+        params[58..64].copy_from_slice(&[0xee; 6]);
+        fib_ret::SUCCESS
+    }
+}
 
 pub const HEADROOM: usize = 256;
 pub const FRAME: usize = 2048;
@@ -28,6 +79,7 @@ pub struct Snapshot {
     pub traces: Vec<String>,
     pub now_ns: u64,
     pub rng: u64,
+    pub fib_calls: Vec<(Vec<u8>, u32)>,
 }
 
 impl Snapshot {
@@ -69,14 +121,14 @@ pub enum Engine2<'a> {
 }
 
 /// One run on a fresh buffer; `env` is carried across runs by the caller.
-pub fn run_one(engine: Engine2<'_>, maps: &Maps, input: &Input, env: &mut NullEnv) -> Snapshot {
+pub fn run_one(engine: Engine2<'_>, maps: &Maps, input: &Input, env: &mut TestEnv) -> Snapshot {
     let mut mem = LowMem::new(input.frame).unwrap();
     let frame = &mut mem.as_mut_slice()[..input.frame];
     frame[input.headroom..input.headroom + input.pkt.len()].copy_from_slice(&input.pkt);
     let mut xdp = XdpBuff::new(frame, input.headroom, input.pkt.len());
     xdp.ingress_ifindex = input.ingress;
     xdp.rx_queue_index = input.rxq;
-    env.cpu = input.cpu;
+    env.null.cpu = input.cpu;
     let result = match engine {
         Engine2::Interp(i) => i.run_full(&mut xdp, env),
         Engine2::Jit(j) => j.run_full(&mut xdp, env),
@@ -88,9 +140,10 @@ pub fn run_one(engine: Engine2<'_>, maps: &Maps, input: &Input, env: &mut NullEn
         data_meta: xdp.data_meta,
         frame: xdp.frame.to_vec(),
         maps: maps.dump(),
-        traces: env.traces.clone(),
-        now_ns: env.now_ns,
-        rng: env.rng,
+        traces: env.null.traces.clone(),
+        now_ns: env.null.now_ns,
+        rng: env.null.rng,
+        fib_calls: env.fib_calls.clone(),
     }
 }
 
@@ -127,8 +180,8 @@ pub fn diff_runs(insns: Vec<sluice_ebpf::insn::Insn>, defs: &[MapDef], ncpus: u3
         (Ok(_), Err(e)) => return Diff::Refused(e),
         (Err(e), Ok(_)) => panic!("interpreter refused ({e}) but the JIT compiled"),
     };
-    let mut ei = NullEnv::new();
-    let mut ej = NullEnv::new();
+    let mut ei = TestEnv::new();
+    let mut ej = TestEnv::new();
     let mut out = Vec::new();
     for (n, input) in inputs.iter().enumerate() {
         let a = run_one(Engine2::Interp(&interp), &mi, input, &mut ei);
@@ -152,6 +205,7 @@ pub fn assert_snap_eq(a: &Snapshot, b: &Snapshot, what: &str) {
     assert_eq!(a.maps, b.maps, "{what}: maps");
     assert_eq!(a.traces, b.traces, "{what}: traces");
     assert_eq!((a.now_ns, a.rng), (b.now_ns, b.rng), "{what}: env");
+    assert_eq!(a.fib_calls, b.fib_calls, "{what}: fib lookups");
 }
 
 /// Single run, no maps; asserts both engines agree and returns the snapshot.

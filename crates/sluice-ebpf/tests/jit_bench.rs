@@ -1,0 +1,112 @@
+//! Speed of the JIT against the interpreter (prints, asserts nothing about speed). Run with
+//!
+//! ```text
+//! cargo test --release -p sluice-ebpf --test jit_bench -- --ignored --nocapture
+//! ```
+//!
+//! Each program runs on one 64-byte IPv4/UDP frame (from `bpf/packets` when present) in a loop;
+//! the time per run includes the per-run setup both engines share (`RunState::new`, zeroing
+//! the stack frame, writing the offsets back).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use sluice_ebpf::jit::Jit;
+use sluice_ebpf::{Engine, LoadOptions, LowMem, NullEnv, Object, XdpBuff};
+
+fn bpf_obj(name: &str) -> Option<PathBuf> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bpf/obj").join(name);
+    p.exists().then_some(p)
+}
+
+fn frame() -> Vec<u8> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bpf/packets/00_ipv4_udp.bin");
+    std::fs::read(p).unwrap_or_else(|_| {
+        let mut f = vec![0u8; 64];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[23] = 17;
+        f
+    })
+}
+
+/// Nanoseconds per run of `engine`: the best of 40 rounds of `n / 20` runs (the minimum
+/// filters out interference from other processes).
+fn ns_per_run(engine: &dyn Engine, pkt: &[u8], n: u32) -> f64 {
+    let mut mem = LowMem::new(4096).unwrap();
+    let mut env = NullEnv::new();
+    env.keep_traces = false;
+    let per_round = (n / 20).max(1);
+    let mut best = f64::MAX;
+    for _ in 0..40 {
+        let t = Instant::now();
+        for _ in 0..per_round {
+            let buf = mem.as_mut_slice();
+            let mut xdp = XdpBuff::new(buf, 256, pkt.len());
+            let out = engine.run(&mut xdp, &mut env).unwrap();
+            // Use the fields (copying the whole outcome would reload it in another shape and
+            // stall on store forwarding, which no real consumer does).
+            std::hint::black_box(out.action);
+        }
+        best = best.min(t.elapsed().as_nanos() as f64 / per_round as f64);
+    }
+    best
+}
+
+#[test]
+#[ignore = "benchmark: run with --release -- --ignored --nocapture"]
+fn jit_vs_interpreter_speed() {
+    let pkt = frame();
+    let n = if cfg!(debug_assertions) { 20_000 } else { 1_000_000 };
+    println!("{:<28} {:>12} {:>12} {:>8}", "program", "interp ns", "jit ns", "ratio");
+    let only = std::env::var("JIT_BENCH_ONLY").ok();
+    let skip = |name: &str| only.as_deref().is_some_and(|o| !name.contains(o));
+    for name in ["xdp_drop_count.o", "xdp_bench_drop_notouch.o", "xdp_bench_drop_read.o", "xdp_macswap_tx.o", "xdp_proto_count.o", "xdp_ipip_encap.o"] {
+        if skip(name) {
+            continue;
+        }
+        let Some(path) = bpf_obj(name) else {
+            println!("{name}: not found, skipped");
+            continue;
+        };
+        let obj = Object::from_file_with(&path, &LoadOptions { ncpus: 1, ..LoadOptions::default() }).unwrap();
+        let prog = Arc::new(obj.program("").unwrap().clone());
+        let interp = sluice_ebpf::Interpreter::new(prog.clone(), obj.maps.clone()).unwrap();
+        let jit = Jit::compile(prog, obj.maps.clone()).unwrap();
+        // Warm up both.
+        ns_per_run(&interp, &pkt, n / 10);
+        ns_per_run(&jit, &pkt, n / 10);
+        let i = ns_per_run(&interp, &pkt, n);
+        let j = ns_per_run(&jit, &pkt, n);
+        println!("{name:<28} {i:>12.1} {j:>12.1} {:>7.1}x", i / j);
+    }
+    // The fixed per-run cost: `r0 = XDP_PASS; exit`.
+    if !skip("(r0 = 2; exit)") {
+        let prog = Arc::new(sluice_ebpf::Program {
+            name: "pass".into(),
+            section: "xdp".into(),
+            insns: vec![sluice_ebpf::asm::mov64_imm(0, 2), sluice_ebpf::asm::exit()],
+            maps: Vec::new(),
+        });
+        let maps = Arc::new(sluice_ebpf::Maps::empty(1));
+        let interp = sluice_ebpf::Interpreter::new(prog.clone(), maps.clone()).unwrap();
+        let jit = Jit::compile(prog, maps).unwrap();
+        ns_per_run(&interp, &pkt, n / 10);
+        ns_per_run(&jit, &pkt, n / 10);
+        let i = ns_per_run(&interp, &pkt, n);
+        let j = ns_per_run(&jit, &pkt, n);
+        println!("{:<28} {i:>12.1} {j:>12.1} {:>7.1}x", "(r0 = 2; exit)", i / j);
+    }
+    // Compile time of the drop counter.
+    if let (false, Some(path)) = (skip("compile"), bpf_obj("xdp_drop_count.o")) {
+        let obj = Object::from_file(&path).unwrap();
+        let prog = Arc::new(obj.program("").unwrap().clone());
+        let t = Instant::now();
+        let rounds = 20;
+        for _ in 0..rounds {
+            std::hint::black_box(Jit::compile(prog.clone(), obj.maps.clone()).unwrap());
+        }
+        println!("compile xdp_drop_count: {:.0} us", t.elapsed().as_micros() as f64 / rounds as f64);
+    }
+}
