@@ -163,6 +163,7 @@ fn cli_lab_run_succeeds_with_conservation_ok() {
     assert!(ok, "exit status; stderr: {err}\nstdout: {out}");
     assert!(out.contains("conservation: ok"), "{out}");
     assert!(!out.contains("check:"), "no check failures: {out}");
+    assert!(!out.contains("buffers still held"), "no buffer leak: {out}");
 }
 
 #[test]

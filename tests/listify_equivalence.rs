@@ -10,7 +10,8 @@
 //! `list_mode_keeps_icmp_errors_in_order_with_forwarded_packets`): when a forwarded packet
 //! and an ICMP error about a packet of the same run leave through the same port (a hairpin),
 //! list mode emits the error first. The strict property is checked on hairpin-free mixes;
-//! mixes with hairpins and random corruption are checked per flow.
+//! mixes with hairpins and random corruption are checked per flow. Some mixes run an XDP
+//! program (native or generic) whose verdicts depend on the packet bytes.
 
 mod common;
 
@@ -18,6 +19,7 @@ use common::*;
 use proptest::prelude::*;
 use proptest::test_runner::{Config as PtConfig, TestCaseError, TestRunner};
 use sluice::stats::DropReason;
+use sluice::xdp::{RedirectTarget, RunOutcome, XdpMode};
 use std::cell::RefCell;
 
 const KINDS: u8 = 30;
@@ -46,6 +48,8 @@ struct Mix {
     route_hint: bool,
     /// Random corruption: (frame index, byte index, xor) applied after building.
     mutations: Vec<(usize, usize, u8)>,
+    /// An XDP program on in0 (0: none, 1: native, 2: generic) with verdicts from the bytes.
+    xdp: u8,
 }
 
 fn mix(hairpin: bool, mutate: bool) -> impl Strategy<Value = Mix> {
@@ -55,13 +59,15 @@ fn mix(hairpin: bool, mutate: bool) -> impl Strategy<Value = Mix> {
         prop::sample::select(vec![1u32, 4, 32]),
         any::<bool>(),
         prop::collection::vec((any::<usize>(), any::<usize>(), 1u8..=255), if mutate { 0..24 } else { 0..1 }),
+        prop::sample::select(vec![0u8, 0, 1, 2]),
     )
-        .prop_map(move |(items, dev_weight, tx_burst, route_hint, mutations)| Mix {
+        .prop_map(move |(items, dev_weight, tx_burst, route_hint, mutations, xdp)| Mix {
             items,
             dev_weight,
             tx_burst,
             route_hint,
             mutations: if mutate { mutations } else { Vec::new() },
+            xdp,
         })
 }
 
@@ -155,11 +161,32 @@ fn expand(m: &Mix) -> Vec<Vec<u8>> {
     frames
 }
 
+/// XDP verdicts from a hash of the frame: mostly PASS, every action (and failures) sometimes.
+fn xdp_verdict(p: &[u8]) -> RunOutcome {
+    let h = p.iter().fold(p.len() as u32, |h, b| h.wrapping_mul(31).wrapping_add(*b as u32));
+    let (action, redirect) = match h % 16 {
+        0 => (XDP_DROP, None),
+        1 => (XDP_TX, None),
+        2 => (XDP_REDIRECT, Some(RedirectTarget::Ifindex(2))),
+        3 => (XDP_REDIRECT, Some(RedirectTarget::Ifindex(99))),
+        4 => (XDP_ABORTED, None),
+        5 => (XDP_REDIRECT, Some(RedirectTarget::Xsk(1))),
+        6 => (7, None),
+        _ => (XDP_PASS, None),
+    };
+    RunOutcome { action, redirect }
+}
+
 fn setup(m: &Mix) -> Setup {
     let mut s = Setup::default().socket(5001, 16);
     s.tun.dev_weight = m.dev_weight;
     s.tun.tx_burst = m.tx_burst;
     s.tun.route_hint = m.route_hint as u8;
+    match m.xdp {
+        1 => s.xdp.push((0, XdpMode::Native, || Box::new(FnXdp(xdp_verdict)))),
+        2 => s.xdp.push((0, XdpMode::Generic, || Box::new(FnXdp(xdp_verdict)))),
+        _ => {}
+    }
     s
 }
 
@@ -186,6 +213,9 @@ struct Seen {
     local: u64,
     originated: u64,
     tx: u64,
+    xdp_actions: u64,
+    /// Cases where lists were cut into more runs than there were lists.
+    multi_run_cases: u64,
 }
 
 #[test]
@@ -201,7 +231,9 @@ fn single_and_list_agree_exactly() {
             compare(&single, &list).map_err(TestCaseError::fail)?;
             prop_assert_eq!(single.c.route_lookups, list.c.route_lookups + list.c.route_hint_hits);
             prop_assert_eq!(single.c.rx_lists, 0);
-            prop_assert!(list.c.rx_lists > 0);
+            if m.xdp == 0 {
+                prop_assert!(list.c.rx_lists > 0);
+            }
             if !m.route_hint {
                 prop_assert_eq!(list.c.route_hint_hits, 0);
             }
@@ -214,16 +246,18 @@ fn single_and_list_agree_exactly() {
             s.local += list.c.local;
             s.originated += list.c.originated;
             s.tx += list.c.tx;
+            s.xdp_actions += list.c.xdp_actions.iter().sum::<u64>();
+            s.multi_run_cases += (list.c.rx_runs > list.c.rx_lists) as u64;
             Ok(())
         })
         .unwrap();
     let s = seen.into_inner();
     // Not vacuous: list mode made long lists cut into several runs, hinted routes, and
     // the mixes exercised every fate.
-    assert!(s.lists > 0 && s.runs > s.lists, "{s:?}");
+    assert!(s.lists > 0 && s.runs > 0 && s.multi_run_cases > 0, "{s:?}");
     assert!(s.long_lists > 0, "lists of 8+ packets: {s:?}");
     assert!(s.hint_hits > 0, "{s:?}");
-    assert!(s.drops > 0 && s.local > 0 && s.originated > 0 && s.tx > 0, "{s:?}");
+    assert!(s.drops > 0 && s.local > 0 && s.originated > 0 && s.tx > 0 && s.xdp_actions > 0, "{s:?}");
 }
 
 #[test]

@@ -3,7 +3,7 @@
 # results.json (with samples), REPORT.md and SVG plots.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bin=target/release/sluice
+bin=${SLUICE_BIN:-target/release/sluice}
 [ -x "$bin" ] || cargo build --release -q
 out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
 

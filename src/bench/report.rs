@@ -282,6 +282,9 @@ fn experiment_md(s: &mut String, r: &Results, e: &ExperimentResult, out: &Path) 
                     .unwrap_or_else(|| "-".into());
                 let _ = writeln!(s, "| sluice: {} | {ma} | {mb} | {ch} |", c.title);
             }
+            if let Some(l) = seed_line(e) {
+                let _ = writeln!(s, "\nIn one line: {l}.");
+            }
             let _ = writeln!(s);
         }
     }
@@ -361,7 +364,23 @@ fn experiment_md(s: &mut String, r: &Results, e: &ExperimentResult, out: &Path) 
             );
         }
         if let Some(rt) = &c.ratio {
-            let _ = writeln!(s, "  - ratio B/A of the means: **{}** (95% CI {} – {})", f(rt.ratio, 3), f(rt.ci95.0, 3), f(rt.ci95.1, 3));
+            let (la, lb) = (arm(e, &c.a).map(|a| a.label.as_str()).unwrap_or("A"), arm(e, &c.b).map(|a| a.label.as_str()).unwrap_or("B"));
+            let _ = writeln!(
+                s,
+                "  - ratio B/A ({lb} / {la}) of the mean rates: **{}** (95% CI {} – {})",
+                f(rt.ratio, 3),
+                f(rt.ci95.0, 3),
+                f(rt.ci95.1, 3)
+            );
+            if let Some(w) = &c.cpu_welch {
+                if w.mean_b > 0.0 {
+                    let _ = writeln!(
+                        s,
+                        "  - per CPU time: A's CPU ns/packet / B's = **{}** (packets per CPU-second, B over A)",
+                        f(w.mean_a / w.mean_b, 3)
+                    );
+                }
+            }
         }
     }
 
@@ -378,7 +397,7 @@ fn experiment_md(s: &mut String, r: &Results, e: &ExperimentResult, out: &Path) 
     }
     for c in compared {
         let (Some(a), Some(b)) = (arm(e, &c.a), arm(e, &c.b)) else { continue };
-        let _ = writeln!(s, "\n**{}** (A = {}, B = {})\n", c.title, a.label, b.label);
+        let _ = writeln!(s, "\n**{}** (A: {}; B: {})\n", c.title, a.label, b.label);
         let _ = writeln!(
             s,
             "| stage | A self ns | A cum ns | A % | B self ns | B cum ns | B % | Δ self (B−A) |\n|---|---|---|---|---|---|---|---|"

@@ -76,6 +76,38 @@ impl StatsParser {
     }
 }
 
+/// User and system CPU ticks of the process's forwarding threads (DPDK names them
+/// `rte-worker-N`, `dpdk-worker-N` or `lcore-worker-N` depending on the version).
+fn worker_cpu_ticks(pid: u32) -> Option<(u64, u64)> {
+    let mut total = None;
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
+        let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else { continue };
+        let Some(close) = stat.rfind(')') else { continue };
+        let comm = stat.get(stat.find('(').map(|i| i + 1).unwrap_or(0)..close).unwrap_or("");
+        if !comm.contains("worker") {
+            continue;
+        }
+        let f: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        // After the comm: state is field 3, utime field 14, stime field 15.
+        let (Some(u), Some(s)) = (f.get(11).and_then(|v| v.parse::<u64>().ok()), f.get(12).and_then(|v| v.parse::<u64>().ok())) else {
+            continue;
+        };
+        let (tu, ts) = total.unwrap_or((0, 0));
+        total = Some((tu + u, ts + s));
+    }
+    total
+}
+
+fn clock_ticks_per_second() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as f64
+    } else {
+        100.0
+    }
+}
+
 fn tail(lines: &[String]) -> String {
     let n = lines.len();
     let s: Vec<&str> = lines[n.saturating_sub(4)..].iter().map(|l| l.trim()).filter(|l| !l.is_empty()).collect();
@@ -129,11 +161,16 @@ pub fn run(program: &Path, args: &[String], warmup: f64, measure: f64, mut progr
     let start = Instant::now();
     let limit = Duration::from_secs_f64(30.0 + warmup + 3.0 * periods_needed as f64);
     let mut parser = StatsParser::default();
+    // The forwarding threads' CPU ticks when each stats block arrived.
+    let mut ticks: Vec<Option<(u64, u64)>> = Vec::new();
     let mut lines: Vec<String> = Vec::new();
     let result = loop {
         match rx.recv_timeout(Duration::from_millis(200)) {
             Ok((at, line)) => {
                 parser.line(at, &line);
+                while ticks.len() < parser.blocks.len() {
+                    ticks.push(worker_cpu_ticks(child.id()));
+                }
                 if !line.trim().is_empty() && !line.contains("Rx-pps") {
                     lines.push(line);
                     if lines.len() > 64 {
@@ -152,7 +189,7 @@ pub fn run(program: &Path, args: &[String], warmup: f64, measure: f64, mut progr
             // A period is the second before its block: keep blocks whose period began after
             // the warm-up. The first block is always 0 ("since last show" has no last show).
             let from = fwd + Duration::from_secs_f64(warmup + 0.95);
-            let good: Vec<[f64; 2]> = parser.blocks.iter().skip(1).filter(|(t, _)| *t >= from).map(|b| b.1).collect();
+            let good: Vec<usize> = (1..parser.blocks.len()).filter(|&i| parser.blocks[i].0 >= from).collect();
             if good.len() >= periods_needed {
                 break Ok(good);
             }
@@ -166,14 +203,31 @@ pub fn run(program: &Path, args: &[String], warmup: f64, measure: f64, mut progr
     for r in readers {
         let _ = r.join();
     }
-    let periods = result?;
+    let good = result?;
+    let periods: Vec<[f64; 2]> = good.iter().map(|&i| parser.blocks[i].1).collect();
     let mpps = periods.iter().map(|p| (p[0] + p[1]) / 1e6).sum::<f64>() / periods.len() as f64;
+    // The measured span runs from the block before the first good one to the last good one.
+    let (first, last) = (good[0].saturating_sub(1), good[good.len() - 1]);
+    let wall = parser.blocks[last].0.duration_since(parser.blocks[first].0).as_secs_f64();
+    let secs = if wall > 0.5 { wall } else { periods.len() as f64 };
+    let cpu = match (ticks.get(first).copied().flatten(), ticks.get(last).copied().flatten()) {
+        (Some((u0, s0)), Some((u1, s1))) if wall > 0.5 => {
+            let hz = clock_ticks_per_second();
+            Some((u1.saturating_sub(u0) as f64 / hz, s1.saturating_sub(s0) as f64 / hz))
+        }
+        _ => None,
+    };
+    let packets = mpps * 1e6 * secs;
     Ok(Sample {
-        seconds: periods.len() as f64,
+        seconds: secs,
         mpps,
         gbps: None,
         ns_per_packet: if mpps > 0.0 { 1e3 / mpps } else { f64::INFINITY },
-        rx_packets: (mpps * 1e6 * periods.len() as f64) as u64,
+        rx_packets: packets as u64,
+        cpu_user_s: cpu.map(|c| c.0),
+        cpu_sys_s: cpu.map(|c| c.1),
+        cpu_util: cpu.map(|c| (c.0 + c.1) / secs),
+        cpu_ns_per_packet: cpu.filter(|_| packets > 0.0).map(|c| (c.0 + c.1) * 1e9 / packets),
         testpmd_periods: periods,
         ..Default::default()
     })

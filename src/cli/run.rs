@@ -86,7 +86,10 @@ pub fn attach_xdp(dp: &mut Datapath, cfg: &Config, args: &RunArgs) -> Result<(),
         let prog: Box<dyn XdpProgram> = if spec.starts_with("builtin:") {
             crate::xdp::builtin::parse(spec).map_err(RunError::Other)?
         } else {
-            Box::new(EbpfProgram::load(std::path::Path::new(spec), args.xdp_section.as_deref(), engine).map_err(|e| RunError::Other(e.to_string()))?)
+            Box::new(
+                EbpfProgram::load(std::path::Path::new(spec), args.xdp_section.as_deref(), engine)
+                    .map_err(|e| RunError::Other(e.to_string()))?,
+            )
         };
         dp.xdp.attach(i as u16, mode, prog);
     }

@@ -63,10 +63,17 @@ pub fn main(cmd: XdpCommand) -> Result<(), XdpToolError> {
 /// Loads frames from a pcap or a directory of raw frames (name order).
 pub fn load_frames(args: &XdpRunArgs) -> Result<Vec<(String, Vec<u8>)>, XdpToolError> {
     match (&args.pcap_in, &args.packets_dir) {
-        (Some(p), None) => Ok(crate::port::pcap::read_frames(p)?.into_iter().enumerate().map(|(i, f)| (format!("frame{i:04}"), f)).collect()),
+        (Some(p), None) => {
+            Ok(crate::port::pcap::read_frames(p)?.into_iter().enumerate().map(|(i, f)| (format!("frame{i:04}"), f)).collect())
+        }
         (None, Some(d)) => {
             let io = |source| XdpToolError::Io { path: d.display().to_string(), source };
-            let mut names: Vec<_> = std::fs::read_dir(d).map_err(io)?.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "bin")).collect();
+            let mut names: Vec<_> = std::fs::read_dir(d)
+                .map_err(io)?
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "bin"))
+                .collect();
             names.sort();
             names
                 .into_iter()
@@ -197,7 +204,15 @@ fn print_counts(run: &ToolRun) {
 
 fn print_maps(maps: &[MapDump]) {
     for m in maps {
-        println!("map {} ({}, key {} B, value {} B, max {}): {} entries", m.name, m.type_name, m.key_size, m.value_size, m.max_entries, m.entries.len());
+        println!(
+            "map {} ({}, key {} B, value {} B, max {}): {} entries",
+            m.name,
+            m.type_name,
+            m.key_size,
+            m.value_size,
+            m.max_entries,
+            m.entries.len()
+        );
         let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
         for e in &m.entries {
             match (&e.value, &e.values) {

@@ -248,7 +248,7 @@ impl Config {
             }
         }
         if matches!(self.pipeline, Pipeline::Io | Pipeline::Macswap)
-            && dp.peer.iter().zip(&self.ports).any(|(p, c)| p.is_none() && c.kind == PortKind::Gen)
+            && dp.peer.iter().zip(&self.ports).any(|(p, c)| p.is_none() && matches!(c.kind, PortKind::Gen | PortKind::PcapIn))
         {
             return Err(field("ports", "io/macswap pipelines need a `peer` on every receiving port"));
         }

@@ -85,7 +85,7 @@ fn forward_untouched(dp: &mut Datapath, port: u16, rx: &[crate::buf::Pkt]) {
     let t0 = rdtsc();
     let Some(peer) = dp.peer.get(port as usize).copied().flatten() else {
         for p in rx {
-            dp.drop_pkt(*p, DropReason::TxError);
+            dp.drop_pkt(*p, DropReason::NoTxPort);
         }
         return;
     };

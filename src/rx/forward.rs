@@ -128,10 +128,34 @@ pub(crate) fn forward_list_v4(dp: &mut Datapath, run: &mut [Skb], nh: &NextHop) 
         _ => None,
     };
     let mut n = 0;
+    if let Some((port, mac)) = fixed {
+        // One gateway for the whole run: resolve the output once, rewrite in a tight loop.
+        let (mtu, src) = out_params(dp, port);
+        // ICMP errors go out as they happen: what the run forwarded before them goes first,
+        // so the output order is the single path's.
+        let mut flushed = 0;
+        for i in 0..run.len() {
+            let s = run[i];
+            match rewrite_v4(&mut dp.bufs, &s, mtu, &src, &mac) {
+                Ok(()) => {
+                    run[n] = s;
+                    n += 1;
+                }
+                Err(e) => {
+                    transmit_run_to(dp, port, &run[flushed..n]);
+                    flushed = n;
+                    fail_v4(dp, s, e);
+                }
+            }
+        }
+        dp.c.stages[Stage::Forward as usize].add(run.len(), rdtsc() - t0);
+        transmit_run_to(dp, port, &run[flushed..n]);
+        return;
+    }
+    let mut flushed = 0;
     for i in 0..run.len() {
         let s = run[i];
-        let out = fixed.or_else(|| dp.routes.resolve_v4(nh, daddr_v4(&dp.bufs, &s)));
-        let Some((port, mac)) = out else {
+        let Some((port, mac)) = dp.routes.resolve_v4(nh, daddr_v4(&dp.bufs, &s)) else {
             dp.drop_pkt(s.pkt, DropReason::NeighFailed);
             continue;
         };
@@ -142,11 +166,15 @@ pub(crate) fn forward_list_v4(dp: &mut Datapath, run: &mut [Skb], nh: &NextHop) 
                 run[n].out_port = port;
                 n += 1;
             }
-            Err(e) => fail_v4(dp, s, e),
+            Err(e) => {
+                transmit_run(dp, &run[flushed..n]);
+                flushed = n;
+                fail_v4(dp, s, e);
+            }
         }
     }
     dp.c.stages[Stage::Forward as usize].add(run.len(), rdtsc() - t0);
-    transmit_run(dp, &run[..n]);
+    transmit_run(dp, &run[flushed..n]);
 }
 
 pub(crate) fn forward_v6(dp: &mut Datapath, skb: Skb, nh: &NextHop) {
@@ -176,10 +204,34 @@ pub(crate) fn forward_list_v6(dp: &mut Datapath, run: &mut [Skb], nh: &NextHop) 
         _ => None,
     };
     let mut n = 0;
+    if let Some((port, mac)) = fixed {
+        // One gateway for the whole run: resolve the output once, rewrite in a tight loop.
+        let (mtu, src) = out_params(dp, port);
+        // ICMP errors go out as they happen: what the run forwarded before them goes first,
+        // so the output order is the single path's.
+        let mut flushed = 0;
+        for i in 0..run.len() {
+            let s = run[i];
+            match rewrite_v6(&mut dp.bufs, &s, mtu, &src, &mac) {
+                Ok(()) => {
+                    run[n] = s;
+                    n += 1;
+                }
+                Err(e) => {
+                    transmit_run_to(dp, port, &run[flushed..n]);
+                    flushed = n;
+                    fail_v6(dp, s, e);
+                }
+            }
+        }
+        dp.c.stages[Stage::Forward as usize].add(run.len(), rdtsc() - t0);
+        transmit_run_to(dp, port, &run[flushed..n]);
+        return;
+    }
+    let mut flushed = 0;
     for i in 0..run.len() {
         let s = run[i];
-        let out = fixed.or_else(|| dp.routes.resolve_v6(nh, daddr_v6(&dp.bufs, &s)));
-        let Some((port, mac)) = out else {
+        let Some((port, mac)) = dp.routes.resolve_v6(nh, daddr_v6(&dp.bufs, &s)) else {
             dp.drop_pkt(s.pkt, DropReason::NeighFailed);
             continue;
         };
@@ -190,14 +242,32 @@ pub(crate) fn forward_list_v6(dp: &mut Datapath, run: &mut [Skb], nh: &NextHop) 
                 run[n].out_port = port;
                 n += 1;
             }
-            Err(e) => fail_v6(dp, s, e),
+            Err(e) => {
+                transmit_run(dp, &run[flushed..n]);
+                flushed = n;
+                fail_v6(dp, s, e);
+            }
         }
     }
     dp.c.stages[Stage::Forward as usize].add(run.len(), rdtsc() - t0);
-    transmit_run(dp, &run[..n]);
+    transmit_run(dp, &run[flushed..n]);
 }
 
-/// Hands a rewritten run to the transmit queues .
+/// Hands a rewritten run to one port's transmit queue as one list.
+fn transmit_run_to(dp: &mut Datapath, port: u16, run: &[Skb]) {
+    let t0 = rdtsc();
+    match dp.txq.get_mut(port as usize) {
+        Some(q) if q.pkts.len() + run.len() < crate::tx::QUEUE_SOFT_LIMIT => q.pkts.extend(run.iter().map(|s| s.pkt)),
+        _ => {
+            for s in run {
+                dp.tx_enqueue(port, s.pkt);
+            }
+        }
+    }
+    dp.c.stages[Stage::Tx as usize].add(run.len(), rdtsc() - t0);
+}
+
+/// Hands a rewritten run to the transmit queues, each packet to its `out_port`.
 fn transmit_run(dp: &mut Datapath, run: &[Skb]) {
     let t0 = rdtsc();
     for s in run {

@@ -40,8 +40,8 @@ pub(crate) fn rcv_core(bufs: &BufCache, skb: &mut Skb) -> Result<(), DropReason>
         return Err(DropReason::IpInhdr);
     }
     let src0 = ip[12];
-    if src0 >= 224 || src0 == 127 {
-        // Multicast, broadcast or loopback source: a martian (fib_validate_source).
+    if src0 >= 224 || src0 == 127 || src0 == 0 {
+        // Multicast, broadcast, loopback or "this network" source: a martian (fib_validate_source).
         return Err(DropReason::IpInvalidSource);
     }
     skb.ip_proto = ip[9];

@@ -33,7 +33,9 @@ pub(crate) fn rcv_core(bufs: &BufCache, skb: &mut Skb) -> Result<(), DropReason>
         return Err(DropReason::PktTooSmall);
     }
     let ext = skip_extension_headers(ip[6], &ip[40..40 + plen]).map_err(|_| DropReason::Ipv6Inhdr)?;
-    skb.ip_proto = ext.protocol;
+    // sluice does not reassemble: any fragment (first or later) is protocol 44 to local
+    // delivery, which drops it; forwarding does not look at it.
+    skb.ip_proto = if ext.fragment { 44 } else { ext.protocol };
     skb.transport_off = (l3 + 40 + ext.offset) as u16;
     skb.pkt.len = (l3 + 40 + plen) as u16;
     Ok(())
@@ -60,14 +62,19 @@ fn tclass(bufs: &BufCache, skb: &Skb) -> u8 {
     }
 }
 
-/// Link-local and multicast destinations are delivered here, never forwarded.
+/// Multicast destinations are delivered here; link-local unicast is ours only if the FIB
+/// says so (our addresses are /128 local routes) and is never forwarded (RFC 4291 §2.5.6).
 #[inline]
 fn route(dp: &mut Datapath, d: [u8; 16]) -> u32 {
     dp.c.route_lookups += 1;
-    if d[0] == 0xff || (d[0] == 0xfe && d[1] & 0xc0 == 0x80) {
+    if d[0] == 0xff {
         return super::route::NH_LOCAL;
     }
-    dp.routes.lookup_v6(d)
+    let nh = dp.routes.lookup_v6(d);
+    if d[0] == 0xfe && d[1] & 0xc0 == 0x80 && nh != super::route::NH_LOCAL {
+        return NO_ROUTE;
+    }
+    nh
 }
 
 pub(crate) fn rcv_one(dp: &mut Datapath, mut skb: Skb) {

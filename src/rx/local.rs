@@ -438,7 +438,23 @@ fn neighbour_solicit(dp: &mut Datapath, s: Skb, l4: usize, target: Option<[u8; 1
     d[0..6].copy_from_slice(&src_mac);
     d[6..12].copy_from_slice(&mac);
     let _ = dst;
+    let p = retag(dp, &s, p);
     dp.tx_enqueue(s.rx_port, p);
+}
+
+/// A reply sent straight back on the link a tagged request came from keeps its VLAN tag
+/// (core_step stripped it on receive): push the tag back in front of the ethertype.
+fn retag(dp: &mut Datapath, s: &Skb, mut p: Pkt) -> Pkt {
+    if !s.vlan_present || p.off < 4 {
+        return p;
+    }
+    p.off -= 4;
+    p.len += 4;
+    let d = dp.bufs.data_mut(p);
+    d.copy_within(4..16, 0);
+    d[12..14].copy_from_slice(&0x8100u16.to_be_bytes());
+    d[14..16].copy_from_slice(&s.vlan_tci.to_be_bytes());
+    p
 }
 
 fn udp_echo_v6(dp: &mut Datapath, s: Skb) {
@@ -467,6 +483,9 @@ fn udp_echo_v6(dp: &mut Datapath, s: Skb) {
 /// ARP (no list function: the per-packet fall-back). Requests for our address are answered
 /// in place; replies update known neighbours.
 pub(crate) fn arp_rcv(dp: &mut Datapath, s: Skb) {
+    if s.pkt_type == crate::buf::skb::PktType::OtherHost {
+        return dp.drop_pkt(s.pkt, DropReason::OtherHost);
+    }
     let port = s.rx_port;
     let (op, sha, spa, tpa) = {
         let d = dp.bufs.data(s.pkt);
@@ -497,7 +516,8 @@ pub(crate) fn arp_rcv(dp: &mut Datapath, s: Skb) {
             a[24..28].copy_from_slice(&spa);
             dp.c.local += 1;
             dp.c.originated += 1;
-            dp.tx_enqueue(port, s.pkt);
+            let p = retag(dp, &s, s.pkt);
+            dp.tx_enqueue(port, p);
         }
         2 if ours => {
             dp.routes.neigh4.insert((port, spa), sha);

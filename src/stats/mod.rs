@@ -42,8 +42,6 @@ named_enum! {
         IpInhdr => "ip_inhdr",
         /// IPv4 header checksum wrong.
         IpCsum => "ip_csum",
-        /// IP total length inconsistent with the frame.
-        IpInvalidLength => "ip_invalid_length",
         /// IPv6 header invalid (version, extension headers).
         Ipv6Inhdr => "ipv6_inhdr",
         /// Source address invalid (multicast/loopback source, martian).
@@ -82,8 +80,6 @@ named_enum! {
         TxError => "tx_error",
         /// Pipeline `io`/`macswap` output with no tx port.
         NoTxPort => "no_tx_port",
-        /// The `check` sink found a packet it must reject (counted as a check failure too).
-        CheckFailed => "check_failed",
     }
 }
 

@@ -207,8 +207,8 @@ pub struct ExtHeaders {
     /// Offset into the walked bytes of that header (for a non-first fragment: of the
     /// Fragment header itself).
     pub offset: usize,
-    /// A Fragment header was seen (first or later fragment; an atomic fragment with
-    /// offset 0 and M clear counts too).
+    /// The packet is part of a fragmented datagram (offset != 0 or M set). An atomic
+    /// fragment (offset 0, M clear) is a whole datagram (RFC 6946) and does not count.
     pub fragment: bool,
 }
 
@@ -247,9 +247,10 @@ pub fn skip_extension_headers(first_next_header: u8, bytes: &[u8]) -> Result<Ext
         }
         let header = bytes.get(offset..offset + header_len).ok_or(WireError::Truncated)?;
         if next_header == NEXT_HEADER_FRAGMENT {
-            fragment = true;
+            let field = read_u16(header, FRAGMENT_OFFSET_FIELD);
+            fragment = field & 0xfff9 != 0;
             // Later fragments carry payload continuation, not the next header.
-            if read_u16(header, FRAGMENT_OFFSET_FIELD) & 0xfff8 != 0 {
+            if field & 0xfff8 != 0 {
                 return Ok(ExtHeaders { protocol: NEXT_HEADER_FRAGMENT, offset, fragment });
             }
         }
@@ -366,7 +367,7 @@ mod tests {
     fn atomic_fragment_reaches_upper_layer() {
         let b = [IPPROTO_ICMPV6, 0, 0, 0, 0, 0, 0, 7, 128, 0];
         let e = skip_extension_headers(NEXT_HEADER_FRAGMENT, &b).unwrap();
-        assert_eq!((e.protocol, e.offset, e.fragment), (IPPROTO_ICMPV6, 8, true));
+        assert_eq!((e.protocol, e.offset, e.fragment), (IPPROTO_ICMPV6, 8, false));
     }
 
     #[test]

@@ -63,7 +63,8 @@ impl EbpfProgram {
         let name = format!("{}:{}", path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(), prog.name);
         let prog = Arc::new(prog);
         let maps = obj.maps.clone();
-        let engine: Box<dyn Engine> = Box::new(Interpreter::new(prog.clone(), maps.clone()).map_err(|e| XdpLoadError::Load { path: p.clone(), msg: e.to_string() })?);
+        let engine: Box<dyn Engine> =
+            Box::new(Interpreter::new(prog.clone(), maps.clone()).map_err(|e| XdpLoadError::Load { path: p.clone(), msg: e.to_string() })?);
         Ok(EbpfProgram { name, engine, maps, engine_kind: EngineKind::Interp, faults: 0, last_fault: None })
     }
 }

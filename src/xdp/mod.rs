@@ -16,8 +16,8 @@ use crate::buf::skb::Skb;
 use crate::buf::{Pkt, FRAME_SIZE, HEADROOM};
 use crate::datapath::Datapath;
 use crate::stats::{tsc::rdtsc, DropReason, Stage};
-pub use sluice_ebpf::xdp::{RedirectTarget, RunOutcome, XdpBuff};
 use sluice_ebpf::insn::{XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_REDIRECT, XDP_TX};
+pub use sluice_ebpf::xdp::{RedirectTarget, RunOutcome, XdpBuff};
 
 /// Frames a redirect bulk queue holds before it is flushed early (the kernel's DEV_MAP_BULK_SIZE).
 pub const REDIRECT_BULK: usize = 16;

@@ -29,6 +29,8 @@ use sluice::stats::{Counters, DropReason};
 use sluice::wire::build::{build_with_offsets, L3Spec, L4Spec, PacketSpec};
 use sluice::wire::ipv6::skip_extension_headers;
 use sluice::wire::{checksum, EthernetFrame, Icmpv4Packet, Icmpv6Packet, Ipv4Packet, Ipv6Packet, TcpPacket, UdpPacket};
+use sluice::xdp::env::SluiceEnv;
+use sluice::xdp::{RunOutcome, XdpBuff, XdpMode, XdpProgram};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -175,6 +177,34 @@ impl Port for TestPort {
     }
 }
 
+/// An XDP program whose verdict is a plain function of the packet bytes.
+pub struct FnXdp(pub fn(&[u8]) -> RunOutcome);
+
+impl XdpProgram for FnXdp {
+    fn name(&self) -> String {
+        "test:fn".into()
+    }
+    fn run(&mut self, xdp: &mut XdpBuff<'_>, _env: &mut SluiceEnv<'_>) -> RunOutcome {
+        (self.0)(xdp.frame.get(xdp.data..xdp.data_end).unwrap_or(&[]))
+    }
+}
+
+/// XDP actions (as in linux/bpf.h).
+pub const XDP_ABORTED: u32 = 0;
+pub const XDP_DROP: u32 = 1;
+pub const XDP_PASS: u32 = 2;
+pub const XDP_TX: u32 = 3;
+pub const XDP_REDIRECT: u32 = 4;
+
+/// The UDP destination port of an untagged IPv4 frame without options (0 otherwise).
+pub fn udp4_dport(f: &[u8]) -> u16 {
+    if f.len() >= 38 && f[12..14] == [8, 0] && f[14] == 0x45 && f[23] == 17 {
+        u16::from_be_bytes([f[36], f[37]])
+    } else {
+        0
+    }
+}
+
 /// How an output port (out1, out2) behaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OutKind {
@@ -202,6 +232,8 @@ pub struct Setup {
     pub out: [OutKind; 2],
     /// Behaviour of in0's transmit side (what the router sends back).
     pub in_tx: OutKind,
+    /// XDP programs to attach: (port, hook, program factory).
+    pub xdp: Vec<(u16, XdpMode, fn() -> Box<dyn XdpProgram>)>,
 }
 
 impl Default for Setup {
@@ -213,6 +245,7 @@ impl Default for Setup {
             sockets: Vec::new(),
             out: [OutKind::Capture, OutKind::Capture],
             in_tx: OutKind::Capture,
+            xdp: Vec::new(),
         }
     }
 }
@@ -279,6 +312,9 @@ pub fn build_router(frames: Vec<Vec<u8>>, setup: &Setup, pool: &Pool) -> Datapat
     dp.routes.neigh6.insert((pi, HOST_V6), MAC_HOST);
     dp.routes.neigh6.insert((p1, NH1_V6), MAC_NH1);
     dp.routes.neigh6.insert((p2, NH2_V6), MAC_NH2);
+    for (port, mode, prog) in &setup.xdp {
+        dp.xdp.attach(*port, *mode, prog());
+    }
     let r = &mut dp.routes;
     r.add_v4([198, 18, 0, 0], 15, NextHop::Gateway { port: pi, mac: MAC_HOST }).unwrap();
     r.add_v4([10, 1, 0, 0], 16, NextHop::Gateway { port: p1, mac: MAC_NH1 }).unwrap();

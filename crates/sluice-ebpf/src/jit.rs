@@ -45,9 +45,11 @@
 //! [`JitError`]; the caller then uses the interpreter.
 //!
 //! Differences from the interpreter that verified programs cannot observe: there is no
-//! instruction budget (verified programs terminate), and after a bpf-to-bpf call the caller's
+//! instruction budget (verified programs terminate); after a bpf-to-bpf call the caller's
 //! r1-r5 keep their values (the interpreter leaves the callee's r1-r5 in place; the verifier
-//! forbids reading them either way).
+//! forbids reading them either way); helpers accept pointers into every frame the call graph
+//! can reach from the start of the run (the interpreter only into frames entered so far;
+//! verified programs only pass pointers into active frames).
 
 use std::collections::BTreeMap;
 use std::ffi::c_void;
@@ -330,53 +332,35 @@ impl Layout {
             let callee = func_of(target);
             callees[func_of(pc)].push(callee);
         }
-        // Depth (frames used from each function down), rejecting cycles: iterative DFS.
+        // Frames used from each function down, rejecting cycles: iterative DFS from the
+        // entry, then from functions it never calls (compiled too, so checked too).
         const NEW: u8 = 0;
         const ACTIVE: u8 = 1;
         const DONE: u8 = 2;
         let mut state = vec![NEW; nf];
         let mut depth = vec![0usize; nf];
-        let mut work: Vec<(usize, usize)> = vec![(0, 0)];
-        state[0] = ACTIVE;
-        while let Some(&mut (f, ref mut next)) = work.last_mut() {
-            if let Some(&c) = callees[f].get(*next) {
-                *next += 1;
-                match state[c] {
-                    NEW => {
-                        state[c] = ACTIVE;
-                        work.push((c, 0));
-                    }
-                    ACTIVE => return Err(JitError::Recursion { pc: starts[c] }),
-                    _ => {}
-                }
-            } else {
-                depth[f] = 1 + callees[f].iter().map(|&c| depth[c]).max().unwrap_or(0);
-                state[f] = DONE;
-                work.pop();
+        let mut work: Vec<(usize, usize)> = Vec::new(); // (function, next callee index)
+        for root in std::iter::once(0).chain(0..nf) {
+            if state[root] != NEW {
+                continue;
             }
-        }
-        // Functions not reachable from the entry are still compiled (their calls were
-        // checked for range above); check their depth too so every call site is sound.
-        for f in 0..nf {
-            if state[f] == NEW {
-                state[f] = ACTIVE;
-                work.push((f, 0));
-                while let Some(&mut (g, ref mut next)) = work.last_mut() {
-                    if let Some(&c) = callees[g].get(*next) {
-                        *next += 1;
-                        match state[c] {
-                            NEW => {
-                                state[c] = ACTIVE;
-                                work.push((c, 0));
-                            }
-                            ACTIVE => return Err(JitError::Recursion { pc: starts[c] }),
-                            _ => {}
+            state[root] = ACTIVE;
+            work.push((root, 0));
+            while let Some(&mut (f, ref mut next)) = work.last_mut() {
+                if let Some(&c) = callees[f].get(*next) {
+                    *next += 1;
+                    match state[c] {
+                        NEW => {
+                            state[c] = ACTIVE;
+                            work.push((c, 0));
                         }
-                    } else {
-                        depth[g] = 1 + callees[g].iter().map(|&c| depth[c]).max().unwrap_or(0);
-                        state[g] = DONE;
-                        work.pop();
+                        ACTIVE => return Err(JitError::Recursion { pc: starts[c] }),
+                        _ => {}
                     }
+                } else {
+                    depth[f] = 1 + callees[f].iter().map(|&c| depth[c]).max().unwrap_or(0);
+                    state[f] = DONE;
+                    work.pop();
                 }
             }
         }
@@ -424,7 +408,25 @@ fn codegen(insns: &[Insn], wide: &BTreeMap<usize, u64>, layout: &Layout) -> Resu
     let isa = cranelift_native::builder().map_err(codegen_err)?.finish(settings::Flags::new(flags)).map_err(codegen_err)?;
     let call_conv = isa.default_call_conv();
     let mut module = JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()));
+    match define_all(&mut module, call_conv, insns, wide, layout) {
+        Ok(entry) => Ok((module, entry)),
+        Err(e) => {
+            // SAFETY: nothing compiled in this module was handed out or run.
+            unsafe { module.free_memory() };
+            Err(e)
+        }
+    }
+}
 
+/// Declares, translates and defines every function, finalizes the module and returns the
+/// entry point.
+fn define_all(
+    module: &mut JITModule,
+    call_conv: cranelift_codegen::isa::CallConv,
+    insns: &[Insn],
+    wide: &BTreeMap<usize, u64>,
+    layout: &Layout,
+) -> Result<EntryFn, JitError> {
     let sig = bpf_signature(call_conv);
     let mut ids = Vec::with_capacity(layout.starts.len());
     for &start in &layout.starts {
@@ -471,7 +473,7 @@ fn codegen(insns: &[Insn], wide: &BTreeMap<usize, u64>, layout: &Layout) -> Resu
     // ISA's default (System V on x86-64) calling convention, which is what `extern "C"`
     // means for `EntryFn`: 8 integer arguments, one integer result.
     let entry = unsafe { std::mem::transmute::<*const u8, EntryFn>(code) };
-    Ok((module, entry))
+    Ok(entry)
 }
 
 fn flags() -> MemFlagsData {

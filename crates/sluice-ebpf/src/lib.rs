@@ -14,6 +14,7 @@ pub mod jit;
 pub mod loader;
 pub mod maps;
 pub mod state;
+pub mod verifier;
 pub mod xdp;
 
 pub use env::{Env, NullEnv, SystemEnv};

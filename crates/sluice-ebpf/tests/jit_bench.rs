@@ -62,7 +62,14 @@ fn jit_vs_interpreter_speed() {
     println!("{:<28} {:>12} {:>12} {:>8}", "program", "interp ns", "jit ns", "ratio");
     let only = std::env::var("JIT_BENCH_ONLY").ok();
     let skip = |name: &str| only.as_deref().is_some_and(|o| !name.contains(o));
-    for name in ["xdp_drop_count.o", "xdp_bench_drop_notouch.o", "xdp_bench_drop_read.o", "xdp_macswap_tx.o", "xdp_proto_count.o", "xdp_ipip_encap.o"] {
+    for name in [
+        "xdp_drop_count.o",
+        "xdp_bench_drop_notouch.o",
+        "xdp_bench_drop_read.o",
+        "xdp_macswap_tx.o",
+        "xdp_proto_count.o",
+        "xdp_ipip_encap.o",
+    ] {
         if skip(name) {
             continue;
         }

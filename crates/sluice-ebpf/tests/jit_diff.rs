@@ -185,33 +185,54 @@ fn jmp_ops() -> Vec<u8> {
 /// result is the bit mask of taken branches.
 #[test]
 fn conditional_jumps_all() {
-    for &a in INTERESTING {
-        let mut insns = vec![mov64_imm(0, 0), mov64_imm(6, 0)];
-        for &b in INTERESTING {
-            insns.extend_from_slice(&lddw(1, a));
-            insns.extend_from_slice(&lddw(2, b));
-            let mut bit = 0;
-            for op in jmp_ops() {
-                for class in [BPF_JMP, BPF_JMP32] {
-                    for use_x in [true, false] {
-                        let j = if use_x {
-                            Insn::new(class | op | BPF_X, 1, 2, 1, 0)
-                        } else {
-                            Insn::new(class | op | BPF_K, 1, 0, 1, b as i32)
-                        };
-                        // taken: skip the ja and set the bit; not taken: the ja skips it.
-                        insns.extend_from_slice(&[j, ja(3), mov64_imm(3, 1), alu64_imm(BPF_LSH, 3, bit), alu64_reg(BPF_OR, 0, 3)]);
-                        bit += 1;
+    // Values around every signed/unsigned, 32/64-bit boundary.
+    const CMP_VALUES: &[u64] = &[
+        0,
+        1,
+        2,
+        0x7f,
+        0x7fff_ffff,
+        0x8000_0000,
+        0xffff_ffff,
+        0x1_0000_0000,
+        0x1_0000_0001,
+        0x7fff_ffff_ffff_ffff,
+        0x8000_0000_0000_0000,
+        0xffff_ffff_8000_0000,
+        0xffff_ffff_ffff_fff9,
+        0xffff_ffff_ffff_fffe,
+        0xffff_ffff_ffff_ffff,
+        0xdead_beef_0000_0007,
+    ];
+    for &a in CMP_VALUES {
+        for bs in CMP_VALUES.chunks(4) {
+            let mut insns = vec![mov64_imm(0, 0), mov64_imm(6, 0)];
+            for &b in bs {
+                insns.extend_from_slice(&lddw(1, a));
+                insns.extend_from_slice(&lddw(2, b));
+                let mut bit = 0;
+                for op in jmp_ops() {
+                    for class in [BPF_JMP, BPF_JMP32] {
+                        for use_x in [true, false] {
+                            let j = if use_x {
+                                Insn::new(class | op | BPF_X, 1, 2, 1, 0)
+                            } else {
+                                Insn::new(class | op | BPF_K, 1, 0, 1, b as i32)
+                            };
+                            // taken: skip the ja and set the bit; not taken: the ja skips it.
+                            insns.extend_from_slice(&[j, ja(3), mov64_imm(3, 1), alu64_imm(BPF_LSH, 3, bit), alu64_reg(BPF_OR, 0, 3)]);
+                            bit += 1;
+                        }
                     }
                 }
+                insns.push(alu64_imm(BPF_MUL, 6, 31));
+                insns.push(alu64_reg(BPF_ADD, 6, 0));
+                insns.push(mov64_imm(0, 0));
             }
-            insns.push(alu64_imm(BPF_MUL, 6, 31));
-            insns.push(alu64_reg(BPF_ADD, 6, 0));
-            insns.push(mov64_imm(0, 0));
+            insns.push(mov64_reg(0, 6));
+            insns.push(exit());
+            same(insns);
         }
-        insns.push(mov64_reg(0, 6));
-        insns.push(exit());
-        same(insns);
     }
     // Spot checks against constants (from the interpreter's tests).
     let taken =

@@ -220,3 +220,38 @@ fn negative_corpus_compiles_without_crashing() {
         }
     }
 }
+
+/// One compiled program shared by several threads (the `Engine` is `Send + Sync`): the drop
+/// counter's atomic adds must not lose updates.
+#[test]
+fn concurrent_runs_share_one_program() {
+    let Some(path) = objects_in(&manifest().join("../../bpf/obj")).into_iter().find(|p| p.ends_with("xdp_drop_count.o")) else {
+        eprintln!("no bpf/obj/xdp_drop_count.o: skipped");
+        return;
+    };
+    let obj = load(&path).unwrap();
+    let jit = Arc::new(Jit::compile(Arc::new(obj.program("").unwrap().clone()), obj.maps.clone()).unwrap());
+    let threads = 4;
+    let runs = 20_000u64;
+    let len = 60usize;
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let jit = jit.clone();
+            std::thread::spawn(move || {
+                let mut mem = sluice_ebpf::LowMem::new(2048).unwrap();
+                let mut env = sluice_ebpf::NullEnv::on_cpu(t % 2);
+                for _ in 0..runs {
+                    let mut xdp = sluice_ebpf::XdpBuff::new(mem.as_mut_slice(), HEADROOM, len);
+                    assert_eq!(jit.run(&mut xdp, &mut env).unwrap().action, sluice_ebpf::insn::XDP_DROP);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let v = obj.maps.by_name("drop_stats").unwrap().lookup(&0u32.to_le_bytes(), 0).unwrap();
+    let packets = u64::from_le_bytes(v[0..8].try_into().unwrap());
+    let bytes = u64::from_le_bytes(v[8..16].try_into().unwrap());
+    assert_eq!((packets, bytes), (threads as u64 * runs, threads as u64 * runs * len as u64));
+}

@@ -12,7 +12,8 @@ use proptest::strategy::ValueTree;
 use sluice_ebpf::asm::*;
 use sluice_ebpf::insn::*;
 
-const ALU_OPS: [u8; 13] = [BPF_ADD, BPF_SUB, BPF_MUL, BPF_DIV, BPF_OR, BPF_AND, BPF_LSH, BPF_RSH, BPF_NEG, BPF_MOD, BPF_XOR, BPF_MOV, BPF_ARSH];
+const ALU_OPS: [u8; 13] =
+    [BPF_ADD, BPF_SUB, BPF_MUL, BPF_DIV, BPF_OR, BPF_AND, BPF_LSH, BPF_RSH, BPF_NEG, BPF_MOD, BPF_XOR, BPF_MOV, BPF_ARSH];
 const JMP_OPS: [u8; 11] = [BPF_JEQ, BPF_JGT, BPF_JGE, BPF_JSET, BPF_JNE, BPF_JSGT, BPF_JSGE, BPF_JLT, BPF_JLE, BPF_JSLT, BPF_JSLE];
 
 /// One body instruction, before its jump distance is clamped to the program.
@@ -61,22 +62,9 @@ fn val_strategy() -> impl Strategy<Value = u64> {
 }
 
 fn raw_strategy() -> impl Strategy<Value = Raw> {
-    (
-        (0u8..12, 0u8..13, any::<bool>(), any::<bool>(), any::<bool>()),
-        (0u8..10, 0u8..10, imm_strategy(), any::<u8>(), 0u16..8),
+    ((0u8..12, 0u8..13, any::<bool>(), any::<bool>(), any::<bool>()), (0u8..10, 0u8..10, imm_strategy(), any::<u8>(), 0u16..8)).prop_map(
+        |((kind, op, wide, use_reg, signed), (dst, src, imm, sel, skip))| Raw { kind, op, wide, use_reg, signed, dst, src, imm, sel, skip },
     )
-        .prop_map(|((kind, op, wide, use_reg, signed), (dst, src, imm, sel, skip))| Raw {
-            kind,
-            op,
-            wide,
-            use_reg,
-            signed,
-            dst,
-            src,
-            imm,
-            sel,
-            skip,
-        })
 }
 
 /// Encodes the body: `raws[i]` at slot `i` of a body of `n` slots; jumps go forward to at most

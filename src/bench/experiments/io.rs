@@ -64,7 +64,12 @@ pub fn build() -> Result<Experiment, BenchError> {
              packet."
                 .into(),
             "testpmd reports once a second, so each testpmd run measures whole seconds (at least one period); its \
-             EAL start-up is not measured."
+             EAL start-up is not measured. Its CPU time is that of its forwarding thread (`*worker*` in \
+             /proc/PID/task, 10 ms clock ticks) over the measured periods."
+                .into(),
+            "testpmd runs with `--no-huge` (mbufs on 4 KiB pages, so more TLB misses than with hugepages) and its \
+             forwarding thread is pinned to lcore 1, so on a busy machine it cannot move away from other load \
+             while sluice's thread can: compare the CPU ns/packet columns as well as the rates."
                 .into(),
         ],
     })

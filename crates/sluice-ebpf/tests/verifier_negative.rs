@@ -1,0 +1,915 @@
+//! Unsafe programs the verifier must refuse, each with the instruction it must name and a
+//! fragment of the reason.
+
+#[path = "verifier_asm.rs"]
+mod asm;
+
+use asm::{asm, map, program};
+use sluice_ebpf::program::{map_type, MapDef};
+use sluice_ebpf::verifier::{verify, VerifyOptions};
+
+fn maps() -> Vec<MapDef> {
+    let mut rodata = map(".rodata", map_type::ARRAY, 4, 32, 1);
+    rodata.flags = 1 << 7; // BPF_F_RDONLY_PROG
+    vec![
+        map("hash", map_type::HASH, 4, 8, 16),    // 0
+        map("array", map_type::ARRAY, 4, 16, 4),  // 1
+        map("devmap", map_type::DEVMAP, 4, 4, 8), // 2
+        rodata,                                   // 3
+        map(".bss", map_type::ARRAY, 4, 64, 1),   // 4
+    ]
+}
+
+#[track_caller]
+fn rejects_with(src: &str, maps: Vec<MapDef>, opts: VerifyOptions, insn: usize, frag: &str) {
+    let p = program(asm(src), maps);
+    match verify(&p, &opts) {
+        Ok(v) => panic!("accepted (stats {:?}); expected insn {insn}: ...{frag}...", v.stats),
+        Err(e) => {
+            assert!(e.insn == insn && e.msg.contains(frag), "expected insn {insn} with {frag:?}, got: {e}");
+            assert!(e.to_string().starts_with(&format!("insn {insn}: ")), "display: {e}");
+        }
+    }
+}
+
+#[track_caller]
+fn rejects(src: &str, insn: usize, frag: &str) {
+    rejects_with(src, maps(), VerifyOptions::default(), insn, frag);
+}
+
+/// Loads data into r2, data_end into r3 (insns 0-1).
+const PKT: &str = "
+    r2 = *(u32 *)(r1 + 0)
+    r3 = *(u32 *)(r1 + 4)
+";
+
+/// Key 0 on the stack, lookup in map 1 (array, value 16 bytes); r6 = ctx. Insns 0-7.
+const LOOKUP: &str = "
+    r6 = r1
+    *(u32 *)(r10 - 4) = 0
+    r2 = r10
+    r2 += -4
+    r1 = map[1] ll
+    call 1
+";
+
+// ---------------------------------------------------------------- packet
+
+#[test]
+fn packet_read_without_bounds_check() {
+    rejects(&format!("{PKT} r0 = *(u8 *)(r2 + 0) \n exit"), 2, "invalid access to packet, off=0 size=1, R2 range=0");
+}
+
+#[test]
+fn packet_off_by_one_check() {
+    let src = format!(
+        "{PKT}
+        r4 = r2
+        r4 += 14
+        if r4 > r3 goto drop
+        r0 = *(u16 *)(r2 + 13)
+        exit
+    drop:
+        r0 = 1
+        exit"
+    );
+    rejects(&src, 5, "invalid access to packet, off=13 size=2, R2 range=14");
+}
+
+#[test]
+fn packet_check_on_wrong_side() {
+    let src = format!(
+        "{PKT}
+        r4 = r2
+        r4 += 14
+        if r4 <= r3 goto ok
+        r0 = *(u8 *)(r2 + 0)
+        exit
+    ok:
+        r0 = 2
+        exit"
+    );
+    rejects(&src, 5, "invalid access to packet, off=0 size=1, R2 range=0");
+}
+
+#[test]
+fn packet_check_with_strict_compare_against_wrong_pointer() {
+    // data_end < data + 14 taken: nothing is known in the taken branch.
+    let src = format!(
+        "{PKT}
+        r4 = r2
+        r4 += 14
+        if r3 < r4 goto bad
+        r0 = 2
+        exit
+    bad:
+        r0 = *(u32 *)(r2 + 0)
+        exit"
+    );
+    rejects(&src, 7, "invalid access to packet, off=0 size=4, R2 range=0");
+}
+
+#[test]
+fn packet_variable_offset_without_recheck() {
+    let src = format!(
+        "{PKT}
+        r4 = r2
+        r4 += 15
+        if r4 > r3 goto out
+        r5 = *(u8 *)(r2 + 14)
+        r5 &= 15
+        r5 <<= 2
+        r2 += r5
+        r0 = *(u8 *)(r2 + 0)
+        exit
+    out:
+        r0 = 2
+        exit"
+    );
+    rejects(&src, 9, "invalid access to packet, off=0 size=1, R2 range=0");
+}
+
+#[test]
+fn packet_pointer_use_after_adjust_head() {
+    let src = "r6 = r1
+        r2 = *(u32 *)(r1 + 0)
+        r3 = *(u32 *)(r1 + 4)
+        r4 = r2
+        r4 += 14
+        if r4 > r3 goto out
+        r7 = r2
+        r1 = r6
+        r2 = 0
+        call 44
+        r0 = *(u8 *)(r7 + 0)
+        exit
+    out:
+        r0 = 2
+        exit"
+        .to_string();
+    rejects(&src, 10, "R7 invalid mem access 'scalar': packet pointer invalidated");
+}
+
+#[test]
+fn atomic_on_packet() {
+    let src = format!(
+        "{PKT}
+        r4 = r2
+        r4 += 8
+        if r4 > r3 goto out
+        r5 = 1
+        atomic u32 r2 + 0 add r5
+    out:
+        r0 = 2
+        exit"
+    );
+    rejects(&src, 6, "BPF_ATOMIC stores into R2 pkt is not allowed");
+}
+
+#[test]
+fn pointer_stored_into_packet() {
+    let src = format!(
+        "{PKT}
+        r4 = r2
+        r4 += 8
+        if r4 > r3 goto out
+        *(u64 *)(r2 + 0) = r10
+    out:
+        r0 = 2
+        exit"
+    );
+    rejects(&src, 5, "R10 leaks addr into packet");
+}
+
+#[test]
+fn packet_meta_read_without_check() {
+    rejects("r2 = *(u32 *)(r1 + 8) \n r0 = *(u32 *)(r2 + 0) \n exit", 1, "invalid access to packet metadata");
+}
+
+#[test]
+fn pkt_end_arithmetic() {
+    rejects(&format!("{PKT} r3 += 1 \n r0 = 2 \n exit"), 2, "R3 pointer arithmetic on pkt_end prohibited");
+}
+
+// ---------------------------------------------------------------- stack
+
+#[test]
+fn stack_out_of_bounds_below_frame() {
+    rejects("*(u64 *)(r10 - 520) = 1 \n r0 = 2 \n exit", 0, "invalid write to stack R10 off=-520 size=8");
+}
+
+#[test]
+fn stack_out_of_bounds_above_frame() {
+    rejects("r0 = 2 \n *(u32 *)(r10 + 0) = r0 \n exit", 1, "invalid write to stack R10 off=0 size=4");
+}
+
+#[test]
+fn uninitialised_stack_read() {
+    rejects("*(u32 *)(r10 - 8) = 0 \n r0 = *(u64 *)(r10 - 8) \n exit", 1, "invalid read from stack R10 off=-8 size=8");
+}
+
+#[test]
+fn uninitialised_stack_as_map_key() {
+    let src = "
+        r2 = r10
+        r2 += -4
+        r1 = map[0] ll
+        call 1
+        r0 = 2
+        exit";
+    rejects(src, 4, "invalid read from stack R2 off=-4 size=4");
+}
+
+#[test]
+fn variable_offset_stack_access() {
+    let src = "
+        r3 = *(u32 *)(r1 + 12)
+        r3 &= 7
+        r2 = r10
+        r2 += r3
+        r0 = *(u8 *)(r2 - 16)
+        exit";
+    rejects(src, 4, "invalid variable-offset read from stack R2");
+}
+
+#[test]
+fn partial_pointer_spill() {
+    rejects("*(u32 *)(r10 - 4) = r1 \n r0 = 2 \n exit", 0, "R1 misaligned or partial spill of a pointer");
+}
+
+#[test]
+fn partial_fill_of_spilled_pointer() {
+    rejects("*(u64 *)(r10 - 8) = r1 \n r0 = *(u32 *)(r10 - 8) \n exit", 1, "the slot holds a spilled ctx");
+}
+
+#[test]
+fn stack_overflow_across_calls() {
+    let src = "
+        *(u64 *)(r10 - 300) = 0
+        call @f
+        exit
+    f:
+        *(u64 *)(r10 - 304) = 0
+        r0 = 0
+        exit";
+    rejects(src, 1, "combined stack size of 2 calls is 608 bytes");
+}
+
+// ---------------------------------------------------------------- registers and ALU
+
+#[test]
+fn uninitialised_register() {
+    rejects("r0 = 2 \n r0 += r5 \n exit", 1, "R5 !read_ok");
+}
+
+#[test]
+fn r0_uninitialised_at_exit() {
+    rejects("r1 = 0 \n exit", 1, "R0 !read_ok");
+}
+
+#[test]
+fn write_to_frame_pointer() {
+    rejects("r0 = 0 \n r10 = 0 \n exit", 1, "frame pointer is read only");
+}
+
+#[test]
+fn load_into_frame_pointer() {
+    rejects("r10 = *(u32 *)(r1 + 0) \n r0 = 0 \n exit", 0, "frame pointer is read only");
+}
+
+#[test]
+fn invalid_register_number() {
+    rejects("r0 = 0 \n r11 = 1 \n exit", 1, "R11 is invalid");
+}
+
+#[test]
+fn pointer_multiply() {
+    rejects(&format!("{PKT} r2 *= 2 \n r0 = 2 \n exit"), 2, "R2 pointer arithmetic prohibited");
+}
+
+#[test]
+fn pointer_division() {
+    rejects("r1 /= 3 \n r0 = 2 \n exit", 0, "R1 pointer arithmetic prohibited");
+}
+
+#[test]
+fn pointer_32bit_arithmetic() {
+    rejects("w1 += 4 \n r0 = 2 \n exit", 0, "32-bit pointer arithmetic prohibited");
+}
+
+#[test]
+fn pointer_plus_pointer() {
+    rejects(&format!("{PKT} r2 += r3 \n r0 = 2 \n exit"), 2, "pointer arithmetic prohibited");
+}
+
+#[test]
+fn division_result_used_as_pointer() {
+    rejects("r0 = 100 \n r1 = 3 \n r0 /= r1 \n r0 = *(u8 *)(r0 + 0) \n exit", 3, "R0 invalid mem access 'scalar'");
+}
+
+#[test]
+fn pointer_returned_from_program() {
+    rejects("r0 = r10 \n exit", 1, "R0 leaks addr as return value");
+}
+
+#[test]
+fn pointer_comparison_between_unrelated_pointers() {
+    rejects("if r1 > r10 goto +0 \n r0 = 2 \n exit", 0, "pointer comparison prohibited");
+}
+
+#[test]
+fn pointer_compared_with_nonzero() {
+    rejects("if r1 == 5 goto +0 \n r0 = 2 \n exit", 0, "pointer comparison prohibited");
+}
+
+// ---------------------------------------------------------------- ctx
+
+#[test]
+fn ctx_store() {
+    rejects("*(u32 *)(r1 + 12) = 0 \n r0 = 2 \n exit", 0, "invalid bpf_context access off=12 size=4");
+}
+
+#[test]
+fn ctx_partial_load_of_data() {
+    rejects("r2 = *(u16 *)(r1 + 0) \n r0 = 2 \n exit", 0, "invalid bpf_context access off=0 size=2");
+}
+
+#[test]
+fn ctx_unaligned_load() {
+    rejects("r2 = *(u32 *)(r1 + 2) \n r0 = 2 \n exit", 0, "invalid bpf_context access off=2 size=4");
+}
+
+#[test]
+fn ctx_load_past_end() {
+    rejects("r2 = *(u32 *)(r1 + 24) \n r0 = 2 \n exit", 0, "invalid bpf_context access off=24 size=4");
+}
+
+#[test]
+fn ctx_dereference_after_arithmetic() {
+    rejects("r1 += 4 \n r2 = *(u32 *)(r1 + 0) \n r0 = 2 \n exit", 1, "dereference of modified ctx ptr");
+}
+
+// ---------------------------------------------------------------- maps
+
+#[test]
+fn map_value_null_dereference() {
+    rejects(&format!("{LOOKUP} r0 = *(u64 *)(r0 + 0) \n exit"), 7, "invalid mem access 'map_value_or_null'");
+}
+
+#[test]
+fn map_value_arithmetic_before_null_check() {
+    rejects(&format!("{LOOKUP} r0 += 8 \n r0 = 2 \n exit"), 7, "pointer arithmetic on map_value_or_null prohibited, null-check it first");
+}
+
+#[test]
+fn map_value_oob_with_variable_offset() {
+    let src = format!(
+        "{LOOKUP}
+        if r0 == 0 goto out
+        r2 = *(u32 *)(r6 + 12)
+        r2 &= 15
+        r0 += r2
+        r1 = *(u64 *)(r0 + 0)
+    out:
+        r0 = 2
+        exit"
+    );
+    rejects(&src, 11, "invalid access to map value, value_size=16 off=15 size=8 (R0 max value is outside of the allowed memory range)");
+}
+
+#[test]
+fn map_value_negative_offset() {
+    rejects(
+        &format!("{LOOKUP} if r0 == 0 goto +1 \n r1 = *(u8 *)(r0 - 1) \n r0 = 2 \n exit"),
+        8,
+        "invalid access to map value, value_size=16 off=-1 size=1",
+    );
+}
+
+#[test]
+fn pointer_leak_into_map_value() {
+    let src = format!(
+        "{LOOKUP}
+        if r0 == 0 goto out
+        *(u64 *)(r0 + 0) = r6
+    out:
+        r0 = 2
+        exit"
+    );
+    rejects(&src, 8, "R6 leaks addr into map value");
+}
+
+#[test]
+fn pointer_leak_into_map_via_update_value() {
+    let src = "
+        *(u32 *)(r10 - 4) = 0
+        *(u64 *)(r10 - 16) = r1
+        r2 = r10
+        r2 += -4
+        r3 = r10
+        r3 += -16
+        r4 = 0
+        r1 = map[0] ll
+        call 2
+        r0 = 2
+        exit";
+    rejects(src, 9, "holds a spilled ctx (pointer leak into helper)");
+}
+
+#[test]
+fn write_into_readonly_global() {
+    rejects("r1 = map_value[3][0] ll \n *(u32 *)(r1 + 0) = 1 \n r0 = 2 \n exit", 2, "write into read-only map value");
+}
+
+#[test]
+fn global_data_out_of_bounds() {
+    rejects("r1 = map_value[4][60] ll \n r0 = *(u64 *)(r1 + 0) \n exit", 2, "invalid access to map value, value_size=64 off=60 size=8");
+}
+
+#[test]
+fn bad_map_index() {
+    rejects("r0 = 0 \n r1 = map[5] ll \n exit", 1, "map index 5 out of range");
+}
+
+#[test]
+fn unsupported_map_type() {
+    let m = vec![map("progs", 3 /* PROG_ARRAY */, 4, 4, 4)];
+    rejects_with("r1 = map[0] ll \n r0 = 0 \n exit", m, VerifyOptions::default(), 0, "unsupported map type 3");
+}
+
+#[test]
+fn redirect_map_on_hash_map() {
+    rejects("r1 = map[0] ll \n r2 = 0 \n r3 = 0 \n call 51 \n exit", 4, "cannot pass map_type 1");
+}
+
+#[test]
+fn update_on_devmap() {
+    let src = "
+        *(u32 *)(r10 - 4) = 0
+        *(u32 *)(r10 - 8) = 0
+        r2 = r10
+        r2 += -4
+        r3 = r10
+        r3 += -8
+        r4 = 0
+        r1 = map[2] ll
+        call 2
+        exit";
+    rejects(src, 9, "cannot pass map_type 14");
+}
+
+// ---------------------------------------------------------------- helpers
+
+#[test]
+fn unknown_helper() {
+    rejects("r0 = 0 \n call 12 \n exit", 1, "program of this type cannot use helper bpf_tail_call#12");
+}
+
+#[test]
+fn wrong_helper_argument_type() {
+    // R1 is still the context, not a map.
+    let src = "
+        *(u32 *)(r10 - 4) = 0
+        r2 = r10
+        r2 += -4
+        call 1
+        r0 = 2
+        exit";
+    rejects(src, 3, "R1 type=ctx expected=map_ptr");
+}
+
+#[test]
+fn helper_scalar_argument_is_pointer() {
+    rejects("r1 = r10 \n r2 = 0 \n call 23 \n exit", 2, "R1 leaks addr into helper function bpf_redirect");
+}
+
+#[test]
+fn trace_printk_unbounded_size() {
+    let src = "
+        *(u64 *)(r10 - 8) = 0
+        r2 = *(u32 *)(r1 + 12)
+        r1 = r10
+        r1 += -8
+        call 6
+        r0 = 2
+        exit";
+    rejects(src, 4, "R2 unbounded memory access");
+}
+
+#[test]
+fn trace_printk_size_larger_than_buffer() {
+    let src = "
+        *(u64 *)(r10 - 8) = 0
+        r2 = *(u32 *)(r1 + 12)
+        r2 &= 255
+        r2 |= 1
+        r1 = r10
+        r1 += -8
+        call 6
+        r0 = 2
+        exit";
+    rejects(src, 6, "invalid indirect access to stack R1 off=-8 size=255");
+}
+
+#[test]
+fn csum_diff_size_not_multiple_of_four() {
+    let src = "
+        *(u64 *)(r10 - 8) = 0
+        r1 = r10
+        r1 += -8
+        r2 = 6
+        r3 = 0
+        r4 = 0
+        r5 = 0
+        call 28
+        exit";
+    rejects(src, 7, "must be a multiple of 4");
+}
+
+#[test]
+fn fib_lookup_short_buffer() {
+    let src = "
+        *(u64 *)(r10 - 8) = 0
+        r2 = r10
+        r2 += -8
+        r3 = 64
+        r4 = 0
+        call 69
+        exit";
+    rejects(src, 5, "invalid indirect access to stack R2 off=-8 size=64");
+}
+
+#[test]
+fn adjust_head_without_ctx() {
+    rejects("r1 = 0 \n r2 = 0 \n call 44 \n exit", 2, "R1 type=scalar expected=ctx");
+}
+
+// ---------------------------------------------------------------- control flow
+
+#[test]
+fn infinite_loop() {
+    rejects("r0 = 0 \n l: \n goto l", 1, "infinite loop detected");
+}
+
+#[test]
+fn loop_without_progress() {
+    let src = "
+        r0 = 0
+        r1 = 0
+    l:
+        r0 += 1
+        r0 &= 1
+        if r1 < 10 goto l
+        exit";
+    rejects(src, 2, "infinite loop detected");
+}
+
+#[test]
+fn unbounded_loop_on_packet_byte() {
+    // Counts a packet byte down to zero: each iteration is a new abstract state, so the
+    // exploration never closes and hits the complexity limit.
+    let src = format!(
+        "{PKT}
+        r4 = r2
+        r4 += 1
+        if r4 > r3 goto out
+        r5 = *(u8 *)(r2 + 0)
+    l:
+        r5 += -1
+        if r5 != 0 goto l
+    out:
+        r0 = 2
+        exit"
+    );
+    let p = program(asm(&src), maps());
+    let e = verify(&p, &VerifyOptions { max_processed_insns: 20_000, ..Default::default() }).unwrap_err();
+    assert!(e.msg.contains("program too complex (processed 20001 insns)"), "{e}");
+    assert!(e.insn == 6 || e.insn == 7, "{e}");
+}
+
+#[test]
+fn loop_bounded_only_by_packet_data() {
+    // while (*p != 0) {} with p unchanged: the same state comes back.
+    let src = format!(
+        "{PKT}
+        r4 = r2
+        r4 += 1
+        if r4 > r3 goto out
+        r5 = *(u8 *)(r2 + 0)
+    l:
+        if r5 != 0 goto l
+    out:
+        r0 = 2
+        exit"
+    );
+    rejects(&src, 6, "infinite loop detected");
+}
+
+#[test]
+fn jump_out_of_range() {
+    rejects("r0 = 0 \n goto +5 \n exit", 1, "jump out of range from insn 1 to 7");
+}
+
+#[test]
+fn jump_backwards_out_of_range() {
+    rejects("r0 = 0 \n if r0 == 0 goto -3 \n exit", 1, "jump out of range from insn 1 to -1");
+}
+
+#[test]
+fn jump_into_lddw() {
+    rejects("goto +1 \n r1 = 5 ll \n r0 = 0 \n exit", 0, "jump into the middle of ldimm64 insn 1");
+}
+
+#[test]
+fn fallthrough_off_end() {
+    rejects("r0 = 0 \n r0 += 1", 1, "last insn is not an exit or jmp");
+}
+
+#[test]
+fn conditional_jump_as_last_insn() {
+    rejects("r0 = 0 \n if r0 == 0 goto -2", 1, "last insn is not an exit or jmp");
+}
+
+#[test]
+fn unreachable_insn() {
+    rejects("r0 = 0 \n exit \n r0 = 1 \n exit", 2, "unreachable insn 2");
+}
+
+#[test]
+fn empty_program() {
+    rejects("", 0, "empty program");
+}
+
+#[test]
+fn recursion() {
+    rejects("call @f \n exit \n f: \n call @f \n exit", 2, "recursive call from insn 2");
+}
+
+#[test]
+fn mutual_recursion() {
+    rejects("call @f \n exit \n f: \n call @g \n exit \n g: \n call @f \n exit", 4, "recursive call from insn 4");
+}
+
+#[test]
+fn too_deep_calls() {
+    let mut src = String::from("call @f1 \n exit\n");
+    for i in 1..8 {
+        src += &format!("f{i}: \n call @f{} \n exit\n", i + 1);
+    }
+    src += "f8: \n r0 = 0 \n exit";
+    rejects(&src, 14, "the call stack of 9 frames is too deep");
+}
+
+#[test]
+fn call_into_lddw() {
+    rejects("callrel 2 \n exit \n r1 = 1 ll \n exit", 0, "jump into the middle of ldimm64 insn 2");
+}
+
+#[test]
+fn jump_across_functions() {
+    rejects("call @f \n goto g \n f: \n r0 = 0 \n g: \n exit", 1, "into another function");
+}
+
+#[test]
+fn callee_returns_its_stack_pointer() {
+    rejects("call @f \n r0 = 2 \n exit \n f: \n r0 = r10 \n r0 += -8 \n exit", 5, "cannot return stack pointer to the caller");
+}
+
+#[test]
+fn callee_stack_pointer_spilled_into_caller() {
+    let src = "
+        r1 = r10
+        r1 += -8
+        call @f
+        r0 = 2
+        exit
+    f:
+        r2 = r10
+        r2 += -8
+        *(u64 *)(r1 + 0) = r2
+        r0 = 0
+        exit";
+    rejects(src, 7, "cannot spill a pointer to a callee's stack frame");
+}
+
+// ---------------------------------------------------------------- encodings
+
+#[test]
+fn unknown_opcode() {
+    rejects("r0 = 0 \n raw 0xff 0 0 0 0 \n exit", 1, "unknown opcode 0xff");
+}
+
+#[test]
+fn reserved_field_in_alu() {
+    rejects("raw 0x07 1 2 0 5 \n r0 = 0 \n exit", 0, "uses reserved fields");
+}
+
+#[test]
+fn reserved_field_in_exit() {
+    rejects("r0 = 0 \n raw 0x95 0 0 0 1", 1, "BPF_EXIT uses reserved fields");
+}
+
+#[test]
+fn lddw_truncated() {
+    rejects("r0 = 0 \n exit \n raw 0x18 1 0 0 0", 2, "truncated");
+}
+
+#[test]
+fn lddw_malformed_second_slot() {
+    rejects("raw 0x18 0 0 0 0 \n raw 0x07 0 0 0 1 \n exit", 0, "malformed second slot");
+}
+
+#[test]
+fn ld_abs_refused() {
+    rejects("raw 0x20 0 0 0 0 \n exit", 0, "BPF_LD_[ABS|IND]");
+}
+
+#[test]
+fn shift_out_of_range() {
+    rejects("r0 = 1 \n w0 <<= 32 \n exit", 1, "invalid shift 32");
+}
+
+#[test]
+fn constant_division_by_zero() {
+    rejects("r0 = 1 \n r0 /= 0 \n exit", 1, "div by zero");
+}
+
+#[test]
+fn too_many_insns() {
+    let p = program(asm("r0 = 0 \n r0 = 0 \n r0 = 0 \n exit"), vec![]);
+    let e = verify(&p, &VerifyOptions { max_insns: 3, ..Default::default() }).unwrap_err();
+    assert_eq!(e.insn, 3);
+    assert!(e.msg.contains("program too large"), "{e}");
+}
+
+// ---------------------------------------------------------------- pruning soundness
+
+/// r9 is 4 on the first explored path and 100 on the second; the join point must not
+/// prune the second path once r9's bounds decided a pointer offset.
+const PRUNE_PROLOGUE: &str = "
+    r6 = r1
+    call 5
+    r7 = r0
+    *(u32 *)(r10 - 4) = 0
+    r2 = r10
+    r2 += -4
+    r1 = map[1] ll
+    call 1
+    if r0 == 0 goto out
+    r8 = r0
+    if r7 > 100 goto big
+    r9 = 4
+    goto join
+big:
+    r9 = 100
+join:
+";
+
+#[test]
+fn precision_prevents_unsound_pruning() {
+    let src = format!("{PRUNE_PROLOGUE} r8 += r9 \n r0 = *(u8 *)(r8 + 0) \n out: \n r0 = 2 \n exit");
+    rejects(&src, 16, "invalid access to map value, value_size=16 off=100 size=1");
+}
+
+#[test]
+fn precision_follows_spills_and_calls() {
+    let src = format!(
+        "{PRUNE_PROLOGUE}
+        *(u64 *)(r10 - 16) = r9
+        call @f
+        r9 = *(u64 *)(r10 - 16)
+        r8 += r9
+        r0 = *(u8 *)(r8 + 0)
+    out:
+        r0 = 2
+        exit
+    f:
+        r0 = 0
+        exit"
+    );
+    rejects(&src, 19, "invalid access to map value, value_size=16 off=100 size=1");
+}
+
+#[test]
+fn precision_follows_arguments_into_callee() {
+    let src = format!(
+        "{PRUNE_PROLOGUE}
+        r1 = r8
+        r2 = r9
+        call @f
+    out:
+        r0 = 2
+        exit
+    f:
+        r1 += r2
+        r0 = *(u8 *)(r1 + 0)
+        exit"
+    );
+    rejects(&src, 21, "invalid access to map value, value_size=16 off=100 size=1");
+}
+
+#[test]
+fn precision_of_branch_decisions() {
+    // The second path only reaches the bad access because r9 decides the inner branch.
+    let src = format!(
+        "{PRUNE_PROLOGUE}
+        if r9 < 50 goto out
+        r0 = *(u8 *)(r8 + 99)
+    out:
+        r0 = 2
+        exit"
+    );
+    rejects(&src, 16, "invalid access to map value, value_size=16 off=99 size=1");
+}
+
+#[test]
+fn narrow_spill_truncates_the_value() {
+    // Only the low byte is spilled: the fill is 0..255, too far for a 16-byte value.
+    let src = format!(
+        "{LOOKUP}
+        if r0 == 0 goto out
+        r1 = *(u32 *)(r6 + 12)
+        r1 &= 0x1ff
+        *(u8 *)(r10 - 16) = r1
+        r2 = *(u8 *)(r10 - 16)
+        if r2 > 15 goto out
+        r0 += r1
+        r0 = *(u8 *)(r0 + 0)
+    out:
+        r0 = 2
+        exit"
+    );
+    rejects(&src, 14, "invalid access to map value, value_size=16 off=511 size=1");
+}
+
+#[test]
+fn load_bytes_into_readonly_global() {
+    let src = "
+        r6 = r1
+        r3 = map_value[3][0] ll
+        r1 = r6
+        r2 = 0
+        r4 = 8
+        call 189
+        exit";
+    rejects(src, 6, "R3 points to a read-only map value");
+}
+
+#[test]
+fn percpu_lookup_on_plain_array() {
+    let src = "
+        *(u32 *)(r10 - 4) = 0
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        r3 = 0
+        call 195
+        r0 = 2
+        exit";
+    rejects(src, 6, "cannot pass map_type 2 (map 'array') into func bpf_map_lookup_percpu_elem#195");
+}
+
+#[test]
+fn write_only_map_value_read() {
+    let mut m = maps();
+    m[1].flags = 1 << 8; // BPF_F_WRONLY_PROG
+    let src = format!("{LOOKUP} if r0 == 0 goto +1 \n r1 = *(u8 *)(r0 + 0) \n r0 = 2 \n exit");
+    rejects_with(&src, m, VerifyOptions::default(), 8, "read from write-only map value");
+}
+
+#[test]
+fn unknown_helper_id() {
+    rejects("r0 = 0 \n call 1000 \n exit", 1, "invalid func unknown#1000");
+}
+
+#[test]
+fn ctx_egress_ifindex_outside_devmap_programs() {
+    rejects("r0 = *(u32 *)(r1 + 20) \n exit", 0, "invalid bpf_context access off=20 size=4");
+    let mut p = program(asm("r0 = *(u32 *)(r1 + 20) \n exit"), maps());
+    p.section = "xdp/devmap".to_string();
+    verify(&p, &VerifyOptions::default()).expect("devmap programs may read egress_ifindex");
+}
+
+#[test]
+fn variable_offset_stack_write() {
+    let src = "
+        r3 = *(u32 *)(r1 + 12)
+        r3 &= 7
+        r2 = r10
+        r2 += r3
+        *(u8 *)(r2 - 16) = 1
+        r0 = 2
+        exit";
+    rejects(src, 4, "invalid variable-offset write to stack R2");
+}
+
+#[test]
+fn pointer_plus_i64_min() {
+    // The offset must be range-checked without overflowing (i64::MIN has no absolute value).
+    rejects(
+        "r1 = 0x8000000000000000 ll \n r2 = r10 \n r2 += r1 \n *(u64 *)(r2 + 0) = 0 \n r0 = 0 \n exit",
+        3,
+        "pointer arithmetic out of bounds",
+    );
+    rejects("r1 = 0x8000000000000000 ll \n r2 = r10 \n r2 -= r1 \n r0 = 0 \n exit", 3, "pointer arithmetic out of bounds");
+}

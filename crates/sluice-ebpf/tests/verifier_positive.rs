@@ -1,0 +1,612 @@
+//! Safe programs the verifier must accept.
+
+#[path = "verifier_asm.rs"]
+mod asm;
+
+use asm::{asm, map, program};
+use sluice_ebpf::program::{map_type, MapDef};
+use sluice_ebpf::verifier::{mem, verify, VerifiedProgram, VerifyOptions};
+
+fn maps() -> Vec<MapDef> {
+    let mut rodata = map(".rodata", map_type::ARRAY, 4, 32, 1);
+    rodata.flags = 1 << 7;
+    vec![
+        map("hash", map_type::HASH, 4, 8, 16),    // 0
+        map("array", map_type::ARRAY, 4, 16, 4),  // 1
+        map("devmap", map_type::DEVMAP, 4, 4, 8), // 2
+        rodata,                                   // 3
+        map(".bss", map_type::ARRAY, 4, 64, 1),   // 4
+        map("xsks", map_type::XSKMAP, 4, 4, 8),   // 5
+    ]
+}
+
+#[track_caller]
+fn accepts(src: &str) -> VerifiedProgram {
+    let p = program(asm(src), maps());
+    match verify(&p, &VerifyOptions::default()) {
+        Ok(v) => v,
+        Err(e) => panic!("refused: {e}"),
+    }
+}
+
+const PKT: &str = "
+    r2 = *(u32 *)(r1 + 0)
+    r3 = *(u32 *)(r1 + 4)
+";
+
+#[test]
+fn bounds_checked_parse_with_variable_header_length() {
+    let v = accepts(&format!(
+        "{PKT}
+        r4 = r2
+        r4 += 34
+        if r4 > r3 goto pass
+        r5 = *(u16 *)(r2 + 12)
+        if r5 != 8 goto pass
+        r6 = *(u8 *)(r2 + 14)
+        r6 &= 15
+        r6 <<= 2
+        r7 = r2
+        r7 += 14
+        r7 += r6
+        r8 = r7
+        r8 += 8
+        if r8 > r3 goto pass
+        r0 = *(u16 *)(r7 + 2)
+        r0 = be16 r0
+        if r0 == 53 goto drop
+    pass:
+        r0 = 2
+        exit
+    drop:
+        r0 = 1
+        exit"
+    ));
+    assert_eq!(v.insn_mem[0], mem::CTX);
+    assert_eq!(v.insn_mem[5], mem::PACKET);
+    assert!(v.is_ctx_access(1));
+}
+
+#[test]
+fn all_four_comparison_shapes() {
+    // pkt > end (fall), end < pkt (fall), pkt < end (taken), end > pkt (taken),
+    // plus >= / <= variants.
+    // (condition, safe branch is the taken one, the safe relation is strict "pkt < end")
+    for (cond, safe_on_taken, strict) in [
+        ("if r4 > r3 goto L", false, false),
+        ("if r3 < r4 goto L", false, false),
+        ("if r4 >= r3 goto L", false, true),
+        ("if r3 <= r4 goto L", false, true),
+        ("if r4 <= r3 goto L", true, false),
+        ("if r3 >= r4 goto L", true, false),
+        ("if r4 < r3 goto L", true, true),
+        ("if r3 > r4 goto L", true, true),
+    ] {
+        let (fall, taken) = if safe_on_taken { ("r0 = 2", "r0 = *(u8 *)(r2 + 13)") } else { ("r0 = *(u8 *)(r2 + 13)", "r0 = 2") };
+        let src = format!("{PKT} r4 = r2 \n r4 += 14 \n {cond} \n {fall} \n exit \n L: \n {taken} \n exit");
+        let p = program(asm(&src), vec![]);
+        verify(&p, &VerifyOptions::default()).unwrap_or_else(|e| panic!("{cond}: {e}"));
+        // One byte further is only proven by a strict comparison; two bytes never.
+        let p = program(asm(&src.replace("(r2 + 13)", "(r2 + 14)")), vec![]);
+        let r = verify(&p, &VerifyOptions::default());
+        assert_eq!(r.is_ok(), strict, "{cond}: {r:?}");
+        let p = program(asm(&src.replace("(r2 + 13)", "(r2 + 15)")), vec![]);
+        let e = verify(&p, &VerifyOptions::default()).unwrap_err();
+        assert!(e.msg.contains("invalid access to packet, off=15 size=1"), "{cond}: {e}");
+    }
+}
+
+#[test]
+fn range_propagates_to_copies_and_spills() {
+    accepts(&format!(
+        "{PKT}
+        *(u64 *)(r10 - 8) = r2
+        r4 = r2
+        r4 += 20
+        if r4 > r3 goto out
+        r5 = *(u64 *)(r10 - 8)
+        r0 = *(u32 *)(r5 + 16)
+        r0 = *(u32 *)(r4 - 4)
+    out:
+        r0 = 2
+        exit"
+    ));
+}
+
+#[test]
+fn packet_meta_checked_against_data() {
+    accepts(
+        "
+        r2 = *(u32 *)(r1 + 8)
+        r3 = *(u32 *)(r1 + 0)
+        r4 = r2
+        r4 += 4
+        if r4 > r3 goto out
+        r0 = *(u32 *)(r2 + 0)
+    out:
+        r0 = 2
+        exit",
+    );
+}
+
+#[test]
+fn bounded_loop_with_constant_bound() {
+    let v = accepts(
+        "
+        r0 = 0
+        r1 = 0
+    l:
+        r0 += r1
+        r1 += 1
+        if r1 < 16 goto l
+        r0 &= 3
+        exit",
+    );
+    assert!(v.stats.processed_insns < 200, "{:?}", v.stats);
+}
+
+#[test]
+fn bounded_loop_32bit_counter() {
+    accepts(
+        "
+        w0 = 0
+        w1 = 0
+    l:
+        w0 ^= w1
+        w1 += 1
+        if w1 != 100 goto l
+        exit",
+    );
+}
+
+#[test]
+fn bounded_loop_over_packet_bytes() {
+    accepts(&format!(
+        "{PKT}
+        r0 = 0
+        r6 = 0
+    l:
+        r4 = r2
+        r4 += r6
+        r5 = r4
+        r5 += 1
+        if r5 > r3 goto out
+        r7 = *(u8 *)(r4 + 0)
+        r0 += r7
+        r6 += 1
+        if r6 < 32 goto l
+    out:
+        r0 &= 3
+        exit"
+    ));
+}
+
+#[test]
+fn map_lookup_with_null_check_and_atomics() {
+    let v = accepts(
+        "
+        *(u32 *)(r10 - 4) = 0
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        if r0 == 0 goto out
+        r1 = 1
+        atomic u64 r0 + 8 add r1
+        atomic u32 r0 + 4 fetch_add r1
+        r2 = r1
+        atomic u64 r0 + 0 xchg r2
+        r3 = r0
+        r0 = 5
+        atomic u64 r3 + 8 cmpxchg r1
+        r1 = *(u64 *)(r3 + 8)
+    out:
+        r0 = 2
+        exit",
+    );
+    assert_eq!(v.insn_mem[8], mem::MAP_VALUE);
+    assert_eq!(v.insn_mem[7], 0);
+}
+
+#[test]
+fn map_value_variable_offset_within_bounds() {
+    accepts(
+        "
+        r6 = r1
+        *(u32 *)(r10 - 4) = 0
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        if r0 != 0 goto ok
+        r0 = 2
+        exit
+    ok:
+        r2 = *(u32 *)(r6 + 16)
+        if r2 > 8 goto out
+        r0 += r2
+        r1 = *(u64 *)(r0 + 0)
+        *(u64 *)(r0 + 0) = r1
+    out:
+        r0 = 2
+        exit",
+    );
+}
+
+#[test]
+fn map_update_and_delete() {
+    accepts(
+        "
+        *(u32 *)(r10 - 4) = 0
+        *(u64 *)(r10 - 16) = 0
+        r2 = r10
+        r2 += -4
+        r3 = r10
+        r3 += -16
+        r4 = 0
+        r1 = map[0] ll
+        call 2
+        r2 = r10
+        r2 += -4
+        r1 = map[0] ll
+        call 3
+        r0 = 2
+        exit",
+    );
+}
+
+#[test]
+fn bpf_to_bpf_call_with_stack_argument() {
+    let v = accepts(
+        "
+        r6 = 7
+        *(u64 *)(r10 - 8) = 0
+        r1 = r10
+        r1 += -8
+        call @f
+        r0 += r6
+        r0 &= 3
+        exit
+    f:
+        *(u64 *)(r10 - 16) = r1
+        r2 = *(u64 *)(r10 - 16)
+        r0 = *(u64 *)(r2 + 0)
+        *(u64 *)(r2 + 0) = 1
+        exit",
+    );
+    assert_eq!(v.subprogs.len(), 2);
+    assert_eq!(v.stats.subprog_stack_depth, vec![8, 16]);
+    assert_eq!(v.stats.max_call_chain_stack, 24);
+}
+
+#[test]
+fn callee_returns_packet_pointer() {
+    accepts(
+        "
+        r6 = r1
+        call @parse
+        if r0 == 0 goto out
+        r0 = 2
+        exit
+    out:
+        r0 = 1
+        exit
+    parse:
+        r2 = *(u32 *)(r1 + 0)
+        r3 = *(u32 *)(r1 + 4)
+        r4 = r2
+        r4 += 14
+        r0 = 0
+        if r4 > r3 goto no
+        r0 = r2
+    no:
+        exit",
+    );
+}
+
+#[test]
+fn adjust_head_then_reload() {
+    accepts(
+        "
+        r6 = r1
+        r2 = -14
+        call 44
+        if r0 != 0 goto out
+        r2 = *(u32 *)(r6 + 0)
+        r3 = *(u32 *)(r6 + 4)
+        r4 = r2
+        r4 += 14
+        if r4 > r3 goto out
+        *(u16 *)(r2 + 12) = 8
+        r0 = 3
+        exit
+    out:
+        r0 = 2
+        exit",
+    );
+}
+
+#[test]
+fn global_data_read_and_write() {
+    accepts(
+        "
+        r1 = map_value[4][8] ll
+        r2 = *(u64 *)(r1 + 0)
+        r2 += 1
+        *(u64 *)(r1 + 0) = r2
+        r1 = map_value[3][0] ll
+        r0 = *(u32 *)(r1 + 28)
+        r0 &= 3
+        exit",
+    );
+}
+
+#[test]
+fn redirect_map_and_xsk_lookup() {
+    accepts(
+        "
+        r6 = r1
+        r7 = *(u32 *)(r6 + 16)
+        *(u32 *)(r10 - 4) = r7
+        r2 = r10
+        r2 += -4
+        r1 = map[5] ll
+        call 1
+        if r0 == 0 goto pass
+        r1 = map[5] ll
+        r2 = r7
+        r3 = 0
+        call 51
+        exit
+    pass:
+        r1 = map[2] ll
+        r2 = 0
+        r3 = 2
+        call 51
+        exit",
+    );
+}
+
+#[test]
+fn helpers_with_memory_arguments() {
+    accepts(
+        "
+        r6 = r1
+        *(u64 *)(r10 - 8) = 0
+        *(u64 *)(r10 - 16) = 0
+        r1 = r10
+        r1 += -16
+        r2 = 16
+        r3 = 0
+        r4 = 0
+        r5 = 0
+        call 28
+        r1 = map_value[3][0] ll
+        r2 = 8
+        r3 = r0
+        call 6
+        call 5
+        call 7
+        call 8
+        call 125
+        r2 = r10
+        r2 += -64
+        *(u64 *)(r10 - 64) = 0
+        *(u64 *)(r10 - 56) = 0
+        *(u64 *)(r10 - 48) = 0
+        *(u64 *)(r10 - 40) = 0
+        *(u64 *)(r10 - 32) = 0
+        *(u64 *)(r10 - 24) = 0
+        r1 = r6
+        r3 = 64
+        r4 = 0
+        call 69
+        r0 = *(u64 *)(r10 - 32)
+        r1 = r6
+        r2 = -4
+        call 65
+        r1 = 2
+        r2 = 0
+        call 23
+        exit",
+    );
+}
+
+#[test]
+fn division_by_register_zero_is_allowed() {
+    // The runtime defines x/0 = 0 and x%0 = x, as the kernel does.
+    accepts("r0 = 10 \n r1 = 0 \n r0 /= r1 \n w0 %= w1 \n r0 s/= r1 \n exit");
+}
+
+#[test]
+fn spilled_scalar_keeps_bounds() {
+    accepts(
+        "
+        r6 = r1
+        *(u32 *)(r10 - 4) = 0
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        if r0 == 0 goto out
+        r1 = *(u32 *)(r6 + 12)
+        r1 &= 7
+        *(u64 *)(r10 - 16) = r1
+        r2 = *(u64 *)(r10 - 16)
+        r0 += r2
+        r0 = *(u64 *)(r0 + 0)
+    out:
+        r0 = 2
+        exit",
+    );
+}
+
+#[test]
+fn linked_scalars_share_bounds() {
+    // r2 is a copy of r1; bounding r2 bounds r1.
+    accepts(
+        "
+        r6 = r1
+        *(u32 *)(r10 - 4) = 0
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        if r0 == 0 goto out
+        r1 = *(u32 *)(r6 + 12)
+        r2 = r1
+        if r2 > 8 goto out
+        r0 += r1
+        r0 = *(u64 *)(r0 + 0)
+    out:
+        r0 = 2
+        exit",
+    );
+}
+
+#[test]
+fn many_branches_are_pruned() {
+    // 40 independent diamonds on bits of one value: 2^40 paths without pruning.
+    let mut src = String::from("r6 = r1 \n call 5 \n r7 = r0 \n r0 = 0\n");
+    for i in 0..40 {
+        src += &format!("r9 = {} ll \n if r7 & r9 goto a{i} \n r8 = 1 \n goto b{i} \n a{i}: \n r8 = 2 \n b{i}: \n r0 += 1\n", 1u64 << i);
+    }
+    src += "r0 &= 3 \n exit";
+    let v = accepts(&src);
+    assert!(v.stats.processed_insns < 10_000, "{:?}", v.stats);
+}
+
+#[test]
+fn null_checked_twice() {
+    accepts(
+        "
+        *(u32 *)(r10 - 4) = 0
+        r2 = r10
+        r2 += -4
+        r1 = map[0] ll
+        call 1
+        r6 = r0
+        if r0 == 0 goto out
+        if r6 == 0 goto out
+        r0 = *(u64 *)(r6 + 0)
+    out:
+        r0 = 2
+        exit",
+    );
+}
+
+#[test]
+fn cpu_v4_instructions() {
+    accepts(
+        "
+        r2 = *(u32 *)(r1 + 0)
+        r3 = *(u32 *)(r1 + 4)
+        r4 = r2
+        r4 += 4
+        if r4 > r3 goto out
+        r0 = *(s8 *)(r2 + 0)
+        r0 = (s16)r0
+        r0 = bswap32 r0
+        r0 s%= 7
+        gotol out
+    out:
+        r0 = 2
+        exit",
+    );
+}
+
+#[test]
+fn narrow_spill_keeps_loop_counter_bounds() {
+    // alu32 code spills 32-bit registers with 4-byte stores; at an 8-aligned slot the
+    // bounds survive the fill, as in the kernel.
+    let v = accepts(
+        "
+        w6 = 0
+    l:
+        *(u32 *)(r10 - 8) = w6
+        w6 = 100
+        w6 = *(u32 *)(r10 - 8)
+        w6 += 1
+        if w6 < 10 goto l
+        r0 = 0
+        exit",
+    );
+    assert_eq!(v.stats.subprog_stack_depth, vec![8]);
+}
+
+#[test]
+fn narrow_spill_bounds_a_map_value_offset() {
+    accepts(
+        "
+        r6 = r1
+        *(u32 *)(r10 - 4) = 0
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        if r0 == 0 goto out
+        r1 = *(u32 *)(r6 + 12)
+        r1 &= 7
+        *(u16 *)(r10 - 16) = r1
+        r2 = *(u16 *)(r10 - 16)
+        r0 += r2
+        r0 = *(u64 *)(r0 + 0)
+    out:
+        r0 = 2
+        exit",
+    );
+}
+
+#[test]
+fn runtime_extra_helpers() {
+    // ktime_get_coarse_ns, xdp_get_buff_len, xdp_load_bytes into uninitialised stack,
+    // xdp_store_bytes from it, trace_vprintk with a pointer argument (%s),
+    // map_lookup_percpu_elem, and trace_printk with a pointer vararg.
+    let mut m = maps();
+    m.push(map("percpu", map_type::PERCPU_ARRAY, 4, 8, 4)); // 6
+    let p = program(
+        asm("
+        r6 = r1
+        call 160
+        r1 = r6
+        call 188
+        r1 = r6
+        r2 = 14
+        r3 = r10
+        r3 += -16
+        r4 = 8
+        call 189
+        r1 = r6
+        r2 = 0
+        r3 = r10
+        r3 += -16
+        r4 = 6
+        call 190
+        r1 = r10
+        r1 += -16
+        *(u64 *)(r10 - 24) = r1
+        r1 = map_value[3][0] ll
+        r2 = 4
+        r3 = r10
+        r3 += -24
+        r4 = 8
+        call 177
+        r1 = map_value[3][0] ll
+        r2 = 4
+        r3 = r10
+        call 6
+        *(u32 *)(r10 - 28) = 1
+        r2 = r10
+        r2 += -28
+        r1 = map[6] ll
+        r3 = 0
+        call 195
+        if r0 == 0 goto out
+        r0 = *(u64 *)(r0 + 0)
+    out:
+        r0 = 2
+        exit"),
+        m,
+    );
+    verify(&p, &VerifyOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+}
