@@ -5,6 +5,8 @@
 use super::env::SluiceEnv;
 use super::{RunOutcome, XdpBuff, XdpProgram};
 use sluice_ebpf::insn::XDP_ABORTED;
+use sluice_ebpf::jit::Jit;
+use sluice_ebpf::verifier::{verify, VerifyOptions};
 use sluice_ebpf::{Engine, Interpreter, LoadOptions, Maps, Object};
 use std::path::Path;
 use std::sync::Arc;
@@ -42,6 +44,8 @@ pub struct EbpfProgram {
     engine: Box<dyn Engine>,
     pub maps: Arc<Maps>,
     pub engine_kind: EngineKind,
+    /// Why the JIT was not used when it was asked for.
+    pub jit_fallback: Option<String>,
     /// Runs that faulted (treated as XDP_ABORTED).
     pub faults: u64,
     pub last_fault: Option<String>,
@@ -61,11 +65,28 @@ impl EbpfProgram {
             have: obj.program_names().join(", "),
         })?;
         let name = format!("{}:{}", path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(), prog.name);
+        // Every program is verified, whichever engine runs it: the JIT's code has no checks.
+        verify(&prog, &VerifyOptions::default()).map_err(|e| XdpLoadError::Verifier {
+            path: p.clone(),
+            prog: prog.name.clone(),
+            msg: e.to_string(),
+        })?;
         let prog = Arc::new(prog);
         let maps = obj.maps.clone();
-        let engine: Box<dyn Engine> =
-            Box::new(Interpreter::new(prog.clone(), maps.clone()).map_err(|e| XdpLoadError::Load { path: p.clone(), msg: e.to_string() })?);
-        Ok(EbpfProgram { name, engine, maps, engine_kind: EngineKind::Interp, faults: 0, last_fault: None })
+        let interp = || -> Result<Box<dyn Engine>, XdpLoadError> {
+            Ok(Box::new(
+                Interpreter::new(prog.clone(), maps.clone()).map_err(|e| XdpLoadError::Load { path: p.clone(), msg: e.to_string() })?,
+            ))
+        };
+        let (engine, engine_kind, jit_fallback) = match kind {
+            EngineKind::Interp => (interp()?, EngineKind::Interp, None),
+            EngineKind::Jit => match Jit::compile(prog.clone(), maps.clone()) {
+                Ok(j) => (Box::new(j) as Box<dyn Engine>, EngineKind::Jit, None),
+                // A program the JIT cannot translate still runs, checked, in the interpreter.
+                Err(e) => (interp()?, EngineKind::Interp, Some(e.to_string())),
+            },
+        };
+        Ok(EbpfProgram { name, engine, maps, engine_kind, jit_fallback, faults: 0, last_fault: None })
     }
 }
 
