@@ -3,7 +3,7 @@
 # capture tshark reads with correct checksums.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bin=target/release/sluice
+bin=${SLUICE_BIN:-target/release/sluice}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 echo "--- the lab (cargo run --release), 3 s"

@@ -5,7 +5,7 @@
 # object; native attach on a veth in a fresh namespace behaves as the oracle says.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bin=target/release/sluice
+bin=${SLUICE_BIN:-target/release/sluice}
 if [ "$(id -u)" != 0 ]; then
     if [ "${SLUICE_ALLOW_NO_ROOT:-0}" = 1 ]; then echo "not root: kernel cross-check skipped (SLUICE_ALLOW_NO_ROOT=1)"; exit 0; fi
     echo "the kernel cross-check needs root (CI runs as root); set SLUICE_ALLOW_NO_ROOT=1 to skip locally" >&2
