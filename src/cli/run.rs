@@ -6,8 +6,6 @@ use crate::config::{self, Config, ConfigError, PortKind};
 use crate::datapath::{Datapath, Pipeline};
 use crate::napi::{self, RunLimit};
 use crate::stats::Counters;
-use crate::xdp::ebpf::{EbpfProgram, EngineKind};
-use crate::xdp::{XdpMode, XdpProgram};
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +50,14 @@ pub fn resolve_config(args: &RunArgs) -> Result<Config, RunError> {
     if let Some(p) = pipeline {
         cfg.pipeline = p;
     }
+    if let Some(spec) = &args.xdp {
+        cfg.xdp = Some(config::XdpConfig {
+            program: spec.clone(),
+            mode: args.xdp_mode.parse().map_err(RunError::Other)?,
+            engine: args.xdp_engine.parse().map_err(RunError::Other)?,
+            section: args.xdp_section.clone(),
+        });
+    }
     if let Some(pin) = &args.pcap_in {
         let first = cfg.ports.first_mut().ok_or_else(|| RunError::Other("config has no ports".into()))?;
         first.kind = PortKind::PcapIn;
@@ -74,33 +80,10 @@ pub fn build(cfg: &Config, set: &[String]) -> Result<Datapath, RunError> {
     Ok(cfg.build(tun, &pool)?)
 }
 
-/// Attaches `--xdp` (an object or `builtin:NAME`) to every receiving port.
-pub fn attach_xdp(dp: &mut Datapath, cfg: &Config, args: &RunArgs) -> Result<(), RunError> {
-    let Some(spec) = &args.xdp else { return Ok(()) };
-    let mode: XdpMode = args.xdp_mode.parse().map_err(RunError::Other)?;
-    let engine: EngineKind = args.xdp_engine.parse().map_err(RunError::Other)?;
-    for (i, pc) in cfg.ports.iter().enumerate() {
-        if !matches!(pc.kind, PortKind::Gen | PortKind::PcapIn) {
-            continue;
-        }
-        let prog: Box<dyn XdpProgram> = if spec.starts_with("builtin:") {
-            crate::xdp::builtin::parse(spec).map_err(RunError::Other)?
-        } else {
-            Box::new(
-                EbpfProgram::load(std::path::Path::new(spec), args.xdp_section.as_deref(), engine)
-                    .map_err(|e| RunError::Other(e.to_string()))?,
-            )
-        };
-        dp.xdp.attach(i as u16, mode, prog);
-    }
-    Ok(())
-}
-
 /// Runs to completion. `tick` sees the datapath about once a second.
 pub fn execute(args: &RunArgs, tick: impl FnMut(&mut Datapath, Duration)) -> Result<RunReport, RunError> {
     let cfg = resolve_config(args)?;
     let mut dp = build(&cfg, &args.set)?;
-    attach_xdp(&mut dp, &cfg, args)?;
     let has_pcap_in = cfg.ports.iter().any(|p| p.kind == PortKind::PcapIn);
     let limit = RunLimit {
         duration: match (args.seconds, has_pcap_in) {

@@ -12,6 +12,8 @@ use crate::port::pcap::{PcapIn, PcapOut};
 use crate::port::sink::{CheckSpec, Sink, SinkKind};
 use crate::port::{parse_mac, Port};
 use crate::rx::route::{Iface, NextHop};
+use crate::xdp::ebpf::{EbpfProgram, EngineKind};
+use crate::xdp::{XdpMode, XdpProgram};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -139,6 +141,31 @@ pub struct Config {
     /// Local pipeline: UDP ports with a bound socket (drained by the lab's application).
     #[serde(default)]
     pub udp_sockets: Vec<u16>,
+    /// An XDP program attached to every receiving port.
+    #[serde(default)]
+    pub xdp: Option<XdpConfig>,
+}
+
+/// `[xdp]`: program = "PROG.o" or "builtin:NAME", mode = "native" | "generic",
+/// engine = "jit" | "interp", section = function or section name.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct XdpConfig {
+    pub program: String,
+    #[serde(default = "default_xdp_mode")]
+    pub mode: XdpMode,
+    #[serde(default = "default_engine")]
+    pub engine: EngineKind,
+    #[serde(default)]
+    pub section: Option<String>,
+}
+
+fn default_xdp_mode() -> XdpMode {
+    XdpMode::Native
+}
+
+fn default_engine() -> EngineKind {
+    EngineKind::Jit
 }
 
 fn default_pool() -> usize {
@@ -286,6 +313,22 @@ impl Config {
         }
         for &p in &self.udp_sockets {
             dp.sockets.bind_udp(p, 4096).map_err(|e| field("udp_sockets", e.to_string()))?;
+        }
+        if let Some(x) = &self.xdp {
+            for (i, pc) in self.ports.iter().enumerate() {
+                if !matches!(pc.kind, PortKind::Gen | PortKind::PcapIn) {
+                    continue;
+                }
+                let prog: Box<dyn XdpProgram> = if x.program.starts_with("builtin:") {
+                    crate::xdp::builtin::parse(&x.program).map_err(|e| field("xdp.program", e))?
+                } else {
+                    Box::new(
+                        EbpfProgram::load(std::path::Path::new(&x.program), x.section.as_deref(), x.engine)
+                            .map_err(|e| field("xdp.program", e.to_string()))?,
+                    )
+                };
+                dp.xdp.attach(i as u16, x.mode, prog);
+            }
         }
         Ok(dp)
     }

@@ -5,6 +5,7 @@
 mod io;
 mod listify;
 mod selfcheck;
+mod xdp;
 
 use super::experiment::Builder;
 
@@ -16,9 +17,9 @@ pub fn registry() -> Vec<(&'static str, &'static str, Builder)> {
     vec![
         ("listify", "listified receive vs one packet at a time (listified-receive.txt), l3fwd, 2 traffic shapes", listify::build),
         ("io", "sluice's io forward vs dpdk-testpmd's io forward on two null ports", io::build),
+        ("xdp", "native vs generic XDP, DROP/TX x no_touch/read, JIT vs interpreter (generic-xdp-eval.rst)", xdp::build),
         ("selfcheck", "harness self-test: A vs identical A', A vs A + rx.extra_work, and an extra_work sweep", selfcheck::build),
         // ("gro", "...", gro::build),     issue: GRO_NORMAL batching (gro-normal-batch.txt)
-        // ("xdp", "...", xdp::build),     issue: native vs generic XDP (generic-xdp-eval.rst)
         // ("qdisc", "...", qdisc::build), issue: qdisc bulk dequeue (qdisc-bulk-dequeue.txt)
         // ("rps", "...", rps::build),     issue: receive packet steering (rps.txt)
     ]
