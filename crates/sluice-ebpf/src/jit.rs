@@ -93,9 +93,7 @@ use crate::insn::*;
 use crate::interp::{BPF_LOAD_ACQ, BPF_STORE_REL, FRAME_STACK_SIZE, MAX_CALL_FRAMES};
 use crate::maps::{Map, Maps};
 use crate::program::{map_type, Program};
-use crate::state::{
-    xdp_context, Engine, RunConfig, RunError, RunErrorKind, RunHead, RunState, OFF_CPU, OFF_CTX, OFF_FAULT, OFF_FAULT_PC,
-};
+use crate::state::{xdp_context, Engine, RunConfig, RunError, RunErrorKind, RunHead, RunState, OFF_CPU, OFF_CTX, OFF_FAULT, OFF_FAULT_PC};
 use crate::verifier::{verify, SubprogInfo, VerifiedProgram, VerifyError, VerifyOptions};
 use crate::xdp::{RunOutcome, XdpBuff};
 
@@ -177,24 +175,30 @@ fn generate(insns: &[Insn], plan: &Plan) -> Result<(JITModule, EntryFn), JitErro
 
 fn build(program: Arc<Program>, subprogs: &[SubprogInfo], maps: Arc<Maps>, config: RunConfig) -> Result<JitProgram, JitError> {
     let plan = Plan::new(&program, &maps, Some(subprogs))?;
+    if plan.stack_bytes > STACK_SIZE {
+        return Err(JitError::Codegen(format!("stack of {} bytes", plan.stack_bytes)));
+    }
     let (module, entry) = generate(&program.insns, &plan)?;
-    let stack = if plan.stack_bytes <= 512 {
-        StackSize::B512
-    } else if plan.stack_bytes <= 1024 {
-        StackSize::B1K
-    } else if plan.stack_bytes <= 2048 {
-        StackSize::B2K
-    } else {
-        StackSize::B4K
+    // The run function with the smallest native stack buffer that holds the bpf stack (so a
+    // run does not probe or touch more native stack than it needs).
+    let runner: Runner = match (plan.calls_helpers, plan.stack_bytes) {
+        (false, 0..=512) => JitProgram::exec_lean::<{ 512 / 8 }>,
+        (false, 513..=1024) => JitProgram::exec_lean::<{ 1024 / 8 }>,
+        (false, 1025..=2048) => JitProgram::exec_lean::<{ 2048 / 8 }>,
+        (false, _) => JitProgram::exec_lean::<{ STACK_SIZE / 8 }>,
+        (true, 0..=512) => JitProgram::exec_full::<{ 512 / 8 }>,
+        (true, 513..=1024) => JitProgram::exec_full::<{ 1024 / 8 }>,
+        (true, 1025..=2048) => JitProgram::exec_full::<{ 2048 / 8 }>,
+        (true, _) => JitProgram::exec_full::<{ STACK_SIZE / 8 }>,
     };
     Ok(JitProgram {
         program,
         maps,
         config,
         entry,
+        runner,
         frames: plan.layout.frames,
         stack_bytes: plan.stack_bytes,
-        stack,
         zero_stack: plan.zero_stack,
         needs_cpu: plan.needs_cpu,
         calls_helpers: plan.calls_helpers,
@@ -206,14 +210,12 @@ fn build(program: Arc<Program>, subprogs: &[SubprogInfo], maps: Arc<Maps>, confi
 /// The native entry point: `(state, r10) -> r0` (r1 is `state + OFF_CTX`).
 type EntryFn = unsafe extern "C" fn(*mut c_void, u64) -> u64;
 
-/// Size of the (uninitialised) native buffer holding the bpf stack of one run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum StackSize {
-    B512,
-    B1K,
-    B2K,
-    B4K,
-}
+/// Stack bytes of all frames (8 × 512).
+const STACK_SIZE: usize = MAX_CALL_FRAMES * FRAME_STACK_SIZE;
+
+/// One run: `JitProgram::exec_lean` or `exec_full` for the program's stack size. Writes the
+/// full r0 to the last argument if given.
+type Runner = fn(&JitProgram, &mut XdpBuff<'_>, &mut dyn Env, Option<&mut u64>) -> Result<RunOutcome, RunError>;
 
 /// A compiled program, ready to run. Owns its code memory (freed on drop).
 pub struct JitProgram {
@@ -221,11 +223,11 @@ pub struct JitProgram {
     maps: Arc<Maps>,
     config: RunConfig,
     entry: EntryFn,
+    runner: Runner,
     /// Stack frames the call graph can reach (1 + deepest call chain).
     frames: usize,
     /// Stack bytes below the entry's r10 the program and the helpers may use.
     stack_bytes: usize,
-    stack: StackSize,
     /// Zero `stack_bytes` per run (programs calling trace_printk / trace_vprintk).
     zero_stack: bool,
     /// Whether the program can look at the CPU (read `Env::cpu_id` per run).
@@ -288,31 +290,14 @@ impl JitProgram {
     /// Runs the program once (same as [`Engine::run`]).
     #[inline]
     pub fn run(&self, xdp: &mut XdpBuff<'_>, env: &mut dyn Env) -> Result<RunOutcome, RunError> {
-        let mut r0 = 0;
-        self.exec(xdp, env, &mut r0)
+        (self.runner)(self, xdp, env, None)
     }
 
     /// Runs the program once and also returns the full 64-bit r0 (differential testing).
     pub fn run_full(&self, xdp: &mut XdpBuff<'_>, env: &mut dyn Env) -> Result<(RunOutcome, u64), RunError> {
         let mut r0 = 0;
-        let out = self.exec(xdp, env, &mut r0)?;
+        let out = (self.runner)(self, xdp, env, Some(&mut r0))?;
         Ok((out, r0))
-    }
-
-    /// One run; r0 goes to `r0_out` so that `run` returns the outcome in the shape it was
-    /// built (reloading it in another shape stalls on store forwarding).
-    #[inline(always)]
-    fn exec(&self, xdp: &mut XdpBuff<'_>, env: &mut dyn Env, r0_out: &mut u64) -> Result<RunOutcome, RunError> {
-        match (self.calls_helpers, self.stack) {
-            (false, StackSize::B512) => self.exec_lean::<{ 512 / 8 }>(xdp, env, r0_out),
-            (false, StackSize::B1K) => self.exec_lean::<{ 1024 / 8 }>(xdp, env, r0_out),
-            (false, StackSize::B2K) => self.exec_lean::<{ 2048 / 8 }>(xdp, env, r0_out),
-            (false, StackSize::B4K) => self.exec_lean::<{ 4096 / 8 }>(xdp, env, r0_out),
-            (true, StackSize::B512) => self.exec_full::<{ 512 / 8 }>(xdp, env, r0_out),
-            (true, StackSize::B1K) => self.exec_full::<{ 1024 / 8 }>(xdp, env, r0_out),
-            (true, StackSize::B2K) => self.exec_full::<{ 2048 / 8 }>(xdp, env, r0_out),
-            (true, StackSize::B4K) => self.exec_full::<{ 4096 / 8 }>(xdp, env, r0_out),
-        }
     }
 
     /// The CPU of this run if the program can look at it (checked against the maps), else 0.
@@ -331,8 +316,12 @@ impl JitProgram {
 
     /// A run of a program that calls no helper: only the [`RunHead`] is needed, nothing can
     /// move the buffer offsets or record a redirect or a fault.
-    #[inline]
-    fn exec_lean<const W: usize>(&self, xdp: &mut XdpBuff<'_>, env: &mut dyn Env, r0_out: &mut u64) -> Result<RunOutcome, RunError> {
+    fn exec_lean<const W: usize>(
+        &self,
+        xdp: &mut XdpBuff<'_>,
+        env: &mut dyn Env,
+        r0_out: Option<&mut u64>,
+    ) -> Result<RunOutcome, RunError> {
         let (ctx, _) = xdp_context(xdp).map_err(|k| RunError::new(0, k))?;
         let cpu = self.cpu(env)?;
         let mut head = RunHead { ctx, fault: 0, fault_helper: 0, redirect_kind: 0, redirect_target: 0, cpu, fault_pc: 0 };
@@ -346,13 +335,19 @@ impl JitProgram {
         // when no helper is called), the `stack_bytes <= W * 8` bytes below r10, the packet
         // and context described by `head` and map values.
         let r0 = unsafe { (self.entry)(state.cast(), r10) };
-        *r0_out = r0;
+        if let Some(out) = r0_out {
+            *out = r0;
+        }
         Ok(RunOutcome { action: r0 as u32, redirect: None })
     }
 
     /// A run with the whole [`RunState`], for programs that call helpers.
-    #[inline]
-    fn exec_full<const W: usize>(&self, xdp: &mut XdpBuff<'_>, env: &mut dyn Env, r0_out: &mut u64) -> Result<RunOutcome, RunError> {
+    fn exec_full<const W: usize>(
+        &self,
+        xdp: &mut XdpBuff<'_>,
+        env: &mut dyn Env,
+        r0_out: Option<&mut u64>,
+    ) -> Result<RunOutcome, RunError> {
         let cpu = self.cpu(env)?;
         let mut st = RunState::with_cpu(xdp, &self.maps, env, &self.config, cpu).map_err(|k| RunError::new(0, k))?;
         let mut stack = MaybeUninit::<[u64; W]>::uninit();
@@ -373,7 +368,9 @@ impl JitProgram {
         if let Some(kind) = st.take_fault() {
             return Err(RunError::new(st.fault_pc as usize, kind));
         }
-        *r0_out = r0;
+        if let Some(out) = r0_out {
+            *out = r0;
+        }
         Ok(st.finish(xdp, r0))
     }
 }
@@ -435,9 +432,10 @@ impl Plan {
                 .starts
                 .iter()
                 .map(|&s| {
-                    sp.iter().find(|i| i.start == s).map(|i| (i.stack_depth as usize).min(FRAME_STACK_SIZE)).ok_or_else(|| {
-                        JitError::Codegen(format!("the verifier does not know the function at insn {s}"))
-                    })
+                    sp.iter()
+                        .find(|i| i.start == s)
+                        .map(|i| (i.stack_depth as usize).min(FRAME_STACK_SIZE))
+                        .ok_or_else(|| JitError::Codegen(format!("the verifier does not know the function at insn {s}")))
                 })
                 .collect::<Result<_, _>>()?,
         };
@@ -457,8 +455,7 @@ impl Plan {
                 needs_cpu |= maps.get(insn.imm as u32 as usize).is_some_and(Map::is_percpu);
             }
         }
-        let zero_stack =
-            helpers.iter().any(|&(_, id)| id == helper_id::TRACE_PRINTK as i32 || id == helper_id::TRACE_VPRINTK as i32);
+        let zero_stack = helpers.iter().any(|&(_, id)| id == helper_id::TRACE_PRINTK as i32 || id == helper_id::TRACE_VPRINTK as i32);
         let inline = find_array_lookups(insns, &layout, maps);
         let calls_helpers = helpers.iter().any(|(pc, _)| !inline.contains_key(pc));
         let stack_bytes = if zero_stack { layout.frames * FRAME_STACK_SIZE } else { layout.stack_need(&depths) };
@@ -987,8 +984,9 @@ impl Translator<'_, '_> {
             }
             self.b.def_var(self.regs[10], params[1]);
         } else {
-            for r in 1..=5 {
-                self.b.def_var(self.regs[r], params[r]);
+            let regs = self.regs;
+            for (&var, &p) in regs[1..=5].iter().zip(&params[1..=5]) {
+                self.b.def_var(var, p);
             }
             self.b.def_var(self.regs[10], params[6]);
         }

@@ -15,10 +15,8 @@
 //! | 32 | `redirect_kind: u32` | 0 none, 1 ifindex, 2 cpu, 3 xsk (see [`RunState::redirect`]) |
 //! | 36 | `redirect_target: u32` | ifindex / cpu / consumer id |
 //! | 40 | `cpu: u32` | the CPU (worker) of this run, for per-CPU maps |
-//! | 44 | `fault_pc: u32` | free for the engine: the JIT stores the slot of the faulting helper call |
 //!
-//! The first 48 bytes ([`RunHead`]) are all generated code reads or writes; the remaining
-//! fields (buffer and stack bounds, maps, env) are for the helpers' use.
+//! The remaining fields (buffer and stack bounds, maps, env) are for the helpers' use.
 //! Helpers update `ctx.data/data_end/data_meta` in place (adjust_head/tail/meta), so a JIT must
 //! re-read packet pointers from the context after any helper call — exactly what programs do.
 //! After the program returns, call [`RunState::finish`] to write the new offsets back into the
@@ -160,8 +158,7 @@ pub struct RunState<'a> {
     pub redirect_kind: u32,
     pub redirect_target: u32,
     pub cpu: u32,
-    /// Not used by helpers: the JIT stores the slot of a helper call that set `fault` here.
-    pub fault_pc: u32,
+    pub _pad: u32,
     /// Start of the packet buffer (`data_hard_start`), as a pointer with provenance.
     pub frame_ptr: *mut u8,
     pub frame_len: usize,
@@ -185,57 +182,6 @@ pub const OFF_FAULT_HELPER: usize = offset_of!(RunState<'static>, fault_helper);
 pub const OFF_REDIRECT_KIND: usize = offset_of!(RunState<'static>, redirect_kind);
 pub const OFF_REDIRECT_TARGET: usize = offset_of!(RunState<'static>, redirect_target);
 pub const OFF_CPU: usize = offset_of!(RunState<'static>, cpu);
-pub const OFF_FAULT_PC: usize = offset_of!(RunState<'static>, fault_pc);
-
-/// The first 48 bytes of [`RunState`], field for field: all a program that calls no helper
-/// needs (the JIT runs such programs with only this on its stack).
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct RunHead {
-    pub ctx: XdpMd,
-    pub fault: u32,
-    pub fault_helper: u32,
-    pub redirect_kind: u32,
-    pub redirect_target: u32,
-    pub cpu: u32,
-    pub fault_pc: u32,
-}
-
-// `RunHead` is a prefix of `RunState` (generated code uses the same offsets for both).
-const _: () = {
-    assert!(offset_of!(RunHead, ctx) == OFF_CTX);
-    assert!(offset_of!(RunHead, fault) == OFF_FAULT);
-    assert!(offset_of!(RunHead, fault_helper) == OFF_FAULT_HELPER);
-    assert!(offset_of!(RunHead, redirect_kind) == OFF_REDIRECT_KIND);
-    assert!(offset_of!(RunHead, redirect_target) == OFF_REDIRECT_TARGET);
-    assert!(offset_of!(RunHead, cpu) == OFF_CPU);
-    assert!(offset_of!(RunHead, fault_pc) == OFF_FAULT_PC);
-    assert!(std::mem::size_of::<RunHead>() == 48);
-};
-
-/// Checks `xdp` (offsets consistent, frame below 4 GiB) and builds the context a run of it
-/// sees, with the real 32-bit addresses. Also returns the frame pointer.
-#[inline(always)]
-pub fn xdp_context(xdp: &mut XdpBuff<'_>) -> Result<(XdpMd, *mut u8), RunErrorKind> {
-    let frame_len = xdp.frame.len();
-    if !(xdp.data_meta <= xdp.data && xdp.data <= xdp.data_end && xdp.data_end <= frame_len) {
-        return Err(RunErrorKind::BadBuffer { data_meta: xdp.data_meta, data: xdp.data, data_end: xdp.data_end, frame_len });
-    }
-    let frame_ptr = xdp.frame.as_mut_ptr();
-    let base = frame_ptr as usize;
-    if base.checked_add(frame_len).is_none_or(|end| end >= FOUR_GIB) {
-        return Err(RunErrorKind::BufferAbove4G);
-    }
-    let ctx = XdpMd {
-        data: (base + xdp.data) as u32,
-        data_end: (base + xdp.data_end) as u32,
-        data_meta: (base + xdp.data_meta) as u32,
-        ingress_ifindex: xdp.ingress_ifindex,
-        rx_queue_index: xdp.rx_queue_index,
-        egress_ifindex: xdp.egress_ifindex,
-    };
-    Ok((ctx, frame_ptr))
-}
 
 const FOUR_GIB: usize = 1 << 32;
 
@@ -243,37 +189,37 @@ impl<'a> RunState<'a> {
     /// Prepares a run on `xdp`: validates the offsets, requires the frame to lie below 4 GiB,
     /// builds the context with the real 32-bit addresses, reads the CPU from `env`.
     /// The stack is empty until [`RunState::set_stack`].
-    #[inline]
     pub fn new(xdp: &mut XdpBuff<'_>, maps: &'a Maps, env: &'a mut dyn Env, config: &RunConfig) -> Result<RunState<'a>, RunErrorKind> {
+        let frame_len = xdp.frame.len();
+        if !(xdp.data_meta <= xdp.data && xdp.data <= xdp.data_end && xdp.data_end <= frame_len) {
+            return Err(RunErrorKind::BadBuffer { data_meta: xdp.data_meta, data: xdp.data, data_end: xdp.data_end, frame_len });
+        }
+        let frame_ptr = xdp.frame.as_mut_ptr();
+        let base = frame_ptr as usize;
+        if base.checked_add(frame_len).is_none_or(|end| end >= FOUR_GIB) {
+            return Err(RunErrorKind::BufferAbove4G);
+        }
         let cpu = env.cpu_id();
-        RunState::with_cpu(xdp, maps, env, config, cpu)
-    }
-
-    /// [`RunState::new`] with the CPU given by the caller instead of read from `env` (an
-    /// engine that knows the program never looks at the CPU passes 0). `cpu` must be smaller
-    /// than `maps.ncpus()`.
-    #[inline(always)]
-    pub fn with_cpu(
-        xdp: &mut XdpBuff<'_>,
-        maps: &'a Maps,
-        env: &'a mut dyn Env,
-        config: &RunConfig,
-        cpu: u32,
-    ) -> Result<RunState<'a>, RunErrorKind> {
-        let (ctx, frame_ptr) = xdp_context(xdp)?;
         if cpu >= maps.ncpus() {
             return Err(RunErrorKind::BadCpu { cpu, ncpus: maps.ncpus() });
         }
         Ok(RunState {
-            ctx,
+            ctx: XdpMd {
+                data: (base + xdp.data) as u32,
+                data_end: (base + xdp.data_end) as u32,
+                data_meta: (base + xdp.data_meta) as u32,
+                ingress_ifindex: xdp.ingress_ifindex,
+                rx_queue_index: xdp.rx_queue_index,
+                egress_ifindex: xdp.egress_ifindex,
+            },
             fault: 0,
             fault_helper: 0,
             redirect_kind: REDIRECT_NONE,
             redirect_target: 0,
             cpu,
-            fault_pc: 0,
+            _pad: 0,
             frame_ptr,
-            frame_len: xdp.frame.len(),
+            frame_len,
             tailroom: config.tailroom,
             meta_max: config.meta_max,
             stack_ptr: std::ptr::null_mut(),
@@ -409,7 +355,7 @@ mod tests {
     #[test]
     fn documented_layout() {
         assert_eq!((OFF_CTX, OFF_FAULT, OFF_FAULT_HELPER), (0, 24, 28));
-        assert_eq!((OFF_REDIRECT_KIND, OFF_REDIRECT_TARGET, OFF_CPU, OFF_FAULT_PC), (32, 36, 40, 44));
+        assert_eq!((OFF_REDIRECT_KIND, OFF_REDIRECT_TARGET, OFF_CPU), (32, 36, 40));
         assert_eq!(std::mem::size_of::<XdpMd>(), XDP_MD_SIZE);
     }
 }
