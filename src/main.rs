@@ -35,7 +35,13 @@ fn cmd_run(args: RunArgs) -> Result<()> {
     let rep = run::execute(&args, |dp, el| {
         if !quiet {
             let dt = (el - last).as_secs_f64();
-            bar.println(report::tick_line(&dp.c, &prev, dt, el.as_secs_f64()));
+            let line = report::tick_line(&dp.c, &prev, dt, el.as_secs_f64());
+            // Without a terminal the bar is hidden and would swallow its println: print plainly.
+            if bar.is_hidden() {
+                println!("{line}");
+            } else {
+                bar.println(line);
+            }
             bar.set_position(el.as_millis() as u64);
         }
         prev = dp.c.clone();
