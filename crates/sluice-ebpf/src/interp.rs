@@ -115,17 +115,31 @@ impl Interpreter {
 
     /// Runs the program once (same as [`Engine::run`]).
     pub fn run(&self, xdp: &mut XdpBuff<'_>, env: &mut dyn Env) -> Result<RunOutcome, RunError> {
-        self.run_full(xdp, env).map(|(outcome, _)| outcome)
+        self.run_inner(xdp, env, None)
     }
 
     /// Runs the program once and also returns the full 64-bit r0 (for tests and for
     /// differential testing of other engines).
     pub fn run_full(&self, xdp: &mut XdpBuff<'_>, env: &mut dyn Env) -> Result<(RunOutcome, u64), RunError> {
+        let mut r0 = 0;
+        let outcome = self.run_inner(xdp, env, Some(&mut r0))?;
+        Ok((outcome, r0))
+    }
+
+    /// One run; the full r0 goes to `r0_out` if given. `run` returns the outcome in the shape
+    /// it is built in (going through `run_full`'s tuple made the caller reload it in another
+    /// shape, which stalls on store forwarding). Not inlined into both callers, so that `exec`
+    /// keeps a single call site and is inlined here (with `RunState` in registers).
+    #[inline(never)]
+    fn run_inner(&self, xdp: &mut XdpBuff<'_>, env: &mut dyn Env, r0_out: Option<&mut u64>) -> Result<RunOutcome, RunError> {
         let mut st = RunState::new(xdp, &self.maps, env, &self.config).map_err(|k| RunError::new(0, k))?;
         let mut stack = MaybeUninit::<[u64; STACK_SIZE / 8]>::uninit();
         let stack_base = stack.as_mut_ptr() as *mut u8;
         let r0 = self.exec(&mut st, stack_base)?;
-        Ok((st.finish(xdp, r0), r0))
+        if let Some(out) = r0_out {
+            *out = r0;
+        }
+        Ok(st.finish(xdp, r0))
     }
 
     fn exec(&self, st: &mut RunState<'_>, stack_base: *mut u8) -> Result<u64, RunError> {

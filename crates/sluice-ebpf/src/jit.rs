@@ -1,41 +1,60 @@
 //! A JIT compiler from eBPF to native code, built on Cranelift.
 //!
-//! [`Jit::compile`] translates a linked [`Program`] into one Cranelift function per bpf
-//! sub-program (the entry at slot 0 plus every target of a `call` with `BPF_PSEUDO_CALL`) and
-//! finalizes them into executable memory owned by the returned [`JitProgram`], which runs like
-//! the [`Interpreter`](crate::interp::Interpreter) (same [`Engine`] trait, same [`RunState`]
-//! setup, same helpers, same results).
+//! [`Jit::compile`] verifies a linked [`Program`] and translates it into one Cranelift
+//! function per bpf sub-program (the entry at slot 0 plus every target of a `call` with
+//! `BPF_PSEUDO_CALL`), finalized into executable memory owned by the returned
+//! [`JitProgram`], which runs like the [`Interpreter`](crate::interp::Interpreter) (same
+//! [`Engine`] trait, same [`RunState`], same helpers, same results).
 //!
 //! # Only verified programs
 //!
 //! The generated code does **not** check memory accesses: loads and stores go straight to the
-//! address the program computes. It must only be used for programs the verifier accepted
-//! (which proves every access stays in the stack, the context, the packet or a map value).
-//! What the verifier cannot prove is handled at run time exactly as the interpreter does:
-//! division by zero (`x / 0 = 0`, `x % 0 = x`), signed `INT_MIN / -1` (wraps), shift amounts
-//! (masked to the operand width), helper argument faults (the run ends with
-//! `RunErrorKind::HelperFault`).
+//! address the program computes, and the stack is not cleared between runs. It is only ever
+//! generated for programs the verifier accepted (which proves every access stays in the
+//! stack, the context, the packet or a map value, and that no stack byte is read before the
+//! program wrote it): [`Jit::compile`] runs [`verify`] itself, [`Jit::compile_verified`]
+//! takes the [`VerifiedProgram`] the caller already has. What the verifier cannot prove is
+//! handled at run time exactly as the interpreter does: division by zero (`x / 0 = 0`,
+//! `x % 0 = x`), signed `INT_MIN / -1` (wraps), shift amounts (masked to the operand width).
+//! Helper argument faults cannot happen in verified programs; the code still checks
+//! `state.fault` after every helper call (the run ends with `RunErrorKind::HelperFault`).
+//! [`Jit::check_translation`] translates without verifying and throws the code away (tests
+//! and diagnostics: nothing unverified is ever run).
 //!
 //! # Translation
 //!
 //! * Registers r0-r10 are Cranelift variables (SSA construction does the rest); ALU32 results
 //!   are zero-extended, immediates are sign-extended (ALU64 / JMP) or taken as `u32`
 //!   (ALU32 / JMP32), as in the interpreter.
-//! * Every sub-program is a native function
-//!   `fn(state, err_pc, r1, r2, r3, r4, r5, r10) -> r0` (System V). A bpf-to-bpf call is a
-//!   direct native call passing r1-r5 and `r10 - 512` (a fresh 512-byte frame below the
-//!   caller's); r6-r9 survive the call because they are the caller's own variables.
-//! * The bpf stack is one 4 KiB buffer (8 frames × 512 bytes) on the native stack of
-//!   [`JitProgram::run`], laid out like the interpreter's: frame 0 is the top 512 bytes, r10
-//!   at entry is the end of the buffer. The frames the program's call graph can reach are
-//!   zeroed per run and declared to the helpers with [`RunState::set_stack`].
+//! * The entry is the native function `fn(state, r10) -> r0` (System V; r1 is `&state.ctx`),
+//!   every other sub-program `fn(state, r1, r2, r3, r4, r5, r10) -> r0`. A bpf-to-bpf call
+//!   is a direct native call passing r1-r5 and `r10 - 512` (a fresh 512-byte frame below the
+//!   caller's, as in the interpreter); r6-r9 survive the call because they are the caller's
+//!   own variables.
+//! * The bpf stack lives on the native stack of [`JitProgram::run`], uninitialised: the
+//!   verifier refuses every read of a stack byte the program has not written in this run
+//!   (also through helper arguments), so what a previous run or the host left there is never
+//!   observed. The one exception is `bpf_trace_printk` / `bpf_trace_vprintk`, whose `%s`
+//!   and `%pI4`-style arguments are unchecked values the helper dereferences: programs
+//!   calling them get all their frames zeroed per run, like the interpreter. The stack
+//!   declared to the helpers ([`RunState::set_stack`]) is what the verifier's per-function
+//!   stack depths allow over every call chain.
 //! * Helpers are the interpreter's `extern "C"` functions ([`helper_fn`]), called with the
 //!   `RunState` pointer first; after each call the code checks `state.fault` and, if a helper
-//!   refused its arguments, stores the instruction slot in `err_pc` and unwinds through all
-//!   frames (every bpf-to-bpf call site checks `state.fault` too).
+//!   refused its arguments, stores the instruction slot in `state.fault_pc` and unwinds
+//!   through all frames (every bpf-to-bpf call site checks `state.fault` too).
+//! * `bpf_map_lookup_elem` on an ARRAY or PERCPU_ARRAY map is inlined when r1 is known to be
+//!   that map (an `lddw` pseudo map fd earlier in the same basic block, possibly through
+//!   register copies), like the kernel's `array_map_gen_lookup`: the 4-byte key is compared
+//!   with `max_entries` (out of range → NULL) and the value address computed directly (per-CPU:
+//!   the run's CPU's copy). The layout is checked against [`Map::prog_lookup`] at compile time.
+//! * A program that (after inlining) calls no helper runs with only the 48-byte
+//!   [`RunHead`] (context, CPU) on the stack instead of a whole [`RunState`], and its buffer
+//!   offsets need no write-back (nothing can move them). `Env::cpu_id` is only read when the
+//!   program can look at the CPU (per-CPU maps, `bpf_get_smp_processor_id`).
 //! * `lddw` map references resolve to the same values as in the interpreter:
-//!   [`map_handle`] for `BPF_PSEUDO_MAP_FD`, [`Map::direct_value_addr`](crate::maps::Map::direct_value_addr)
-//!   for `BPF_PSEUDO_MAP_VALUE`.
+//!   [`map_handle`] for `BPF_PSEUDO_MAP_FD`, [`Map::direct_value_addr`] for
+//!   `BPF_PSEUDO_MAP_VALUE`.
 //! * Atomics use Cranelift's `atomic_rmw` / `atomic_cas` / `atomic_load` / `atomic_store`
 //!   (sequentially consistent).
 //!
@@ -45,11 +64,13 @@
 //! [`JitError`]; the caller then uses the interpreter.
 //!
 //! Differences from the interpreter that verified programs cannot observe: there is no
-//! instruction budget (verified programs terminate); after a bpf-to-bpf call the caller's
-//! r1-r5 keep their values (the interpreter leaves the callee's r1-r5 in place; the verifier
-//! forbids reading them either way); helpers accept pointers into every frame the call graph
-//! can reach from the start of the run (the interpreter only into frames entered so far;
-//! verified programs only pass pointers into active frames).
+//! instruction budget (verified programs terminate); the stack is not zeroed; after a
+//! bpf-to-bpf call the caller's r1-r5 keep their values (the interpreter leaves the callee's
+//! r1-r5 in place; the verifier forbids reading them either way); helpers accept pointers
+//! into the stack any call chain can use from the start of the run (the interpreter only into
+//! frames entered so far; verified programs only pass pointers into bytes they initialised).
+//! A program that cannot look at the CPU does not call `Env::cpu_id`, so an out-of-range CPU
+//! (a host bug) is only reported (`RunErrorKind::BadCpu`) for programs that could use it.
 
 use std::collections::BTreeMap;
 use std::ffi::c_void;
@@ -67,19 +88,22 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, Linkage, Module};
 
 use crate::env::Env;
-use crate::helpers::{helper_fn, map_handle};
+use crate::helpers::{helper_fn, id as helper_id, map_handle};
 use crate::insn::*;
 use crate::interp::{BPF_LOAD_ACQ, BPF_STORE_REL, FRAME_STACK_SIZE, MAX_CALL_FRAMES};
-use crate::maps::Maps;
-use crate::program::Program;
-use crate::state::{Engine, RunConfig, RunError, RunErrorKind, RunState, OFF_FAULT};
+use crate::maps::{Map, Maps};
+use crate::program::{map_type, Program};
+use crate::state::{xdp_context, Engine, RunConfig, RunError, RunErrorKind, RunHead, RunState, OFF_CPU, OFF_CTX, OFF_FAULT, OFF_FAULT_PC};
+use crate::verifier::{verify, SubprogInfo, VerifiedProgram, VerifyError, VerifyOptions};
 use crate::xdp::{RunOutcome, XdpBuff};
-
-const STACK_SIZE: usize = MAX_CALL_FRAMES * FRAME_STACK_SIZE;
 
 /// Why a program could not be compiled (the caller falls back to the interpreter).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum JitError {
+    /// The verifier refused the program ([`Jit::compile`]): it may only run in the
+    /// interpreter.
+    #[error("verifier: {0}")]
+    Verify(VerifyError),
     #[error("empty program")]
     Empty,
     #[error("insn {pc}: invalid instruction (opcode {code:#04x})")]
@@ -107,8 +131,9 @@ pub enum JitError {
 pub struct Jit;
 
 impl Jit {
-    /// Compiles a **verified** program (see the module docs) for `maps`, which must be the
-    /// maps it was linked with (same definitions at the same indices).
+    /// Verifies `program` (default [`VerifyOptions`]) and compiles it for `maps`, which must be
+    /// the maps it was linked with (same definitions at the same indices). A program the
+    /// verifier refuses gives [`JitError::Verify`].
     pub fn compile(program: Arc<Program>, maps: Arc<Maps>) -> Result<JitProgram, JitError> {
         Jit::compile_with_config(program, maps, RunConfig::default())
     }
@@ -116,18 +141,81 @@ impl Jit {
     /// [`Jit::compile`] with an engine configuration (`insn_budget` is ignored: verified
     /// programs terminate).
     pub fn compile_with_config(program: Arc<Program>, maps: Arc<Maps>, config: RunConfig) -> Result<JitProgram, JitError> {
-        let wide = resolve_wide(&program, &maps).map_err(JitError::Maps)?;
-        let layout = Layout::analyse(&program.insns)?;
-        // Cranelift reports bad input as errors, but a panic in it (a bug) must not take the
-        // host down: the caller falls back to the interpreter.
-        let (module, entry) = catch_unwind(AssertUnwindSafe(|| codegen(&program.insns, &wide, &layout)))
-            .map_err(|p| JitError::Codegen(panic_message(p)))??;
-        Ok(JitProgram { program, maps, config, entry, frames: layout.frames, module: Mutex::new(Some(module)) })
+        let verified = verify(&program, &VerifyOptions::default()).map_err(JitError::Verify)?;
+        build(program, &verified.subprogs, maps, config)
+    }
+
+    /// Compiles a program the verifier accepted (`verified.program`) for `maps`, which must be
+    /// the maps it was linked with. Uses the verifier's per-function stack depths.
+    pub fn compile_verified(verified: &VerifiedProgram, maps: Arc<Maps>) -> Result<JitProgram, JitError> {
+        Jit::compile_verified_with_config(verified, maps, RunConfig::default())
+    }
+
+    /// [`Jit::compile_verified`] with an engine configuration.
+    pub fn compile_verified_with_config(verified: &VerifiedProgram, maps: Arc<Maps>, config: RunConfig) -> Result<JitProgram, JitError> {
+        build(Arc::new(verified.program.clone()), &verified.subprogs, maps, config)
+    }
+
+    /// Translates `program` for `maps` **without verifying it** and throws the code away:
+    /// whether the JIT itself can translate it (for tests and diagnostics). Nothing is run.
+    pub fn check_translation(program: &Program, maps: &Maps) -> Result<(), JitError> {
+        let plan = Plan::new(program, maps, None)?;
+        let module = generate(&program.insns, &plan)?.0;
+        // SAFETY: nothing compiled in this module was handed out or run.
+        unsafe { module.free_memory() };
+        Ok(())
     }
 }
 
-/// The native entry point: `(state, err_pc, r1, r2, r3, r4, r5, r10) -> r0`.
-type EntryFn = unsafe extern "C" fn(*mut c_void, *mut u64, u64, u64, u64, u64, u64, u64) -> u64;
+/// Generates the code, turning a panic in Cranelift (a bug) into an error: the caller falls
+/// back to the interpreter instead of the host going down.
+fn generate(insns: &[Insn], plan: &Plan) -> Result<(JITModule, EntryFn), JitError> {
+    catch_unwind(AssertUnwindSafe(|| codegen(insns, plan))).map_err(|p| JitError::Codegen(panic_message(p)))?
+}
+
+fn build(program: Arc<Program>, subprogs: &[SubprogInfo], maps: Arc<Maps>, config: RunConfig) -> Result<JitProgram, JitError> {
+    let plan = Plan::new(&program, &maps, Some(subprogs))?;
+    if plan.stack_bytes > STACK_SIZE {
+        return Err(JitError::Codegen(format!("stack of {} bytes", plan.stack_bytes)));
+    }
+    let (module, entry) = generate(&program.insns, &plan)?;
+    // The run function with the smallest native stack buffer that holds the bpf stack (so a
+    // run does not probe or touch more native stack than it needs).
+    let runner: Runner = match (plan.calls_helpers, plan.stack_bytes) {
+        (false, 0..=512) => JitProgram::exec_lean::<{ 512 / 8 }>,
+        (false, 513..=1024) => JitProgram::exec_lean::<{ 1024 / 8 }>,
+        (false, 1025..=2048) => JitProgram::exec_lean::<{ 2048 / 8 }>,
+        (false, _) => JitProgram::exec_lean::<{ STACK_SIZE / 8 }>,
+        (true, 0..=512) => JitProgram::exec_full::<{ 512 / 8 }>,
+        (true, 513..=1024) => JitProgram::exec_full::<{ 1024 / 8 }>,
+        (true, 1025..=2048) => JitProgram::exec_full::<{ 2048 / 8 }>,
+        (true, _) => JitProgram::exec_full::<{ STACK_SIZE / 8 }>,
+    };
+    Ok(JitProgram {
+        program,
+        maps,
+        config,
+        entry,
+        runner,
+        frames: plan.layout.frames,
+        stack_bytes: plan.stack_bytes,
+        zero_stack: plan.zero_stack,
+        needs_cpu: plan.needs_cpu,
+        calls_helpers: plan.calls_helpers,
+        inlined_lookups: plan.inline.len(),
+        module: Mutex::new(Some(module)),
+    })
+}
+
+/// The native entry point: `(state, r10) -> r0` (r1 is `state + OFF_CTX`).
+type EntryFn = unsafe extern "C" fn(*mut c_void, u64) -> u64;
+
+/// Stack bytes of all frames (8 × 512).
+const STACK_SIZE: usize = MAX_CALL_FRAMES * FRAME_STACK_SIZE;
+
+/// One run: `JitProgram::exec_lean` or `exec_full` for the program's stack size. Writes the
+/// full r0 to the last argument if given.
+type Runner = fn(&JitProgram, &mut XdpBuff<'_>, &mut dyn Env, Option<&mut u64>) -> Result<RunOutcome, RunError>;
 
 /// A compiled program, ready to run. Owns its code memory (freed on drop).
 pub struct JitProgram {
@@ -135,8 +223,18 @@ pub struct JitProgram {
     maps: Arc<Maps>,
     config: RunConfig,
     entry: EntryFn,
+    runner: Runner,
     /// Stack frames the call graph can reach (1 + deepest call chain).
     frames: usize,
+    /// Stack bytes below the entry's r10 the program and the helpers may use.
+    stack_bytes: usize,
+    /// Zero `stack_bytes` per run (programs calling trace_printk / trace_vprintk).
+    zero_stack: bool,
+    /// Whether the program can look at the CPU (read `Env::cpu_id` per run).
+    needs_cpu: bool,
+    /// Whether the code calls any helper (otherwise runs only need a [`RunHead`]).
+    calls_helpers: bool,
+    inlined_lookups: usize,
     /// The code module, only kept to keep `entry` valid and to free the memory on drop.
     /// (`JITModule` is `Send` but not `Sync`; the mutex is never locked.)
     module: Mutex<Option<JITModule>>,
@@ -148,6 +246,9 @@ impl std::fmt::Debug for JitProgram {
             .field("program", &self.program.name)
             .field("insns", &self.program.insns.len())
             .field("frames", &self.frames)
+            .field("stack_bytes", &self.stack_bytes)
+            .field("calls_helpers", &self.calls_helpers)
+            .field("inlined_lookups", &self.inlined_lookups)
             .field("config", &self.config)
             .finish_non_exhaustive()
     }
@@ -170,45 +271,112 @@ impl JitProgram {
         self.config = config;
     }
 
+    /// Number of `bpf_map_lookup_elem` calls compiled inline (ARRAY / PERCPU_ARRAY maps).
+    pub fn inlined_lookups(&self) -> usize {
+        self.inlined_lookups
+    }
+
+    /// Whether the generated code calls helpers (after inlining). Programs that do not run
+    /// with the smaller per-run setup.
+    pub fn calls_helpers(&self) -> bool {
+        self.calls_helpers
+    }
+
+    /// Stack bytes a run may use (below the entry's r10, over every call chain).
+    pub fn stack_bytes(&self) -> usize {
+        self.stack_bytes
+    }
+
     /// Runs the program once (same as [`Engine::run`]).
+    #[inline]
     pub fn run(&self, xdp: &mut XdpBuff<'_>, env: &mut dyn Env) -> Result<RunOutcome, RunError> {
-        self.exec(xdp, env).map(|(outcome, _)| outcome)
+        (self.runner)(self, xdp, env, None)
     }
 
     /// Runs the program once and also returns the full 64-bit r0 (differential testing).
     pub fn run_full(&self, xdp: &mut XdpBuff<'_>, env: &mut dyn Env) -> Result<(RunOutcome, u64), RunError> {
-        self.exec(xdp, env)
+        let mut r0 = 0;
+        let out = (self.runner)(self, xdp, env, Some(&mut r0))?;
+        Ok((out, r0))
     }
 
-    // Inlined into `run` and `run_full`, so `run` does not pass the outcome through memory
-    // in a different shape (an 8-byte reload of two 4-byte stores stalls store forwarding).
+    /// The CPU of this run if the program can look at it (checked against the maps), else 0.
     #[inline(always)]
-    fn exec(&self, xdp: &mut XdpBuff<'_>, env: &mut dyn Env) -> Result<(RunOutcome, u64), RunError> {
-        let mut st = RunState::new(xdp, &self.maps, env, &self.config).map_err(|k| RunError::new(0, k))?;
-        let mut stack = MaybeUninit::<[u64; STACK_SIZE / 8]>::uninit();
-        let base = stack.as_mut_ptr() as *mut u8;
-        let used = self.frames * FRAME_STACK_SIZE;
-        let lo = base.wrapping_add(STACK_SIZE - used);
-        // SAFETY: frames <= MAX_CALL_FRAMES, so [lo, lo + used) is the top of the 4 KiB buffer.
-        unsafe { std::ptr::write_bytes(lo, 0, used) };
-        st.set_stack(lo, used);
-        let r1 = st.ctx_addr();
-        let r10 = base as u64 + STACK_SIZE as u64;
-        let mut err_pc = 0u64;
+    fn cpu(&self, env: &mut dyn Env) -> Result<u32, RunError> {
+        if !self.needs_cpu {
+            return Ok(0);
+        }
+        let cpu = env.cpu_id();
+        let ncpus = self.maps.ncpus();
+        if cpu >= ncpus {
+            return Err(RunError::new(0, RunErrorKind::BadCpu { cpu, ncpus }));
+        }
+        Ok(cpu)
+    }
+
+    /// A run of a program that calls no helper: only the [`RunHead`] is needed, nothing can
+    /// move the buffer offsets or record a redirect or a fault.
+    fn exec_lean<const W: usize>(
+        &self,
+        xdp: &mut XdpBuff<'_>,
+        env: &mut dyn Env,
+        r0_out: Option<&mut u64>,
+    ) -> Result<RunOutcome, RunError> {
+        let (ctx, _) = xdp_context(xdp).map_err(|k| RunError::new(0, k))?;
+        let cpu = self.cpu(env)?;
+        let mut head = RunHead { ctx, fault: 0, fault_helper: 0, redirect_kind: 0, redirect_target: 0, cpu, fault_pc: 0 };
+        // Not zeroed: the verifier refuses every read of stack the program has not written.
+        let mut stack = MaybeUninit::<[u64; W]>::uninit();
+        let r10 = stack.as_mut_ptr() as u64 + (W * 8) as u64;
+        let state: *mut RunHead = &mut head;
+        // SAFETY: `entry` is finalized code owned by `self.module`, alive as long as `self`,
+        // generated for this program's verified instructions, which call no helper: it only
+        // touches `head` (the generated code accesses the state only at `RunHead` offsets
+        // when no helper is called), the `stack_bytes <= W * 8` bytes below r10, the packet
+        // and context described by `head` and map values.
+        let r0 = unsafe { (self.entry)(state.cast(), r10) };
+        if let Some(out) = r0_out {
+            *out = r0;
+        }
+        Ok(RunOutcome { action: r0 as u32, redirect: None })
+    }
+
+    /// A run with the whole [`RunState`], for programs that call helpers.
+    fn exec_full<const W: usize>(
+        &self,
+        xdp: &mut XdpBuff<'_>,
+        env: &mut dyn Env,
+        r0_out: Option<&mut u64>,
+    ) -> Result<RunOutcome, RunError> {
+        let cpu = self.cpu(env)?;
+        let mut st = RunState::with_cpu(xdp, &self.maps, env, &self.config, cpu).map_err(|k| RunError::new(0, k))?;
+        let mut stack = MaybeUninit::<[u64; W]>::uninit();
+        let top = (stack.as_mut_ptr() as *mut u8).wrapping_add(W * 8);
+        let lo = top.wrapping_sub(self.stack_bytes);
+        if self.zero_stack {
+            // SAFETY: stack_bytes <= W * 8 (`build` picks W), so [lo, top) is inside `stack`.
+            unsafe { std::ptr::write_bytes(lo, 0, self.stack_bytes) };
+        }
+        // Uninitialised unless zeroed: helpers only read bytes the program wrote (verifier).
+        st.set_stack(lo, self.stack_bytes);
         let state: *mut RunState<'_> = &mut st;
         // SAFETY: `entry` is finalized code owned by `self.module`, alive as long as `self`,
-        // generated for this program's (verified) instructions: it only touches `st`,
-        // `err_pc`, the stack frames zeroed above, the packet and context described by `st`,
-        // and map values, and calls helpers with `st` exactly as the interpreter does.
-        let r0 = unsafe { (self.entry)(state.cast(), &mut err_pc, r1, 0, 0, 0, 0, r10) };
+        // generated for this program's verified instructions: it only touches `st`, the
+        // `stack_bytes` below `top` (inside `stack`), the packet and context described by
+        // `st` and map values, and calls helpers with `st` exactly as the interpreter does.
+        let r0 = unsafe { (self.entry)(state.cast(), top as u64) };
         if let Some(kind) = st.take_fault() {
-            return Err(RunError::new(err_pc as usize, kind));
+            return Err(RunError::new(st.fault_pc as usize, kind));
         }
-        Ok((st.finish(xdp, r0), r0))
+        if let Some(out) = r0_out {
+            *out = r0;
+        }
+        Ok(st.finish(xdp, r0))
     }
 }
 
 impl Engine for JitProgram {
+    #[inline]
     fn run(&self, xdp: &mut XdpBuff<'_>, env: &mut dyn Env) -> Result<RunOutcome, RunError> {
         JitProgram::run(self, xdp, env)
     }
@@ -233,6 +401,204 @@ fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
     } else {
         "panic".to_owned()
     }
+}
+
+/// Everything decided before code generation.
+struct Plan {
+    /// The 64-bit value of every `lddw` with a map source, by slot.
+    wide: BTreeMap<usize, u64>,
+    layout: Layout,
+    /// `bpf_map_lookup_elem` call slots compiled inline.
+    inline: BTreeMap<usize, ArrayLookup>,
+    /// Whether any helper call remains after inlining.
+    calls_helpers: bool,
+    /// Whether the program can look at the CPU.
+    needs_cpu: bool,
+    /// Zero the stack per run (trace_printk / trace_vprintk).
+    zero_stack: bool,
+    /// Stack bytes below the entry's r10 used over all call chains.
+    stack_bytes: usize,
+}
+
+impl Plan {
+    /// `subprogs`: the verifier's functions with their stack depths (`None`: 512 each).
+    fn new(program: &Program, maps: &Maps, subprogs: Option<&[SubprogInfo]>) -> Result<Plan, JitError> {
+        let insns = &program.insns;
+        let wide = resolve_wide(program, maps).map_err(JitError::Maps)?;
+        let layout = Layout::analyse(insns)?;
+        let depths: Vec<usize> = match subprogs {
+            None => vec![FRAME_STACK_SIZE; layout.starts.len()],
+            Some(sp) => layout
+                .starts
+                .iter()
+                .map(|&s| {
+                    sp.iter()
+                        .find(|i| i.start == s)
+                        .map(|i| (i.stack_depth as usize).min(FRAME_STACK_SIZE))
+                        .ok_or_else(|| JitError::Codegen(format!("the verifier does not know the function at insn {s}")))
+                })
+                .collect::<Result<_, _>>()?,
+        };
+        let mut helpers = Vec::new();
+        let mut needs_cpu = false;
+        for (pc, insn) in insns.iter().enumerate() {
+            if layout.tail[pc] {
+                continue;
+            }
+            if insn.code == (BPF_JMP | BPF_CALL) && insn.src == 0 {
+                helpers.push((pc, insn.imm));
+                needs_cpu |= insn.imm == helper_id::GET_SMP_PROCESSOR_ID as i32;
+            }
+            // Per-CPU map lookups and updates use the run's CPU. (Verified programs only get
+            // map handles from `lddw`.)
+            if insn.code == (BPF_LD | BPF_IMM | BPF_DW) && insn.src == BPF_PSEUDO_MAP_FD {
+                needs_cpu |= maps.get(insn.imm as u32 as usize).is_some_and(Map::is_percpu);
+            }
+        }
+        let zero_stack = helpers.iter().any(|&(_, id)| id == helper_id::TRACE_PRINTK as i32 || id == helper_id::TRACE_VPRINTK as i32);
+        let inline = find_array_lookups(insns, &layout, maps);
+        let calls_helpers = helpers.iter().any(|(pc, _)| !inline.contains_key(pc));
+        let stack_bytes = if zero_stack { layout.frames * FRAME_STACK_SIZE } else { layout.stack_need(&depths) };
+        Ok(Plan { wide, layout, inline, calls_helpers, needs_cpu, zero_stack, stack_bytes })
+    }
+}
+
+/// An inlined `bpf_map_lookup_elem` on an array: the value of key `k < max_entries` (and CPU
+/// `c` for per-CPU maps) is at `base + k * entry_stride + c * cpu_stride`.
+#[derive(Debug, Clone, Copy)]
+struct ArrayLookup {
+    base: u64,
+    max_entries: u32,
+    entry_stride: u64,
+    /// `Some` for PERCPU_ARRAY.
+    cpu_stride: Option<u64>,
+}
+
+impl ArrayLookup {
+    /// The inline lookup for map `index`, if it is an ARRAY or PERCPU_ARRAY whose value
+    /// layout is the one expected (checked against [`Map::prog_lookup`], the helper's own
+    /// lookup, on a sample of keys and CPUs).
+    fn of(maps: &Maps, index: u32) -> Option<ArrayLookup> {
+        let m = maps.get(index as usize)?;
+        let d = m.def();
+        if !matches!(d.map_type, map_type::ARRAY | map_type::PERCPU_ARRAY) || d.key_size != 4 {
+            return None;
+        }
+        let stride = (d.value_size as u64).checked_add(7)? & !7;
+        let percpu = m.is_percpu();
+        let copies = m.copies() as u64;
+        // Runs use CPUs below `maps.ncpus()`: every one must have its copy.
+        if (percpu && copies != maps.ncpus() as u64) || (!percpu && copies != 1) {
+            return None;
+        }
+        let l = ArrayLookup {
+            base: m.region().start as u64,
+            max_entries: d.max_entries,
+            entry_stride: copies.checked_mul(stride)?,
+            cpu_stride: percpu.then_some(stride),
+        };
+        let n = d.max_entries;
+        let keys = [0, 1, n / 2, n.saturating_sub(1), n, n.saturating_add(1), u32::MAX];
+        let cpus = [0, 1, maps.ncpus().saturating_sub(1)];
+        for &k in &keys {
+            for &c in &cpus {
+                if c >= maps.ncpus() {
+                    continue;
+                }
+                let want = m.prog_lookup(&k.to_le_bytes(), c).map_or(0, |p| p as u64);
+                if l.addr(k, c) != want {
+                    return None;
+                }
+            }
+        }
+        Some(l)
+    }
+
+    /// What the generated code computes for key `k` on CPU `c` (0 = NULL).
+    fn addr(&self, k: u32, c: u32) -> u64 {
+        if k >= self.max_entries {
+            return 0;
+        }
+        let cpu_off = self.cpu_stride.map_or(0, |s| c as u64 * s);
+        self.base.wrapping_add(k as u64 * self.entry_stride).wrapping_add(cpu_off)
+    }
+}
+
+/// The `bpf_map_lookup_elem` calls whose map argument is known and an array: r1 was loaded
+/// with that map's `lddw` pseudo map fd earlier in the same basic block (directly or through
+/// 64-bit register copies), so on every path to the call r1 is that map.
+fn find_array_lookups(insns: &[Insn], layout: &Layout, maps: &Maps) -> BTreeMap<usize, ArrayLookup> {
+    let n = insns.len();
+    // Block leaders over the whole program (unreachable code only adds leaders).
+    let mut leader = vec![false; n + 1];
+    for &s in &layout.starts {
+        leader[s] = true;
+    }
+    let mut mark = |t: i64| {
+        if t >= 0 && (t as usize) < n {
+            leader[t as usize] = true;
+        }
+    };
+    for (pc, insn) in insns.iter().enumerate() {
+        let class = insn.class();
+        if layout.tail[pc] || (class != BPF_JMP && class != BPF_JMP32) {
+            continue;
+        }
+        match insn.code & 0xf0 {
+            BPF_CALL => {}
+            BPF_EXIT => mark(pc as i64 + 1),
+            BPF_JA => {
+                let off = if class == BPF_JMP { insn.off as i64 } else { insn.imm as i64 };
+                mark(pc as i64 + 1 + off);
+                mark(pc as i64 + 1);
+            }
+            _ => {
+                mark(pc as i64 + 1 + insn.off as i64);
+                mark(pc as i64 + 1);
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    let mut known: [Option<u32>; 11] = [None; 11];
+    let mut pc = 0;
+    while pc < n {
+        if leader[pc] {
+            known = [None; 11];
+        }
+        let insn = insns[pc];
+        let is_lddw = insn.code == (BPF_LD | BPF_IMM | BPF_DW);
+        let (dst, src) = (insn.dst as usize, insn.src as usize);
+        if dst > 10 || src > 10 {
+            // Invalid (the translation refuses it).
+            known = [None; 11];
+        } else {
+            match insn.class() {
+                BPF_LD => known[dst] = (is_lddw && insn.src == BPF_PSEUDO_MAP_FD).then_some(insn.imm as u32),
+                BPF_ALU64 if insn.code == (BPF_ALU64 | BPF_MOV | BPF_X) && insn.off == 0 => known[dst] = known[src],
+                BPF_ALU | BPF_ALU64 | BPF_LDX => known[dst] = None,
+                BPF_STX if insn.code & 0xe0 == BPF_ATOMIC => {
+                    // Fetching atomics write src (cmpxchg r0, load-acquire dst).
+                    known[dst] = None;
+                    known[src] = None;
+                    known[0] = None;
+                }
+                BPF_ST | BPF_STX => {}
+                _ => {
+                    if insn.code == (BPF_JMP | BPF_CALL) {
+                        if insn.src == 0 && insn.imm == helper_id::MAP_LOOKUP_ELEM as i32 {
+                            if let Some(l) = known[1].and_then(|m| ArrayLookup::of(maps, m)) {
+                                out.insert(pc, l);
+                            }
+                        }
+                        // Calls clobber r0-r5.
+                        known[..=5].fill(None);
+                    }
+                }
+            }
+        }
+        pc += if is_lddw { 2 } else { 1 };
+    }
+    out
 }
 
 /// The 64-bit value of every `lddw` with a map source, by slot (as the interpreter resolves
@@ -289,6 +655,8 @@ struct Layout {
     starts: Vec<usize>,
     /// Frames the deepest call chain from the entry uses (1 without calls).
     frames: usize,
+    /// Per function (index into `starts`), the functions it calls.
+    callees: Vec<Vec<usize>>,
 }
 
 impl Layout {
@@ -367,7 +735,28 @@ impl Layout {
         if depth.iter().any(|&d| d > MAX_CALL_FRAMES) {
             return Err(JitError::CallDepth { max: MAX_CALL_FRAMES });
         }
-        Ok(Layout { tail, frames: depth[0], starts })
+        Ok(Layout { tail, frames: depth[0], starts, callees })
+    }
+
+    /// Stack bytes below the entry's r10 any call chain from the entry uses, when function
+    /// `f` uses `depths[f]` bytes of its frame: a function at call depth `k` has its frame
+    /// `k * 512` bytes below the entry's.
+    fn stack_need(&self, depths: &[usize]) -> usize {
+        let nf = self.starts.len();
+        let mut seen = vec![[false; MAX_CALL_FRAMES]; nf];
+        let mut work = vec![(0usize, 0usize)];
+        let mut need = 0;
+        while let Some((f, k)) = work.pop() {
+            if k >= MAX_CALL_FRAMES || seen[f][k] {
+                continue;
+            }
+            seen[f][k] = true;
+            need = need.max(k * FRAME_STACK_SIZE + depths.get(f).copied().unwrap_or(FRAME_STACK_SIZE));
+            for &c in &self.callees[f] {
+                work.push((c, k + 1));
+            }
+        }
+        need
     }
 
     fn end_of(&self, f: usize) -> usize {
@@ -375,10 +764,10 @@ impl Layout {
     }
 }
 
-fn bpf_signature(call_conv: cranelift_codegen::isa::CallConv) -> Signature {
+/// The entry function: `(state, r10) -> r0`; other functions: `(state, r1..r5, r10) -> r0`.
+fn bpf_signature(call_conv: cranelift_codegen::isa::CallConv, entry: bool) -> Signature {
     let mut sig = Signature::new(call_conv);
-    // state, err_pc, r1..r5, r10
-    for _ in 0..8 {
+    for _ in 0..if entry { 2 } else { 7 } {
         sig.params.push(AbiParam::new(types::I64));
     }
     sig.returns.push(AbiParam::new(types::I64));
@@ -399,7 +788,7 @@ fn codegen_err<E: std::fmt::Display>(e: E) -> JitError {
     JitError::Codegen(e.to_string())
 }
 
-fn codegen(insns: &[Insn], wide: &BTreeMap<usize, u64>, layout: &Layout) -> Result<(JITModule, EntryFn), JitError> {
+fn codegen(insns: &[Insn], plan: &Plan) -> Result<(JITModule, EntryFn), JitError> {
     let mut flags = settings::builder();
     flags.set("opt_level", "speed").map_err(codegen_err)?;
     flags.set("use_colocated_libcalls", "false").map_err(codegen_err)?;
@@ -408,7 +797,7 @@ fn codegen(insns: &[Insn], wide: &BTreeMap<usize, u64>, layout: &Layout) -> Resu
     let isa = cranelift_native::builder().map_err(codegen_err)?.finish(settings::Flags::new(flags)).map_err(codegen_err)?;
     let call_conv = isa.default_call_conv();
     let mut module = JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()));
-    match define_all(&mut module, call_conv, insns, wide, layout) {
+    match define_all(&mut module, call_conv, insns, plan) {
         Ok(entry) => Ok((module, entry)),
         Err(e) => {
             // SAFETY: nothing compiled in this module was handed out or run.
@@ -424,12 +813,12 @@ fn define_all(
     module: &mut JITModule,
     call_conv: cranelift_codegen::isa::CallConv,
     insns: &[Insn],
-    wide: &BTreeMap<usize, u64>,
-    layout: &Layout,
+    plan: &Plan,
 ) -> Result<EntryFn, JitError> {
-    let sig = bpf_signature(call_conv);
+    let layout = &plan.layout;
     let mut ids = Vec::with_capacity(layout.starts.len());
-    for &start in &layout.starts {
+    for (f, &start) in layout.starts.iter().enumerate() {
+        let sig = bpf_signature(call_conv, f == 0);
         let id = module.declare_function(&format!("bpf_{start}"), Linkage::Local, &sig).map_err(codegen_err)?;
         ids.push(id);
     }
@@ -437,7 +826,7 @@ fn define_all(
     let mut ctx = module.make_context();
     let mut fctx = FunctionBuilderContext::new();
     for (f, &id) in ids.iter().enumerate() {
-        ctx.func.signature = sig.clone();
+        ctx.func.signature = bpf_signature(call_conv, f == 0);
         ctx.func.name = UserFuncName::user(0, f as u32);
         {
             let mut refs = BTreeMap::new();
@@ -448,13 +837,13 @@ fn define_all(
             let t = Translator {
                 b,
                 insns,
-                wide,
+                plan,
+                wide: &plan.wide,
                 layout,
                 lo: layout.starts[f],
                 hi: layout.end_of(f),
                 regs: [Variable::from_u32(0); 11],
                 state: Variable::from_u32(0),
-                err_pc: Variable::from_u32(0),
                 blocks: BTreeMap::new(),
                 reached: vec![false; layout.end_of(f) - layout.starts[f]],
                 funcs: refs,
@@ -469,9 +858,9 @@ fn define_all(
     }
     module.finalize_definitions().map_err(codegen_err)?;
     let code = module.get_finalized_function(ids[0]);
-    // SAFETY: `code` is the finalized entry function, compiled with `bpf_signature` under the
-    // ISA's default (System V on x86-64) calling convention, which is what `extern "C"`
-    // means for `EntryFn`: 8 integer arguments, one integer result.
+    // SAFETY: `code` is the finalized entry function, compiled with `bpf_signature(_, true)`
+    // under the ISA's default (System V on x86-64) calling convention, which is what
+    // `extern "C"` means for `EntryFn`: 2 integer arguments, one integer result.
     let entry = unsafe { std::mem::transmute::<*const u8, EntryFn>(code) };
     Ok(entry)
 }
@@ -483,13 +872,14 @@ fn flags() -> MemFlagsData {
 struct Translator<'a, 'f> {
     b: FunctionBuilder<'f>,
     insns: &'a [Insn],
+    plan: &'a Plan,
     wide: &'a BTreeMap<usize, u64>,
     layout: &'a Layout,
     lo: usize,
     hi: usize,
     regs: [Variable; 11],
+    /// The `RunState` (or, for programs that call no helper, `RunHead`) pointer.
     state: Variable,
-    err_pc: Variable,
     /// Cranelift block of every reachable basic-block leader slot.
     blocks: BTreeMap<usize, Block>,
     /// Slots reachable from the function start (index `pc - lo`).
@@ -571,12 +961,11 @@ impl Translator<'_, '_> {
     }
 
     fn translate(mut self) -> Result<(), JitError> {
-        // Variables: r0..r10, state, err_pc.
+        // Variables: r0..r10, state.
         for i in 0..11 {
             self.regs[i] = self.b.declare_var(types::I64);
         }
         self.state = self.b.declare_var(types::I64);
-        self.err_pc = self.b.declare_var(types::I64);
         self.find_blocks()?;
 
         let entry = self.b.create_block();
@@ -585,15 +974,25 @@ impl Translator<'_, '_> {
         let params = self.b.block_params(entry).to_vec();
         let zero = self.b.ins().iconst(types::I64, 0);
         self.b.def_var(self.state, params[0]);
-        self.b.def_var(self.err_pc, params[1]);
         self.b.def_var(self.regs[0], zero);
-        for r in 1..=5 {
-            self.b.def_var(self.regs[r], params[r + 1]);
+        if self.lo == 0 {
+            // The entry: (state, r10); r1 = &state.ctx.
+            let ctx = self.b.ins().iadd_imm_s(params[0], OFF_CTX as i64);
+            self.b.def_var(self.regs[1], ctx);
+            for r in 2..=5 {
+                self.b.def_var(self.regs[r], zero);
+            }
+            self.b.def_var(self.regs[10], params[1]);
+        } else {
+            let regs = self.regs;
+            for (&var, &p) in regs[1..=5].iter().zip(&params[1..=5]) {
+                self.b.def_var(var, p);
+            }
+            self.b.def_var(self.regs[10], params[6]);
         }
         for r in 6..=9 {
             self.b.def_var(self.regs[r], zero);
         }
-        self.b.def_var(self.regs[10], params[7]);
         let first = self.block_at(self.lo)?;
         self.b.ins().jump(first, &[]);
 
@@ -922,7 +1321,7 @@ impl Translator<'_, '_> {
     }
 
     /// After a helper or a bpf-to-bpf call: if a helper recorded a fault, leave the function
-    /// (storing `pc` in `err_pc` when `store_pc`, i.e. at the helper call itself).
+    /// (storing `pc` in `state.fault_pc` when `store_pc`, i.e. at the helper call itself).
     fn check_fault(&mut self, pc: usize, store_pc: bool) {
         let st = self.b.use_var(self.state);
         let fault = self.b.ins().load(types::I32, flags(), st, OFF_FAULT as i32);
@@ -932,9 +1331,8 @@ impl Translator<'_, '_> {
         self.b.ins().brif(fault, bail, &[], cont, &[]);
         self.b.switch_to_block(bail);
         if store_pc {
-            let errp = self.b.use_var(self.err_pc);
-            let pcv = self.iconst(types::I64, pc as i64);
-            self.b.ins().store(flags(), pcv, errp, 0);
+            let pcv = self.iconst(types::I32, pc as i64);
+            self.b.ins().store(flags(), pcv, st, OFF_FAULT_PC as i32);
         }
         let zero = self.iconst(types::I64, 0);
         self.b.ins().return_(&[zero]);
@@ -942,6 +1340,10 @@ impl Translator<'_, '_> {
     }
 
     fn call_helper(&mut self, pc: usize) -> Result<(), JitError> {
+        if let Some(&l) = self.plan.inline.get(&pc) {
+            self.inline_array_lookup(l);
+            return Ok(());
+        }
         let id = self.insns[pc].imm;
         let f = helper_fn(id).ok_or(JitError::UnknownHelper { pc, id })?;
         let sig = match self.helper_sig {
@@ -965,13 +1367,37 @@ impl Translator<'_, '_> {
         Ok(())
     }
 
+    /// `r0 = bpf_map_lookup_elem(map, r2)` for an array `map` (see [`ArrayLookup`]), as
+    /// `Map::prog_lookup` computes it: `key < max_entries ? &value[key] : NULL`. A select, not
+    /// a branch, so no out-of-range address is formed even speculatively.
+    fn inline_array_lookup(&mut self, l: ArrayLookup) {
+        let r2 = self.reg(2);
+        let key = self.b.ins().uload32(flags(), r2, 0);
+        let in_range = self.b.ins().icmp_imm_u(IntCC::UnsignedLessThan, key, l.max_entries as i64);
+        let mut addr = if l.max_entries == 1 {
+            // key == 0 when in range.
+            self.iconst(types::I64, l.base as i64)
+        } else {
+            let off = self.b.ins().imul_imm_s(key, l.entry_stride as i64);
+            self.b.ins().iadd_imm_s(off, l.base as i64)
+        };
+        if let Some(cs) = l.cpu_stride {
+            let st = self.b.use_var(self.state);
+            let cpu = self.b.ins().uload32(flags(), st, OFF_CPU as i32);
+            let off = self.b.ins().imul_imm_s(cpu, cs as i64);
+            addr = self.b.ins().iadd(addr, off);
+        }
+        let null = self.iconst(types::I64, 0);
+        let r0 = self.b.ins().select(in_range, addr, null);
+        self.set(0, r0);
+    }
+
     fn call_local(&mut self, pc: usize) -> Result<(), JitError> {
         let insn = self.insns[pc];
         let target = pc as i64 + 1 + insn.imm as i64;
         let fref = usize::try_from(target).ok().and_then(|t| self.funcs.get(&t).copied()).ok_or(JitError::BadTarget { pc, target })?;
-        let mut args = Vec::with_capacity(8);
+        let mut args = Vec::with_capacity(7);
         args.push(self.b.use_var(self.state));
-        args.push(self.b.use_var(self.err_pc));
         for r in 1..=5 {
             args.push(self.reg(r));
         }
@@ -981,7 +1407,9 @@ impl Translator<'_, '_> {
         let call = self.b.ins().call(fref, &args);
         let r0 = self.b.inst_results(call)[0];
         self.set(0, r0);
-        self.check_fault(pc, false);
+        if self.plan.calls_helpers {
+            self.check_fault(pc, false);
+        }
         Ok(())
     }
 

@@ -15,8 +15,10 @@
 //! | 32 | `redirect_kind: u32` | 0 none, 1 ifindex, 2 cpu, 3 xsk (see [`RunState::redirect`]) |
 //! | 36 | `redirect_target: u32` | ifindex / cpu / consumer id |
 //! | 40 | `cpu: u32` | the CPU (worker) of this run, for per-CPU maps |
+//! | 44 | `fault_pc: u32` | free for the engine: the JIT stores the slot of the faulting helper call |
 //!
-//! The remaining fields (buffer and stack bounds, maps, env) are for the helpers' use.
+//! The first 48 bytes ([`RunHead`]) are all generated code reads or writes; the remaining
+//! fields (buffer and stack bounds, maps, env) are for the helpers' use.
 //! Helpers update `ctx.data/data_end/data_meta` in place (adjust_head/tail/meta), so a JIT must
 //! re-read packet pointers from the context after any helper call — exactly what programs do.
 //! After the program returns, call [`RunState::finish`] to write the new offsets back into the
@@ -158,7 +160,8 @@ pub struct RunState<'a> {
     pub redirect_kind: u32,
     pub redirect_target: u32,
     pub cpu: u32,
-    pub _pad: u32,
+    /// Not used by helpers: the JIT stores the slot of a helper call that set `fault` here.
+    pub fault_pc: u32,
     /// Start of the packet buffer (`data_hard_start`), as a pointer with provenance.
     pub frame_ptr: *mut u8,
     pub frame_len: usize,
@@ -182,6 +185,70 @@ pub const OFF_FAULT_HELPER: usize = offset_of!(RunState<'static>, fault_helper);
 pub const OFF_REDIRECT_KIND: usize = offset_of!(RunState<'static>, redirect_kind);
 pub const OFF_REDIRECT_TARGET: usize = offset_of!(RunState<'static>, redirect_target);
 pub const OFF_CPU: usize = offset_of!(RunState<'static>, cpu);
+pub const OFF_FAULT_PC: usize = offset_of!(RunState<'static>, fault_pc);
+
+/// The first 48 bytes of [`RunState`], field for field: all a program that calls no helper
+/// needs (the JIT runs such programs with only this on its stack).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct RunHead {
+    pub ctx: XdpMd,
+    pub fault: u32,
+    pub fault_helper: u32,
+    pub redirect_kind: u32,
+    pub redirect_target: u32,
+    pub cpu: u32,
+    pub fault_pc: u32,
+}
+
+// `RunHead` is a prefix of `RunState` (generated code uses the same offsets for both).
+const _: () = {
+    assert!(offset_of!(RunHead, ctx) == OFF_CTX);
+    assert!(offset_of!(RunHead, fault) == OFF_FAULT);
+    assert!(offset_of!(RunHead, fault_helper) == OFF_FAULT_HELPER);
+    assert!(offset_of!(RunHead, redirect_kind) == OFF_REDIRECT_KIND);
+    assert!(offset_of!(RunHead, redirect_target) == OFF_REDIRECT_TARGET);
+    assert!(offset_of!(RunHead, cpu) == OFF_CPU);
+    assert!(offset_of!(RunHead, fault_pc) == OFF_FAULT_PC);
+    assert!(std::mem::size_of::<RunHead>() == 48);
+};
+
+/// Checks `xdp`: offsets consistent, frame below 4 GiB (`struct xdp_md` holds 32-bit
+/// addresses). Returns the frame pointer.
+#[inline(always)]
+fn checked_frame(xdp: &mut XdpBuff<'_>) -> Result<*mut u8, RunErrorKind> {
+    let frame_len = xdp.frame.len();
+    if !(xdp.data_meta <= xdp.data && xdp.data <= xdp.data_end && xdp.data_end <= frame_len) {
+        return Err(RunErrorKind::BadBuffer { data_meta: xdp.data_meta, data: xdp.data, data_end: xdp.data_end, frame_len });
+    }
+    let frame_ptr = xdp.frame.as_mut_ptr();
+    if (frame_ptr as usize).checked_add(frame_len).is_none_or(|end| end >= FOUR_GIB) {
+        return Err(RunErrorKind::BufferAbove4G);
+    }
+    Ok(frame_ptr)
+}
+
+/// The context a run on `xdp` sees, with the real 32-bit addresses (`base` is the frame
+/// address, checked to be below 4 GiB with the whole frame).
+#[inline(always)]
+fn context_of(xdp: &XdpBuff<'_>, base: usize) -> XdpMd {
+    XdpMd {
+        data: (base + xdp.data) as u32,
+        data_end: (base + xdp.data_end) as u32,
+        data_meta: (base + xdp.data_meta) as u32,
+        ingress_ifindex: xdp.ingress_ifindex,
+        rx_queue_index: xdp.rx_queue_index,
+        egress_ifindex: xdp.egress_ifindex,
+    }
+}
+
+/// Checks `xdp` (offsets consistent, frame below 4 GiB) and builds the context a run of it
+/// sees, with the real 32-bit addresses. Also returns the frame pointer.
+#[inline(always)]
+pub fn xdp_context(xdp: &mut XdpBuff<'_>) -> Result<(XdpMd, *mut u8), RunErrorKind> {
+    let frame_ptr = checked_frame(xdp)?;
+    Ok((context_of(xdp, frame_ptr as usize), frame_ptr))
+}
 
 const FOUR_GIB: usize = 1 << 32;
 
@@ -189,37 +256,55 @@ impl<'a> RunState<'a> {
     /// Prepares a run on `xdp`: validates the offsets, requires the frame to lie below 4 GiB,
     /// builds the context with the real 32-bit addresses, reads the CPU from `env`.
     /// The stack is empty until [`RunState::set_stack`].
+    // Inlined so that the interpreter keeps the state in registers (returned through memory,
+    // its setup is ~50% slower).
+    #[inline(always)]
     pub fn new(xdp: &mut XdpBuff<'_>, maps: &'a Maps, env: &'a mut dyn Env, config: &RunConfig) -> Result<RunState<'a>, RunErrorKind> {
-        let frame_len = xdp.frame.len();
-        if !(xdp.data_meta <= xdp.data && xdp.data <= xdp.data_end && xdp.data_end <= frame_len) {
-            return Err(RunErrorKind::BadBuffer { data_meta: xdp.data_meta, data: xdp.data, data_end: xdp.data_end, frame_len });
-        }
-        let frame_ptr = xdp.frame.as_mut_ptr();
-        let base = frame_ptr as usize;
-        if base.checked_add(frame_len).is_none_or(|end| end >= FOUR_GIB) {
-            return Err(RunErrorKind::BufferAbove4G);
-        }
-        let cpu = env.cpu_id();
+        RunState::build(xdp, maps, env, config, None)
+    }
+
+    /// [`RunState::new`] with the CPU given by the caller instead of read from `env` (an
+    /// engine that knows the program never looks at the CPU passes 0). `cpu` must be smaller
+    /// than `maps.ncpus()`.
+    #[inline(always)]
+    pub fn with_cpu(
+        xdp: &mut XdpBuff<'_>,
+        maps: &'a Maps,
+        env: &'a mut dyn Env,
+        config: &RunConfig,
+        cpu: u32,
+    ) -> Result<RunState<'a>, RunErrorKind> {
+        RunState::build(xdp, maps, env, config, Some(cpu))
+    }
+
+    // The context is built in place: building it apart and moving it in made the
+    // interpreter's setup 15% slower (small stores reloaded wider: a store-forwarding stall).
+    #[inline(always)]
+    fn build(
+        xdp: &mut XdpBuff<'_>,
+        maps: &'a Maps,
+        env: &'a mut dyn Env,
+        config: &RunConfig,
+        cpu: Option<u32>,
+    ) -> Result<RunState<'a>, RunErrorKind> {
+        let frame_ptr = checked_frame(xdp)?;
+        let cpu = match cpu {
+            Some(c) => c,
+            None => env.cpu_id(),
+        };
         if cpu >= maps.ncpus() {
             return Err(RunErrorKind::BadCpu { cpu, ncpus: maps.ncpus() });
         }
         Ok(RunState {
-            ctx: XdpMd {
-                data: (base + xdp.data) as u32,
-                data_end: (base + xdp.data_end) as u32,
-                data_meta: (base + xdp.data_meta) as u32,
-                ingress_ifindex: xdp.ingress_ifindex,
-                rx_queue_index: xdp.rx_queue_index,
-                egress_ifindex: xdp.egress_ifindex,
-            },
+            ctx: context_of(xdp, frame_ptr as usize),
             fault: 0,
             fault_helper: 0,
             redirect_kind: REDIRECT_NONE,
             redirect_target: 0,
             cpu,
-            _pad: 0,
+            fault_pc: 0,
             frame_ptr,
-            frame_len,
+            frame_len: xdp.frame.len(),
             tailroom: config.tailroom,
             meta_max: config.meta_max,
             stack_ptr: std::ptr::null_mut(),
@@ -231,8 +316,11 @@ impl<'a> RunState<'a> {
         })
     }
 
-    /// Declares `[ptr, ptr + len)` as the stack memory programs (and helpers) may access.
-    /// The memory must be initialised and stay valid for the rest of the run.
+    /// Declares `[ptr, ptr + len)` as the stack memory programs (and helpers) may access. It
+    /// must stay valid for the rest of the run, and every byte a helper reads must be
+    /// initialised: the interpreter zeroes its frames; the JIT relies on the verifier, which
+    /// refuses helper arguments pointing to stack bytes the program has not written (and
+    /// zeroes the stack of programs calling `trace_printk`, whose `%s` pointers are unchecked).
     pub fn set_stack(&mut self, ptr: *mut u8, len: usize) {
         self.stack_ptr = ptr;
         self.stack_lo = ptr as usize;
@@ -355,7 +443,7 @@ mod tests {
     #[test]
     fn documented_layout() {
         assert_eq!((OFF_CTX, OFF_FAULT, OFF_FAULT_HELPER), (0, 24, 28));
-        assert_eq!((OFF_REDIRECT_KIND, OFF_REDIRECT_TARGET, OFF_CPU), (32, 36, 40));
+        assert_eq!((OFF_REDIRECT_KIND, OFF_REDIRECT_TARGET, OFF_CPU, OFF_FAULT_PC), (32, 36, 40, 44));
         assert_eq!(std::mem::size_of::<XdpMd>(), XDP_MD_SIZE);
     }
 }

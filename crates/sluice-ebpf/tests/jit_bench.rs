@@ -5,15 +5,31 @@
 //! ```
 //!
 //! Each program runs on one 64-byte IPv4/UDP frame (from `bpf/packets` when present) in a loop;
-//! the time per run includes the per-run setup both engines share (`RunState::new`, zeroing
-//! the stack frame, writing the offsets back).
+//! the time per run includes each engine's per-run setup (interpreter: `RunState::new`,
+//! zeroing the stack frame, writing the offsets back; JIT: the context, plus the `RunState`
+//! only for programs that still call helpers) and the harness (`XdpBuff::new`, the dynamic
+//! `Engine::run` call), shown alone in the `(harness)` row. `helpers` tells whether the JIT'd
+//! code still calls helpers, `inl` how many map lookups it inlined.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use sluice_ebpf::jit::Jit;
-use sluice_ebpf::{Engine, LoadOptions, LowMem, NullEnv, Object, XdpBuff};
+use sluice_ebpf::jit::{Jit, JitProgram};
+use sluice_ebpf::{Engine, Env, LoadOptions, LowMem, NullEnv, Object, RunError, RunOutcome, XdpBuff};
+
+/// The harness alone: an engine that does nothing.
+struct Noop;
+
+impl Engine for Noop {
+    fn run(&self, xdp: &mut XdpBuff<'_>, _env: &mut dyn Env) -> Result<RunOutcome, RunError> {
+        Ok(RunOutcome { action: std::hint::black_box(xdp.data) as u32, redirect: None })
+    }
+}
+
+fn stats(j: &JitProgram) -> String {
+    format!("{:>8} {:>4}", if j.calls_helpers() { "yes" } else { "no" }, j.inlined_lookups())
+}
 
 fn bpf_obj(name: &str) -> Option<PathBuf> {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bpf/obj").join(name);
@@ -59,7 +75,7 @@ fn ns_per_run(engine: &dyn Engine, pkt: &[u8], n: u32) -> f64 {
 fn jit_vs_interpreter_speed() {
     let pkt = frame();
     let n = if cfg!(debug_assertions) { 20_000 } else { 1_000_000 };
-    println!("{:<28} {:>12} {:>12} {:>8}", "program", "interp ns", "jit ns", "ratio");
+    println!("{:<28} {:>12} {:>12} {:>8} {:>8} {:>4}", "program", "interp ns", "jit ns", "ratio", "helpers", "inl");
     let only = std::env::var("JIT_BENCH_ONLY").ok();
     let skip = |name: &str| only.as_deref().is_some_and(|o| !name.contains(o));
     for name in [
@@ -86,7 +102,7 @@ fn jit_vs_interpreter_speed() {
         ns_per_run(&jit, &pkt, n / 10);
         let i = ns_per_run(&interp, &pkt, n);
         let j = ns_per_run(&jit, &pkt, n);
-        println!("{name:<28} {i:>12.1} {j:>12.1} {:>7.1}x", i / j);
+        println!("{name:<28} {i:>12.1} {j:>12.1} {:>7.1}x {}", i / j, stats(&jit));
     }
     // The fixed per-run cost: `r0 = XDP_PASS; exit`.
     if !skip("(r0 = 2; exit)") {
@@ -103,7 +119,12 @@ fn jit_vs_interpreter_speed() {
         ns_per_run(&jit, &pkt, n / 10);
         let i = ns_per_run(&interp, &pkt, n);
         let j = ns_per_run(&jit, &pkt, n);
-        println!("{:<28} {i:>12.1} {j:>12.1} {:>7.1}x", "(r0 = 2; exit)", i / j);
+        println!("{:<28} {i:>12.1} {j:>12.1} {:>7.1}x {}", "(r0 = 2; exit)", i / j, stats(&jit));
+    }
+    if !skip("(harness)") {
+        ns_per_run(&Noop, &pkt, n / 10);
+        let h = ns_per_run(&Noop, &pkt, n);
+        println!("{:<28} {h:>12.1} {h:>12.1}", "(harness)");
     }
     // Compile time of the drop counter.
     if let (false, Some(path)) = (skip("compile"), bpf_obj("xdp_drop_count.o")) {
@@ -114,6 +135,6 @@ fn jit_vs_interpreter_speed() {
         for _ in 0..rounds {
             std::hint::black_box(Jit::compile(prog.clone(), obj.maps.clone()).unwrap());
         }
-        println!("compile xdp_drop_count: {:.0} us", t.elapsed().as_micros() as f64 / rounds as f64);
+        println!("verify + compile xdp_drop_count: {:.0} us", t.elapsed().as_micros() as f64 / rounds as f64);
     }
 }

@@ -1,8 +1,8 @@
 //! Property test, JIT vs interpreter: random straight-line programs of ALU64 / ALU32 operations
 //! (every op incl. signed div/mod, movsx, neg, byte swaps), register or immediate operands
-//! over r0-r9, with forward JMP / JMP32 / JA jumps, always valid (no memory access, forward
-//! jumps only, ending in exit). Every register is folded into r0 at the end, so the returned
-//! value checks the whole register file.
+//! over r0-r9, with forward JMP / JMP32 / JA jumps, always valid and verifiable (no memory
+//! access, forward jumps only, no dead code, ending in exit). Every register is folded into
+//! r0 at the end, so the returned value checks the whole register file.
 
 mod jit_common;
 
@@ -80,10 +80,20 @@ fn encode(raws: &[Raw]) -> Vec<Insn> {
             0..=5 => {
                 let op = ALU_OPS[r.op as usize % ALU_OPS.len()];
                 let off = (r.signed && matches!(op, BPF_DIV | BPF_MOD)) as i16;
-                if r.use_reg {
+                let width = if r.wide { 64 } else { 32 };
+                if op == BPF_NEG {
+                    Insn::new(class_alu | op, r.dst, 0, 0, 0)
+                } else if r.use_reg {
                     Insn::new(class_alu | op | BPF_X, r.dst, r.src, off, 0)
                 } else {
-                    Insn::new(class_alu | op | BPF_K, r.dst, 0, off, r.imm)
+                    // What the verifier accepts: constant shifts below the width, constant
+                    // divisors other than 0 (the register forms cover the rest at run time).
+                    let imm = match op {
+                        BPF_LSH | BPF_RSH | BPF_ARSH => r.imm.rem_euclid(width),
+                        BPF_DIV | BPF_MOD if r.imm == 0 => 1,
+                        _ => r.imm,
+                    };
+                    Insn::new(class_alu | op | BPF_K, r.dst, 0, off, imm)
                 }
             }
             6 => {
@@ -110,11 +120,13 @@ fn encode(raws: &[Raw]) -> Vec<Insn> {
                     Insn::new(class | op | BPF_K, r.dst, 0, skip, r.imm)
                 }
             }
+            // Unconditional jumps skip nothing: skipped slots would be dead code, which the
+            // verifier refuses.
             10 => {
                 if r.wide {
-                    ja(skip)
+                    ja(0)
                 } else {
-                    gotol(skip as i32)
+                    gotol(0)
                 }
             }
             _ => mov64_imm(r.dst, r.imm),

@@ -224,13 +224,32 @@ pub fn same_with(insns: Vec<sluice_ebpf::insn::Insn>, defs: &[MapDef], setup: &d
     }
 }
 
-/// Asserts the JIT refuses the program.
+/// Asserts the JIT's translation (without the verifier) refuses the program.
 pub fn refused(insns: Vec<sluice_ebpf::insn::Insn>) -> JitError {
     let p = prog(insns, &[]);
-    match Jit::compile(p, Arc::new(Maps::empty(1))) {
-        Ok(_) => panic!("JIT compiled a program it should refuse"),
+    match Jit::check_translation(&p, &Maps::empty(1)) {
+        Ok(()) => panic!("the JIT translated a program it should refuse"),
         Err(e) => e,
     }
+}
+
+/// Asserts [`Jit::compile`] refuses the program because the verifier does; returns the
+/// verifier's error.
+pub fn unverified(insns: Vec<sluice_ebpf::insn::Insn>, defs: &[MapDef]) -> sluice_ebpf::verifier::VerifyError {
+    let p = prog(insns, defs);
+    match Jit::compile(p, Arc::new(Maps::new(defs, 1).unwrap())) {
+        Ok(_) => panic!("the JIT compiled a program the verifier should refuse"),
+        Err(JitError::Verify(e)) => e,
+        Err(e) => panic!("refused, but not by the verifier: {e}"),
+    }
+}
+
+/// One run in the interpreter only (for programs the verifier refuses).
+pub fn interp_only(insns: Vec<sluice_ebpf::insn::Insn>, defs: &[MapDef], pkt: &[u8]) -> Snapshot {
+    let p = prog(insns, defs);
+    let m = Arc::new(Maps::new(defs, 1).unwrap());
+    let interp = Interpreter::new(p, m.clone()).unwrap();
+    run_one(Engine2::Interp(&interp), &m, &Input::pkt(pkt), &mut TestEnv::new())
 }
 
 pub fn flat(parts: &[&[sluice_ebpf::insn::Insn]]) -> Vec<sluice_ebpf::insn::Insn> {

@@ -1,0 +1,261 @@
+//! The JIT's fast paths, each against the interpreter (differential, every observable) and
+//! against the JIT's own statistics: inlined ARRAY / PERCPU_ARRAY lookups, runs of programs
+//! that call no helper, the stack the verifier's depths give, reading the CPU only when the
+//! program can use it, and the compile API (`compile` verifies, `compile_verified`).
+
+mod jit_common;
+
+use std::sync::Arc;
+
+use jit_common::*;
+use sluice_ebpf::asm::*;
+use sluice_ebpf::helpers::id as hid;
+use sluice_ebpf::insn::*;
+use sluice_ebpf::jit::{Jit, JitError, JitProgram};
+use sluice_ebpf::program::map_type;
+use sluice_ebpf::verifier::{verify, VerifyOptions};
+use sluice_ebpf::{Interpreter, LowMem, MapDef, Maps, NullEnv, RunErrorKind, XdpBuff};
+
+fn def(name: &str, t: u32, key_size: u32, value_size: u32, max_entries: u32) -> MapDef {
+    MapDef { name: name.into(), map_type: t, key_size, value_size, max_entries, flags: 0 }
+}
+
+fn compiled(insns: &[Insn], defs: &[MapDef], ncpus: u32) -> JitProgram {
+    Jit::compile(prog(insns.to_vec(), defs), Arc::new(Maps::new(defs, ncpus).unwrap())).unwrap()
+}
+
+fn same_runs(insns: &[Insn], defs: &[MapDef], ncpus: u32, inputs: &[Input]) -> Vec<Snapshot> {
+    match diff_runs(insns.to_vec(), defs, ncpus, &|_| {}, inputs) {
+        Diff::Same(v) => v,
+        Diff::Refused(e) => panic!("refused: {e}"),
+    }
+}
+
+/// A 64-byte packet starting with `key` (little endian).
+fn keyed(key: u32) -> Vec<u8> {
+    let mut p = vec![0u8; 64];
+    p[..4].copy_from_slice(&key.to_le_bytes());
+    p
+}
+
+/// Key = the packet's first 4 bytes, copied to the stack; looks it up in map 0; if found,
+/// adds 1 to the value's first byte and 3 to its last; returns 7 (found), 8 (NULL) or 9
+/// (short packet).
+fn lookup_and_bump(value_size: u32) -> Vec<Insn> {
+    let last = value_size as i16 - 1;
+    flat(&[
+        &[ldx(BPF_W, 6, 1, 0), ldx(BPF_W, 7, 1, 4), mov64_reg(8, 6), alu64_imm(BPF_ADD, 8, 4), jmp_reg(BPF_JGT, 8, 7, 18)],
+        &[ldx(BPF_W, 9, 6, 0), stx(BPF_W, 10, 9, -4), mov64_reg(2, 10), alu64_imm(BPF_ADD, 2, -4)],
+        &lddw_map(1, 0),
+        &[call(hid::MAP_LOOKUP_ELEM), jmp_imm(BPF_JEQ, 0, 0, 8)],
+        &[ldx(BPF_B, 3, 0, 0), alu64_imm(BPF_ADD, 3, 1), stx(BPF_B, 0, 3, 0)],
+        &[ldx(BPF_B, 3, 0, last), alu64_imm(BPF_ADD, 3, 3), stx(BPF_B, 0, 3, last)],
+        &[mov64_imm(0, 7), exit(), mov64_imm(0, 8), exit(), mov64_imm(0, 9), exit()],
+    ])
+}
+
+fn keys(n: u32) -> Vec<u32> {
+    let mut k = vec![0, 1, n / 2, n - 1, n, n + 1, 0x7fff_ffff, 0x8000_0000, u32::MAX];
+    k.sort_unstable();
+    k.dedup();
+    k
+}
+
+/// Inlined ARRAY lookups: every key in and out of range, value sizes that are and are not
+/// multiples of 8, one and several entries; the same verdicts and map contents as the
+/// helper in the interpreter.
+#[test]
+fn array_lookups_are_inlined_exactly() {
+    for (vs, n) in [(4, 1), (8, 1), (3, 5), (12, 3), (16, 7), (24, 2), (8, 1000)] {
+        let defs = [def("a", map_type::ARRAY, 4, vs, n)];
+        let p = lookup_and_bump(vs);
+        let j = compiled(&p, &defs, 1);
+        assert_eq!(j.inlined_lookups(), 1, "vs {vs} n {n}");
+        assert!(!j.calls_helpers());
+        let mut inputs: Vec<Input> = keys(n).into_iter().map(|k| Input::pkt(&keyed(k))).collect();
+        inputs.extend(inputs.clone());
+        inputs.push(Input::pkt(&[1, 0, 0]));
+        let v = same_runs(&p, &defs, 1, &inputs);
+        assert_eq!(v[0].r0(), 7);
+        assert_eq!(v.last().unwrap().r0(), 9);
+    }
+}
+
+/// Inlined PERCPU_ARRAY lookups give the run's CPU's copy.
+#[test]
+fn percpu_array_lookups_use_the_run_cpu() {
+    for (vs, n, ncpus) in [(8, 1, 4), (12, 3, 3), (5, 2, 1)] {
+        let defs = [def("pc", map_type::PERCPU_ARRAY, 4, vs, n)];
+        let p = lookup_and_bump(vs);
+        let j = compiled(&p, &defs, ncpus);
+        assert_eq!(j.inlined_lookups(), 1);
+        assert!(!j.calls_helpers());
+        let mut inputs = Vec::new();
+        for cpu in 0..ncpus {
+            for k in keys(n) {
+                inputs.push(Input { cpu, ..Input::pkt(&keyed(k)) });
+            }
+        }
+        inputs.push(Input { cpu: ncpus - 1, ..Input::pkt(&keyed(0)) });
+        same_runs(&p, &defs, ncpus, &inputs);
+    }
+}
+
+/// Keys in the packet and in a map value, the map reaching r1 through a register copy; all
+/// inlined.
+#[test]
+fn inlined_lookups_with_other_key_memory() {
+    let defs = [def("a", map_type::ARRAY, 4, 8, 4), def(".bss", map_type::ARRAY, 4, 8, 1)];
+    let p = flat(&[
+        // r6 = data, r7 = data_end; short packet: return 9.
+        &[ldx(BPF_W, 6, 1, 0), ldx(BPF_W, 7, 1, 4), mov64_reg(8, 6), alu64_imm(BPF_ADD, 8, 8), jmp_reg(BPF_JGT, 8, 7, 21)],
+        // Key in the packet; map via r9.
+        &lddw_map(9, 0),
+        &[mov64_reg(1, 9), mov64_reg(2, 6), call(hid::MAP_LOOKUP_ELEM), jmp_imm(BPF_JEQ, 0, 0, 1), st(BPF_DW, 0, 0, 11)],
+        // Key in .bss (bytes 4..8 of the packet stored there first).
+        &lddw_map_value(8, 1, 0),
+        &[ldx(BPF_W, 3, 6, 4), stx(BPF_W, 8, 3, 0)],
+        &lddw_map(1, 0),
+        &[mov64_reg(2, 8), call(hid::MAP_LOOKUP_ELEM), jmp_imm(BPF_JEQ, 0, 0, 3), ldx(BPF_DW, 4, 0, 0), alu64_imm(BPF_ADD, 4, 5)],
+        &[stx(BPF_DW, 0, 4, 0)],
+        &[mov64_imm(0, 2), exit()],
+        &[mov64_imm(0, 9), exit()],
+    ]);
+    let j = compiled(&p, &defs, 1);
+    assert_eq!(j.inlined_lookups(), 2);
+    assert!(!j.calls_helpers());
+    let mut inputs = Vec::new();
+    for (a, b) in [(0u32, 1u32), (3, 3), (4, 0), (1, 9), (u32::MAX, 2)] {
+        let mut pkt = keyed(a);
+        pkt[4..8].copy_from_slice(&b.to_le_bytes());
+        inputs.push(Input::pkt(&pkt));
+    }
+    inputs.push(Input::pkt(&[0; 7]));
+    let v = same_runs(&p, &defs, 1, &inputs);
+    assert_eq!(v[4].r0(), 2);
+    assert_eq!(v[5].r0(), 9);
+}
+
+/// Where r1 is not known to be the map at the call (set in another basic block), or the map is
+/// not an array, the helper is called.
+#[test]
+fn other_lookups_call_the_helper() {
+    let defs = [def("a", map_type::ARRAY, 4, 8, 4), def("h", map_type::HASH, 4, 8, 4)];
+    // `goto +0` makes the call start a new block.
+    let p = flat(&[
+        &[st(BPF_W, 10, -4, 1)],
+        &lddw_map(1, 0),
+        &[ja(0), mov64_reg(2, 10), alu64_imm(BPF_ADD, 2, -4), call(hid::MAP_LOOKUP_ELEM), mov64_imm(6, 0)],
+        &[jmp_imm(BPF_JEQ, 0, 0, 1), ldx(BPF_DW, 6, 0, 0)],
+        &lddw_map(1, 1),
+        &[mov64_reg(2, 10), alu64_imm(BPF_ADD, 2, -4), call(hid::MAP_LOOKUP_ELEM)],
+        &[jmp_imm(BPF_JEQ, 0, 0, 1), alu64_imm(BPF_ADD, 6, 100)],
+        &[mov64_reg(0, 6), exit()],
+    ]);
+    let j = compiled(&p, &defs, 1);
+    assert_eq!(j.inlined_lookups(), 0);
+    assert!(j.calls_helpers());
+    same_runs(&p, &defs, 1, &[Input::pkt(&[0; 64]), Input::pkt(&[0; 64])]);
+}
+
+/// A program without helper calls runs with the small setup: XDP_REDIRECT without a target
+/// (a failed redirect), offsets untouched, packet writes kept.
+#[test]
+fn helper_free_runs() {
+    let p = [mov64_imm(0, XDP_REDIRECT as i32), exit()];
+    let j = compiled(&p, &[], 1);
+    assert!(!j.calls_helpers());
+    assert_eq!(j.stack_bytes(), 0);
+    let s = same(p.to_vec());
+    assert_eq!(s.outcome().redirect, None);
+    let p = flat(&[
+        &[ldx(BPF_W, 2, 1, 0), ldx(BPF_W, 3, 1, 4), mov64_reg(4, 2), alu64_imm(BPF_ADD, 4, 2), jmp_reg(BPF_JGT, 4, 3, 1)],
+        &[st(BPF_H, 2, 0, 0x4142), mov64_imm(0, XDP_TX as i32), exit()],
+    ]);
+    let s = same_pkt(p, &[0; 60]);
+    assert_eq!(&s.frame[HEADROOM..HEADROOM + 2], &[0x42, 0x41]);
+}
+
+/// Helpers get pointers into the deepest frame of a call chain and into a caller's frame:
+/// the stack declared to them (from the verifier's depths) covers exactly that.
+#[test]
+fn stack_from_verifier_depths_covers_helper_pointers() {
+    let defs = [def("h", map_type::HASH, 4, 8, 8)];
+    let p = flat(&[
+        // main: key 7 at r10-8, f(r10 - 8); 2 + the update's result.
+        &[st(BPF_W, 10, -8, 7), mov64_reg(1, 10), alu64_imm(BPF_ADD, 1, -8), call_local(2), alu64_imm(BPF_ADD, 0, 2), exit()],
+        // f(key ptr) at 6: g(key ptr), uses 16 bytes itself.
+        &[st(BPF_DW, 10, -16, 1), call_local(1), exit()],
+        // g(key ptr) at 9: value at r10-488 (its deepest byte: the verifier allows 512 bytes
+        // over the chain); update h[*key] = 77; then h[5] = 78 with the key at r10-480.
+        &[st(BPF_DW, 10, -488, 77), mov64_reg(2, 1)],
+        &lddw_map(1, 0),
+        &[mov64_reg(3, 10), alu64_imm(BPF_ADD, 3, -488), mov64_imm(4, 0), call(hid::MAP_UPDATE_ELEM), mov64_reg(6, 0)],
+        &[st(BPF_DW, 10, -480, 5), st(BPF_DW, 10, -488, 78)],
+        &lddw_map(1, 0),
+        &[mov64_reg(2, 10), alu64_imm(BPF_ADD, 2, -480), mov64_reg(3, 10), alu64_imm(BPF_ADD, 3, -488), mov64_imm(4, 0)],
+        &[call(hid::MAP_UPDATE_ELEM), alu64_reg(BPF_ADD, 0, 6), exit()],
+    ]);
+    let j = compiled(&p, &defs, 1);
+    assert_eq!(j.stack_bytes(), 2 * 512 + 488);
+    let v = same_runs(&p, &defs, 1, &[Input::pkt(&[0; 64])]);
+    assert_eq!(v[0].r0(), 2);
+    let m = v[0].maps.iter().find(|m| m.name == "h").unwrap();
+    assert_eq!(m.entries.len(), 2);
+}
+
+/// `Env::cpu_id` is only read (and checked) for programs that can use the CPU; the
+/// interpreter always checks it.
+#[test]
+fn cpu_only_read_when_used() {
+    let mut mem = LowMem::new(2048).unwrap();
+    let run = |j: &JitProgram, mem: &mut LowMem, cpu: u32| {
+        let mut xdp = XdpBuff::new(mem.as_mut_slice(), HEADROOM, 64);
+        j.run(&mut xdp, &mut NullEnv::on_cpu(cpu))
+    };
+    // Per-CPU map: CPU 4 of 4 is refused, like in the interpreter.
+    let defs = [def("pc", map_type::PERCPU_ARRAY, 4, 8, 1)];
+    let p = lookup_and_bump(8);
+    let j = compiled(&p, &defs, 4);
+    assert_eq!(run(&j, &mut mem, 4).unwrap_err().kind, RunErrorKind::BadCpu { cpu: 4, ncpus: 4 });
+    assert!(run(&j, &mut mem, 3).is_ok());
+    let i = Interpreter::new(prog(p, &defs), Arc::new(Maps::new(&defs, 4).unwrap())).unwrap();
+    let mut xdp = XdpBuff::new(mem.as_mut_slice(), HEADROOM, 64);
+    assert_eq!(i.run(&mut xdp, &mut NullEnv::on_cpu(4)).unwrap_err().kind, RunErrorKind::BadCpu { cpu: 4, ncpus: 4 });
+    // bpf_get_smp_processor_id reads it too.
+    let j = compiled(&[call(hid::GET_SMP_PROCESSOR_ID), exit()], &[], 2);
+    assert!(run(&j, &mut mem, 2).is_err());
+    assert_eq!(run(&j, &mut mem, 1).unwrap().action, 1);
+    // A program that cannot look at the CPU never asks for it (key 0: found).
+    let defs = [def("a", map_type::ARRAY, 4, 8, 1)];
+    let j = compiled(&lookup_and_bump(8), &defs, 4);
+    assert_eq!(run(&j, &mut mem, 9).unwrap().action, 7);
+}
+
+/// `compile` verifies; `compile_verified` takes the verifier's result; both give the same
+/// program. The maps are still checked against the program's definitions.
+#[test]
+fn compile_api() {
+    let defs = [def("a", map_type::ARRAY, 4, 16, 2)];
+    let p = prog(lookup_and_bump(16), &defs);
+    let maps = Arc::new(Maps::new(&defs, 1).unwrap());
+    let verified = verify(&p, &VerifyOptions::default()).unwrap();
+    let a = Jit::compile_verified(&verified, maps.clone()).unwrap();
+    let b = Jit::compile(p.clone(), maps.clone()).unwrap();
+    assert_eq!(a.stack_bytes(), b.stack_bytes());
+    assert_eq!(a.stack_bytes(), 8);
+    let mut mem = LowMem::new(2048).unwrap();
+    for j in [&a, &b] {
+        let buf = mem.as_mut_slice();
+        buf[HEADROOM..HEADROOM + 4].copy_from_slice(&1u32.to_le_bytes());
+        let mut xdp = XdpBuff::new(buf, HEADROOM, 64);
+        assert_eq!(j.run_full(&mut xdp, &mut NullEnv::new()).unwrap().1, 7);
+    }
+    assert_eq!(maps.get(0).unwrap().lookup(&1u32.to_le_bytes(), 0).unwrap()[..2], [2, 0]);
+    // Maps that do not match the program.
+    let other = Arc::new(Maps::new(&[def("b", map_type::ARRAY, 4, 16, 2)], 1).unwrap());
+    assert!(matches!(Jit::compile_verified(&verified, other), Err(JitError::Maps(_))));
+    // A program the verifier refuses (reads uninitialised stack).
+    let e = unverified(vec![ldx(BPF_DW, 0, 10, -8), exit()], &[]);
+    assert_eq!(e.insn, 0);
+}
