@@ -35,12 +35,7 @@ impl Insn {
         if bytes.len() % 8 != 0 {
             return None;
         }
-        Some(
-            bytes
-                .chunks_exact(8)
-                .map(|c| Insn::from_le_bytes(c.try_into().expect("chunk of 8")))
-                .collect(),
-        )
+        Some(bytes.chunks_exact(8).map(|c| Insn::from_le_bytes(c.try_into().expect("chunk of 8"))).collect())
     }
 
     pub fn class(self) -> u8 {

@@ -4,15 +4,15 @@
 //! (refuses anything that could crash or hang the host) → `interp` (checked interpreter) or
 //! `jit` (native code, verified programs only). `maps` and `helpers` are shared by both engines.
 
-pub mod insn;
-pub mod program;
 pub mod asm;
 pub mod env;
 pub mod helpers;
+pub mod insn;
 pub mod interp;
 pub mod jit;
 pub mod loader;
 pub mod maps;
+pub mod program;
 pub mod state;
 pub mod verifier;
 pub mod xdp;

@@ -45,9 +45,6 @@ pub struct Program {
 impl Program {
     /// Whether this is an XDP program (section `xdp`, `xdp.frags`, `xdp/...`, `xdp.frags/...`).
     pub fn is_xdp(&self) -> bool {
-        self.section == "xdp"
-            || self.section == "xdp.frags"
-            || self.section.starts_with("xdp/")
-            || self.section.starts_with("xdp.frags/")
+        self.section == "xdp" || self.section == "xdp.frags" || self.section.starts_with("xdp/") || self.section.starts_with("xdp.frags/")
     }
 }
