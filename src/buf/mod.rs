@@ -24,6 +24,8 @@ pub enum PoolError {
     TooLarge(usize),
     #[error("mmap of the buffer pool failed: {0}")]
     Mmap(std::io::Error),
+    #[error("the buffer pool could not be mapped below 4 GiB (XDP programs see 32-bit packet addresses)")]
+    Above4G,
 }
 
 /// A buffer handle: the index of a frame in the pool.
@@ -40,6 +42,26 @@ pub struct Pkt {
     pub off: u16,
     /// Data length in bytes.
     pub len: u16,
+}
+
+impl sluice_ebpf::FrameDesc for Pkt {
+    #[inline(always)]
+    fn frame(&self) -> u32 {
+        self.buf.0
+    }
+    #[inline(always)]
+    fn data(&self) -> usize {
+        self.off as usize
+    }
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.len as usize
+    }
+    #[inline(always)]
+    fn set_bounds(&mut self, data: usize, len: usize) {
+        self.off = data as u16;
+        self.len = len as u16;
+    }
 }
 
 impl Pkt {
@@ -97,6 +119,11 @@ impl Pool {
         let base = unsafe { libc::mmap(std::ptr::null_mut(), bytes, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0) };
         if base == libc::MAP_FAILED {
             return Err(PoolError::Mmap(std::io::Error::last_os_error()));
+        }
+        if base as usize + bytes >= 1 << 32 {
+            // SAFETY: exactly the mapping just created, not yet shared.
+            unsafe { libc::munmap(base, bytes) };
+            return Err(PoolError::Above4G);
         }
         // Pop order: low indices first, so small runs touch a compact set of frames.
         let free: Vec<u32> = (0..frames as u32).rev().collect();
@@ -229,6 +256,16 @@ impl BufCache {
     fn index(&self, id: BufId) -> usize {
         debug_assert!(id.0 < self.frames, "buffer handle from another pool");
         (id.0 as usize).min(self.frames as usize - 1)
+    }
+
+    /// Every frame of the pool as one region below 4 GiB, for running XDP over a burst.
+    /// `&mut self` keeps the frames this worker holds from being reached another way meanwhile.
+    pub fn region_mut(&mut self) -> sluice_ebpf::FrameRegion<'_> {
+        // SAFETY: the pool's mapping is `frames * FRAME_SIZE` bytes, alive while `self` holds
+        // its Pool clone; programs only touch the frames named by the burst, which this worker owns.
+        let region = unsafe { sluice_ebpf::FrameRegion::from_raw(self.base, FRAME_SIZE, self.frames as usize) };
+        // Pool::new refuses a mapping that does not end below 4 GiB, so this cannot fail.
+        region.unwrap_or_else(|_| unreachable!("buffer pool above 4 GiB"))
     }
 
     /// Raw address of a frame's first byte (for XDP's 32-bit pointers).

@@ -7,7 +7,11 @@ use super::{RunOutcome, XdpBuff, XdpProgram};
 use sluice_ebpf::insn::XDP_ABORTED;
 use sluice_ebpf::jit::Jit;
 use sluice_ebpf::verifier::{verify, VerifyOptions};
-use sluice_ebpf::{Engine, Interpreter, LoadOptions, Maps, Object};
+use crate::buf::Pkt;
+use sluice_ebpf::{BurstCtx, BurstFaults, FrameRegion, Interpreter, LoadOptions, Maps, Object, RunConfig};
+
+/// Worker threads that run XDP programs (the datapath has one; RPS workers will add more).
+const WORKERS: u32 = 1;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -39,9 +43,18 @@ pub enum XdpLoadError {
     Verifier { path: String, prog: String, msg: String },
 }
 
+/// The engine running a program (an enum, not a trait object: bursts are generic over the
+/// packet descriptor and the calls stay direct).
+enum Engine {
+    Jit(Jit_),
+    Interp(Interpreter),
+}
+
+type Jit_ = sluice_ebpf::jit::JitProgram;
+
 pub struct EbpfProgram {
     name: String,
-    engine: Box<dyn Engine>,
+    engine: Engine,
     pub maps: Arc<Maps>,
     pub engine_kind: EngineKind,
     /// Why the JIT was not used when it was asked for.
@@ -56,7 +69,9 @@ impl EbpfProgram {
     /// `section` is None), verifies it and prepares the engine.
     pub fn load(path: &Path, section: Option<&str>, kind: EngineKind) -> Result<EbpfProgram, XdpLoadError> {
         let p = path.display().to_string();
-        let obj = Object::from_file_with(path, &LoadOptions { ncpus: 1, ..LoadOptions::default() })
+        // One datapath worker (CPU 0) runs every program: per-CPU maps have one copy, and
+        // atomics have a single writer (no bus lock needed; see RunConfig::single_writer).
+        let obj = Object::from_file_with(path, &LoadOptions { ncpus: WORKERS, ..LoadOptions::default() })
             .map_err(|e| XdpLoadError::Load { path: p.clone(), msg: e.to_string() })?;
         let want = section.unwrap_or("");
         let prog = obj.program(want).cloned().ok_or_else(|| XdpLoadError::NoProgram {
@@ -73,15 +88,16 @@ impl EbpfProgram {
         })?;
         let prog = Arc::new(prog);
         let maps = obj.maps.clone();
-        let interp = || -> Result<Box<dyn Engine>, XdpLoadError> {
-            Ok(Box::new(
-                Interpreter::new(prog.clone(), maps.clone()).map_err(|e| XdpLoadError::Load { path: p.clone(), msg: e.to_string() })?,
+        let config = RunConfig { single_writer: WORKERS == 1, ..RunConfig::default() };
+        let interp = || -> Result<Engine, XdpLoadError> {
+            Ok(Engine::Interp(
+                Interpreter::with_config(prog.clone(), maps.clone(), config).map_err(|e| XdpLoadError::Load { path: p.clone(), msg: e.to_string() })?,
             ))
         };
         let (engine, engine_kind, jit_fallback) = match kind {
             EngineKind::Interp => (interp()?, EngineKind::Interp, None),
-            EngineKind::Jit => match Jit::compile(prog.clone(), maps.clone()) {
-                Ok(j) => (Box::new(j) as Box<dyn Engine>, EngineKind::Jit, None),
+            EngineKind::Jit => match Jit::compile_with_config(prog.clone(), maps.clone(), config) {
+                Ok(j) => (Engine::Jit(j), EngineKind::Jit, None),
                 // A program the JIT cannot translate still runs, checked, in the interpreter.
                 Err(e) => (interp()?, EngineKind::Interp, Some(e.to_string())),
             },
@@ -97,7 +113,11 @@ impl XdpProgram for EbpfProgram {
 
     #[inline]
     fn run(&mut self, xdp: &mut XdpBuff<'_>, env: &mut SluiceEnv<'_>) -> RunOutcome {
-        match self.engine.run(xdp, env) {
+        let r = match &self.engine {
+            Engine::Jit(j) => j.run(xdp, env),
+            Engine::Interp(i) => i.run(xdp, env),
+        };
+        match r {
             Ok(out) => out,
             Err(e) => {
                 self.faults += 1;
@@ -105,6 +125,19 @@ impl XdpProgram for EbpfProgram {
                     self.last_fault = Some(e.to_string());
                 }
                 RunOutcome { action: XDP_ABORTED, redirect: None }
+            }
+        }
+    }
+
+    fn run_burst(&mut self, region: &mut FrameRegion<'_>, pkts: &mut [Pkt], ctx: BurstCtx, env: &mut SluiceEnv<'_>, out: &mut [RunOutcome]) {
+        let faults: BurstFaults = match &self.engine {
+            Engine::Jit(j) => j.run_burst(region, pkts, ctx, env, out),
+            Engine::Interp(i) => i.run_burst(region, pkts, ctx, env, out),
+        };
+        if faults.count > 0 {
+            self.faults += faults.count;
+            if self.last_fault.is_none() {
+                self.last_fault = faults.first.map(|e| e.to_string());
             }
         }
     }

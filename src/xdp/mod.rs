@@ -18,6 +18,7 @@ use crate::datapath::Datapath;
 use crate::stats::{tsc::rdtsc, DropReason, Stage};
 use sluice_ebpf::insn::{XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_REDIRECT, XDP_TX};
 pub use sluice_ebpf::xdp::{RedirectTarget, RunOutcome, XdpBuff};
+use sluice_ebpf::{BurstCtx, FrameRegion};
 
 /// Frames a redirect bulk queue holds before it is flushed early (the kernel's DEV_MAP_BULK_SIZE).
 pub const REDIRECT_BULK: usize = 16;
@@ -27,6 +28,21 @@ pub trait XdpProgram: Send {
     fn name(&self) -> String;
     /// Runs on one packet; `xdp`'s offsets reflect any head/tail/meta adjustment afterwards.
     fn run(&mut self, xdp: &mut XdpBuff<'_>, env: &mut env::SluiceEnv<'_>) -> RunOutcome;
+
+    /// Runs on every packet of a burst from one rx queue: outcome `i` is packet `i`'s, and
+    /// the packet's bounds reflect head/tail adjustments. `out` is at least as long as `pkts`.
+    /// Engines override this to set up once per burst (the native hook's path).
+    fn run_burst(&mut self, region: &mut FrameRegion<'_>, pkts: &mut [Pkt], ctx: BurstCtx, env: &mut env::SluiceEnv<'_>, out: &mut [RunOutcome]) {
+        for (p, o) in pkts.iter_mut().zip(out.iter_mut()) {
+            let Some(mut xb) = region.buff(p, ctx) else {
+                *o = RunOutcome { action: XDP_ABORTED, redirect: None };
+                continue;
+            };
+            *o = self.run(&mut xb, env);
+            let (data, len) = (xb.data, xb.data_end - xb.data);
+            sluice_ebpf::FrameDesc::set_bounds(p, data, len);
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -60,6 +76,8 @@ pub struct XdpHooks {
     pub trace: Vec<String>,
     /// Unknown action codes seen (counted as ABORTED, like the kernel's warning).
     pub unknown_actions: u64,
+    /// Outcomes of the burst being judged (reused).
+    outcomes: Vec<RunOutcome>,
 }
 
 impl XdpHooks {
@@ -125,35 +143,30 @@ pub fn run_native(dp: &mut Datapath, port: u16, rx: &mut Vec<Pkt>) {
     if dp.xdp.xmit.len() < nports {
         dp.xdp.xmit.resize_with(nports, Vec::new);
     }
+    // The outcomes buffer lives in the hooks (no allocation per burst once it has grown).
+    let mut outs = std::mem::take(&mut dp.xdp.outcomes);
+    if outs.len() < rx.len() {
+        outs.resize(rx.len(), RunOutcome { action: XDP_ABORTED, redirect: None });
+    }
     let mut env = env::SluiceEnv::new(&dp.routes, &dp.ifaces, &mut dp.xdp.trace);
+    let ctx = BurstCtx { ingress_ifindex: port as u32 + 1, rx_queue_index: 0 };
+    prog.run_burst(&mut dp.bufs.region_mut(), rx, ctx, &mut env, &mut outs);
     let mut keep = 0;
-    // Dropped buffers are freed after the program loop, as their own measurable step.
+    // Dropped buffers are freed after the verdict loop, as their own measurable step.
     let mut free_list = [crate::buf::BufId(0); 64];
     let mut free_n = 0usize;
     for i in 0..rx.len() {
         let p = rx[i];
-        let frame = dp.bufs.frame_mut(p.buf);
-        let mut xb = XdpBuff {
-            frame,
-            data: p.off as usize,
-            data_end: p.off as usize + p.len as usize,
-            data_meta: p.off as usize,
-            ingress_ifindex: port as u32 + 1,
-            rx_queue_index: 0,
-            egress_ifindex: 0,
-        };
-        let out = prog.run(&mut xb, &mut env);
-        let np = Pkt { buf: p.buf, off: xb.data as u16, len: (xb.data_end - xb.data) as u16 };
-        match fate_of(&out, port, nports, &mut dp.c, &mut dp.xdp.unknown_actions) {
+        match fate_of(&outs[i], port, nports, &mut dp.c, &mut dp.xdp.unknown_actions) {
             Fate::Pass => {
-                rx[keep] = np;
+                rx[keep] = p;
                 keep += 1;
             }
             Fate::Drop(r) => {
                 dp.c.drop(r);
                 free_list_push(&mut dp.bufs, &mut free_list, &mut free_n, p.buf);
             }
-            Fate::Xmit(to) => queue_xmit(&mut dp.xdp.xmit, to, np),
+            Fate::Xmit(to) => queue_xmit(&mut dp.xdp.xmit, to, p),
             Fate::Xsk(k) => {
                 let k = k as usize;
                 if dp.xdp.xsk_rx.len() <= k {
@@ -165,6 +178,7 @@ pub fn run_native(dp: &mut Datapath, port: u16, rx: &mut Vec<Pkt>) {
             }
         }
     }
+    dp.xdp.outcomes = outs;
     let n = rx.len();
     rx.truncate(keep);
     let t1 = rdtsc();

@@ -118,6 +118,18 @@ impl Interpreter {
         self.run_inner(xdp, env, None)
     }
 
+    /// Runs the program on every packet of a burst, one at a time (see [`crate::burst`]).
+    pub fn run_burst<D: crate::burst::FrameDesc>(
+        &self,
+        region: &mut crate::burst::FrameRegion<'_>,
+        pkts: &mut [D],
+        ctx: crate::burst::BurstCtx,
+        env: &mut dyn Env,
+        out: &mut [RunOutcome],
+    ) -> crate::burst::BurstFaults {
+        crate::burst::run_burst_each(self, region, pkts, ctx, env, out)
+    }
+
     /// Runs the program once and also returns the full 64-bit r0 (for tests and for
     /// differential testing of other engines).
     pub fn run_full(&self, xdp: &mut XdpBuff<'_>, env: &mut dyn Env) -> Result<(RunOutcome, u64), RunError> {
@@ -450,7 +462,7 @@ impl Interpreter {
                             let addr = regs[dst].wrapping_add(insn.off as i64 as u64);
                             store(st, addr, size, regs[src]).ok_or_else(|| err(fault(addr, size, true)))?;
                         }
-                        BPF_ATOMIC => exec_atomic(st, insn, size, &mut regs).map_err(err)?,
+                        BPF_ATOMIC => exec_atomic(st, insn, size, &mut regs, self.config.single_writer).map_err(err)?,
                         _ => return Err(invalid()),
                     }
                     pc += 1;
@@ -618,9 +630,26 @@ unsafe fn write_relaxed(p: *mut u8, size: usize, v: u64) {
     }
 }
 
+/// The value an atomic read-modify-write `op` stores over `old` (src value `v`, r0 `expected`).
+#[inline]
+fn rmw_result(op: i32, old: u64, v: u64, expected: u64) -> u64 {
+    match op {
+        BPF_XCHG => v,
+        BPF_CMPXCHG if old == expected => v,
+        BPF_CMPXCHG => old,
+        _ => match op & !BPF_FETCH {
+            0x00 => old.wrapping_add(v),
+            0x40 => old | v,
+            0x50 => old & v,
+            _ => old ^ v,
+        },
+    }
+}
+
 /// BPF_STX | BPF_ATOMIC: add/and/or/xor (optionally fetching), xchg, cmpxchg on 32/64-bit
-/// aligned stack or map memory, plus load-acquire / store-release (any size).
-fn exec_atomic(st: &RunState<'_>, insn: Insn, size: usize, regs: &mut [u64; 11]) -> Result<(), RunErrorKind> {
+/// aligned stack or map memory, plus load-acquire / store-release (any size). With
+/// `single_writer` ([`RunConfig::single_writer`]) read-modify-writes are a load and a store.
+fn exec_atomic(st: &RunState<'_>, insn: Insn, size: usize, regs: &mut [u64; 11], single_writer: bool) -> Result<(), RunErrorKind> {
     let dst = insn.dst as usize;
     let src = insn.src as usize;
     let invalid = RunErrorKind::InvalidInstruction { code: insn.code };
@@ -679,7 +708,12 @@ fn exec_atomic(st: &RunState<'_>, insn: Insn, size: usize, regs: &mut [u64; 11])
             // SAFETY: [p, p+4) is writable stack/map memory valid for the run, 4-byte aligned.
             let a = unsafe { AtomicU32::from_ptr(p as *mut u32) };
             let v = regs[src] as u32;
-            let old = match op {
+            let old = if single_writer {
+                let old = a.load(Ordering::Relaxed);
+                a.store(rmw_result(op, old as u64, v as u64, regs[0] as u32 as u64) as u32, Ordering::Relaxed);
+                old
+            } else {
+                match op {
                 BPF_XCHG => a.swap(v, SC),
                 BPF_CMPXCHG => match a.compare_exchange(regs[0] as u32, v, SC, SC) {
                     Ok(o) | Err(o) => o,
@@ -690,6 +724,7 @@ fn exec_atomic(st: &RunState<'_>, insn: Insn, size: usize, regs: &mut [u64; 11])
                     0x50 => a.fetch_and(v, SC),
                     _ => a.fetch_xor(v, SC),
                 },
+                }
             };
             if op == BPF_CMPXCHG {
                 regs[0] = old as u64;
@@ -701,7 +736,12 @@ fn exec_atomic(st: &RunState<'_>, insn: Insn, size: usize, regs: &mut [u64; 11])
             // SAFETY: [p, p+8) is writable stack/map memory valid for the run, 8-byte aligned.
             let a = unsafe { AtomicU64::from_ptr(p as *mut u64) };
             let v = regs[src];
-            let old = match op {
+            let old = if single_writer {
+                let old = a.load(Ordering::Relaxed);
+                a.store(rmw_result(op, old, v, regs[0]), Ordering::Relaxed);
+                old
+            } else {
+                match op {
                 BPF_XCHG => a.swap(v, SC),
                 BPF_CMPXCHG => match a.compare_exchange(regs[0], v, SC, SC) {
                     Ok(o) | Err(o) => o,
@@ -712,6 +752,7 @@ fn exec_atomic(st: &RunState<'_>, insn: Insn, size: usize, regs: &mut [u64; 11])
                     0x50 => a.fetch_and(v, SC),
                     _ => a.fetch_xor(v, SC),
                 },
+                }
             };
             if op == BPF_CMPXCHG {
                 regs[0] = old;

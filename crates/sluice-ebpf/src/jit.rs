@@ -56,7 +56,8 @@
 //!   [`map_handle`] for `BPF_PSEUDO_MAP_FD`, [`Map::direct_value_addr`] for
 //!   `BPF_PSEUDO_MAP_VALUE`.
 //! * Atomics use Cranelift's `atomic_rmw` / `atomic_cas` / `atomic_load` / `atomic_store`
-//!   (sequentially consistent).
+//!   (sequentially consistent); with [`RunConfig::single_writer`] the read-modify-writes are
+//!   plain loads and stores (no bus lock: one thread runs the program).
 //!
 //! Anything the JIT cannot translate (invalid or unsupported instructions, an unknown helper,
 //! a jump leaving its function, code that can fall off the end of a function, recursion or a
@@ -87,6 +88,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, Linkage, Module};
 
+use crate::burst::{bad_desc, run_burst_each, BurstCtx, BurstFaults, FrameDesc, FrameRegion, ABORTED};
 use crate::env::Env;
 use crate::helpers::{helper_fn, id as helper_id, map_handle};
 use crate::insn::*;
@@ -95,7 +97,7 @@ use crate::maps::{Map, Maps};
 use crate::program::{map_type, Program};
 use crate::state::{xdp_context, Engine, RunConfig, RunError, RunErrorKind, RunHead, RunState, OFF_CPU, OFF_CTX, OFF_FAULT, OFF_FAULT_PC};
 use crate::verifier::{verify, SubprogInfo, VerifiedProgram, VerifyError, VerifyOptions};
-use crate::xdp::{RunOutcome, XdpBuff};
+use crate::xdp::{RunOutcome, XdpBuff, XdpMd};
 
 /// Why a program could not be compiled (the caller falls back to the interpreter).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -174,7 +176,8 @@ fn generate(insns: &[Insn], plan: &Plan) -> Result<(JITModule, EntryFn), JitErro
 }
 
 fn build(program: Arc<Program>, subprogs: &[SubprogInfo], maps: Arc<Maps>, config: RunConfig) -> Result<JitProgram, JitError> {
-    let plan = Plan::new(&program, &maps, Some(subprogs))?;
+    let mut plan = Plan::new(&program, &maps, Some(subprogs))?;
+    plan.single_writer = config.single_writer;
     if plan.stack_bytes > STACK_SIZE {
         return Err(JitError::Codegen(format!("stack of {} bytes", plan.stack_bytes)));
     }
@@ -267,8 +270,9 @@ impl JitProgram {
         &self.config
     }
 
+    /// Replaces the run configuration; `single_writer` stays as compiled (it is in the code).
     pub fn set_config(&mut self, config: RunConfig) {
-        self.config = config;
+        self.config = RunConfig { single_writer: self.config.single_writer, ..config };
     }
 
     /// Number of `bpf_map_lookup_elem` calls compiled inline (ARRAY / PERCPU_ARRAY maps).
@@ -339,6 +343,79 @@ impl JitProgram {
             *out = r0;
         }
         Ok(RunOutcome { action: r0 as u32, redirect: None })
+    }
+
+    /// Runs the program on every packet of a burst (see [`crate::burst`]); outcome `i`
+    /// belongs to packet `i` (`out` must be at least as long as `pkts`). A program that calls
+    /// no helper runs in one native stack frame set up once for the whole burst.
+    pub fn run_burst<D: FrameDesc>(
+        &self,
+        region: &mut FrameRegion<'_>,
+        pkts: &mut [D],
+        ctx: BurstCtx,
+        env: &mut dyn Env,
+        out: &mut [RunOutcome],
+    ) -> BurstFaults {
+        if self.calls_helpers {
+            return run_burst_each(self, region, pkts, ctx, env, out);
+        }
+        match self.stack_bytes {
+            0..=512 => self.burst_lean::<{ 512 / 8 }, D>(region, pkts, ctx, env, out),
+            513..=1024 => self.burst_lean::<{ 1024 / 8 }, D>(region, pkts, ctx, env, out),
+            1025..=2048 => self.burst_lean::<{ 2048 / 8 }, D>(region, pkts, ctx, env, out),
+            _ => self.burst_lean::<{ STACK_SIZE / 8 }, D>(region, pkts, ctx, env, out),
+        }
+    }
+
+    /// [`JitProgram::run_burst`] for a program that calls no helper: nothing can move the
+    /// packet, record a redirect or fault, so one [`RunHead`] and one stack serve every run.
+    fn burst_lean<const W: usize, D: FrameDesc>(
+        &self,
+        region: &mut FrameRegion<'_>,
+        pkts: &[D],
+        ctx: BurstCtx,
+        env: &mut dyn Env,
+        out: &mut [RunOutcome],
+    ) -> BurstFaults {
+        let mut faults = BurstFaults::default();
+        let cpu = match self.cpu(env) {
+            Ok(cpu) => cpu,
+            Err(e) => {
+                for o in out.iter_mut().take(pkts.len()) {
+                    *o = ABORTED;
+                    faults.record(e.clone());
+                }
+                return faults;
+            }
+        };
+        let mut head = RunHead { ctx: XdpMd::default(), fault: 0, fault_helper: 0, redirect_kind: 0, redirect_target: 0, cpu, fault_pc: 0 };
+        // Not zeroed, and not cleared between packets: the verifier refuses every read of
+        // stack the program has not written in the same run.
+        let mut stack = MaybeUninit::<[u64; W]>::uninit();
+        let r10 = stack.as_mut_ptr() as u64 + (W * 8) as u64;
+        for (d, o) in pkts.iter().zip(out.iter_mut()) {
+            let Some((data, data_end)) = region.addresses(d) else {
+                *o = ABORTED;
+                faults.record(RunError::new(0, bad_desc(d, region)));
+                continue;
+            };
+            head.ctx = XdpMd {
+                data,
+                data_end,
+                data_meta: data,
+                ingress_ifindex: ctx.ingress_ifindex,
+                rx_queue_index: ctx.rx_queue_index,
+                egress_ifindex: 0,
+            };
+            let state: *mut RunHead = &mut head;
+            // SAFETY: as in `exec_lean`: finalized code for this verified, helper-free program,
+            // touching only `head`, the stack below r10 and the packet `head.ctx` describes
+            // (inside its frame of the region, below 4 GiB, checked by `addresses`), and map
+            // values. The region borrow keeps the frames ours for the burst.
+            let r0 = unsafe { (self.entry)(state.cast(), r10) };
+            *o = RunOutcome { action: r0 as u32, redirect: None };
+        }
+        faults
     }
 
     /// A run with the whole [`RunState`], for programs that call helpers.
@@ -418,6 +495,8 @@ struct Plan {
     zero_stack: bool,
     /// Stack bytes below the entry's r10 used over all call chains.
     stack_bytes: usize,
+    /// Atomic read-modify-writes as plain load / op / store ([`RunConfig::single_writer`]).
+    single_writer: bool,
 }
 
 impl Plan {
@@ -459,7 +538,7 @@ impl Plan {
         let inline = find_array_lookups(insns, &layout, maps);
         let calls_helpers = helpers.iter().any(|(pc, _)| !inline.contains_key(pc));
         let stack_bytes = if zero_stack { layout.frames * FRAME_STACK_SIZE } else { layout.stack_need(&depths) };
-        Ok(Plan { wide, layout, inline, calls_helpers, needs_cpu, zero_stack, stack_bytes })
+        Ok(Plan { wide, layout, inline, calls_helpers, needs_cpu, zero_stack, stack_bytes, single_writer: false })
     }
 }
 
@@ -1537,7 +1616,15 @@ impl Translator<'_, '_> {
         if op == BPF_CMPXCHG {
             let r0 = self.reg(0);
             let expected = narrow(self, r0);
-            let old = self.b.ins().atomic_cas(flags(), addr, expected, src);
+            let old = if self.plan.single_writer {
+                let old = self.b.ins().load(ty, flags(), addr, 0);
+                let hit = self.b.ins().icmp(IntCC::Equal, old, expected);
+                let new = self.b.ins().select(hit, src, old);
+                self.b.ins().store(flags(), new, addr, 0);
+                old
+            } else {
+                self.b.ins().atomic_cas(flags(), addr, expected, src)
+            };
             let old = widen(self, old);
             self.set(0, old);
             return Ok(());
@@ -1545,7 +1632,21 @@ impl Translator<'_, '_> {
         let Some(rmw) = rmw else {
             return Err(self.invalid(pc));
         };
-        let old = self.b.ins().atomic_rmw(ty, flags(), rmw, addr, src);
+        let old = if self.plan.single_writer {
+            // One writer: a plain read-modify-write is indistinguishable from a locked one.
+            let old = self.b.ins().load(ty, flags(), addr, 0);
+            let new = match rmw {
+                AtomicRmwOp::Xchg => src,
+                AtomicRmwOp::Add => self.b.ins().iadd(old, src),
+                AtomicRmwOp::Or => self.b.ins().bor(old, src),
+                AtomicRmwOp::And => self.b.ins().band(old, src),
+                _ => self.b.ins().bxor(old, src),
+            };
+            self.b.ins().store(flags(), new, addr, 0);
+            old
+        } else {
+            self.b.ins().atomic_rmw(ty, flags(), rmw, addr, src)
+        };
         if writes_src {
             let old = widen(self, old);
             self.set(insn.src, old);

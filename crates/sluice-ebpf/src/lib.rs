@@ -5,6 +5,7 @@
 //! `jit` (native code, verified programs only). `maps` and `helpers` are shared by both engines.
 
 pub mod asm;
+pub mod burst;
 pub mod env;
 pub mod helpers;
 pub mod insn;
@@ -17,6 +18,7 @@ pub mod state;
 pub mod verifier;
 pub mod xdp;
 
+pub use burst::{BurstCtx, BurstFaults, FrameDesc, FrameRegion};
 pub use env::{Env, NullEnv, SystemEnv};
 pub use interp::Interpreter;
 pub use loader::{LoadError, LoadOptions, Object};

@@ -44,11 +44,19 @@ pub struct RunConfig {
     /// Largest metadata `bpf_xdp_adjust_meta` accepts ([`crate::xdp::XDP_META_MAX`] = 255 like
     /// current kernels; [`crate::xdp::XDP_META_MAX_LEGACY`] = 32 for older ones).
     pub meta_max: usize,
+    /// Only one thread at a time runs programs that write these maps (one datapath worker):
+    /// atomic read-modify-writes then need no bus lock, and are done as a plain load, op and
+    /// store. Every observer sees the same values as with locked instructions: readers of an
+    /// aligned word see the old or the new value, and user space writes whole values as the
+    /// kernel's `map_update_elem` does (not atomically with the program either). With more
+    /// than one thread running the program, counts would be lost: leave it off. The JIT
+    /// fixes this choice at compile time.
+    pub single_writer: bool,
 }
 
 impl Default for RunConfig {
     fn default() -> Self {
-        RunConfig { insn_budget: DEFAULT_INSN_BUDGET, tailroom: XDP_TAILROOM_DEFAULT, meta_max: XDP_META_MAX }
+        RunConfig { insn_budget: DEFAULT_INSN_BUDGET, tailroom: XDP_TAILROOM_DEFAULT, meta_max: XDP_META_MAX, single_writer: false }
     }
 }
 

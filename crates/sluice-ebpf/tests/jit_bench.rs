@@ -138,3 +138,86 @@ fn jit_vs_interpreter_speed() {
         println!("verify + compile xdp_drop_count: {:.0} us", t.elapsed().as_micros() as f64 / rounds as f64);
     }
 }
+
+#[derive(Clone, Copy)]
+struct Desc(u32, u16, u16);
+
+impl sluice_ebpf::FrameDesc for Desc {
+    fn frame(&self) -> u32 {
+        self.0
+    }
+    fn data(&self) -> usize {
+        self.1 as usize
+    }
+    fn len(&self) -> usize {
+        self.2 as usize
+    }
+    fn set_bounds(&mut self, data: usize, len: usize) {
+        self.1 = data as u16;
+        self.2 = len as u16;
+    }
+}
+
+/// Nanoseconds per packet of `run` over bursts of 64 frames (best of 40 rounds).
+fn ns_per_packet_burst(run: &mut dyn FnMut(&mut sluice_ebpf::FrameRegion<'_>, &mut [Desc], &mut [RunOutcome]), pkt: &[u8], n: u32) -> f64 {
+    const FRAME: usize = 2048;
+    const BURST: usize = 64;
+    let mut mem = LowMem::new(FRAME * BURST).unwrap();
+    let mut descs: Vec<Desc> = (0..BURST).map(|i| Desc(i as u32, 256, pkt.len() as u16)).collect();
+    for i in 0..BURST {
+        mem.as_mut_slice()[i * FRAME + 256..i * FRAME + 256 + pkt.len()].copy_from_slice(pkt);
+    }
+    let mut out = vec![RunOutcome { action: 0, redirect: None }; BURST];
+    let bursts = (n / 20 / BURST as u32).max(1);
+    let mut best = f64::MAX;
+    for _ in 0..40 {
+        let t = Instant::now();
+        for _ in 0..bursts {
+            let mut region = sluice_ebpf::FrameRegion::new(mem.as_mut_slice(), FRAME).unwrap();
+            run(&mut region, &mut descs, &mut out);
+            std::hint::black_box(out[BURST - 1].action);
+        }
+        best = best.min(t.elapsed().as_nanos() as f64 / (bursts as usize * BURST) as f64);
+    }
+    best
+}
+
+/// The datapath's way: `run_burst` over bursts of 64 frames, with locked atomics and with
+/// `RunConfig::single_writer` (one worker thread, sluice's configuration).
+#[test]
+#[ignore = "benchmark: run with --release -- --ignored --nocapture"]
+fn burst_jit_vs_interpreter_speed() {
+    let pkt = frame();
+    let n = if cfg!(debug_assertions) { 20_000 } else { 2_000_000 };
+    println!("{:<28} {:>8} {:>12} {:>12} {:>8}", "program (burst of 64)", "atomics", "interp ns", "jit ns", "ratio");
+    for name in ["xdp_drop_count.o", "xdp_bench_drop_notouch.o", "xdp_bench_drop_read.o", "xdp_macswap_tx.o", "xdp_proto_count.o", "xdp_ipip_encap.o"] {
+        let Some(path) = bpf_obj(name) else {
+            println!("{name}: not found, skipped");
+            continue;
+        };
+        for single_writer in [false, true] {
+            let obj = Object::from_file_with(&path, &LoadOptions { ncpus: 1, ..LoadOptions::default() }).unwrap();
+            let prog = Arc::new(obj.program("").unwrap().clone());
+            let config = sluice_ebpf::RunConfig { single_writer, ..sluice_ebpf::RunConfig::default() };
+            let interp = sluice_ebpf::Interpreter::with_config(prog.clone(), obj.maps.clone(), config).unwrap();
+            let jit = Jit::compile_with_config(prog, obj.maps.clone(), config).unwrap();
+            let ctx = sluice_ebpf::BurstCtx { ingress_ifindex: 1, rx_queue_index: 0 };
+            let mut env = NullEnv::new();
+            env.keep_traces = false;
+            let mut ri = |r: &mut sluice_ebpf::FrameRegion<'_>, d: &mut [Desc], o: &mut [RunOutcome]| {
+                interp.run_burst(r, d, ctx, &mut env, o);
+            };
+            ns_per_packet_burst(&mut ri, &pkt, n / 10);
+            let i = ns_per_packet_burst(&mut ri, &pkt, n);
+            let mut env = NullEnv::new();
+            env.keep_traces = false;
+            let mut rj = |r: &mut sluice_ebpf::FrameRegion<'_>, d: &mut [Desc], o: &mut [RunOutcome]| {
+                jit.run_burst(r, d, ctx, &mut env, o);
+            };
+            ns_per_packet_burst(&mut rj, &pkt, n / 10);
+            let j = ns_per_packet_burst(&mut rj, &pkt, n);
+            let mode = if single_writer { "single" } else { "locked" };
+            println!("{name:<28} {mode:>8} {i:>12.1} {j:>12.1} {:>7.1}x", i / j);
+        }
+    }
+}

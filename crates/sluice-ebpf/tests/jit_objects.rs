@@ -255,3 +255,112 @@ fn concurrent_runs_share_one_program() {
     let bytes = u64::from_le_bytes(v[8..16].try_into().unwrap());
     assert_eq!((packets, bytes), (threads as u64 * runs, threads as u64 * runs * len as u64));
 }
+
+/// A packet of a burst in the test region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Desc {
+    frame: u32,
+    data: u16,
+    len: u16,
+}
+
+impl sluice_ebpf::FrameDesc for Desc {
+    fn frame(&self) -> u32 {
+        self.frame
+    }
+    fn data(&self) -> usize {
+        self.data as usize
+    }
+    fn len(&self) -> usize {
+        self.len as usize
+    }
+    fn set_bounds(&mut self, data: usize, len: usize) {
+        self.data = data as u16;
+        self.len = len as u16;
+    }
+}
+
+/// Bursts give exactly what one run per packet gives: every XDP program of the corpus, both
+/// engines (lean and helper-calling JIT paths), outcomes, moved bounds, packet bytes and maps;
+/// a descriptor outside the region or its frame is ABORTED and counted as a fault.
+#[test]
+fn bursts_match_single_runs() {
+    use sluice_ebpf::{BurstCtx, FrameRegion, NullEnv, RunConfig};
+    const FRAME: usize = 2048;
+    let objs = objects_in(&manifest().join("../../bpf/obj"));
+    if objs.is_empty() {
+        eprintln!("no bpf/obj corpus: skipped");
+        return;
+    }
+    let pkts: Vec<Vec<u8>> = packets().into_iter().filter(|p| p.len() <= FRAME - HEADROOM - 320).collect();
+    let ctx = BurstCtx { ingress_ifindex: 3, rx_queue_index: 1 };
+    let mut checked = 0;
+    for path in &objs {
+        for single_writer in [false, true] {
+            let config = RunConfig { single_writer, ..RunConfig::default() };
+            let (Some(a), Some(b), Some(c)) = (load(path), load(path), load(path)) else { continue };
+            for m in [&a.maps, &b.maps, &c.maps] {
+                setup(m);
+            }
+            for ((pa, pb), pc) in a.programs.iter().zip(&b.programs).zip(&c.programs) {
+                if !pa.is_xdp() {
+                    continue;
+                }
+                let what = format!("{}/{} (single_writer {single_writer})", path.display(), pa.name);
+                let single = Interpreter::with_config(Arc::new(pa.clone()), a.maps.clone(), config).unwrap();
+                let interp = Interpreter::with_config(Arc::new(pb.clone()), b.maps.clone(), config).unwrap();
+                let jit = Jit::compile_with_config(Arc::new(pc.clone()), c.maps.clone(), config).unwrap();
+                // Reference: one run per packet, each in its own frame.
+                let mut want = Vec::new();
+                let mut env = NullEnv::default();
+                for p in &pkts {
+                    let mut mem = sluice_ebpf::LowMem::new(FRAME).unwrap();
+                    let frame = &mut mem.as_mut_slice()[..FRAME];
+                    frame[HEADROOM..HEADROOM + p.len()].copy_from_slice(p);
+                    let mut xdp = sluice_ebpf::XdpBuff::new(frame, HEADROOM, p.len());
+                    xdp.ingress_ifindex = ctx.ingress_ifindex;
+                    xdp.rx_queue_index = ctx.rx_queue_index;
+                    let out = single.run(&mut xdp, &mut env).unwrap_or(sluice_ebpf::RunOutcome { action: 0, redirect: None });
+                    want.push((out, xdp.packet().to_vec()));
+                }
+                for engine in ["interp", "jit"] {
+                    let n = pkts.len() + 2;
+                    let mut mem = sluice_ebpf::LowMem::new(FRAME * n).unwrap();
+                    let mut descs = Vec::new();
+                    for (i, p) in pkts.iter().enumerate() {
+                        let start = i * FRAME + HEADROOM;
+                        mem.as_mut_slice()[start..start + p.len()].copy_from_slice(p);
+                        descs.push(Desc { frame: i as u32, data: HEADROOM as u16, len: p.len() as u16 });
+                    }
+                    // Two bad descriptors: a frame past the region, bounds past the frame.
+                    descs.push(Desc { frame: n as u32 + 5, data: HEADROOM as u16, len: 60 });
+                    descs.push(Desc { frame: 0, data: (FRAME - 10) as u16, len: 60 });
+                    let mut out = vec![sluice_ebpf::RunOutcome { action: 99, redirect: None }; descs.len()];
+                    let mut env = NullEnv::default();
+                    let faults = {
+                        let mut region = FrameRegion::new(mem.as_mut_slice(), FRAME).unwrap();
+                        match engine {
+                            "jit" => jit.run_burst(&mut region, &mut descs, ctx, &mut env, &mut out),
+                            _ => interp.run_burst(&mut region, &mut descs, ctx, &mut env, &mut out),
+                        }
+                    };
+                    assert_eq!(faults.count, 2, "{what} {engine}: faults {faults:?}");
+                    assert!(faults.first.is_some());
+                    for (i, (w, bytes)) in want.iter().enumerate() {
+                        let d = descs[i];
+                        let start = d.frame as usize * FRAME + d.data as usize;
+                        let got = &mem.as_slice()[start..start + d.len as usize];
+                        assert_eq!(out[i], *w, "{what} {engine}: packet {i} outcome");
+                        assert_eq!(got, &bytes[..], "{what} {engine}: packet {i} bytes");
+                    }
+                    assert_eq!(out[pkts.len()].action, sluice_ebpf::insn::XDP_ABORTED);
+                    assert_eq!(out[pkts.len() + 1].action, sluice_ebpf::insn::XDP_ABORTED);
+                    checked += 1;
+                }
+                assert_eq!(a.maps.dump(), b.maps.dump(), "{what}: maps, interpreter burst");
+                assert_eq!(a.maps.dump(), c.maps.dump(), "{what}: maps, JIT burst");
+            }
+        }
+    }
+    assert!(checked > 0);
+}

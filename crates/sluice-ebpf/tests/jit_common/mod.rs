@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use sluice_ebpf::env::fib_ret;
 use sluice_ebpf::jit::{Jit, JitError, JitProgram};
-use sluice_ebpf::{Env, Interpreter, LowMem, MapDef, MapDump, Maps, NullEnv, Program, RunError, RunErrorKind, RunOutcome, XdpBuff};
+use sluice_ebpf::{Env, Interpreter, LowMem, MapDef, MapDump, Maps, NullEnv, Program, RunConfig, RunError, RunErrorKind, RunOutcome, XdpBuff};
 
 /// A deterministic environment (a [`NullEnv`]) that can also answer FIB lookups: with `fib`
 /// set, IPv4 lookups succeed (egress ifindex 9, fixed MACs). Every lookup is recorded.
@@ -173,7 +173,7 @@ pub fn diff_runs(insns: Vec<sluice_ebpf::insn::Insn>, defs: &[MapDef], ncpus: u3
     setup(&mi);
     setup(&mj);
     let interp = Interpreter::new(p.clone(), mi.clone());
-    let jit = Jit::compile(p, mj.clone());
+    let jit = Jit::compile(p.clone(), mj.clone());
     let (interp, jit) = match (interp, jit) {
         (Ok(i), Ok(j)) => (i, j),
         (Err(_), Err(e)) => return Diff::Refused(e),
@@ -192,7 +192,34 @@ pub fn diff_runs(insns: Vec<sluice_ebpf::insn::Insn>, defs: &[MapDef], ncpus: u3
         assert_snap_eq(&a, &b, &format!("input {n}"));
         out.push(a);
     }
+    if insns_have_atomics(&p.insns) {
+        single_writer_matches(&p, defs, ncpus, setup, inputs, &out);
+    }
     Diff::Same(out)
+}
+
+fn insns_have_atomics(insns: &[sluice_ebpf::insn::Insn]) -> bool {
+    use sluice_ebpf::insn::{BPF_ATOMIC, BPF_STX};
+    insns.iter().any(|i| i.code & 0x07 == BPF_STX && i.code & 0xe0 == BPF_ATOMIC)
+}
+
+/// Both engines with `RunConfig::single_writer` (plain read-modify-writes) must give what the
+/// locked runs gave (`want`, the interpreter's snapshots).
+fn single_writer_matches(p: &Arc<Program>, defs: &[MapDef], ncpus: u32, setup: &dyn Fn(&Maps), inputs: &[Input], want: &[Snapshot]) {
+    let config = RunConfig { single_writer: true, ..RunConfig::default() };
+    let mi = Arc::new(Maps::new(defs, ncpus).unwrap());
+    let mj = Arc::new(Maps::new(defs, ncpus).unwrap());
+    setup(&mi);
+    setup(&mj);
+    let interp = Interpreter::with_config(p.clone(), mi.clone(), config).unwrap();
+    let jit = Jit::compile_with_config(p.clone(), mj.clone(), config).unwrap();
+    let (mut ei, mut ej) = (TestEnv::new(), TestEnv::new());
+    for (n, (input, w)) in inputs.iter().zip(want).enumerate() {
+        let a = run_one(Engine2::Interp(&interp), &mi, input, &mut ei);
+        assert_snap_eq(w, &a, &format!("input {n}, single-writer interpreter"));
+        let b = run_one(Engine2::Jit(&jit), &mj, input, &mut ej);
+        assert_snap_eq(w, &b, &format!("input {n}, single-writer JIT"));
+    }
 }
 
 pub fn assert_snap_eq(a: &Snapshot, b: &Snapshot, what: &str) {
