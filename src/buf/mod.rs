@@ -54,7 +54,7 @@ impl sluice_ebpf::FrameDesc for Pkt {
         self.off as usize
     }
     #[inline(always)]
-    fn len(&self) -> usize {
+    fn data_len(&self) -> usize {
         self.len as usize
     }
     #[inline(always)]

@@ -215,6 +215,7 @@ impl Config {
 
     /// Builds the datapath: ports, interfaces, neighbours, routes, sockets.
     pub fn build(&self, tun: Tunables, pool: &Pool) -> Result<Datapath, ConfigError> {
+        let locked_atomics = tun.locked_atomics != 0;
         let mut dp = Datapath::new(tun, self.pipeline, pool);
         if self.ports.is_empty() {
             return Err(field("ports", "at least one port is required"));
@@ -323,7 +324,7 @@ impl Config {
                     crate::xdp::builtin::parse(&x.program).map_err(|e| field("xdp.program", e))?
                 } else {
                     Box::new(
-                        EbpfProgram::load(std::path::Path::new(&x.program), x.section.as_deref(), x.engine)
+                        EbpfProgram::load_with(std::path::Path::new(&x.program), x.section.as_deref(), x.engine, locked_atomics)
                             .map_err(|e| field("xdp.program", e.to_string()))?,
                     )
                 };

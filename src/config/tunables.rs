@@ -113,6 +113,9 @@ tunables! {
     route_hint: u8 = 1, "rx.route_hint", min 0, max 1;
     /// Packets a port's transmit queue gathers before a tx burst.
     tx_burst: u32 = 32, "tx.burst", min 1, max 4096;
+    /// Bus-locked instructions for BPF atomics even when one worker runs the program (the
+    /// kernel's code); 0 = a plain read-modify-write when a single thread is the only writer.
+    locked_atomics: u8 = 0, "xdp.locked_atomics", min 0, max 1;
     /// Benchmark calibration: iterations of a dependent busy loop added per received packet (0 = off).
     extra_work: u32 = 0, "rx.extra_work", min 0, max 1_000_000;
 }

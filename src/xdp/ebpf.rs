@@ -4,10 +4,10 @@
 
 use super::env::SluiceEnv;
 use super::{RunOutcome, XdpBuff, XdpProgram};
-use sluice_ebpf::insn::XDP_ABORTED;
-use sluice_ebpf::jit::Jit;
-use sluice_ebpf::verifier::{verify, VerifyOptions};
 use crate::buf::Pkt;
+use sluice_ebpf::insn::XDP_ABORTED;
+use sluice_ebpf::jit::{Jit, JitProgram};
+use sluice_ebpf::verifier::{verify, VerifyOptions};
 use sluice_ebpf::{BurstCtx, BurstFaults, FrameRegion, Interpreter, LoadOptions, Maps, Object, RunConfig};
 
 /// Worker threads that run XDP programs (the datapath has one; RPS workers will add more).
@@ -44,13 +44,12 @@ pub enum XdpLoadError {
 }
 
 /// The engine running a program (an enum, not a trait object: bursts are generic over the
-/// packet descriptor and the calls stay direct).
+/// packet descriptor and the calls stay direct). One per program: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Engine {
-    Jit(Jit_),
+    Jit(JitProgram),
     Interp(Interpreter),
 }
-
-type Jit_ = sluice_ebpf::jit::JitProgram;
 
 pub struct EbpfProgram {
     name: String,
@@ -68,6 +67,12 @@ impl EbpfProgram {
     /// Loads `path`, picks the program by function or section name (first XDP program when
     /// `section` is None), verifies it and prepares the engine.
     pub fn load(path: &Path, section: Option<&str>, kind: EngineKind) -> Result<EbpfProgram, XdpLoadError> {
+        EbpfProgram::load_with(path, section, kind, false)
+    }
+
+    /// [`EbpfProgram::load`]; `locked_atomics` keeps bus-locked atomics even with one worker
+    /// (the `xdp.locked_atomics` tunable).
+    pub fn load_with(path: &Path, section: Option<&str>, kind: EngineKind, locked_atomics: bool) -> Result<EbpfProgram, XdpLoadError> {
         let p = path.display().to_string();
         // One datapath worker (CPU 0) runs every program: per-CPU maps have one copy, and
         // atomics have a single writer (no bus lock needed; see RunConfig::single_writer).
@@ -88,10 +93,11 @@ impl EbpfProgram {
         })?;
         let prog = Arc::new(prog);
         let maps = obj.maps.clone();
-        let config = RunConfig { single_writer: WORKERS == 1, ..RunConfig::default() };
+        let config = RunConfig { single_writer: WORKERS == 1 && !locked_atomics, ..RunConfig::default() };
         let interp = || -> Result<Engine, XdpLoadError> {
             Ok(Engine::Interp(
-                Interpreter::with_config(prog.clone(), maps.clone(), config).map_err(|e| XdpLoadError::Load { path: p.clone(), msg: e.to_string() })?,
+                Interpreter::with_config(prog.clone(), maps.clone(), config)
+                    .map_err(|e| XdpLoadError::Load { path: p.clone(), msg: e.to_string() })?,
             ))
         };
         let (engine, engine_kind, jit_fallback) = match kind {
@@ -129,7 +135,14 @@ impl XdpProgram for EbpfProgram {
         }
     }
 
-    fn run_burst(&mut self, region: &mut FrameRegion<'_>, pkts: &mut [Pkt], ctx: BurstCtx, env: &mut SluiceEnv<'_>, out: &mut [RunOutcome]) {
+    fn run_burst(
+        &mut self,
+        region: &mut FrameRegion<'_>,
+        pkts: &mut [Pkt],
+        ctx: BurstCtx,
+        env: &mut SluiceEnv<'_>,
+        out: &mut [RunOutcome],
+    ) {
         let faults: BurstFaults = match &self.engine {
             Engine::Jit(j) => j.run_burst(region, pkts, ctx, env, out),
             Engine::Interp(i) => i.run_burst(region, pkts, ctx, env, out),

@@ -32,7 +32,14 @@ pub trait XdpProgram: Send {
     /// Runs on every packet of a burst from one rx queue: outcome `i` is packet `i`'s, and
     /// the packet's bounds reflect head/tail adjustments. `out` is at least as long as `pkts`.
     /// Engines override this to set up once per burst (the native hook's path).
-    fn run_burst(&mut self, region: &mut FrameRegion<'_>, pkts: &mut [Pkt], ctx: BurstCtx, env: &mut env::SluiceEnv<'_>, out: &mut [RunOutcome]) {
+    fn run_burst(
+        &mut self,
+        region: &mut FrameRegion<'_>,
+        pkts: &mut [Pkt],
+        ctx: BurstCtx,
+        env: &mut env::SluiceEnv<'_>,
+        out: &mut [RunOutcome],
+    ) {
         for (p, o) in pkts.iter_mut().zip(out.iter_mut()) {
             let Some(mut xb) = region.buff(p, ctx) else {
                 *o = RunOutcome { action: XDP_ABORTED, redirect: None };
@@ -78,6 +85,8 @@ pub struct XdpHooks {
     pub unknown_actions: u64,
     /// Outcomes of the burst being judged (reused).
     outcomes: Vec<RunOutcome>,
+    /// The generic hook's packets of one burst (reused).
+    burst_pkts: Vec<Pkt>,
 }
 
 impl XdpHooks {
@@ -220,7 +229,8 @@ fn flush_full_queues(dp: &mut Datapath) {
     }
 }
 
-/// Generic hook: runs on packets with metadata; PASS survivors stay in `skbs`.
+/// Generic hook: runs on packets with metadata; PASS survivors stay in `skbs`. Each packet
+/// gets its own run, in order; consecutive packets from one port run as one burst.
 pub fn run_generic(dp: &mut Datapath, skbs: &mut Vec<Skb>) {
     if !dp.xdp.any_generic() {
         return;
@@ -230,18 +240,13 @@ pub fn run_generic(dp: &mut Datapath, skbs: &mut Vec<Skb>) {
     if dp.xdp.xmit.len() < nports {
         dp.xdp.xmit.resize_with(nports, Vec::new);
     }
-    let mut keep = 0;
     let n = skbs.len();
+    // Generic XDP needs XDP_PACKET_HEADROOM and a linear buffer: copy when short.
+    let mut kept = 0;
     for i in 0..n {
         let mut s = skbs[i];
-        let port = s.rx_port;
-        let Some(Some(prog)) = dp.xdp.generic.get_mut(port as usize) else {
-            skbs[keep] = s;
-            keep += 1;
-            continue;
-        };
-        // Generic XDP needs XDP_PACKET_HEADROOM and a linear buffer: copy when short.
-        if (s.pkt.off as usize) < HEADROOM || s.pkt.off as usize + s.pkt.len as usize > FRAME_SIZE {
+        let attached = matches!(dp.xdp.generic.get(s.rx_port as usize), Some(Some(_)));
+        if attached && ((s.pkt.off as usize) < HEADROOM || s.pkt.off as usize + s.pkt.len as usize > FRAME_SIZE) {
             match dp.bufs.alloc_copy(dp.bufs.data(s.pkt).to_vec().as_slice()) {
                 Some(np) => {
                     dp.bufs.free(s.pkt.buf);
@@ -253,44 +258,65 @@ pub fn run_generic(dp: &mut Datapath, skbs: &mut Vec<Skb>) {
                 }
             }
         }
-        let mut env = env::SluiceEnv::new(&dp.routes, &dp.ifaces, &mut dp.xdp.trace);
-        let frame = dp.bufs.frame_mut(s.pkt.buf);
-        let mut xb = XdpBuff {
-            frame,
-            data: s.pkt.off as usize,
-            data_end: s.pkt.off as usize + s.pkt.len as usize,
-            data_meta: s.pkt.off as usize,
-            ingress_ifindex: port as u32 + 1,
-            rx_queue_index: s.rx_queue as u32,
-            egress_ifindex: 0,
+        skbs[kept] = s;
+        kept += 1;
+    }
+    skbs.truncate(kept);
+    let mut pkts = std::mem::take(&mut dp.xdp.burst_pkts);
+    let mut outs = std::mem::take(&mut dp.xdp.outcomes);
+    let mut keep = 0;
+    let mut start = 0;
+    while start < skbs.len() {
+        let port = skbs[start].rx_port;
+        let mut end = start + 1;
+        while end < skbs.len() && skbs[end].rx_port == port {
+            end += 1;
+        }
+        let Some(Some(prog)) = dp.xdp.generic.get_mut(port as usize) else {
+            skbs.copy_within(start..end, keep);
+            keep += end - start;
+            start = end;
+            continue;
         };
-        let out = prog.run(&mut xb, &mut env);
-        let moved = xb.data != s.pkt.off as usize || xb.data_end != s.pkt.off as usize + s.pkt.len as usize;
-        let np = Pkt { buf: s.pkt.buf, off: xb.data as u16, len: (xb.data_end - xb.data) as u16 };
-        match fate_of(&out, port, nports, &mut dp.c, &mut dp.xdp.unknown_actions) {
-            Fate::Pass => {
-                if moved {
-                    // The header moved: reset the network header and re-derive the protocol.
-                    let mac = dp.ifaces.get(port as usize).map(|i| i.mac).unwrap_or([0; 6]);
-                    let rebuilt = Skb::build(np, dp.bufs.data(np), port, s.rx_queue, &mac);
-                    s = Skb { hash: s.hash, l4_hash: s.l4_hash, ..rebuilt };
+        pkts.clear();
+        pkts.extend(skbs[start..end].iter().map(|s| s.pkt));
+        if outs.len() < pkts.len() {
+            outs.resize(pkts.len(), RunOutcome { action: XDP_ABORTED, redirect: None });
+        }
+        let mut env = env::SluiceEnv::new(&dp.routes, &dp.ifaces, &mut dp.xdp.trace);
+        let ctx = BurstCtx { ingress_ifindex: port as u32 + 1, rx_queue_index: skbs[start].rx_queue as u32 };
+        prog.run_burst(&mut dp.bufs.region_mut(), &mut pkts, ctx, &mut env, &mut outs);
+        for (j, i) in (start..end).enumerate() {
+            let mut s = skbs[i];
+            let np = pkts[j];
+            match fate_of(&outs[j], port, nports, &mut dp.c, &mut dp.xdp.unknown_actions) {
+                Fate::Pass => {
+                    if np != s.pkt {
+                        // The data moved: reset the network header and re-derive the protocol.
+                        let mac = dp.ifaces.get(port as usize).map(|i| i.mac).unwrap_or([0; 6]);
+                        let rebuilt = Skb::build(np, dp.bufs.data(np), port, s.rx_queue, &mac);
+                        s = Skb { hash: s.hash, l4_hash: s.l4_hash, ..rebuilt };
+                    }
+                    skbs[keep] = s;
+                    keep += 1;
                 }
-                skbs[keep] = s;
-                keep += 1;
-            }
-            Fate::Drop(r) => dp.drop_pkt(np, r),
-            Fate::Xmit(to) => queue_xmit(&mut dp.xdp.xmit, to, np),
-            Fate::Xsk(k) => {
-                let k = k as usize;
-                if dp.xdp.xsk_rx.len() <= k {
-                    dp.xdp.xsk_rx.resize(k + 1, 0);
+                Fate::Drop(r) => dp.drop_pkt(np, r),
+                Fate::Xmit(to) => queue_xmit(&mut dp.xdp.xmit, to, np),
+                Fate::Xsk(k) => {
+                    let k = k as usize;
+                    if dp.xdp.xsk_rx.len() <= k {
+                        dp.xdp.xsk_rx.resize(k + 1, 0);
+                    }
+                    dp.xdp.xsk_rx[k] += 1;
+                    dp.c.local += 1;
+                    dp.bufs.free(np.buf);
                 }
-                dp.xdp.xsk_rx[k] += 1;
-                dp.c.local += 1;
-                dp.bufs.free(np.buf);
             }
         }
+        start = end;
     }
+    dp.xdp.burst_pkts = pkts;
+    dp.xdp.outcomes = outs;
     skbs.truncate(keep);
     dp.c.stages[Stage::XdpGeneric as usize].add(n, rdtsc() - t0);
     flush_full_queues(dp);

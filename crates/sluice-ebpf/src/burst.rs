@@ -61,7 +61,7 @@ impl<'a> FrameRegion<'a> {
     /// The 32-bit addresses of `[data, data_end)` of `d` if it lies inside its frame.
     #[inline(always)]
     pub(crate) fn addresses<D: FrameDesc>(&self, d: &D) -> Option<(u32, u32)> {
-        let (frame, data, len) = (d.frame() as usize, d.data(), d.len());
+        let (frame, data, len) = (d.frame() as usize, d.data(), d.data_len());
         if frame >= self.frames || data + len > self.frame_size {
             return None;
         }
@@ -73,7 +73,7 @@ impl<'a> FrameRegion<'a> {
     /// An [`XdpBuff`] for `d` (None if it does not lie inside its frame).
     #[inline]
     pub fn buff<D: FrameDesc>(&mut self, d: &D, ctx: BurstCtx) -> Option<XdpBuff<'_>> {
-        let (data, len) = (d.data(), d.len());
+        let (data, len) = (d.data(), d.data_len());
         let frame = self.frame_mut(d.frame() as usize)?;
         if data + len > frame.len() {
             return None;
@@ -92,7 +92,7 @@ pub trait FrameDesc: Copy {
     fn frame(&self) -> u32;
     /// Offset of the first packet byte in the frame.
     fn data(&self) -> usize;
-    fn len(&self) -> usize;
+    fn data_len(&self) -> usize;
     fn set_bounds(&mut self, data: usize, len: usize);
 }
 
@@ -123,7 +123,7 @@ impl BurstFaults {
 /// The fault of a descriptor that does not lie inside its frame.
 pub(crate) fn bad_desc<D: FrameDesc>(d: &D, region: &FrameRegion<'_>) -> RunErrorKind {
     let frame_len = if (d.frame() as usize) < region.frames { region.frame_size } else { 0 };
-    RunErrorKind::BadBuffer { data_meta: d.data(), data: d.data(), data_end: d.data() + d.len(), frame_len }
+    RunErrorKind::BadBuffer { data_meta: d.data(), data: d.data(), data_end: d.data() + d.data_len(), frame_len }
 }
 
 pub(crate) const ABORTED: RunOutcome = RunOutcome { action: crate::insn::XDP_ABORTED, redirect: None };

@@ -714,16 +714,16 @@ fn exec_atomic(st: &RunState<'_>, insn: Insn, size: usize, regs: &mut [u64; 11],
                 old
             } else {
                 match op {
-                BPF_XCHG => a.swap(v, SC),
-                BPF_CMPXCHG => match a.compare_exchange(regs[0] as u32, v, SC, SC) {
-                    Ok(o) | Err(o) => o,
-                },
-                _ => match op & !BPF_FETCH {
-                    0x00 => a.fetch_add(v, SC),
-                    0x40 => a.fetch_or(v, SC),
-                    0x50 => a.fetch_and(v, SC),
-                    _ => a.fetch_xor(v, SC),
-                },
+                    BPF_XCHG => a.swap(v, SC),
+                    BPF_CMPXCHG => match a.compare_exchange(regs[0] as u32, v, SC, SC) {
+                        Ok(o) | Err(o) => o,
+                    },
+                    _ => match op & !BPF_FETCH {
+                        0x00 => a.fetch_add(v, SC),
+                        0x40 => a.fetch_or(v, SC),
+                        0x50 => a.fetch_and(v, SC),
+                        _ => a.fetch_xor(v, SC),
+                    },
                 }
             };
             if op == BPF_CMPXCHG {
@@ -742,16 +742,16 @@ fn exec_atomic(st: &RunState<'_>, insn: Insn, size: usize, regs: &mut [u64; 11],
                 old
             } else {
                 match op {
-                BPF_XCHG => a.swap(v, SC),
-                BPF_CMPXCHG => match a.compare_exchange(regs[0], v, SC, SC) {
-                    Ok(o) | Err(o) => o,
-                },
-                _ => match op & !BPF_FETCH {
-                    0x00 => a.fetch_add(v, SC),
-                    0x40 => a.fetch_or(v, SC),
-                    0x50 => a.fetch_and(v, SC),
-                    _ => a.fetch_xor(v, SC),
-                },
+                    BPF_XCHG => a.swap(v, SC),
+                    BPF_CMPXCHG => match a.compare_exchange(regs[0], v, SC, SC) {
+                        Ok(o) | Err(o) => o,
+                    },
+                    _ => match op & !BPF_FETCH {
+                        0x00 => a.fetch_add(v, SC),
+                        0x40 => a.fetch_or(v, SC),
+                        0x50 => a.fetch_and(v, SC),
+                        _ => a.fetch_xor(v, SC),
+                    },
                 }
             };
             if op == BPF_CMPXCHG {

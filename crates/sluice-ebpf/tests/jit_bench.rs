@@ -149,7 +149,7 @@ impl sluice_ebpf::FrameDesc for Desc {
     fn data(&self) -> usize {
         self.1 as usize
     }
-    fn len(&self) -> usize {
+    fn data_len(&self) -> usize {
         self.2 as usize
     }
     fn set_bounds(&mut self, data: usize, len: usize) {
@@ -159,7 +159,9 @@ impl sluice_ebpf::FrameDesc for Desc {
 }
 
 /// Nanoseconds per packet of `run` over bursts of 64 frames (best of 40 rounds).
-fn ns_per_packet_burst(run: &mut dyn FnMut(&mut sluice_ebpf::FrameRegion<'_>, &mut [Desc], &mut [RunOutcome]), pkt: &[u8], n: u32) -> f64 {
+type BurstFn<'a> = dyn FnMut(&mut sluice_ebpf::FrameRegion<'_>, &mut [Desc], &mut [RunOutcome]) + 'a;
+
+fn ns_per_packet_burst(run: &mut BurstFn<'_>, pkt: &[u8], n: u32) -> f64 {
     const FRAME: usize = 2048;
     const BURST: usize = 64;
     let mut mem = LowMem::new(FRAME * BURST).unwrap();
@@ -190,7 +192,14 @@ fn burst_jit_vs_interpreter_speed() {
     let pkt = frame();
     let n = if cfg!(debug_assertions) { 20_000 } else { 2_000_000 };
     println!("{:<28} {:>8} {:>12} {:>12} {:>8}", "program (burst of 64)", "atomics", "interp ns", "jit ns", "ratio");
-    for name in ["xdp_drop_count.o", "xdp_bench_drop_notouch.o", "xdp_bench_drop_read.o", "xdp_macswap_tx.o", "xdp_proto_count.o", "xdp_ipip_encap.o"] {
+    for name in [
+        "xdp_drop_count.o",
+        "xdp_bench_drop_notouch.o",
+        "xdp_bench_drop_read.o",
+        "xdp_macswap_tx.o",
+        "xdp_proto_count.o",
+        "xdp_ipip_encap.o",
+    ] {
         let Some(path) = bpf_obj(name) else {
             println!("{name}: not found, skipped");
             continue;

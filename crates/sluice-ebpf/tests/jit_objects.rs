@@ -271,7 +271,7 @@ impl sluice_ebpf::FrameDesc for Desc {
     fn data(&self) -> usize {
         self.data as usize
     }
-    fn len(&self) -> usize {
+    fn data_len(&self) -> usize {
         self.len as usize
     }
     fn set_bounds(&mut self, data: usize, len: usize) {

@@ -55,6 +55,13 @@ pub fn build() -> Result<Experiment, BenchError> {
         lab_with(&object("xdp_drop_count"), XdpMode::Native, EngineKind::Interp)?,
         &[],
     ));
+    // The kernel's code for the same program: bus-locked atomic adds although one worker runs it.
+    arms.push(Arm::sluice(
+        "native-drop-count-jit-locked",
+        "native drop counter (locked atomics), JIT",
+        lab_with(&object("xdp_drop_count"), XdpMode::Native, EngineKind::Jit)?,
+        &["xdp.locked_atomics=1"],
+    ));
     let cmp = |a: usize, b: usize, t: &str| Comparison { a, b, title: t.into(), ratio: true };
     Ok(Experiment {
         name: "xdp",
@@ -73,6 +80,7 @@ pub fn build() -> Result<Experiment, BenchError> {
             cmp(6, 7, "TX read: generic vs native"),
             cmp(0, 2, "native DROP: read vs no_touch"),
             cmp(9, 8, "drop counter: JIT vs interpreter"),
+            cmp(10, 8, "drop counter JIT: single-writer vs locked atomics"),
         ],
         arms,
         seed: Some(SeedFigure {

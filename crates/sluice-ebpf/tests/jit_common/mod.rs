@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use sluice_ebpf::env::fib_ret;
 use sluice_ebpf::jit::{Jit, JitError, JitProgram};
-use sluice_ebpf::{Env, Interpreter, LowMem, MapDef, MapDump, Maps, NullEnv, Program, RunConfig, RunError, RunErrorKind, RunOutcome, XdpBuff};
+use sluice_ebpf::{
+    Env, Interpreter, LowMem, MapDef, MapDump, Maps, NullEnv, Program, RunConfig, RunError, RunErrorKind, RunOutcome, XdpBuff,
+};
 
 /// A deterministic environment (a [`NullEnv`]) that can also answer FIB lookups: with `fib`
 /// set, IPv4 lookups succeed (egress ifindex 9, fixed MACs). Every lookup is recorded.
