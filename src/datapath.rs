@@ -51,6 +51,8 @@ pub struct Datapath {
     pub txq: Vec<TxQueue>,
     pub xdp: XdpHooks,
     pub c: Counters,
+    /// Which polls the per-stage clocks time (`stats.clock_sample`).
+    pub clock: crate::stats::tsc::StageClock,
     /// Per-poll scratch (kept to avoid allocation per poll).
     pub(crate) rx_scratch: Vec<Pkt>,
     pub(crate) skb_scratch: Vec<crate::buf::skb::Skb>,
@@ -70,6 +72,7 @@ impl Datapath {
             txq: Vec::new(),
             xdp: XdpHooks::default(),
             c: Counters::default(),
+            clock: Default::default(),
             rx_scratch: Vec::with_capacity(1024),
             skb_scratch: Vec::with_capacity(1024),
         }
@@ -83,6 +86,21 @@ impl Datapath {
         self.peer.push(None);
         self.txq.push(TxQueue::default());
         i
+    }
+
+    /// The start of a timed stage (0 when this poll is not timed).
+    #[inline(always)]
+    pub fn clock(&self) -> u64 {
+        self.clock.start()
+    }
+
+    /// Ends stage `s` started at `t0` (from [`Datapath::clock`]) over `packets` packets;
+    /// returns the TSC now (0 when not timed) to start the next stage with.
+    #[inline(always)]
+    pub fn stage_done(&mut self, s: crate::stats::Stage, packets: usize, t0: u64) -> u64 {
+        let (now, cycles) = self.clock.lap(t0);
+        self.c.stages[s as usize].add(packets, cycles);
+        now
     }
 
     /// Drops a packet: counts the reason and frees its buffer.

@@ -116,6 +116,9 @@ tunables! {
     /// Bus-locked instructions for BPF atomics even when one worker runs the program (the
     /// kernel's code); 0 = a plain read-modify-write when a single thread is the only writer.
     locked_atomics: u8 = 0, "xdp.locked_atomics", min 0, max 1;
+    /// Per-stage clocks: time a random 1 in N polls and scale (1 = every poll, 0 = off).
+    /// A TSC read costs about 10 ns here, several per listified poll.
+    clock_sample: u32 = 16, "stats.clock_sample", min 0, max 1 << 20;
     /// Benchmark calibration: iterations of a dependent busy loop added per received packet (0 = off).
     extra_work: u32 = 0, "rx.extra_work", min 0, max 1_000_000;
 }

@@ -6,7 +6,7 @@
 
 use crate::buf::skb::Skb;
 use crate::datapath::{Datapath, Pipeline};
-use crate::stats::{tsc::rdtsc, DropReason, Stage};
+use crate::stats::{DropReason, Stage};
 use std::time::{Duration, Instant};
 
 /// One softirq round over every port. Returns packets processed.
@@ -32,7 +32,8 @@ pub fn softirq_round(dp: &mut Datapath) -> usize {
 
 /// Polls one port's rx queue for up to `weight` packets and runs them through the pipeline.
 pub fn napi_poll(dp: &mut Datapath, port: u16, weight: usize) -> usize {
-    let t0 = rdtsc();
+    dp.clock.next_poll(dp.tun.clock_sample);
+    let t0 = dp.clock();
     let mut rx = std::mem::take(&mut dp.rx_scratch);
     rx.clear();
     let n = match dp.ports.get_mut(port as usize) {
@@ -46,7 +47,7 @@ pub fn napi_poll(dp: &mut Datapath, port: u16, weight: usize) -> usize {
     dp.c.napi_polls += 1;
     dp.c.rx += n as u64;
     dp.c.rx_bytes += rx.iter().map(|p| p.len as u64).sum::<u64>();
-    dp.c.stages[Stage::PortRx as usize].add(n, rdtsc() - t0);
+    dp.stage_done(Stage::PortRx, n, t0);
 
     match dp.pipeline {
         Pipeline::Io | Pipeline::Macswap => forward_untouched(dp, port, &rx),
@@ -73,16 +74,16 @@ pub fn napi_poll(dp: &mut Datapath, port: u16, weight: usize) -> usize {
 
 /// Builds packet metadata for a burst: its own stage, so its cost shows.
 fn build_meta(dp: &mut Datapath, port: u16, rx: &[crate::buf::Pkt], skbs: &mut Vec<Skb>) {
-    let t0 = rdtsc();
+    let t0 = dp.clock();
     let mac = dp.ifaces.get(port as usize).map(|i| i.mac).unwrap_or([0; 6]);
     skbs.clear();
     skbs.extend(rx.iter().map(|&p| Skb::build(p, dp.bufs.data(p), port, 0, &mac)));
-    dp.c.stages[Stage::Meta as usize].add(rx.len(), rdtsc() - t0);
+    dp.stage_done(Stage::Meta, rx.len(), t0);
 }
 
 /// `io` and `macswap`: straight to the peer port, no metadata.
 fn forward_untouched(dp: &mut Datapath, port: u16, rx: &[crate::buf::Pkt]) {
-    let t0 = rdtsc();
+    let t0 = dp.clock();
     let Some(peer) = dp.peer.get(port as usize).copied().flatten() else {
         for p in rx {
             dp.drop_pkt(*p, DropReason::NoTxPort);
@@ -102,7 +103,7 @@ fn forward_untouched(dp: &mut Datapath, port: u16, rx: &[crate::buf::Pkt]) {
     }
     let q = &mut dp.txq[peer as usize];
     q.pkts.extend_from_slice(rx);
-    dp.c.stages[Stage::Tx as usize].add(rx.len(), rdtsc() - t0);
+    dp.stage_done(Stage::Tx, rx.len(), t0);
 }
 
 /// End of a poll: flush XDP redirect queues, then every transmit queue (doorbell).

@@ -7,7 +7,7 @@ use super::route::NextHop;
 use crate::buf::skb::{PktType, Skb};
 use crate::buf::{BufCache, Pkt, HEADROOM};
 use crate::datapath::Datapath;
-use crate::stats::{tsc::rdtsc, DropReason, Stage};
+use crate::stats::{DropReason, Stage};
 use crate::wire::checksum;
 
 /// Why a packet could not be rewritten for forwarding.
@@ -116,7 +116,7 @@ pub(crate) fn forward_v4(dp: &mut Datapath, skb: Skb, nh: &NextHop) {
 /// List mode: a run with one route. A gateway is resolved once for the whole run; the
 /// rewritten run goes to the transmit queue as one list.
 pub(crate) fn forward_list_v4(dp: &mut Datapath, run: &mut [Skb], nh: &NextHop) {
-    let t0 = rdtsc();
+    let t0 = dp.clock();
     if dp.tun.ip_forward == 0 {
         for s in run.iter() {
             dp.drop_pkt(s.pkt, DropReason::ForwardingDisabled);
@@ -148,7 +148,7 @@ pub(crate) fn forward_list_v4(dp: &mut Datapath, run: &mut [Skb], nh: &NextHop) 
                 }
             }
         }
-        dp.c.stages[Stage::Forward as usize].add(run.len(), rdtsc() - t0);
+        dp.stage_done(Stage::Forward, run.len(), t0);
         transmit_run_to(dp, port, &run[flushed..n]);
         return;
     }
@@ -173,7 +173,7 @@ pub(crate) fn forward_list_v4(dp: &mut Datapath, run: &mut [Skb], nh: &NextHop) 
             }
         }
     }
-    dp.c.stages[Stage::Forward as usize].add(run.len(), rdtsc() - t0);
+    dp.stage_done(Stage::Forward, run.len(), t0);
     transmit_run(dp, &run[flushed..n]);
 }
 
@@ -192,7 +192,7 @@ pub(crate) fn forward_v6(dp: &mut Datapath, skb: Skb, nh: &NextHop) {
 }
 
 pub(crate) fn forward_list_v6(dp: &mut Datapath, run: &mut [Skb], nh: &NextHop) {
-    let t0 = rdtsc();
+    let t0 = dp.clock();
     if dp.tun.ipv6_forwarding == 0 {
         for s in run.iter() {
             dp.drop_pkt(s.pkt, DropReason::ForwardingDisabled);
@@ -224,7 +224,7 @@ pub(crate) fn forward_list_v6(dp: &mut Datapath, run: &mut [Skb], nh: &NextHop) 
                 }
             }
         }
-        dp.c.stages[Stage::Forward as usize].add(run.len(), rdtsc() - t0);
+        dp.stage_done(Stage::Forward, run.len(), t0);
         transmit_run_to(dp, port, &run[flushed..n]);
         return;
     }
@@ -249,13 +249,13 @@ pub(crate) fn forward_list_v6(dp: &mut Datapath, run: &mut [Skb], nh: &NextHop) 
             }
         }
     }
-    dp.c.stages[Stage::Forward as usize].add(run.len(), rdtsc() - t0);
+    dp.stage_done(Stage::Forward, run.len(), t0);
     transmit_run(dp, &run[flushed..n]);
 }
 
 /// Hands a rewritten run to one port's transmit queue as one list.
 fn transmit_run_to(dp: &mut Datapath, port: u16, run: &[Skb]) {
-    let t0 = rdtsc();
+    let t0 = dp.clock();
     match dp.txq.get_mut(port as usize) {
         Some(q) if q.pkts.len() + run.len() < crate::tx::QUEUE_SOFT_LIMIT => q.pkts.extend(run.iter().map(|s| s.pkt)),
         _ => {
@@ -264,16 +264,16 @@ fn transmit_run_to(dp: &mut Datapath, port: u16, run: &[Skb]) {
             }
         }
     }
-    dp.c.stages[Stage::Tx as usize].add(run.len(), rdtsc() - t0);
+    dp.stage_done(Stage::Tx, run.len(), t0);
 }
 
 /// Hands a rewritten run to the transmit queues, each packet to its `out_port`.
 fn transmit_run(dp: &mut Datapath, run: &[Skb]) {
-    let t0 = rdtsc();
+    let t0 = dp.clock();
     for s in run {
         dp.tx_enqueue(s.out_port, s.pkt);
     }
-    dp.c.stages[Stage::Tx as usize].add(run.len(), rdtsc() - t0);
+    dp.stage_done(Stage::Tx, run.len(), t0);
 }
 
 pub(crate) fn no_route_v4(dp: &mut Datapath, skb: Skb) {

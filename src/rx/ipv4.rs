@@ -6,7 +6,7 @@ use super::{for_each_run, forward, local, retain_run};
 use crate::buf::skb::{PktType, Skb};
 use crate::buf::BufCache;
 use crate::datapath::Datapath;
-use crate::stats::{tsc::rdtsc, DropReason, Stage};
+use crate::stats::{DropReason, Stage};
 use crate::wire::checksum;
 
 /// ip_rcv_core's checks, in its order, each with its drop reason. On success the packet is
@@ -29,7 +29,7 @@ pub(crate) fn rcv_core(bufs: &BufCache, skb: &mut Skb) -> Result<(), DropReason>
     if ip.len() < ihl {
         return Err(DropReason::IpInhdr);
     }
-    if checksum::fold(checksum::sum_be16(&ip[..ihl])) != 0xffff {
+    if !checksum::ipv4_header_ok(&ip[..ihl]) {
         return Err(DropReason::IpCsum);
     }
     let tot_len = u16::from_be_bytes([ip[2], ip[3]]) as usize;
@@ -89,16 +89,16 @@ fn dst_input_one(dp: &mut Datapath, skb: Skb) {
 /// ip_list_rcv: validate each packet (drops leave the run), then the finish step.
 /// The run already shares its input port (and sluice has one namespace), so no re-cut.
 pub(crate) fn list_rcv(dp: &mut Datapath, run: &mut [Skb]) {
-    let t0 = rdtsc();
+    let t0 = dp.clock();
     let n = retain_run(dp, run, |dp, s| rcv_core(&dp.bufs, s));
-    dp.c.stages[Stage::Ip as usize].add(run.len(), rdtsc() - t0);
+    dp.stage_done(Stage::Ip, run.len(), t0);
     list_rcv_finish(dp, &mut run[..n]);
 }
 
 /// ip_list_rcv_finish: route each packet, reusing the previous lookup for consecutive
 /// packets with the same (daddr, tos) — the route hint — then cut into runs by route.
 fn list_rcv_finish(dp: &mut Datapath, run: &mut [Skb]) {
-    let t0 = rdtsc();
+    let t0 = dp.clock();
     let use_hint = dp.tun.route_hint != 0;
     let mut hint: Option<([u8; 4], u8, u32)> = None;
     for s in run.iter_mut() {
@@ -117,7 +117,7 @@ fn list_rcv_finish(dp: &mut Datapath, run: &mut [Skb]) {
             }
         };
     }
-    dp.c.stages[Stage::Route as usize].add(run.len(), rdtsc() - t0);
+    dp.stage_done(Stage::Route, run.len(), t0);
     for_each_run(
         run,
         |s| s.nh,

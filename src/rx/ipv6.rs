@@ -6,7 +6,7 @@ use super::{for_each_run, forward, local, retain_run};
 use crate::buf::skb::{PktType, Skb};
 use crate::buf::BufCache;
 use crate::datapath::Datapath;
-use crate::stats::{tsc::rdtsc, DropReason, Stage};
+use crate::stats::{DropReason, Stage};
 use crate::wire::ipv6::skip_extension_headers;
 
 #[inline]
@@ -92,14 +92,14 @@ pub(crate) fn rcv_one(dp: &mut Datapath, mut skb: Skb) {
 }
 
 pub(crate) fn list_rcv(dp: &mut Datapath, run: &mut [Skb]) {
-    let t0 = rdtsc();
+    let t0 = dp.clock();
     let n = retain_run(dp, run, |dp, s| rcv_core(&dp.bufs, s));
-    dp.c.stages[Stage::Ip as usize].add(run.len(), rdtsc() - t0);
+    dp.stage_done(Stage::Ip, run.len(), t0);
     list_rcv_finish(dp, &mut run[..n]);
 }
 
 fn list_rcv_finish(dp: &mut Datapath, run: &mut [Skb]) {
-    let t0 = rdtsc();
+    let t0 = dp.clock();
     let use_hint = dp.tun.route_hint != 0;
     let mut hint: Option<([u8; 16], u8, u32)> = None;
     for s in run.iter_mut() {
@@ -117,7 +117,7 @@ fn list_rcv_finish(dp: &mut Datapath, run: &mut [Skb]) {
             }
         };
     }
-    dp.c.stages[Stage::Route as usize].add(run.len(), rdtsc() - t0);
+    dp.stage_done(Stage::Route, run.len(), t0);
     for_each_run(
         run,
         |s| s.nh,

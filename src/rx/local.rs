@@ -5,7 +5,7 @@ use super::forward::{icmp4_error, icmp6_error, send_v4, send_v6};
 use crate::buf::skb::Skb;
 use crate::buf::{BufCache, Pkt};
 use crate::datapath::Datapath;
-use crate::stats::{tsc::rdtsc, DropReason, Stage};
+use crate::stats::{DropReason, Stage};
 use crate::wire::{checksum, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP};
 use std::collections::VecDeque;
 
@@ -267,7 +267,7 @@ pub(crate) fn deliver_list_v6(dp: &mut Datapath, run: &mut [Skb]) {
 }
 
 fn deliver_list(dp: &mut Datapath, run: &mut [Skb], v6: bool) {
-    let t0 = rdtsc();
+    let t0 = dp.clock();
     let mut batch: [Pkt; 64] = [Pkt::default(); 64];
     let mut nb = 0usize;
     let mut batch_sock = u32::MAX;
@@ -300,7 +300,7 @@ fn deliver_list(dp: &mut Datapath, run: &mut [Skb], v6: bool) {
     if nb > 0 {
         socket_enqueue(dp, batch_sock, &batch[..nb]);
     }
-    dp.c.stages[Stage::Local as usize].add(run.len(), rdtsc() - t0);
+    dp.stage_done(Stage::Local, run.len(), t0);
 }
 
 fn is_frag_v4(bufs: &BufCache, s: &Skb) -> bool {

@@ -16,7 +16,7 @@ pub mod route;
 
 use crate::buf::skb::Skb;
 use crate::datapath::Datapath;
-use crate::stats::{tsc::rdtsc, DropReason, Stage};
+use crate::stats::{DropReason, Stage};
 use crate::wire::EtherType;
 
 /// Protocol handlers (the kernel's packet_type entries).
@@ -78,11 +78,11 @@ pub fn extra_work(n: u32) -> u64 {
 
 /// Single mode: every packet through every layer, one at a time.
 pub fn receive_single(dp: &mut Datapath, skbs: &[Skb]) {
-    let t0 = rdtsc();
+    let t0 = dp.clock();
     for &s in skbs {
         receive_one(dp, s);
     }
-    dp.c.stages[Stage::RxSingle as usize].add(skbs.len(), rdtsc() - t0);
+    dp.stage_done(Stage::RxSingle, skbs.len(), t0);
 }
 
 #[inline]
@@ -99,24 +99,26 @@ fn receive_one(dp: &mut Datapath, mut skb: Skb) {
 pub fn receive_list(dp: &mut Datapath, skbs: &mut Vec<Skb>) {
     dp.c.rx_lists += 1;
     dp.c.record_list_len(skbs.len());
-    let t0 = rdtsc();
+    let t0 = dp.clock();
     let total = skbs.len();
     // Core step per packet; survivors are compacted to the front, the handler is kept in
     // `nh` until the IP layer overwrites it with the route.
     let mut n = 0;
     for i in 0..skbs.len() {
-        let mut s = skbs[i];
-        match core_step(dp, &mut s) {
+        match core_step(dp, &mut skbs[i]) {
             Ok(h) => {
-                s.nh = h as u32;
-                skbs[n] = s;
+                skbs[i].nh = h as u32;
+                // Moved only once something before it was dropped.
+                if n != i {
+                    skbs[n] = skbs[i];
+                }
                 n += 1;
             }
-            Err(r) => dp.drop_pkt(s.pkt, r),
+            Err(r) => dp.drop_pkt(skbs[i].pkt, r),
         }
     }
     skbs.truncate(n);
-    dp.c.stages[Stage::L2 as usize].add(total, rdtsc() - t0);
+    dp.stage_done(Stage::L2, total, t0);
     for_each_run(
         skbs,
         |s| (s.nh, s.rx_port),
@@ -161,13 +163,14 @@ pub(crate) fn retain_run(
 ) -> usize {
     let mut n = 0;
     for i in 0..run.len() {
-        let mut s = run[i];
-        match keep(dp, &mut s) {
+        match keep(dp, &mut run[i]) {
             Ok(()) => {
-                run[n] = s;
+                if n != i {
+                    run[n] = run[i];
+                }
                 n += 1;
             }
-            Err(r) => dp.drop_pkt(s.pkt, r),
+            Err(r) => dp.drop_pkt(run[i].pkt, r),
         }
     }
     n

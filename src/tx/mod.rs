@@ -4,7 +4,7 @@
 
 use crate::buf::Pkt;
 use crate::datapath::Datapath;
-use crate::stats::{tsc::rdtsc, DropReason, Stage};
+use crate::stats::{DropReason, Stage};
 
 /// Queue length that forces an early flush.
 pub const QUEUE_SOFT_LIMIT: usize = 1024;
@@ -25,7 +25,7 @@ pub fn xmit_queue(dp: &mut Datapath, port: u16) {
     if q.pkts.is_empty() {
         return;
     }
-    let t0 = rdtsc();
+    let t0 = dp.clock.start();
     let n = q.pkts.len();
     let mut sent_total = 0;
     let mut bytes = 0u64;
@@ -45,7 +45,7 @@ pub fn xmit_queue(dp: &mut Datapath, port: u16) {
     q.pkts.clear();
     dp.c.tx += sent_total as u64;
     dp.c.tx_bytes += bytes;
-    dp.c.stages[Stage::PortTx as usize].add(n, rdtsc() - t0);
+    dp.stage_done(Stage::PortTx, n, t0);
 }
 
 /// End of a poll: every queue goes out.

@@ -124,6 +124,18 @@ pub fn update_bytes(csum: u16, old: &[u8], new: &[u8]) -> u16 {
     !fold(sum)
 }
 
+/// Whether an IPv4 header (`hdr`: exactly its IHL bytes, checksum field included) verifies.
+/// The usual 20-byte header is five native-order 32-bit words summed without a loop (the
+/// sum commutes with byte swapping, and 0xffff is its own swap).
+#[inline]
+pub fn ipv4_header_ok(hdr: &[u8]) -> bool {
+    if let Ok(h) = <&[u8; 20]>::try_from(hdr) {
+        let w = |i: usize| u64::from(u32::from_ne_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
+        return fold(w(0) + w(4) + w(8) + w(12) + w(16)) == 0xffff;
+    }
+    verifies(sum_be16(hdr))
+}
+
 /// True when a partial sum taken over data that includes its own checksum field folds
 /// to 0xffff, i.e. the checksum is valid.
 pub fn verifies(partial: u64) -> bool {
@@ -233,6 +245,24 @@ mod tests {
     /// An even offset past the fixed first word with at least `room` bytes after it.
     fn pick_even_offset(idx: &prop::sample::Index, len: usize, room: usize) -> usize {
         2 + idx.index((len - 2 - room) / 2 + 1) * 2
+    }
+
+    proptest! {
+        #[test]
+        fn ipv4_header_ok_matches_the_full_sum(mut h in proptest::collection::vec(any::<u8>(), 20..=60), fix in any::<bool>()) {
+            let n = h.len() & !3;
+            h.truncate(n);
+            if fix {
+                h[10] = 0;
+                h[11] = 0;
+                let c = checksum(&h);
+                h[10..12].copy_from_slice(&c.to_be_bytes());
+            }
+            prop_assert_eq!(ipv4_header_ok(&h), verifies(sum_be16(&h)));
+            if fix {
+                prop_assert!(ipv4_header_ok(&h));
+            }
+        }
     }
 
     proptest! {

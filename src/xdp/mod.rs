@@ -15,7 +15,7 @@ pub mod env;
 use crate::buf::skb::Skb;
 use crate::buf::{Pkt, FRAME_SIZE, HEADROOM};
 use crate::datapath::Datapath;
-use crate::stats::{tsc::rdtsc, DropReason, Stage};
+use crate::stats::{DropReason, Stage};
 use sluice_ebpf::insn::{XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_REDIRECT, XDP_TX};
 pub use sluice_ebpf::xdp::{RedirectTarget, RunOutcome, XdpBuff};
 use sluice_ebpf::{BurstCtx, FrameRegion};
@@ -147,7 +147,7 @@ fn fate_of(out: &RunOutcome, port: u16, nports: usize, counters: &mut crate::sta
 /// Native hook: runs on the raw burst; PASS survivors stay in `rx` (bounds updated).
 pub fn run_native(dp: &mut Datapath, port: u16, rx: &mut Vec<Pkt>) {
     let Some(Some(prog)) = dp.xdp.native.get_mut(port as usize) else { return };
-    let t0 = rdtsc();
+    let t0 = dp.clock.start();
     let nports = dp.ports.len();
     if dp.xdp.xmit.len() < nports {
         dp.xdp.xmit.resize_with(nports, Vec::new);
@@ -190,13 +190,12 @@ pub fn run_native(dp: &mut Datapath, port: u16, rx: &mut Vec<Pkt>) {
     dp.xdp.outcomes = outs;
     let n = rx.len();
     rx.truncate(keep);
-    let t1 = rdtsc();
-    dp.c.stages[Stage::XdpNative as usize].add(n, t1 - t0);
+    let t1 = dp.stage_done(Stage::XdpNative, n, t0);
     for b in &free_list[..free_n] {
         dp.bufs.free(*b);
     }
     if free_n > 0 {
-        dp.c.stages[Stage::Free as usize].add(free_n, rdtsc() - t1);
+        dp.stage_done(Stage::Free, free_n, t1);
     }
     flush_full_queues(dp);
 }
@@ -235,7 +234,7 @@ pub fn run_generic(dp: &mut Datapath, skbs: &mut Vec<Skb>) {
     if !dp.xdp.any_generic() {
         return;
     }
-    let t0 = rdtsc();
+    let t0 = dp.clock.start();
     let nports = dp.ports.len();
     if dp.xdp.xmit.len() < nports {
         dp.xdp.xmit.resize_with(nports, Vec::new);
@@ -318,7 +317,7 @@ pub fn run_generic(dp: &mut Datapath, skbs: &mut Vec<Skb>) {
     dp.xdp.burst_pkts = pkts;
     dp.xdp.outcomes = outs;
     skbs.truncate(keep);
-    dp.c.stages[Stage::XdpGeneric as usize].add(n, rdtsc() - t0);
+    dp.stage_done(Stage::XdpGeneric, n, t0);
     flush_full_queues(dp);
 }
 
@@ -329,7 +328,7 @@ fn xmit_port(dp: &mut Datapath, port: u16) {
     if q.is_empty() {
         return;
     }
-    let t0 = rdtsc();
+    let t0 = dp.clock.start();
     let n = q.len();
     let sent = dev.tx_burst(&mut dp.bufs, q, false).min(n);
     dp.c.doorbells += 1;
@@ -340,7 +339,7 @@ fn xmit_port(dp: &mut Datapath, port: u16) {
         dp.bufs.free(p.buf);
     }
     q.clear();
-    dp.c.stages[Stage::PortTx as usize].add(n, rdtsc() - t0);
+    dp.stage_done(Stage::PortTx, n, t0);
 }
 
 /// End of poll (xdp_do_flush): every XDP transmit / redirect queue goes out.
