@@ -108,6 +108,17 @@ impl XdpHooks {
         slots[i] = Some(prog);
     }
 
+    /// A frame redirected into an XSKMAP: consumed by the local consumer `k` (counted as local
+    /// delivery; the caller frees the buffer).
+    fn xsk_deliver(&mut self, k: u32, c: &mut crate::stats::Counters) {
+        let k = k as usize;
+        if self.xsk_rx.len() <= k {
+            self.xsk_rx.resize(k + 1, 0);
+        }
+        self.xsk_rx[k] += 1;
+        c.local += 1;
+    }
+
     pub fn any_generic(&self) -> bool {
         self.generic.iter().any(Option::is_some)
     }
@@ -177,12 +188,7 @@ pub fn run_native(dp: &mut Datapath, port: u16, rx: &mut Vec<Pkt>) {
             }
             Fate::Xmit(to) => queue_xmit(&mut dp.xdp.xmit, to, p),
             Fate::Xsk(k) => {
-                let k = k as usize;
-                if dp.xdp.xsk_rx.len() <= k {
-                    dp.xdp.xsk_rx.resize(k + 1, 0);
-                }
-                dp.xdp.xsk_rx[k] += 1;
-                dp.c.local += 1;
+                dp.xdp.xsk_deliver(k, &mut dp.c);
                 free_list_push(&mut dp.bufs, &mut free_list, &mut free_n, p.buf);
             }
         }
@@ -302,12 +308,7 @@ pub fn run_generic(dp: &mut Datapath, skbs: &mut Vec<Skb>) {
                 Fate::Drop(r) => dp.drop_pkt(np, r),
                 Fate::Xmit(to) => queue_xmit(&mut dp.xdp.xmit, to, np),
                 Fate::Xsk(k) => {
-                    let k = k as usize;
-                    if dp.xdp.xsk_rx.len() <= k {
-                        dp.xdp.xsk_rx.resize(k + 1, 0);
-                    }
-                    dp.xdp.xsk_rx[k] += 1;
-                    dp.c.local += 1;
+                    dp.xdp.xsk_deliver(k, &mut dp.c);
                     dp.bufs.free(np.buf);
                 }
             }

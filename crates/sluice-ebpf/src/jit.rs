@@ -144,7 +144,7 @@ impl Jit {
     /// programs terminate).
     pub fn compile_with_config(program: Arc<Program>, maps: Arc<Maps>, config: RunConfig) -> Result<JitProgram, JitError> {
         let verified = verify(&program, &VerifyOptions::default()).map_err(JitError::Verify)?;
-        build(program, &verified.subprogs, maps, config)
+        build(program, verified.subprogs(), maps, config)
     }
 
     /// Compiles a program the verifier accepted (`verified.program`) for `maps`, which must be
@@ -155,7 +155,7 @@ impl Jit {
 
     /// [`Jit::compile_verified`] with an engine configuration.
     pub fn compile_verified_with_config(verified: &VerifiedProgram, maps: Arc<Maps>, config: RunConfig) -> Result<JitProgram, JitError> {
-        build(Arc::new(verified.program.clone()), &verified.subprogs, maps, config)
+        build(Arc::new(verified.program().clone()), verified.subprogs(), maps, config)
     }
 
     /// Translates `program` for `maps` **without verifying it** and throws the code away:

@@ -21,14 +21,14 @@ fn check(name: &str, src: &str) -> Vec<Result<usize, VerifyError>> {
                     "{name}/{} {cpu}: ok, {} insns, processed {}, states {}, pruned {}, stack {:?}",
                     p.name,
                     p.insns.len(),
-                    v.stats.processed_insns,
-                    v.stats.states_stored,
-                    v.stats.states_pruned,
-                    v.stats.subprog_stack_depth
+                    v.stats().processed_insns,
+                    v.stats().states_stored,
+                    v.stats().states_pruned,
+                    v.stats().subprog_stack_depth
                 ),
                 Err(e) => eprintln!("{name}/{} {cpu}: {e}", p.name),
             }
-            results.push(r.map(|v| v.stats.processed_insns));
+            results.push(r.map(|v| v.stats().processed_insns));
         }
     }
     results
@@ -103,7 +103,7 @@ fn committed_objects_verify() {
             let progs = load_elf(&std::fs::read(&obj).unwrap()).unwrap_or_else(|e| panic!("{}: {e}", obj.display()));
             for p in progs {
                 let r = verify(&p, &VerifyOptions::default());
-                eprintln!("{} {}: {:?}", obj.display(), p.name, r.as_ref().map(|v| v.stats.processed_insns));
+                eprintln!("{} {}: {:?}", obj.display(), p.name, r.as_ref().map(|v| v.stats().processed_insns));
                 match r {
                     Ok(_) => n += 1,
                     // A ring buffer map: sluice's runtime has no such map type.

@@ -24,7 +24,7 @@ fn maps() -> Vec<MapDef> {
 fn rejects_with(src: &str, maps: Vec<MapDef>, opts: VerifyOptions, insn: usize, frag: &str) {
     let p = program(asm(src), maps);
     match verify(&p, &opts) {
-        Ok(v) => panic!("accepted (stats {:?}); expected insn {insn}: ...{frag}...", v.stats),
+        Ok(v) => panic!("accepted (stats {:?}); expected insn {insn}: ...{frag}...", v.stats()),
         Err(e) => {
             assert!(e.insn == insn && e.msg.contains(frag), "expected insn {insn} with {frag:?}, got: {e}");
             assert!(e.to_string().starts_with(&format!("insn {insn}: ")), "display: {e}");

@@ -62,8 +62,8 @@ fn bounds_checked_parse_with_variable_header_length() {
         r0 = 1
         exit"
     ));
-    assert_eq!(v.insn_mem[0], mem::CTX);
-    assert_eq!(v.insn_mem[5], mem::PACKET);
+    assert_eq!(v.insn_mem()[0], mem::CTX);
+    assert_eq!(v.insn_mem()[5], mem::PACKET);
     assert!(v.is_ctx_access(1));
 }
 
@@ -142,7 +142,7 @@ fn bounded_loop_with_constant_bound() {
         r0 &= 3
         exit",
     );
-    assert!(v.stats.processed_insns < 200, "{:?}", v.stats);
+    assert!(v.stats().processed_insns < 200, "{:?}", v.stats());
 }
 
 #[test]
@@ -204,8 +204,8 @@ fn map_lookup_with_null_check_and_atomics() {
         r0 = 2
         exit",
     );
-    assert_eq!(v.insn_mem[8], mem::MAP_VALUE);
-    assert_eq!(v.insn_mem[7], 0);
+    assert_eq!(v.insn_mem()[8], mem::MAP_VALUE);
+    assert_eq!(v.insn_mem()[7], 0);
 }
 
 #[test]
@@ -274,9 +274,9 @@ fn bpf_to_bpf_call_with_stack_argument() {
         *(u64 *)(r2 + 0) = 1
         exit",
     );
-    assert_eq!(v.subprogs.len(), 2);
-    assert_eq!(v.stats.subprog_stack_depth, vec![8, 16]);
-    assert_eq!(v.stats.max_call_chain_stack, 24);
+    assert_eq!(v.subprogs().len(), 2);
+    assert_eq!(v.stats().subprog_stack_depth, vec![8, 16]);
+    assert_eq!(v.stats().max_call_chain_stack, 24);
 }
 
 #[test]
@@ -473,7 +473,7 @@ fn many_branches_are_pruned() {
     }
     src += "r0 &= 3 \n exit";
     let v = accepts(&src);
-    assert!(v.stats.processed_insns < 10_000, "{:?}", v.stats);
+    assert!(v.stats().processed_insns < 10_000, "{:?}", v.stats());
 }
 
 #[test]
@@ -531,7 +531,7 @@ fn narrow_spill_keeps_loop_counter_bounds() {
         r0 = 0
         exit",
     );
-    assert_eq!(v.stats.subprog_stack_depth, vec![8]);
+    assert_eq!(v.stats().subprog_stack_depth, vec![8]);
 }
 
 #[test]

@@ -105,17 +105,40 @@ pub mod mem {
     pub const MAP_VALUE: u8 = 16;
 }
 
-/// A program that passed verification.
+/// A program that passed verification. Only [`verify`] makes one (the fields are private):
+/// the JIT compiles its code without checks on the strength of it.
 #[derive(Debug, Clone)]
 pub struct VerifiedProgram {
-    pub program: Program,
-    pub subprogs: Vec<SubprogInfo>,
+    program: Program,
+    subprogs: Vec<SubprogInfo>,
     /// Per instruction slot, a set of [`mem`] bits.
-    pub insn_mem: Vec<u8>,
-    pub stats: VerifyStats,
+    insn_mem: Vec<u8>,
+    stats: VerifyStats,
 }
 
 impl VerifiedProgram {
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    /// The functions (entry first) with their verified stack depths.
+    pub fn subprogs(&self) -> &[SubprogInfo] {
+        &self.subprogs
+    }
+
+    /// Per instruction slot, the [`mem`] bits of the memory it may access.
+    pub fn insn_mem(&self) -> &[u8] {
+        &self.insn_mem
+    }
+
+    pub fn stats(&self) -> &VerifyStats {
+        &self.stats
+    }
+
+    pub fn into_program(self) -> Program {
+        self.program
+    }
+
     /// Is the instruction at `pc` a load from the context (an xdp_md field read)?
     pub fn is_ctx_access(&self, pc: usize) -> bool {
         self.insn_mem.get(pc).is_some_and(|m| m & mem::CTX != 0)
