@@ -388,8 +388,9 @@ fn experiment_md(s: &mut String, r: &Results, e: &ExperimentResult, out: &Path) 
     if !compared.is_empty() {
         let _ = writeln!(
             s,
-            "\n### Zoom-in: cost per stage\n\nns per received packet from the per-stage TSC counters (pooled over the runs), \
-             cumulative in the order a packet meets the stages, and % of the wall time per packet; `other` is what no stage \
+            "\n### Zoom-in: cost per stage\n\nns per received packet from the per-stage TSC counters (pooled over the runs; \
+             the clocks time a random 1 in `stats.clock_sample` polls, 16 by default, and scale, because a TSC read \
+             costs about 10 ns here), cumulative in the order a packet meets the stages, and % of the wall time per packet; `other` is what no stage \
              timer covers (the poll loop, clock reads, and preemption between stages). In single mode `rx-single` times \
              l2 → tx for one packet at a time as one stage. The counters are wall-clock: a preempted run (CPU util well \
              below 100%) inflates them."
