@@ -1,6 +1,7 @@
 //! Forwarding: TTL / hop limit, checksum patch (RFC 1624), neighbour MAC rewrite, MTU, and
 //! the ICMP errors a router originates (time exceeded, unreachable, too big).
 
+use super::family::IpFamily;
 use super::ipv4::daddr as daddr_v4;
 use super::ipv6::daddr as daddr_v6;
 use super::route::NextHop;
@@ -11,7 +12,7 @@ use crate::stats::{DropReason, Stage};
 use crate::wire::checksum;
 
 /// Why a packet could not be rewritten for forwarding.
-enum FwdError {
+pub(crate) enum FwdError {
     Drop(DropReason),
     TtlExceeded,
     TooBig { mtu: u16 },
@@ -19,7 +20,7 @@ enum FwdError {
 
 /// Rewrites one IPv4 packet in place for output: TTL, header checksum, MACs.
 #[inline]
-fn rewrite_v4(bufs: &mut BufCache, skb: &Skb, mtu: u16, src_mac: &[u8; 6], dst_mac: &[u8; 6]) -> Result<(), FwdError> {
+pub(crate) fn rewrite_v4(bufs: &mut BufCache, skb: &Skb, mtu: u16, src_mac: &[u8; 6], dst_mac: &[u8; 6]) -> Result<(), FwdError> {
     let l3 = skb.network_off as usize;
     let data = bufs.data_mut(skb.pkt);
     if data.len() < l3 + 20 {
@@ -47,7 +48,7 @@ fn rewrite_v4(bufs: &mut BufCache, skb: &Skb, mtu: u16, src_mac: &[u8; 6], dst_m
 }
 
 #[inline]
-fn rewrite_v6(bufs: &mut BufCache, skb: &Skb, mtu: u16, src_mac: &[u8; 6], dst_mac: &[u8; 6]) -> Result<(), FwdError> {
+pub(crate) fn rewrite_v6(bufs: &mut BufCache, skb: &Skb, mtu: u16, src_mac: &[u8; 6], dst_mac: &[u8; 6]) -> Result<(), FwdError> {
     let l3 = skb.network_off as usize;
     let data = bufs.data_mut(skb.pkt);
     if data.len() < l3 + 40 {
@@ -66,7 +67,7 @@ fn rewrite_v6(bufs: &mut BufCache, skb: &Skb, mtu: u16, src_mac: &[u8; 6], dst_m
     Ok(())
 }
 
-fn fail_v4(dp: &mut Datapath, skb: Skb, e: FwdError) {
+pub(crate) fn fail_v4(dp: &mut Datapath, skb: Skb, e: FwdError) {
     match e {
         FwdError::Drop(r) => dp.drop_pkt(skb.pkt, r),
         FwdError::TtlExceeded => {
@@ -80,7 +81,7 @@ fn fail_v4(dp: &mut Datapath, skb: Skb, e: FwdError) {
     }
 }
 
-fn fail_v6(dp: &mut Datapath, skb: Skb, e: FwdError) {
+pub(crate) fn fail_v6(dp: &mut Datapath, skb: Skb, e: FwdError) {
     match e {
         FwdError::Drop(r) => dp.drop_pkt(skb.pkt, r),
         FwdError::TtlExceeded => {
@@ -113,70 +114,6 @@ pub(crate) fn forward_v4(dp: &mut Datapath, skb: Skb, nh: &NextHop) {
     }
 }
 
-/// List mode: a run with one route. A gateway is resolved once for the whole run; the
-/// rewritten run goes to the transmit queue as one list.
-pub(crate) fn forward_list_v4(dp: &mut Datapath, run: &mut [Skb], nh: &NextHop) {
-    let t0 = dp.clock();
-    if dp.tun.ip_forward == 0 {
-        for s in run.iter() {
-            dp.drop_pkt(s.pkt, DropReason::ForwardingDisabled);
-        }
-        return;
-    }
-    let fixed = match *nh {
-        NextHop::Gateway { port, mac } => Some((port, mac)),
-        _ => None,
-    };
-    let mut n = 0;
-    if let Some((port, mac)) = fixed {
-        // One gateway for the whole run: resolve the output once, rewrite in a tight loop.
-        let (mtu, src) = out_params(dp, port);
-        // ICMP errors go out as they happen: what the run forwarded before them goes first,
-        // so the output order is the single path's.
-        let mut flushed = 0;
-        for i in 0..run.len() {
-            let s = run[i];
-            match rewrite_v4(&mut dp.bufs, &s, mtu, &src, &mac) {
-                Ok(()) => {
-                    run[n] = s;
-                    n += 1;
-                }
-                Err(e) => {
-                    transmit_run_to(dp, port, &run[flushed..n]);
-                    flushed = n;
-                    fail_v4(dp, s, e);
-                }
-            }
-        }
-        dp.stage_done(Stage::Forward, run.len(), t0);
-        transmit_run_to(dp, port, &run[flushed..n]);
-        return;
-    }
-    let mut flushed = 0;
-    for i in 0..run.len() {
-        let s = run[i];
-        let Some((port, mac)) = dp.routes.resolve_v4(nh, daddr_v4(&dp.bufs, &s)) else {
-            dp.drop_pkt(s.pkt, DropReason::NeighFailed);
-            continue;
-        };
-        let (mtu, src) = out_params(dp, port);
-        match rewrite_v4(&mut dp.bufs, &s, mtu, &src, &mac) {
-            Ok(()) => {
-                run[n] = s;
-                run[n].out_port = port;
-                n += 1;
-            }
-            Err(e) => {
-                transmit_run(dp, &run[flushed..n]);
-                flushed = n;
-                fail_v4(dp, s, e);
-            }
-        }
-    }
-    dp.stage_done(Stage::Forward, run.len(), t0);
-    transmit_run(dp, &run[flushed..n]);
-}
-
 pub(crate) fn forward_v6(dp: &mut Datapath, skb: Skb, nh: &NextHop) {
     if dp.tun.ipv6_forwarding == 0 {
         return dp.drop_pkt(skb.pkt, DropReason::ForwardingDisabled);
@@ -191,9 +128,11 @@ pub(crate) fn forward_v6(dp: &mut Datapath, skb: Skb, nh: &NextHop) {
     }
 }
 
-pub(crate) fn forward_list_v6(dp: &mut Datapath, run: &mut [Skb], nh: &NextHop) {
+/// List mode: a run with one route. A gateway is resolved once for the whole run; the
+/// rewritten run goes to the transmit queue as one list.
+pub(crate) fn forward_list<F: IpFamily>(dp: &mut Datapath, run: &mut [Skb], nh: &NextHop) {
     let t0 = dp.clock();
-    if dp.tun.ipv6_forwarding == 0 {
+    if !F::forwarding(&dp.tun) {
         for s in run.iter() {
             dp.drop_pkt(s.pkt, DropReason::ForwardingDisabled);
         }
@@ -212,7 +151,7 @@ pub(crate) fn forward_list_v6(dp: &mut Datapath, run: &mut [Skb], nh: &NextHop) 
         let mut flushed = 0;
         for i in 0..run.len() {
             let s = run[i];
-            match rewrite_v6(&mut dp.bufs, &s, mtu, &src, &mac) {
+            match F::rewrite(&mut dp.bufs, &s, mtu, &src, &mac) {
                 Ok(()) => {
                     run[n] = s;
                     n += 1;
@@ -220,7 +159,7 @@ pub(crate) fn forward_list_v6(dp: &mut Datapath, run: &mut [Skb], nh: &NextHop) 
                 Err(e) => {
                     transmit_run_to(dp, port, &run[flushed..n]);
                     flushed = n;
-                    fail_v6(dp, s, e);
+                    F::fail(dp, s, e);
                 }
             }
         }
@@ -231,12 +170,12 @@ pub(crate) fn forward_list_v6(dp: &mut Datapath, run: &mut [Skb], nh: &NextHop) 
     let mut flushed = 0;
     for i in 0..run.len() {
         let s = run[i];
-        let Some((port, mac)) = dp.routes.resolve_v6(nh, daddr_v6(&dp.bufs, &s)) else {
+        let Some((port, mac)) = F::resolve(&dp.routes, nh, F::daddr(&dp.bufs, &s)) else {
             dp.drop_pkt(s.pkt, DropReason::NeighFailed);
             continue;
         };
         let (mtu, src) = out_params(dp, port);
-        match rewrite_v6(&mut dp.bufs, &s, mtu, &src, &mac) {
+        match F::rewrite(&mut dp.bufs, &s, mtu, &src, &mac) {
             Ok(()) => {
                 run[n] = s;
                 run[n].out_port = port;
@@ -245,7 +184,7 @@ pub(crate) fn forward_list_v6(dp: &mut Datapath, run: &mut [Skb], nh: &NextHop) 
             Err(e) => {
                 transmit_run(dp, &run[flushed..n]);
                 flushed = n;
-                fail_v6(dp, s, e);
+                F::fail(dp, s, e);
             }
         }
     }

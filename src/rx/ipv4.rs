@@ -1,8 +1,8 @@
 //! IPv4 receive: validation as ip_rcv_core, route lookup (with the list path's route hint),
 //! then dst_input: forward or local delivery.
 
-use super::route::{NextHop, NO_ROUTE};
-use super::{for_each_run, forward, local, retain_run};
+use super::route::NextHop;
+use super::{forward, local, retain_run};
 use crate::buf::skb::{PktType, Skb};
 use crate::buf::BufCache;
 use crate::datapath::Datapath;
@@ -61,7 +61,7 @@ pub(crate) fn daddr(bufs: &BufCache, skb: &Skb) -> [u8; 4] {
 }
 
 #[inline]
-fn tos(bufs: &BufCache, skb: &Skb) -> u8 {
+pub(crate) fn tos(bufs: &BufCache, skb: &Skb) -> u8 {
     bufs.data(skb.pkt).get(skb.network_off as usize + 1).copied().unwrap_or(0)
 }
 
@@ -92,51 +92,5 @@ pub(crate) fn list_rcv(dp: &mut Datapath, run: &mut [Skb]) {
     let t0 = dp.clock();
     let n = retain_run(dp, run, |dp, s| rcv_core(&dp.bufs, s));
     dp.stage_done(Stage::Ip, run.len(), t0);
-    list_rcv_finish(dp, &mut run[..n]);
-}
-
-/// ip_list_rcv_finish: route each packet, reusing the previous lookup for consecutive
-/// packets with the same (daddr, tos) — the route hint — then cut into runs by route.
-fn list_rcv_finish(dp: &mut Datapath, run: &mut [Skb]) {
-    let t0 = dp.clock();
-    let use_hint = dp.tun.route_hint != 0;
-    let mut hint: Option<([u8; 4], u8, u32)> = None;
-    for s in run.iter_mut() {
-        let (d, t) = (daddr(&dp.bufs, s), tos(&dp.bufs, s));
-        s.nh = match hint {
-            Some((hd, ht, nh)) if use_hint && hd == d && ht == t => {
-                dp.c.route_hint_hits += 1;
-                nh
-            }
-            _ => {
-                dp.c.route_lookups += 1;
-                let nh = dp.routes.lookup_v4(d);
-                let hintable = dp.routes.get(nh).is_some_and(|n| n.hint_ok());
-                hint = hintable.then_some((d, t, nh));
-                nh
-            }
-        };
-    }
-    dp.stage_done(Stage::Route, run.len(), t0);
-    for_each_run(
-        run,
-        |s| s.nh,
-        |sub| {
-            let nh = if sub[0].nh == NO_ROUTE { None } else { dp.routes.get(sub[0].nh).copied() };
-            match nh {
-                Some(NextHop::Local) => local::deliver_list_v4(dp, sub),
-                Some(NextHop::Blackhole) => {
-                    for s in sub.iter() {
-                        dp.drop_pkt(s.pkt, DropReason::IpNoroute);
-                    }
-                }
-                None | Some(NextHop::Unreachable) => {
-                    for s in sub.iter() {
-                        forward::no_route_v4(dp, *s);
-                    }
-                }
-                Some(nh) => forward::forward_list_v4(dp, sub, &nh),
-            }
-        },
-    );
+    super::list_rcv_finish::<super::family::V4>(dp, &mut run[..n]);
 }

@@ -2,7 +2,7 @@
 //! (with the route hint in list mode), then forward or local delivery.
 
 use super::route::{NextHop, NO_ROUTE};
-use super::{for_each_run, forward, local, retain_run};
+use super::{forward, local, retain_run};
 use crate::buf::skb::{PktType, Skb};
 use crate::buf::BufCache;
 use crate::datapath::Datapath;
@@ -53,7 +53,7 @@ pub(crate) fn daddr(bufs: &BufCache, skb: &Skb) -> [u8; 16] {
 }
 
 #[inline]
-fn tclass(bufs: &BufCache, skb: &Skb) -> u8 {
+pub(crate) fn tclass(bufs: &BufCache, skb: &Skb) -> u8 {
     let d = bufs.data(skb.pkt);
     let o = skb.network_off as usize;
     match d.get(o..o + 2) {
@@ -65,7 +65,7 @@ fn tclass(bufs: &BufCache, skb: &Skb) -> u8 {
 /// Multicast destinations are delivered here; link-local unicast is ours only if the FIB
 /// says so (our addresses are /128 local routes) and is never forwarded (RFC 4291 §2.5.6).
 #[inline]
-fn route(dp: &mut Datapath, d: [u8; 16]) -> u32 {
+pub(crate) fn route(dp: &mut Datapath, d: [u8; 16]) -> u32 {
     dp.c.route_lookups += 1;
     if d[0] == 0xff {
         return super::route::NH_LOCAL;
@@ -95,48 +95,5 @@ pub(crate) fn list_rcv(dp: &mut Datapath, run: &mut [Skb]) {
     let t0 = dp.clock();
     let n = retain_run(dp, run, |dp, s| rcv_core(&dp.bufs, s));
     dp.stage_done(Stage::Ip, run.len(), t0);
-    list_rcv_finish(dp, &mut run[..n]);
-}
-
-fn list_rcv_finish(dp: &mut Datapath, run: &mut [Skb]) {
-    let t0 = dp.clock();
-    let use_hint = dp.tun.route_hint != 0;
-    let mut hint: Option<([u8; 16], u8, u32)> = None;
-    for s in run.iter_mut() {
-        let (d, t) = (daddr(&dp.bufs, s), tclass(&dp.bufs, s));
-        s.nh = match hint {
-            Some((hd, ht, nh)) if use_hint && hd == d && ht == t => {
-                dp.c.route_hint_hits += 1;
-                nh
-            }
-            _ => {
-                let nh = route(dp, d);
-                let hintable = dp.routes.get(nh).is_some_and(|n| n.hint_ok());
-                hint = hintable.then_some((d, t, nh));
-                nh
-            }
-        };
-    }
-    dp.stage_done(Stage::Route, run.len(), t0);
-    for_each_run(
-        run,
-        |s| s.nh,
-        |sub| {
-            let nh = if sub[0].nh == NO_ROUTE { None } else { dp.routes.get(sub[0].nh).copied() };
-            match nh {
-                Some(NextHop::Local) => local::deliver_list_v6(dp, sub),
-                Some(NextHop::Blackhole) => {
-                    for s in sub.iter() {
-                        dp.drop_pkt(s.pkt, DropReason::IpNoroute);
-                    }
-                }
-                None | Some(NextHop::Unreachable) => {
-                    for s in sub.iter() {
-                        forward::no_route_v6(dp, *s);
-                    }
-                }
-                Some(nh) => forward::forward_list_v6(dp, sub, &nh),
-            }
-        },
-    );
+    super::list_rcv_finish::<super::family::V6>(dp, &mut run[..n]);
 }

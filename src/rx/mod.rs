@@ -7,6 +7,7 @@
 //!   finish step); each run goes to the layer's list function, or packet by packet to a
 //!   layer without one (ARP). Order never changes; a packet dropped in a stage leaves its run.
 
+pub mod family;
 pub mod fib;
 pub mod forward;
 pub mod ipv4;
@@ -174,4 +175,51 @@ pub(crate) fn retain_run(
         }
     }
     n
+}
+
+/// ip_list_rcv_finish / ip6_list_rcv_finish: route each packet, reusing the previous lookup
+/// for consecutive packets with the same (daddr, tos) — the route hint, not for per-destination
+/// (connected) routes — then cut the run by route and hand each piece to dst_input as a list.
+pub(crate) fn list_rcv_finish<F: family::IpFamily>(dp: &mut Datapath, run: &mut [Skb]) {
+    use route::{NextHop, NO_ROUTE};
+    let t0 = dp.clock();
+    let use_hint = dp.tun.route_hint != 0;
+    let mut hint: Option<(F::Addr, u8, u32)> = None;
+    for s in run.iter_mut() {
+        let (d, t) = (F::daddr(&dp.bufs, s), F::tos(&dp.bufs, s));
+        s.nh = match hint {
+            Some((hd, ht, nh)) if use_hint && hd == d && ht == t => {
+                dp.c.route_hint_hits += 1;
+                nh
+            }
+            _ => {
+                let nh = F::route(dp, d);
+                let hintable = dp.routes.get(nh).is_some_and(|n| n.hint_ok());
+                hint = hintable.then_some((d, t, nh));
+                nh
+            }
+        };
+    }
+    dp.stage_done(Stage::Route, run.len(), t0);
+    for_each_run(
+        run,
+        |s| s.nh,
+        |sub| {
+            let nh = if sub[0].nh == NO_ROUTE { None } else { dp.routes.get(sub[0].nh).copied() };
+            match nh {
+                Some(NextHop::Local) => F::deliver_list(dp, sub),
+                Some(NextHop::Blackhole) => {
+                    for s in sub.iter() {
+                        dp.drop_pkt(s.pkt, DropReason::IpNoroute);
+                    }
+                }
+                None | Some(NextHop::Unreachable) => {
+                    for s in sub.iter() {
+                        F::no_route(dp, *s);
+                    }
+                }
+                Some(nh) => forward::forward_list::<F>(dp, sub, &nh),
+            }
+        },
+    );
 }

@@ -1,0 +1,106 @@
+//! What IPv4 and IPv6 do differently on the steps they share (the route step with its hint,
+//! dst_input of a run, forwarding a run): one trait, so each step is written once and
+//! monomorphised per family.
+
+use super::forward::{self, FwdError};
+use super::route::{NextHop, RouteTable};
+use super::{ipv4, ipv6, local};
+use crate::buf::skb::Skb;
+use crate::buf::BufCache;
+use crate::config::Tunables;
+use crate::datapath::Datapath;
+
+pub(crate) trait IpFamily {
+    /// The destination address: with the TOS / traffic class, the route hint's key.
+    type Addr: Copy + PartialEq;
+    fn forwarding(t: &Tunables) -> bool;
+    fn daddr(bufs: &BufCache, skb: &Skb) -> Self::Addr;
+    fn tos(bufs: &BufCache, skb: &Skb) -> u8;
+    /// A FIB lookup (counted).
+    fn route(dp: &mut Datapath, d: Self::Addr) -> u32;
+    fn resolve(routes: &RouteTable, nh: &NextHop, d: Self::Addr) -> Option<(u16, [u8; 6])>;
+    /// TTL / hop limit, checksum, MTU, MACs: one packet rewritten in place for output.
+    fn rewrite(bufs: &mut BufCache, skb: &Skb, mtu: u16, src_mac: &[u8; 6], dst_mac: &[u8; 6]) -> Result<(), FwdError>;
+    /// A packet forwarding refused: the ICMP error if one is due, then the drop.
+    fn fail(dp: &mut Datapath, skb: Skb, e: FwdError);
+    fn no_route(dp: &mut Datapath, skb: Skb);
+    fn deliver_list(dp: &mut Datapath, run: &mut [Skb]);
+}
+
+pub(crate) struct V4;
+pub(crate) struct V6;
+
+impl IpFamily for V4 {
+    type Addr = [u8; 4];
+    #[inline(always)]
+    fn forwarding(t: &Tunables) -> bool {
+        t.ip_forward != 0
+    }
+    #[inline(always)]
+    fn daddr(bufs: &BufCache, skb: &Skb) -> [u8; 4] {
+        ipv4::daddr(bufs, skb)
+    }
+    #[inline(always)]
+    fn tos(bufs: &BufCache, skb: &Skb) -> u8 {
+        ipv4::tos(bufs, skb)
+    }
+    #[inline(always)]
+    fn route(dp: &mut Datapath, d: [u8; 4]) -> u32 {
+        dp.c.route_lookups += 1;
+        dp.routes.lookup_v4(d)
+    }
+    #[inline(always)]
+    fn resolve(routes: &RouteTable, nh: &NextHop, d: [u8; 4]) -> Option<(u16, [u8; 6])> {
+        routes.resolve_v4(nh, d)
+    }
+    #[inline(always)]
+    fn rewrite(bufs: &mut BufCache, skb: &Skb, mtu: u16, src_mac: &[u8; 6], dst_mac: &[u8; 6]) -> Result<(), FwdError> {
+        forward::rewrite_v4(bufs, skb, mtu, src_mac, dst_mac)
+    }
+    fn fail(dp: &mut Datapath, skb: Skb, e: FwdError) {
+        forward::fail_v4(dp, skb, e)
+    }
+    fn no_route(dp: &mut Datapath, skb: Skb) {
+        forward::no_route_v4(dp, skb)
+    }
+    fn deliver_list(dp: &mut Datapath, run: &mut [Skb]) {
+        local::deliver_list_v4(dp, run)
+    }
+}
+
+impl IpFamily for V6 {
+    type Addr = [u8; 16];
+    #[inline(always)]
+    fn forwarding(t: &Tunables) -> bool {
+        t.ipv6_forwarding != 0
+    }
+    #[inline(always)]
+    fn daddr(bufs: &BufCache, skb: &Skb) -> [u8; 16] {
+        ipv6::daddr(bufs, skb)
+    }
+    #[inline(always)]
+    fn tos(bufs: &BufCache, skb: &Skb) -> u8 {
+        ipv6::tclass(bufs, skb)
+    }
+    #[inline(always)]
+    fn route(dp: &mut Datapath, d: [u8; 16]) -> u32 {
+        ipv6::route(dp, d)
+    }
+    #[inline(always)]
+    fn resolve(routes: &RouteTable, nh: &NextHop, d: [u8; 16]) -> Option<(u16, [u8; 6])> {
+        routes.resolve_v6(nh, d)
+    }
+    #[inline(always)]
+    fn rewrite(bufs: &mut BufCache, skb: &Skb, mtu: u16, src_mac: &[u8; 6], dst_mac: &[u8; 6]) -> Result<(), FwdError> {
+        forward::rewrite_v6(bufs, skb, mtu, src_mac, dst_mac)
+    }
+    fn fail(dp: &mut Datapath, skb: Skb, e: FwdError) {
+        forward::fail_v6(dp, skb, e)
+    }
+    fn no_route(dp: &mut Datapath, skb: Skb) {
+        forward::no_route_v6(dp, skb)
+    }
+    fn deliver_list(dp: &mut Datapath, run: &mut [Skb]) {
+        local::deliver_list_v6(dp, run)
+    }
+}
