@@ -19,8 +19,9 @@ pub(crate) trait IpFamily {
     /// A FIB lookup (counted).
     fn route(dp: &mut Datapath, d: Self::Addr) -> u32;
     fn resolve(routes: &RouteTable, nh: &NextHop, d: Self::Addr) -> Option<(u16, [u8; 6])>;
-    /// TTL / hop limit, checksum, MTU, MACs: one packet rewritten in place for output.
-    fn rewrite(bufs: &mut BufCache, skb: &Skb, mtu: u16, src_mac: &[u8; 6], dst_mac: &[u8; 6]) -> Result<(), FwdError>;
+    /// TTL / hop limit, checksum, MTU, MACs (`macs`: destination then source): one packet
+    /// rewritten in place for output.
+    fn rewrite(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 12]) -> Result<(), FwdError>;
     /// A packet forwarding refused: the ICMP error if one is due, then the drop.
     fn fail(dp: &mut Datapath, skb: Skb, e: FwdError);
     fn no_route(dp: &mut Datapath, skb: Skb);
@@ -54,8 +55,8 @@ impl IpFamily for V4 {
         routes.resolve_v4(nh, d)
     }
     #[inline(always)]
-    fn rewrite(bufs: &mut BufCache, skb: &Skb, mtu: u16, src_mac: &[u8; 6], dst_mac: &[u8; 6]) -> Result<(), FwdError> {
-        forward::rewrite_v4(bufs, skb, mtu, src_mac, dst_mac)
+    fn rewrite(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 12]) -> Result<(), FwdError> {
+        forward::rewrite_v4(bufs, skb, mtu, macs)
     }
     fn fail(dp: &mut Datapath, skb: Skb, e: FwdError) {
         forward::fail_v4(dp, skb, e)
@@ -91,8 +92,8 @@ impl IpFamily for V6 {
         routes.resolve_v6(nh, d)
     }
     #[inline(always)]
-    fn rewrite(bufs: &mut BufCache, skb: &Skb, mtu: u16, src_mac: &[u8; 6], dst_mac: &[u8; 6]) -> Result<(), FwdError> {
-        forward::rewrite_v6(bufs, skb, mtu, src_mac, dst_mac)
+    fn rewrite(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 12]) -> Result<(), FwdError> {
+        forward::rewrite_v6(bufs, skb, mtu, macs)
     }
     fn fail(dp: &mut Datapath, skb: Skb, e: FwdError) {
         forward::fail_v6(dp, skb, e)

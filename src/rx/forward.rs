@@ -18,9 +18,20 @@ pub(crate) enum FwdError {
     TooBig { mtu: u16 },
 }
 
-/// Rewrites one IPv4 packet in place for output: TTL, header checksum, MACs.
+/// The Ethernet addresses of an output frame, destination then source, as they sit in the
+/// header (one 12-byte copy per packet).
+#[inline(always)]
+fn eth_addrs(dst: &[u8; 6], src: &[u8; 6]) -> [u8; 12] {
+    let mut a = [0u8; 12];
+    a[..6].copy_from_slice(dst);
+    a[6..].copy_from_slice(src);
+    a
+}
+
+/// Rewrites one IPv4 packet in place for output: TTL, header checksum, MACs (`macs`:
+/// destination then source).
 #[inline]
-pub(crate) fn rewrite_v4(bufs: &mut BufCache, skb: &Skb, mtu: u16, src_mac: &[u8; 6], dst_mac: &[u8; 6]) -> Result<(), FwdError> {
+pub(crate) fn rewrite_v4(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 12]) -> Result<(), FwdError> {
     let l3 = skb.network_off as usize;
     let data = bufs.data_mut(skb.pkt);
     if data.len() < l3 + 20 {
@@ -42,13 +53,12 @@ pub(crate) fn rewrite_v4(bufs: &mut BufCache, skb: &Skb, mtu: u16, src_mac: &[u8
     let new = u16::from_be_bytes([ttl - 1, ip[9]]);
     let csum = checksum::update16(u16::from_be_bytes([ip[10], ip[11]]), old, new);
     ip[10..12].copy_from_slice(&csum.to_be_bytes());
-    data[0..6].copy_from_slice(dst_mac);
-    data[6..12].copy_from_slice(src_mac);
+    data[0..12].copy_from_slice(macs);
     Ok(())
 }
 
 #[inline]
-pub(crate) fn rewrite_v6(bufs: &mut BufCache, skb: &Skb, mtu: u16, src_mac: &[u8; 6], dst_mac: &[u8; 6]) -> Result<(), FwdError> {
+pub(crate) fn rewrite_v6(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 12]) -> Result<(), FwdError> {
     let l3 = skb.network_off as usize;
     let data = bufs.data_mut(skb.pkt);
     if data.len() < l3 + 40 {
@@ -62,8 +72,7 @@ pub(crate) fn rewrite_v6(bufs: &mut BufCache, skb: &Skb, mtu: u16, src_mac: &[u8
         return Err(FwdError::TooBig { mtu });
     }
     ip[7] -= 1;
-    data[0..6].copy_from_slice(dst_mac);
-    data[6..12].copy_from_slice(src_mac);
+    data[0..12].copy_from_slice(macs);
     Ok(())
 }
 
@@ -108,7 +117,7 @@ pub(crate) fn forward_v4(dp: &mut Datapath, skb: Skb, nh: &NextHop) {
         return dp.drop_pkt(skb.pkt, DropReason::NeighFailed);
     };
     let (mtu, src) = out_params(dp, port);
-    match rewrite_v4(&mut dp.bufs, &skb, mtu, &src, &mac) {
+    match rewrite_v4(&mut dp.bufs, &skb, mtu, &eth_addrs(&mac, &src)) {
         Ok(()) => dp.tx_enqueue(port, skb.pkt),
         Err(e) => fail_v4(dp, skb, e),
     }
@@ -122,7 +131,7 @@ pub(crate) fn forward_v6(dp: &mut Datapath, skb: Skb, nh: &NextHop) {
         return dp.drop_pkt(skb.pkt, DropReason::NeighFailed);
     };
     let (mtu, src) = out_params(dp, port);
-    match rewrite_v6(&mut dp.bufs, &skb, mtu, &src, &mac) {
+    match rewrite_v6(&mut dp.bufs, &skb, mtu, &eth_addrs(&mac, &src)) {
         Ok(()) => dp.tx_enqueue(port, skb.pkt),
         Err(e) => fail_v6(dp, skb, e),
     }
@@ -146,20 +155,23 @@ pub(crate) fn forward_list<F: IpFamily>(dp: &mut Datapath, run: &mut [Skb], nh: 
     if let Some((port, mac)) = fixed {
         // One gateway for the whole run: resolve the output once, rewrite in a tight loop.
         let (mtu, src) = out_params(dp, port);
+        let macs = eth_addrs(&mac, &src);
         // ICMP errors go out as they happen: what the run forwarded before them goes first,
         // so the output order is the single path's.
         let mut flushed = 0;
         for i in 0..run.len() {
-            let s = run[i];
-            match F::rewrite(&mut dp.bufs, &s, mtu, &src, &mac) {
+            match F::rewrite(&mut dp.bufs, &run[i], mtu, &macs) {
                 Ok(()) => {
-                    run[n] = s;
+                    // Moved only once something before it failed.
+                    if n != i {
+                        run[n] = run[i];
+                    }
                     n += 1;
                 }
                 Err(e) => {
                     transmit_run_to(dp, port, &run[flushed..n]);
                     flushed = n;
-                    F::fail(dp, s, e);
+                    F::fail(dp, run[i], e);
                 }
             }
         }
@@ -175,7 +187,7 @@ pub(crate) fn forward_list<F: IpFamily>(dp: &mut Datapath, run: &mut [Skb], nh: 
             continue;
         };
         let (mtu, src) = out_params(dp, port);
-        match F::rewrite(&mut dp.bufs, &s, mtu, &src, &mac) {
+        match F::rewrite(&mut dp.bufs, &s, mtu, &eth_addrs(&mac, &src)) {
             Ok(()) => {
                 run[n] = s;
                 run[n].out_port = port;
