@@ -194,7 +194,7 @@ mod scenarios {
         let frames = vec![
             udp4(SRC_V4, NOROUTE_V4, 1, 9).build(),                          // 0: ICMP net unreachable
             udp4(SRC_V4, BLACKHOLE_V4, 1, 9).build(),                        // 1: silent
-            udp4(SRC_V4, UNREACH_V4, 1, 9).build(),                          // 2: ICMP unreachable
+            udp4(SRC_V4, UNREACH_V4, 1, 9).build(),                          // 2: ICMP host unreachable
             icmp4(SRC_V4, NOROUTE_V4, 3, 1, [0; 4], &[0; 28]),               // 3: an ICMP error: never answered
             ping4(SRC_V4, NOROUTE_V4, 7, 1).build(),                         // 4: echo request: answered with an error
             udp4(SRC_V4, NOROUTE_V4, 1, 9).dst_mac(MAC_BCAST).build(),       // 5: not unicast to us: no error
@@ -207,7 +207,7 @@ mod scenarios {
             let e = o.port(P_IN);
             assert_eq!(e.len(), 5, "five ICMP errors");
             assert_icmp4_error(&e[0], 3, 0, IN_V4, &f[0]);
-            assert_icmp4_error(&e[1], 3, 0, IN_V4, &f[2]);
+            assert_icmp4_error(&e[1], 3, 1, IN_V4, &f[2]);
             assert_icmp4_error(&e[2], 3, 0, IN_V4, &f[4]);
             assert_icmp6_error(&e[3], 1, 0, IN_V6, &f[6]);
             assert_icmp6_error(&e[4], 1, 0, IN_V6, &f[8]);

@@ -24,7 +24,10 @@ pub(crate) trait IpFamily {
     fn rewrite(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 12]) -> Result<(), FwdError>;
     /// A packet forwarding refused: the ICMP error if one is due, then the drop.
     fn fail(dp: &mut Datapath, skb: Skb, e: FwdError);
+    /// No route to the destination: the ICMP error, then the drop.
     fn no_route(dp: &mut Datapath, skb: Skb);
+    /// The destination's route is of type `unreachable`.
+    fn unreachable(dp: &mut Datapath, skb: Skb);
     fn deliver_list(dp: &mut Datapath, run: &mut [Skb]);
 }
 
@@ -64,6 +67,9 @@ impl IpFamily for V4 {
     fn no_route(dp: &mut Datapath, skb: Skb) {
         forward::no_route_v4(dp, skb)
     }
+    fn unreachable(dp: &mut Datapath, skb: Skb) {
+        forward::unreachable_v4(dp, skb)
+    }
     fn deliver_list(dp: &mut Datapath, run: &mut [Skb]) {
         local::deliver_list_v4(dp, run)
     }
@@ -99,6 +105,9 @@ impl IpFamily for V6 {
         forward::fail_v6(dp, skb, e)
     }
     fn no_route(dp: &mut Datapath, skb: Skb) {
+        forward::no_route_v6(dp, skb)
+    }
+    fn unreachable(dp: &mut Datapath, skb: Skb) {
         forward::no_route_v6(dp, skb)
     }
     fn deliver_list(dp: &mut Datapath, run: &mut [Skb]) {

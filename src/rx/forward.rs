@@ -227,8 +227,16 @@ fn transmit_run(dp: &mut Datapath, run: &[Skb]) {
     dp.stage_done(Stage::Tx, run.len(), t0);
 }
 
+/// No route: ICMP network unreachable (code 0), as the kernel's ip_error for ENETUNREACH.
 pub(crate) fn no_route_v4(dp: &mut Datapath, skb: Skb) {
     icmp4_error(dp, &skb, 3, 0, 0);
+    dp.drop_pkt(skb.pkt, DropReason::IpNoroute);
+}
+
+/// An `unreachable` route: ICMP host unreachable (code 1), as ip_error for EHOSTUNREACH.
+/// (IPv6 answers both with "no route to destination", as ip6_pkt_discard does.)
+pub(crate) fn unreachable_v4(dp: &mut Datapath, skb: Skb) {
+    icmp4_error(dp, &skb, 3, 1, 0);
     dp.drop_pkt(skb.pkt, DropReason::IpNoroute);
 }
 

@@ -81,7 +81,7 @@ fn dst_input_one(dp: &mut Datapath, skb: Skb) {
         None => forward::no_route_v4(dp, skb),
         Some(NextHop::Local) => local::deliver_v4(dp, skb),
         Some(NextHop::Blackhole) => dp.drop_pkt(skb.pkt, DropReason::IpNoroute),
-        Some(NextHop::Unreachable) => forward::no_route_v4(dp, skb),
+        Some(NextHop::Unreachable) => forward::unreachable_v4(dp, skb),
         Some(nh) => forward::forward_v4(dp, skb, &nh),
     }
 }

@@ -213,9 +213,14 @@ pub(crate) fn list_rcv_finish<F: family::IpFamily>(dp: &mut Datapath, run: &mut 
                         dp.drop_pkt(s.pkt, DropReason::IpNoroute);
                     }
                 }
-                None | Some(NextHop::Unreachable) => {
+                None => {
                     for s in sub.iter() {
                         F::no_route(dp, *s);
+                    }
+                }
+                Some(NextHop::Unreachable) => {
+                    for s in sub.iter() {
+                        F::unreachable(dp, *s);
                     }
                 }
                 Some(nh) => forward::forward_list::<F>(dp, sub, &nh),
