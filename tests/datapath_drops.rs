@@ -355,12 +355,17 @@ mod scenarios {
             udp6(SRC_V6, IN_V6, 1, 5002).build(),
             tcp4(SRC_V4, IN_V4, 1, 80).build(),
             tcp6(SRC_V6, IN_V6, 1, 80).build(),
+            // Sent to another interface's address: the error comes from that address.
+            udp4(SRC_V4, OUT1_V4, 1, 5002).build(),
+            udp6(SRC_V6, OUT1_V6, 1, 5002).build(),
         ];
-        sc(frames, &[(DropReason::NoSocket, 4)], |o, f| {
+        sc(frames, &[(DropReason::NoSocket, 6)], |o, f| {
             let e = o.port(P_IN);
-            assert_eq!(e.len(), 2, "port unreachable for UDP only (no TCP stack, no RST)");
+            assert_eq!(e.len(), 4, "port unreachable for UDP only (no TCP stack, no RST)");
             assert_icmp4_error(&e[0], 3, 3, IN_V4, &f[0]);
             assert_icmp6_error(&e[1], 1, 4, IN_V6, &f[1]);
+            assert_icmp4_error(&e[2], 3, 3, OUT1_V4, &f[4]);
+            assert_icmp6_error(&e[3], 1, 4, OUT1_V6, &f[5]);
         })
     }
 

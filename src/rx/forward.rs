@@ -249,9 +249,16 @@ pub(crate) fn no_route_v6(dp: &mut Datapath, skb: Skb) {
 /// non-first fragment, or a packet not unicast to us at L2).
 pub(crate) fn icmp4_error(dp: &mut Datapath, orig: &Skb, typ: u8, code: u8, mtu: u16) {
     let l3 = orig.network_off as usize;
-    let src = match dp.ifaces.get(orig.rx_port as usize).and_then(|i| i.primary_v4()) {
-        Some(a) => a,
-        None => return,
+    // About a packet addressed to us, the error comes from the address it was sent to (as
+    // icmp_send does); about a forwarded one, from the interface it arrived on.
+    let orig_dst = daddr_v4(&dp.bufs, orig);
+    let src = if dp.routes.lookup_v4(orig_dst) == super::route::NH_LOCAL {
+        orig_dst
+    } else {
+        match dp.ifaces.get(orig.rx_port as usize).and_then(|i| i.primary_v4()) {
+            Some(a) => a,
+            None => return,
+        }
     };
     let (quote, dst) = {
         let data = dp.bufs.data(orig.pkt);
@@ -304,9 +311,15 @@ pub(crate) fn icmp4_error(dp: &mut Datapath, orig: &Skb, typ: u8, code: u8, mtu:
 /// Originates an ICMPv6 error about `orig` (RFC 4443: not about errors or multicast).
 pub(crate) fn icmp6_error(dp: &mut Datapath, orig: &Skb, typ: u8, code: u8, info: u32) {
     let l3 = orig.network_off as usize;
-    let src = match dp.ifaces.get(orig.rx_port as usize).and_then(|i| i.primary_v6()) {
-        Some(a) => a,
-        None => return,
+    // As for IPv4: a unicast address of ours the packet was sent to is the error's source.
+    let orig_dst = daddr_v6(&dp.bufs, orig);
+    let src = if orig_dst[0] != 0xff && dp.routes.lookup_v6(orig_dst) == super::route::NH_LOCAL {
+        orig_dst
+    } else {
+        match dp.ifaces.get(orig.rx_port as usize).and_then(|i| i.primary_v6()) {
+            Some(a) => a,
+            None => return,
+        }
     };
     let (quote, dst) = {
         let data = dp.bufs.data(orig.pkt);
