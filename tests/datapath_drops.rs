@@ -382,7 +382,9 @@ mod scenarios {
 
     pub fn icmp_ignored() -> Scenario {
         let not_ours = v6([0x2001, 0xdb8, 1, 0, 0, 0, 0, 0x99]);
-        let dad = neighbour_solicit(MAC_HOST, [0; 16], IN_V6); // unspecified source (DAD)
+        let dad = neighbour_solicit(MAC_HOST, [0; 16], IN_V6); // DAD probe with a source link-layer option
+        let mut hop64 = neighbour_solicit(MAC_HOST, HOST_V6, IN_V6);
+        hop64[14 + 7] = 64; // NDP needs hop limit 255 (off-link senders cannot forge it)
         let frames = vec![
             icmp4(SRC_V4, IN_V4, 0, 0, [0, 1, 0, 1], &[0; 16]),                // echo reply
             icmp4(SRC_V4, IN_V4, 3, 1, [0; 4], &[0; 28]),                      // destination unreachable
@@ -390,8 +392,9 @@ mod scenarios {
             neighbour_solicit(MAC_HOST, HOST_V6, not_ours),
             dad,
             icmp6(MAC_HOST, [0x33, 0x33, 0, 0, 0, 2], HOST_V6, v6([0xff02, 0, 0, 0, 0, 0, 0, 2]), 255, 133, 0, &[0; 4]), // RS
+            hop64,
         ];
-        sc(frames, &[(DropReason::IcmpIgnored, 6)], |o, _| no_output(o))
+        sc(frames, &[(DropReason::IcmpIgnored, 7)], |o, _| no_output(o))
     }
 
     pub fn arp_ignored() -> Scenario {
@@ -615,11 +618,47 @@ fn neighbour_solicitation_is_answered_with_an_advertisement() {
     let na = Icmpv6Packet::new_checked(ip.payload()).unwrap();
     assert!(na.verify_checksum(&IN_V6, &ip_x));
     assert_eq!((na.msg_type(), na.code()), (136, 0));
-    assert_eq!(na.rest_of_header(), 0x6000_0000, "solicited + override");
+    assert_eq!(na.rest_of_header(), 0xe000_0000, "router (forwarding on) + solicited + override");
     assert_eq!(&na.data()[..16], &IN_V6, "target");
     assert_eq!(&na.data()[16..], &[2, 1, MAC_IN[0], MAC_IN[1], MAC_IN[2], MAC_IN[3], MAC_IN[4], MAC_IN[5]], "target link-layer address");
     assert_forwarded(&out[1], &frames[1], MAC_IN, mac_x);
     assert_eq!(o.neigh6.get(&(0, ip_x)), Some(&mac_x));
+}
+
+/// Duplicate address detection (RFC 4862 §5.4.3): a probe for our address, from the
+/// unspecified address to the solicited-node group and without a source link-layer option,
+/// is defended with an unsolicited advertisement to all-nodes.
+#[test]
+fn dad_probe_for_our_address_is_defended() {
+    let mut probe = neighbour_solicit(MAC_HOST, [0; 16], IN_V6);
+    // Drop the source link-layer option (8 bytes) and fix the lengths and checksum.
+    probe.truncate(probe.len() - 8);
+    let plen = (probe.len() - 14 - 40) as u16;
+    probe[18..20].copy_from_slice(&plen.to_be_bytes());
+    let (src, dst) = (addr16_of(&probe[22..38]), addr16_of(&probe[38..54]));
+    Icmpv6Packet::new_unchecked(&mut probe[54..]).fill_checksum(&src, &dst);
+    let o = run_both(std::slice::from_ref(&probe), &Setup::default());
+    assert_no_drops(&o);
+    let out = o.port(P_IN);
+    assert_eq!(out.len(), 1);
+    let eth = EthernetFrame::new_checked(&out[0][..]).unwrap();
+    assert_eq!((eth.dst(), eth.src()), ([0x33, 0x33, 0, 0, 0, 1], MAC_IN));
+    let all_nodes = v6([0xff02, 0, 0, 0, 0, 0, 0, 1]);
+    let ip = ipv6_of(&out[0]);
+    assert_eq!((ip.src_addr(), ip.dst_addr(), ip.hop_limit(), ip.payload_len()), (IN_V6, all_nodes, 255, 32));
+    let na = Icmpv6Packet::new_checked(ip.payload()).unwrap();
+    assert!(na.verify_checksum(&IN_V6, &all_nodes));
+    assert_eq!((na.msg_type(), na.code()), (136, 0));
+    assert_eq!(na.rest_of_header(), 0xa000_0000, "router + override, not solicited");
+    assert_eq!(&na.data()[..16], &IN_V6, "target");
+    assert_eq!(&na.data()[16..], &[2, 1, MAC_IN[0], MAC_IN[1], MAC_IN[2], MAC_IN[3], MAC_IN[4], MAC_IN[5]]);
+    assert!(o.neigh6.get(&(0, [0; 16])).is_none(), "nothing learned from a DAD probe");
+}
+
+fn addr16_of(b: &[u8]) -> [u8; 16] {
+    let mut a = [0u8; 16];
+    a.copy_from_slice(&b[..16]);
+    a
 }
 
 #[test]

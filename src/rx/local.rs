@@ -406,38 +406,61 @@ fn learn_v6(dp: &mut Datapath, s: &Skb, l4: usize, target: Option<[u8; 16]>, opt
     }
 }
 
+/// ndisc_recv_ns: a solicitation for one of our addresses on this link is answered with an
+/// advertisement carrying our MAC. RFC 4861 §7.1.1 validity first (hop limit 255, code 0, at
+/// least 24 bytes; a DAD probe — unspecified source — goes to a solicited-node address and
+/// carries no source link-layer option). A DAD probe for an address we hold is defended with
+/// an advertisement to all-nodes (ff02::1), not solicited; otherwise it goes back to the
+/// sender, solicited. Router flag when forwarding, override always (we own the address).
 fn neighbour_solicit(dp: &mut Datapath, s: Skb, l4: usize, target: Option<[u8; 16]>) {
-    let mine = target.is_some_and(|t| dp.ifaces.get(s.rx_port as usize).is_some_and(|i| i.v6.iter().any(|a| a.0 == t)));
     let l3 = s.network_off as usize;
-    let unspecified_src = dp.bufs.data(s.pkt)[l3 + 8..l3 + 24].iter().all(|b| *b == 0);
-    if !mine || unspecified_src || dp.bufs.data(s.pkt).len() < l3 + l4 + 32 {
+    let mine = target.is_some_and(|t| dp.ifaces.get(s.rx_port as usize).is_some_and(|i| i.v6.iter().any(|a| a.0 == t)));
+    let (valid, dad) = {
+        let ip = &dp.bufs.data(s.pkt)[l3..];
+        let icmp = ip.get(l4..).unwrap_or(&[]);
+        let dad = ip[8..24].iter().all(|b| *b == 0);
+        let slla = icmp.get(24..26).is_some_and(|o| o[0] == 1 && o[1] == 1);
+        let dst = addr16(&ip[24..]);
+        let solicited_node = dst[..13] == [0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff];
+        let valid = ip[7] == 255 && icmp.len() >= 24 && icmp[1] == 0 && !(dad && (slla || !solicited_node));
+        (valid, dad)
+    };
+    if !mine || !valid {
         return dp.drop_pkt(s.pkt, DropReason::IcmpIgnored);
     }
-    learn_v6(dp, &s, l4, target, 1);
+    if !dad {
+        learn_v6(dp, &s, l4, target, 1);
+    }
     let mac = dp.ifaces[s.rx_port as usize].mac;
     let tgt = target.unwrap_or([0; 16]);
-    let (dst, _) = reply_v6(dp, &s, 255);
-    let ip = &mut dp.bufs.data_mut(s.pkt)[l3..];
+    reply_v6(dp, &s, 255);
+    // The advertisement is 32 bytes of ICMPv6 (with the target link-layer option), which may
+    // be longer than the solicitation: grow the packet within its frame first.
+    let plen = 32usize;
+    let total = l3 + l4 + plen;
+    let mut p = s.pkt;
+    p.len = total as u16;
+    let ip = &mut dp.bufs.data_mut(p)[l3..];
     ip[8..24].copy_from_slice(&tgt);
-    // NA: solicited + override, target unchanged, target link-layer address option.
+    const ALL_NODES: [u8; 16] = [0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+    if dad {
+        ip[24..40].copy_from_slice(&ALL_NODES);
+    }
+    let router = if dp.tun.ipv6_forwarding != 0 { 0x80 } else { 0 };
+    let solicited = if dad { 0 } else { 0x40 };
     let icmp = &mut ip[l4..];
     icmp[0] = 136;
     icmp[1] = 0;
-    icmp[4..8].copy_from_slice(&[0x60, 0, 0, 0]);
-    let plen = 32usize;
+    icmp[4..8].copy_from_slice(&[router | solicited | 0x20, 0, 0, 0]);
     icmp[24..32].copy_from_slice(&[2, 1, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]]);
     ip[4..6].copy_from_slice(&((l4 - 40 + plen) as u16).to_be_bytes());
-    let total = l3 + l4 + plen;
-    let ip = &mut dp.bufs.data_mut(s.pkt)[l3..total];
-    icmp6_checksum(ip, l4);
-    let mut p = s.pkt;
-    p.len = total as u16;
-    // The neighbour is on the link the solicitation came from: answer there directly.
+    icmp6_checksum(&mut dp.bufs.data_mut(p)[l3..total], l4);
+    // The neighbour is on the link the solicitation came from: answer there directly (to
+    // the all-nodes group's MAC for a DAD defence).
     let d = dp.bufs.data_mut(p);
-    let src_mac = [d[6], d[7], d[8], d[9], d[10], d[11]];
-    d[0..6].copy_from_slice(&src_mac);
+    let dst_mac = if dad { [0x33, 0x33, 0, 0, 0, 1] } else { [d[6], d[7], d[8], d[9], d[10], d[11]] };
+    d[0..6].copy_from_slice(&dst_mac);
     d[6..12].copy_from_slice(&mac);
-    let _ = dst;
     let p = retag(dp, &s, p);
     dp.tx_enqueue(s.rx_port, p);
 }
