@@ -51,6 +51,11 @@ pub struct Datapath {
     pub txq: Vec<TxQueue>,
     pub xdp: XdpHooks,
     pub c: Counters,
+    /// ICMP error rate limits (per destination and host-wide).
+    pub icmp_rate: crate::rx::icmp_rate::IcmpRateLimit,
+    /// A coarse clock, ns since the datapath was made: read once per softirq round, like jiffies.
+    pub now_ns: u64,
+    epoch: std::time::Instant,
     /// Which polls the per-stage clocks time (`stats.clock_sample`).
     pub clock: crate::stats::tsc::StageClock,
     /// Per-poll scratch (kept to avoid allocation per poll).
@@ -73,6 +78,9 @@ impl Datapath {
             xdp: XdpHooks::default(),
             c: Counters::default(),
             clock: Default::default(),
+            icmp_rate: Default::default(),
+            now_ns: 0,
+            epoch: std::time::Instant::now(),
             rx_scratch: Vec::with_capacity(1024),
             skb_scratch: Vec::with_capacity(1024),
         }
@@ -86,6 +94,12 @@ impl Datapath {
         self.peer.push(None);
         self.txq.push(TxQueue::default());
         i
+    }
+
+    /// Advances the coarse clock to `now` (called once per softirq round).
+    #[inline]
+    pub fn tick(&mut self, now: std::time::Instant) {
+        self.now_ns = now.saturating_duration_since(self.epoch).as_nanos() as u64;
     }
 
     /// The start of a timed stage (0 when this poll is not timed).

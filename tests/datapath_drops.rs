@@ -625,6 +625,39 @@ fn neighbour_solicitation_is_answered_with_an_advertisement() {
     assert_eq!(o.neigh6.get(&(0, ip_x)), Some(&mac_x));
 }
 
+/// ICMP errors are rate-limited per destination (burst 6, then one a second) and host-wide;
+/// the packets themselves are dropped and counted either way. The test runs well within a
+/// second, so no token comes back.
+#[test]
+fn icmp_errors_are_rate_limited() {
+    let mut frames: Vec<Vec<u8>> = (0..20).map(|i| udp4(SRC_V4, DST1_V4, 1, 9).seq(i).ttl(1).build()).collect();
+    frames.extend((0..3).map(|i| udp4(HOST_V4, DST1_V4, 1, 9).seq(i).ttl(1).build()));
+    frames.extend((0..10).map(|i| udp6(SRC_V6, DST1_V6, 1, 9).seq(i).ttl(1).build()));
+    let o = run_both(&frames, &Setup::default());
+    let e = o.port(P_IN);
+    assert_eq!(e.len(), 6 + 3 + 6, "six to each busy source, all three to the quiet one");
+    assert_eq!(o.c.icmp_ratelimited, 14 + 4);
+    assert_eq!(o.c.drops[DropReason::TtlExpired as usize], 33);
+    assert_eq!(o.c.originated, 15);
+
+    // Host-wide: 40 sources, one error each, against a burst of 10.
+    let frames: Vec<Vec<u8>> = (0..40u8).map(|i| udp4([198, 18, 7, i], DST1_V4, 1, 9).ttl(1).build()).collect();
+    let mut setup = Setup::default();
+    setup.tun.icmp_msgs_burst = 10;
+    setup.tun.icmp_msgs_per_sec = 1; // no refill within the test
+    let o = run_both(&frames, &setup);
+    assert_eq!(o.port(P_IN).len(), 10);
+    assert_eq!(o.c.icmp_ratelimited, 30);
+
+    // Off: every packet gets its error.
+    let frames: Vec<Vec<u8>> = (0..20).map(|i| udp4(SRC_V4, DST1_V4, 1, 9).seq(i).ttl(1).build()).collect();
+    let mut setup = Setup::default();
+    setup.tun.icmp_ratelimit = 0;
+    let o = run_both(&frames, &setup);
+    assert_eq!(o.port(P_IN).len(), 20);
+    assert_eq!(o.c.icmp_ratelimited, 0);
+}
+
 /// Duplicate address detection (RFC 4862 §5.4.3): a probe for our address, from the
 /// unspecified address to the solicited-node group and without a source link-layer option,
 /// is defended with an unsolicited advertisement to all-nodes.

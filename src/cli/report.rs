@@ -67,6 +67,9 @@ pub fn summary(r: &RunReport) -> String {
     for (name, n) in c.nonzero_drops() {
         let _ = writeln!(s, "  {name:<22}{n:>14}");
     }
+    if c.icmp_ratelimited > 0 {
+        let _ = writeln!(s, "ICMP errors not sent (rate limits) {:>14}", c.icmp_ratelimited);
+    }
     if c.rx_lists > 0 {
         let _ = writeln!(
             s,

@@ -107,6 +107,16 @@ tunables! {
     ipv6_forwarding: u8 = 1, "net.ipv6.conf.all.forwarding", min 0, max 1;
     /// TTL of packets sluice originates (ICMP errors, echo replies).
     ip_default_ttl: u8 = 64, "net.ipv4.ip_default_ttl", min 1, max 255;
+    /// Per-destination ICMP error limit: one per this many ms, burst 6 (0 = off).
+    icmp_ratelimit: u32 = 1000, "net.ipv4.icmp_ratelimit", min 0, max 1_000_000;
+    /// ICMP types the limits apply to (bit n = type n): unreachable, quench, time exceeded, parameter problem.
+    icmp_ratemask: u32 = 6168, "net.ipv4.icmp_ratemask", min 0, max u32::MAX;
+    /// Host-wide ICMP/ICMPv6 errors per second (0 = no host-wide limit).
+    icmp_msgs_per_sec: u32 = 1000, "net.ipv4.icmp_msgs_per_sec", min 0, max 1_000_000_000;
+    /// Burst of the host-wide limit.
+    icmp_msgs_burst: u32 = 50, "net.ipv4.icmp_msgs_burst", min 1, max 1_000_000_000;
+    /// Per-destination ICMPv6 error limit in ms (0 = off); packet too big is exempt.
+    icmpv6_ratelimit: u32 = 1000, "net.ipv6.icmp.ratelimit", min 0, max 1_000_000;
     /// Listified receive: pass each poll's packets through the stack as lists (0 = one at a time).
     listified: u8 = 1, "rx.listified", min 0, max 1;
     /// Reuse the previous route lookup for consecutive packets with the same (daddr, tos).

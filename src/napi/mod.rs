@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 /// One softirq round over every port. Returns packets processed.
 pub fn softirq_round(dp: &mut Datapath) -> usize {
     let mut budget = dp.tun.netdev_budget as usize;
-    let deadline = Instant::now() + Duration::from_micros(dp.tun.netdev_budget_usecs as u64);
+    let now = Instant::now();
+    dp.tick(now);
+    let deadline = now + Duration::from_micros(dp.tun.netdev_budget_usecs as u64);
     let mut done = 0;
     for port in 0..dp.ports.len() as u16 {
         let weight = (dp.tun.dev_weight as usize).min(budget);

@@ -2,6 +2,7 @@
 //! the ICMP errors a router originates (time exceeded, unreachable, too big).
 
 use super::family::IpFamily;
+use super::icmp_rate::IcmpKind;
 use super::ipv4::daddr as daddr_v4;
 use super::ipv6::daddr as daddr_v6;
 use super::route::NextHop;
@@ -282,6 +283,13 @@ pub(crate) fn icmp4_error(dp: &mut Datapath, orig: &Skb, typ: u8, code: u8, mtu:
         quote[..q].copy_from_slice(&ip[..q]);
         (quote[..q].to_vec(), [ip[12], ip[13], ip[14], ip[15]])
     };
+    let mut dst16 = [0u8; 16];
+    dst16[10..12].copy_from_slice(&[0xff, 0xff]); // IPv4-mapped: one key space for both families
+    dst16[12..].copy_from_slice(&dst);
+    if !dp.icmp_rate.allow(&dp.tun, IcmpKind::V4(typ), dst16, dp.now_ns) {
+        dp.c.icmp_ratelimited += 1;
+        return;
+    }
     let Some(id) = dp.bufs.alloc() else {
         dp.c.originated += 1;
         dp.c.drop(DropReason::NoBuffer);
@@ -339,6 +347,10 @@ pub(crate) fn icmp6_error(dp: &mut Datapath, orig: &Skb, typ: u8, code: u8, info
         dst.copy_from_slice(&ip[8..24]);
         (ip[..q].to_vec(), dst)
     };
+    if !dp.icmp_rate.allow(&dp.tun, IcmpKind::V6(typ), dst, dp.now_ns) {
+        dp.c.icmp_ratelimited += 1;
+        return;
+    }
     let Some(id) = dp.bufs.alloc() else {
         dp.c.originated += 1;
         dp.c.drop(DropReason::NoBuffer);

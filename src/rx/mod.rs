@@ -10,6 +10,7 @@
 pub mod family;
 pub mod fib;
 pub mod forward;
+pub mod icmp_rate;
 pub mod ipv4;
 pub mod ipv6;
 pub mod local;

@@ -153,6 +153,8 @@ pub struct Counters {
     pub list_len_log2: [u64; 12],
     /// XDP verdicts (ABORTED, DROP, PASS, TX, REDIRECT, unknown).
     pub xdp_actions: [u64; 6],
+    /// ICMP errors not sent because of the rate limits (the packet is still dropped, counted).
+    pub icmp_ratelimited: u64,
 }
 
 impl Default for Counters {
@@ -174,6 +176,7 @@ impl Default for Counters {
             rx_runs: 0,
             route_lookups: 0,
             route_hint_hits: 0,
+            icmp_ratelimited: 0,
             list_len_log2: [0; 12],
             xdp_actions: [0; 6],
         }
@@ -266,6 +269,7 @@ impl Counters {
         self.rx_runs += o.rx_runs;
         self.route_lookups += o.route_lookups;
         self.route_hint_hits += o.route_hint_hits;
+        self.icmp_ratelimited += o.icmp_ratelimited;
         for (a, b) in self.list_len_log2.iter_mut().zip(o.list_len_log2.iter()) {
             *a += b;
         }
