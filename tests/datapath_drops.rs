@@ -685,7 +685,7 @@ fn dad_probe_for_our_address_is_defended() {
     assert_eq!(na.rest_of_header(), 0xa000_0000, "router + override, not solicited");
     assert_eq!(&na.data()[..16], &IN_V6, "target");
     assert_eq!(&na.data()[16..], &[2, 1, MAC_IN[0], MAC_IN[1], MAC_IN[2], MAC_IN[3], MAC_IN[4], MAC_IN[5]]);
-    assert!(o.neigh6.get(&(0, [0; 16])).is_none(), "nothing learned from a DAD probe");
+    assert!(!o.neigh6.contains_key(&(0, [0; 16])), "nothing learned from a DAD probe");
 }
 
 fn addr16_of(b: &[u8]) -> [u8; 16] {
@@ -926,8 +926,7 @@ fn xdp_redirect_to_cpu0_and_xsk() {
 /// `io` pipeline, a receiving port with no peer: the drop reason must be `no_tx_port`.
 fn io_without_peer(listified: bool) -> sluice::stats::Counters {
     let pool = Pool::new(64).unwrap();
-    let mut tun = Tunables::default();
-    tun.listified = listified as u8;
+    let tun = Tunables { listified: listified as u8, ..Tunables::default() };
     let mut dp = Datapath::new(tun, Pipeline::Io, &pool);
     let frames: Vec<_> = (0..3).map(|i| udp4(SRC_V4, DST1_V4, 1, 9).seq(i).build()).collect();
     dp.add_port(Box::new(PcapIn::from_frames("in0", frames, 1)), Iface::new("in0", MAC_IN));

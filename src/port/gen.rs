@@ -288,16 +288,15 @@ impl Port for Generator {
         }
         let train = self.cfg.tcp_train > 0 && self.cfg.proto == L4Proto::Tcp;
         let mut bytes = 0u64;
-        for i in first..first + got {
+        for p in &mut out[first..first + got] {
             let (flow, t) = self.next_template();
-            let p = out[i];
             let len = self.templates[t].bytes.len();
             let frame = bufs.frame_mut(p.buf);
             frame[HEADROOM..HEADROOM + len].copy_from_slice(&self.templates[t].bytes);
             if train {
                 self.patch_train(flow, t, &mut frame[HEADROOM..HEADROOM + len]);
             }
-            out[i].len = len as u16;
+            p.len = len as u16;
             bytes += len as u64;
         }
         self.sent += got as u64;

@@ -166,9 +166,7 @@ mod tests {
 
     #[test]
     fn zero_turns_the_limits_off() {
-        let mut t = Tunables::default();
-        t.icmp_ratelimit = 0;
-        t.icmp_msgs_per_sec = 0;
+        let t = Tunables { icmp_ratelimit: 0, icmp_msgs_per_sec: 0, ..Tunables::default() };
         let mut l = IcmpRateLimit::default();
         assert!((0..1000).all(|_| l.allow(&t, IcmpKind::V4(11), v4(1), 0)));
     }

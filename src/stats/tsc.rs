@@ -74,7 +74,7 @@ impl StageClock {
         self.rng ^= self.rng << 13;
         self.rng ^= self.rng >> 7;
         self.rng ^= self.rng << 17;
-        self.on = (self.rng >> 32) % every as u64 == 0;
+        self.on = (self.rng >> 32).is_multiple_of(every as u64);
         self.scale = every as u64;
     }
 

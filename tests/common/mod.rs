@@ -220,6 +220,9 @@ pub enum OutKind {
 // The router
 // ---------------------------------------------------------------------------------------
 
+/// Makes the XDP program a test attaches (each run gets a fresh one).
+pub type MakeXdp = fn() -> Box<dyn XdpProgram>;
+
 #[derive(Debug, Clone)]
 pub struct Setup {
     pub tun: Tunables,
@@ -233,7 +236,7 @@ pub struct Setup {
     /// Behaviour of in0's transmit side (what the router sends back).
     pub in_tx: OutKind,
     /// XDP programs to attach: (port, hook, program factory).
-    pub xdp: Vec<(u16, XdpMode, fn() -> Box<dyn XdpProgram>)>,
+    pub xdp: Vec<(u16, XdpMode, MakeXdp)>,
 }
 
 impl Default for Setup {
@@ -740,7 +743,7 @@ pub fn fix_l4_checksum(f: &mut [u8]) {
 /// Inserts IPv4 options (a multiple of 4 bytes) after the fixed header; lengths and the
 /// header checksum follow.
 pub fn with_ipv4_options(mut f: Vec<u8>, opts: &[u8]) -> Vec<u8> {
-    assert!(opts.len() % 4 == 0 && opts.len() <= 40);
+    assert!(opts.len().is_multiple_of(4) && opts.len() <= 40);
     let l3 = l3_offset(&f).unwrap();
     let tot = u16::from_be_bytes([f[l3 + 2], f[l3 + 3]]) as usize;
     f.truncate(l3 + tot); // drop Ethernet padding; re-pad below
@@ -880,6 +883,7 @@ pub fn solicited_node(a: &[u8; 16]) -> ([u8; 16], [u8; 6]) {
 
 /// An ICMPv6 message (type, code, body after the 4-byte type/code/checksum) from src to
 /// dst with hop limit `hl`, checksum filled.
+#[allow(clippy::too_many_arguments)]
 pub fn icmp6(eth_src: [u8; 6], eth_dst: [u8; 6], src: [u8; 16], dst: [u8; 16], hl: u8, typ: u8, code: u8, body: &[u8]) -> Vec<u8> {
     let mut icmp = vec![typ, code, 0, 0];
     icmp.extend_from_slice(body);

@@ -32,7 +32,7 @@ impl Insn {
 
     /// Decodes a whole byte string of instruction slots; `None` if its length is not a multiple of 8.
     pub fn decode_all(bytes: &[u8]) -> Option<Vec<Insn>> {
-        if bytes.len() % 8 != 0 {
+        if !bytes.len().is_multiple_of(8) {
             return None;
         }
         Some(bytes.chunks_exact(8).map(|c| Insn::from_le_bytes(c.try_into().expect("chunk of 8"))).collect())
