@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 /// `sluice bench` arguments.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct BenchArgs {
-    /// Experiments to run: listify, io, selfcheck, or all (the default). `--list` shows them.
+    /// Experiments to run: listify, xdp, io, selfcheck, or all (the default). `--list` shows them.
     #[arg(value_name = "EXPERIMENT")]
     pub experiments: Vec<String>,
     /// Runs per arm (default: the experiment's, 5 or 6; --quick: 2).

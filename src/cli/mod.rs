@@ -23,7 +23,7 @@ pub enum Command {
     /// Run XDP programs on captured packets (like BPF_PROG_TEST_RUN) and dump their maps.
     #[command(subcommand)]
     Xdp(XdpCommand),
-    /// Reproduce the seed experiments with statistics (listify, io, selfcheck, all).
+    /// Reproduce the seed experiments with statistics (listify, xdp, io, selfcheck, all).
     Bench(crate::bench::BenchArgs),
 }
 
@@ -35,7 +35,7 @@ pub struct RunArgs {
     /// Pipeline: io, macswap, l3fwd, local (overrides the config's).
     #[arg(long)]
     pub pipeline: Option<String>,
-    /// Set a tunable by its sysctl name, e.g. --set net.core.gro_normal_batch=16.
+    /// Set a tunable by its sysctl name, e.g. --set net.core.dev_weight=32.
     #[arg(long = "set", value_name = "NAME=VALUE")]
     pub set: Vec<String>,
     /// Seconds to run (default 10; a pcap input ends the run when read).

@@ -1,8 +1,9 @@
 //! Every tunable in one place, with the kernel's sysctl names and defaults.
 //!
 //! Set by name from the command line (`--set net.core.gro_normal_batch=16`) or a config
-//! file's `[tunables]` table. sluice's own knobs (no kernel sysctl) use a `sluice.` prefix
-//! section name that says which stage they belong to (`rx.listified`).
+//! file's `[tunables]` table. sluice's own knobs (no kernel sysctl) are named by the stage
+//! they belong to (`rx.listified`, `tx.burst`, `xdp.locked_atomics`, `stats.clock_sample`).
+//! Some kernel names are accepted before the stage that reads them exists (GRO, RPS, qdisc).
 
 use thiserror::Error;
 
@@ -105,7 +106,8 @@ tunables! {
     ip_forward: u8 = 1, "net.ipv4.ip_forward", min 0, max 1;
     /// Forward IPv6 packets not addressed to us.
     ipv6_forwarding: u8 = 1, "net.ipv6.conf.all.forwarding", min 0, max 1;
-    /// TTL of packets sluice originates (ICMP errors, echo replies).
+    /// TTL of IPv4 packets sluice originates (ICMP errors, echo replies; IPv6 uses hop limit 64,
+    /// neighbour discovery 255).
     ip_default_ttl: u8 = 64, "net.ipv4.ip_default_ttl", min 1, max 255;
     /// Per-destination ICMP error limit: one per this many ms, burst 6 (0 = off).
     icmp_ratelimit: u32 = 1000, "net.ipv4.icmp_ratelimit", min 0, max 1_000_000;

@@ -140,9 +140,11 @@ pub struct Counters {
     pub tx_bytes: u64,
     /// Doorbells rung by tx bursts (xmit_more = false).
     pub doorbells: u64,
-    /// NAPI polls that used their whole weight / softirq rounds cut short by budget or time.
+    /// NAPI polls that received at least one packet.
     pub napi_polls: u64,
+    /// Polls that used their whole weight.
     pub napi_budget_exhausted: u64,
+    /// Softirq rounds cut short by `netdev_budget` or `netdev_budget_usecs` (as the kernel's).
     pub time_squeeze: u64,
     /// Listified receive: lists, runs and route hint hits.
     pub rx_lists: u64,

@@ -1,8 +1,9 @@
 //! XDP hooks, as the kernel has them:
 //! - native: runs on the raw receive burst before packet metadata exists. DROP recycles the
-//!   buffer straight to the pool; TX queues to the same port's XDP transmit queue; REDIRECT
-//!   goes to per-target bulk queues of up to 16 frames flushed at the end of the poll; PASS
-//!   continues to metadata build with the (possibly moved) data bounds.
+//!   buffer straight to the pool; TX and REDIRECT queue the frame on its target port's XDP
+//!   transmit queue (one per port), sent in bulk when it holds 16 frames or more after a burst
+//!   (the kernel's bq_enqueue sends at exactly 16) and at the end of the poll (xdp_do_flush);
+//!   PASS continues to metadata build with the (possibly moved) data bounds.
 //! - generic: runs after metadata exists, inside the receive core. A moved `data` resets the
 //!   network header and the protocol is re-derived; TX bypasses the transmit queues (qdisc).
 //!

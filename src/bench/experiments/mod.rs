@@ -1,4 +1,4 @@
-//! The experiment registry: name → builder. Later issues add `gro`, `xdp`, `qdisc` and `rps`
+//! The experiment registry: name → builder. Later issues add `gro`, `qdisc` and `rps`
 //! here (one file each, one line in [`registry`]); `sluice bench all` picks them up and stops
 //! listing them as "not implemented yet".
 
