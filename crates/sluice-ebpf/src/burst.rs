@@ -62,7 +62,8 @@ impl<'a> FrameRegion<'a> {
     #[inline(always)]
     pub(crate) fn addresses<D: FrameDesc>(&self, d: &D) -> Option<(u32, u32)> {
         let (frame, data, len) = (d.frame() as usize, d.data(), d.data_len());
-        if frame >= self.frames || data + len > self.frame_size {
+        // Checked: `FrameDesc` is a safe trait, its numbers may be anything.
+        if frame >= self.frames || data.checked_add(len).is_none_or(|end| end > self.frame_size) {
             return None;
         }
         // Below 4 GiB: checked for the whole region in `from_raw`.
@@ -75,7 +76,7 @@ impl<'a> FrameRegion<'a> {
     pub fn buff<D: FrameDesc>(&mut self, d: &D, ctx: BurstCtx) -> Option<XdpBuff<'_>> {
         let (data, len) = (d.data(), d.data_len());
         let frame = self.frame_mut(d.frame() as usize)?;
-        if data + len > frame.len() {
+        if data.checked_add(len).is_none_or(|end| end > frame.len()) {
             return None;
         }
         let mut b = XdpBuff::new(frame, data, len);
@@ -123,7 +124,7 @@ impl BurstFaults {
 /// The fault of a descriptor that does not lie inside its frame.
 pub(crate) fn bad_desc<D: FrameDesc>(d: &D, region: &FrameRegion<'_>) -> RunErrorKind {
     let frame_len = if (d.frame() as usize) < region.frames { region.frame_size } else { 0 };
-    RunErrorKind::BadBuffer { data_meta: d.data(), data: d.data(), data_end: d.data() + d.data_len(), frame_len }
+    RunErrorKind::BadBuffer { data_meta: d.data(), data: d.data(), data_end: d.data().saturating_add(d.data_len()), frame_len }
 }
 
 pub(crate) const ABORTED: RunOutcome = RunOutcome { action: crate::insn::XDP_ABORTED, redirect: None };
@@ -158,4 +159,42 @@ pub fn run_burst_each<E: Engine + ?Sized, D: FrameDesc>(
         }
     }
     faults
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Clone, Copy)]
+    struct Wild(u32, usize, usize);
+
+    impl FrameDesc for Wild {
+        fn frame(&self) -> u32 {
+            self.0
+        }
+        fn data(&self) -> usize {
+            self.1
+        }
+        fn data_len(&self) -> usize {
+            self.2
+        }
+        fn set_bounds(&mut self, data: usize, len: usize) {
+            (self.1, self.2) = (data, len);
+        }
+    }
+
+    #[test]
+    fn descriptors_outside_their_frame_are_refused_without_overflow() {
+        let mut mem = crate::LowMem::new(4 * 2048).unwrap();
+        let mut region = FrameRegion::new(mem.as_mut_slice(), 2048).unwrap();
+        assert_eq!(region.frames(), 4);
+        let ok = Wild(3, 256, 60);
+        let (a, b) = region.addresses(&ok).unwrap();
+        assert_eq!(b - a, 60);
+        for bad in [Wild(4, 0, 1), Wild(0, 2000, 60), Wild(1, usize::MAX - 5, 10), Wild(1, 10, usize::MAX), Wild(u32::MAX, 0, 0)] {
+            assert!(region.addresses(&bad).is_none());
+            assert!(region.buff(&bad, BurstCtx::default()).is_none());
+            assert!(matches!(bad_desc(&bad, &region), RunErrorKind::BadBuffer { .. }));
+        }
+    }
 }
