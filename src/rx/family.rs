@@ -15,7 +15,8 @@ pub(crate) trait IpFamily {
     type Addr: Copy + PartialEq;
     fn forwarding(t: &Tunables) -> bool;
     fn daddr(bufs: &BufCache, skb: &Skb) -> Self::Addr;
-    fn tos(bufs: &BufCache, skb: &Skb) -> u8;
+    /// (daddr, TOS / traffic class) in one read: the route hint's key.
+    fn route_key(bufs: &BufCache, skb: &Skb) -> (Self::Addr, u8);
     /// A FIB lookup (counted).
     fn route(dp: &mut Datapath, d: Self::Addr) -> u32;
     fn resolve(routes: &RouteTable, nh: &NextHop, d: Self::Addr) -> Option<(u16, [u8; 6])>;
@@ -45,8 +46,8 @@ impl IpFamily for V4 {
         ipv4::daddr(bufs, skb)
     }
     #[inline(always)]
-    fn tos(bufs: &BufCache, skb: &Skb) -> u8 {
-        ipv4::tos(bufs, skb)
+    fn route_key(bufs: &BufCache, skb: &Skb) -> ([u8; 4], u8) {
+        ipv4::route_key(bufs, skb)
     }
     #[inline(always)]
     fn route(dp: &mut Datapath, d: [u8; 4]) -> u32 {
@@ -86,8 +87,8 @@ impl IpFamily for V6 {
         ipv6::daddr(bufs, skb)
     }
     #[inline(always)]
-    fn tos(bufs: &BufCache, skb: &Skb) -> u8 {
-        ipv6::tclass(bufs, skb)
+    fn route_key(bufs: &BufCache, skb: &Skb) -> ([u8; 16], u8) {
+        ipv6::route_key(bufs, skb)
     }
     #[inline(always)]
     fn route(dp: &mut Datapath, d: [u8; 16]) -> u32 {

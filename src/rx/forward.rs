@@ -54,7 +54,10 @@ pub(crate) fn rewrite_v4(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 1
     let new = u16::from_be_bytes([ttl - 1, ip[9]]);
     let csum = checksum::update16(u16::from_be_bytes([ip[10], ip[11]]), old, new);
     ip[10..12].copy_from_slice(&csum.to_be_bytes());
-    data[0..12].copy_from_slice(macs);
+    // Two 6-byte halves, as `eth_addrs` wrote them: a 12-byte copy of a fresh array would
+    // read it back wider than it was stored (a store-forwarding stall per packet).
+    data[0..6].copy_from_slice(&macs[..6]);
+    data[6..12].copy_from_slice(&macs[6..]);
     Ok(())
 }
 
@@ -73,7 +76,10 @@ pub(crate) fn rewrite_v6(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 1
         return Err(FwdError::TooBig { mtu });
     }
     ip[7] -= 1;
-    data[0..12].copy_from_slice(macs);
+    // Two 6-byte halves, as `eth_addrs` wrote them: a 12-byte copy of a fresh array would
+    // read it back wider than it was stored (a store-forwarding stall per packet).
+    data[0..6].copy_from_slice(&macs[..6]);
+    data[6..12].copy_from_slice(&macs[6..]);
     Ok(())
 }
 

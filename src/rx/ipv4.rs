@@ -50,6 +50,16 @@ pub(crate) fn rcv_core(bufs: &BufCache, skb: &mut Skb) -> Result<(), DropReason>
     Ok(())
 }
 
+/// (daddr, tos), the route hint's key, read through one bounds check.
+#[inline(always)]
+pub(crate) fn route_key(bufs: &BufCache, skb: &Skb) -> ([u8; 4], u8) {
+    let o = skb.network_off as usize;
+    match bufs.data(skb.pkt).get(o..o + 20) {
+        Some(h) => ([h[16], h[17], h[18], h[19]], h[1]),
+        None => ([0; 4], 0),
+    }
+}
+
 #[inline]
 pub(crate) fn daddr(bufs: &BufCache, skb: &Skb) -> [u8; 4] {
     let d = bufs.data(skb.pkt);
@@ -58,11 +68,6 @@ pub(crate) fn daddr(bufs: &BufCache, skb: &Skb) -> [u8; 4] {
         Some(a) => [a[0], a[1], a[2], a[3]],
         None => [0; 4],
     }
-}
-
-#[inline]
-pub(crate) fn tos(bufs: &BufCache, skb: &Skb) -> u8 {
-    bufs.data(skb.pkt).get(skb.network_off as usize + 1).copied().unwrap_or(0)
 }
 
 /// Single mode: one packet, all the way.

@@ -41,6 +41,20 @@ pub(crate) fn rcv_core(bufs: &BufCache, skb: &mut Skb) -> Result<(), DropReason>
     Ok(())
 }
 
+/// (daddr, traffic class), the route hint's key, read through one bounds check.
+#[inline(always)]
+pub(crate) fn route_key(bufs: &BufCache, skb: &Skb) -> ([u8; 16], u8) {
+    let o = skb.network_off as usize;
+    match bufs.data(skb.pkt).get(o..o + 40) {
+        Some(h) => {
+            let mut a = [0u8; 16];
+            a.copy_from_slice(&h[24..40]);
+            (a, (h[0] << 4) | (h[1] >> 4))
+        }
+        None => ([0; 16], 0),
+    }
+}
+
 #[inline]
 pub(crate) fn daddr(bufs: &BufCache, skb: &Skb) -> [u8; 16] {
     let d = bufs.data(skb.pkt);
@@ -50,16 +64,6 @@ pub(crate) fn daddr(bufs: &BufCache, skb: &Skb) -> [u8; 16] {
         a.copy_from_slice(s);
     }
     a
-}
-
-#[inline]
-pub(crate) fn tclass(bufs: &BufCache, skb: &Skb) -> u8 {
-    let d = bufs.data(skb.pkt);
-    let o = skb.network_off as usize;
-    match d.get(o..o + 2) {
-        Some(b) => (b[0] << 4) | (b[1] >> 4),
-        None => 0,
-    }
 }
 
 /// Multicast destinations are delivered here; link-local unicast is ours only if the FIB

@@ -187,7 +187,7 @@ pub(crate) fn list_rcv_finish<F: family::IpFamily>(dp: &mut Datapath, run: &mut 
     let use_hint = dp.tun.route_hint != 0;
     let mut hint: Option<(F::Addr, u8, u32)> = None;
     for s in run.iter_mut() {
-        let (d, t) = (F::daddr(&dp.bufs, s), F::tos(&dp.bufs, s));
+        let (d, t) = F::route_key(&dp.bufs, s);
         s.nh = match hint {
             Some((hd, ht, nh)) if use_hint && hd == d && ht == t => {
                 dp.c.route_hint_hits += 1;
