@@ -23,10 +23,12 @@
 
 use std::mem::MaybeUninit;
 
-use crate::insn::{XDP_ABORTED, XDP_REDIRECT};
-use crate::maps::{copy_relaxed, Map, MapError, MAX_KEY_SIZE};
-use crate::program::map_type;
-use crate::state::{HelperFault, MemKind, RunState};
+use std::collections::BTreeMap;
+
+use crate::insn::{BPF_DW, BPF_IMM, BPF_LD, BPF_PSEUDO_MAP_FD, BPF_PSEUDO_MAP_VALUE, XDP_ABORTED, XDP_REDIRECT};
+use crate::maps::{copy_relaxed, Map, MapError, Maps, MAX_KEY_SIZE};
+use crate::program::{map_type, Program};
+use crate::state::{HelperFault, MemKind, RunError, RunErrorKind, RunState};
 use crate::xdp::{ETH_HLEN, XDP_FRAME_RESERVED};
 
 /// Kernel helper ids (`enum bpf_func_id`) implemented here.
@@ -120,6 +122,52 @@ pub const MAP_HANDLE_BASE: u64 = 0x4d50_0000_0000_0000;
 /// The handle of map `index` (what `lddw` with `BPF_PSEUDO_MAP_FD` loads).
 pub const fn map_handle(index: u32) -> u64 {
     MAP_HANDLE_BASE + index as u64
+}
+
+/// The 64-bit value of every `lddw` with a map source, by slot: [`map_handle`] for a pseudo
+/// map fd, [`Map::direct_value_addr`] for a pseudo map value — after checking that `maps`
+/// matches the program's map definitions. Both engines load these values.
+pub fn resolve_map_refs(program: &Program, maps: &Maps) -> Result<BTreeMap<usize, u64>, RunError> {
+    for (i, def) in program.maps.iter().enumerate() {
+        match maps.get(i) {
+            Some(m) if m.def() == def => {}
+            Some(m) => {
+                return Err(RunError::new(
+                    0,
+                    RunErrorKind::MapMismatch(format!("map {i} is `{}` in the maps but `{}` in the program", m.name(), def.name)),
+                ))
+            }
+            None => return Err(RunError::new(0, RunErrorKind::MapMismatch(format!("map {i} (`{}`) is missing", def.name)))),
+        }
+    }
+    let insns = &program.insns;
+    let mut wide = BTreeMap::new();
+    for pc in 0..insns.len() {
+        let insn = insns[pc];
+        if insn.code != (BPF_LD | BPF_IMM | BPF_DW) || pc + 1 >= insns.len() {
+            continue;
+        }
+        let index = insn.imm as u32;
+        match insn.src {
+            BPF_PSEUDO_MAP_FD => {
+                if maps.get(index as usize).is_none() {
+                    return Err(RunError::new(pc, RunErrorKind::BadMapIndex { index }));
+                }
+                wide.insert(pc, map_handle(index));
+            }
+            BPF_PSEUDO_MAP_VALUE => {
+                let offset = insns[pc + 1].imm as u32;
+                let addr = maps
+                    .get(index as usize)
+                    .ok_or(RunError::new(pc, RunErrorKind::BadMapIndex { index }))?
+                    .direct_value_addr(offset)
+                    .ok_or(RunError::new(pc, RunErrorKind::BadMapValue { index, offset }))?;
+                wide.insert(pc, addr);
+            }
+            _ => {}
+        }
+    }
+    Ok(wide)
 }
 
 /// `bpf_redirect_map` flags.

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use crate::env::Env;
-use crate::helpers::{helper_fn, map_handle};
+use crate::helpers::{helper_fn, resolve_map_refs};
 use crate::insn::*;
 use crate::maps::Maps;
 use crate::program::Program;
@@ -48,51 +48,17 @@ pub struct Interpreter {
 impl Interpreter {
     /// Prepares `program` to run against `maps` (which must be the maps the program was linked
     /// with: same definitions at the same indices). Resolves `lddw` map references: a pseudo
-    /// map fd becomes the map's handle ([`map_handle`]), a pseudo map value becomes the real
+    /// map fd becomes the map's handle ([`crate::helpers::map_handle`]), a pseudo map value becomes the real
     /// address of the value of key 0 plus the offset.
     pub fn new(program: Arc<Program>, maps: Arc<Maps>) -> Result<Interpreter, RunError> {
         Interpreter::with_config(program, maps, RunConfig::default())
     }
 
     pub fn with_config(program: Arc<Program>, maps: Arc<Maps>, config: RunConfig) -> Result<Interpreter, RunError> {
-        for (i, def) in program.maps.iter().enumerate() {
-            match maps.get(i) {
-                Some(m) if m.def() == def => {}
-                Some(m) => {
-                    return Err(RunError::new(
-                        0,
-                        RunErrorKind::MapMismatch(format!("map {i} is `{}` in the maps but `{}` in the program", m.name(), def.name)),
-                    ))
-                }
-                None => return Err(RunError::new(0, RunErrorKind::MapMismatch(format!("map {i} (`{}`) is missing", def.name)))),
-            }
-        }
-        let insns = &program.insns;
-        let mut wide = vec![0u64; insns.len()];
-        for pc in 0..insns.len() {
-            let insn = insns[pc];
-            if insn.code != (BPF_LD | BPF_IMM | BPF_DW) || pc + 1 >= insns.len() {
-                continue;
-            }
-            let index = insn.imm as u32;
-            match insn.src {
-                BPF_PSEUDO_MAP_FD => {
-                    if maps.get(index as usize).is_none() {
-                        return Err(RunError::new(pc, RunErrorKind::BadMapIndex { index }));
-                    }
-                    wide[pc] = map_handle(index);
-                }
-                BPF_PSEUDO_MAP_VALUE => {
-                    let offset = insns[pc + 1].imm as u32;
-                    let addr = maps
-                        .get(index as usize)
-                        .ok_or(RunError::new(pc, RunErrorKind::BadMapIndex { index }))?
-                        .direct_value_addr(offset)
-                        .ok_or(RunError::new(pc, RunErrorKind::BadMapValue { index, offset }))?;
-                    wide[pc] = addr;
-                }
-                _ => {}
-            }
+        // Dense by slot: the run loop indexes it directly.
+        let mut wide = vec![0u64; program.insns.len()];
+        for (pc, v) in resolve_map_refs(&program, &maps)? {
+            wide[pc] = v;
         }
         Ok(Interpreter { program, maps, wide, config })
     }

@@ -53,7 +53,7 @@
 //!   offsets need no write-back (nothing can move them). `Env::cpu_id` is only read when the
 //!   program can look at the CPU (per-CPU maps, `bpf_get_smp_processor_id`).
 //! * `lddw` map references resolve to the same values as in the interpreter:
-//!   [`map_handle`] for `BPF_PSEUDO_MAP_FD`, [`Map::direct_value_addr`] for
+//!   [`map_handle`](crate::helpers::map_handle) for `BPF_PSEUDO_MAP_FD`, [`Map::direct_value_addr`] for
 //!   `BPF_PSEUDO_MAP_VALUE`.
 //! * Atomics use Cranelift's `atomic_rmw` / `atomic_cas` / `atomic_load` / `atomic_store`
 //!   (sequentially consistent); with [`RunConfig::single_writer`] the read-modify-writes are
@@ -90,7 +90,7 @@ use cranelift_module::{default_libcall_names, Linkage, Module};
 
 use crate::burst::{bad_desc, run_burst_each, BurstCtx, BurstFaults, FrameDesc, FrameRegion, ABORTED};
 use crate::env::Env;
-use crate::helpers::{helper_fn, id as helper_id, map_handle};
+use crate::helpers::{helper_fn, id as helper_id, resolve_map_refs};
 use crate::insn::*;
 use crate::interp::{BPF_LOAD_ACQ, BPF_STORE_REL, FRAME_STACK_SIZE, MAX_CALL_FRAMES};
 use crate::maps::{Map, Maps};
@@ -503,7 +503,7 @@ impl Plan {
     /// `subprogs`: the verifier's functions with their stack depths (`None`: 512 each).
     fn new(program: &Program, maps: &Maps, subprogs: Option<&[SubprogInfo]>) -> Result<Plan, JitError> {
         let insns = &program.insns;
-        let wide = resolve_wide(program, maps).map_err(JitError::Maps)?;
+        let wide = resolve_map_refs(program, maps).map_err(JitError::Maps)?;
         let layout = Layout::analyse(insns)?;
         let depths: Vec<usize> = match subprogs {
             None => vec![FRAME_STACK_SIZE; layout.starts.len()],
@@ -678,51 +678,6 @@ fn find_array_lookups(insns: &[Insn], layout: &Layout, maps: &Maps) -> BTreeMap<
         pc += if is_lddw { 2 } else { 1 };
     }
     out
-}
-
-/// The 64-bit value of every `lddw` with a map source, by slot (as the interpreter resolves
-/// them), after checking that `maps` matches the program's map definitions.
-fn resolve_wide(program: &Program, maps: &Maps) -> Result<BTreeMap<usize, u64>, RunError> {
-    for (i, def) in program.maps.iter().enumerate() {
-        match maps.get(i) {
-            Some(m) if m.def() == def => {}
-            Some(m) => {
-                return Err(RunError::new(
-                    0,
-                    RunErrorKind::MapMismatch(format!("map {i} is `{}` in the maps but `{}` in the program", m.name(), def.name)),
-                ))
-            }
-            None => return Err(RunError::new(0, RunErrorKind::MapMismatch(format!("map {i} (`{}`) is missing", def.name)))),
-        }
-    }
-    let insns = &program.insns;
-    let mut wide = BTreeMap::new();
-    for pc in 0..insns.len() {
-        let insn = insns[pc];
-        if insn.code != (BPF_LD | BPF_IMM | BPF_DW) || pc + 1 >= insns.len() {
-            continue;
-        }
-        let index = insn.imm as u32;
-        match insn.src {
-            BPF_PSEUDO_MAP_FD => {
-                if maps.get(index as usize).is_none() {
-                    return Err(RunError::new(pc, RunErrorKind::BadMapIndex { index }));
-                }
-                wide.insert(pc, map_handle(index));
-            }
-            BPF_PSEUDO_MAP_VALUE => {
-                let offset = insns[pc + 1].imm as u32;
-                let addr = maps
-                    .get(index as usize)
-                    .ok_or(RunError::new(pc, RunErrorKind::BadMapIndex { index }))?
-                    .direct_value_addr(offset)
-                    .ok_or(RunError::new(pc, RunErrorKind::BadMapValue { index, offset }))?;
-                wide.insert(pc, addr);
-            }
-            _ => {}
-        }
-    }
-    Ok(wide)
 }
 
 /// Static structure of a program: instruction boundaries, functions, call depth.
