@@ -274,43 +274,15 @@ pub(crate) fn eval64(op: AluOp, x: u64, y: u64) -> u64 {
     }
 }
 
-/// Concrete 32-bit semantics: operate on the low halves, zero-extend the result.
+/// Concrete 32-bit semantics: the 64-bit operation on the low halves, widened as the signed
+/// operations need (sign-extended) or zero-extended, shift amounts masked to 31; the low 32
+/// bits of the result, zero-extended. (Every 32-bit result, `INT_MIN / -1` and division by
+/// zero included, is the low half of the 64-bit one on inputs widened this way.)
 pub(crate) fn eval32(op: AluOp, x: u64, y: u64) -> u64 {
-    let (x, y) = (x as u32, y as u32);
-    let r: u32 = match op {
-        AluOp::Add => x.wrapping_add(y),
-        AluOp::Sub => x.wrapping_sub(y),
-        AluOp::Mul => x.wrapping_mul(y),
-        AluOp::Div => x.checked_div(y).unwrap_or(0),
-        AluOp::Mod => {
-            if y == 0 {
-                x
-            } else {
-                x % y
-            }
-        }
-        AluOp::SDiv => {
-            if y == 0 {
-                0
-            } else {
-                (x as i32).wrapping_div(y as i32) as u32
-            }
-        }
-        AluOp::SMod => {
-            if y == 0 {
-                x
-            } else {
-                (x as i32).wrapping_rem(y as i32) as u32
-            }
-        }
-        AluOp::Or => x | y,
-        AluOp::And => x & y,
-        AluOp::Xor => x ^ y,
-        AluOp::Lsh => x << (y & 31),
-        AluOp::Rsh => x >> (y & 31),
-        AluOp::Arsh => ((x as i32) >> (y & 31)) as u32,
-    };
-    r as u64
+    let signed = matches!(op, AluOp::SDiv | AluOp::SMod | AluOp::Arsh);
+    let widen = |v: u64| if signed { v as u32 as i32 as i64 as u64 } else { v as u32 as u64 };
+    let y = if matches!(op, AluOp::Lsh | AluOp::Rsh | AluOp::Arsh) { y & 31 } else { widen(y) };
+    eval64(op, widen(x), y) as u32 as u64
 }
 
 /// Shift amounts are masked by the runtime; when the amount may reach the width, any
@@ -557,6 +529,62 @@ pub(crate) fn refine32(cmp: Cmp, a: Scalar, b: Scalar) -> Option<(Scalar, Scalar
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// eval32 against the 32-bit operations written out directly.
+    #[test]
+    fn eval32_is_the_32_bit_operation() {
+        let vals = [0u64, 1, 2, 31, 32, 33, 0x7fff_ffff, 0x8000_0000, 0xffff_ffff, 0xffff_ffff_8000_0000, u64::MAX, 0x1234_5678_9abc_def0];
+        let ops = [
+            AluOp::Add,
+            AluOp::Sub,
+            AluOp::Mul,
+            AluOp::Div,
+            AluOp::SDiv,
+            AluOp::Mod,
+            AluOp::SMod,
+            AluOp::Or,
+            AluOp::And,
+            AluOp::Xor,
+            AluOp::Lsh,
+            AluOp::Rsh,
+            AluOp::Arsh,
+        ];
+        for op in ops {
+            for &x in &vals {
+                for &y in &vals {
+                    let (a, b) = (x as u32, y as u32);
+                    let want: u32 = match op {
+                        AluOp::Add => a.wrapping_add(b),
+                        AluOp::Sub => a.wrapping_sub(b),
+                        AluOp::Mul => a.wrapping_mul(b),
+                        AluOp::Div => a.checked_div(b).unwrap_or(0),
+                        AluOp::Mod => a.checked_rem(b).unwrap_or(a),
+                        AluOp::SDiv => {
+                            if b == 0 {
+                                0
+                            } else {
+                                (a as i32).wrapping_div(b as i32) as u32
+                            }
+                        }
+                        AluOp::SMod => {
+                            if b == 0 {
+                                a
+                            } else {
+                                (a as i32).wrapping_rem(b as i32) as u32
+                            }
+                        }
+                        AluOp::Or => a | b,
+                        AluOp::And => a & b,
+                        AluOp::Xor => a ^ b,
+                        AluOp::Lsh => a << (b & 31),
+                        AluOp::Rsh => a >> (b & 31),
+                        AluOp::Arsh => ((a as i32) >> (b & 31)) as u32,
+                    };
+                    assert_eq!(eval32(op, x, y), want as u64, "{op:?} {x:#x} {y:#x}");
+                }
+            }
+        }
+    }
 
     fn samples() -> Vec<Scalar> {
         vec![
