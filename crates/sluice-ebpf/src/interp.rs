@@ -359,40 +359,27 @@ impl Interpreter {
                         }
                         _ => {
                             let use_x = code & BPF_X != 0;
-                            let taken = if class == BPF_JMP {
-                                let a = regs[dst];
-                                let b = if use_x { regs[src] } else { insn.imm as i64 as u64 };
-                                match op {
-                                    BPF_JEQ => a == b,
-                                    BPF_JNE => a != b,
-                                    BPF_JGT => a > b,
-                                    BPF_JGE => a >= b,
-                                    BPF_JLT => a < b,
-                                    BPF_JLE => a <= b,
-                                    BPF_JSET => a & b != 0,
-                                    BPF_JSGT => (a as i64) > (b as i64),
-                                    BPF_JSGE => (a as i64) >= (b as i64),
-                                    BPF_JSLT => (a as i64) < (b as i64),
-                                    BPF_JSLE => (a as i64) <= (b as i64),
-                                    _ => return Err(invalid()),
-                                }
+                            // JMP32 compares the low halves: as unsigned values zero-extended,
+                            // as signed ones sign-extended, so one comparison serves both.
+                            let (a, b) = (regs[dst], if use_x { regs[src] } else { insn.imm as i64 as u64 });
+                            let (a, b, sa, sb) = if class == BPF_JMP {
+                                (a, b, a as i64, b as i64)
                             } else {
-                                let a = regs[dst] as u32;
-                                let b = if use_x { regs[src] as u32 } else { insn.imm as u32 };
-                                match op {
-                                    BPF_JEQ => a == b,
-                                    BPF_JNE => a != b,
-                                    BPF_JGT => a > b,
-                                    BPF_JGE => a >= b,
-                                    BPF_JLT => a < b,
-                                    BPF_JLE => a <= b,
-                                    BPF_JSET => a & b != 0,
-                                    BPF_JSGT => (a as i32) > (b as i32),
-                                    BPF_JSGE => (a as i32) >= (b as i32),
-                                    BPF_JSLT => (a as i32) < (b as i32),
-                                    BPF_JSLE => (a as i32) <= (b as i32),
-                                    _ => return Err(invalid()),
-                                }
+                                (a as u32 as u64, b as u32 as u64, a as i32 as i64, b as i32 as i64)
+                            };
+                            let taken = match op {
+                                BPF_JEQ => a == b,
+                                BPF_JNE => a != b,
+                                BPF_JGT => a > b,
+                                BPF_JGE => a >= b,
+                                BPF_JLT => a < b,
+                                BPF_JLE => a <= b,
+                                BPF_JSET => a & b != 0,
+                                BPF_JSGT => sa > sb,
+                                BPF_JSGE => sa >= sb,
+                                BPF_JSLT => sa < sb,
+                                BPF_JSLE => sa <= sb,
+                                _ => return Err(invalid()),
                             };
                             pc = if taken { jump(insn.off as i64)? } else { pc + 1 };
                         }
