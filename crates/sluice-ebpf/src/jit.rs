@@ -172,7 +172,7 @@ impl Jit {
 /// Generates the code, turning a panic in Cranelift (a bug) into an error: the caller falls
 /// back to the interpreter instead of the host going down.
 fn generate(insns: &[Insn], plan: &Plan) -> Result<(JITModule, EntryFn), JitError> {
-    catch_unwind(AssertUnwindSafe(|| codegen(insns, plan))).map_err(|p| JitError::Codegen(panic_message(p)))?
+    catch_unwind(AssertUnwindSafe(|| codegen(insns, plan))).map_err(|p| JitError::Codegen(crate::loader::panic_message(p)))?
 }
 
 fn build(program: Arc<Program>, subprogs: &[SubprogInfo], maps: Arc<Maps>, config: RunConfig) -> Result<JitProgram, JitError> {
@@ -467,16 +467,6 @@ impl Drop for JitProgram {
             // pointer into it) is dropped together with `self`.
             unsafe { module.free_memory() };
         }
-    }
-}
-
-fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
-    if let Some(s) = p.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = p.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "panic".to_owned()
     }
 }
 
