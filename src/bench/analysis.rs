@@ -119,18 +119,17 @@ pub struct SweepFit {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct SeedJson {
-    pub file: &'static str,
-    pub setup: &'static str,
-    pub baseline_label: &'static str,
-    pub baseline: f64,
-    pub result_label: &'static str,
-    pub result: f64,
-    pub unit: &'static str,
+    #[serde(flatten)]
+    pub figure: crate::bench::experiment::SeedFigure,
     /// result / baseline − 1, in %.
     pub change_pct: f64,
-    /// The change as the seed's text states it (when given).
-    pub stated_change_pct: Option<f64>,
-    pub comparison: usize,
+}
+
+impl std::ops::Deref for SeedJson {
+    type Target = crate::bench::experiment::SeedFigure;
+    fn deref(&self) -> &Self::Target {
+        &self.figure
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]

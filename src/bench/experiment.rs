@@ -74,7 +74,7 @@ pub struct Comparison {
 }
 
 /// The kernel patch note's own figure, shown beside sluice's.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct SeedFigure {
     /// File in seeds/.
     pub file: &'static str,
