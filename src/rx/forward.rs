@@ -267,7 +267,8 @@ pub(crate) fn icmp4_error(dp: &mut Datapath, orig: &Skb, typ: u8, code: u8, mtu:
             None => return,
         }
     };
-    let (quote, dst) = {
+    // The quote is copied out to the stack (no allocation): the buffer is borrowed from the pool.
+    let (quote_buf, q, dst) = {
         let data = dp.bufs.data(orig.pkt);
         let Some(ip) = data.get(l3..) else { return };
         if ip.len() < 20 || orig.pkt_type != PktType::Host {
@@ -287,8 +288,9 @@ pub(crate) fn icmp4_error(dp: &mut Datapath, orig: &Skb, typ: u8, code: u8, mtu:
         let q = (ihl + 8).min(ip.len());
         let mut quote = [0u8; 68];
         quote[..q].copy_from_slice(&ip[..q]);
-        (quote[..q].to_vec(), [ip[12], ip[13], ip[14], ip[15]])
+        (quote, q, [ip[12], ip[13], ip[14], ip[15]])
     };
+    let quote = &quote_buf[..q];
     let mut dst16 = [0u8; 16];
     dst16[10..12].copy_from_slice(&[0xff, 0xff]); // IPv4-mapped: one key space for both families
     dst16[12..].copy_from_slice(&dst);
@@ -315,12 +317,16 @@ pub(crate) fn icmp4_error(dp: &mut Datapath, orig: &Skb, typ: u8, code: u8, mtu:
     let icmp = &mut ip[20..];
     icmp[..8].copy_from_slice(&[typ, code, 0, 0, 0, 0, 0, 0]);
     icmp[6..8].copy_from_slice(&mtu.to_be_bytes());
-    icmp[8..].copy_from_slice(&quote);
+    icmp[8..].copy_from_slice(quote);
     let c = checksum::checksum(icmp);
     icmp[2..4].copy_from_slice(&c.to_be_bytes());
     dp.c.originated += 1;
     send_v4(dp, Pkt::new(id, len), dst);
 }
+
+/// Bytes of the offending packet an ICMPv6 error quotes at most: what fits in the IPv6
+/// minimum MTU after the IPv6 and ICMPv6 headers.
+const ICMP6_QUOTE_MAX: usize = 1280 - 48;
 
 /// Originates an ICMPv6 error about `orig` (RFC 4443: not about errors or multicast).
 pub(crate) fn icmp6_error(dp: &mut Datapath, orig: &Skb, typ: u8, code: u8, info: u32) {
@@ -335,7 +341,7 @@ pub(crate) fn icmp6_error(dp: &mut Datapath, orig: &Skb, typ: u8, code: u8, info
             None => return,
         }
     };
-    let (quote, dst) = {
+    let (quote_buf, q, dst) = {
         let data = dp.bufs.data(orig.pkt);
         let Some(ip) = data.get(l3..) else { return };
         if ip.len() < 40 || orig.pkt_type != PktType::Host || ip[24] == 0xff {
@@ -348,11 +354,14 @@ pub(crate) fn icmp6_error(dp: &mut Datapath, orig: &Skb, typ: u8, code: u8, info
             }
         }
         // Quote as much as fits in the IPv6 minimum MTU.
-        let q = ip.len().min(1280 - 48);
+        let q = ip.len().min(ICMP6_QUOTE_MAX);
+        let mut quote = [0u8; ICMP6_QUOTE_MAX];
+        quote[..q].copy_from_slice(&ip[..q]);
         let mut dst = [0u8; 16];
         dst.copy_from_slice(&ip[8..24]);
-        (ip[..q].to_vec(), dst)
+        (quote, q, dst)
     };
+    let quote = &quote_buf[..q];
     if !dp.icmp_rate.allow(&dp.tun, IcmpKind::V6(typ), dst, dp.now_ns) {
         dp.c.icmp_ratelimited += 1;
         return;
@@ -374,7 +383,7 @@ pub(crate) fn icmp6_error(dp: &mut Datapath, orig: &Skb, typ: u8, code: u8, info
     let icmp = &mut ip[40..];
     icmp[..8].copy_from_slice(&[typ, code, 0, 0, 0, 0, 0, 0]);
     icmp[4..8].copy_from_slice(&info.to_be_bytes());
-    icmp[8..].copy_from_slice(&quote);
+    icmp[8..].copy_from_slice(quote);
     let sum = checksum::pseudo_header_v6(&src, &dst, 58, plen as u32) + checksum::sum_be16(icmp);
     let c = !checksum::fold(sum);
     icmp[2..4].copy_from_slice(&c.to_be_bytes());

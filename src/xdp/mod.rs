@@ -253,7 +253,11 @@ pub fn run_generic(dp: &mut Datapath, skbs: &mut Vec<Skb>) {
         let mut s = skbs[i];
         let attached = matches!(dp.xdp.generic.get(s.rx_port as usize), Some(Some(_)));
         if attached && ((s.pkt.off as usize) < HEADROOM || s.pkt.off as usize + s.pkt.len as usize > FRAME_SIZE) {
-            match dp.bufs.alloc_copy(dp.bufs.data(s.pkt).to_vec().as_slice()) {
+            // Through the stack, not the heap: both frames are in the pool `bufs` borrows.
+            let mut tmp = [0u8; crate::buf::MAX_DATA];
+            let n = dp.bufs.data(s.pkt).len().min(tmp.len());
+            tmp[..n].copy_from_slice(&dp.bufs.data(s.pkt)[..n]);
+            match dp.bufs.alloc_copy(&tmp[..n]) {
                 Some(np) => {
                     dp.bufs.free(s.pkt.buf);
                     s.pkt = np;
