@@ -583,6 +583,37 @@ unsafe fn write_relaxed(p: *mut u8, size: usize, v: u64) {
     }
 }
 
+/// One BPF read-modify-write (add/or/and/xor, xchg, cmpxchg) on the `$T` at `$p` through
+/// `$A`; the old value, zero-extended. With `$single` a plain load and store (single writer).
+macro_rules! atomic_rmw {
+    ($A:ty, $T:ty, $p:expr, $op:expr, $v:expr, $expected:expr, $single:expr) => {{
+        const SC: Ordering = Ordering::SeqCst;
+        // SAFETY: the caller checked that [p, p + size_of::<$T>()) is writable stack or map
+        // memory valid for the run, aligned to its size, as the atomic type requires.
+        let a = unsafe { <$A>::from_ptr($p as *mut $T) };
+        let (v, expected) = ($v as $T, $expected as $T);
+        let old = if $single {
+            let old = a.load(Ordering::Relaxed);
+            a.store(rmw_result($op, old as u64, v as u64, expected as u64) as $T, Ordering::Relaxed);
+            old
+        } else {
+            match $op {
+                BPF_XCHG => a.swap(v, SC),
+                BPF_CMPXCHG => match a.compare_exchange(expected, v, SC, SC) {
+                    Ok(o) | Err(o) => o,
+                },
+                _ => match $op & !BPF_FETCH {
+                    0x00 => a.fetch_add(v, SC),
+                    0x40 => a.fetch_or(v, SC),
+                    0x50 => a.fetch_and(v, SC),
+                    _ => a.fetch_xor(v, SC),
+                },
+            }
+        };
+        old as u64
+    }};
+}
+
 /// The value an atomic read-modify-write `op` stores over `old` (src value `v`, r0 `expected`).
 #[inline]
 fn rmw_result(op: i32, old: u64, v: u64, expected: u64) -> u64 {
@@ -631,7 +662,6 @@ fn exec_atomic(st: &RunState<'_>, insn: Insn, size: usize, regs: &mut [u64; 11],
     if addr % size as u64 != 0 {
         return Err(RunErrorKind::MisalignedAtomic { addr });
     }
-    const SC: Ordering = Ordering::SeqCst;
     match op {
         BPF_LOAD_ACQ => {
             // SAFETY: translate checked [p, p+size) is stack or map memory valid for the run,
@@ -657,55 +687,11 @@ fn exec_atomic(st: &RunState<'_>, insn: Insn, size: usize, regs: &mut [u64; 11],
                 }
             }
         }
-        _ if size == 4 => {
-            // SAFETY: [p, p+4) is writable stack/map memory valid for the run, 4-byte aligned.
-            let a = unsafe { AtomicU32::from_ptr(p as *mut u32) };
-            let v = regs[src] as u32;
-            let old = if single_writer {
-                let old = a.load(Ordering::Relaxed);
-                a.store(rmw_result(op, old as u64, v as u64, regs[0] as u32 as u64) as u32, Ordering::Relaxed);
-                old
-            } else {
-                match op {
-                    BPF_XCHG => a.swap(v, SC),
-                    BPF_CMPXCHG => match a.compare_exchange(regs[0] as u32, v, SC, SC) {
-                        Ok(o) | Err(o) => o,
-                    },
-                    _ => match op & !BPF_FETCH {
-                        0x00 => a.fetch_add(v, SC),
-                        0x40 => a.fetch_or(v, SC),
-                        0x50 => a.fetch_and(v, SC),
-                        _ => a.fetch_xor(v, SC),
-                    },
-                }
-            };
-            if op == BPF_CMPXCHG {
-                regs[0] = old as u64;
-            } else if writes_src {
-                regs[src] = old as u64;
-            }
-        }
         _ => {
-            // SAFETY: [p, p+8) is writable stack/map memory valid for the run, 8-byte aligned.
-            let a = unsafe { AtomicU64::from_ptr(p as *mut u64) };
-            let v = regs[src];
-            let old = if single_writer {
-                let old = a.load(Ordering::Relaxed);
-                a.store(rmw_result(op, old, v, regs[0]), Ordering::Relaxed);
-                old
+            let old = if size == 4 {
+                atomic_rmw!(AtomicU32, u32, p, op, regs[src], regs[0], single_writer)
             } else {
-                match op {
-                    BPF_XCHG => a.swap(v, SC),
-                    BPF_CMPXCHG => match a.compare_exchange(regs[0], v, SC, SC) {
-                        Ok(o) | Err(o) => o,
-                    },
-                    _ => match op & !BPF_FETCH {
-                        0x00 => a.fetch_add(v, SC),
-                        0x40 => a.fetch_or(v, SC),
-                        0x50 => a.fetch_and(v, SC),
-                        _ => a.fetch_xor(v, SC),
-                    },
-                }
+                atomic_rmw!(AtomicU64, u64, p, op, regs[src], regs[0], single_writer)
             };
             if op == BPF_CMPXCHG {
                 regs[0] = old;
