@@ -4,6 +4,10 @@
 //! function the libFuzzer binary runs (fuzz/src/harness.rs). A crash the fuzzer finds
 //! becomes a regression test by committing its input under fuzz/regressions/TARGET/.
 //!
+//! `mutate` (ignored; scripts/acceptance/fuzz.sh runs it) is a coverage-less mutation
+//! fuzzer over the same corpora, for CI where building the libFuzzer binaries (nightly,
+//! instrumented) would not fit the time budget: it reuses the release test build.
+//!
 //! `SLUICE_WRITE_SEEDS=1 cargo test --release --test fuzz_corpus -- --ignored write_seeds`
 //! regenerates the seed files (named `seed-*`) from the repository's packets, objects and
 //! configs and from the test harness's frame builders.
@@ -37,6 +41,18 @@ fn replay(target: &str, run: fn(&[u8])) -> usize {
     n
 }
 
+fn target_fn(target: &str) -> fn(&[u8]) {
+    match target {
+        "wire" => harness::wire,
+        "rx_packet" => harness::rx_packet,
+        "rx_list" => harness::rx_list,
+        "config" => harness::config,
+        "pcap" => harness::pcap,
+        "ebpf_loader" => harness::ebpf_loader,
+        other => panic!("unknown fuzz target `{other}`"),
+    }
+}
+
 macro_rules! replay_test {
     ($name:ident) => {
         #[test]
@@ -65,6 +81,110 @@ fn frame_list_format_round_trips() {
 }
 
 // ---------------------------------------------------------------------------------------
+// Coverage-less mutation fuzzing (CI)
+// ---------------------------------------------------------------------------------------
+
+/// xorshift64*: a small deterministic generator (the seed is printed, so a run repeats).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+/// One to four of: flip a bit, write a random or boundary byte, write a boundary 16-bit
+/// word, insert or delete a range, duplicate a range, truncate, splice with another input.
+fn mutate_input(rng: &mut Rng, input: &mut Vec<u8>, corpus: &[Vec<u8>]) {
+    const BOUNDARY: [u8; 6] = [0, 1, 0x7f, 0x80, 0xfe, 0xff];
+    for _ in 0..1 + rng.below(4) {
+        let len = input.len();
+        let at = rng.below(len);
+        match rng.below(8) {
+            0 if len > 0 => input[at] ^= 1 << rng.below(8),
+            1 if len > 0 => input[at] = rng.next() as u8,
+            2 if len > 0 => input[at] = BOUNDARY[rng.below(BOUNDARY.len())],
+            3 if len > 1 => {
+                let w: u16 = [0, 1, 0x7fff, 0x8000, 0xffff, len as u16][rng.below(6)];
+                input[at.min(len - 2)..at.min(len - 2) + 2].copy_from_slice(&w.to_be_bytes());
+            }
+            4 => {
+                let n = 1 + rng.below(16);
+                let bytes: Vec<u8> = (0..n).map(|_| rng.next() as u8).collect();
+                input.splice(at..at, bytes);
+            }
+            5 if len > 0 => {
+                let n = 1 + rng.below((len - at).min(64));
+                input.drain(at..at + n);
+            }
+            6 if len > 0 => {
+                let n = 1 + rng.below((len - at).min(64));
+                let chunk = input[at..at + n].to_vec();
+                let to = rng.below(len);
+                input.splice(to..to, chunk);
+            }
+            _ => {
+                let other = &corpus[rng.below(corpus.len())];
+                if rng.below(2) == 0 {
+                    input.truncate(at);
+                }
+                let from = rng.below(other.len());
+                input.extend_from_slice(&other[from..]);
+            }
+        }
+    }
+}
+
+/// `SLUICE_FUZZ_TARGET=T SLUICE_FUZZ_SECONDS=S [SLUICE_FUZZ_SEED=N] cargo test --release
+/// --test fuzz_corpus -- --ignored mutate --nocapture`: mutates the committed inputs of T
+/// for S seconds; a panicking input is written to target/fuzz-mutate/ and fails the test.
+#[test]
+#[ignore = "a timed fuzz run (scripts/acceptance/fuzz.sh)"]
+fn mutate() {
+    let Ok(target) = std::env::var("SLUICE_FUZZ_TARGET") else { return };
+    let seconds: u64 = std::env::var("SLUICE_FUZZ_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
+    let seed: u64 = std::env::var("SLUICE_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64))
+        | 1;
+    let run = target_fn(&target);
+    let mut corpus = Vec::new();
+    for dir in ["fuzz/corpus", "fuzz/regressions"] {
+        if let Ok(entries) = std::fs::read_dir(root().join(dir).join(&target)) {
+            for e in entries {
+                corpus.push(std::fs::read(e.expect("entry").path()).expect("corpus file"));
+            }
+        }
+    }
+    assert!(!corpus.is_empty(), "no corpus for {target}");
+    let max_len = corpus.iter().map(Vec::len).max().unwrap_or(0).max(4096) * 2;
+    let mut rng = Rng(seed);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    let mut executions = 0u64;
+    while std::time::Instant::now() < deadline {
+        let mut input = corpus[rng.below(corpus.len())].clone();
+        mutate_input(&mut rng, &mut input, &corpus);
+        input.truncate(max_len);
+        if let Err(p) = std::panic::catch_unwind(|| run(&input)) {
+            let dir = root().join("target/fuzz-mutate");
+            std::fs::create_dir_all(&dir).expect("crash dir");
+            let path = dir.join(format!("crash-{target}-{seed}-{executions}"));
+            std::fs::write(&path, &input).expect("crash file");
+            std::panic::resume_unwind(Box::new(format!("{target}: input {} panicked: {:?}", path.display(), p.downcast_ref::<String>())));
+        }
+        executions += 1;
+    }
+    println!("fuzz (mutation, no coverage) {target}: {executions} executions in {seconds}s, seed {seed}, 0 crashes");
+}
+
+// ---------------------------------------------------------------------------------------
 // Seed corpora
 // ---------------------------------------------------------------------------------------
 
@@ -75,8 +195,11 @@ fn write_seed(target: &str, name: &str, bytes: &[u8]) {
 }
 
 fn files_in(dir: &Path, ext: &str) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> =
-        std::fs::read_dir(dir).expect("dir").map(|e| e.expect("entry").path()).filter(|p| p.extension().is_some_and(|e| e == ext)).collect();
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == ext))
+        .collect();
     v.sort();
     v
 }
@@ -146,7 +269,11 @@ fn write_seeds() {
     }
     write_seed("config", "lab.toml", &std::fs::read(root().join("src/config/lab.toml")).expect("lab"));
     let lab = std::fs::read_to_string(root().join("src/config/lab.toml")).expect("lab");
-    write_seed("config", "lab-local-xdp.toml", format!("{}\n[xdp]\nprogram = \"builtin:pass\"\n", lab.replace("\"l3fwd\"", "\"local\"")).as_bytes());
+    write_seed(
+        "config",
+        "lab-local-xdp.toml",
+        format!("{}\n[xdp]\nprogram = \"builtin:pass\"\n", lab.replace("\"l3fwd\"", "\"local\"")).as_bytes(),
+    );
     write_seed(
         "config",
         "pcap-io.toml",

@@ -1,2 +1,4 @@
 #![no_main]
-libfuzzer_sys::fuzz_target!(|data: &[u8]| { sluice_fuzz::harness::rx_list(data); });
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    sluice_fuzz::harness::rx_list(data);
+});

@@ -14,17 +14,23 @@
 //!
 //! Needs `crate::common` (tests/common/mod.rs: the three-port test router).
 
-use crate::common::{self, OutKind, Setup};
+use crate::common::{self, Outcome, Setup, TestPort};
 use sluice::buf::{BufCache, Pool, MAX_DATA};
-use sluice::config::Config;
-use sluice::datapath::Pipeline;
+use sluice::config::{Config, Tunables};
+use sluice::datapath::{Datapath, Pipeline};
+use sluice::napi::{self, RunLimit};
 use sluice::port::pcap::{self as sluice_pcap, PcapIn};
 use sluice::port::Port;
+use sluice::rx::local::SocketId;
+use sluice::stats::Counters;
 use sluice::wire::checksum;
 use sluice::wire::ipv6::skip_extension_headers;
 use sluice::wire::tcp::{TcpOption, TcpOptions};
 use sluice::wire::{ArpPacket, EthernetFrame, Icmpv4Packet, Icmpv6Packet, Ipv4Packet, Ipv6Packet, TcpPacket, UdpPacket, VlanHeader};
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::time::Duration;
 
 // ---------------------------------------------------------------------------------------
 // wire: every checked view, its getters and setters, and the checksum helpers
@@ -156,7 +162,8 @@ fn checksums(data: &[u8]) {
 fn ethernet(data: &[u8]) {
     let Ok(f) = EthernetFrame::new_checked(data) else { return };
     let (dst, src, et) = (f.dst(), f.src(), f.ethertype());
-    let _ = (sluice::wire::ethernet::is_broadcast(&dst), sluice::wire::ethernet::is_multicast(&src), sluice::wire::ethernet::is_unicast(&dst));
+    let _ =
+        (sluice::wire::ethernet::is_broadcast(&dst), sluice::wire::ethernet::is_multicast(&src), sluice::wire::ethernet::is_unicast(&dst));
     assert_eq!(f.payload().len(), data.len() - 14);
     assert_eq!(f.into_payload().len(), data.len() - 14);
     let mut copy = data.to_vec();
@@ -419,20 +426,90 @@ fn clamp_frame(frame: &[u8]) -> Vec<u8> {
     frame[..frame.len().min(MAX_DATA)].to_vec()
 }
 
-/// The test router with a small pool, sockets bound for local delivery (UDP 5001, and
-/// 5002 with a one-datagram queue so a second datagram overflows it).
-fn router_setup(pipeline: Pipeline) -> Setup {
-    let mut s = Setup { pipeline, pool_frames: 256, ..Setup::default() };
-    s.sockets = vec![(5001, 64), (5002, 1)];
-    s
+/// The test router of tests/common, built once per thread and reset between inputs:
+/// building it allocates the IPv4 FIB's 16M-entry table, which would cost more than
+/// the run itself (and, under AddressSanitizer, much more).
+struct Router {
+    dp: Datapath,
+    sockets: Vec<SocketId>,
+    neigh4: HashMap<(u16, [u8; 4]), [u8; 6]>,
+    neigh6: HashMap<(u16, [u8; 16]), [u8; 6]>,
 }
 
-/// One frame through the single-mode receive path of the l3fwd and local pipelines:
-/// `common::run` asserts it was received, the ledger balances and no buffer leaked.
+thread_local! {
+    static ROUTER: RefCell<Option<Router>> = const { RefCell::new(None) };
+}
+
+/// Sockets bound for local delivery: UDP 5001, and 5002 with a one-datagram queue so a
+/// second datagram overflows it.
+const SOCKETS: [(u16, usize); 2] = [(5001, 64), (5002, 1)];
+
+fn new_router() -> Router {
+    let pool = Pool::new(256).expect("pool");
+    let mut dp = common::build_router(Vec::new(), &Setup::default(), &pool);
+    let sockets = SOCKETS.iter().map(|&(port, cap)| dp.sockets.bind_udp(port, cap).expect("bind")).collect();
+    let (neigh4, neigh6) = (dp.routes.neigh4.clone(), dp.routes.neigh6.clone());
+    Router { dp, sockets, neigh4, neigh6 }
+}
+
+/// What one run is set up with.
+#[derive(Debug, Clone)]
+struct RunSetup {
+    pipeline: Pipeline,
+    tun: Tunables,
+    /// out1 accepts at most this many packets of each burst (the rest are tx drops).
+    out1_accepts: Option<usize>,
+}
+
+impl RunSetup {
+    fn new(pipeline: Pipeline, listified: bool) -> RunSetup {
+        let mut tun = Tunables::default();
+        tun.listified = u8::from(listified);
+        RunSetup { pipeline, tun, out1_accepts: None }
+    }
+}
+
+/// `common::run` on the per-thread router: fresh ports (in0 replays `frames`), counters,
+/// ICMP rate limits and neighbour table, then the same end-of-run checks (every frame
+/// received, the ledger balances, nothing in flight, no buffer leaked).
+fn run_router(frames: &[Vec<u8>], setup: &RunSetup) -> Outcome {
+    ROUTER.with_borrow_mut(|slot| {
+        let r = slot.get_or_insert_with(new_router);
+        let dp = &mut r.dp;
+        dp.pipeline = setup.pipeline;
+        dp.tun = setup.tun.clone();
+        dp.c = Counters::default();
+        dp.icmp_rate = Default::default();
+        dp.routes.neigh4 = r.neigh4.clone();
+        dp.routes.neigh6 = r.neigh6.clone();
+        let mut out1 = TestPort::new("out1", None);
+        out1.accept_per_burst = setup.out1_accepts;
+        dp.ports[common::P_IN] = Box::new(TestPort::new("in0", Some(frames.to_vec())));
+        dp.ports[common::P_OUT1] = Box::new(out1);
+        dp.ports[common::P_OUT2] = Box::new(TestPort::new("out2", None));
+        let mut payloads: Vec<Vec<Vec<u8>>> = vec![Vec::new(); r.sockets.len()];
+        let ids = &r.sockets;
+        napi::run(dp, RunLimit::default(), Duration::ZERO, |dp, _| {
+            for (i, id) in ids.iter().enumerate() {
+                dp.sockets.recv_batch(&mut dp.bufs, *id, usize::MAX, |b| payloads[i].push(b.to_vec()));
+            }
+        });
+        common::finish(dp, frames.len());
+        Outcome {
+            out: dp.ports.iter().map(|p| p.captured().expect("test ports capture").to_vec()).collect(),
+            sockets: payloads,
+            c: dp.c.clone(),
+            neigh4: dp.routes.neigh4.iter().map(|(k, v)| (*k, *v)).collect(),
+            neigh6: dp.routes.neigh6.iter().map(|(k, v)| (*k, *v)).collect(),
+        }
+    })
+}
+
+/// One frame through the single-mode receive path of the l3fwd and local pipelines.
 pub fn rx_packet(data: &[u8]) {
     let frame = clamp_frame(data);
     for pipeline in [Pipeline::L3fwd, Pipeline::Local] {
-        let out = common::run(std::slice::from_ref(&frame), &router_setup(pipeline).listified(false));
+        let out = run_router(std::slice::from_ref(&frame), &RunSetup::new(pipeline, false));
         assert_eq!(out.c.rx, 1);
     }
 }
@@ -477,15 +554,15 @@ pub fn rx_list(data: &[u8]) {
     if frames.is_empty() {
         return;
     }
-    let mut setup = router_setup(if sel & 1 == 0 { Pipeline::L3fwd } else { Pipeline::Local });
+    let pipeline = if sel & 1 == 0 { Pipeline::L3fwd } else { Pipeline::Local };
+    let mut setup = RunSetup::new(pipeline, false);
     setup.tun.dev_weight = [64, 1, 3, 16][usize::from(sel >> 1) & 3];
     setup.tun.tx_burst = [32, 1, 4, 7][usize::from(sel >> 3) & 3];
     setup.tun.route_hint = (sel >> 5) & 1 ^ 1;
-    if sel & 0x40 != 0 {
-        setup.out[0] = OutKind::AcceptAtMost(2);
-    }
-    let single = common::run(&frames, &setup.clone().listified(false));
-    let list = common::run(&frames, &setup.listified(true));
+    setup.out1_accepts = (sel & 0x40 != 0).then_some(2);
+    let single = run_router(&frames, &setup);
+    setup.tun.listified = 1;
+    let list = run_router(&frames, &setup);
     let (fs, fl) = (common::fates(&single.c), common::fates(&list.c));
     assert_eq!(fs, fl, "single and listified receive: same fates");
     if let Err(e) = common::compare_frames_per_flow(&single.out, &list.out) {
