@@ -230,8 +230,8 @@ fn ipv4(data: &[u8]) {
     let mut m = Ipv4Packet::new_checked(&mut copy[..]).expect("same bytes");
     m.set_tos(data[1] ^ 0xff);
     m.set_ident(u16_at(data, 7));
-    m.set_dont_frag(data.len() % 2 == 0);
-    m.set_more_frags(data.len() % 3 == 0);
+    m.set_dont_frag(data.len().is_multiple_of(2));
+    m.set_more_frags(data.len().is_multiple_of(3));
     m.set_frag_offset(u16_at(data, 9) & 0xfff8);
     assert_eq!(m.frag_offset(), u16_at(data, 9) & 0xfff8);
     m.set_protocol(data[0]);
@@ -463,9 +463,7 @@ struct RunSetup {
 
 impl RunSetup {
     fn new(pipeline: Pipeline, listified: bool) -> RunSetup {
-        let mut tun = Tunables::default();
-        tun.listified = u8::from(listified);
-        RunSetup { pipeline, tun, out1_accepts: None }
+        RunSetup { pipeline, tun: Tunables { listified: u8::from(listified), ..Tunables::default() }, out1_accepts: None }
     }
 }
 
@@ -681,11 +679,17 @@ pub fn declares_huge_section(elf: &[u8]) -> bool {
         return false;
     }
     let big_endian = elf[5] == 2;
-    let u16_at = |at: usize| elf.get(at..at + 2).map(|b| if big_endian { u16::from_be_bytes([b[0], b[1]]) } else { u16::from_le_bytes([b[0], b[1]]) });
+    let u16_at = |at: usize| {
+        elf.get(at..at + 2).map(|b| if big_endian { u16::from_be_bytes([b[0], b[1]]) } else { u16::from_le_bytes([b[0], b[1]]) })
+    };
     let u64_at = |at: usize| {
         elf.get(at..at + 8).map(|b| {
             let a: [u8; 8] = b.try_into().expect("8 bytes");
-            if big_endian { u64::from_be_bytes(a) } else { u64::from_le_bytes(a) }
+            if big_endian {
+                u64::from_be_bytes(a)
+            } else {
+                u64::from_le_bytes(a)
+            }
         })
     };
     let (Some(shoff), Some(shentsize), Some(shnum)) = (u64_at(0x28), u16_at(0x3a), u16_at(0x3c)) else { return false };
