@@ -579,7 +579,9 @@ pub fn rx_list(data: &[u8]) {
 fn scratch_dir() -> &'static PathBuf {
     static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     DIR.get_or_init(|| {
-        let d = std::env::temp_dir().join(format!("sluice-fuzz-{}", std::process::id()));
+        // Under `cargo test`, cargo's per-target scratch directory (kept out of /tmp).
+        let base = option_env!("CARGO_TARGET_TMPDIR").map_or_else(std::env::temp_dir, PathBuf::from);
+        let d = base.join(format!("sluice-fuzz-{}", std::process::id()));
         std::fs::create_dir_all(&d).expect("scratch dir");
         let pcap = include_bytes!("../../bpf/packets.pcap");
         std::fs::write(d.join("in.pcap"), pcap).expect("scratch pcap");
