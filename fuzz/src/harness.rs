@@ -682,7 +682,8 @@ pub fn declares_huge_section(elf: &[u8]) -> bool {
     }
     let big_endian = elf[5] == 2;
     let u16_at = |at: usize| {
-        elf.get(at..at.checked_add(2)?).map(|b| if big_endian { u16::from_be_bytes([b[0], b[1]]) } else { u16::from_le_bytes([b[0], b[1]]) })
+        elf.get(at..at.checked_add(2)?)
+            .map(|b| if big_endian { u16::from_be_bytes([b[0], b[1]]) } else { u16::from_le_bytes([b[0], b[1]]) })
     };
     let u64_at = |at: usize| {
         elf.get(at..at.checked_add(8)?).map(|b| {
