@@ -172,6 +172,27 @@ fn default_pool() -> usize {
     16384
 }
 
+/// Most routes one config may hold (routes, series and a routes file together): 16 M, well
+/// above a full Internet table (~1 M IPv4 + ~0.2 M IPv6).
+pub const MAX_ROUTES: u64 = 1 << 24;
+/// The MTU range of an Ethernet port: ETH_MIN_MTU to IP_MAX_MTU.
+pub const MTU_RANGE: std::ops::RangeInclusive<u16> = 68..=65535;
+/// IPv6 needs links of at least this MTU (RFC 8200; the kernel turns IPv6 off below it).
+pub const IPV6_MIN_MTU: u16 = 1280;
+
+/// The prefix with its host bits cleared, or an error if any were set (as `ip route` refuses
+/// "10.0.0.1/8": Invalid prefix for given prefix length).
+fn network_of(addr: IpAddr, len: u8, what: &str) -> Result<IpAddr, ConfigError> {
+    let masked = match addr {
+        IpAddr::V4(a) => IpAddr::V4(Ipv4Addr::from(u32::from(a) & u32::MAX.checked_shl(32 - len as u32).unwrap_or(0))),
+        IpAddr::V6(a) => IpAddr::V6(Ipv6Addr::from(u128::from(a) & u128::MAX.checked_shl(128 - len as u32).unwrap_or(0))),
+    };
+    if masked != addr {
+        return Err(field(what, format!("{addr}/{len} has host bits set (the network is {masked}/{len})")));
+    }
+    Ok(addr)
+}
+
 fn parse_prefix(s: &str, what: &str) -> Result<(IpAddr, u8), ConfigError> {
     let (a, l) = s.split_once('/').ok_or_else(|| field(what, format!("`{s}` is not address/length")))?;
     let addr: IpAddr = a.parse().map_err(|_| field(what, format!("`{a}` is not an IP address")))?;
@@ -220,6 +241,7 @@ impl Config {
         if self.ports.is_empty() {
             return Err(field("ports", "at least one port is required"));
         }
+        self.validate(locked_atomics)?;
         for (i, pc) in self.ports.iter().enumerate() {
             let what = format!("ports[{i}] ({})", pc.name);
             let mac = parse_mac(&pc.mac).ok_or_else(|| field(format!("{what}.mac"), format!("`{}` is not a MAC address", pc.mac)))?;
@@ -289,9 +311,14 @@ impl Config {
                 IpAddr::V6(a) => dp.routes.neigh6.insert((port, a.octets()), mac),
             };
         }
+        let mut seen = std::collections::HashMap::new();
         for (i, r) in self.routes.iter().enumerate() {
             let what = format!("routes[{i}]");
             let (addr, len) = parse_prefix(&r.prefix, &format!("{what}.prefix"))?;
+            network_of(addr, len, &format!("{what}.prefix"))?;
+            if let Some(j) = seen.insert((addr, len), i) {
+                return Err(field(format!("{what}.prefix"), format!("{addr}/{len} is already routes[{j}] (one route per prefix)")));
+            }
             let nh = self.route_nexthop(&dp, r.kind.as_deref(), r.via.as_deref(), r.port.as_deref(), &what)?;
             add_route(&mut dp, addr, len, nh).map_err(|e| field(&what, e))?;
         }
@@ -299,6 +326,24 @@ impl Config {
             let what = format!("route_series[{i}]");
             let nh = self.route_nexthop(&dp, None, Some(&s.via), Some(&s.port), &what)?;
             let base: IpAddr = s.base.parse().map_err(|_| field(format!("{what}.base"), format!("`{}` is not an IP address", s.base)))?;
+            let bits = if base.is_ipv4() { 32 } else { 128 };
+            if s.len == 0 || s.len > bits {
+                return Err(field(format!("{what}.len"), format!("prefix length {} outside 1..={bits}", s.len)));
+            }
+            network_of(base, s.len, &format!("{what}.base"))?;
+            // The series must not run past the end of the address space (it would wrap onto
+            // the prefixes it started with).
+            let room = if s.len >= 128 { u128::MAX } else { 1u128 << s.len };
+            let first = match base {
+                IpAddr::V4(b) => (u32::from(b) >> (32 - s.len as u32)) as u128,
+                IpAddr::V6(b) => u128::from(b).checked_shr(128 - s.len as u32).unwrap_or(0),
+            };
+            if s.count == 0 || (s.count as u128) > room.saturating_sub(first) {
+                return Err(field(
+                    format!("{what}.count"),
+                    format!("{} prefixes of /{} from {} do not fit before the end of the address space (at least 1)", s.count, s.len, s.base),
+                ));
+            }
             for k in 0..s.count {
                 let addr = match base {
                     IpAddr::V4(b) if s.len >= 1 && s.len <= 32 => {
@@ -321,7 +366,7 @@ impl Config {
                     continue;
                 }
                 let prog: Box<dyn XdpProgram> = if x.program.starts_with("builtin:") {
-                    crate::xdp::builtin::parse(&x.program).map_err(|e| field("xdp.program", e))?
+                    crate::xdp::builtin::parse(&x.program, self.ports.len()).map_err(|e| field("xdp.program", e))?
                 } else {
                     Box::new(
                         EbpfProgram::load_with(std::path::Path::new(&x.program), x.section.as_deref(), x.engine, locked_atomics)
@@ -332,6 +377,62 @@ impl Config {
             }
         }
         Ok(dp)
+    }
+
+    /// Checks what the datapath would otherwise take silently: limits sized against memory,
+    /// names that must be unique, ranges of the link layer, XDP combinations that would never run.
+    fn validate(&self, _locked_atomics: bool) -> Result<(), ConfigError> {
+        if self.ports.len() > 1024 {
+            return Err(field("ports", format!("{} ports: at most 1024", self.ports.len())));
+        }
+        let mut names = std::collections::HashMap::new();
+        for (i, pc) in self.ports.iter().enumerate() {
+            let what = format!("ports[{i}] ({})", pc.name);
+            if pc.name.is_empty() {
+                return Err(field(format!("ports[{i}].name"), "a port needs a name"));
+            }
+            if let Some(j) = names.insert(pc.name.as_str(), i) {
+                return Err(field(format!("{what}.name"), format!("`{}` is also the name of ports[{j}] (names must be unique)", pc.name)));
+            }
+            if !MTU_RANGE.contains(&pc.mtu) {
+                return Err(field(format!("{what}.mtu"), format!("{} outside {}..={}", pc.mtu, MTU_RANGE.start(), MTU_RANGE.end())));
+            }
+            if !pc.ipv6.is_empty() && pc.mtu < IPV6_MIN_MTU {
+                return Err(field(format!("{what}.mtu"), format!("{} is below IPv6's minimum link MTU {IPV6_MIN_MTU}", pc.mtu)));
+            }
+            let mut vlans = std::collections::HashSet::new();
+            for &v in &pc.vlans {
+                if !(1..=4094).contains(&v) {
+                    return Err(field(format!("{what}.vlans"), format!("VLAN id {v} outside 1..=4094")));
+                }
+                if !vlans.insert(v) {
+                    return Err(field(format!("{what}.vlans"), format!("VLAN id {v} listed twice")));
+                }
+            }
+            if pc.gen.is_some() && pc.kind != PortKind::Gen {
+                return Err(field(format!("{what}.gen"), format!("a `gen` table on a port of kind {:?} would never be used", pc.kind)));
+            }
+            if pc.repeat == Some(0) {
+                return Err(field(format!("{what}.repeat"), "0: a capture is played at least once"));
+            }
+        }
+        let series: u64 = self.route_series.iter().map(|s| s.count as u64).sum();
+        let total = self.routes.len() as u64 + series;
+        if total > MAX_ROUTES {
+            return Err(field("route_series", format!("{total} routes in all: at most {MAX_ROUTES}")));
+        }
+        if let Some(x) = &self.xdp {
+            if matches!(self.pipeline, Pipeline::Io | Pipeline::Macswap) {
+                return Err(field(
+                    "xdp",
+                    format!("the {:?} pipeline forwards without the receive path, so an XDP program would never run (use l3fwd or local)", self.pipeline),
+                ));
+            }
+            if x.program.starts_with("builtin:") && x.section.is_some() {
+                return Err(field("xdp.section", "a built-in program has no sections (a section names a program in an eBPF object)"));
+            }
+        }
+        Ok(())
     }
 
     fn route_nexthop(
