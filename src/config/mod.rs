@@ -136,6 +136,10 @@ pub struct Config {
     pub routes: Vec<RouteConfig>,
     #[serde(default)]
     pub route_series: Vec<RouteSeries>,
+    /// Routes in `ip route` text form, one per line, read as a stream (a million routes take
+    /// a few hundred bytes each, not the kilobytes a TOML table costs). Relative to the config file.
+    #[serde(default)]
+    pub routes_file: Option<PathBuf>,
     #[serde(default)]
     pub neighbours: Vec<NeighbourConfig>,
     /// Local pipeline: UDP ports with a bound socket (drained by the lab's application).
@@ -212,7 +216,13 @@ impl Config {
     pub fn load(path: &std::path::Path) -> Result<Config, ConfigError> {
         let p = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError::File { path: p.clone(), msg: e.to_string() })?;
-        Self::from_toml(&text, &p)
+        let mut cfg = Self::from_toml(&text, &p)?;
+        if let (Some(f), Some(dir)) = (cfg.routes_file.as_mut(), path.parent()) {
+            if f.is_relative() {
+                *f = dir.join(&*f);
+            }
+        }
+        Ok(cfg)
     }
 
     /// Tunables: defaults, then the file's `[tunables]`, then `overrides` (`name=value`).
@@ -357,6 +367,12 @@ impl Config {
                 add_route(&mut dp, addr, s.len, nh).map_err(|e| field(&what, e))?;
             }
         }
+        if let Some(path) = &self.routes_file {
+            let added = self.load_routes_file(&mut dp, path, &mut seen, self.routes.len() as u64 + self.route_series.iter().map(|s| s.count as u64).sum::<u64>())?;
+            if added == 0 {
+                return Err(field("routes_file", format!("{}: no routes in the file", path.display())));
+            }
+        }
         for &p in &self.udp_sockets {
             dp.sockets.bind_udp(p, 4096).map_err(|e| field("udp_sockets", e.to_string()))?;
         }
@@ -435,6 +451,52 @@ impl Config {
         Ok(())
     }
 
+    /// Reads routes in `ip route` form, line by line: `[TYPE] PREFIX [via ADDR] [dev PORT]`,
+    /// TYPE one of unicast (the default), blackhole, unreachable, prohibit (as unreachable), local;
+    /// `default` for 0.0.0.0/0 (`-6 default` is not a thing: write ::/0); `proto`, `scope`,
+    /// `src`, `metric` and `onlink` (as in `ip route show` output) are read and ignored.
+    fn load_routes_file(
+        &self,
+        dp: &mut Datapath,
+        path: &std::path::Path,
+        seen: &mut std::collections::HashMap<(IpAddr, u8), usize>,
+        already: u64,
+    ) -> Result<u64, ConfigError> {
+        use std::io::BufRead;
+        let name = path.display().to_string();
+        let file = std::fs::File::open(path).map_err(|e| field("routes_file", format!("{name}: {e}")))?;
+        let mut added = 0u64;
+        let mut line = String::new();
+        let mut reader = std::io::BufReader::new(file);
+        for lineno in 1.. {
+            line.clear();
+            match reader.read_line(&mut line) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) => return Err(field("routes_file", format!("{name}:{lineno}: {e}"))),
+            }
+            let text = line.split('#').next().unwrap_or("").trim();
+            if text.is_empty() {
+                continue;
+            }
+            let what = format!("{name}:{lineno}");
+            let route = parse_ip_route(text).map_err(|e| field(&what, e))?;
+            let (addr, len) = parse_prefix(route.prefix, &what)?;
+            network_of(addr, len, &what)?;
+            if let Some(j) = seen.insert((addr, len), usize::MAX) {
+                let earlier = if j == usize::MAX { "earlier in the file".to_string() } else { format!("routes[{j}]") };
+                return Err(field(&what, format!("{addr}/{len} is already routed ({earlier})")));
+            }
+            let nh = self.route_nexthop(dp, Some(route.kind), route.via, route.dev, &what)?;
+            add_route(dp, addr, len, nh).map_err(|e| field(&what, e))?;
+            added += 1;
+            if already + added > MAX_ROUTES {
+                return Err(field(&what, format!("more than {MAX_ROUTES} routes in all")));
+            }
+        }
+        Ok(added)
+    }
+
     fn route_nexthop(
         &self,
         dp: &Datapath,
@@ -464,6 +526,54 @@ impl Config {
             mac.ok_or_else(|| field(format!("{what}.via"), format!("gateway {via} has no entry in `neighbours` on port `{port_name}`")))?;
         Ok(NextHop::Gateway { port, mac: *mac })
     }
+}
+
+/// One `ip route` line, split into what sluice uses.
+#[derive(Debug, PartialEq, Eq)]
+struct IpRoute<'a> {
+    kind: &'a str,
+    prefix: &'a str,
+    via: Option<&'a str>,
+    dev: Option<&'a str>,
+}
+
+fn parse_ip_route(line: &str) -> Result<IpRoute<'_>, String> {
+    let mut words = line.split_whitespace().peekable();
+    let kind = match words.peek().copied() {
+        Some("unicast") => {
+            words.next();
+            "forward"
+        }
+        Some(k @ ("blackhole" | "unreachable" | "local")) => {
+            words.next();
+            k
+        }
+        Some("prohibit") => {
+            words.next();
+            "unreachable"
+        }
+        _ => "forward",
+    };
+    let prefix = match words.next() {
+        Some("default") => "0.0.0.0/0",
+        Some(p) if p.contains('/') => p,
+        Some(p) => return Err(format!("`{p}` is not a prefix (write address/length)")),
+        None => return Err("no prefix".into()),
+    };
+    let mut r = IpRoute { kind, prefix, via: None, dev: None };
+    while let Some(w) = words.next() {
+        let mut value = || words.next().ok_or_else(|| format!("`{w}` needs a value"));
+        match w {
+            "via" => r.via = Some(value()?),
+            "dev" => r.dev = Some(value()?),
+            "proto" | "scope" | "src" | "metric" | "table" => {
+                value()?;
+            }
+            "onlink" | "linkdown" => {}
+            other => return Err(format!("unknown word `{other}` (via, dev, proto, scope, src, metric)")),
+        }
+    }
+    Ok(r)
 }
 
 fn add_route(dp: &mut Datapath, addr: IpAddr, len: u8, nh: NextHop) -> Result<(), String> {
@@ -525,6 +635,84 @@ mod tests {
             let dp = c.build(t, &pool).unwrap();
             assert_eq!(dp.ports.len(), 2);
         }
+    }
+
+    #[test]
+    fn ip_route_lines() {
+        let r = parse_ip_route("10.0.0.0/24 via 192.0.2.2 dev sink0 proto static metric 100").unwrap();
+        assert_eq!(r, IpRoute { kind: "forward", prefix: "10.0.0.0/24", via: Some("192.0.2.2"), dev: Some("sink0") });
+        assert_eq!(parse_ip_route("blackhole 10.1.0.0/16").unwrap().kind, "blackhole");
+        assert_eq!(parse_ip_route("prohibit 10.1.0.0/16").unwrap().kind, "unreachable");
+        assert_eq!(parse_ip_route("default via 1.2.3.4 dev x").unwrap().prefix, "0.0.0.0/0");
+        assert!(parse_ip_route("10.0.0.0/8 via").unwrap_err().contains("needs a value"));
+        assert!(parse_ip_route("10.0.0.0/8 nexthop x").unwrap_err().contains("unknown word"));
+        assert!(parse_ip_route("10.0.0.1").unwrap_err().contains("not a prefix"));
+    }
+
+    #[test]
+    fn routes_file_is_streamed_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("routes.txt");
+        let mut text = String::from("# a comment\n\nblackhole 203.0.113.0/24\n");
+        for i in 0..1000u32 {
+            text.push_str(&format!("100.{}.{}.0/24 dev sink0\n", i / 256, i % 256));
+        }
+        std::fs::write(&path, &text).unwrap();
+        let pool = Pool::new(64).unwrap();
+        let mut c = lab(Pipeline::L3fwd);
+        c.routes_file = Some(path.clone());
+        let dp = c.build(Tunables::default(), &pool).unwrap();
+        assert_ne!(dp.routes.lookup_v4([100, 3, 231, 7]), crate::rx::route::NO_ROUTE);
+        text.push_str("100.0.0.0/24 dev sink0\n");
+        std::fs::write(&path, &text).unwrap();
+        let e = c.build(Tunables::default(), &pool).err().unwrap().to_string();
+        assert!(e.contains("routes.txt:1004") && e.contains("already routed"), "{e}");
+        std::fs::write(&path, "10.0.0.1/8 dev sink0\n").unwrap();
+        let e = c.build(Tunables::default(), &pool).err().unwrap().to_string();
+        assert!(e.contains("host bits"), "{e}");
+    }
+
+    #[test]
+    fn silent_acceptances_are_refused() {
+        let pool = Pool::new(64).unwrap();
+        let build = |c: &Config| c.build(Tunables::default(), &pool).err().map(|e| e.to_string()).unwrap_or_default();
+        let mut c = lab(Pipeline::L3fwd);
+        c.ports[1].name = c.ports[0].name.clone();
+        assert!(build(&c).contains("names must be unique"), "{}", build(&c));
+        for (mtu, word) in [(0u16, "outside"), (1000, "IPv6")] {
+            let mut c = lab(Pipeline::L3fwd);
+            c.ports[0].mtu = mtu;
+            assert!(build(&c).contains(word), "mtu {mtu}: {}", build(&c));
+        }
+        let mut c = lab(Pipeline::L3fwd);
+        c.ports[0].vlans = vec![5000];
+        assert!(build(&c).contains("1..=4094"), "{}", build(&c));
+        let mut c = lab(Pipeline::L3fwd);
+        c.routes.push(c.routes[0].clone());
+        assert!(build(&c).contains("already routes["), "{}", build(&c));
+        let mut c = lab(Pipeline::L3fwd);
+        c.ports[0].gen.as_mut().unwrap().flows = u32::MAX;
+        assert!(build(&c).contains("MiB of packet templates"), "{}", build(&c));
+        for rate in [-5.0, f64::NAN, f64::INFINITY] {
+            let mut c = lab(Pipeline::L3fwd);
+            c.ports[0].gen.as_mut().unwrap().rate_pps = Some(rate);
+            assert!(build(&c).contains("rate_pps"), "{rate}: {}", build(&c));
+        }
+        let mut c = lab(Pipeline::L3fwd);
+        c.route_series.push(RouteSeries { base: "10.0.0.0".into(), len: 24, count: u32::MAX, via: "x".into(), port: "sink0".into() });
+        assert!(build(&c).contains("at most 16777216"), "{}", build(&c));
+        let mut c = lab(Pipeline::L3fwd);
+        c.route_series.push(RouteSeries { base: "255.255.0.0".into(), len: 24, count: 1000, via: "198.51.100.2".into(), port: "sink0".into() });
+        assert!(build(&c).contains("address space"), "{}", build(&c));
+        let mut c = lab(Pipeline::Io);
+        c.xdp = Some(XdpConfig { program: "builtin:drop".into(), mode: XdpMode::Native, engine: EngineKind::Jit, section: None });
+        assert!(build(&c).contains("would never run"), "{}", build(&c));
+        let mut c = lab(Pipeline::L3fwd);
+        c.xdp = Some(XdpConfig { program: "builtin:drop".into(), mode: XdpMode::Native, engine: EngineKind::Jit, section: Some("xdp".into()) });
+        assert!(build(&c).contains("no sections"), "{}", build(&c));
+        let mut c = lab(Pipeline::L3fwd);
+        c.xdp = Some(XdpConfig { program: "builtin:redirect=4294967295".into(), mode: XdpMode::Native, engine: EngineKind::Jit, section: None });
+        assert!(build(&c).contains("no such ifindex"), "{}", build(&c));
     }
 
     #[test]
