@@ -99,6 +99,8 @@ pub struct Settings {
     pub seconds: f64,
     pub warmup: f64,
     pub quick: bool,
+    /// `--runs` was given (else --quick's 2 may be raised by an experiment that must judge).
+    pub runs_given: bool,
     pub set: Vec<String>,
 }
 
@@ -110,6 +112,7 @@ impl Settings {
             seconds: a.seconds.unwrap_or(seconds),
             warmup: a.warmup.unwrap_or(warmup),
             quick: a.quick,
+            runs_given: a.runs.is_some(),
             set: a.set.clone(),
         };
         if !(s.seconds.is_finite() && s.seconds > 0.0 && s.seconds <= 86_400.0) {
@@ -130,7 +133,11 @@ impl Settings {
     }
 
     pub fn runs_for(&self, e: &Experiment) -> usize {
-        self.runs.unwrap_or(e.default_runs)
+        match self.runs {
+            Some(r) if self.quick && !self.runs_given => r.max(e.quick_runs.unwrap_or(r)),
+            Some(r) => r,
+            None => e.default_runs,
+        }
     }
 }
 

@@ -45,6 +45,7 @@ pub fn build() -> Result<Experiment, BenchError> {
         seed: None,
         cap: None,
         default_runs: 6,
+        quick_runs: Some(6),
         sweep: Some(Sweep { x_label: "rx.extra_work (LCG iterations per packet)".into(), metric: "cpu_ns_per_packet" }),
         notes: vec![],
     })
