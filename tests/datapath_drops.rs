@@ -74,6 +74,17 @@ mod scenarios {
         s
     }
 
+    pub fn rx_length_error() -> Scenario {
+        // Longer than one receive buffer (until buffer chains land): received, counted and
+        // dropped, never cut; the frames around it go through untouched.
+        let jumbo = ether(MAC_IN, MAC_HOST, 0x0800, &[0x45; 9000 - 14]);
+        let ok = udp4(SRC_V4, DST1_V4, 2, 9).build();
+        sc(vec![ok.clone(), jumbo, ok], &[(DropReason::RxLengthError, 1)], |o, _| {
+            assert_eq!(o.c.rx, 3);
+            assert_eq!(o.c.tx, 2);
+        })
+    }
+
     pub fn pkt_too_small() -> Scenario {
         let mut runt = MAC_IN.to_vec();
         runt.extend_from_slice(&MAC_HOST[..4]);
@@ -519,6 +530,7 @@ macro_rules! scenario_tests {
 
 scenario_tests! {
     nobuf => NoBuffer,
+    rx_length_error => RxLengthError,
     pkt_too_small => PktTooSmall,
     unhandled_proto => UnhandledProto,
     vlan_filtered => VlanFiltered,

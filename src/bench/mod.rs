@@ -37,7 +37,8 @@ pub struct BenchArgs {
     /// Experiments to run: listify, xdp, io, selfcheck, or all (the default). `--list` shows them.
     #[arg(value_name = "EXPERIMENT")]
     pub experiments: Vec<String>,
-    /// Runs per arm (default: the experiment's, 5 or 6; --quick: 2).
+    /// Runs per arm (default: the experiment's, 5 or 6; --quick: 2, but 6 for the self-check,
+    /// which must reach a verdict).
     #[arg(long)]
     pub runs: Option<usize>,
     /// Measured seconds per run (default 5; --quick: 0.3).
