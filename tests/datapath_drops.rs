@@ -74,6 +74,18 @@ mod scenarios {
         s
     }
 
+    /// The ICMPv6 error path without a buffer: counted as originated and dropped (nobuf).
+    pub fn nobuf_v6() -> Scenario {
+        let mut s =
+            sc(vec![udp6(SRC_V6, DST1_V6, 1000, 9).ttl(1).build()], &[(DropReason::NoBuffer, 1), (DropReason::TtlExpired, 1)], |o, _| {
+                assert_eq!(o.c.originated, 1);
+                assert_eq!(o.c.tx, 0);
+                assert!(o.out.iter().all(|p| p.is_empty()));
+            });
+        s.setup.pool_frames = 1;
+        s
+    }
+
     pub fn rx_length_error() -> Scenario {
         // Longer than one receive buffer (until buffer chains land): received, counted and
         // dropped, never cut; the frames around it go through untouched.
@@ -96,6 +108,16 @@ mod scenarios {
         short_v6.truncate(50);
         let mut cut_v6 = udp6(SRC_V6, DST1_V6, 1, 9).len(200).build();
         cut_v6.truncate(120);
+        // Total length 1 and 14 bytes past what arrived: the check is against the IP bytes,
+        // not the frame (which has 14 more).
+        let mut cut1_v4 = udp4(SRC_V4, DST1_V4, 1, 9).len(200).build();
+        cut1_v4.truncate(199);
+        let mut cut14_v4 = udp4(SRC_V4, DST1_V4, 1, 9).len(200).build();
+        cut14_v4.truncate(186);
+        let mut cut1_v6 = udp6(SRC_V6, DST1_V6, 1, 9).len(200).build();
+        cut1_v6.truncate(199);
+        let mut cut14_v6 = udp6(SRC_V6, DST1_V6, 1, 9).len(200).build();
+        cut14_v6.truncate(186);
         let mut cut_vlan = MAC_IN.to_vec();
         cut_vlan.extend_from_slice(&MAC_HOST);
         cut_vlan.extend_from_slice(&[0x81, 0x00, 0x00]);
@@ -106,8 +128,23 @@ mod scenarios {
         let short_icmp = raw4(SRC_V4, IN_V4, 1).len(14 + 20 + 4).build();
         let short_icmp6 = raw6(SRC_V6, IN_V6, 58).len(14 + 40 + 4).build();
         sc(
-            vec![runt, short_v4, cut_v4, short_v6, cut_v6, cut_vlan, short_udp, long_udp_len, short_icmp, short_icmp6],
-            &[(DropReason::PktTooSmall, 10)],
+            vec![
+                runt,
+                short_v4,
+                cut_v4,
+                cut1_v4,
+                cut14_v4,
+                short_v6,
+                cut_v6,
+                cut1_v6,
+                cut14_v6,
+                cut_vlan,
+                short_udp,
+                long_udp_len,
+                short_icmp,
+                short_icmp6,
+            ],
+            &[(DropReason::PktTooSmall, 14)],
             |o, _| no_output(o),
         )
     }
@@ -530,6 +567,7 @@ macro_rules! scenario_tests {
 
 scenario_tests! {
     nobuf => NoBuffer,
+    nobuf_v6 => NoBuffer,
     rx_length_error => RxLengthError,
     pkt_too_small => PktTooSmall,
     unhandled_proto => UnhandledProto,

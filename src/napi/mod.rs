@@ -237,3 +237,62 @@ pub struct RunLimit {
     /// Raised by a signal handler (or a closed output): stop at the next poll boundary.
     pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buf::Pool;
+    use crate::config::Tunables;
+    use crate::port::pcap::PcapIn;
+    use crate::port::sink::{CheckSpec, Sink, SinkKind};
+    use crate::rx::route::Iface;
+
+    /// An io datapath: 100 frames waiting on port 0, peered to a null sink.
+    fn io_with_100_frames(tun: Tunables) -> Datapath {
+        let pool = Pool::new(256).unwrap();
+        let mut dp = Datapath::new(tun, Pipeline::Io, &pool);
+        let frames = vec![vec![0u8; 60]; 100];
+        dp.add_port(Box::new(PcapIn::from_frames("in", frames, 1)), Iface::new("in", [2, 0, 0, 0, 0, 1]));
+        dp.add_port(Box::new(Sink::new("out", SinkKind::Null, CheckSpec::default())), Iface::new("out", [2, 0, 0, 0, 0, 2]));
+        dp.peer[0] = Some(1);
+        dp
+    }
+
+    #[test]
+    fn netdev_budget_bounds_one_softirq_round() {
+        let mut dp = io_with_100_frames(Tunables { netdev_budget: 10, dev_weight: 64, ..Tunables::default() });
+        assert_eq!(softirq_round(&mut dp), 10);
+        assert_eq!(dp.c.rx, 10);
+        assert_eq!(dp.c.time_squeeze, 1, "a round cut by the budget is a time squeeze");
+    }
+
+    #[test]
+    fn dev_weight_bounds_one_poll() {
+        let mut dp = io_with_100_frames(Tunables { netdev_budget: 300, dev_weight: 16, ..Tunables::default() });
+        assert_eq!(softirq_round(&mut dp), 16);
+        assert_eq!(dp.c.napi_budget_exhausted, 1);
+        assert_eq!(dp.c.time_squeeze, 0);
+    }
+
+    #[test]
+    fn a_packet_count_stops_exactly_and_drains() {
+        let mut dp = io_with_100_frames(Tunables::default());
+        let limit = RunLimit { packets: Some(37), ..Default::default() };
+        let (_, why, failed) = run_until(&mut dp, &limit, Duration::from_secs(1), |_, _| {});
+        assert_eq!((dp.c.rx, dp.c.tx, why), (37, 37, StopReason::Packets));
+        assert!(failed.is_empty());
+        assert_eq!(dp.buffers_in_use(), 0);
+    }
+
+    #[test]
+    fn a_raised_stop_flag_ends_the_run_with_everything_flushed() {
+        let mut dp = io_with_100_frames(Tunables { dev_weight: 1, netdev_budget: 1, ..Tunables::default() });
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let limit = RunLimit { stop: Some(stop), ..Default::default() };
+        let (_, why, _) = run_until(&mut dp, &limit, Duration::from_secs(1), |_, _| {});
+        assert_eq!(why, StopReason::Stopped);
+        assert!(dp.c.rx < 100, "stopped early");
+        assert!(dp.conservation().is_ok());
+        assert_eq!(dp.c.tx, dp.c.rx);
+    }
+}
