@@ -170,6 +170,8 @@ pub fn drain(dp: &mut Datapath) {
     poll_end(dp);
     dp.sockets.drain_all(&mut dp.bufs);
     for p in dp.ports.iter_mut() {
+        // Frames a port still holds (fault injection's delayed ones) go back to the pool.
+        p.flush_held(&mut dp.bufs);
         let _ = p.finish();
     }
 }
