@@ -286,7 +286,8 @@ impl Lane {
         });
     }
 
-    /// How many of `want` packets the rate limits let through this burst.
+    /// How many of `want` packets the rate limits let through this burst (the caller counts
+    /// what was held back).
     fn allowance(&mut self, cfg: &FaultConfig, want: usize) -> usize {
         let mut n = want;
         if cfg.rate_per_poll > 0 {
@@ -295,7 +296,6 @@ impl Lane {
         if let Some(b) = self.bucket.as_mut() {
             n = b.take(n);
         }
-        self.counts.rate_limited += (want - n) as u64;
         n
     }
 }
@@ -452,7 +452,13 @@ impl Port for FaultPort {
         if want > 0 {
             let mut fresh = std::mem::take(&mut self.scratch);
             fresh.clear();
-            self.inner.rx_burst(bufs, &mut fresh, want);
+            let got = self.inner.rx_burst(bufs, &mut fresh, want);
+            if got == want {
+                // The wire had at least this much: what the limit cut is held back.
+                self.rx.counts.rate_limited += (room - want) as u64;
+            } else if let Some(b) = self.rx.bucket.as_mut() {
+                b.tokens += (want - got) as f64; // unused tokens stay in the bucket
+            }
             let active = self.active(&self.rx);
             let mut dups = Vec::new();
             for &p in &fresh {
@@ -500,7 +506,9 @@ impl Port for FaultPort {
                 accept = self.rng.below(pkts.len() as u64) as usize;
                 self.tx.counts.tx_refused += (pkts.len() - accept) as u64;
             }
-            accept = self.tx.allowance(&self.cfg, accept);
+            let allowed = self.tx.allowance(&self.cfg, accept);
+            self.tx.counts.rate_limited += (accept - allowed) as u64;
+            accept = allowed;
             let mut dups = Vec::new();
             for &p in &pkts[..accept] {
                 match Self::roll(&mut self.rng, &self.cfg, &mut self.tx, &mut self.copy, bufs, p, &mut dups) {
