@@ -301,6 +301,7 @@ impl Lane {
 }
 
 /// What the per-packet faults decided.
+#[derive(Clone, Copy)]
 enum Fate {
     /// Goes on now.
     Pass(Pkt),
@@ -308,6 +309,17 @@ enum Fate {
     Hold(Pkt, u64),
     /// Lost on the wire (its buffer is already freed).
     Lost,
+}
+
+impl Fate {
+    /// The same fate for another packet (a duplicate travels with its original).
+    fn for_copy(self, q: Pkt) -> Fate {
+        match self {
+            Fate::Pass(_) => Fate::Pass(q),
+            Fate::Hold(_, due) => Fate::Hold(q, due),
+            Fate::Lost => Fate::Lost,
+        }
+    }
 }
 
 pub struct FaultPort {
@@ -354,21 +366,13 @@ impl FaultPort {
         self.cfg.stop_after_polls == 0 || lane.polls <= self.cfg.stop_after_polls
     }
 
-    /// Rolls every per-packet fault for `p` on one side. A duplicate (a pristine copy, made
-    /// before any damage) is pushed to `dups` with the same fate as the original.
-    fn roll(
-        rng: &mut Rng,
-        cfg: &FaultConfig,
-        lane: &mut Lane,
-        copy: &mut Vec<u8>,
-        bufs: &mut BufCache,
-        mut p: Pkt,
-        dups: &mut Vec<Pkt>,
-    ) -> Fate {
+    /// Rolls every per-packet fault for `p` on one side: its fate, and a duplicate if one was
+    /// made (a pristine copy, taken before any damage, that follows the original).
+    fn roll(rng: &mut Rng, cfg: &FaultConfig, lane: &mut Lane, copy: &mut Vec<u8>, bufs: &mut BufCache, mut p: Pkt) -> (Fate, Option<Pkt>) {
         if rng.chance(cfg.drop) {
             lane.counts.dropped += 1;
             bufs.free(p.buf);
-            return Fate::Lost;
+            return (Fate::Lost, None);
         }
         let dup = if rng.chance(cfg.duplicate) {
             copy.clear();
@@ -407,15 +411,8 @@ impl FaultPort {
             due += 1;
             lane.counts.reordered += 1;
         }
-        let now = lane.polls;
-        let fate = |q: Pkt| if due > now { Fate::Hold(q, due) } else { Fate::Pass(q) };
-        if let Some(d) = dup {
-            match fate(d) {
-                Fate::Hold(q, at) => lane.held.push(Held { due: at, pkt: q }),
-                _ => dups.push(d),
-            }
-        }
-        fate(p)
+        let fate = if due > lane.polls { Fate::Hold(p, due) } else { Fate::Pass(p) };
+        (fate, dup)
     }
 
     /// Hands frames to the wrapped port; what it refuses after we accepted is lost on the wire.
@@ -460,29 +457,21 @@ impl Port for FaultPort {
                 b.tokens += (want - got) as f64; // unused tokens stay in the bucket
             }
             let active = self.active(&self.rx);
-            let mut dups = Vec::new();
+            let now = self.rx.polls;
             for &p in &fresh {
-                let fate = if active {
-                    Self::roll(&mut self.rng, &self.cfg, &mut self.rx, &mut self.copy, bufs, p, &mut dups)
+                let (fate, dup) = if active {
+                    Self::roll(&mut self.rng, &self.cfg, &mut self.rx, &mut self.copy, bufs, p)
                 } else {
-                    Fate::Pass(p)
+                    (Fate::Pass(p), None)
                 };
-                let now = self.rx.polls;
-                let mut emit = |q: Pkt, held: &mut Vec<Held>| {
-                    // Never more than `max`: the rest waits for the next poll.
-                    if out.len() - first < max {
-                        out.push(q);
-                    } else {
-                        held.push(Held { due: now, pkt: q });
+                for f in std::iter::once(fate).chain(dup.map(|d| fate.for_copy(d))) {
+                    match f {
+                        // Never more than `max`: the rest waits for the next poll.
+                        Fate::Pass(q) if out.len() - first < max => out.push(q),
+                        Fate::Pass(q) => self.rx.held.push(Held { due: now, pkt: q }),
+                        Fate::Hold(q, due) => self.rx.held.push(Held { due, pkt: q }),
+                        Fate::Lost => {}
                     }
-                };
-                match fate {
-                    Fate::Pass(q) => emit(q, &mut self.rx.held),
-                    Fate::Hold(q, due) => self.rx.held.push(Held { due, pkt: q }),
-                    Fate::Lost => {}
-                }
-                for d in dups.drain(..) {
-                    emit(d, &mut self.rx.held);
                 }
             }
             self.scratch = fresh;
@@ -506,14 +495,15 @@ impl Port for FaultPort {
             let allowed = self.tx.allowance(&self.cfg, accept);
             self.tx.counts.rate_limited += (accept - allowed) as u64;
             accept = allowed;
-            let mut dups = Vec::new();
             for &p in &pkts[..accept] {
-                match Self::roll(&mut self.rng, &self.cfg, &mut self.tx, &mut self.copy, bufs, p, &mut dups) {
-                    Fate::Pass(q) => self.tx_out.push(q),
-                    Fate::Hold(q, due) => self.tx.held.push(Held { due, pkt: q }),
-                    Fate::Lost => {}
+                let (fate, dup) = Self::roll(&mut self.rng, &self.cfg, &mut self.tx, &mut self.copy, bufs, p);
+                for f in std::iter::once(fate).chain(dup.map(|d| fate.for_copy(d))) {
+                    match f {
+                        Fate::Pass(q) => self.tx_out.push(q),
+                        Fate::Hold(q, due) => self.tx.held.push(Held { due, pkt: q }),
+                        Fate::Lost => {}
+                    }
                 }
-                self.tx_out.append(&mut dups);
             }
             self.deliver(bufs, more);
             accept
