@@ -91,23 +91,7 @@ fn rss_kb() -> Result<u64, String> {
 }
 
 fn faults(dp: &Datapath) -> FaultStats {
-    let mut sum = FaultStats::default();
-    for f in dp.ports.iter().filter_map(|p| p.fault_stats()) {
-        for (a, b) in [(&mut sum.rx, f.rx), (&mut sum.tx, f.tx)] {
-            a.dropped += b.dropped;
-            a.duplicated += b.duplicated;
-            a.dup_nobuf += b.dup_nobuf;
-            a.corrupted += b.corrupted;
-            a.truncated += b.truncated;
-            a.reordered += b.reordered;
-            a.delayed += b.delayed;
-            a.rate_limited += b.rate_limited;
-            a.tx_refused += b.tx_refused;
-            a.discarded += b.discarded;
-            a.inner_refused += b.inner_refused;
-        }
-    }
-    sum
+    FaultStats::of_ports(&dp.ports)
 }
 
 /// Checks after a drain; the error says what broke.

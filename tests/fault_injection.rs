@@ -104,12 +104,7 @@ fn run(p: Pipeline, listified: bool, gen_fault: Option<FaultConfig>, sink_fault:
     assert_eq!(dp.buffers_in_use(), 0, "{what}: buffer leak");
     assert_eq!(dp.sockets.queued(), 0, "{what}");
 
-    let mut faults = FaultStats::default();
-    for port in &dp.ports {
-        if let Some(f) = port.fault_stats() {
-            add(&mut faults, &f);
-        }
-    }
+    let faults = FaultStats::of_ports(&dp.ports);
     let c = &dp.c;
     let gen = dp.ports[PORT_GEN].stats();
     // Receive side: what the datapath got is what the wire delivered, nothing held back at
@@ -147,22 +142,6 @@ fn run(p: Pipeline, listified: bool, gen_fault: Option<FaultConfig>, sink_fault:
         }
     }
     Faulted { dp, faults, wire, bad }
-}
-
-fn add(a: &mut FaultStats, b: &FaultStats) {
-    for (x, y) in [(&mut a.rx, &b.rx), (&mut a.tx, &b.tx)] {
-        x.dropped += y.dropped;
-        x.duplicated += y.duplicated;
-        x.dup_nobuf += y.dup_nobuf;
-        x.corrupted += y.corrupted;
-        x.truncated += y.truncated;
-        x.reordered += y.reordered;
-        x.delayed += y.delayed;
-        x.rate_limited += y.rate_limited;
-        x.tx_refused += y.tx_refused;
-        x.discarded += y.discarded;
-        x.inner_refused += y.inner_refused;
-    }
 }
 
 /// The fault's own counter went up: the test did inject what it names.

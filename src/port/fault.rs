@@ -147,6 +147,21 @@ pub struct FaultCounts {
 }
 
 impl FaultCounts {
+    /// Adds another port's counts into these.
+    pub fn merge(&mut self, o: &FaultCounts) {
+        self.dropped += o.dropped;
+        self.duplicated += o.duplicated;
+        self.dup_nobuf += o.dup_nobuf;
+        self.corrupted += o.corrupted;
+        self.truncated += o.truncated;
+        self.reordered += o.reordered;
+        self.delayed += o.delayed;
+        self.rate_limited += o.rate_limited;
+        self.tx_refused += o.tx_refused;
+        self.discarded += o.discarded;
+        self.inner_refused += o.inner_refused;
+    }
+
     /// Every fault injected (a frame can take several).
     pub fn injected(&self) -> u64 {
         self.dropped
@@ -169,6 +184,16 @@ pub struct FaultStats {
 }
 
 impl FaultStats {
+    /// The sum over every fault-injection port of a datapath.
+    pub fn of_ports<'a>(ports: impl IntoIterator<Item = &'a Box<dyn Port>>) -> FaultStats {
+        let mut sum = FaultStats::default();
+        for f in ports.into_iter().filter_map(|p| p.fault_stats()) {
+            sum.rx.merge(&f.rx);
+            sum.tx.merge(&f.tx);
+        }
+        sum
+    }
+
     pub fn injected(&self) -> u64 {
         self.rx.injected() + self.tx.injected()
     }
