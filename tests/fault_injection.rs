@@ -337,3 +337,28 @@ fn xdp_programs_on_a_damaged_wire() {
         }
     }
 }
+
+#[test]
+fn cli_runs_a_config_with_faults() {
+    // The config form end to end through `sluice run`: a lossy, reordering wire and a ring
+    // that fills up, without damage (so the check sink passes): the summary's ledger balances.
+    let router = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/router.toml")).unwrap();
+    let rx_fault = "fault = { seed = 3, drop = 0.01, duplicate = 0.01, reorder = 0.05, delay_polls = 2, side = \"rx\" }";
+    let tx_fault = "fault = { seed = 4, drop = 0.01, duplicate = 0.01, tx_full = 0.05, side = \"tx\" }";
+    let text = router.replacen("kind = \"gen\"\n", &format!("kind = \"gen\"\n{rx_fault}\n"), 1).replacen(
+        "kind = \"check\"\n",
+        &format!("kind = \"check\"\n{tx_fault}\n"),
+        1,
+    );
+    assert_eq!(text.matches("fault = {").count(), 2, "the generator and the sink got a fault table");
+    let mut f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+    std::io::Write::write_all(&mut f, text.as_bytes()).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["run", "--config", f.path().to_str().unwrap(), "--packets", "50000", "--quiet"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("conservation: ok"), "{stdout}");
+    assert!(stdout.contains("tx_error"), "the full ring shows as tx_error drops: {stdout}");
+}
