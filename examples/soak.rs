@@ -121,7 +121,12 @@ fn soak(seconds: u64) -> Result<String, String> {
     let (mut rss_min, mut rss_max) = (u64::MAX, 0u64);
     for sec in 0..seconds {
         dp.tun.listified = (sec % 2) as u8;
-        napi::run(&mut dp, RunLimit { duration: Some(Duration::from_secs(1)), packets: None }, Duration::from_secs(3600), |_, _| {});
+        napi::run(
+            &mut dp,
+            RunLimit { duration: Some(Duration::from_secs(1)), ..RunLimit::default() },
+            Duration::from_secs(3600),
+            |_, _| {},
+        );
         check(&dp).map_err(|e| format!("second {}: {e}", sec + 1))?;
         let rss = rss_kb()?;
         rss_min = rss_min.min(rss);

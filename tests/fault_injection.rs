@@ -257,7 +257,7 @@ fn a_run_cut_short_frees_what_the_wire_held() {
     let tun = cfg.tunables(&[]).unwrap();
     let pool = Pool::new(cfg.pool_frames).unwrap();
     let mut dp = cfg.build(tun, &pool).unwrap();
-    napi::run(&mut dp, RunLimit { packets: Some(20_000), duration: None }, Duration::from_secs(3600), |_, _| {});
+    napi::run(&mut dp, RunLimit { packets: Some(20_000), ..RunLimit::default() }, Duration::from_secs(3600), |_, _| {});
     let f = dp.ports[PORT_GEN].fault_stats().unwrap();
     assert!(f.rx.discarded > 0, "frames were still held on receive: {f:?}");
     assert_eq!(dp.conservation(), Ok(()));

@@ -558,6 +558,14 @@ impl Port for FaultPort {
         self.rx.held.is_empty() && self.inner.rx_done()
     }
 
+    fn rx_bounded(&self) -> bool {
+        self.inner.rx_bounded()
+    }
+
+    fn take_rx_dropped(&mut self) -> u64 {
+        self.inner.take_rx_dropped()
+    }
+
     fn flush_held(&mut self, bufs: &mut BufCache) -> usize {
         let rx = self.rx.held.len();
         for h in self.rx.held.drain(..) {
@@ -576,9 +584,18 @@ impl Port for FaultPort {
         self.inner.finish()
     }
 
+    /// Packets and bytes as they crossed to and from the datapath; everything else (errors,
+    /// check failures) as the wrapped port counted it.
     fn stats(&self) -> PortStats {
-        let wire = self.inner.stats();
-        PortStats { rx_nobuf: wire.rx_nobuf, check_failures: wire.check_failures, ..self.stats }
+        let s = &self.stats;
+        PortStats {
+            rx_packets: s.rx_packets,
+            rx_bytes: s.rx_bytes,
+            tx_packets: s.tx_packets,
+            tx_bytes: s.tx_bytes,
+            doorbells: s.doorbells,
+            ..self.inner.stats()
+        }
     }
 
     fn check_report(&self) -> Vec<String> {
@@ -759,6 +776,20 @@ mod tests {
         bufs.free_pkts(&out);
         assert_eq!(drain_rx(&mut port, &mut bufs, 64).len(), 47);
         assert!(port.fault_stats().unwrap().rx.rate_limited > 0);
+    }
+
+    #[test]
+    fn the_wrapped_port_still_speaks_for_its_input() {
+        // A capture is a bounded input, and its too-long frames are the datapath's to count.
+        let pool = Pool::new(64).unwrap();
+        let mut bufs = pool.cache();
+        let frames = vec![vec![1u8; 60], vec![2u8; crate::buf::MAX_DATA + 1], vec![3u8; 60]];
+        let mut port = FaultPort::new(Box::new(PcapIn::from_frames("in", frames, 1)), FaultConfig::default()).unwrap();
+        assert!(port.rx_bounded());
+        assert_eq!(drain_rx(&mut port, &mut bufs, 8), vec![1, 3]);
+        assert_eq!(port.take_rx_dropped(), 1);
+        assert_eq!(port.stats().rx_length_errors, 1);
+        assert_eq!(port.stats().rx_packets, 2);
     }
 
     #[test]
