@@ -99,11 +99,9 @@ fn bad_configs_are_refused_with_the_field_named() {
         let p = config(d, &format!("{name}.toml"), &toml);
         refused(&["run", "--config", &p, "--seconds", "0.1"], needle);
     }
-    let dup =
-        format!("{TWO_PORTS}\n[[routes]]\nprefix = \"10.0.0.0/8\"\nport = \"b\"\n[[routes]]\nprefix = \"10.0.0.0/8\"\nport = \"b\"\n");
+    let dup = format!("{TWO_PORTS}\n[[routes]]\nprefix = \"10.0.0.0/8\"\nport = \"b\"\n[[routes]]\nprefix = \"10.0.0.0/8\"\nport = \"b\"\n");
     refused(&["run", "--config", &config(d, "dup-route.toml", &dup), "--seconds", "0.1"], "routes[1].prefix");
-    let series =
-        format!("{TWO_PORTS}\n[[route_series]]\nbase = \"10.0.0.0\"\nlen = 24\ncount = 4294967295\nvia = \"198.51.100.2\"\nport = \"b\"\n");
+    let series = format!("{TWO_PORTS}\n[[route_series]]\nbase = \"10.0.0.0\"\nlen = 24\ncount = 4294967295\nvia = \"198.51.100.2\"\nport = \"b\"\n");
     refused(&["run", "--config", &config(d, "series.toml", &series), "--seconds", "0.1"], "at most");
 }
 

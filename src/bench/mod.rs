@@ -255,10 +255,7 @@ pub fn main(args: &BenchArgs) -> Result<BenchOutcome, BenchError> {
         exps.push(b()?);
     }
     if args.out.exists() && !args.out.is_dir() {
-        return Err(BenchError::Settings(format!(
-            "--out {}: exists and is not a directory (results go into a directory)",
-            args.out.display()
-        )));
+        return Err(BenchError::Settings(format!("--out {}: exists and is not a directory (results go into a directory)", args.out.display())));
     }
     std::fs::create_dir_all(&args.out).map_err(|e| BenchError::io(&args.out, e))?;
     let machine = machine::describe();

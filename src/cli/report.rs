@@ -94,11 +94,7 @@ pub fn summary(r: &RunReport) -> String {
         let _ = writeln!(s, "{name:<12}{calls:>12}{pk:>14}{vpc:>10.1}{cpp:>12.1}{ns:>10.2}{:>8.1}", 100.0 * ns * *pk as f64 / total);
     }
     let _ = writeln!(s, "{:<12}{:>58.2}  (per received packet)", "total", total_ns_per_packet(c));
-    let _ = writeln!(
-        s,
-        "\n{:<10} {:>14} {:>14} {:>11} {:>10} {:>10} {:>9}",
-        "port", "rx", "tx", "doorbells", "check-fail", "too-long", "snapped"
-    );
+    let _ = writeln!(s, "\n{:<10} {:>14} {:>14} {:>11} {:>10} {:>10} {:>9}", "port", "rx", "tx", "doorbells", "check-fail", "too-long", "snapped");
     for (name, p) in &r.ports {
         let _ = writeln!(
             s,

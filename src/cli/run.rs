@@ -5,9 +5,9 @@ use crate::buf::Pool;
 use crate::config::{self, Config, ConfigError, PortKind};
 use crate::datapath::{Datapath, Pipeline};
 use crate::napi::{self, RunLimit, StopReason};
-use crate::stats::Counters;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use crate::stats::Counters;
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
@@ -75,9 +75,7 @@ pub fn resolve_config(args: &RunArgs) -> Result<Config, RunError> {
             x.section = args.xdp_section.clone();
         }
     } else if args.xdp_mode.is_some() || args.xdp_engine.is_some() || args.xdp_section.is_some() {
-        return Err(RunError::Other(
-            "--xdp-mode, --xdp-engine and --xdp-section need a program (--xdp PROG or [xdp] in the config)".into(),
-        ));
+        return Err(RunError::Other("--xdp-mode, --xdp-engine and --xdp-section need a program (--xdp PROG or [xdp] in the config)".into()));
     }
     if let Some(pin) = &args.pcap_in {
         let first = cfg.ports.first_mut().ok_or_else(|| RunError::Other("config has no ports".into()))?;
@@ -126,11 +124,7 @@ pub fn run_limit(args: &RunArgs, dp: &Datapath, stop: Option<Arc<AtomicBool>>) -
 
 /// [`execute`] with a stop flag (raised by SIGINT/SIGTERM): the run stops at a poll boundary,
 /// flushes every queue and capture, and reports as usual.
-pub fn execute_until(
-    args: &RunArgs,
-    stop: Option<Arc<AtomicBool>>,
-    tick: impl FnMut(&mut Datapath, Duration),
-) -> Result<RunReport, RunError> {
+pub fn execute_until(args: &RunArgs, stop: Option<Arc<AtomicBool>>, tick: impl FnMut(&mut Datapath, Duration)) -> Result<RunReport, RunError> {
     let cfg = resolve_config(args)?;
     let mut dp = build(&cfg, &args.set)?;
     let limit = run_limit(args, &dp, stop)?;

@@ -355,10 +355,7 @@ impl Config {
             if s.count == 0 || (s.count as u128) > room.saturating_sub(first) {
                 return Err(field(
                     format!("{what}.count"),
-                    format!(
-                        "{} prefixes of /{} from {} do not fit before the end of the address space (at least 1)",
-                        s.count, s.len, s.base
-                    ),
+                    format!("{} prefixes of /{} from {} do not fit before the end of the address space (at least 1)", s.count, s.len, s.base),
                 ));
             }
             for k in 0..s.count {
@@ -375,12 +372,7 @@ impl Config {
             }
         }
         if let Some(path) = &self.routes_file {
-            let added = self.load_routes_file(
-                &mut dp,
-                path,
-                &mut seen,
-                self.routes.len() as u64 + self.route_series.iter().map(|s| s.count as u64).sum::<u64>(),
-            )?;
+            let added = self.load_routes_file(&mut dp, path, &mut seen, self.routes.len() as u64 + self.route_series.iter().map(|s| s.count as u64).sum::<u64>())?;
             if added == 0 {
                 return Err(field("routes_file", format!("{}: no routes in the file", path.display())));
             }
@@ -453,10 +445,7 @@ impl Config {
             if matches!(self.pipeline, Pipeline::Io | Pipeline::Macswap) {
                 return Err(field(
                     "xdp",
-                    format!(
-                        "the {:?} pipeline forwards without the receive path, so an XDP program would never run (use l3fwd or local)",
-                        self.pipeline
-                    ),
+                    format!("the {:?} pipeline forwards without the receive path, so an XDP program would never run (use l3fwd or local)", self.pipeline),
                 ));
             }
             if x.program.starts_with("builtin:") && x.section.is_some() {
@@ -717,28 +706,16 @@ mod tests {
         c.route_series.push(RouteSeries { base: "10.0.0.0".into(), len: 24, count: u32::MAX, via: "x".into(), port: "sink0".into() });
         assert!(build(&c).contains("at most 16777216"), "{}", build(&c));
         let mut c = lab(Pipeline::L3fwd);
-        c.route_series.push(RouteSeries {
-            base: "255.255.0.0".into(),
-            len: 24,
-            count: 1000,
-            via: "198.51.100.2".into(),
-            port: "sink0".into(),
-        });
+        c.route_series.push(RouteSeries { base: "255.255.0.0".into(), len: 24, count: 1000, via: "198.51.100.2".into(), port: "sink0".into() });
         assert!(build(&c).contains("address space"), "{}", build(&c));
         let mut c = lab(Pipeline::Io);
         c.xdp = Some(XdpConfig { program: "builtin:drop".into(), mode: XdpMode::Native, engine: EngineKind::Jit, section: None });
         assert!(build(&c).contains("would never run"), "{}", build(&c));
         let mut c = lab(Pipeline::L3fwd);
-        c.xdp =
-            Some(XdpConfig { program: "builtin:drop".into(), mode: XdpMode::Native, engine: EngineKind::Jit, section: Some("xdp".into()) });
+        c.xdp = Some(XdpConfig { program: "builtin:drop".into(), mode: XdpMode::Native, engine: EngineKind::Jit, section: Some("xdp".into()) });
         assert!(build(&c).contains("no sections"), "{}", build(&c));
         let mut c = lab(Pipeline::L3fwd);
-        c.xdp = Some(XdpConfig {
-            program: "builtin:redirect=4294967295".into(),
-            mode: XdpMode::Native,
-            engine: EngineKind::Jit,
-            section: None,
-        });
+        c.xdp = Some(XdpConfig { program: "builtin:redirect=4294967295".into(), mode: XdpMode::Native, engine: EngineKind::Jit, section: None });
         assert!(build(&c).contains("no such ifindex"), "{}", build(&c));
     }
 

@@ -269,7 +269,9 @@ impl PcapOut {
         let io = |source| PcapError::Io { path: p.clone(), source };
         let mut file = File::create(path).map_err(io)?;
         let mut header = Vec::with_capacity(24);
-        pcap_header().write_to(&mut header).map_err(|e| PcapError::Format { path: p.clone(), msg: e.to_string() })?;
+        pcap_header()
+            .write_to(&mut header)
+            .map_err(|e| PcapError::Format { path: p.clone(), msg: e.to_string() })?;
         if let (_, Some(e)) = write_counted(&mut file, &header) {
             return Err(io(e));
         }
@@ -360,7 +362,9 @@ mod tests {
 
     fn pcap_bytes(records: &[(&[u8], u32)]) -> Vec<u8> {
         let mut out = Vec::new();
-        PcapHeader { datalink: DataLink::ETHERNET, snaplen: 96, ..Default::default() }.write_to(&mut out).unwrap();
+        PcapHeader { datalink: DataLink::ETHERNET, snaplen: 96, ..Default::default() }
+            .write_to(&mut out)
+            .unwrap();
         for (i, (data, orig)) in records.iter().enumerate() {
             // Hand-built record header: the crate's writer refuses orig_len > snaplen.
             for field in [i as u32, 0, data.len() as u32, *orig] {
