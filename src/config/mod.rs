@@ -72,6 +72,9 @@ pub struct PortConfig {
     /// pcap-in: how many times to replay the file.
     #[serde(default)]
     pub repeat: Option<u64>,
+    /// Fault injection on this port's wire (`port::fault`).
+    #[serde(default)]
+    pub fault: Option<crate::port::fault::FaultConfig>,
 }
 
 fn default_mtu() -> u16 {
@@ -299,6 +302,7 @@ impl Config {
                     Box::new(PcapOut::create(&pc.name, path).map_err(|e| field(format!("{what}.pcap"), e.to_string()))?)
                 }
             };
+            let port = crate::port::fault::wrap(port, pc.fault.as_ref()).map_err(|e| field(format!("{what}.fault.{}", e.field), e.msg))?;
             let idx = dp.add_port(port, iface.clone());
             dp.routes.add_iface(idx, &iface).map_err(|e| field(format!("{what}.ipv4/ipv6"), e.to_string()))?;
         }

@@ -219,6 +219,8 @@ pub fn drain(dp: &mut Datapath) -> Vec<(String, std::io::Error)> {
     dp.sockets.drain_all(&mut dp.bufs);
     let mut failed = Vec::new();
     for p in dp.ports.iter_mut() {
+        // Frames a port still holds (fault injection's delayed ones) go back to the pool.
+        p.flush_held(&mut dp.bufs);
         if let Err(e) = p.finish() {
             failed.push((p.name().to_string(), e));
         }

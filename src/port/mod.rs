@@ -4,6 +4,7 @@
 //! Transmit follows the kernel's `xmit_more`: `tx_burst(.., more = true)` queues without
 //! notifying the "hardware"; the doorbell rings only on a burst with `more = false`.
 
+pub mod fault;
 pub mod gen;
 pub mod pcap;
 pub mod sink;
@@ -52,6 +53,12 @@ pub trait Port: Send {
         false
     }
 
+    /// At shutdown, before `finish`: gives up every packet the port still holds (a fault
+    /// port's delayed frames), so no buffer stays out of the pool. Returns how many.
+    fn flush_held(&mut self, _bufs: &mut BufCache) -> usize {
+        0
+    }
+
     /// True when the port's input ends by itself (a capture, a generator with a packet
     /// count): a run without a time limit ends when every such input is done.
     fn rx_bounded(&self) -> bool {
@@ -74,6 +81,11 @@ pub trait Port: Send {
     /// Failures recorded by a validating port, with a short description of the first few.
     fn check_report(&self) -> Vec<String> {
         Vec::new()
+    }
+
+    /// Faults injected, for a fault-injection port (`fault::FaultPort`).
+    fn fault_stats(&self) -> Option<fault::FaultStats> {
+        None
     }
 
     /// Received-side captures for tests: a copy of every transmitted frame, if the port
