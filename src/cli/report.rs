@@ -112,6 +112,17 @@ pub fn summary(r: &RunReport) -> String {
     for f in &r.check_report {
         let _ = writeln!(s, "  check: {f}");
     }
+    if let Some(f) = &r.faults {
+        let _ = writeln!(
+            s,
+            "faults injected {} (rx {}, tx {}); frames damaged {}, so up to {} check failures are expected",
+            f.injected(),
+            f.rx.injected(),
+            f.tx.injected(),
+            f.damaged(),
+            f.damaged()
+        );
+    }
     match &r.conservation {
         Ok(()) => {
             let _ = writeln!(s, "conservation: ok (rx + originated = tx + local + drops)");

@@ -35,9 +35,17 @@ pub struct RunReport {
     pub stop: StopReason,
     /// Ports whose output could not be finished (a capture that could not be written).
     pub output_errors: Vec<String>,
+    /// Faults injected by fault-injection ports (`fault = {…}` on a port), if any.
+    pub faults: Option<crate::port::fault::FaultStats>,
 }
 
 impl RunReport {
+    /// Check-sink failures not explained by injected damage (corrupted or truncated frames
+    /// may fail the check; nothing else may).
+    pub fn unexplained_check_failures(&self) -> u64 {
+        self.check_failures.saturating_sub(self.faults.map_or(0, |f| f.damaged()))
+    }
+
     pub fn rx_mpps(&self) -> f64 {
         self.counters.rx as f64 / self.seconds.max(1e-9) / 1e6
     }
@@ -154,5 +162,6 @@ pub fn report(dp: &Datapath, el: Duration) -> RunReport {
         buffers_leaked: dp.buffers_in_use(),
         stop: StopReason::InputDone,
         output_errors: Vec::new(),
+        faults: dp.ports.iter().any(|p| p.fault_stats().is_some()).then(|| crate::port::fault::FaultStats::of_ports(&dp.ports)),
     }
 }
