@@ -61,29 +61,25 @@ fn no_output(o: &Outcome) {
 mod scenarios {
     use super::*;
 
-    pub fn nobuf() -> Scenario {
-        // One frame in the pool: it holds the received packet, so the ICMP time exceeded
-        // cannot be built. The error counts as originated and dropped for lack of buffer.
-        let mut s =
-            sc(vec![udp4(SRC_V4, DST1_V4, 1000, 9).ttl(1).build()], &[(DropReason::NoBuffer, 1), (DropReason::TtlExpired, 1)], |o, _| {
-                assert_eq!(o.c.originated, 1);
-                assert_eq!(o.c.tx, 0);
-                assert!(o.out.iter().all(|p| p.is_empty()));
-            });
+    /// One frame in the pool: it holds the received packet, so the ICMP time exceeded
+    /// cannot be built. The error counts as originated and dropped for lack of buffer.
+    fn nobuf_for(frame: Vec<u8>) -> Scenario {
+        let mut s = sc(vec![frame], &[(DropReason::NoBuffer, 1), (DropReason::TtlExpired, 1)], |o, _| {
+            assert_eq!(o.c.originated, 1);
+            assert_eq!(o.c.tx, 0);
+            assert!(o.out.iter().all(|p| p.is_empty()));
+        });
         s.setup.pool_frames = 1;
         s
     }
 
-    /// The ICMPv6 error path without a buffer: counted as originated and dropped (nobuf).
+    pub fn nobuf() -> Scenario {
+        nobuf_for(udp4(SRC_V4, DST1_V4, 1000, 9).ttl(1).build())
+    }
+
+    /// The ICMPv6 error path without a buffer.
     pub fn nobuf_v6() -> Scenario {
-        let mut s =
-            sc(vec![udp6(SRC_V6, DST1_V6, 1000, 9).ttl(1).build()], &[(DropReason::NoBuffer, 1), (DropReason::TtlExpired, 1)], |o, _| {
-                assert_eq!(o.c.originated, 1);
-                assert_eq!(o.c.tx, 0);
-                assert!(o.out.iter().all(|p| p.is_empty()));
-            });
-        s.setup.pool_frames = 1;
-        s
+        nobuf_for(udp6(SRC_V6, DST1_V6, 1000, 9).ttl(1).build())
     }
 
     pub fn rx_length_error() -> Scenario {
