@@ -77,15 +77,25 @@ pub enum XdpCommand {
     Run(XdpRunArgs),
     /// Run as `xdp run` does, then print the program's maps.
     Maps(XdpRunArgs),
+    /// List an object's programs (section, function, type, instructions) and maps.
+    List {
+        /// The eBPF object.
+        object: std::path::PathBuf,
+    },
 }
 
 #[derive(Debug, Args, Clone)]
 pub struct XdpRunArgs {
     /// The eBPF object (clang -O2 -g -target bpf).
     pub object: std::path::PathBuf,
-    /// Program (function or section name); default: the first XDP program.
+    /// Program (function or section name, any section: `prog`, `xdp_sock`, ...); default:
+    /// the first program of an XDP section (`xdp`, `xdp/...`, `xdp.frags...`).
     #[arg(long)]
     pub section: Option<String>,
+    /// Program type to load as, like bpftool's `type xdp`: `xdp` takes the named program
+    /// whatever its section says, or the first program when no section is XDP.
+    #[arg(long, value_name = "TYPE")]
+    pub prog_type: Option<String>,
     /// Input frames: a pcap file.
     #[arg(long)]
     pub pcap_in: Option<std::path::PathBuf>,

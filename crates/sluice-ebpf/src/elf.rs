@@ -109,7 +109,9 @@ impl<'a> Elf<'a> {
         let e = Endian(le);
         let (ty, machine) = (e.u16(bytes, 0x10).unwrap_or(0), e.u16(bytes, 0x12).unwrap_or(0));
         if ty != ET_REL || machine != EM_BPF {
-            return Err(format!("not an eBPF relocatable object (ELF type {ty}, machine {machine}; clang -target bpf -c gives type 1, machine 247)"));
+            return Err(format!(
+                "not an eBPF relocatable object (ELF type {ty}, machine {machine}; clang -target bpf -c gives type 1, machine 247)"
+            ));
         }
         let shoff = e.u64(bytes, 0x28).unwrap_or(0);
         let shentsize = e.u16(bytes, 0x3a).unwrap_or(0) as usize;
@@ -129,12 +131,7 @@ impl<'a> Elf<'a> {
             let f64 = |o: usize| e.u64(bytes, at + o).unwrap_or(0);
             let s = Shdr { name: f32(0), ty: f32(4), flags: f64(8), offset: f64(0x18), size: f64(0x20), link: f32(0x28), info: f32(0x2c) };
             if s.ty != SHT_NOBITS && s.ty != SHT_NULL && s.offset.checked_add(s.size).is_none_or(|end| end > bytes.len() as u64) {
-                return Err(format!(
-                    "section {i}: bytes {}..+{} run past the end of the file ({} bytes)",
-                    s.offset,
-                    s.size,
-                    bytes.len()
-                ));
+                return Err(format!("section {i}: bytes {}..+{} run past the end of the file ({} bytes)", s.offset, s.size, bytes.len()));
             }
             if s.ty == SHT_NOBITS && s.size > MAX_NOBITS_BYTES {
                 return Err(format!("section {i}: {} zero-filled bytes, above the largest map value ({MAX_NOBITS_BYTES})", s.size));
@@ -182,7 +179,8 @@ impl<'a> Elf<'a> {
 
     pub(crate) fn name(&self, i: usize) -> Result<&'a str, String> {
         let table = self.data(self.shstrndx);
-        c_str(table, self.sections[i].name as usize).ok_or_else(|| format!("section {i}: name offset {} outside the name table", self.sections[i].name))
+        c_str(table, self.sections[i].name as usize)
+            .ok_or_else(|| format!("section {i}: name offset {} outside the name table", self.sections[i].name))
     }
 
     /// The sections aya-obj takes as program sections: code, non-empty, not a name it knows.
@@ -213,7 +211,8 @@ impl<'a> Elf<'a> {
                 let shndx = e.u16(sym, 6).unwrap_or(0);
                 let value = e.u64(sym, 8).unwrap_or(0);
                 let size = e.u64(sym, 16).unwrap_or(0);
-                let name = c_str(strings, name_off).ok_or_else(|| format!("symbol {n}: name offset {name_off} outside the string table"))?;
+                let name =
+                    c_str(strings, name_off).ok_or_else(|| format!("symbol {n}: name offset {name_off} outside the string table"))?;
                 if shndx == 0 || shndx >= SHN_LORESERVE {
                     continue;
                 }
@@ -250,7 +249,7 @@ impl<'a> Elf<'a> {
                 let offset = e.u64(r, 0).unwrap_or(0);
                 let sym = e.u64(r, 8).unwrap_or(0) >> 32;
                 let need = if code { BPF_INSN_LEN } else { 1 };
-                if offset.checked_add(need).is_none_or(|end| end > t.size) || (code && offset % BPF_INSN_LEN != 0) {
+                if offset.checked_add(need).is_none_or(|end| end > t.size) || (code && !offset.is_multiple_of(BPF_INSN_LEN)) {
                     return Err(format!(
                         "relocation {n} of `{rel_name}`: offset {offset} is not inside section `{}` ({} bytes)",
                         self.name(target)?,
@@ -281,7 +280,9 @@ impl<'a> Elf<'a> {
         let shndx = e.u16(entry, at + 6).unwrap_or(0);
         let in_code = self.sections.get(shndx as usize).is_some_and(|s| shndx < SHN_LORESERVE && s.flags & SHF_EXECINSTR != 0);
         if (kind == STT_FUNC && !in_code) || (in_code && kind != STT_FUNC && kind != STT_SECTION) {
-            return Err(format!("relocation {n} of `{rel_name}`: symbol {sym} (type {kind}, section {shndx}) is not a function or a code section"));
+            return Err(format!(
+                "relocation {n} of `{rel_name}`: symbol {sym} (type {kind}, section {shndx}) is not a function or a code section"
+            ));
         }
         Ok(())
     }
@@ -306,7 +307,7 @@ impl<'a> Elf<'a> {
         let own_name = names.len() as u32;
         names.extend_from_slice(b".sluice.shstrtab\0");
         out.extend_from_slice(&names);
-        while out.len() % 8 != 0 {
+        while !out.len().is_multiple_of(8) {
             out.push(0);
         }
         let shoff = out.len();

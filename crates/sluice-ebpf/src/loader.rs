@@ -176,11 +176,8 @@ impl Object {
         let elf = Elf::parse(bytes).map_err(LoadError::Invalid)?;
         let prog_sections = elf.program_sections();
         let real_names: HashMap<usize, String> = prog_sections.iter().map(|(i, n)| (*i, (*n).to_owned())).collect();
-        let renames: Vec<(usize, &str)> = prog_sections
-            .iter()
-            .filter(|(_, n)| neutral_section_name(n) != *n)
-            .map(|(i, n)| (*i, neutral_section_name(n)))
-            .collect();
+        let renames: Vec<(usize, &str)> =
+            prog_sections.iter().filter(|(_, n)| neutral_section_name(n) != *n).map(|(i, n)| (*i, neutral_section_name(n))).collect();
         let renamed;
         let bytes = if renames.is_empty() {
             bytes
@@ -311,10 +308,13 @@ impl Object {
     }
 }
 
+/// A program's name and the verifier's refusal, if any.
+pub type ProgramVerdict = (String, Result<(), String>);
+
 /// Loads an object from untrusted bytes and verifies every program in it, as XDP (the
 /// loader fuzz target's entry point: any input gives `Err` or per-program results, never a
 /// panic). Each result is the program's name and the verifier's refusal, if any.
-pub fn load_and_verify(bytes: &[u8]) -> Result<Vec<(String, Result<(), String>)>, LoadError> {
+pub fn load_and_verify(bytes: &[u8]) -> Result<Vec<ProgramVerdict>, LoadError> {
     let obj = Object::from_bytes(bytes)?;
     let opts = crate::verifier::VerifyOptions::default();
     Ok(obj.programs.iter().map(|p| (p.name.clone(), crate::verifier::verify(p, &opts).map(|_| ()).map_err(|e| e.to_string()))).collect())

@@ -59,7 +59,9 @@ impl Program {
 /// What a program section holds, by libbpf's section-name rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SectionKind {
-    Xdp { frags: bool },
+    Xdp {
+        frags: bool,
+    },
     /// Another program type (libbpf's name for it, e.g. `sched_cls`, `kprobe`).
     Other(&'static str),
     /// A name libbpf gives no type (`prog`, `xdp_sock`, ...): the loader must say the type,

@@ -77,10 +77,7 @@ fn symbol_running_past_its_section_is_named() {
     let strtab = &secs.iter().map(|s| s.offset).collect::<Vec<_>>()[symtab.link];
     // The program's function symbol: STT_FUNC (2) in section `xdp`.
     let xdp_idx = secs.iter().position(|s| s.name == "xdp").unwrap() as u16;
-    let sym = (0..symtab.size / 24)
-        .map(|i| symtab.offset + i * 24)
-        .find(|&s| b[s + 4] & 0xf == 2 && u16_at(&b, s + 6) == xdp_idx)
-        .unwrap();
+    let sym = (0..symtab.size / 24).map(|i| symtab.offset + i * 24).find(|&s| b[s + 4] & 0xf == 2 && u16_at(&b, s + 6) == xdp_idx).unwrap();
     let name_off = u32_at(&b, sym) as usize;
     let name: String = b[strtab + name_off..].iter().take_while(|&&c| c != 0).map(|&c| c as char).collect();
     assert_eq!(name, "xdp_macswap_tx");
@@ -188,7 +185,7 @@ fn every_committed_object_still_loads() {
         let p = entry.unwrap().path();
         if p.extension().is_some_and(|x| x == "o") {
             let o = Object::from_file(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-            assert!(o.programs.iter().all(|p| p.is_xdp()), "{}", p.display());
+            assert!(o.select_xdp(None, true).is_ok(), "{}", p.display());
         }
     }
 }
@@ -198,4 +195,70 @@ fn malformed_is_an_error_variant_not_a_panic_message() {
     let e = Object::from_bytes(b"\x7fELF\x02\x01\x01").unwrap_err();
     assert!(matches!(e, LoadError::Invalid(_)), "{e:?}");
     assert!(e.to_string().contains("shorter than an ELF header"));
+}
+
+/// Program selection as libbpf / iproute2 / bpftool: XDP next to tc and tracing programs,
+/// and legacy section names aya-obj alone refuses.
+mod selection {
+    use super::*;
+    use sluice_ebpf::{section_kind, SectionKind, SelectError};
+
+    #[test]
+    fn mixed_object_lists_every_program_and_picks_the_first_xdp() {
+        let o = Object::from_file(obj_path("xdp_mixed_types.o")).unwrap();
+        let got: Vec<(&str, &str)> = o.programs.iter().map(|p| (p.section.as_str(), p.name.as_str())).collect();
+        assert_eq!(
+            got,
+            [
+                ("tc", "tc_count"),
+                ("tracepoint/syscalls/sys_enter_write", "trace_write"),
+                ("xdp/pass", "xdp_pass_count"),
+                ("kprobe/do_nanosleep", "probe_nanosleep"),
+                ("xdp.frags/devmap", "xdp_devmap_pass"),
+                ("xdp/cpumap", "xdp_cpumap_pass"),
+            ]
+        );
+        assert_eq!(o.select_xdp(None, false).unwrap().name, "xdp_pass_count");
+        assert_eq!(o.select_xdp(Some("xdp/cpumap"), false).unwrap().name, "xdp_cpumap_pass");
+        let frags = o.select_xdp(Some("xdp_devmap_pass"), false).unwrap();
+        assert!(frags.frags_aware() && frags.is_xdp());
+        assert_eq!(
+            o.select_xdp(Some("tc"), false).unwrap_err(),
+            SelectError::NotXdp { name: "tc_count".into(), section: "tc".into(), kind: "sched_cls" }
+        );
+        // bpftool's `type xdp` loads it as XDP anyway.
+        assert_eq!(o.select_xdp(Some("tc"), true).unwrap().name, "tc_count");
+        let e = o.select_xdp(Some("nope"), false).unwrap_err().to_string();
+        assert!(e.contains("no program or section `nope`") && e.contains("kprobe/do_nanosleep (probe_nanosleep, kprobe)"), "{e}");
+    }
+
+    #[test]
+    fn legacy_section_names_need_a_name_or_the_type() {
+        let o = Object::from_file(obj_path("xdp_legacy_sections.o")).unwrap();
+        assert_eq!(o.program_names(), ["xdp_prog_drop_arp", "xdp_sock_pass", "xdp_icmp_echo_func"]);
+        let e = o.select_xdp(None, false).unwrap_err().to_string();
+        assert!(e.starts_with("no XDP program in this object; sections: prog (xdp_prog_drop_arp, unknown), xdp_sock"), "{e}");
+        assert_eq!(o.select_xdp(Some("xdp_icmp_echo"), false).unwrap().name, "xdp_icmp_echo_func");
+        assert_eq!(o.select_xdp(Some("xdp_sock"), false).unwrap().name, "xdp_sock_pass");
+        assert_eq!(o.select_xdp(None, true).unwrap().name, "xdp_prog_drop_arp");
+    }
+
+    #[test]
+    fn section_kinds_follow_libbpf_names() {
+        for (s, k) in [
+            ("xdp", SectionKind::Xdp { frags: false }),
+            ("xdp/pass", SectionKind::Xdp { frags: false }),
+            ("xdp/devmap", SectionKind::Xdp { frags: false }),
+            ("xdp.frags", SectionKind::Xdp { frags: true }),
+            ("xdp.frags/cpumap", SectionKind::Xdp { frags: true }),
+            ("xdp_sock", SectionKind::Unknown),
+            ("prog", SectionKind::Unknown),
+            ("tc", SectionKind::Other("sched_cls")),
+            ("classifier", SectionKind::Other("sched_cls")),
+            ("kprobe/x", SectionKind::Other("kprobe")),
+            ("tp/a/b", SectionKind::Other("tracepoint")),
+        ] {
+            assert_eq!(section_kind(s), k, "{s}");
+        }
+    }
 }
