@@ -96,6 +96,10 @@ pub struct XdpRunArgs {
     /// whatever its section says, or the first program when no section is XDP.
     #[arg(long, value_name = "TYPE")]
     pub prog_type: Option<String>,
+    /// Verify with the kernel's rules for a loader without CAP_PERFMON (no pointer leaks,
+    /// stale packet pointers unreadable, no uninitialised stack reads); default: root's rules.
+    #[arg(long)]
+    pub unprivileged: bool,
     /// Input frames: a pcap file.
     #[arg(long)]
     pub pcap_in: Option<std::path::PathBuf>,

@@ -113,7 +113,12 @@ pub fn execute(args: &XdpRunArgs) -> Result<ToolRun, XdpToolError> {
         Some("xdp") => true,
         Some(t) => return Err(XdpToolError::Usage(format!("--prog-type `{t}`: sluice runs XDP programs only (xdp)"))),
     };
-    let mut prog = EbpfProgram::load_selected(&args.object, args.section.as_deref(), force_xdp, kind, false)?;
+    let verify_opts = if args.unprivileged {
+        sluice_ebpf::verifier::VerifyOptions::unprivileged()
+    } else {
+        sluice_ebpf::verifier::VerifyOptions::default()
+    };
+    let mut prog = EbpfProgram::load_selected(&args.object, args.section.as_deref(), force_xdp, &verify_opts, kind, false)?;
     for u in &args.map_updates {
         let bad = || XdpToolError::Usage(format!("--map `{u}`: expected NAME:KEYHEX=VALUEHEX"));
         let (name, kv) = u.split_once(':').ok_or_else(bad)?;
@@ -297,6 +302,7 @@ mod tests {
             object: bpf(obj),
             section: section.map(String::from),
             prog_type: prog_type.map(String::from),
+            unprivileged: false,
             pcap_in: None,
             packets_dir: Some(bpf("packets")),
             pcap_out: None,
@@ -329,6 +335,18 @@ mod tests {
         assert!(e.contains("--prog-type `tc`"), "{e}");
         let run = execute(&args("obj/xdp_mixed_types.o", None, None)).unwrap();
         assert_eq!(run.program, "xdp_mixed_types.o:xdp_pass_count");
+    }
+
+    /// bpf/xdp_vlan_push_stale.o uses a stale packet pointer as a number: root's rules (the
+    /// default) accept it, the unprivileged ones refuse it where the kernel does.
+    #[test]
+    fn privileged_rules_by_default_unprivileged_on_request() {
+        let run = execute(&args("obj/xdp_vlan_push_stale.o", None, None)).unwrap();
+        assert_eq!(run.counts[2], 27);
+        let mut a = args("obj/xdp_vlan_push_stale.o", None, None);
+        a.unprivileged = true;
+        let e = execute(&a).err().unwrap().to_string();
+        assert!(e.contains("refused by the verifier: insn 56: R8 !read_ok"), "{e}");
     }
 
     #[test]
