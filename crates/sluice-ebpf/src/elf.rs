@@ -378,9 +378,25 @@ fn check_btf(b: &[u8], e: Endian) -> Result<&[u8], String> {
             6 | 13 => vlen * 8,
             k => return Err(format!("type {id}: unknown kind {k}")),
         };
-        at += 12 + extra;
+        let kind = (info >> 24) & 0x1f;
+        let start = at + 12;
+        at = start + extra;
         if at > types.len() {
             return Err(format!("type {id}: record runs past the end of the type area"));
+        }
+        // Members, enumerators and parameters are named too (DATASEC entries are not).
+        let member = match kind {
+            4 | 5 | 19 => 12,
+            6 | 13 => 8,
+            _ => 0,
+        };
+        if member > 0 {
+            for m in (start..at).step_by(member) {
+                let off = e.u32(types, m).unwrap_or(0) as usize;
+                if off >= strings.len().max(1) {
+                    return Err(format!("type {id}: member name offset {off} outside the string area"));
+                }
+            }
         }
         id += 1;
     }

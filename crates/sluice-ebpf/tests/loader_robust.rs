@@ -262,3 +262,35 @@ mod selection {
         }
     }
 }
+
+/// A struct member's name offset past the BTF strings (aya-obj would index past its string
+/// table): refused, naming the type.
+#[test]
+fn btf_member_name_outside_the_strings_is_refused() {
+    let mut b = bytes("xdp_drop_count.o");
+    let secs = sections(&b);
+    let btf = section(&secs, ".BTF");
+    let hdr = u32_at(&b, btf.offset + 4) as usize;
+    let (types, type_len) = (btf.offset + hdr + u32_at(&b, btf.offset + 8) as usize, u32_at(&b, btf.offset + 12) as usize);
+    let (mut at, mut id) = (types, 1);
+    let member = loop {
+        assert!(at < types + type_len, "no struct with members in the BTF");
+        let info = u32_at(&b, at + 4);
+        let (kind, vlen) = ((info >> 24) & 0x1f, (info & 0xffff) as usize);
+        if kind == 4 && vlen > 0 {
+            break at + 12;
+        }
+        at += 12
+            + match kind {
+                1 | 14 | 17 => 4,
+                3 => 12,
+                4 | 5 | 15 | 19 => vlen * 12,
+                6 | 13 => vlen * 8,
+                _ => 0,
+            };
+        id += 1;
+    };
+    b[member..member + 4].copy_from_slice(&0x00ff_ffffu32.to_le_bytes());
+    let e = load_err(&b);
+    assert!(e.contains(&format!("type {id}: member name offset 16777215 outside the string area")), "{e}");
+}
