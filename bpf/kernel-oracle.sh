@@ -109,7 +109,11 @@ for f in "$PKT_DIR"/*.bin; do
 done
 
 for m in "$MAPDIR"/*; do
-	bpftool -j map dump pinned "$m" >"$WORK/dump_$(basename "$m").json"
+	if ! bpftool -j map dump pinned "$m" >"$WORK/dump_$(basename "$m").json" 2>"$WORK/dump.err"; then
+		# A ring buffer has no entries to dump (bpftool refuses): record it as empty.
+		grep -q '"type": *"ringbuf"' "$WORK/info_$(basename "$m").json" || { cat "$WORK/dump.err" >&2; exit 1; }
+		echo '[]' >"$WORK/dump_$(basename "$m").json"
+	fi
 done
 
 python3 - "$PROG" "$PKT_DIR" "$WORK" "$CPU" "$devmap_used" "$OUT" <<'PY'

@@ -118,6 +118,12 @@ pub struct XdpRunArgs {
     /// Set a map entry before the run: NAME:KEYHEX=VALUEHEX (little-endian bytes, as in memory).
     #[arg(long = "map", value_name = "NAME:KEY=VALUE")]
     pub map_updates: Vec<String>,
+    /// Listen on every perf event array and ring buffer of the object and write the records
+    /// the program sends (bpf_perf_event_output / bpf_ringbuf_output) to this file, one JSON
+    /// object per line: {"map", "cpu", "data" (hex)}. Without it nobody listens, and the
+    /// helpers return what the kernel returns then (-ENOENT; a ring fills up: -EAGAIN).
+    #[arg(long, value_name = "FILE")]
+    pub events: Option<std::path::PathBuf>,
     /// Write per-frame verdicts, output bytes and map dumps as JSON (bpf/kernel-oracle.sh format).
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,

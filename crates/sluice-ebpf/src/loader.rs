@@ -199,12 +199,17 @@ impl Object {
             if m.inner().is_some() {
                 return Err(LoadError::MapInMap { name: name.clone() });
             }
+            // libbpf sizes a perf event array left at 0 entries to the number of CPUs.
+            let max_entries = match m.max_entries() {
+                0 if m.map_type() == crate::program::map_type::PERF_EVENT_ARRAY => opts.ncpus.max(1),
+                n => n,
+            };
             defs.push(MapDef {
                 name: name.clone(),
                 map_type: m.map_type(),
                 key_size: m.key_size(),
                 value_size: m.value_size(),
-                max_entries: m.max_entries(),
+                max_entries,
                 flags: m.map_flags(),
             });
         }

@@ -6,6 +6,7 @@ use crate::insn::Insn;
 pub mod map_type {
     pub const HASH: u32 = 1;
     pub const ARRAY: u32 = 2;
+    pub const PERF_EVENT_ARRAY: u32 = 4;
     pub const PERCPU_HASH: u32 = 5;
     pub const PERCPU_ARRAY: u32 = 6;
     pub const LRU_HASH: u32 = 9;
@@ -14,6 +15,7 @@ pub mod map_type {
     pub const CPUMAP: u32 = 16;
     pub const XSKMAP: u32 = 17;
     pub const DEVMAP_HASH: u32 = 25;
+    pub const RINGBUF: u32 = 27;
 }
 
 /// The static description of a map, as declared in the object (BTF-defined or legacy `maps` section).
