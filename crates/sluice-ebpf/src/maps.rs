@@ -596,7 +596,7 @@ impl Map {
             if def.key_size != 0 || def.value_size != 0 {
                 return Err(invalid(def, "a ring buffer has no key or value (sizes must be 0)"));
             }
-            if !def.max_entries.is_power_of_two() || def.max_entries % 4096 != 0 {
+            if !def.max_entries.is_power_of_two() || !def.max_entries.is_multiple_of(4096) {
                 return Err(invalid(def, format!("ring size {} is not a power of 2 multiple of 4096", def.max_entries)));
             }
         } else if def.key_size != 4 || def.value_size != 4 || def.max_entries == 0 {
