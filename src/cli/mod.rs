@@ -104,15 +104,29 @@ pub enum XdpCommand {
     Run(XdpRunArgs),
     /// Run as `xdp run` does, then print the program's maps.
     Maps(XdpRunArgs),
+    /// List an object's programs (section, function, type, instructions) and maps.
+    List {
+        /// The eBPF object.
+        object: std::path::PathBuf,
+    },
 }
 
 #[derive(Debug, Args, Clone)]
 pub struct XdpRunArgs {
     /// The eBPF object (clang -O2 -g -target bpf).
     pub object: std::path::PathBuf,
-    /// Program (function or section name); default: the first XDP program.
+    /// Program (function or section name, any section: `prog`, `xdp_sock`, ...); default:
+    /// the first program of an XDP section (`xdp`, `xdp/...`, `xdp.frags...`).
     #[arg(long)]
     pub section: Option<String>,
+    /// Program type to load as, like bpftool's `type xdp`: `xdp` takes the named program
+    /// whatever its section says, or the first program when no section is XDP.
+    #[arg(long, value_name = "TYPE")]
+    pub prog_type: Option<String>,
+    /// Verify with the kernel's rules for a loader without CAP_PERFMON (no pointer leaks,
+    /// stale packet pointers unreadable, no uninitialised stack reads); default: root's rules.
+    #[arg(long)]
+    pub unprivileged: bool,
     /// Input frames: a pcap file.
     #[arg(long)]
     pub pcap_in: Option<std::path::PathBuf>,
@@ -131,6 +145,12 @@ pub struct XdpRunArgs {
     /// Set a map entry before the run: NAME:KEYHEX=VALUEHEX (little-endian bytes, as in memory).
     #[arg(long = "map", value_name = "NAME:KEY=VALUE")]
     pub map_updates: Vec<String>,
+    /// Listen on every perf event array and ring buffer of the object and write the records
+    /// the program sends (bpf_perf_event_output / bpf_ringbuf_output) to this file, one JSON
+    /// object per line: {"map", "cpu", "data" (hex)}. Without it nobody listens, and the
+    /// helpers return what the kernel returns then (-ENOENT; a ring fills up: -EAGAIN).
+    #[arg(long, value_name = "FILE")]
+    pub events: Option<std::path::PathBuf>,
     /// Write per-frame verdicts, output bytes and map dumps as JSON (bpf/kernel-oracle.sh format).
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
