@@ -430,6 +430,19 @@ fn map_value_oob_with_variable_offset() {
     rejects(&src, 11, "invalid access to map value, value_size=16 off=15 size=8 (R0 max value is outside of the allowed memory range)");
 }
 
+/// The last byte of a 16-byte value is readable; one past it is not (an off-by-one in the
+/// bounds check passes every other test).
+#[test]
+fn map_value_one_byte_past_the_end() {
+    let read = |size: &str, off: u32| format!("{LOOKUP} if r0 == 0 goto +1 \n r1 = *({size} *)(r0 + {off}) \n r0 = 2 \n exit");
+    for (size, last) in [("u8", 15), ("u16", 14), ("u32", 12), ("u64", 8)] {
+        verify(&program(asm(&read(size, last)), maps()), &VerifyOptions::default())
+            .unwrap_or_else(|e| panic!("{size} at {last} is inside the value: {e}"));
+    }
+    rejects(&read("u8", 16), 8, "invalid access to map value, value_size=16 off=16 size=1");
+    rejects(&read("u64", 9), 8, "invalid access to map value, value_size=16 off=9 size=8");
+}
+
 #[test]
 fn map_value_negative_offset() {
     rejects(
