@@ -76,6 +76,18 @@ for obj in "$HERE"/obj/*.o; do
 	fi
 	if try_load "$obj" "$name"; then
 		echo "ok   loads    $name"
+		# Objects relying on the privileged rules (allow_ptr_leaks) must be refused, with
+		# the source's "PRIVILEGED-ONLY:" text, when CAP_PERFMON/CAP_SYS_ADMIN are dropped.
+		priv_only="$(sed -n 's/^ \* PRIVILEGED-ONLY: //p' "$HERE/$name.c" 2>/dev/null | head -n1)"
+		if [ -n "$priv_only" ]; then
+			if try_load "$obj" "${name}_noperf" setpriv --inh-caps=-sys_admin,-perfmon --bounding-set=-sys_admin,-perfmon; then
+				echo "FAIL $name: LOADS without CAP_PERFMON/CAP_SYS_ADMIN (expected: $priv_only)"; fail=1
+			elif grep -qF -- "$priv_only" "$LOGDIR/${name}_noperf.log"; then
+				echo "ok   refused  $name without CAP_PERFMON/CAP_SYS_ADMIN: $priv_only"
+			else
+				echo "FAIL $name: refused without CAP_PERFMON but the log lacks \"$priv_only\""; fail=1
+			fi
+		fi
 	else
 		echo "FAIL $name does not load:"; verifier_msg "$LOGDIR/$name.log" | sed 's/^/     /'
 		tail -3 "$LOGDIR/$name.log" | sed 's/^/     /'

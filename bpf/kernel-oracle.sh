@@ -6,6 +6,10 @@
 #
 # 1. bpftool prog load PROG.o /sys/fs/bpf/sluice_oracle_$$ type xdp
 #        pinmaps /sys/fs/bpf/sluice_oracle_$$_maps
+#    With ORACLE_PROG=NAME: `bpftool prog loadall` (every program of the object
+#    loaded, each pinned by name) and program NAME is the one run. With
+#    ORACLE_TYPE=auto each program's type comes from its section name (objects
+#    mixing XDP with tc / tracing programs); default ORACLE_TYPE=xdp.
 # 2. every DEVMAP / DEVMAP_HASH gets key 0 -> ifindex $ORACLE_DEVMAP_IFINDEX
 #    (default 1 = "lo" of the current netns; test_run never transmits, so no
 #    frame leaves; an empty devmap makes bpf_redirect_map fail instead)
@@ -50,7 +54,7 @@ PIN="/sys/fs/bpf/sluice_oracle_$$"
 MAPDIR="/sys/fs/bpf/sluice_oracle_$$_maps"
 WORK="$(mktemp -d /tmp/sluice-oracle.XXXXXX)"
 cleanup() {
-	rm -f "$PIN"
+	rm -rf "$PIN"
 	rm -rf "$MAPDIR"
 	rm -rf "$WORK"
 }
@@ -60,7 +64,16 @@ CPU="$(python3 -c 'import os; print(min(os.sched_getaffinity(0)))')"
 DEVMAP_IFINDEX="${ORACLE_DEVMAP_IFINDEX:-1}"
 
 mkdir -p "$MAPDIR"
-if ! bpftool prog load "$PROG" "$PIN" type xdp pinmaps "$MAPDIR" >"$WORK/load.log" 2>&1; then
+type_args=(type "${ORACLE_TYPE:-xdp}")
+[ "${ORACLE_TYPE:-xdp}" = auto ] && type_args=()
+if [ -n "${ORACLE_PROG:-}" ]; then
+	load=(loadall "$PROG" "$PIN" "${type_args[@]}" pinmaps "$MAPDIR")
+	RUN_PIN="$PIN/$ORACLE_PROG"
+else
+	RUN_PIN="$PIN"
+	load=(load "$PROG" "$PIN" "${type_args[@]}" pinmaps "$MAPDIR")
+fi
+if ! bpftool prog "${load[@]}" >"$WORK/load.log" 2>&1; then
 	echo "kernel-oracle: the kernel refused $PROG:" >&2
 	cat "$WORK/load.log" >&2
 	exit 1
@@ -88,7 +101,7 @@ for f in "$PKT_DIR"/*.bin; do
 	idx="$(printf '%04d' "$n")"
 	echo "$base" >"$WORK/runs/$idx.name"
 	rm -f "$WORK/out.bin"
-	if taskset -c "$CPU" bpftool -j prog run pinned "$PIN" data_in "$f" \
+	if taskset -c "$CPU" bpftool -j prog run pinned "$RUN_PIN" data_in "$f" \
 		data_out "$WORK/out.bin" data_size_out 4096 repeat 1 >"$WORK/runs/$idx.json" 2>"$WORK/runs/$idx.err"; then
 		cp "$WORK/out.bin" "$WORK/runs/$idx.out" 2>/dev/null || : >"$WORK/runs/$idx.out"
 	fi
@@ -96,7 +109,11 @@ for f in "$PKT_DIR"/*.bin; do
 done
 
 for m in "$MAPDIR"/*; do
-	bpftool -j map dump pinned "$m" >"$WORK/dump_$(basename "$m").json"
+	if ! bpftool -j map dump pinned "$m" >"$WORK/dump_$(basename "$m").json" 2>"$WORK/dump.err"; then
+		# A ring buffer has no entries to dump (bpftool refuses): record it as empty.
+		grep -q '"type": *"ringbuf"' "$WORK/info_$(basename "$m").json" || { cat "$WORK/dump.err" >&2; exit 1; }
+		echo '[]' >"$WORK/dump_$(basename "$m").json"
+	fi
 done
 
 python3 - "$PROG" "$PKT_DIR" "$WORK" "$CPU" "$devmap_used" "$OUT" <<'PY'

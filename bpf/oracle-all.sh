@@ -17,5 +17,14 @@ mkdir -p "$OUT_DIR"
 for obj in "$HERE"/obj/*.o; do
 	name="$(basename "$obj" .o)"
 	[ "$name" = xdp_legacy_globals ] && continue
-	"$HERE/kernel-oracle.sh" "$obj" "$PKT_DIR" "$OUT_DIR/$name.json"
+	case "$name" in
+	# XDP next to tc / tracing programs. libbpf 1.x types `xdp/pass` by no rule (only
+	# xdp, xdp.frags, xdp/devmap, xdp/cpumap): all load as `type xdp` (the tc and
+	# tracing programs here do not touch their context, so they pass as XDP too).
+	xdp_mixed_types) env=(ORACLE_TYPE=xdp ORACLE_PROG=xdp_pass_count) ;;
+	# Legacy section names: loaded as bpftool `type xdp`; the echo program is run.
+	xdp_legacy_sections) env=(ORACLE_TYPE=xdp ORACLE_PROG=xdp_icmp_echo_func) ;;
+	*) env=() ;;
+	esac
+	env "${env[@]}" "$HERE/kernel-oracle.sh" "$obj" "$PKT_DIR" "$OUT_DIR/$name.json"
 done

@@ -58,6 +58,8 @@ pub struct Datapath {
     epoch: std::time::Instant,
     /// Which polls the per-stage clocks time (`stats.clock_sample`).
     pub clock: crate::stats::tsc::StageClock,
+    /// Packets the ports may still deliver (a run's packet count; u64::MAX = no limit).
+    pub rx_quota: u64,
     /// Per-poll scratch (kept to avoid allocation per poll).
     pub(crate) rx_scratch: Vec<Pkt>,
     pub(crate) skb_scratch: Vec<crate::buf::skb::Skb>,
@@ -80,6 +82,7 @@ impl Datapath {
             clock: Default::default(),
             icmp_rate: Default::default(),
             now_ns: 0,
+            rx_quota: u64::MAX,
             epoch: std::time::Instant::now(),
             rx_scratch: Vec::with_capacity(1024),
             skb_scratch: Vec::with_capacity(1024),

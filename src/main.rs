@@ -1,62 +1,97 @@
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
-use sluice::cli::{report, run, Cli, Command, RunArgs};
+use sluice::cli::{out, report, run, Cli, Command, RunArgs};
 use sluice::config::TUNABLES;
+use sluice::{out, outln};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
-fn main() -> Result<()> {
+/// Errors are the user's to read: one line with its causes (`a: b: c`), never a backtrace,
+/// whatever RUST_BACKTRACE says.
+fn main() -> ExitCode {
     let cli = Cli::parse();
+    match dispatch(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn dispatch(cli: Cli) -> Result<()> {
     match cli.command.unwrap_or(Command::Run(RunArgs::default())) {
         Command::Run(args) => cmd_run(args),
         Command::Xdp(cmd) => sluice::cli::xdp::main(cmd).map_err(Into::into),
         Command::Bench(args) => sluice::bench::main(&args).map(|_| ()).map_err(Into::into),
         Command::Tunables => {
             for (name, doc, default) in TUNABLES {
-                println!("{name:<34} {default:>8}  {doc}");
+                outln!("{name:<34} {default:>8}  {doc}");
             }
             Ok(())
         }
     }
 }
 
+/// SIGINT and SIGTERM raise the returned flag: the run stops at the next poll boundary,
+/// flushes, and reports. A second SIGINT while stopping exits at once.
+fn stop_on_signals() -> Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&stop)).context("installing a signal handler")?;
+        signal_hook::flag::register(sig, Arc::clone(&stop)).context("installing a signal handler")?;
+    }
+    Ok(stop)
+}
+
 fn cmd_run(args: RunArgs) -> Result<()> {
     let secs = args.seconds.unwrap_or(10.0);
-    let bar = if args.quiet || args.json {
+    let quiet = args.quiet || args.json;
+    let bar = if quiet {
         ProgressBar::hidden()
     } else {
         let b = ProgressBar::new((secs * 1000.0) as u64);
         b.set_style(ProgressStyle::with_template("{bar:40} {elapsed}/{duration} {msg}").context("progress template")?);
         b
     };
+    let stop = stop_on_signals()?;
     let mut prev = sluice::stats::Counters::default();
     let mut last = Duration::ZERO;
-    let quiet = args.quiet || args.json;
-    let rep = run::execute(&args, |dp, el| {
+    let rep = run::execute_until(&args, Some(Arc::clone(&stop)), |dp, el| {
         if !quiet {
             let dt = (el - last).as_secs_f64();
             let line = report::tick_line(&dp.c, &prev, dt, el.as_secs_f64());
             // Without a terminal the bar is hidden and would swallow its println: print plainly.
             if bar.is_hidden() {
-                println!("{line}");
+                outln!("{line}");
             } else {
                 bar.println(line);
             }
             bar.set_position(el.as_millis() as u64);
+        }
+        if out::closed() {
+            // Nobody reads our output any more: stop as on SIGINT (captures still flushed).
+            stop.store(true, Ordering::Relaxed);
         }
         prev = dp.c.clone();
         last = el;
     })?;
     bar.finish_and_clear();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&rep)?);
+        outln!("{}", serde_json::to_string_pretty(&rep)?);
     } else {
-        print!("{}", report::summary(&rep));
+        out!("{}", report::summary(&rep));
     }
     if let Err(e) = &rep.conservation {
         bail!("conservation violated: {e}");
     }
-    if rep.check_failures > 0 {
+    if !rep.output_errors.is_empty() {
+        bail!("output not written: {}", rep.output_errors.join("; "));
+    }
+    if rep.unexplained_check_failures() > 0 {
         bail!("{} packets failed the check sink", rep.check_failures);
     }
     Ok(())

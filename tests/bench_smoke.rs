@@ -24,7 +24,11 @@ fn quick_all_writes_results_report_and_plots() {
     let out = sluice().args(["bench", "--quick", "all", "--out"]).arg(dir.path()).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "bench failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    // The only failure allowed is the self-check's verdict on a noisy machine (everything is
+    // still measured and written); anything else is a broken bench.
+    let verdict_only = stderr.contains("selfcheck FAILED") && stderr.lines().filter(|l| l.starts_with("error")).count() == 1;
+    assert!(out.status.success() || verdict_only, "bench failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("selfcheck: PASS") || stdout.contains("selfcheck: FAIL"), "no self-check verdict:\n{stdout}");
     assert!(stdout.contains("== listify"), "{stdout}");
 
     let json: Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("results.json")).unwrap()).unwrap();
@@ -54,7 +58,9 @@ fn quick_all_writes_results_report_and_plots() {
                 assert!(samples.is_empty());
                 continue;
             }
-            assert_eq!(samples.len(), 2, "{} {}: --quick runs 2 per arm", e["name"], a["name"]);
+            // The self-check must judge even under --quick, so it takes 6 runs per arm.
+            let want = if e["name"] == "selfcheck" { 6 } else { 2 };
+            assert_eq!(samples.len(), want, "{} {}: --quick runs {want} per arm", e["name"], a["name"]);
             for s in samples {
                 assert!(s["mpps"].as_f64().unwrap() > 0.0, "{s}");
                 assert!(s["rx_packets"].as_u64().unwrap() > 0, "{s}");

@@ -61,17 +61,36 @@ fn no_output(o: &Outcome) {
 mod scenarios {
     use super::*;
 
-    pub fn nobuf() -> Scenario {
-        // One frame in the pool: it holds the received packet, so the ICMP time exceeded
-        // cannot be built. The error counts as originated and dropped for lack of buffer.
-        let mut s =
-            sc(vec![udp4(SRC_V4, DST1_V4, 1000, 9).ttl(1).build()], &[(DropReason::NoBuffer, 1), (DropReason::TtlExpired, 1)], |o, _| {
-                assert_eq!(o.c.originated, 1);
-                assert_eq!(o.c.tx, 0);
-                assert!(o.out.iter().all(|p| p.is_empty()));
-            });
+    /// One frame in the pool: it holds the received packet, so the ICMP time exceeded
+    /// cannot be built. The error counts as originated and dropped for lack of buffer.
+    fn nobuf_for(frame: Vec<u8>) -> Scenario {
+        let mut s = sc(vec![frame], &[(DropReason::NoBuffer, 1), (DropReason::TtlExpired, 1)], |o, _| {
+            assert_eq!(o.c.originated, 1);
+            assert_eq!(o.c.tx, 0);
+            assert!(o.out.iter().all(|p| p.is_empty()));
+        });
         s.setup.pool_frames = 1;
         s
+    }
+
+    pub fn nobuf() -> Scenario {
+        nobuf_for(udp4(SRC_V4, DST1_V4, 1000, 9).ttl(1).build())
+    }
+
+    /// The ICMPv6 error path without a buffer.
+    pub fn nobuf_v6() -> Scenario {
+        nobuf_for(udp6(SRC_V6, DST1_V6, 1000, 9).ttl(1).build())
+    }
+
+    pub fn rx_length_error() -> Scenario {
+        // Longer than one receive buffer (until buffer chains land): received, counted and
+        // dropped, never cut; the frames around it go through untouched.
+        let jumbo = ether(MAC_IN, MAC_HOST, 0x0800, &[0x45; 9000 - 14]);
+        let ok = udp4(SRC_V4, DST1_V4, 2, 9).build();
+        sc(vec![ok.clone(), jumbo, ok], &[(DropReason::RxLengthError, 1)], |o, _| {
+            assert_eq!(o.c.rx, 3);
+            assert_eq!(o.c.tx, 2);
+        })
     }
 
     pub fn pkt_too_small() -> Scenario {
@@ -85,6 +104,16 @@ mod scenarios {
         short_v6.truncate(50);
         let mut cut_v6 = udp6(SRC_V6, DST1_V6, 1, 9).len(200).build();
         cut_v6.truncate(120);
+        // Total length 1 and 14 bytes past what arrived: the check is against the IP bytes,
+        // not the frame (which has 14 more).
+        let mut cut1_v4 = udp4(SRC_V4, DST1_V4, 1, 9).len(200).build();
+        cut1_v4.truncate(199);
+        let mut cut14_v4 = udp4(SRC_V4, DST1_V4, 1, 9).len(200).build();
+        cut14_v4.truncate(186);
+        let mut cut1_v6 = udp6(SRC_V6, DST1_V6, 1, 9).len(200).build();
+        cut1_v6.truncate(199);
+        let mut cut14_v6 = udp6(SRC_V6, DST1_V6, 1, 9).len(200).build();
+        cut14_v6.truncate(186);
         let mut cut_vlan = MAC_IN.to_vec();
         cut_vlan.extend_from_slice(&MAC_HOST);
         cut_vlan.extend_from_slice(&[0x81, 0x00, 0x00]);
@@ -95,8 +124,23 @@ mod scenarios {
         let short_icmp = raw4(SRC_V4, IN_V4, 1).len(14 + 20 + 4).build();
         let short_icmp6 = raw6(SRC_V6, IN_V6, 58).len(14 + 40 + 4).build();
         sc(
-            vec![runt, short_v4, cut_v4, short_v6, cut_v6, cut_vlan, short_udp, long_udp_len, short_icmp, short_icmp6],
-            &[(DropReason::PktTooSmall, 10)],
+            vec![
+                runt,
+                short_v4,
+                cut_v4,
+                cut1_v4,
+                cut14_v4,
+                short_v6,
+                cut_v6,
+                cut1_v6,
+                cut14_v6,
+                cut_vlan,
+                short_udp,
+                long_udp_len,
+                short_icmp,
+                short_icmp6,
+            ],
+            &[(DropReason::PktTooSmall, 14)],
             |o, _| no_output(o),
         )
     }
@@ -519,6 +563,8 @@ macro_rules! scenario_tests {
 
 scenario_tests! {
     nobuf => NoBuffer,
+    nobuf_v6 => NoBuffer,
+    rx_length_error => RxLengthError,
     pkt_too_small => PktTooSmall,
     unhandled_proto => UnhandledProto,
     vlan_filtered => VlanFiltered,

@@ -26,7 +26,7 @@ fn run_lab(cfg: &Config, listified: bool) -> LabRun {
     assert_eq!(tun.listified, listified as u8);
     let pool = Pool::new(cfg.pool_frames).unwrap();
     let mut dp = cfg.build(tun, &pool).unwrap();
-    let el = napi::run(&mut dp, RunLimit { packets: Some(PACKETS), duration: None }, Duration::from_secs(1), |_, _| {});
+    let el = napi::run(&mut dp, RunLimit { packets: Some(PACKETS), ..Default::default() }, Duration::from_secs(1), |_, _| {});
     let report = report(&dp, el);
     // `napi::run` ends with a drain: nothing may be held any more.
     assert_eq!(report.conservation, Ok(()), "{:?}", report.counters);

@@ -149,6 +149,19 @@ pub struct ExperimentResult {
     pub comparisons: Vec<ComparisonResult>,
     pub sweeps: Vec<SweepFit>,
     pub wall_seconds: f64,
+    /// The self-check's verdict on the harness and the machine (selfcheck only).
+    pub health: Option<Health>,
+}
+
+/// Whether the figures of this machine can be trusted: the self-check's PASS or FAIL.
+#[derive(Debug, Clone, Serialize)]
+pub struct Health {
+    pub pass: bool,
+    /// Half-width of the 95% CI of A' − A in CPU ns/packet, as % of A: the smallest
+    /// difference this machine resolves now.
+    pub resolution_pct: Option<f64>,
+    /// One line per failed condition (empty when it passes).
+    pub failures: Vec<String>,
 }
 
 fn summary_of(samples: &[Sample], f: impl Fn(&Sample) -> Option<f64>) -> Option<Summary> {

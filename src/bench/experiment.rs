@@ -121,6 +121,9 @@ pub struct Experiment {
     pub cap: Option<f64>,
     /// Runs per arm unless `--runs` says otherwise.
     pub default_runs: usize,
+    /// Runs per arm under `--quick` when the experiment must reach a verdict even then
+    /// (the self-check: two runs cannot tell noise from a difference).
+    pub quick_runs: Option<usize>,
     pub sweep: Option<Sweep>,
     /// Extra remarks for the report (caveats, like-with-like notes).
     pub notes: Vec<String>,

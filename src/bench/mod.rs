@@ -37,7 +37,8 @@ pub struct BenchArgs {
     /// Experiments to run: listify, xdp, io, selfcheck, or all (the default). `--list` shows them.
     #[arg(value_name = "EXPERIMENT")]
     pub experiments: Vec<String>,
-    /// Runs per arm (default: the experiment's, 5 or 6; --quick: 2).
+    /// Runs per arm (default: the experiment's, 5 or 6; --quick: 2, but 6 for the self-check,
+    /// which must reach a verdict).
     #[arg(long)]
     pub runs: Option<usize>,
     /// Measured seconds per run (default 5; --quick: 0.3).
@@ -79,6 +80,8 @@ pub enum BenchError {
     Json(#[from] serde_json::Error),
     #[error("plot {path}: {msg}")]
     Plot { path: String, msg: String },
+    #[error("selfcheck FAILED, the figures of this machine cannot be trusted now: {0}")]
+    Untrustworthy(String),
     #[error("experiment {experiment}, arm {arm}: conservation violated in {n} run(s): {first}")]
     Conservation { experiment: String, arm: String, n: usize, first: String },
 }
@@ -97,6 +100,8 @@ pub struct Settings {
     pub seconds: f64,
     pub warmup: f64,
     pub quick: bool,
+    /// `--runs` was given (else --quick's 2 may be raised by an experiment that must judge).
+    pub runs_given: bool,
     pub set: Vec<String>,
 }
 
@@ -108,6 +113,7 @@ impl Settings {
             seconds: a.seconds.unwrap_or(seconds),
             warmup: a.warmup.unwrap_or(warmup),
             quick: a.quick,
+            runs_given: a.runs.is_some(),
             set: a.set.clone(),
         };
         if !(s.seconds.is_finite() && s.seconds > 0.0 && s.seconds <= 86_400.0) {
@@ -128,7 +134,11 @@ impl Settings {
     }
 
     pub fn runs_for(&self, e: &Experiment) -> usize {
-        self.runs.unwrap_or(e.default_runs)
+        match self.runs {
+            Some(r) if self.quick && !self.runs_given => r.max(e.quick_runs.unwrap_or(r)),
+            Some(r) => r,
+            None => e.default_runs,
+        }
     }
 }
 
@@ -223,7 +233,7 @@ pub fn list_text() -> String {
 /// Runs `sluice bench`: every requested experiment, then writes the outputs.
 pub fn main(args: &BenchArgs) -> Result<BenchOutcome, BenchError> {
     if args.list {
-        print!("{}", list_text());
+        crate::out!("{}", list_text());
         return Ok(BenchOutcome {
             results: Results {
                 schema: 1,
@@ -245,6 +255,12 @@ pub fn main(args: &BenchArgs) -> Result<BenchOutcome, BenchError> {
         let b = experiments::find(n).ok_or_else(|| BenchError::UnknownExperiment(n.to_string(), String::new()))?;
         exps.push(b()?);
     }
+    if args.out.exists() && !args.out.is_dir() {
+        return Err(BenchError::Settings(format!(
+            "--out {}: exists and is not a directory (results go into a directory)",
+            args.out.display()
+        )));
+    }
     std::fs::create_dir_all(&args.out).map_err(|e| BenchError::io(&args.out, e))?;
     let machine = machine::describe();
     let mut results = Results {
@@ -263,7 +279,7 @@ pub fn main(args: &BenchArgs) -> Result<BenchOutcome, BenchError> {
     let mut files = Vec::new();
     for e in &exps {
         let r = run_experiment(e, &settings, use_hw, args.quiet)?;
-        println!("{}", report::terminal(&r));
+        crate::outln!("{}", report::terminal(&r));
         results.experiments.push(r);
         // Written after every experiment, so an interrupted bench keeps what it measured.
         files = write_outputs(&results, &exps, &args.out)?;
@@ -272,10 +288,13 @@ pub fn main(args: &BenchArgs) -> Result<BenchOutcome, BenchError> {
         files = write_outputs(&results, &exps, &args.out)?;
     }
     if !missing.is_empty() {
-        println!("not implemented yet: {}", missing.join(", "));
+        crate::outln!("not implemented yet: {}", missing.join(", "));
     }
-    println!("wrote {}", files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", "));
+    crate::outln!("wrote {}", files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", "));
     for e in &results.experiments {
+        if let Some(h) = e.health.as_ref().filter(|h| !h.pass) {
+            return Err(BenchError::Untrustworthy(h.failures.join("; ")));
+        }
         for a in &e.arms {
             if let Some(first) = a.conservation_errors.first() {
                 return Err(BenchError::Conservation {
@@ -439,6 +458,13 @@ pub fn run_experiment(e: &Experiment, s: &Settings, use_hw: bool, quiet: bool) -
         comparisons,
         sweeps,
         wall_seconds: t0.elapsed().as_secs_f64(),
+        health: None,
+    })
+    .map(|mut r| {
+        if r.name == "selfcheck" {
+            r.health = Some(experiments::selfcheck_health(&r));
+        }
+        r
     })
 }
 

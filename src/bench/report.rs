@@ -87,9 +87,21 @@ pub fn seed_line(e: &ExperimentResult) -> Option<String> {
 }
 
 /// The table printed after each experiment.
+/// The self-check's verdict in one line (and one per failed condition).
+fn health_text(e: &ExperimentResult) -> String {
+    let Some(h) = &e.health else { return String::new() };
+    let res = h.resolution_pct.map(|w| format!("identical arms resolved to ±{w:.1}%")).unwrap_or_default();
+    let mut s = format!("selfcheck: {} {res}\n", if h.pass { "PASS" } else { "FAIL" });
+    for f in &h.failures {
+        s.push_str(&format!("  - {f}\n"));
+    }
+    s
+}
+
 pub fn terminal(e: &ExperimentResult) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "\n== {}: {} — {} runs × {:.2} s per arm (warm-up {:.2} s) ==", e.name, e.title, e.runs, e.seconds, e.warmup);
+    s.push_str(&health_text(e));
     let _ = writeln!(
         s,
         "{:<26}{:>3} {:>9} {:>8} {:>19} {:>9} {:>9} {:>8} {:>6} {:>7}",
@@ -252,6 +264,9 @@ pub fn markdown(r: &Results, out: &Path) -> String {
 
 fn experiment_md(s: &mut String, r: &Results, e: &ExperimentResult, out: &Path) {
     let _ = writeln!(s, "\n## {} — {}\n", e.name, e.title);
+    if e.health.is_some() {
+        let _ = writeln!(s, "**{}**", health_text(e).trim_end().replace('\n', "  \n"));
+    }
     let _ = writeln!(s, "{}\n", e.description);
     let _ = writeln!(s, "Reproduce: `{}`\n", experiment_command(r, e));
 

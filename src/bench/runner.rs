@@ -85,7 +85,7 @@ pub fn run_sluice(
     let mut dp = clirun::build(config, set)?;
     let tick = Duration::from_millis(100);
     if !warmup.is_zero() {
-        napi::run(&mut dp, RunLimit { duration: Some(warmup), packets: None }, tick, |_, el| progress(el.as_secs_f64()));
+        napi::run(&mut dp, RunLimit { duration: Some(warmup), ..Default::default() }, tick, |_, el| progress(el.as_secs_f64()));
     }
     // After `napi::run` everything is flushed (nothing in flight), so starting the counters
     // from zero keeps the conservation ledger balanced.
@@ -96,7 +96,7 @@ pub fn run_sluice(
     if let Some(h) = &hwc {
         h.start();
     }
-    let el = napi::run(&mut dp, RunLimit { duration: Some(measure), packets: None }, tick, |_, el| progress(w + el.as_secs_f64()));
+    let el = napi::run(&mut dp, RunLimit { duration: Some(measure), ..Default::default() }, tick, |_, el| progress(w + el.as_secs_f64()));
     let hw_reading = hwc.as_mut().and_then(|h| h.stop());
     let cpu1 = hw::thread_cpu_time();
     let secs = el.as_secs_f64().max(1e-9);

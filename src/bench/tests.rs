@@ -7,7 +7,7 @@ use crate::config;
 use crate::datapath::Pipeline;
 
 fn tiny_settings(runs: usize) -> Settings {
-    Settings { runs: Some(runs), seconds: 0.02, warmup: 0.0, quick: true, set: vec![] }
+    Settings { runs: Some(runs), seconds: 0.02, warmup: 0.0, quick: true, runs_given: true, set: vec![] }
 }
 
 #[test]
@@ -81,6 +81,7 @@ fn cap_comes_from_rate_limited_generators() {
         seed: None,
         cap: None,
         default_runs: 5,
+        quick_runs: None,
         sweep: None,
         notes: vec![],
     };
@@ -122,6 +123,7 @@ fn tiny_experiment() -> Experiment {
         seed: None,
         cap: None,
         default_runs: 5,
+        quick_runs: None,
         sweep: Some(Sweep { x_label: "w".into(), metric: "cpu_ns_per_packet" }),
         notes: vec!["a note".into()],
     }

@@ -1,5 +1,6 @@
 //! Command-line interface (`sluice run`, `sluice bench`, `sluice xdp`, `sluice tunables`).
 
+pub mod out;
 pub mod report;
 pub mod run;
 pub mod xdp;
@@ -38,11 +39,12 @@ pub struct RunArgs {
     /// Set a tunable by its sysctl name, e.g. --set net.core.dev_weight=32.
     #[arg(long = "set", value_name = "NAME=VALUE")]
     pub set: Vec<String>,
-    /// Seconds to run (default 10; a pcap input ends the run when read).
-    #[arg(long)]
+    /// Seconds to run (default 10; without it, a run with a pcap input or a packet count ends
+    /// when they are done).
+    #[arg(long, allow_negative_numbers = true, value_parser = parse_seconds)]
     pub seconds: Option<f64>,
-    /// Stop after this many received packets.
-    #[arg(long)]
+    /// Stop after exactly this many received packets.
+    #[arg(long, value_parser = parse_packets)]
     pub packets: Option<u64>,
     /// Replace the first (receiving) port with this capture.
     #[arg(long)]
@@ -60,15 +62,40 @@ pub struct RunArgs {
     /// `builtin:NAME` (drop, drop-read, pass, tx, redirect=IFINDEX, firewall=PORTS,PREFIXES).
     #[arg(long)]
     pub xdp: Option<String>,
-    /// XDP hook: native (raw buffer, before metadata) or generic (after metadata).
-    #[arg(long, default_value = "native")]
-    pub xdp_mode: String,
+    /// XDP hook: native (raw buffer, before metadata; the default) or generic (after metadata).
+    #[arg(long)]
+    pub xdp_mode: Option<String>,
     /// Program (function or section name) in the object; default: the first XDP program.
     #[arg(long)]
     pub xdp_section: Option<String>,
-    /// eBPF execution engine: jit or interp.
-    #[arg(long, default_value = "jit")]
-    pub xdp_engine: String,
+    /// eBPF execution engine: jit (the default) or interp.
+    #[arg(long)]
+    pub xdp_engine: Option<String>,
+}
+
+/// The longest run `--seconds` takes: a year (more is a typo, not a plan).
+pub const MAX_SECONDS: f64 = 365.0 * 86400.0;
+
+/// `--seconds`: a finite positive number of seconds, at most [`MAX_SECONDS`].
+pub fn parse_seconds(s: &str) -> Result<f64, String> {
+    let v: f64 = s.trim().parse().map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if !v.is_finite() || v <= 0.0 {
+        return Err(format!("`{s}`: the run time must be a positive, finite number of seconds"));
+    }
+    if v > MAX_SECONDS {
+        return Err(format!("`{s}`: at most {MAX_SECONDS} seconds (a year)"));
+    }
+    Ok(v)
+}
+
+/// `--packets`: a positive count.
+pub fn parse_packets(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(0) => Err("`0`: the packet count must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => Err(format!("`{s}` is larger than {}", u64::MAX)),
+        Err(_) => Err(format!("`{s}` is not a whole number of packets")),
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -77,15 +104,29 @@ pub enum XdpCommand {
     Run(XdpRunArgs),
     /// Run as `xdp run` does, then print the program's maps.
     Maps(XdpRunArgs),
+    /// List an object's programs (section, function, type, instructions) and maps.
+    List {
+        /// The eBPF object.
+        object: std::path::PathBuf,
+    },
 }
 
 #[derive(Debug, Args, Clone)]
 pub struct XdpRunArgs {
     /// The eBPF object (clang -O2 -g -target bpf).
     pub object: std::path::PathBuf,
-    /// Program (function or section name); default: the first XDP program.
+    /// Program (function or section name, any section: `prog`, `xdp_sock`, ...); default:
+    /// the first program of an XDP section (`xdp`, `xdp/...`, `xdp.frags...`).
     #[arg(long)]
     pub section: Option<String>,
+    /// Program type to load as, like bpftool's `type xdp`: `xdp` takes the named program
+    /// whatever its section says, or the first program when no section is XDP.
+    #[arg(long, value_name = "TYPE")]
+    pub prog_type: Option<String>,
+    /// Verify with the kernel's rules for a loader without CAP_PERFMON (no pointer leaks,
+    /// stale packet pointers unreadable, no uninitialised stack reads); default: root's rules.
+    #[arg(long)]
+    pub unprivileged: bool,
     /// Input frames: a pcap file.
     #[arg(long)]
     pub pcap_in: Option<std::path::PathBuf>,
@@ -104,6 +145,12 @@ pub struct XdpRunArgs {
     /// Set a map entry before the run: NAME:KEYHEX=VALUEHEX (little-endian bytes, as in memory).
     #[arg(long = "map", value_name = "NAME:KEY=VALUE")]
     pub map_updates: Vec<String>,
+    /// Listen on every perf event array and ring buffer of the object and write the records
+    /// the program sends (bpf_perf_event_output / bpf_ringbuf_output) to this file, one JSON
+    /// object per line: {"map", "cpu", "data" (hex)}. Without it nobody listens, and the
+    /// helpers return what the kernel returns then (-ENOENT; a ring fills up: -EAGAIN).
+    #[arg(long, value_name = "FILE")]
+    pub events: Option<std::path::PathBuf>,
     /// Write per-frame verdicts, output bytes and map dumps as JSON (bpf/kernel-oracle.sh format).
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,

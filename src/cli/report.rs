@@ -53,7 +53,13 @@ pub fn tick_line(now: &Counters, prev: &Counters, dt: f64, t: f64) -> String {
 pub fn summary(r: &RunReport) -> String {
     let c = &r.counters;
     let mut s = String::new();
-    let _ = writeln!(s, "\n== sluice {:?} summary: {:.2} s, TSC {:.3} GHz ==", r.pipeline, r.seconds, tsc_hz() / 1e9);
+    let ended = match r.stop {
+        crate::napi::StopReason::Time => "time limit",
+        crate::napi::StopReason::Packets => "packet count reached",
+        crate::napi::StopReason::InputDone => "input done",
+        crate::napi::StopReason::Stopped => "stopped (signal or closed output)",
+    };
+    let _ = writeln!(s, "\n== sluice {:?} summary: {:.2} s ({ended}), TSC {:.3} GHz ==", r.pipeline, r.seconds, tsc_hz() / 1e9);
     let _ = writeln!(
         s,
         "received   {:>14} pkts  {:>8.3} Mpps  {:>8.3} Gbit/s",
@@ -88,12 +94,34 @@ pub fn summary(r: &RunReport) -> String {
         let _ = writeln!(s, "{name:<12}{calls:>12}{pk:>14}{vpc:>10.1}{cpp:>12.1}{ns:>10.2}{:>8.1}", 100.0 * ns * *pk as f64 / total);
     }
     let _ = writeln!(s, "{:<12}{:>58.2}  (per received packet)", "total", total_ns_per_packet(c));
-    let _ = writeln!(s, "\n{:<10}{:>14}{:>14}{:>12}{:>10}", "port", "rx", "tx", "doorbells", "check-fail");
+    let _ = writeln!(
+        s,
+        "\n{:<10} {:>14} {:>14} {:>11} {:>10} {:>10} {:>9}",
+        "port", "rx", "tx", "doorbells", "check-fail", "too-long", "snapped"
+    );
     for (name, p) in &r.ports {
-        let _ = writeln!(s, "{name:<10}{:>14}{:>14}{:>12}{:>10}", p.rx_packets, p.tx_packets, p.doorbells, p.check_failures);
+        let _ = writeln!(
+            s,
+            "{name:<10} {:>14} {:>14} {:>11} {:>10} {:>10} {:>9}",
+            p.rx_packets, p.tx_packets, p.doorbells, p.check_failures, p.rx_length_errors, p.rx_truncated
+        );
+    }
+    for e in &r.output_errors {
+        let _ = writeln!(s, "  output FAILED: {e}");
     }
     for f in &r.check_report {
         let _ = writeln!(s, "  check: {f}");
+    }
+    if let Some(f) = &r.faults {
+        let _ = writeln!(
+            s,
+            "faults injected {} (rx {}, tx {}); frames damaged {}, so up to {} check failures are expected",
+            f.injected(),
+            f.rx.injected(),
+            f.tx.injected(),
+            f.damaged(),
+            f.damaged()
+        );
     }
     match &r.conservation {
         Ok(()) => {

@@ -4,8 +4,10 @@ use super::RunArgs;
 use crate::buf::Pool;
 use crate::config::{self, Config, ConfigError, PortKind};
 use crate::datapath::{Datapath, Pipeline};
-use crate::napi::{self, RunLimit};
+use crate::napi::{self, RunLimit, StopReason};
 use crate::stats::Counters;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
@@ -29,9 +31,21 @@ pub struct RunReport {
     pub check_report: Vec<String>,
     pub conservation: Result<(), String>,
     pub buffers_leaked: i64,
+    /// What ended the run.
+    pub stop: StopReason,
+    /// Ports whose output could not be finished (a capture that could not be written).
+    pub output_errors: Vec<String>,
+    /// Faults injected by fault-injection ports (`fault = {…}` on a port), if any.
+    pub faults: Option<crate::port::fault::FaultStats>,
 }
 
 impl RunReport {
+    /// Check-sink failures not explained by injected damage (corrupted or truncated frames
+    /// may fail the check; nothing else may).
+    pub fn unexplained_check_failures(&self) -> u64 {
+        self.check_failures.saturating_sub(self.faults.map_or(0, |f| f.damaged()))
+    }
+
     pub fn rx_mpps(&self) -> f64 {
         self.counters.rx as f64 / self.seconds.max(1e-9) / 1e6
     }
@@ -53,10 +67,25 @@ pub fn resolve_config(args: &RunArgs) -> Result<Config, RunError> {
     if let Some(spec) = &args.xdp {
         cfg.xdp = Some(config::XdpConfig {
             program: spec.clone(),
-            mode: args.xdp_mode.parse().map_err(RunError::Other)?,
-            engine: args.xdp_engine.parse().map_err(RunError::Other)?,
+            mode: args.xdp_mode.as_deref().unwrap_or("native").parse().map_err(RunError::Other)?,
+            engine: args.xdp_engine.as_deref().unwrap_or("jit").parse().map_err(RunError::Other)?,
             section: args.xdp_section.clone(),
         });
+    } else if let Some(x) = cfg.xdp.as_mut() {
+        // The config file's program, with the command line's choices on top.
+        if let Some(m) = &args.xdp_mode {
+            x.mode = m.parse().map_err(RunError::Other)?;
+        }
+        if let Some(e) = &args.xdp_engine {
+            x.engine = e.parse().map_err(RunError::Other)?;
+        }
+        if args.xdp_section.is_some() {
+            x.section = args.xdp_section.clone();
+        }
+    } else if args.xdp_mode.is_some() || args.xdp_engine.is_some() || args.xdp_section.is_some() {
+        return Err(RunError::Other(
+            "--xdp-mode, --xdp-engine and --xdp-section need a program (--xdp PROG or [xdp] in the config)".into(),
+        ));
     }
     if let Some(pin) = &args.pcap_in {
         let first = cfg.ports.first_mut().ok_or_else(|| RunError::Other("config has no ports".into()))?;
@@ -82,20 +111,42 @@ pub fn build(cfg: &Config, set: &[String]) -> Result<Datapath, RunError> {
 
 /// Runs to completion. `tick` sees the datapath about once a second.
 pub fn execute(args: &RunArgs, tick: impl FnMut(&mut Datapath, Duration)) -> Result<RunReport, RunError> {
+    execute_until(args, None, tick)
+}
+
+/// The run's limits: `--seconds`, `--packets`; without either, bounded inputs (a capture, a
+/// counted generator) end it, and with none of those it runs 10 s.
+pub fn run_limit(args: &RunArgs, dp: &Datapath, stop: Option<Arc<AtomicBool>>) -> Result<RunLimit, RunError> {
+    if let Some(s) = args.seconds {
+        super::parse_seconds(&s.to_string()).map_err(|e| RunError::Other(format!("--seconds {e}")))?;
+    }
+    if args.packets == Some(0) {
+        return Err(RunError::Other("--packets: the packet count must be at least 1".into()));
+    }
+    let bounded = dp.ports.iter().any(|p| p.rx_bounded());
+    let duration = match args.seconds {
+        Some(s) => Some(Duration::from_secs_f64(s)),
+        None if bounded || args.packets.is_some() => None,
+        None => Some(Duration::from_secs(10)),
+    };
+    Ok(RunLimit { duration, packets: args.packets, until_bounded_inputs_done: true, stop })
+}
+
+/// [`execute`] with a stop flag (raised by SIGINT/SIGTERM): the run stops at a poll boundary,
+/// flushes every queue and capture, and reports as usual.
+pub fn execute_until(
+    args: &RunArgs,
+    stop: Option<Arc<AtomicBool>>,
+    tick: impl FnMut(&mut Datapath, Duration),
+) -> Result<RunReport, RunError> {
     let cfg = resolve_config(args)?;
     let mut dp = build(&cfg, &args.set)?;
-    let has_pcap_in = cfg.ports.iter().any(|p| p.kind == PortKind::PcapIn);
-    let limit = RunLimit {
-        duration: match (args.seconds, has_pcap_in) {
-            (Some(s), _) => Some(Duration::from_secs_f64(s.max(0.0))),
-            (None, true) => None,
-            (None, false) if args.packets.is_some() => None,
-            (None, false) => Some(Duration::from_secs(10)),
-        },
-        packets: args.packets,
-    };
-    let el = napi::run(&mut dp, limit, Duration::from_secs(1), tick);
-    Ok(report(&dp, el))
+    let limit = run_limit(args, &dp, stop)?;
+    let (el, why, failed) = napi::run_until(&mut dp, &limit, Duration::from_secs(1), tick);
+    let mut rep = report(&dp, el);
+    rep.stop = why;
+    rep.output_errors = failed.iter().map(|(port, e)| format!("port {port}: {e}")).collect();
+    Ok(rep)
 }
 
 pub fn report(dp: &Datapath, el: Duration) -> RunReport {
@@ -109,5 +160,8 @@ pub fn report(dp: &Datapath, el: Duration) -> RunReport {
         ports,
         conservation: dp.conservation().map_err(|e| e.to_string()),
         buffers_leaked: dp.buffers_in_use(),
+        stop: StopReason::InputDone,
+        output_errors: Vec::new(),
+        faults: dp.ports.iter().any(|p| p.fault_stats().is_some()).then(|| crate::port::fault::FaultStats::of_ports(&dp.ports)),
     }
 }

@@ -72,6 +72,9 @@ pub struct PortConfig {
     /// pcap-in: how many times to replay the file.
     #[serde(default)]
     pub repeat: Option<u64>,
+    /// Fault injection on this port's wire (`port::fault`).
+    #[serde(default)]
+    pub fault: Option<crate::port::fault::FaultConfig>,
 }
 
 fn default_mtu() -> u16 {
@@ -136,6 +139,10 @@ pub struct Config {
     pub routes: Vec<RouteConfig>,
     #[serde(default)]
     pub route_series: Vec<RouteSeries>,
+    /// Routes in `ip route` text form, one per line, read as a stream (a million routes take
+    /// a few hundred bytes each, not the kilobytes a TOML table costs). Relative to the config file.
+    #[serde(default)]
+    pub routes_file: Option<PathBuf>,
     #[serde(default)]
     pub neighbours: Vec<NeighbourConfig>,
     /// Local pipeline: UDP ports with a bound socket (drained by the lab's application).
@@ -172,6 +179,27 @@ fn default_pool() -> usize {
     16384
 }
 
+/// Most routes one config may hold (routes, series and a routes file together): 16 M, well
+/// above a full Internet table (~1 M IPv4 + ~0.2 M IPv6).
+pub const MAX_ROUTES: u64 = 1 << 24;
+/// The MTU range of an Ethernet port: ETH_MIN_MTU to IP_MAX_MTU.
+pub const MTU_RANGE: std::ops::RangeInclusive<u16> = 68..=65535;
+/// IPv6 needs links of at least this MTU (RFC 8200; the kernel turns IPv6 off below it).
+pub const IPV6_MIN_MTU: u16 = 1280;
+
+/// The prefix with its host bits cleared, or an error if any were set (as `ip route` refuses
+/// "10.0.0.1/8": Invalid prefix for given prefix length).
+fn network_of(addr: IpAddr, len: u8, what: &str) -> Result<IpAddr, ConfigError> {
+    let masked = match addr {
+        IpAddr::V4(a) => IpAddr::V4(Ipv4Addr::from(u32::from(a) & u32::MAX.checked_shl(32 - len as u32).unwrap_or(0))),
+        IpAddr::V6(a) => IpAddr::V6(Ipv6Addr::from(u128::from(a) & u128::MAX.checked_shl(128 - len as u32).unwrap_or(0))),
+    };
+    if masked != addr {
+        return Err(field(what, format!("{addr}/{len} has host bits set (the network is {masked}/{len})")));
+    }
+    Ok(addr)
+}
+
 fn parse_prefix(s: &str, what: &str) -> Result<(IpAddr, u8), ConfigError> {
     let (a, l) = s.split_once('/').ok_or_else(|| field(what, format!("`{s}` is not address/length")))?;
     let addr: IpAddr = a.parse().map_err(|_| field(what, format!("`{a}` is not an IP address")))?;
@@ -191,7 +219,13 @@ impl Config {
     pub fn load(path: &std::path::Path) -> Result<Config, ConfigError> {
         let p = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError::File { path: p.clone(), msg: e.to_string() })?;
-        Self::from_toml(&text, &p)
+        let mut cfg = Self::from_toml(&text, &p)?;
+        if let (Some(f), Some(dir)) = (cfg.routes_file.as_mut(), path.parent()) {
+            if f.is_relative() {
+                *f = dir.join(&*f);
+            }
+        }
+        Ok(cfg)
     }
 
     /// Tunables: defaults, then the file's `[tunables]`, then `overrides` (`name=value`).
@@ -220,6 +254,7 @@ impl Config {
         if self.ports.is_empty() {
             return Err(field("ports", "at least one port is required"));
         }
+        self.validate(locked_atomics)?;
         for (i, pc) in self.ports.iter().enumerate() {
             let what = format!("ports[{i}] ({})", pc.name);
             let mac = parse_mac(&pc.mac).ok_or_else(|| field(format!("{what}.mac"), format!("`{}` is not a MAC address", pc.mac)))?;
@@ -267,6 +302,7 @@ impl Config {
                     Box::new(PcapOut::create(&pc.name, path).map_err(|e| field(format!("{what}.pcap"), e.to_string()))?)
                 }
             };
+            let port = crate::port::fault::wrap(port, pc.fault.as_ref()).map_err(|e| field(format!("{what}.fault.{}", e.field), e.msg))?;
             let idx = dp.add_port(port, iface.clone());
             dp.routes.add_iface(idx, &iface).map_err(|e| field(format!("{what}.ipv4/ipv6"), e.to_string()))?;
         }
@@ -289,9 +325,14 @@ impl Config {
                 IpAddr::V6(a) => dp.routes.neigh6.insert((port, a.octets()), mac),
             };
         }
+        let mut seen = std::collections::HashMap::new();
         for (i, r) in self.routes.iter().enumerate() {
             let what = format!("routes[{i}]");
             let (addr, len) = parse_prefix(&r.prefix, &format!("{what}.prefix"))?;
+            network_of(addr, len, &format!("{what}.prefix"))?;
+            if let Some(j) = seen.insert((addr, len), i) {
+                return Err(field(format!("{what}.prefix"), format!("{addr}/{len} is already routes[{j}] (one route per prefix)")));
+            }
             let nh = self.route_nexthop(&dp, r.kind.as_deref(), r.via.as_deref(), r.port.as_deref(), &what)?;
             add_route(&mut dp, addr, len, nh).map_err(|e| field(&what, e))?;
         }
@@ -299,6 +340,27 @@ impl Config {
             let what = format!("route_series[{i}]");
             let nh = self.route_nexthop(&dp, None, Some(&s.via), Some(&s.port), &what)?;
             let base: IpAddr = s.base.parse().map_err(|_| field(format!("{what}.base"), format!("`{}` is not an IP address", s.base)))?;
+            let bits = if base.is_ipv4() { 32 } else { 128 };
+            if s.len == 0 || s.len > bits {
+                return Err(field(format!("{what}.len"), format!("prefix length {} outside 1..={bits}", s.len)));
+            }
+            network_of(base, s.len, &format!("{what}.base"))?;
+            // The series must not run past the end of the address space (it would wrap onto
+            // the prefixes it started with).
+            let room = if s.len >= 128 { u128::MAX } else { 1u128 << s.len };
+            let first = match base {
+                IpAddr::V4(b) => (u32::from(b) >> (32 - s.len as u32)) as u128,
+                IpAddr::V6(b) => u128::from(b).checked_shr(128 - s.len as u32).unwrap_or(0),
+            };
+            if s.count == 0 || (s.count as u128) > room.saturating_sub(first) {
+                return Err(field(
+                    format!("{what}.count"),
+                    format!(
+                        "{} prefixes of /{} from {} do not fit before the end of the address space (at least 1)",
+                        s.count, s.len, s.base
+                    ),
+                ));
+            }
             for k in 0..s.count {
                 let addr = match base {
                     IpAddr::V4(b) if s.len >= 1 && s.len <= 32 => {
@@ -312,6 +374,17 @@ impl Config {
                 add_route(&mut dp, addr, s.len, nh).map_err(|e| field(&what, e))?;
             }
         }
+        if let Some(path) = &self.routes_file {
+            let added = self.load_routes_file(
+                &mut dp,
+                path,
+                &mut seen,
+                self.routes.len() as u64 + self.route_series.iter().map(|s| s.count as u64).sum::<u64>(),
+            )?;
+            if added == 0 {
+                return Err(field("routes_file", format!("{}: no routes in the file", path.display())));
+            }
+        }
         for &p in &self.udp_sockets {
             dp.sockets.bind_udp(p, 4096).map_err(|e| field("udp_sockets", e.to_string()))?;
         }
@@ -321,7 +394,7 @@ impl Config {
                     continue;
                 }
                 let prog: Box<dyn XdpProgram> = if x.program.starts_with("builtin:") {
-                    crate::xdp::builtin::parse(&x.program).map_err(|e| field("xdp.program", e))?
+                    crate::xdp::builtin::parse(&x.program, self.ports.len()).map_err(|e| field("xdp.program", e))?
                 } else {
                     Box::new(
                         EbpfProgram::load_with(std::path::Path::new(&x.program), x.section.as_deref(), x.engine, locked_atomics)
@@ -332,6 +405,111 @@ impl Config {
             }
         }
         Ok(dp)
+    }
+
+    /// Checks what the datapath would otherwise take silently: limits sized against memory,
+    /// names that must be unique, ranges of the link layer, XDP combinations that would never run.
+    fn validate(&self, _locked_atomics: bool) -> Result<(), ConfigError> {
+        if self.ports.len() > 1024 {
+            return Err(field("ports", format!("{} ports: at most 1024", self.ports.len())));
+        }
+        let mut names = std::collections::HashMap::new();
+        for (i, pc) in self.ports.iter().enumerate() {
+            let what = format!("ports[{i}] ({})", pc.name);
+            if pc.name.is_empty() {
+                return Err(field(format!("ports[{i}].name"), "a port needs a name"));
+            }
+            if let Some(j) = names.insert(pc.name.as_str(), i) {
+                return Err(field(format!("{what}.name"), format!("`{}` is also the name of ports[{j}] (names must be unique)", pc.name)));
+            }
+            if !MTU_RANGE.contains(&pc.mtu) {
+                return Err(field(format!("{what}.mtu"), format!("{} outside {}..={}", pc.mtu, MTU_RANGE.start(), MTU_RANGE.end())));
+            }
+            if !pc.ipv6.is_empty() && pc.mtu < IPV6_MIN_MTU {
+                return Err(field(format!("{what}.mtu"), format!("{} is below IPv6's minimum link MTU {IPV6_MIN_MTU}", pc.mtu)));
+            }
+            let mut vlans = std::collections::HashSet::new();
+            for &v in &pc.vlans {
+                if !(1..=4094).contains(&v) {
+                    return Err(field(format!("{what}.vlans"), format!("VLAN id {v} outside 1..=4094")));
+                }
+                if !vlans.insert(v) {
+                    return Err(field(format!("{what}.vlans"), format!("VLAN id {v} listed twice")));
+                }
+            }
+            if pc.gen.is_some() && pc.kind != PortKind::Gen {
+                return Err(field(format!("{what}.gen"), format!("a `gen` table on a port of kind {:?} would never be used", pc.kind)));
+            }
+            if pc.repeat == Some(0) {
+                return Err(field(format!("{what}.repeat"), "0: a capture is played at least once"));
+            }
+        }
+        let series: u64 = self.route_series.iter().map(|s| s.count as u64).sum();
+        let total = self.routes.len() as u64 + series;
+        if total > MAX_ROUTES {
+            return Err(field("route_series", format!("{total} routes in all: at most {MAX_ROUTES}")));
+        }
+        if let Some(x) = &self.xdp {
+            if matches!(self.pipeline, Pipeline::Io | Pipeline::Macswap) {
+                return Err(field(
+                    "xdp",
+                    format!(
+                        "the {:?} pipeline forwards without the receive path, so an XDP program would never run (use l3fwd or local)",
+                        self.pipeline
+                    ),
+                ));
+            }
+            if x.program.starts_with("builtin:") && x.section.is_some() {
+                return Err(field("xdp.section", "a built-in program has no sections (a section names a program in an eBPF object)"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads routes in `ip route` form, line by line: `[TYPE] PREFIX [via ADDR] [dev PORT]`,
+    /// TYPE one of unicast (the default), blackhole, unreachable, prohibit (as unreachable), local;
+    /// `default` for 0.0.0.0/0 (`-6 default` is not a thing: write ::/0); `proto`, `scope`,
+    /// `src`, `metric` and `onlink` (as in `ip route show` output) are read and ignored.
+    fn load_routes_file(
+        &self,
+        dp: &mut Datapath,
+        path: &std::path::Path,
+        seen: &mut std::collections::HashMap<(IpAddr, u8), usize>,
+        already: u64,
+    ) -> Result<u64, ConfigError> {
+        use std::io::BufRead;
+        let name = path.display().to_string();
+        let file = std::fs::File::open(path).map_err(|e| field("routes_file", format!("{name}: {e}")))?;
+        let mut added = 0u64;
+        let mut line = String::new();
+        let mut reader = std::io::BufReader::new(file);
+        for lineno in 1.. {
+            line.clear();
+            match reader.read_line(&mut line) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) => return Err(field("routes_file", format!("{name}:{lineno}: {e}"))),
+            }
+            let text = line.split('#').next().unwrap_or("").trim();
+            if text.is_empty() {
+                continue;
+            }
+            let what = format!("{name}:{lineno}");
+            let route = parse_ip_route(text).map_err(|e| field(&what, e))?;
+            let (addr, len) = parse_prefix(route.prefix, &what)?;
+            network_of(addr, len, &what)?;
+            if let Some(j) = seen.insert((addr, len), usize::MAX) {
+                let earlier = if j == usize::MAX { "earlier in the file".to_string() } else { format!("routes[{j}]") };
+                return Err(field(&what, format!("{addr}/{len} is already routed ({earlier})")));
+            }
+            let nh = self.route_nexthop(dp, Some(route.kind), route.via, route.dev, &what)?;
+            add_route(dp, addr, len, nh).map_err(|e| field(&what, e))?;
+            added += 1;
+            if already + added > MAX_ROUTES {
+                return Err(field(&what, format!("more than {MAX_ROUTES} routes in all")));
+            }
+        }
+        Ok(added)
     }
 
     fn route_nexthop(
@@ -363,6 +541,54 @@ impl Config {
             mac.ok_or_else(|| field(format!("{what}.via"), format!("gateway {via} has no entry in `neighbours` on port `{port_name}`")))?;
         Ok(NextHop::Gateway { port, mac: *mac })
     }
+}
+
+/// One `ip route` line, split into what sluice uses.
+#[derive(Debug, PartialEq, Eq)]
+struct IpRoute<'a> {
+    kind: &'a str,
+    prefix: &'a str,
+    via: Option<&'a str>,
+    dev: Option<&'a str>,
+}
+
+fn parse_ip_route(line: &str) -> Result<IpRoute<'_>, String> {
+    let mut words = line.split_whitespace().peekable();
+    let kind = match words.peek().copied() {
+        Some("unicast") => {
+            words.next();
+            "forward"
+        }
+        Some(k @ ("blackhole" | "unreachable" | "local")) => {
+            words.next();
+            k
+        }
+        Some("prohibit") => {
+            words.next();
+            "unreachable"
+        }
+        _ => "forward",
+    };
+    let prefix = match words.next() {
+        Some("default") => "0.0.0.0/0",
+        Some(p) if p.contains('/') => p,
+        Some(p) => return Err(format!("`{p}` is not a prefix (write address/length)")),
+        None => return Err("no prefix".into()),
+    };
+    let mut r = IpRoute { kind, prefix, via: None, dev: None };
+    while let Some(w) = words.next() {
+        let mut value = || words.next().ok_or_else(|| format!("`{w}` needs a value"));
+        match w {
+            "via" => r.via = Some(value()?),
+            "dev" => r.dev = Some(value()?),
+            "proto" | "scope" | "src" | "metric" | "table" => {
+                value()?;
+            }
+            "onlink" | "linkdown" => {}
+            other => return Err(format!("unknown word `{other}` (via, dev, proto, scope, src, metric)")),
+        }
+    }
+    Ok(r)
 }
 
 fn add_route(dp: &mut Datapath, addr: IpAddr, len: u8, nh: NextHop) -> Result<(), String> {
@@ -424,6 +650,96 @@ mod tests {
             let dp = c.build(t, &pool).unwrap();
             assert_eq!(dp.ports.len(), 2);
         }
+    }
+
+    #[test]
+    fn ip_route_lines() {
+        let r = parse_ip_route("10.0.0.0/24 via 192.0.2.2 dev sink0 proto static metric 100").unwrap();
+        assert_eq!(r, IpRoute { kind: "forward", prefix: "10.0.0.0/24", via: Some("192.0.2.2"), dev: Some("sink0") });
+        assert_eq!(parse_ip_route("blackhole 10.1.0.0/16").unwrap().kind, "blackhole");
+        assert_eq!(parse_ip_route("prohibit 10.1.0.0/16").unwrap().kind, "unreachable");
+        assert_eq!(parse_ip_route("default via 1.2.3.4 dev x").unwrap().prefix, "0.0.0.0/0");
+        assert!(parse_ip_route("10.0.0.0/8 via").unwrap_err().contains("needs a value"));
+        assert!(parse_ip_route("10.0.0.0/8 nexthop x").unwrap_err().contains("unknown word"));
+        assert!(parse_ip_route("10.0.0.1").unwrap_err().contains("not a prefix"));
+    }
+
+    #[test]
+    fn routes_file_is_streamed_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("routes.txt");
+        let mut text = String::from("# a comment\n\nblackhole 203.0.113.0/24\n");
+        for i in 0..1000u32 {
+            text.push_str(&format!("100.{}.{}.0/24 dev sink0\n", i / 256, i % 256));
+        }
+        std::fs::write(&path, &text).unwrap();
+        let pool = Pool::new(64).unwrap();
+        let mut c = lab(Pipeline::L3fwd);
+        c.routes_file = Some(path.clone());
+        let dp = c.build(Tunables::default(), &pool).unwrap();
+        assert_ne!(dp.routes.lookup_v4([100, 3, 231, 7]), crate::rx::route::NO_ROUTE);
+        text.push_str("100.0.0.0/24 dev sink0\n");
+        std::fs::write(&path, &text).unwrap();
+        let e = c.build(Tunables::default(), &pool).err().unwrap().to_string();
+        assert!(e.contains("routes.txt:1004") && e.contains("already routed"), "{e}");
+        std::fs::write(&path, "10.0.0.1/8 dev sink0\n").unwrap();
+        let e = c.build(Tunables::default(), &pool).err().unwrap().to_string();
+        assert!(e.contains("host bits"), "{e}");
+    }
+
+    #[test]
+    fn silent_acceptances_are_refused() {
+        let pool = Pool::new(64).unwrap();
+        let build = |c: &Config| c.build(Tunables::default(), &pool).err().map(|e| e.to_string()).unwrap_or_default();
+        let mut c = lab(Pipeline::L3fwd);
+        c.ports[1].name = c.ports[0].name.clone();
+        assert!(build(&c).contains("names must be unique"), "{}", build(&c));
+        for (mtu, word) in [(0u16, "outside"), (1000, "IPv6")] {
+            let mut c = lab(Pipeline::L3fwd);
+            c.ports[0].mtu = mtu;
+            assert!(build(&c).contains(word), "mtu {mtu}: {}", build(&c));
+        }
+        let mut c = lab(Pipeline::L3fwd);
+        c.ports[0].vlans = vec![5000];
+        assert!(build(&c).contains("1..=4094"), "{}", build(&c));
+        let mut c = lab(Pipeline::L3fwd);
+        c.routes.push(c.routes[0].clone());
+        assert!(build(&c).contains("already routes["), "{}", build(&c));
+        let mut c = lab(Pipeline::L3fwd);
+        c.ports[0].gen.as_mut().unwrap().flows = u32::MAX;
+        assert!(build(&c).contains("MiB of packet templates"), "{}", build(&c));
+        for rate in [-5.0, f64::NAN, f64::INFINITY] {
+            let mut c = lab(Pipeline::L3fwd);
+            c.ports[0].gen.as_mut().unwrap().rate_pps = Some(rate);
+            assert!(build(&c).contains("rate_pps"), "{rate}: {}", build(&c));
+        }
+        let mut c = lab(Pipeline::L3fwd);
+        c.route_series.push(RouteSeries { base: "10.0.0.0".into(), len: 24, count: u32::MAX, via: "x".into(), port: "sink0".into() });
+        assert!(build(&c).contains("at most 16777216"), "{}", build(&c));
+        let mut c = lab(Pipeline::L3fwd);
+        c.route_series.push(RouteSeries {
+            base: "255.255.0.0".into(),
+            len: 24,
+            count: 1000,
+            via: "198.51.100.2".into(),
+            port: "sink0".into(),
+        });
+        assert!(build(&c).contains("address space"), "{}", build(&c));
+        let mut c = lab(Pipeline::Io);
+        c.xdp = Some(XdpConfig { program: "builtin:drop".into(), mode: XdpMode::Native, engine: EngineKind::Jit, section: None });
+        assert!(build(&c).contains("would never run"), "{}", build(&c));
+        let mut c = lab(Pipeline::L3fwd);
+        c.xdp =
+            Some(XdpConfig { program: "builtin:drop".into(), mode: XdpMode::Native, engine: EngineKind::Jit, section: Some("xdp".into()) });
+        assert!(build(&c).contains("no sections"), "{}", build(&c));
+        let mut c = lab(Pipeline::L3fwd);
+        c.xdp = Some(XdpConfig {
+            program: "builtin:redirect=4294967295".into(),
+            mode: XdpMode::Native,
+            engine: EngineKind::Jit,
+            section: None,
+        });
+        assert!(build(&c).contains("no such ifindex"), "{}", build(&c));
     }
 
     #[test]

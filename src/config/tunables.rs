@@ -13,6 +13,8 @@ pub enum TunableError {
     Unknown(String),
     #[error("tunable `{name}`: `{value}` is not a valid value ({why})")]
     BadValue { name: String, value: String, why: String },
+    #[error("`{0}` is not NAME=VALUE (e.g. net.core.dev_weight=32)")]
+    NotAssignment(String),
 }
 
 macro_rules! tunables {
@@ -39,9 +41,9 @@ macro_rules! tunables {
             pub fn set(&mut self, name: &str, value: &str) -> Result<(), TunableError> {
                 match name {
                     $( $name => {
-                        let v: u64 = parse_value(value).ok_or_else(|| TunableError::BadValue {
+                        let v: u64 = parse_value(value).map_err(|why: BadNumber| TunableError::BadValue {
                             name: name.to_string(), value: value.to_string(),
-                            why: "expected a non-negative integer (or on/off)".to_string() })?;
+                            why: why.explain($min as u64, $max as u64) })?;
                         if v < $min as u64 || v > $max as u64 {
                             return Err(TunableError::BadValue {
                                 name: name.to_string(), value: value.to_string(),
@@ -66,9 +68,9 @@ macro_rules! tunables {
             pub fn apply_all<S: AsRef<str>>(&mut self, assignments: &[S]) -> Result<(), TunableError> {
                 for a in assignments {
                     let a = a.as_ref();
-                    let (n, v) = a.split_once('=').ok_or_else(|| TunableError::BadValue {
-                        name: a.to_string(), value: String::new(),
-                        why: "expected name=value".to_string() })?;
+                    let (n, v) = a.split_once('=')
+                        .filter(|(n, v)| !n.trim().is_empty() && !v.trim().is_empty())
+                        .ok_or_else(|| TunableError::NotAssignment(a.to_string()))?;
                     self.set(n.trim(), v.trim())?;
                 }
                 Ok(())
@@ -77,11 +79,33 @@ macro_rules! tunables {
     };
 }
 
-fn parse_value(s: &str) -> Option<u64> {
+/// Why a value is not a tunable's number.
+enum BadNumber {
+    TooLarge,
+    Negative,
+    NotInteger,
+}
+
+impl BadNumber {
+    fn explain(&self, min: u64, max: u64) -> String {
+        match self {
+            BadNumber::TooLarge => format!("too large: must be between {min} and {max}"),
+            BadNumber::Negative => format!("negative: must be between {min} and {max}"),
+            BadNumber::NotInteger => "expected a non-negative integer (or on/off)".to_string(),
+        }
+    }
+}
+
+/// A tunable's value: a non-negative integer or on/off.
+fn parse_value(s: &str) -> Result<u64, BadNumber> {
     match s.trim().to_ascii_lowercase().as_str() {
-        "on" | "true" | "yes" => Some(1),
-        "off" | "false" | "no" => Some(0),
-        t => t.parse().ok(),
+        "on" | "true" | "yes" => Ok(1),
+        "off" | "false" | "no" => Ok(0),
+        t => t.parse::<u64>().map_err(|e| match e.kind() {
+            std::num::IntErrorKind::PosOverflow => BadNumber::TooLarge,
+            _ if t.starts_with('-') && t[1..].bytes().all(|c| c.is_ascii_digit()) && t.len() > 1 => BadNumber::Negative,
+            _ => BadNumber::NotInteger,
+        }),
     }
 }
 

@@ -17,7 +17,10 @@ pub fn softirq_round(dp: &mut Datapath) -> usize {
     let deadline = now + Duration::from_micros(dp.tun.netdev_budget_usecs as u64);
     let mut done = 0;
     for port in 0..dp.ports.len() as u16 {
-        let weight = (dp.tun.dev_weight as usize).min(budget);
+        let weight = (dp.tun.dev_weight as usize).min(budget).min(dp.rx_quota.min(usize::MAX as u64) as usize);
+        if weight == 0 {
+            break;
+        }
         let work = napi_poll(dp, port, weight);
         done += work;
         budget -= work;
@@ -38,13 +41,19 @@ pub fn napi_poll(dp: &mut Datapath, port: u16, weight: usize) -> usize {
     let t0 = dp.clock();
     let mut rx = std::mem::take(&mut dp.rx_scratch);
     rx.clear();
-    let n = match dp.ports.get_mut(port as usize) {
-        Some(dev) => dev.rx_burst(&mut dp.bufs, &mut rx, weight),
-        None => 0,
+    let (n, too_long) = match dp.ports.get_mut(port as usize) {
+        Some(dev) => (dev.rx_burst(&mut dp.bufs, &mut rx, weight), dev.take_rx_dropped()),
+        None => (0, 0),
     };
+    if too_long > 0 {
+        // Frames the port saw but could not take entered and were dropped: counted, not lost.
+        dp.c.rx += too_long;
+        dp.c.drop_n(DropReason::RxLengthError, too_long);
+    }
+    dp.rx_quota = dp.rx_quota.saturating_sub(n as u64 + too_long);
     if n == 0 {
         dp.rx_scratch = rx;
-        return 0;
+        return too_long as usize;
     }
     dp.c.napi_polls += 1;
     dp.c.rx += n as u64;
@@ -71,7 +80,7 @@ pub fn napi_poll(dp: &mut Datapath, port: u16, weight: usize) -> usize {
     }
     dp.rx_scratch = rx;
     poll_end(dp);
-    n
+    n + too_long as usize
 }
 
 /// Builds packet metadata for a burst: its own stage, so its cost shows.
@@ -120,13 +129,48 @@ pub fn all_rx_done(dp: &Datapath) -> bool {
     dp.ports.iter().all(|p| p.rx_done())
 }
 
+/// True when the datapath has bounded inputs (captures, counted generators) and every one of
+/// them is done: what ends a run that has no time limit.
+pub fn bounded_rx_done(dp: &Datapath) -> bool {
+    dp.ports.iter().any(|p| p.rx_bounded()) && dp.ports.iter().filter(|p| p.rx_bounded()).all(|p| p.rx_done())
+}
+
+/// Why a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StopReason {
+    /// The time limit passed.
+    Time,
+    /// The packet count was reached.
+    Packets,
+    /// Every bounded input was read (or every port is done).
+    InputDone,
+    /// The stop flag was raised (a signal, or the output went away).
+    Stopped,
+}
+
 /// Runs rounds until every port is done or `limit` says stop; then flushes. `tick` is called
 /// about every `tick_every` with the datapath (for per-second lines).
-pub fn run(dp: &mut Datapath, limit: RunLimit, tick_every: Duration, mut tick: impl FnMut(&mut Datapath, Duration)) -> Duration {
+///
+/// Stops only at a poll boundary, then drains: every queue and capture is flushed and the
+/// ledger balances whatever ended the run.
+pub fn run(dp: &mut Datapath, limit: RunLimit, tick_every: Duration, tick: impl FnMut(&mut Datapath, Duration)) -> Duration {
+    run_until(dp, &limit, tick_every, tick).0
+}
+
+/// [`run`], also saying why the run ended and which ports failed to finish their output.
+pub fn run_until(
+    dp: &mut Datapath,
+    limit: &RunLimit,
+    tick_every: Duration,
+    mut tick: impl FnMut(&mut Datapath, Duration),
+) -> (Duration, StopReason, Vec<(String, std::io::Error)>) {
     let start = Instant::now();
     let mut next_tick = tick_every;
     let mut idle_rounds = 0u32;
-    loop {
+    dp.rx_quota = limit.packets.unwrap_or(u64::MAX);
+    let stopped = || limit.stop.as_ref().is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed));
+    let why = loop {
         let mut did = 0;
         // Check the clock every few rounds only: Instant::now costs ~20 ns.
         for _ in 0..16 {
@@ -140,42 +184,117 @@ pub fn run(dp: &mut Datapath, limit: RunLimit, tick_every: Duration, mut tick: i
             tick(dp, el);
             next_tick += tick_every;
         }
-        if let Some(max) = limit.packets {
-            if dp.c.rx >= max {
-                break;
-            }
+        if stopped() {
+            break StopReason::Stopped;
         }
-        if let Some(d) = limit.duration {
-            if el >= d {
-                break;
-            }
+        if limit.packets.is_some() && dp.rx_quota == 0 {
+            break StopReason::Packets;
+        }
+        if limit.duration.is_some_and(|d| el >= d) {
+            break StopReason::Time;
+        }
+        // Bounded inputs end the run even while unbounded ones (a generator) still send.
+        if limit.until_bounded_inputs_done && bounded_rx_done(dp) {
+            break StopReason::InputDone;
         }
         if did == 0 {
             idle_rounds += 1;
             if all_rx_done(dp) && idle_rounds > 2 {
-                break;
+                break StopReason::InputDone;
             }
             std::thread::yield_now();
         } else {
             idle_rounds = 0;
         }
-    }
-    drain(dp);
-    start.elapsed()
+    };
+    let failed = drain(dp);
+    (start.elapsed(), why, failed)
 }
 
 /// Flushes everything still held (transmit queues, redirect queues) and returns socket
-/// buffers: after it, nothing is in flight.
-pub fn drain(dp: &mut Datapath) {
+/// buffers: after it, nothing is in flight. Returns the ports whose output could not be
+/// finished (a capture that could not be written), by name.
+pub fn drain(dp: &mut Datapath) -> Vec<(String, std::io::Error)> {
     poll_end(dp);
     dp.sockets.drain_all(&mut dp.bufs);
+    let mut failed = Vec::new();
     for p in dp.ports.iter_mut() {
-        let _ = p.finish();
+        // Frames a port still holds (fault injection's delayed ones) go back to the pool.
+        p.flush_held(&mut dp.bufs);
+        if let Err(e) = p.finish() {
+            failed.push((p.name().to_string(), e));
+        }
     }
+    failed
 }
 
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct RunLimit {
     pub duration: Option<Duration>,
+    /// Stop after exactly this many received packets.
     pub packets: Option<u64>,
+    /// End when every bounded input (capture, counted generator) is read, even if other
+    /// ports would receive forever.
+    pub until_bounded_inputs_done: bool,
+    /// Raised by a signal handler (or a closed output): stop at the next poll boundary.
+    pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buf::Pool;
+    use crate::config::Tunables;
+    use crate::port::pcap::PcapIn;
+    use crate::port::sink::{CheckSpec, Sink, SinkKind};
+    use crate::rx::route::Iface;
+
+    /// An io datapath: 100 frames waiting on port 0, peered to a null sink.
+    fn io_with_100_frames(tun: Tunables) -> Datapath {
+        let pool = Pool::new(256).unwrap();
+        let mut dp = Datapath::new(tun, Pipeline::Io, &pool);
+        let frames = vec![vec![0u8; 60]; 100];
+        dp.add_port(Box::new(PcapIn::from_frames("in", frames, 1)), Iface::new("in", [2, 0, 0, 0, 0, 1]));
+        dp.add_port(Box::new(Sink::new("out", SinkKind::Null, CheckSpec::default())), Iface::new("out", [2, 0, 0, 0, 0, 2]));
+        dp.peer[0] = Some(1);
+        dp
+    }
+
+    #[test]
+    fn netdev_budget_bounds_one_softirq_round() {
+        let mut dp = io_with_100_frames(Tunables { netdev_budget: 10, dev_weight: 64, ..Tunables::default() });
+        assert_eq!(softirq_round(&mut dp), 10);
+        assert_eq!(dp.c.rx, 10);
+        assert_eq!(dp.c.time_squeeze, 1, "a round cut by the budget is a time squeeze");
+    }
+
+    #[test]
+    fn dev_weight_bounds_one_poll() {
+        let mut dp = io_with_100_frames(Tunables { netdev_budget: 300, dev_weight: 16, ..Tunables::default() });
+        assert_eq!(softirq_round(&mut dp), 16);
+        assert_eq!(dp.c.napi_budget_exhausted, 1);
+        assert_eq!(dp.c.time_squeeze, 0);
+    }
+
+    #[test]
+    fn a_packet_count_stops_exactly_and_drains() {
+        let mut dp = io_with_100_frames(Tunables::default());
+        let limit = RunLimit { packets: Some(37), ..Default::default() };
+        let (_, why, failed) = run_until(&mut dp, &limit, Duration::from_secs(1), |_, _| {});
+        assert_eq!((dp.c.rx, dp.c.tx, why), (37, 37, StopReason::Packets));
+        assert!(failed.is_empty());
+        assert_eq!(dp.buffers_in_use(), 0);
+    }
+
+    #[test]
+    fn a_raised_stop_flag_ends_the_run_with_everything_flushed() {
+        let mut dp = io_with_100_frames(Tunables { dev_weight: 1, netdev_budget: 1, ..Tunables::default() });
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let limit = RunLimit { stop: Some(stop), ..Default::default() };
+        let (_, why, _) = run_until(&mut dp, &limit, Duration::from_secs(1), |_, _| {});
+        assert_eq!(why, StopReason::Stopped);
+        assert!(dp.c.rx < 100, "stopped early");
+        assert!(dp.conservation().is_ok());
+        assert_eq!(dp.c.tx, dp.c.rx);
+    }
 }

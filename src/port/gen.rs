@@ -108,6 +108,13 @@ pub enum GenError {
     Build(#[from] crate::wire::WireError),
 }
 
+/// Most flows a generator builds templates for (the Toeplitz/RSS tests use far fewer).
+pub const MAX_FLOWS: u32 = 1 << 22;
+/// Memory all of a generator's templates may take.
+pub const MAX_TEMPLATE_BYTES: u64 = 1 << 30;
+/// Bytes a template costs besides its frame (the struct and the allocation).
+const TEMPLATE_OVERHEAD: u64 = 64;
+
 /// One prebuilt frame.
 struct Template {
     bytes: Vec<u8>,
@@ -140,6 +147,14 @@ impl Generator {
         if cfg.flows == 0 || cfg.burst == 0 {
             return Err(GenError::Config("flows and burst must be at least 1".into()));
         }
+        if let Some(r) = cfg.rate_pps {
+            if !r.is_finite() || r <= 0.0 {
+                return Err(GenError::Config(format!("rate_pps = {r}: must be a positive packet rate (leave it out for flat out)")));
+            }
+        }
+        if cfg.vlan.is_some_and(|v| !(1..=4094).contains(&v)) {
+            return Err(GenError::Config(format!("vlan = {}: VLAN ids are 1..=4094", cfg.vlan.unwrap_or(0))));
+        }
         let src_mac = super::parse_mac(&cfg.src_mac).ok_or_else(|| GenError::Config(format!("bad src_mac `{}`", cfg.src_mac)))?;
         let dst_mac = super::parse_mac(&cfg.dst_mac).ok_or_else(|| GenError::Config(format!("bad dst_mac `{}`", cfg.dst_mac)))?;
         let sizes: Vec<u16> = match cfg.size {
@@ -147,6 +162,17 @@ impl Generator {
             FrameSize::Fixed(n) => return Err(GenError::Config(format!("frame size {n} outside 14..={}", crate::buf::MAX_DATA))),
             FrameSize::Imix => vec![60, 590, 1514],
         };
+        // One template per flow and size, built up front: refuse what would not fit in memory
+        // rather than abort allocating it.
+        let template_bytes = cfg.flows as u64 * sizes.iter().map(|&n| n as u64 + TEMPLATE_OVERHEAD).sum::<u64>();
+        if cfg.flows > MAX_FLOWS || template_bytes > MAX_TEMPLATE_BYTES {
+            return Err(GenError::Config(format!(
+                "flows = {}: needs {} MiB of packet templates (at most {MAX_FLOWS} flows and {} MiB)",
+                cfg.flows,
+                template_bytes >> 20,
+                MAX_TEMPLATE_BYTES >> 20
+            )));
+        }
         let mut templates = Vec::with_capacity(cfg.flows as usize * sizes.len());
         let mut scratch = vec![0u8; crate::buf::MAX_DATA];
         for f in 0..cfg.flows {
@@ -320,6 +346,10 @@ impl Port for Generator {
 
     fn rx_done(&self) -> bool {
         self.cfg.packets.is_some_and(|n| self.sent >= n)
+    }
+
+    fn rx_bounded(&self) -> bool {
+        self.cfg.packets.is_some()
     }
 
     fn stats(&self) -> PortStats {

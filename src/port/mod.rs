@@ -4,6 +4,7 @@
 //! Transmit follows the kernel's `xmit_more`: `tx_burst(.., more = true)` queues without
 //! notifying the "hardware"; the doorbell rings only on a burst with `more = false`.
 
+pub mod fault;
 pub mod gen;
 pub mod pcap;
 pub mod sink;
@@ -23,6 +24,11 @@ pub struct PortStats {
     pub rx_nobuf: u64,
     /// `check` sink: packets that failed validation.
     pub check_failures: u64,
+    /// Frames longer than a receive buffer holds (the driver's rx_length_errors): received
+    /// and dropped, never cut.
+    pub rx_length_errors: u64,
+    /// Capture records holding fewer bytes than the frame had on the wire (taken as captured).
+    pub rx_truncated: u64,
 }
 
 pub trait Port: Send {
@@ -47,6 +53,24 @@ pub trait Port: Send {
         false
     }
 
+    /// At shutdown, before `finish`: gives up every packet the port still holds (a fault
+    /// port's delayed frames), so no buffer stays out of the pool. Returns how many.
+    fn flush_held(&mut self, _bufs: &mut BufCache) -> usize {
+        0
+    }
+
+    /// True when the port's input ends by itself (a capture, a generator with a packet
+    /// count): a run without a time limit ends when every such input is done.
+    fn rx_bounded(&self) -> bool {
+        false
+    }
+
+    /// Frames the port saw since the last call but could not take (longer than a buffer
+    /// holds): the datapath counts them as received and dropped (`rx_length_error`).
+    fn take_rx_dropped(&mut self) -> u64 {
+        0
+    }
+
     /// Flushes buffered output (pcap writer).
     fn finish(&mut self) -> std::io::Result<()> {
         Ok(())
@@ -57,6 +81,11 @@ pub trait Port: Send {
     /// Failures recorded by a validating port, with a short description of the first few.
     fn check_report(&self) -> Vec<String> {
         Vec::new()
+    }
+
+    /// Faults injected, for a fault-injection port (`fault::FaultPort`).
+    fn fault_stats(&self) -> Option<fault::FaultStats> {
+        None
     }
 
     /// Received-side captures for tests: a copy of every transmitted frame, if the port
@@ -71,7 +100,11 @@ pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
     let mut mac = [0u8; 6];
     let mut parts = s.split(':');
     for b in mac.iter_mut() {
-        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
+        let part = parts.next()?;
+        if part.is_empty() || part.len() > 2 || !part.bytes().all(|c| c.is_ascii_hexdigit()) {
+            return None;
+        }
+        *b = u8::from_str_radix(part, 16).ok()?;
     }
     if parts.next().is_some() {
         return None;
@@ -95,5 +128,8 @@ mod tests {
         assert!(parse_mac("02:00").is_none());
         assert!(parse_mac("02:00:0a:ff:00:01:07").is_none());
         assert!(parse_mac("zz:00:0a:ff:00:01").is_none());
+        assert!(parse_mac("02:00:0a:ff:00:001").is_none(), "7 hex digits");
+        assert!(parse_mac("02:00:0a:ff:00:+1").is_none());
+        assert!(parse_mac("02:00:0a:ff::01").is_none());
     }
 }

@@ -164,6 +164,23 @@ mod tests {
         assert_eq!(sent, 10);
     }
 
+    /// After a long idle time the credit is back to the burst, not to the idle time's worth.
+    #[test]
+    fn the_host_wide_credit_is_capped_at_the_burst() {
+        let t = Tunables::default();
+        let mut l = IcmpRateLimit::default();
+        assert!(l.allow(&t, IcmpKind::V4(3), v4(0), 0));
+        let later = 5_000 * MS;
+        // New destinations each time (v6-mapped so they do not meet the first 256's peers).
+        let dst = |i: u8| {
+            let mut a = v4(i);
+            a[0] = 0x20;
+            a
+        };
+        let sent = (0..=255u8).filter(|i| l.allow(&t, IcmpKind::V4(3), dst(*i), later)).count();
+        assert_eq!(sent, t.icmp_msgs_burst as usize, "idle 5 s must refill to the burst exactly");
+    }
+
     #[test]
     fn zero_turns_the_limits_off() {
         let t = Tunables { icmp_ratelimit: 0, icmp_msgs_per_sec: 0, ..Tunables::default() };

@@ -30,6 +30,8 @@ named_enum! {
     pub enum DropReason {
         /// Buffer pool exhausted (no buffer to receive or build into).
         NoBuffer => "nobuf",
+        /// Frame longer than a receive buffer holds (the driver's rx_length_errors).
+        RxLengthError => "rx_length_error",
         /// Frame shorter than the header it claims to carry.
         PktTooSmall => "pkt_too_small",
         /// Ethertype no handler knows.

@@ -117,7 +117,9 @@ impl XdpProgram for Firewall {
 
 /// Parses `builtin:NAME[=ARG]`: drop, drop-read, pass, tx, redirect=IFINDEX,
 /// firewall=PORT,PORT,A.B.C.D/N,...
-pub fn parse(spec: &str) -> Result<Box<dyn XdpProgram>, String> {
+/// `ports` is how many ports there are: a redirect must name one of their ifindexes
+/// (`port + 1`, 1..=ports).
+pub fn parse(spec: &str, ports: usize) -> Result<Box<dyn XdpProgram>, String> {
     let body = spec.strip_prefix("builtin:").ok_or_else(|| format!("`{spec}` is not builtin:NAME"))?;
     let (name, arg) = body.split_once('=').map(|(a, b)| (a, Some(b))).unwrap_or((body, None));
     Ok(match (name, arg) {
@@ -125,7 +127,13 @@ pub fn parse(spec: &str) -> Result<Box<dyn XdpProgram>, String> {
         ("drop-read", None) => Box::new(Drop { read: true }),
         ("pass", None) => Box::new(Pass),
         ("tx", None) => Box::new(TxMacswap),
-        ("redirect", Some(a)) => Box::new(Redirect { ifindex: a.parse().map_err(|_| format!("redirect needs an ifindex, got `{a}`"))? }),
+        ("redirect", Some(a)) => {
+            let ifindex: u32 = a.parse().map_err(|_| format!("redirect needs an ifindex, got `{a}`"))?;
+            if ifindex == 0 || ifindex as usize > ports {
+                return Err(format!("redirect={ifindex}: no such ifindex (ports have ifindexes 1..={ports})"));
+            }
+            Box::new(Redirect { ifindex })
+        }
         ("firewall", Some(a)) => {
             let mut fw = Firewall { blocked_ports: Vec::new(), blocked_v4: Vec::new(), dropped: 0 };
             for item in a.split(',').filter(|s| !s.is_empty()) {

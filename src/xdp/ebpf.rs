@@ -37,8 +37,8 @@ impl std::str::FromStr for EngineKind {
 pub enum XdpLoadError {
     #[error("{path}: {msg}")]
     Load { path: String, msg: String },
-    #[error("{path}: no XDP program `{want}` (programs: {have})")]
-    NoProgram { path: String, want: String, have: String },
+    #[error("{path}: {why}")]
+    Select { path: String, why: sluice_ebpf::SelectError },
     #[error("{path}: program `{prog}` refused by the verifier: {msg}")]
     Verifier { path: String, prog: String, msg: String },
 }
@@ -73,24 +73,29 @@ impl EbpfProgram {
     /// [`EbpfProgram::load`]; `locked_atomics` keeps bus-locked atomics even with one worker
     /// (the `xdp.locked_atomics` tunable).
     pub fn load_with(path: &Path, section: Option<&str>, kind: EngineKind, locked_atomics: bool) -> Result<EbpfProgram, XdpLoadError> {
+        EbpfProgram::load_selected(path, section, false, &VerifyOptions::default(), kind, locked_atomics)
+    }
+
+    /// [`EbpfProgram::load_with`] with libbpf / bpftool program selection: `force_xdp` takes a
+    /// program of any section as XDP (bpftool's `prog load ... type xdp`), see
+    /// [`Object::select_xdp`]; `verify` chooses the verifier's rule set (privileged by default).
+    pub fn load_selected(
+        path: &Path,
+        section: Option<&str>,
+        force_xdp: bool,
+        verify_opts: &VerifyOptions,
+        kind: EngineKind,
+        locked_atomics: bool,
+    ) -> Result<EbpfProgram, XdpLoadError> {
         let p = path.display().to_string();
         // One datapath worker (CPU 0) runs every program: per-CPU maps have one copy, and
         // atomics have a single writer (no bus lock needed; see RunConfig::single_writer).
         let obj = Object::from_file_with(path, &LoadOptions { ncpus: WORKERS, ..LoadOptions::default() })
             .map_err(|e| XdpLoadError::Load { path: p.clone(), msg: e.to_string() })?;
-        let want = section.unwrap_or("");
-        let prog = obj.program(want).cloned().ok_or_else(|| XdpLoadError::NoProgram {
-            path: p.clone(),
-            want: want.to_string(),
-            have: obj.program_names().join(", "),
-        })?;
+        let prog = obj.select_xdp(section, force_xdp).cloned().map_err(|why| XdpLoadError::Select { path: p.clone(), why })?;
         let name = format!("{}:{}", path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(), prog.name);
         // Every program is verified, whichever engine runs it: the JIT's code has no checks.
-        verify(&prog, &VerifyOptions::default()).map_err(|e| XdpLoadError::Verifier {
-            path: p.clone(),
-            prog: prog.name.clone(),
-            msg: e.to_string(),
-        })?;
+        verify(&prog, verify_opts).map_err(|e| XdpLoadError::Verifier { path: p.clone(), prog: prog.name.clone(), msg: e.to_string() })?;
         let prog = Arc::new(prog);
         let maps = obj.maps.clone();
         let config = RunConfig { single_writer: WORKERS == 1 && !locked_atomics, ..RunConfig::default() };

@@ -354,3 +354,30 @@ pub fn flush_redirects(dp: &mut Datapath) {
         xmit_port(dp, port as u16);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A return value that is no XDP action is an exception on the datapath: counted in the
+    /// "unknown" action slot and as an unknown action, and dropped as aborted (the kernel's
+    /// bpf_warn_invalid_xdp_action path), never passed or transmitted.
+    #[test]
+    fn unknown_action_is_dropped_as_aborted_and_counted() {
+        let mut c = crate::stats::Counters::default();
+        let mut unknown = 0u64;
+        for (i, action) in [5u32, 7, 0x8000_0000, u32::MAX].into_iter().enumerate() {
+            let fate = fate_of(&RunOutcome { action, redirect: None }, 0, 2, &mut c, &mut unknown);
+            assert!(matches!(fate, Fate::Drop(DropReason::XdpAborted)), "action {action}");
+            assert_eq!(unknown, i as u64 + 1);
+            assert_eq!(c.xdp_actions[5], i as u64 + 1);
+        }
+        assert_eq!(c.xdp_actions[..5], [0; 5]);
+        // The five real actions are not counted as unknown.
+        for action in 0..=4 {
+            let _ = fate_of(&RunOutcome { action, redirect: None }, 0, 2, &mut c, &mut unknown);
+        }
+        assert_eq!(unknown, 4);
+        assert_eq!(c.xdp_actions[..5], [1; 5]);
+    }
+}

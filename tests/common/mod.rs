@@ -168,6 +168,10 @@ impl Port for TestPort {
         self.rx.as_ref().is_none_or(|p| p.rx_done())
     }
 
+    fn take_rx_dropped(&mut self) -> u64 {
+        self.rx.as_mut().map_or(0, |p| p.take_rx_dropped())
+    }
+
     fn stats(&self) -> PortStats {
         self.stats
     }

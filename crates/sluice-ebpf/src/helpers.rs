@@ -54,6 +54,9 @@ pub mod id {
     pub const XDP_LOAD_BYTES: u32 = 189;
     pub const XDP_STORE_BYTES: u32 = 190;
     pub const MAP_LOOKUP_PERCPU_ELEM: u32 = 195;
+    pub const PERF_EVENT_OUTPUT: u32 = 25;
+    pub const RINGBUF_OUTPUT: u32 = 130;
+    pub const RINGBUF_QUERY: u32 = 134;
 }
 
 /// A helper: `state` plus BPF r1..r5, result in r0.
@@ -83,6 +86,9 @@ pub fn helper_fn(id: i32) -> Option<HelperFn> {
         id::XDP_LOAD_BYTES => bpf_xdp_load_bytes,
         id::XDP_STORE_BYTES => bpf_xdp_store_bytes,
         id::MAP_LOOKUP_PERCPU_ELEM => bpf_map_lookup_percpu_elem,
+        id::PERF_EVENT_OUTPUT => bpf_perf_event_output,
+        id::RINGBUF_OUTPUT => bpf_ringbuf_output,
+        id::RINGBUF_QUERY => bpf_ringbuf_query,
         _ => return None,
     };
     Some(f)
@@ -112,6 +118,9 @@ pub fn helper_name(id: i32) -> Option<&'static str> {
         id::XDP_LOAD_BYTES => "bpf_xdp_load_bytes",
         id::XDP_STORE_BYTES => "bpf_xdp_store_bytes",
         id::MAP_LOOKUP_PERCPU_ELEM => "bpf_map_lookup_percpu_elem",
+        id::PERF_EVENT_OUTPUT => "bpf_perf_event_output",
+        id::RINGBUF_OUTPUT => "bpf_ringbuf_output",
+        id::RINGBUF_QUERY => "bpf_ringbuf_query",
         _ => return None,
     })
 }
@@ -282,6 +291,57 @@ pub extern "C" fn bpf_map_delete_elem(st: &mut RunState<'_>, r1: u64, r2: u64, _
         Some(Err(e)) => map_err(e),
         None => fault!(st, id::MAP_DELETE_ELEM, HelperFault::BadPointer),
     }
+}
+
+// ---- event output --------------------------------------------------------------------------
+
+/// Copies `len` bytes of program memory at `addr` (None: not readable for that size).
+fn read_mem(st: &RunState<'_>, addr: u64, len: usize) -> Option<Vec<u8>> {
+    if len == 0 {
+        return Some(Vec::new());
+    }
+    let p = st.helper_mem(addr, len, false)?;
+    let mut v = vec![0u8; len];
+    // SAFETY: p is readable for len bytes (helper_mem), v has len bytes.
+    unsafe { copy_relaxed(v.as_mut_ptr(), p, len) };
+    Some(v)
+}
+
+/// `long bpf_perf_event_output(ctx, map, flags, data, size)`: a record of `data` followed by
+/// the first `ctxlen` packet bytes (`flags >> 32`, as xdpdump asks; -EFAULT past the packet).
+pub extern "C" fn bpf_perf_event_output(st: &mut RunState<'_>, r1: u64, r2: u64, r3: u64, r4: u64, r5: u64) -> u64 {
+    if !is_ctx(st, r1) {
+        fault!(st, id::PERF_EVENT_OUTPUT, HelperFault::BadCtx)
+    }
+    let Some(m) = map_of(st, r2) else { fault!(st, id::PERF_EVENT_OUTPUT, HelperFault::BadMap) };
+    let Some(mut record) = read_mem(st, r4, r5 as usize) else { fault!(st, id::PERF_EVENT_OUTPUT, HelperFault::BadPointer) };
+    let ctxlen = ((r3 & crate::maps::BPF_F_CTXLEN_MASK) >> 32) as usize;
+    let plen = st.ctx.data_end.wrapping_sub(st.ctx.data) as usize;
+    if ctxlen > plen {
+        return neg_errno(libc::EFAULT);
+    }
+    let pkt = st.frame_ptr.wrapping_add(st.ctx.data as usize - st.frame_base());
+    let r = m.perf_output(r3, st.cpu, || {
+        let at = record.len();
+        record.resize(at + ctxlen, 0);
+        // SAFETY: [pkt, pkt+ctxlen) is inside [data, data_end) (ctxlen <= plen).
+        unsafe { copy_relaxed(record[at..].as_mut_ptr(), pkt, ctxlen) };
+        record
+    });
+    r as u64
+}
+
+/// `long bpf_ringbuf_output(ringbuf, data, size, flags)`.
+pub extern "C" fn bpf_ringbuf_output(st: &mut RunState<'_>, r1: u64, r2: u64, r3: u64, r4: u64, _: u64) -> u64 {
+    let Some(m) = map_of(st, r1) else { fault!(st, id::RINGBUF_OUTPUT, HelperFault::BadMap) };
+    let Some(data) = read_mem(st, r2, r3 as usize) else { fault!(st, id::RINGBUF_OUTPUT, HelperFault::BadPointer) };
+    m.ringbuf_output(r4, st.cpu, &data) as u64
+}
+
+/// `u64 bpf_ringbuf_query(ringbuf, flags)`.
+pub extern "C" fn bpf_ringbuf_query(st: &mut RunState<'_>, r1: u64, r2: u64, _: u64, _: u64, _: u64) -> u64 {
+    let Some(m) = map_of(st, r1) else { fault!(st, id::RINGBUF_QUERY, HelperFault::BadMap) };
+    m.ringbuf_query(r2)
 }
 
 // ---- time, random, cpu ---------------------------------------------------------------------

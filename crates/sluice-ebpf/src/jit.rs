@@ -76,7 +76,7 @@
 use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::mem::MaybeUninit;
-use std::panic::{catch_unwind, AssertUnwindSafe};
+
 use std::sync::{Arc, Mutex};
 
 use cranelift_codegen::ir::condcodes::IntCC;
@@ -172,7 +172,7 @@ impl Jit {
 /// Generates the code, turning a panic in Cranelift (a bug) into an error: the caller falls
 /// back to the interpreter instead of the host going down.
 fn generate(insns: &[Insn], plan: &Plan) -> Result<(JITModule, EntryFn), JitError> {
-    catch_unwind(AssertUnwindSafe(|| codegen(insns, plan))).map_err(|p| JitError::Codegen(crate::loader::panic_message(p)))?
+    crate::loader::quiet_catch(|| codegen(insns, plan)).map_err(JitError::Codegen)?
 }
 
 fn build(program: Arc<Program>, subprogs: &[SubprogInfo], maps: Arc<Maps>, config: RunConfig) -> Result<JitProgram, JitError> {

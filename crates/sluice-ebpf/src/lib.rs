@@ -6,6 +6,7 @@
 
 pub mod asm;
 pub mod burst;
+mod elf;
 pub mod env;
 pub mod helpers;
 pub mod insn;
@@ -21,8 +22,8 @@ pub mod xdp;
 pub use burst::{BurstCtx, BurstFaults, FrameDesc, FrameRegion};
 pub use env::{Env, NullEnv, SystemEnv};
 pub use interp::Interpreter;
-pub use loader::{LoadError, LoadOptions, Object};
+pub use loader::{load_and_verify, LoadError, LoadOptions, Object, ProgramVerdict, SelectError};
 pub use maps::{Map, MapDump, MapDumpEntry, MapError, Maps};
-pub use program::{MapDef, Program};
+pub use program::{section_kind, MapDef, Program, SectionKind};
 pub use state::{Engine, RunConfig, RunError, RunErrorKind, RunState};
 pub use xdp::{LowMem, RedirectTarget, RunOutcome, XdpBuff, XdpMd};

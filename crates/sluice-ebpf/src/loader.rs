@@ -8,22 +8,28 @@
 //! sections); `lddw` map references carry the map index; every sub-program reachable from a
 //! program is appended after it and calls carry relative offsets.
 //!
+//! Every offset and size aya-obj follows is checked first (`elf.rs`), so a malformed object
+//! is an error, never a panic. Program sections may have any name (libbpf / iproute2 /
+//! bpftool take any): aya-obj only sees neutral names (`xdp`, `xdp.frags`, `socket`) and
+//! each [`Program`] keeps its section's real name, which gives its type
+//! ([`crate::program::section_kind`]); programs of other types are loaded and listed, and
+//! [`Object::select_xdp`] picks the one to run.
+//!
 //! Not supported: CO-RE relocations (left at their compile-time values, which is right for
-//! the packet-header types XDP programs use), `.kconfig`/`.ksyms` externs, map-in-map,
-//! program sections `aya-obj` does not know (e.g. `tc`, legacy `xdp_*` names: the whole object
-//! is refused).
+//! the packet-header types XDP programs use), `.kconfig`/`.ksyms` externs, map-in-map.
 
-use std::collections::HashSet;
+use std::cell::Cell;
+use std::collections::{HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Once};
 
-use aya_obj::programs::XdpAttachType;
-use aya_obj::{EbpfSectionKind, ProgramSection};
+use aya_obj::EbpfSectionKind;
 
+use crate::elf::Elf;
 use crate::insn::*;
 use crate::maps::{MapError, Maps, BPF_ANY, DEFAULT_MAX_MAP_BYTES};
-use crate::program::{MapDef, Program};
+use crate::program::{section_kind, MapDef, Program, SectionKind};
 
 /// Options for loading an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +58,8 @@ pub enum LoadError {
     },
     #[error("parsing the object: {0}")]
     Parse(String),
+    #[error("malformed object: {0}")]
+    Invalid(String),
     #[error("malformed object (the ELF parser failed: {0})")]
     Malformed(String),
     #[error("relocating: {0}")]
@@ -62,6 +70,17 @@ pub enum LoadError {
     Map(#[from] MapError),
     #[error("program `{name}`: {reason}")]
     Program { name: String, reason: String },
+}
+
+/// Why no program could be picked from an object.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectError {
+    #[error("no XDP program in this object; sections: {have} (name one with --section, or take the first with --prog-type xdp)")]
+    NoXdp { have: String },
+    #[error("no program or section `{want}` in this object; sections: {have}")]
+    NotFound { want: String, have: String },
+    #[error("program `{name}` in section `{section}` is a {kind} program, not XDP (--prog-type xdp loads it as XDP anyway)")]
+    NotXdp { name: String, section: String, kind: &'static str },
 }
 
 /// A loaded object: its programs (all sections, in ELF order) and its maps.
@@ -95,28 +114,43 @@ pub(crate) fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
     }
 }
 
-/// Runs `f` (aya-obj code), turning a panic on malformed input into an error.
-fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, LoadError> {
-    catch_unwind(AssertUnwindSafe(f)).map_err(|p| LoadError::Malformed(panic_message(p)))
+thread_local! {
+    /// Set while this thread runs third-party code under [`quiet_catch`].
+    static QUIET_PANICS: Cell<bool> = const { Cell::new(false) };
+}
+static QUIET_HOOK: Once = Once::new();
+
+/// Runs `f` (a third-party parser or code generator), turning a panic into an error message
+/// without the default hook printing it: the hook is wrapped once, process-wide, and stays
+/// silent only for the thread inside this call (other threads' panics print as before).
+pub(crate) fn quiet_catch<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    QUIET_HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET_PANICS.with(|q| q.get()) {
+                previous(info);
+            }
+        }));
+    });
+    let was = QUIET_PANICS.with(|q| q.replace(true));
+    let r = catch_unwind(AssertUnwindSafe(f));
+    QUIET_PANICS.with(|q| q.set(was));
+    r.map_err(panic_message)
 }
 
-/// The ELF section name of a program section as written in `SEC(...)` (exact for XDP).
-fn section_name(s: &ProgramSection) -> String {
-    match s {
-        ProgramSection::Xdp { frags, attach_type } => {
-            let base = if *frags { "xdp.frags" } else { "xdp" };
-            match attach_type {
-                XdpAttachType::Interface => base.to_owned(),
-                XdpAttachType::CpuMap => format!("{base}/cpumap"),
-                XdpAttachType::DevMap => format!("{base}/devmap"),
-            }
-        }
-        ProgramSection::SchedClassifier => "classifier".to_owned(),
-        ProgramSection::SocketFilter => "socket".to_owned(),
-        other => {
-            let d = format!("{other:?}");
-            d.split([' ', '{']).next().unwrap_or("").to_lowercase()
-        }
+/// Runs `f` (aya-obj code), turning a panic on malformed input into an error (a last
+/// resort: `Elf::parse` checks what aya-obj trusts).
+fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, LoadError> {
+    quiet_catch(f).map_err(LoadError::Malformed)
+}
+
+/// The neutral section name aya-obj gets for a program section (it refuses names it does
+/// not know; the real name stays with the program).
+fn neutral_section_name(real: &str) -> &'static str {
+    match section_kind(real) {
+        SectionKind::Xdp { frags: true } => "xdp.frags",
+        SectionKind::Xdp { frags: false } => "xdp",
+        _ => "socket",
     }
 }
 
@@ -139,6 +173,18 @@ impl Object {
 
     /// Loads an object from its ELF bytes.
     pub fn from_bytes_with(bytes: &[u8], opts: &LoadOptions) -> Result<Object, LoadError> {
+        let elf = Elf::parse(bytes).map_err(LoadError::Invalid)?;
+        let prog_sections = elf.program_sections();
+        let real_names: HashMap<usize, String> = prog_sections.iter().map(|(i, n)| (*i, (*n).to_owned())).collect();
+        let renames: Vec<(usize, &str)> =
+            prog_sections.iter().filter(|(_, n)| neutral_section_name(n) != *n).map(|(i, n)| (*i, neutral_section_name(n))).collect();
+        let renamed;
+        let bytes = if renames.is_empty() {
+            bytes
+        } else {
+            renamed = elf.with_section_names(&renames).map_err(LoadError::Invalid)?;
+            &renamed[..]
+        };
         let mut obj = guarded(|| aya_obj::Object::parse(bytes))?.map_err(|e| LoadError::Parse(chain(&e)))?;
 
         // Maps in a stable order: map sections (BTF / legacy) by section and symbol, then the
@@ -153,12 +199,17 @@ impl Object {
             if m.inner().is_some() {
                 return Err(LoadError::MapInMap { name: name.clone() });
             }
+            // libbpf sizes a perf event array left at 0 entries to the number of CPUs.
+            let max_entries = match m.max_entries() {
+                0 if m.map_type() == crate::program::map_type::PERF_EVENT_ARRAY => opts.ncpus.max(1),
+                n => n,
+            };
             defs.push(MapDef {
                 name: name.clone(),
                 map_type: m.map_type(),
                 key_size: m.key_size(),
                 value_size: m.value_size(),
-                max_entries: m.max_entries(),
+                max_entries,
                 flags: m.map_flags(),
             });
         }
@@ -199,7 +250,8 @@ impl Object {
                 .map(|i| Insn { code: i.code, dst: i.dst_reg(), src: i.src_reg(), off: i.off, imm: i.imm })
                 .collect();
             check_linked(&name, &insns, &defs)?;
-            programs.push(Program { name, section: section_name(&p.section), insns, maps: defs.clone() });
+            let section = real_names.get(&p.section_index).cloned().unwrap_or_default();
+            programs.push(Program { name, section, insns, maps: defs.clone() });
         }
         Ok(Object { programs, maps: Arc::new(maps), license: obj.license.to_string_lossy().into_owned() })
     }
@@ -214,10 +266,63 @@ impl Object {
         self.programs.iter().find(|p| p.name == name_or_section).or_else(|| self.programs.iter().find(|p| p.section == name_or_section))
     }
 
+    /// The XDP program to run, picked as libbpf / iproute2 / bpftool pick it:
+    /// - `want` names a function, else a section (its first program). A section of another
+    ///   program type (`tc`, `kprobe/...`) is refused unless `force_xdp`; a section libbpf
+    ///   gives no type (`prog`, `xdp_sock`) is taken as XDP, as iproute2's `sec NAME` does.
+    /// - no `want`: the first program of an XDP section (`xdp`, `xdp/...`, `xdp.frags...`);
+    ///   with `force_xdp` (bpftool's `type xdp`) and no such section, the first program.
+    pub fn select_xdp(&self, want: Option<&str>, force_xdp: bool) -> Result<&Program, SelectError> {
+        match want.filter(|w| !w.is_empty()) {
+            Some(w) => {
+                let p = self
+                    .programs
+                    .iter()
+                    .find(|p| p.name == w)
+                    .or_else(|| self.programs.iter().find(|p| p.section == w))
+                    .ok_or_else(|| SelectError::NotFound { want: w.to_owned(), have: self.describe_programs() })?;
+                match section_kind(&p.section) {
+                    SectionKind::Other(kind) if !force_xdp => {
+                        Err(SelectError::NotXdp { name: p.name.clone(), section: p.section.clone(), kind })
+                    }
+                    _ => Ok(p),
+                }
+            }
+            None => self
+                .programs
+                .iter()
+                .find(|p| p.is_xdp())
+                .or_else(|| self.programs.first().filter(|_| force_xdp))
+                .ok_or_else(|| SelectError::NoXdp { have: self.describe_programs() }),
+        }
+    }
+
+    /// `section (function, type)` for every program, for messages.
+    pub fn describe_programs(&self) -> String {
+        if self.programs.is_empty() {
+            return "none".into();
+        }
+        let list: Vec<String> =
+            self.programs.iter().map(|p| format!("{} ({}, {})", p.section, p.name, section_kind(&p.section).describe())).collect();
+        list.join(", ")
+    }
+
     /// Names of all programs, in ELF order.
     pub fn program_names(&self) -> Vec<&str> {
         self.programs.iter().map(|p| p.name.as_str()).collect()
     }
+}
+
+/// A program's name and the verifier's refusal, if any.
+pub type ProgramVerdict = (String, Result<(), String>);
+
+/// Loads an object from untrusted bytes and verifies every program in it, as XDP (the
+/// loader fuzz target's entry point: any input gives `Err` or per-program results, never a
+/// panic). Each result is the program's name and the verifier's refusal, if any.
+pub fn load_and_verify(bytes: &[u8]) -> Result<Vec<ProgramVerdict>, LoadError> {
+    let obj = Object::from_bytes(bytes)?;
+    let opts = crate::verifier::VerifyOptions::default();
+    Ok(obj.programs.iter().map(|p| (p.name.clone(), crate::verifier::verify(p, &opts).map(|_| ()).map_err(|e| e.to_string()))).collect())
 }
 
 /// Checks the linked program follows the `Program` conventions (so nothing downstream has to

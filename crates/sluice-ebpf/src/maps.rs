@@ -156,6 +156,8 @@ pub fn is_supported_map_type(t: u32) -> bool {
             | map_type::CPUMAP
             | map_type::XSKMAP
             | map_type::DEVMAP_HASH
+            | map_type::PERF_EVENT_ARRAY
+            | map_type::RINGBUF
     )
 }
 
@@ -447,6 +449,8 @@ impl HashIndex {
 // Map.
 
 enum Kind {
+    /// PERF_EVENT_ARRAY / RINGBUF: records for a consumer, no values.
+    Events(Mutex<EventQueue>),
     /// ARRAY / PERCPU_ARRAY: every index exists.
     Array,
     /// DEVMAP / CPUMAP / XSKMAP: array entries that are present or not.
@@ -454,6 +458,37 @@ enum Kind {
     /// HASH / PERCPU_HASH / LRU_HASH / LRU_PERCPU_HASH / DEVMAP_HASH.
     Hash(Mutex<HashIndex>),
 }
+
+/// One record a program sent (`bpf_perf_event_output` / `bpf_ringbuf_output`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventRecord {
+    /// The CPU (sluice worker) that produced it.
+    pub cpu: u32,
+    pub data: Vec<u8>,
+}
+
+/// Event output state: whether a consumer listens, its records, and the ring positions.
+#[derive(Debug, Default)]
+struct EventQueue {
+    consumer: bool,
+    records: Vec<EventRecord>,
+    /// Ring buffer producer / consumer positions in bytes (8-byte record headers included).
+    prod: u64,
+    cons: u64,
+}
+
+/// `bpf_perf_event_output` flags: the index (or BPF_F_CURRENT_CPU) and the number of
+/// packet bytes to append (XDP: `ctxlen << 32`).
+pub const BPF_F_INDEX_MASK: u64 = 0xffff_ffff;
+pub const BPF_F_CURRENT_CPU: u64 = BPF_F_INDEX_MASK;
+pub const BPF_F_CTXLEN_MASK: u64 = 0xf_ffff << 32;
+/// `bpf_ringbuf_query` flags.
+pub const BPF_RB_AVAIL_DATA: u64 = 0;
+pub const BPF_RB_RING_SIZE: u64 = 1;
+pub const BPF_RB_CONS_POS: u64 = 2;
+pub const BPF_RB_PROD_POS: u64 = 3;
+/// Bytes of a ring buffer record header (length + page offset).
+const RINGBUF_HDR: u64 = 8;
 
 /// One map: its definition and its preallocated storage.
 pub struct Map {
@@ -482,6 +517,9 @@ impl Map {
         let t = def.map_type;
         if !is_supported_map_type(t) {
             return Err(MapError::UnsupportedType { name: def.name.clone(), map_type: t, type_name: map_type_name(t) });
+        }
+        if t == map_type::PERF_EVENT_ARRAY || t == map_type::RINGBUF {
+            return Map::new_events(def);
         }
         if def.max_entries == 0 {
             return Err(invalid(def, "max_entries is 0"));
@@ -549,6 +587,102 @@ impl Map {
 
     pub fn def(&self) -> &MapDef {
         &self.def
+    }
+
+    /// PERF_EVENT_ARRAY (key and value 4 bytes: a perf event per CPU slot) or RINGBUF (no
+    /// key or value; max_entries = bytes, a power of 2 and a multiple of the 4 KiB page).
+    fn new_events(def: &MapDef) -> Result<Map, MapError> {
+        if def.map_type == map_type::RINGBUF {
+            if def.key_size != 0 || def.value_size != 0 {
+                return Err(invalid(def, "a ring buffer has no key or value (sizes must be 0)"));
+            }
+            if !def.max_entries.is_power_of_two() || !def.max_entries.is_multiple_of(4096) {
+                return Err(invalid(def, format!("ring size {} is not a power of 2 multiple of 4096", def.max_entries)));
+            }
+        } else if def.key_size != 4 || def.value_size != 4 || def.max_entries == 0 {
+            return Err(invalid(def, "a perf event array has 4-byte keys and values and max_entries > 0"));
+        }
+        let region = ValueRegion::new(0).ok_or_else(|| invalid(def, "out of memory"))?;
+        let kind = Kind::Events(Mutex::new(EventQueue::default()));
+        Ok(Map { def: def.clone(), copies: 1, stride: 0, region, prog_writable: false, kind })
+    }
+
+    fn events(&self) -> Option<std::sync::MutexGuard<'_, EventQueue>> {
+        match &self.kind {
+            Kind::Events(q) => Some(q.lock().unwrap_or_else(|e| e.into_inner())),
+            _ => None,
+        }
+    }
+
+    /// A consumer listens from now on (a perf buffer reader opens every CPU slot; a ring
+    /// buffer reader consumes each record as it comes). Without one, perf output finds no
+    /// event (-ENOENT) and a ring buffer fills up (-EAGAIN), as in the kernel.
+    pub fn attach_consumer(&self) {
+        if let Some(mut q) = self.events() {
+            q.consumer = true;
+        }
+    }
+
+    /// The records sent so far to a consumer, oldest first (taken: the next call gets only
+    /// newer ones).
+    pub fn take_events(&self) -> Vec<EventRecord> {
+        self.events().map(|mut q| std::mem::take(&mut q.records)).unwrap_or_default()
+    }
+
+    /// `bpf_perf_event_output` on this map: the kernel's return value (0, -ENOENT without a
+    /// listener in the slot, -E2BIG for an index past the array, -EINVAL for unknown flags).
+    pub(crate) fn perf_output(&self, flags: u64, cpu: u32, record: impl FnOnce() -> Vec<u8>) -> i64 {
+        let Some(mut q) = self.events().filter(|_| self.def.map_type == map_type::PERF_EVENT_ARRAY) else {
+            return -(libc::EINVAL as i64);
+        };
+        if flags & !(BPF_F_INDEX_MASK | BPF_F_CTXLEN_MASK) != 0 {
+            return -(libc::EINVAL as i64);
+        }
+        let index = if flags & BPF_F_INDEX_MASK == BPF_F_CURRENT_CPU { cpu as u64 } else { flags & BPF_F_INDEX_MASK };
+        if index >= self.def.max_entries as u64 {
+            return -(libc::E2BIG as i64);
+        }
+        if !q.consumer {
+            return -(libc::ENOENT as i64);
+        }
+        let data = record();
+        q.records.push(EventRecord { cpu, data });
+        0
+    }
+
+    /// `bpf_ringbuf_output` on this map: 0, or -EAGAIN when the record does not fit in the
+    /// space the consumer has not freed (nobody consuming: the ring fills up), -EINVAL for
+    /// flags other than BPF_RB_NO_WAKEUP / BPF_RB_FORCE_WAKEUP.
+    pub(crate) fn ringbuf_output(&self, flags: u64, cpu: u32, data: &[u8]) -> i64 {
+        let Some(mut q) = self.events().filter(|_| self.def.map_type == map_type::RINGBUF) else {
+            return -(libc::EINVAL as i64);
+        };
+        if flags & !3 != 0 {
+            return -(libc::EINVAL as i64);
+        }
+        let need = (data.len() as u64 + RINGBUF_HDR + 7) & !7;
+        // The kernel refuses a record once the unconsumed bytes would exceed size - 1.
+        if q.prod - q.cons + need >= self.def.max_entries as u64 {
+            return -(libc::EAGAIN as i64);
+        }
+        q.prod += need;
+        if q.consumer {
+            q.records.push(EventRecord { cpu, data: data.to_vec() });
+            q.cons = q.prod;
+        }
+        0
+    }
+
+    /// `bpf_ringbuf_query`: available bytes, ring size, consumer or producer position.
+    pub(crate) fn ringbuf_query(&self, flags: u64) -> u64 {
+        let Some(q) = self.events().filter(|_| self.def.map_type == map_type::RINGBUF) else { return 0 };
+        match flags {
+            BPF_RB_AVAIL_DATA => q.prod - q.cons,
+            BPF_RB_RING_SIZE => self.def.max_entries as u64,
+            BPF_RB_CONS_POS => q.cons,
+            BPF_RB_PROD_POS => q.prod,
+            _ => 0,
+        }
     }
 
     pub fn name(&self) -> &str {
@@ -628,6 +762,7 @@ impl Map {
             return None;
         }
         match &self.kind {
+            Kind::Events(_) => None,
             Kind::Array => self.array_index(key).map(|i| self.value_ptr(i, cpu)),
             Kind::Slots { present } => {
                 let i = self.array_index(key)?;
@@ -662,6 +797,7 @@ impl Map {
             return Err(MapError::InvalidValue("cpu out of range"));
         }
         match &self.kind {
+            Kind::Events(_) => Err(MapError::NotSupported),
             Kind::Array => {
                 let i = self.array_index(key).ok_or(MapError::OutOfRange {
                     index: u32::from_le_bytes(key.try_into().unwrap_or([0xff; 4])),
@@ -698,6 +834,7 @@ impl Map {
     pub fn prog_delete(&self, key: &[u8]) -> Result<(), MapError> {
         self.check_key(key)?;
         match &self.kind {
+            Kind::Events(_) => Err(MapError::NotSupported),
             Kind::Array => Err(MapError::InvalidValue("array elements cannot be deleted")),
             Kind::Slots { .. } => Err(MapError::NotSupported),
             Kind::Hash(_) if self.def.map_type == map_type::DEVMAP_HASH => Err(MapError::NotSupported),
@@ -772,6 +909,7 @@ impl Map {
             return false;
         }
         match &self.kind {
+            Kind::Events(_) => false,
             Kind::Array | Kind::Slots { .. } => {
                 let Some(i) = self.array_index(key) else {
                     return false;
@@ -848,6 +986,7 @@ impl Map {
             }
         };
         match &self.kind {
+            Kind::Events(_) => Err(MapError::NotSupported),
             Kind::Array => {
                 let i = self.array_index(key).ok_or(MapError::OutOfRange {
                     index: u32::from_le_bytes(key.try_into().unwrap_or([0xff; 4])),
@@ -884,6 +1023,7 @@ impl Map {
     pub fn delete(&self, key: &[u8]) -> Result<(), MapError> {
         self.check_key(key)?;
         match &self.kind {
+            Kind::Events(_) => Err(MapError::NotSupported),
             Kind::Array => Err(MapError::InvalidValue("array elements cannot be deleted")),
             Kind::Slots { present } => {
                 let i = self.array_index(key).ok_or(MapError::NotFound)?;
@@ -899,6 +1039,7 @@ impl Map {
     /// Number of present entries (`max_entries` for arrays).
     pub fn len(&self) -> usize {
         match &self.kind {
+            Kind::Events(_) => 0,
             Kind::Array => self.def.max_entries as usize,
             Kind::Slots { present } => present.iter().filter(|p| p.load(Ordering::Relaxed) != 0).count(),
             Kind::Hash(m) => self.lock(m).count as usize,
@@ -912,6 +1053,7 @@ impl Map {
     /// The keys of all present entries (arrays: every index; hash maps: in slot order).
     pub fn keys(&self) -> Vec<Vec<u8>> {
         match &self.kind {
+            Kind::Events(_) => Vec::new(),
             Kind::Array => (0..self.def.max_entries).map(|i| i.to_le_bytes().to_vec()).collect(),
             Kind::Slots { present } => (0..self.def.max_entries)
                 .filter(|&i| present[i as usize].load(Ordering::Acquire) != 0)

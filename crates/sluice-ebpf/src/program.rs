@@ -6,6 +6,7 @@ use crate::insn::Insn;
 pub mod map_type {
     pub const HASH: u32 = 1;
     pub const ARRAY: u32 = 2;
+    pub const PERF_EVENT_ARRAY: u32 = 4;
     pub const PERCPU_HASH: u32 = 5;
     pub const PERCPU_ARRAY: u32 = 6;
     pub const LRU_HASH: u32 = 9;
@@ -14,6 +15,7 @@ pub mod map_type {
     pub const CPUMAP: u32 = 16;
     pub const XSKMAP: u32 = 17;
     pub const DEVMAP_HASH: u32 = 25;
+    pub const RINGBUF: u32 = 27;
 }
 
 /// The static description of a map, as declared in the object (BTF-defined or legacy `maps` section).
@@ -43,8 +45,110 @@ pub struct Program {
 }
 
 impl Program {
-    /// Whether this is an XDP program (section `xdp`, `xdp.frags`, `xdp/...`, `xdp.frags/...`).
+    /// Whether the section name makes this an XDP program (libbpf's rules: `xdp`,
+    /// `xdp.frags`, `xdp/...`, `xdp.frags/...`).
     pub fn is_xdp(&self) -> bool {
-        self.section == "xdp" || self.section == "xdp.frags" || self.section.starts_with("xdp/") || self.section.starts_with("xdp.frags/")
+        matches!(section_kind(&self.section), SectionKind::Xdp { .. })
+    }
+
+    /// Whether the program declared it handles multi-buffer frames (`xdp.frags*`,
+    /// the kernel's `BPF_F_XDP_HAS_FRAGS`).
+    pub fn frags_aware(&self) -> bool {
+        matches!(section_kind(&self.section), SectionKind::Xdp { frags: true })
+    }
+}
+
+/// What a program section holds, by libbpf's section-name rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SectionKind {
+    Xdp {
+        frags: bool,
+    },
+    /// Another program type (libbpf's name for it, e.g. `sched_cls`, `kprobe`).
+    Other(&'static str),
+    /// A name libbpf gives no type (`prog`, `xdp_sock`, ...): the loader must say the type,
+    /// as `bpftool prog load ... type xdp` or iproute2's `ip link set ... xdp obj O sec S` do.
+    Unknown,
+}
+
+/// libbpf's program types by the first `/`-separated part of a section name (non-XDP).
+const OTHER_TYPES: &[(&str, &str)] = &[
+    ("tc", "sched_cls"),
+    ("tcx", "sched_cls"),
+    ("netkit", "sched_cls"),
+    ("classifier", "sched_cls"),
+    ("action", "sched_act"),
+    ("socket", "socket_filter"),
+    ("kprobe", "kprobe"),
+    ("kretprobe", "kprobe"),
+    ("kprobe.multi", "kprobe"),
+    ("kretprobe.multi", "kprobe"),
+    ("ksyscall", "kprobe"),
+    ("kretsyscall", "kprobe"),
+    ("uprobe", "kprobe"),
+    ("uretprobe", "kprobe"),
+    ("uprobe.s", "kprobe"),
+    ("uretprobe.s", "kprobe"),
+    ("uprobe.multi", "kprobe"),
+    ("uretprobe.multi", "kprobe"),
+    ("usdt", "kprobe"),
+    ("tracepoint", "tracepoint"),
+    ("tp", "tracepoint"),
+    ("raw_tracepoint", "raw_tracepoint"),
+    ("raw_tp", "raw_tracepoint"),
+    ("raw_tracepoint.w", "raw_tracepoint_writable"),
+    ("raw_tp.w", "raw_tracepoint_writable"),
+    ("tp_btf", "tracing"),
+    ("fentry", "tracing"),
+    ("fexit", "tracing"),
+    ("fmod_ret", "tracing"),
+    ("fentry.s", "tracing"),
+    ("fexit.s", "tracing"),
+    ("fmod_ret.s", "tracing"),
+    ("iter", "tracing"),
+    ("iter.s", "tracing"),
+    ("freplace", "ext"),
+    ("lsm", "lsm"),
+    ("lsm.s", "lsm"),
+    ("lsm_cgroup", "lsm"),
+    ("cgroup_skb", "cgroup_skb"),
+    ("cgroup", "cgroup"),
+    ("sockops", "sock_ops"),
+    ("sk_skb", "sk_skb"),
+    ("sk_msg", "sk_msg"),
+    ("sk_lookup", "sk_lookup"),
+    ("sk_reuseport", "sk_reuseport"),
+    ("lirc_mode2", "lirc_mode2"),
+    ("flow_dissector", "flow_dissector"),
+    ("perf_event", "perf_event"),
+    ("lwt_in", "lwt_in"),
+    ("lwt_out", "lwt_out"),
+    ("lwt_xmit", "lwt_xmit"),
+    ("lwt_seg6local", "lwt_seg6local"),
+    ("struct_ops", "struct_ops"),
+    ("struct_ops.s", "struct_ops"),
+    ("netfilter", "netfilter"),
+    ("syscall", "syscall"),
+];
+
+/// The program type a section name gives (libbpf's table; `xdp_sock` is not `xdp`).
+pub fn section_kind(section: &str) -> SectionKind {
+    let head = section.split('/').next().unwrap_or("");
+    match head {
+        "xdp" => SectionKind::Xdp { frags: false },
+        "xdp.frags" => SectionKind::Xdp { frags: true },
+        _ => OTHER_TYPES.iter().find(|(p, _)| *p == head).map_or(SectionKind::Unknown, |(_, t)| SectionKind::Other(t)),
+    }
+}
+
+impl SectionKind {
+    /// A short name for listings: `xdp`, `xdp (frags)`, the libbpf type, or `unknown`.
+    pub fn describe(self) -> String {
+        match self {
+            SectionKind::Xdp { frags: false } => "xdp".into(),
+            SectionKind::Xdp { frags: true } => "xdp (frags)".into(),
+            SectionKind::Other(t) => t.into(),
+            SectionKind::Unknown => "unknown".into(),
+        }
     }
 }

@@ -751,7 +751,9 @@ struct Stats {
 }
 
 fn fuzz_program(p: &Program, rng: &mut Rng, mutants: u64, runs: u64, stats: &mut Stats) {
-    let opts = VerifyOptions { max_processed_insns: 200_000, ..Default::default() };
+    // The model flags every pointer leak and uninitialised stack read: the guarantees of the
+    // kernel's unprivileged rules (the privileged ones allow both, by design).
+    let opts = VerifyOptions { max_processed_insns: 200_000, ..VerifyOptions::unprivileged() };
     // The seed itself must verify and run cleanly.
     let seed_ok = verify(p, &opts);
     if let Err(e) = &seed_ok {
@@ -1114,7 +1116,7 @@ fn random_garbage_never_panics() {
             .collect();
         let mut p = asm::program(insns, maps.clone());
         p.name = "garbage".into();
-        if let Err(e) = verify(&p, &VerifyOptions { max_processed_insns: 20_000, ..Default::default() }) {
+        if let Err(e) = verify(&p, &VerifyOptions { max_processed_insns: 20_000, ..VerifyOptions::unprivileged() }) {
             assert!(!e.msg.contains("internal"), "verifier bug: {e}\n{:?}", p.insns);
         }
     }

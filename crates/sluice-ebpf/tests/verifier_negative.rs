@@ -37,6 +37,18 @@ fn rejects(src: &str, insn: usize, frag: &str) {
     rejects_with(src, maps(), VerifyOptions::default(), insn, frag);
 }
 
+/// A rule of the kernel's unprivileged mode (no `allow_ptr_leaks`): refused there, with
+/// the message saying so, and accepted under the privileged rules sluice uses by default.
+#[track_caller]
+fn rejects_unprivileged(src: &str, insn: usize, frag: &str) {
+    rejects_with(src, maps(), VerifyOptions::unprivileged(), insn, frag);
+    let e = verify(&program(asm(src), maps()), &VerifyOptions::unprivileged()).unwrap_err();
+    assert!(e.msg.contains("unprivileged rule"), "{e}");
+    if let Err(e) = verify(&program(asm(src), maps()), &VerifyOptions::default()) {
+        panic!("privileged rules refused it: {e}");
+    }
+}
+
 /// Loads data into r2, data_end into r3 (insns 0-1).
 const PKT: &str = "
     r2 = *(u32 *)(r1 + 0)
@@ -150,6 +162,46 @@ fn packet_pointer_use_after_adjust_head() {
     rejects(&src, 10, "R7 invalid mem access 'scalar': packet pointer invalidated");
 }
 
+/// The kernel's mark_reg_invalid: after bpf_xdp_adjust_head a stale packet pointer is an
+/// unknown scalar for a privileged loader (it may be used as a number, never dereferenced)
+/// and unreadable for an unprivileged one (refused at its first use, here the arithmetic).
+#[test]
+fn stale_packet_pointer_privileged_scalar_unprivileged_unreadable() {
+    let stale_use = "r6 = r1
+        r7 = *(u32 *)(r1 + 0)
+        r1 = r6
+        r2 = -4
+        call 44
+        r7 += 1
+        if r7 == 0 goto zero
+        r0 = 2
+        exit
+    zero:
+        r0 = 1
+        exit";
+    rejects_unprivileged(stale_use, 5, "R7 !read_ok: packet pointer invalidated");
+    let deref = "r6 = r1
+        r7 = *(u32 *)(r1 + 0)
+        r1 = r6
+        r2 = -4
+        call 44
+        r7 += 1
+        r0 = *(u8 *)(r7 + 0)
+        exit";
+    rejects_with(deref, maps(), VerifyOptions::default(), 6, "R7 invalid mem access 'scalar'");
+    rejects_with(deref, maps(), VerifyOptions::unprivileged(), 5, "R7 !read_ok");
+}
+
+/// Privileged only: two unrelated pointers subtracted give a number, a 32-bit copy of a
+/// pointer gives a number; unprivileged, both are refused.
+#[test]
+fn pointer_difference_and_partial_copy_are_privileged_only() {
+    rejects_unprivileged("r2 = r10\n r2 -= r1\n r0 = 2\n exit", 1, "pointer arithmetic prohibited: fp -= ctx");
+    rejects_unprivileged("w2 = w1\n r0 = 2\n exit", 0, "R1 partial copy of pointer");
+    // Even privileged, the number is not a pointer: no access through it.
+    rejects("w2 = w1\n r0 = *(u8 *)(r2 + 0)\n exit", 1, "R2 invalid mem access 'scalar'");
+}
+
 #[test]
 fn atomic_on_packet() {
     let src = format!(
@@ -178,7 +230,7 @@ fn pointer_stored_into_packet() {
         r0 = 2
         exit"
     );
-    rejects(&src, 5, "R10 leaks addr into packet");
+    rejects_unprivileged(&src, 5, "R10 leaks addr into packet");
 }
 
 #[test]
@@ -205,7 +257,8 @@ fn stack_out_of_bounds_above_frame() {
 
 #[test]
 fn uninitialised_stack_read() {
-    rejects("*(u32 *)(r10 - 8) = 0 \n r0 = *(u64 *)(r10 - 8) \n exit", 1, "invalid read from stack R10 off=-8 size=8");
+    // allow_uninit_stack: a privileged loader reads never-written bytes as unknown data.
+    rejects_unprivileged("*(u32 *)(r10 - 8) = 0 \n r0 = *(u64 *)(r10 - 8) \n exit", 1, "invalid read from stack R10 off=-8 size=8");
 }
 
 #[test]
@@ -217,7 +270,7 @@ fn uninitialised_stack_as_map_key() {
         call 1
         r0 = 2
         exit";
-    rejects(src, 4, "invalid read from stack R2 off=-4 size=4");
+    rejects_unprivileged(src, 4, "invalid read from stack R2 off=-4 size=4");
 }
 
 #[test]
@@ -309,17 +362,17 @@ fn division_result_used_as_pointer() {
 
 #[test]
 fn pointer_returned_from_program() {
-    rejects("r0 = r10 \n exit", 1, "R0 leaks addr as return value");
+    rejects_unprivileged("r0 = r10 \n exit", 1, "R0 leaks addr as return value");
 }
 
 #[test]
 fn pointer_comparison_between_unrelated_pointers() {
-    rejects("if r1 > r10 goto +0 \n r0 = 2 \n exit", 0, "pointer comparison prohibited");
+    rejects_unprivileged("if r1 > r10 goto +0 \n r0 = 2 \n exit", 0, "pointer comparison prohibited");
 }
 
 #[test]
 fn pointer_compared_with_nonzero() {
-    rejects("if r1 == 5 goto +0 \n r0 = 2 \n exit", 0, "pointer comparison prohibited");
+    rejects_unprivileged("if r1 == 5 goto +0 \n r0 = 2 \n exit", 0, "pointer comparison prohibited");
 }
 
 // ---------------------------------------------------------------- ctx
@@ -377,6 +430,19 @@ fn map_value_oob_with_variable_offset() {
     rejects(&src, 11, "invalid access to map value, value_size=16 off=15 size=8 (R0 max value is outside of the allowed memory range)");
 }
 
+/// The last byte of a 16-byte value is readable; one past it is not (an off-by-one in the
+/// bounds check passes every other test).
+#[test]
+fn map_value_one_byte_past_the_end() {
+    let read = |size: &str, off: u32| format!("{LOOKUP} if r0 == 0 goto +1 \n r1 = *({size} *)(r0 + {off}) \n r0 = 2 \n exit");
+    for (size, last) in [("u8", 15), ("u16", 14), ("u32", 12), ("u64", 8)] {
+        verify(&program(asm(&read(size, last)), maps()), &VerifyOptions::default())
+            .unwrap_or_else(|e| panic!("{size} at {last} is inside the value: {e}"));
+    }
+    rejects(&read("u8", 16), 8, "invalid access to map value, value_size=16 off=16 size=1");
+    rejects(&read("u64", 9), 8, "invalid access to map value, value_size=16 off=9 size=8");
+}
+
 #[test]
 fn map_value_negative_offset() {
     rejects(
@@ -396,7 +462,7 @@ fn pointer_leak_into_map_value() {
         r0 = 2
         exit"
     );
-    rejects(&src, 8, "R6 leaks addr into map value");
+    rejects_unprivileged(&src, 8, "R6 leaks addr into map value");
 }
 
 #[test]
@@ -413,7 +479,7 @@ fn pointer_leak_into_map_via_update_value() {
         call 2
         r0 = 2
         exit";
-    rejects(src, 9, "holds a spilled ctx (pointer leak into helper)");
+    rejects_unprivileged(src, 9, "holds a spilled ctx (pointer leak into helper");
 }
 
 #[test]
@@ -480,7 +546,7 @@ fn wrong_helper_argument_type() {
 
 #[test]
 fn helper_scalar_argument_is_pointer() {
-    rejects("r1 = r10 \n r2 = 0 \n call 23 \n exit", 2, "R1 leaks addr into helper function bpf_redirect");
+    rejects_unprivileged("r1 = r10 \n r2 = 0 \n call 23 \n exit", 2, "R1 leaks addr into helper function bpf_redirect");
 }
 
 #[test]

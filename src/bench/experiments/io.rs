@@ -53,6 +53,7 @@ pub fn build() -> Result<Experiment, BenchError> {
         seed: None,
         cap: None,
         default_runs: 5,
+        quick_runs: None,
         sweep: None,
         notes: vec![
             "Like with like: testpmd prints `Rx-pps` per port; with two ports forwarding to each other on one core \

@@ -60,6 +60,7 @@ pub fn build() -> Result<Experiment, BenchError> {
         }),
         cap: None,
         default_runs: 6,
+        quick_runs: None,
         sweep: None,
         notes: vec![
             "`rx.route_hint` stays at its default (1) in both arms; it only acts in listified mode (the route hint is \

@@ -5,6 +5,7 @@
 mod io;
 mod listify;
 mod selfcheck;
+pub use selfcheck::health as selfcheck_health;
 mod xdp;
 
 use super::experiment::Builder;

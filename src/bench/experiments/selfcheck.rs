@@ -2,7 +2,9 @@
 //! difference), A against A + `rx.extra_work` (a real per-packet cost: must show B slower),
 //! and an `rx.extra_work` sweep (ns/packet must grow linearly with it).
 
+use crate::bench::analysis::{ExperimentResult, Health};
 use crate::bench::experiment::{Arm, Comparison, Experiment, Sweep};
+use crate::bench::stats::{t_quantile, Summary};
 use crate::bench::BenchError;
 use crate::config;
 use crate::datapath::Pipeline;
@@ -43,7 +45,75 @@ pub fn build() -> Result<Experiment, BenchError> {
         seed: None,
         cap: None,
         default_runs: 6,
+        quick_runs: Some(6),
         sweep: Some(Sweep { x_label: "rx.extra_work (LCG iterations per packet)".into(), metric: "cpu_ns_per_packet" }),
         notes: vec![],
     })
+}
+
+/// The smallest A' − A difference (in % of A) this machine must resolve for its figures to be
+/// trusted: the seed experiments' effects are 10-40%.
+pub const MAX_RESOLUTION_PCT: f64 = 10.0;
+/// A significant A vs A' difference at least this large means the harness is biased.
+pub const MAX_AA_BIAS_PCT: f64 = 3.0;
+
+/// Half-width of the Welch 95% CI of mean(b) − mean(a), in % of mean(a).
+fn ci_half_width_pct(a: &Summary, b: &Summary) -> Option<f64> {
+    if a.n < 2 || b.n < 2 || a.mean <= 0.0 {
+        return None;
+    }
+    let (va, vb) = (a.sd * a.sd / a.n as f64, b.sd * b.sd / b.n as f64);
+    let se = (va + vb).sqrt();
+    let df = if se == 0.0 { (a.n + b.n - 2) as f64 } else { (va + vb).powi(2) / (va * va / (a.n - 1) as f64 + vb * vb / (b.n - 1) as f64) };
+    Some(100.0 * t_quantile(0.975, df)? * se / a.mean)
+}
+
+/// PASS when the harness finds B's known extra cost (significant, B slower), finds no large
+/// significant A vs A' difference, resolves differences of [`MAX_RESOLUTION_PCT`] between
+/// identical arms, and the sweep rises. Judged on CPU ns/packet (immune to preemption, unlike
+/// the packet rate) where the arms have it.
+pub fn health(r: &ExperimentResult) -> Health {
+    let mut failures = Vec::new();
+    let arm = |name: &str| r.arms.iter().find(|a| a.name == name);
+    let cmp = |b: &str| r.comparisons.iter().find(|c| c.a == "a" && c.b == b);
+    match cmp("b").and_then(|c| c.cpu_ns_per_packet.as_ref().or(c.verdict.as_ref())) {
+        Some(v) if v.significant && v.p < 0.01 => {}
+        Some(v) => failures.push(format!("the known extra cost of B was not found (p = {:.3}, {:+.1}%)", v.p, v.diff_pct)),
+        None => failures.push("no A vs B comparison".into()),
+    }
+    if let Some(v) = cmp("a-prime").and_then(|c| c.cpu_ns_per_packet.as_ref().or(c.verdict.as_ref())) {
+        if v.p < 0.01 && v.diff_pct.abs() >= MAX_AA_BIAS_PCT {
+            failures.push(format!("identical arms A and A' differ by {:+.1}% (p = {:.4})", v.diff_pct, v.p));
+        }
+    }
+    let metric = |name: &str| arm(name).and_then(|a| a.cpu_ns_per_packet.as_ref().or(a.mpps.as_ref()));
+    let resolution_pct = metric("a").zip(metric("a-prime")).and_then(|(a, b)| ci_half_width_pct(a, b));
+    match resolution_pct {
+        Some(w) if w <= MAX_RESOLUTION_PCT => {}
+        Some(w) => failures.push(format!(
+            "too noisy: A' − A is only known to ±{w:.1}% (95% CI), need ±{MAX_RESOLUTION_PCT}% (a quieter machine, or more --runs)"
+        )),
+        None => failures.push("too few runs to estimate the noise (need at least 2 per arm)".into()),
+    }
+    if r.sweeps.first().is_some_and(|s| s.slope <= 0.0) {
+        failures.push("the extra_work sweep does not rise".into());
+    }
+    Health { pass: failures.is_empty(), resolution_pct, failures }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(n: usize, mean: f64, sd: f64) -> Summary {
+        Summary { n, mean, sd, sem: sd / (n as f64).sqrt(), ci95: (mean, mean), min: mean, median: mean, max: mean }
+    }
+
+    #[test]
+    fn resolution_follows_the_noise() {
+        let quiet = ci_half_width_pct(&summary(6, 100.0, 1.0), &summary(6, 100.0, 1.0)).unwrap();
+        let noisy = ci_half_width_pct(&summary(6, 100.0, 20.0), &summary(6, 100.0, 20.0)).unwrap();
+        assert!(quiet < 2.0 && noisy > MAX_RESOLUTION_PCT, "{quiet} {noisy}");
+        assert!(ci_half_width_pct(&summary(1, 100.0, 0.0), &summary(6, 100.0, 1.0)).is_none());
+    }
 }

@@ -96,6 +96,7 @@ pub fn build() -> Result<Experiment, BenchError> {
         }),
         cap: None,
         default_runs: 6,
+        quick_runs: None,
         sweep: None,
         notes: vec![
             "The seed's other figures: native DROP no_touch 19.8 Mpps, native TX read 10.1, generic TX read 4.6; a cache \

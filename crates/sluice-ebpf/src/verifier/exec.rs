@@ -116,7 +116,7 @@ impl<'a> Verifier<'a> {
             if reg.invalidated {
                 return Err(err(
                     pc,
-                    format!("R{r} !read_ok: packet pointer invalidated by a helper that changes packet data (reload it from ctx)"),
+                    format!("R{r} !read_ok: packet pointer invalidated by a helper that changes packet data (reload it from ctx; unprivileged rule, a privileged loader gets a scalar)"),
                 ));
             }
             return Err(err(pc, format!("R{r} !read_ok (uninitialized register)")));
@@ -126,7 +126,7 @@ impl<'a> Verifier<'a> {
 
     /// A register used as a memory base (clearer message for invalidated packet pointers).
     fn read_base(&self, st: &State, pc: usize, r: u8) -> Result<Reg, VerifyError> {
-        if st.cur().regs.get(r as usize).is_some_and(|q| q.invalidated && q.ty == RegType::NotInit) {
+        if st.cur().regs.get(r as usize).is_some_and(|q| q.invalidated && matches!(q.ty, RegType::NotInit | RegType::Scalar)) {
             return Err(err(
                 pc,
                 format!(
@@ -184,7 +184,10 @@ impl<'a> Verifier<'a> {
                     return self.write(st, pc, dst, r);
                 }
                 if src.ty.is_ptr() {
-                    return Err(err(pc, format!("R{} partial copy of pointer", insn.src)));
+                    if self.opts.privileged {
+                        return self.write(st, pc, dst, Reg::scalar(Scalar::bounded(32)));
+                    }
+                    return Err(err(pc, format!("R{} partial copy of pointer (unprivileged rule)", insn.src)));
                 }
                 let mut r = Reg::scalar(src.var.trunc(32));
                 // A value that already fits 32 bits is copied unchanged: link it too.
@@ -262,8 +265,13 @@ impl<'a> Verifier<'a> {
                     if let Some(v) = ptr_diff(&d, &s) {
                         return Ok(Reg::scalar(v));
                     }
+                    // Two unrelated pointers: a privileged loader gets a number.
+                    if self.opts.privileged {
+                        return Ok(Reg::scalar(Scalar::UNKNOWN));
+                    }
                 }
-                Err(err(pc, format!("R{dst} pointer arithmetic prohibited: {} {} {}", d.ty.name(), op_name(op), s.ty.name())))
+                let rule = if op == AluOp::Sub { " (unprivileged rule)" } else { "" };
+                Err(err(pc, format!("R{dst} pointer arithmetic prohibited: {} {} {}{rule}", d.ty.name(), op_name(op), s.ty.name())))
             }
             (true, false) => match op {
                 AluOp::Add => self.ptr_add(pc, dst, d, s.var, false),
@@ -383,14 +391,14 @@ impl<'a> Verifier<'a> {
 
     fn atomic(&mut self, st: &mut State, pc: usize, insn: Insn, base: Reg, size: u32) -> Result<(), VerifyError> {
         let val = self.read(st, pc, insn.src)?;
-        if val.ty != RegType::Scalar {
-            return Err(err(pc, format!("R{} leaks addr into memory (atomic operand is a pointer)", insn.src)));
+        if val.ty != RegType::Scalar && !self.opts.privileged {
+            return Err(err(pc, format!("R{} leaks addr into memory (atomic operand is a pointer; unprivileged rule)", insn.src)));
         }
         let cmpxchg = insn.imm == BPF_CMPXCHG;
         if cmpxchg {
             let r0 = self.read(st, pc, 0)?;
-            if r0.ty != RegType::Scalar {
-                return Err(err(pc, "R0 leaks addr into memory (cmpxchg operand is a pointer)"));
+            if r0.ty != RegType::Scalar && !self.opts.privileged {
+                return Err(err(pc, "R0 leaks addr into memory (cmpxchg operand is a pointer; unprivileged rule)"));
             }
         }
         let old = self.mem_access(st, pc, insn.dst, base, insn.off as i64, size, Access::Atomic)?;
@@ -499,8 +507,8 @@ impl<'a> Verifier<'a> {
                 let t = if base.ty == RegType::Packet { "pkt" } else { "pkt_meta" };
                 return Err(err(pc, format!("BPF_ATOMIC stores into R{regno} {t} is not allowed")));
             }
-            Access::Write { val, src } if val.ty.is_ptr() => {
-                return Err(err(pc, format!("R{src} leaks addr into {what}")));
+            Access::Write { val, src } if val.ty.is_ptr() && !self.opts.privileged => {
+                return Err(err(pc, format!("R{src} leaks addr into {what} (unprivileged rule)")));
             }
             _ => {}
         }
@@ -537,8 +545,8 @@ impl<'a> Verifier<'a> {
                 if ro {
                     return Err(err(pc, format!("R{regno} write into read-only map value (map '{}')", m.name)));
                 }
-                if val.ty.is_ptr() {
-                    return Err(err(pc, format!("R{src} leaks addr into map value (map '{}')", m.name)));
+                if val.ty.is_ptr() && !self.opts.privileged {
+                    return Err(err(pc, format!("R{src} leaks addr into map value (map '{}'; unprivileged rule)", m.name)));
                 }
             }
             Access::Atomic => {
@@ -617,7 +625,7 @@ impl<'a> Verifier<'a> {
         let slot_id = stack_pos(o).map(|(si, _)| (fno as u8, si as u8));
         match acc {
             Access::Read { .. } => {
-                let (v, from_spill) = stack_read(st, fno, pc, regno, o, size)?;
+                let (v, from_spill) = stack_read(st, fno, pc, regno, o, size, self.opts.privileged)?;
                 if from_spill {
                     self.cur_spill = slot_id;
                 }
@@ -637,7 +645,7 @@ impl<'a> Verifier<'a> {
                 if o % size_i != 0 {
                     return Err(err(pc, format!("misaligned atomic stack access off={o} size={size}")));
                 }
-                let (old, _) = stack_read(st, fno, pc, regno, o, size)?;
+                let (old, _) = stack_read(st, fno, pc, regno, o, size, self.opts.privileged)?;
                 if old.ty != RegType::Scalar {
                     return Err(err(pc, format!("atomic on a spilled {} at stack off={o}", old.ty.name())));
                 }
@@ -702,9 +710,15 @@ impl<'a> Verifier<'a> {
             (taken, fall)
         } else {
             if is32 {
-                return Err(err(pc, format!("R{} 32-bit pointer comparison prohibited", insn.dst)));
+                // Nothing is learned from a 32-bit comparison of pointers (kernel: no packet
+                // range from JMP32); only a privileged loader may compare their bits.
+                if !self.opts.privileged {
+                    return Err(err(pc, format!("R{} 32-bit pointer comparison prohibited (unprivileged rule)", insn.dst)));
+                }
+                (Some(st.clone()), Some(st.clone()))
+            } else {
+                self.cmp_ptr(st, pc, insn, cmp, d, s)?
             }
-            self.cmp_ptr(st, pc, insn, cmp, d, s)?
         };
         match (taken, fall) {
             (Some(t), Some(f)) => {
@@ -734,7 +748,13 @@ impl<'a> Verifier<'a> {
     ) -> Result<(Option<State>, Option<State>), VerifyError> {
         if d.ty.is_ptr() && s.ty.is_ptr() {
             if !(d.ty.is_pkt_family() && s.ty.is_pkt_family()) {
-                return Err(err(pc, format!("R{} pointer comparison prohibited ({} vs {})", insn.dst, d.ty.name(), s.ty.name())));
+                if self.opts.privileged {
+                    return Ok((Some(st.clone()), Some(st.clone())));
+                }
+                return Err(err(
+                    pc,
+                    format!("R{} pointer comparison prohibited ({} vs {}; unprivileged rule)", insn.dst, d.ty.name(), s.ty.name()),
+                ));
             }
             let mut t = st.clone();
             learn_pkt(&mut t, &d, &s, cmp);
@@ -750,7 +770,13 @@ impl<'a> Verifier<'a> {
             self.mark_reg_precise(st, sreg);
         }
         if sc.var.as_const() != Some(0) {
-            return Err(err(pc, format!("R{preg} pointer comparison prohibited ({} compared with a scalar other than 0)", p.ty.name())));
+            if self.opts.privileged {
+                return Ok((Some(st.clone()), Some(st.clone())));
+            }
+            return Err(err(
+                pc,
+                format!("R{preg} pointer comparison prohibited ({} compared with a scalar other than 0; unprivileged rule)", p.ty.name()),
+            ));
         }
         match cmp {
             Cmp::Eq | Cmp::Ne => {
@@ -776,8 +802,8 @@ impl<'a> Verifier<'a> {
             if !r0.is_init() {
                 return Err(err(pc, "R0 !read_ok: R0 must be set before exit"));
             }
-            if r0.ty != RegType::Scalar {
-                return Err(err(pc, format!("R0 leaks addr as return value ({})", r0.ty.name())));
+            if r0.ty != RegType::Scalar && !self.opts.privileged {
+                return Err(err(pc, format!("R0 leaks addr as return value ({}; unprivileged rule)", r0.ty.name())));
             }
             return Ok(Flow::End);
         }
@@ -824,8 +850,8 @@ impl<'a> Verifier<'a> {
                 Arg::None => {}
                 Arg::Anything => {
                     self.read(st, pc, regno)?;
-                    if r.ty != RegType::Scalar {
-                        return Err(err(pc, format!("R{regno} leaks addr into helper function {name}")));
+                    if r.ty != RegType::Scalar && !self.opts.privileged {
+                        return Err(err(pc, format!("R{regno} leaks addr into helper function {name} (unprivileged rule)")));
                     }
                 }
                 Arg::AnythingOrUninit => {}
@@ -901,10 +927,13 @@ impl<'a> Verifier<'a> {
             }
         }
         if proto.changes_pkt {
-            // Packet data may have moved: every packet pointer anywhere is stale.
+            // Packet data may have moved: every packet pointer anywhere is stale. The kernel
+            // (mark_reg_invalid) makes it an unknown scalar for a privileged loader, which
+            // may hold addresses as numbers, and unreadable otherwise.
+            let stale = if self.opts.privileged { Reg::scalar(Scalar::UNKNOWN) } else { Reg::NOT_INIT };
             st.for_each_reg(|q| {
                 if q.ty.is_pkt_family() {
-                    *q = Reg { invalidated: true, ..Reg::NOT_INIT };
+                    *q = Reg { invalidated: true, ..stale };
                 }
             });
         }
@@ -958,14 +987,17 @@ impl<'a> Verifier<'a> {
                     };
                     let slot = fr.slot(si);
                     match slot.b[bi] {
+                        // allow_uninit_stack: a privileged loader may pass never-written bytes.
+                        SB::Invalid if self.opts.privileged => {}
                         SB::Invalid => {
                             return Err(err(pc, format!(
-                                "invalid read from stack R{regno} off={o} size={size} (byte at off={a} is uninitialized; helper argument)"
+                                "invalid read from stack R{regno} off={o} size={size} (byte at off={a} is uninitialized; helper argument; unprivileged rule)"
                             )))
                         }
-                        SB::Spill if slot.spill.ty != RegType::Scalar && rw != Rw::ReadPtrsOk => {
+                        // A privileged loader may hand a spilled pointer's bytes to a helper.
+                        SB::Spill if slot.spill.ty != RegType::Scalar && rw != Rw::ReadPtrsOk && !self.opts.privileged => {
                             return Err(err(pc, format!(
-                                "invalid read from stack R{regno} off={o} size={size}: byte at off={a} holds a spilled {} (pointer leak into helper)",
+                                "invalid read from stack R{regno} off={o} size={size}: byte at off={a} holds a spilled {} (pointer leak into helper; unprivileged rule)",
                                 slot.spill.ty.name()
                             )))
                         }
@@ -1189,7 +1221,9 @@ fn break_spill(slot: &mut Slot) {
 }
 
 /// The value read, and whether it came from a spilled register (a precision source).
-fn stack_read(st: &State, fno: usize, pc: usize, regno: u8, o: i64, size: u32) -> Result<(Reg, bool), VerifyError> {
+/// `allow_uninit`: the kernel's `allow_uninit_stack` (a privileged loader reads
+/// never-written stack bytes as unknown data).
+fn stack_read(st: &State, fno: usize, pc: usize, regno: u8, o: i64, size: u32, allow_uninit: bool) -> Result<(Reg, bool), VerifyError> {
     let fr = &st.frames[fno];
     let bad = || err(pc, format!("invalid stack access off={o} size={size}"));
     let (si, bi) = stack_pos(o).ok_or_else(bad)?;
@@ -1222,8 +1256,12 @@ fn stack_read(st: &State, fno: usize, pc: usize, regno: u8, o: i64, size: u32) -
         let (si, bi) = stack_pos(a).ok_or_else(bad)?;
         let s = fr.slot(si);
         match s.b[bi] {
+            SB::Invalid if allow_uninit => zero = false,
             SB::Invalid => {
-                return Err(err(pc, format!("invalid read from stack R{regno} off={o} size={size} (byte at off={a} is uninitialized)")))
+                return Err(err(
+                    pc,
+                    format!("invalid read from stack R{regno} off={o} size={size} (byte at off={a} is uninitialized; unprivileged rule)"),
+                ))
             }
             SB::Misc => zero = false,
             SB::Zero => {}

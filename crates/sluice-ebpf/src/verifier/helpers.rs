@@ -63,6 +63,10 @@ pub(crate) enum MapUse {
     Redirect,
     /// map_lookup_percpu_elem: per-CPU data maps.
     Percpu,
+    /// perf_event_output: perf event arrays.
+    PerfEvent,
+    /// ringbuf_output / ringbuf_query: ring buffers.
+    Ringbuf,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -113,6 +117,9 @@ pub(crate) fn proto(id: i32) -> Option<Proto> {
         189 => p("bpf_xdp_load_bytes", [Ctx, Anything, MemWrite, Size, n], Ret::Scalar, false, MapUse::None),
         // Writes packet bytes in place; data and data_end do not move.
         190 => p("bpf_xdp_store_bytes", [Ctx, Anything, Mem, Size, n], Ret::Scalar, false, MapUse::None),
+        25 => p("bpf_perf_event_output", [Ctx, MapPtr, Anything, Mem, SizeOrZero], Ret::Scalar, false, MapUse::PerfEvent),
+        130 => p("bpf_ringbuf_output", [MapPtr, Mem, SizeOrZero, Anything, n], Ret::Scalar, false, MapUse::Ringbuf),
+        134 => p("bpf_ringbuf_query", [MapPtr, Anything, n, n, n], Ret::Scalar, false, MapUse::Ringbuf),
         195 => p("bpf_map_lookup_percpu_elem", [MapPtr, MapKey, Anything, n, n], Ret::MapValueOrNull, false, MapUse::Percpu),
         _ => return Option::None,
     })
@@ -126,7 +133,11 @@ pub(crate) fn is_data_map(t: u32) -> bool {
 }
 
 pub(crate) fn is_known_map(t: u32) -> bool {
-    is_data_map(t) || matches!(t, map_type::DEVMAP | map_type::DEVMAP_HASH | map_type::CPUMAP | map_type::XSKMAP)
+    is_data_map(t)
+        || matches!(
+            t,
+            map_type::DEVMAP | map_type::DEVMAP_HASH | map_type::CPUMAP | map_type::XSKMAP | map_type::PERF_EVENT_ARRAY | map_type::RINGBUF
+        )
 }
 
 pub(crate) fn map_allowed(use_: MapUse, t: u32) -> bool {
@@ -138,6 +149,8 @@ pub(crate) fn map_allowed(use_: MapUse, t: u32) -> bool {
             matches!(t, map_type::DEVMAP | map_type::DEVMAP_HASH | map_type::CPUMAP | map_type::XSKMAP)
         }
         MapUse::Percpu => matches!(t, map_type::PERCPU_ARRAY | map_type::PERCPU_HASH | map_type::LRU_PERCPU_HASH),
+        MapUse::PerfEvent => t == map_type::PERF_EVENT_ARRAY,
+        MapUse::Ringbuf => t == map_type::RINGBUF,
     }
 }
 

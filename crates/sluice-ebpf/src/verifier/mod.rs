@@ -61,11 +61,28 @@ pub struct VerifyOptions {
     pub max_processed_insns: usize,
     /// Instruction slots a program may have (kernel: 1M for privileged programs).
     pub max_insns: usize,
+    /// The kernel's rules for a loader that may see kernel addresses (`allow_ptr_leaks`,
+    /// CAP_PERFMON / root): sluice's loader owns the program, so this is the default.
+    /// - a packet pointer a packet-changing helper invalidated becomes an unknown scalar
+    ///   (unprivileged: unreadable, `!read_ok` on its next use);
+    /// - pointers may be stored to maps and packets, passed to helpers as plain values,
+    ///   returned, compared with any pointer or scalar (nothing learned), and subtracted
+    ///   from each other (an unknown scalar); a 32-bit move of a pointer gives an unknown
+    ///   scalar. Unprivileged, each of these is refused ("leaks addr", "pointer comparison
+    ///   prohibited", "partial copy of pointer", ...).
+    pub privileged: bool,
+}
+
+impl VerifyOptions {
+    /// The kernel's rules without `allow_ptr_leaks` (no CAP_PERFMON).
+    pub fn unprivileged() -> VerifyOptions {
+        VerifyOptions { privileged: false, ..VerifyOptions::default() }
+    }
 }
 
 impl Default for VerifyOptions {
     fn default() -> Self {
-        VerifyOptions { max_processed_insns: 1_000_000, max_insns: 1_000_000 }
+        VerifyOptions { max_processed_insns: 1_000_000, max_insns: 1_000_000, privileged: true }
     }
 }
 
