@@ -70,17 +70,6 @@ replay_test!(config);
 replay_test!(pcap);
 replay_test!(ebpf_loader);
 
-/// Inputs of known open bugs stay committed under fuzz/regressions/ and are skipped by a
-/// guard in the harness until fixed (remove the guard with the fix; then they run).
-#[test]
-fn known_open_inputs_are_guarded() {
-    let elf = std::fs::read(root().join("fuzz/regressions/ebpf_loader/oom-bss-size.o")).expect("regression input");
-    assert!(harness::declares_huge_section(&elf), "the loader's huge-section guard covers oom-bss-size.o");
-    for f in files_in(&root().join("bpf/obj"), "o") {
-        assert!(!harness::declares_huge_section(&std::fs::read(&f).expect("object")), "{} passes the guard", f.display());
-    }
-}
-
 /// The harness's own properties hold on hand-made inputs (so a harness that checks
 /// nothing cannot pass): frames split and join back, and a malformed list still runs.
 #[test]
