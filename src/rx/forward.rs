@@ -208,7 +208,11 @@ pub(crate) fn forward_list<F: IpFamily>(dp: &mut Datapath, run: &mut [Skb], nh: 
         // so the output order is the single path's.
         let mut flushed = 0;
         for i in 0..run.len() {
-            match l2_unicast(&run[i]).and_then(|()| F::rewrite(&mut dp.bufs, &run[i], mtu, &macs)) {
+            let rewritten = match l2_unicast(&run[i]) {
+                Ok(()) => F::rewrite(&mut dp.bufs, &run[i], mtu, &macs),
+                Err(e) => Err(e),
+            };
+            match rewritten {
                 Ok(()) => {
                     // Moved only once something before it failed.
                     if n != i {

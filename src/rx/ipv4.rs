@@ -52,8 +52,22 @@ pub(crate) fn rcv_core(bufs: &BufCache, routes: &RouteTable, skb: &mut Skb) -> R
 /// group), martian sources and destinations (RFC 1812 5.3.7 / 4.2.2.11), then
 /// fib_validate_source's "not one of ours". Class E (240/4) is an ordinary source, as in the
 /// kernel; only 255.255.255.255 is martian.
-#[inline]
+#[inline(always)]
 fn martian(routes: &RouteTable, src: [u8; 4], dst: [u8; 4]) -> Result<(), DropReason> {
+    // Fast path: every special range sits in first octets 0, 127 and 224–255.
+    let special = |first: u8| first == 0 || first == 127 || first >= 224;
+    if special(src[0]) || special(dst[0]) {
+        special_addresses(src, dst)?;
+    }
+    if routes.is_local_v4(src) {
+        return Err(DropReason::IpLocalSource);
+    }
+    Ok(())
+}
+
+/// The martian ranges, in ip_route_input's order (`martian`'s slow path).
+#[cold]
+fn special_addresses(src: [u8; 4], dst: [u8; 4]) -> Result<(), DropReason> {
     const LIMITED_BROADCAST: [u8; 4] = [255; 4];
     let multicast = |a: [u8; 4]| a[0] & 0xf0 == 0xe0;
     if multicast(dst) {
@@ -74,9 +88,6 @@ fn martian(routes: &RouteTable, src: [u8; 4], dst: [u8; 4]) -> Result<(), DropRe
     }
     if dst[0] == 127 || src[0] == 127 {
         return Err(DropReason::IpLocalnet);
-    }
-    if routes.is_local_v4(src) {
-        return Err(DropReason::IpLocalSource);
     }
     Ok(())
 }
