@@ -222,16 +222,114 @@ mod scenarios {
         sc(vec![version4, hbh_not_first, truncated_ext, nine], &[(DropReason::Ipv6Inhdr, 4)], |o, _| no_output(o))
     }
 
+    /// ip_route_input_slow's martian sources (multicast, limited broadcast, 0/8) and
+    /// ipv6_rcv's (multicast, loopback, IPv4-mapped). Class E (240/4) is not one of them.
     pub fn ip_invalid_source() -> Scenario {
         let frames = vec![
-            udp4([127, 0, 0, 1], DST1_V4, 1, 9).build(),
+            udp4([0, 0, 0, 7], DST1_V4, 1, 9).build(),
             udp4([224, 0, 0, 5], DST1_V4, 1, 9).build(),
             udp4([255, 255, 255, 255], IN_V4, 1, 5001).build(),
             udp6(v6([0xff02, 0, 0, 0, 0, 0, 0, 1]), DST1_V6, 1, 9).build(),
             udp6(v6([0, 0, 0, 0, 0, 0, 0, 1]), DST1_V6, 1, 9).build(),
-            udp6(SRC_V6, v6([0, 0, 0, 0, 0, 0, 0, 1]), 1, 9).build(),
+            udp6(v6([0, 0, 0, 0, 0, 0xffff, 0xc612, 1]), DST1_V6, 1, 9).build(), // ::ffff:198.18.0.1
         ];
         sc(frames, &[(DropReason::IpInvalidSource, 6)], |o, _| no_output(o))
+    }
+
+    /// Martian destinations are dropped silently, never answered with ICMP net unreachable
+    /// (RFC 1812 4.3.2.7): a multicast group sluice has not joined, the limited broadcast,
+    /// 0/8; IPv6 `::`, `::1`, IPv4-mapped.
+    pub fn ip_invalid_dest() -> Scenario {
+        let frames = vec![
+            udp4(SRC_V4, [224, 0, 0, 5], 1, 9).build(),
+            udp4(SRC_V4, [239, 1, 2, 3], 1, 9).build(),
+            udp4(SRC_V4, [255, 255, 255, 255], 1, 9).dst_mac(MAC_BCAST).build(),
+            udp4(SRC_V4, [255, 255, 255, 255], 1, 9).build(),
+            udp4(SRC_V4, [0, 0, 0, 1], 1, 9).build(),
+            udp4([0, 0, 0, 0], [0, 0, 0, 0], 68, 67).build(),
+            ping4(SRC_V4, [224, 0, 0, 1], 1, 1).build(),
+            udp6(SRC_V6, [0; 16], 1, 9).build(),
+            udp6(SRC_V6, v6([0, 0, 0, 0, 0, 0, 0, 1]), 1, 9).build(),
+            udp6(SRC_V6, v6([0, 0, 0, 0, 0, 0xffff, 0x0a01, 5]), 1, 9).build(), // ::ffff:10.1.0.5
+        ];
+        sc(frames, &[(DropReason::IpInvalidDest, 10)], |o, _| no_output(o))
+    }
+
+    /// 127/8 on the wire, as source or destination (route_localnet off).
+    pub fn ip_localnet() -> Scenario {
+        let frames = vec![
+            udp4([127, 0, 0, 1], DST1_V4, 1, 9).build(),
+            udp4(SRC_V4, [127, 0, 0, 1], 1, 9).build(),
+            ping4(SRC_V4, [127, 1, 2, 3], 1, 1).build(),
+        ];
+        sc(frames, &[(DropReason::IpLocalnet, 3)], |o, _| no_output(o))
+    }
+
+    /// fib_validate_source: a packet whose source is one of the router's own addresses (of
+    /// any port) is neither forwarded nor delivered.
+    pub fn ip_local_source() -> Scenario {
+        let frames = vec![
+            udp4(IN_V4, DST1_V4, 1, 9).build(),
+            udp4(OUT2_V4, DST1_V4, 1, 9).build(),
+            ping4(OUT1_V4, IN_V4, 1, 1).build(),
+            udp4(SRC_V4, DST1_V4, 1, 9).build(), // forwarded
+        ];
+        sc(frames, &[(DropReason::IpLocalSource, 3)], |o, f| {
+            assert_eq!(o.port(P_OUT1).len(), 1);
+            assert_forwarded(&o.port(P_OUT1)[0], &f[3], MAC_OUT1, MAC_NH1);
+            assert!(o.port(P_IN).is_empty() && o.port(P_OUT2).is_empty());
+            assert_eq!((o.c.local, o.c.originated), (0, 0));
+        })
+    }
+
+    /// ip_forward / ip6_forward: pkt_type != PACKET_HOST is never forwarded, silently (not
+    /// even a time exceeded, not a neighbour miss); delivered locally all the same.
+    pub fn unicast_in_l2_multicast() -> Scenario {
+        let mcast_mac = [0x01, 0x00, 0x5e, 0, 0, 1];
+        let frames = vec![
+            udp4(SRC_V4, DST1_V4, 1, 9).dst_mac(MAC_BCAST).build(),
+            udp4(SRC_V4, DST1_V4, 2, 9).dst_mac(mcast_mac).build(),
+            udp4(SRC_V4, DST1_V4, 3, 9).dst_mac(MAC_BCAST).ttl(1).build(),
+            udp4(SRC_V4, UNRESOLVED_V4, 4, 9).dst_mac(MAC_BCAST).build(),
+            udp6(SRC_V6, DST1_V6, 1, 9).dst_mac([0x33, 0x33, 0, 0, 0, 1]).build(),
+            udp6(SRC_V6, DST2_V6, 1, 9).dst_mac(MAC_BCAST).build(),
+            ping4(SRC_V4, IN_V4, 1, 1).dst_mac(MAC_BCAST).build(), // to us: answered
+            udp4(SRC_V4, DST1_V4, 5, 9).build(),                   // to our MAC: forwarded
+        ];
+        sc(frames, &[(DropReason::UnicastInL2Multicast, 6)], |o, f| {
+            assert_eq!(o.port(P_OUT1).len(), 1);
+            assert_forwarded(&o.port(P_OUT1)[0], &f[7], MAC_OUT1, MAC_NH1);
+            assert!(o.port(P_OUT2).is_empty());
+            assert_eq!(o.port(P_IN).len(), 1, "the echo reply only");
+            assert_eq!(Icmpv4Packet::new_checked(ipv4_of(&o.port(P_IN)[0]).payload()).unwrap().msg_type(), 0);
+            assert_eq!((o.c.local, o.c.originated), (1, 1));
+        })
+    }
+
+    /// ip6_forward: a source of `::` is dropped; a link-local source cannot leave its link
+    /// and is answered with destination unreachable, beyond scope of source address (1/2),
+    /// sent back on the link it came from (the neighbour learned from its solicitation).
+    pub fn ip_inaddrerrors() -> Scenario {
+        const LL: [u8; 16] = v6([0xfe80, 0, 0, 0, 0, 0, 0, 0xaa]);
+        let ll = LL;
+        let frames = vec![
+            neighbour_solicit(MAC_HOST, ll, IN_V6),
+            udp6([0; 16], DST1_V6, 1, 9).build(),
+            udp6(ll, DST1_V6, 1, 9).build(),
+            udp6(ll, DST1_V6, 1, 9).ttl(1).build(),             // the hop limit is checked first
+            udp6(ll, DST1_V6, 1, 9).dst_mac(MAC_BCAST).build(), // then pkt_type: silent
+            ping6(ll, IN_V6, 1, 1).build(),                     // to us: answered on the link
+        ];
+        sc(frames, &[(DropReason::IpInaddrerrors, 2), (DropReason::TtlExpired, 1), (DropReason::UnicastInL2Multicast, 1)], |o, f| {
+            assert!(o.port(P_OUT1).is_empty() && o.port(P_OUT2).is_empty());
+            let e = o.port(P_IN);
+            assert_eq!(e.len(), 4, "NA, beyond-scope error, time exceeded, echo reply");
+            assert_eq!(Icmpv6Packet::new_checked(ipv6_of(&e[0]).payload()).unwrap().msg_type(), 136);
+            assert_icmp6_error(&e[1], 1, 2, IN_V6, &f[2]);
+            assert_icmp6_error(&e[2], 3, 0, IN_V6, &f[3]);
+            assert_eq!(Icmpv6Packet::new_checked(ipv6_of(&e[3]).payload()).unwrap().msg_type(), 129);
+            assert_eq!(&ipv6_of(&e[3]).dst_addr()[..], &LL[..]);
+        })
     }
 
     pub fn ip_noroute() -> Scenario {
@@ -573,6 +671,11 @@ scenario_tests! {
     ip_csum => IpCsum,
     ipv6_inhdr => Ipv6Inhdr,
     ip_invalid_source => IpInvalidSource,
+    ip_invalid_dest => IpInvalidDest,
+    ip_localnet => IpLocalnet,
+    ip_local_source => IpLocalSource,
+    unicast_in_l2_multicast => UnicastInL2Multicast,
+    ip_inaddrerrors => IpInaddrerrors,
     ip_noroute => IpNoroute,
     forwarding_disabled => ForwardingDisabled,
     ip_ttl_expired => TtlExpired,
@@ -1083,4 +1186,72 @@ fn answers_to_tagged_requests_stay_on_the_vlan() {
     for f in o.port(P_IN) {
         assert_eq!(&f[12..16], &[0x81, 0x00, 0x00, IN_VLAN as u8], "reply tagged with the request's VLAN: {}", hex(f));
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Kernel rules the router mirrors (issue 15), beyond the drop-reason scenarios above
+// ---------------------------------------------------------------------------------------
+
+/// ip_route_input_slow: class E (240/4) is not a martian source; only 255.255.255.255 is.
+/// The packets are forwarded, in both receive modes.
+#[test]
+fn class_e_source_is_forwarded_as_ip_route_input_slow() {
+    let frames = vec![udp4([240, 0, 0, 1], DST1_V4, 1, 9).build(), udp4([254, 255, 255, 255], DST1_V4, 2, 9).build()];
+    let o = run_both(&frames, &Setup::default());
+    assert_no_drops(&o);
+    assert_eq!(o.port(P_OUT1).len(), 2);
+    for (out, orig) in o.port(P_OUT1).iter().zip(&frames) {
+        assert_forwarded(out, orig, MAC_OUT1, MAC_NH1);
+    }
+}
+
+/// __netif_receive_skb_core / vlan_do_receive: an 802.1Q priority tag (VID 0) is not a
+/// VLAN; the frame is handled as untagged (forwarded untagged, answered untagged), whatever
+/// its priority bits, even though in0 lists no VLAN 0.
+#[test]
+fn vlan_priority_tag_is_untagged_as_netif_receive_skb_core() {
+    let frames = vec![
+        udp4(SRC_V4, DST1_V4, 1, 9).vlan(0).build(),
+        udp6(SRC_V6, DST1_V6, 1, 9).vlan(0xa000).build(), // PCP 5, VID 0
+        ping4(SRC_V4, IN_V4, 1, 1).vlan(0x6000).build(),
+    ];
+    let o = run_both(&frames, &Setup::default());
+    assert_no_drops(&o);
+    assert_eq!(o.port(P_OUT1).len(), 2);
+    assert_forwarded(&o.port(P_OUT1)[0], &frames[0], MAC_OUT1, MAC_NH1);
+    assert_forwarded(&o.port(P_OUT1)[1], &frames[1], MAC_OUT1, MAC_NH1);
+    let reply = o.port(P_IN);
+    assert_eq!(reply.len(), 1);
+    assert_eq!(ethertype(&reply[0]), 0x0800, "the echo reply carries no tag");
+    assert_eq!(Icmpv4Packet::new_checked(ipv4_of(&reply[0]).payload()).unwrap().msg_type(), 0);
+}
+
+/// icmp_send: an ICMP message is answered with an error only if its type is
+/// informational (0, 8, 13–18); every other type, 19–255 included, is taken for an error.
+/// A datagram too short to carry the type byte gets no error; one carrying just the type
+/// byte is judged by it (the kernel reads no more).
+#[test]
+fn icmp_errors_only_about_informational_types_as_icmp_send() {
+    let mut frames: Vec<Vec<u8>> = (0..=255u8).map(|t| icmp4(SRC_V4, NOROUTE_V4, t, 0, [0; 4], &[0; 28])).collect();
+    let answered: Vec<u8> = (0..=255u8).filter(|t| matches!(t, 0 | 8 | 13..=18)).collect();
+    let with_ip_len = |len: u16, typ: u8| {
+        let mut f = raw4(SRC_V4, NOROUTE_V4, 1).build();
+        f[16..18].copy_from_slice(&len.to_be_bytes());
+        f[34] = typ;
+        fix_ip_checksum(&mut f);
+        f
+    };
+    frames.push(with_ip_len(20, 8)); // no ICMP header at all (the 8 is padding)
+    frames.push(with_ip_len(21, 8)); // the type byte only: an echo request
+    frames.push(with_ip_len(21, 3)); // the type byte only: an error
+    let mut setup = Setup::default();
+    setup.tun.icmp_ratelimit = 0; // every eligible packet gets its error
+    let o = run_both(&frames, &setup);
+    assert_eq!(o.drops(), BTreeMap::from([(DropReason::IpNoroute.name(), frames.len() as u64)]));
+    let errors = o.port(P_IN);
+    assert_eq!(errors.len(), answered.len() + 1);
+    for (e, t) in errors.iter().zip(&answered) {
+        assert_icmp4_error(e, 3, 0, IN_V4, &frames[*t as usize]);
+    }
+    assert_icmp4_error(&errors[answered.len()], 3, 0, IN_V4, &frames[257]);
 }

@@ -16,7 +16,35 @@ use crate::wire::checksum;
 pub(crate) enum FwdError {
     Drop(DropReason),
     TtlExceeded,
-    TooBig { mtu: u16 },
+    TooBig {
+        mtu: u16,
+    },
+    /// IPv6 link-local source: ICMPv6 "beyond scope of source address", then the drop.
+    SourceBeyondScope,
+}
+
+/// ip_forward / ip6_forward: only a frame addressed to our MAC is forwarded; a unicast IP
+/// packet that arrived in an L2 broadcast or multicast frame is dropped (RFC 1812 5.3.4).
+#[inline(always)]
+fn l2_unicast(skb: &Skb) -> Result<(), FwdError> {
+    if skb.pkt_type == PktType::Host {
+        Ok(())
+    } else {
+        Err(FwdError::Drop(DropReason::UnicastInL2Multicast))
+    }
+}
+
+/// ip6_forward's source check (after the hop limit, before the MTU): `::` is dropped; a
+/// link-local source cannot leave its link.
+#[inline(always)]
+fn forwardable_source_v6(saddr: &[u8]) -> Result<(), FwdError> {
+    if saddr[0] == 0xfe && saddr[1] & 0xc0 == 0x80 {
+        return Err(FwdError::SourceBeyondScope);
+    }
+    if saddr[0] == 0 && saddr.iter().all(|b| *b == 0) {
+        return Err(FwdError::Drop(DropReason::IpInaddrerrors));
+    }
+    Ok(())
 }
 
 /// The Ethernet addresses of an output frame, destination then source, as they sit in the
@@ -72,6 +100,7 @@ pub(crate) fn rewrite_v6(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 1
     if ip[7] <= 1 {
         return Err(FwdError::TtlExceeded);
     }
+    forwardable_source_v6(&ip[8..24])?;
     if ip.len() > mtu as usize {
         return Err(FwdError::TooBig { mtu });
     }
@@ -94,6 +123,8 @@ pub(crate) fn fail_v4(dp: &mut Datapath, skb: Skb, e: FwdError) {
             icmp4_error(dp, &skb, 3, 4, mtu);
             dp.drop_pkt(skb.pkt, DropReason::PktTooBig);
         }
+        // IPv6 only.
+        FwdError::SourceBeyondScope => dp.drop_pkt(skb.pkt, DropReason::IpInaddrerrors),
     }
 }
 
@@ -108,6 +139,10 @@ pub(crate) fn fail_v6(dp: &mut Datapath, skb: Skb, e: FwdError) {
             icmp6_error(dp, &skb, 2, 0, mtu as u32);
             dp.drop_pkt(skb.pkt, DropReason::PktTooBig);
         }
+        FwdError::SourceBeyondScope => {
+            icmp6_error(dp, &skb, 1, 2, 0);
+            dp.drop_pkt(skb.pkt, DropReason::IpInaddrerrors);
+        }
     }
 }
 
@@ -119,6 +154,9 @@ fn out_params(dp: &Datapath, port: u16) -> (u16, [u8; 6]) {
 pub(crate) fn forward_v4(dp: &mut Datapath, skb: Skb, nh: &NextHop) {
     if dp.tun.ip_forward == 0 {
         return dp.drop_pkt(skb.pkt, DropReason::ForwardingDisabled);
+    }
+    if let Err(e) = l2_unicast(&skb) {
+        return fail_v4(dp, skb, e);
     }
     let Some((port, mac)) = dp.routes.resolve_v4(nh, daddr_v4(&dp.bufs, &skb)) else {
         return dp.drop_pkt(skb.pkt, DropReason::NeighFailed);
@@ -133,6 +171,9 @@ pub(crate) fn forward_v4(dp: &mut Datapath, skb: Skb, nh: &NextHop) {
 pub(crate) fn forward_v6(dp: &mut Datapath, skb: Skb, nh: &NextHop) {
     if dp.tun.ipv6_forwarding == 0 {
         return dp.drop_pkt(skb.pkt, DropReason::ForwardingDisabled);
+    }
+    if let Err(e) = l2_unicast(&skb) {
+        return fail_v6(dp, skb, e);
     }
     let Some((port, mac)) = dp.routes.resolve_v6(nh, daddr_v6(&dp.bufs, &skb)) else {
         return dp.drop_pkt(skb.pkt, DropReason::NeighFailed);
@@ -167,7 +208,11 @@ pub(crate) fn forward_list<F: IpFamily>(dp: &mut Datapath, run: &mut [Skb], nh: 
         // so the output order is the single path's.
         let mut flushed = 0;
         for i in 0..run.len() {
-            match F::rewrite(&mut dp.bufs, &run[i], mtu, &macs) {
+            let rewritten = match l2_unicast(&run[i]) {
+                Ok(()) => F::rewrite(&mut dp.bufs, &run[i], mtu, &macs),
+                Err(e) => Err(e),
+            };
+            match rewritten {
                 Ok(()) => {
                     // Moved only once something before it failed.
                     if n != i {
@@ -189,6 +234,10 @@ pub(crate) fn forward_list<F: IpFamily>(dp: &mut Datapath, run: &mut [Skb], nh: 
     let mut flushed = 0;
     for i in 0..run.len() {
         let s = run[i];
+        if let Err(e) = l2_unicast(&s) {
+            F::fail(dp, s, e); // a silent drop: nothing to flush before it
+            continue;
+        }
         let Some((port, mac)) = F::resolve(&dp.routes, nh, F::daddr(&dp.bufs, &s)) else {
             dp.drop_pkt(s.pkt, DropReason::NeighFailed);
             continue;
@@ -279,11 +328,8 @@ pub(crate) fn icmp4_error(dp: &mut Datapath, orig: &Skb, typ: u8, code: u8, mtu:
         if frag_off != 0 {
             return;
         }
-        if ip[9] == 1 {
-            let t = ip.get(ihl).copied().unwrap_or(0);
-            if !matches!(t, 0 | 8 | 13 | 15 | 17) {
-                return; // an ICMP error: never answered with another
-            }
+        if ip[9] == 1 && !icmp4_may_answer(ip.get(ihl).copied()) {
+            return;
         }
         let q = (ihl + 8).min(ip.len());
         let mut quote = [0u8; 68];
@@ -322,6 +368,16 @@ pub(crate) fn icmp4_error(dp: &mut Datapath, orig: &Skb, typ: u8, code: u8, mtu:
     icmp[2..4].copy_from_slice(&c.to_be_bytes());
     dp.c.originated += 1;
     send_v4(dp, Pkt::new(id, len), dst);
+}
+
+/// Whether an ICMP message of type `t` may be answered with an ICMP error, as icmp_send
+/// decides: only the informational types (echo and echo reply, 13–18: timestamp,
+/// information and address mask, requests and replies). Errors (3, 4, 5, 11, 12), the
+/// unassigned types and anything past 18 are taken for errors; a packet too short to carry
+/// the type byte gets nothing.
+#[inline]
+fn icmp4_may_answer(t: Option<u8>) -> bool {
+    matches!(t, Some(0 | 8 | 13..=18))
 }
 
 /// Bytes of the offending packet an ICMPv6 error quotes at most: what fits in the IPv6
@@ -388,23 +444,43 @@ pub(crate) fn icmp6_error(dp: &mut Datapath, orig: &Skb, typ: u8, code: u8, info
     let c = !checksum::fold(sum);
     icmp[2..4].copy_from_slice(&c.to_be_bytes());
     dp.c.originated += 1;
-    send_v6(dp, Pkt::new(id, len), dst);
+    send_v6(dp, Pkt::new(id, len), dst, orig.rx_port);
+}
+
+#[inline]
+fn is_link_local_v6(a: &[u8; 16]) -> bool {
+    a[0] == 0xfe && a[1] & 0xc0 == 0x80
 }
 
 /// Routes and transmits a packet sluice originated (already counted in `originated`).
 pub(crate) fn send_v4(dp: &mut Datapath, p: Pkt, dst: [u8; 4]) {
     let nh = dp.routes.lookup_v4(dst);
     let out = dp.routes.get(nh).copied().and_then(|n| dp.routes.resolve_v4(&n, dst));
-    send_resolved(dp, p, out, nh);
+    send_resolved(dp, p, out, unsent_reason(dp, nh));
 }
 
-pub(crate) fn send_v6(dp: &mut Datapath, p: Pkt, dst: [u8; 16]) {
+/// `in_port`: where the packet this answers came in; a link-local destination is only
+/// reachable on that link (its neighbour entry there, no route).
+pub(crate) fn send_v6(dp: &mut Datapath, p: Pkt, dst: [u8; 16], in_port: u16) {
+    if is_link_local_v6(&dst) {
+        let out = dp.routes.neigh6.get(&(in_port, dst)).map(|m| (in_port, *m));
+        return send_resolved(dp, p, out, DropReason::NeighFailed);
+    }
     let nh = dp.routes.lookup_v6(dst);
     let out = dp.routes.get(nh).copied().and_then(|n| dp.routes.resolve_v6(&n, dst));
-    send_resolved(dp, p, out, nh);
+    send_resolved(dp, p, out, unsent_reason(dp, nh));
 }
 
-fn send_resolved(dp: &mut Datapath, p: Pkt, out: Option<(u16, [u8; 6])>, nh: u32) {
+/// Why an originated packet routed by `nh` could not be sent: its neighbour is unknown, or
+/// there is no route.
+fn unsent_reason(dp: &Datapath, nh: u32) -> DropReason {
+    match dp.routes.get(nh) {
+        Some(NextHop::Connected { .. }) | Some(NextHop::Gateway { .. }) => DropReason::NeighFailed,
+        _ => DropReason::IpNoroute,
+    }
+}
+
+fn send_resolved(dp: &mut Datapath, p: Pkt, out: Option<(u16, [u8; 6])>, unsent: DropReason) {
     match out {
         Some((port, mac)) => {
             let src = out_params(dp, port).1;
@@ -413,12 +489,6 @@ fn send_resolved(dp: &mut Datapath, p: Pkt, out: Option<(u16, [u8; 6])>, nh: u32
             d[6..12].copy_from_slice(&src);
             dp.tx_enqueue(port, p);
         }
-        None => {
-            let reason = match dp.routes.get(nh) {
-                Some(NextHop::Connected { .. }) | Some(NextHop::Gateway { .. }) => DropReason::NeighFailed,
-                _ => DropReason::IpNoroute,
-            };
-            dp.drop_pkt(p, reason);
-        }
+        None => dp.drop_pkt(p, unsent),
     }
 }

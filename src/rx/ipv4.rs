@@ -1,7 +1,7 @@
 //! IPv4 receive: validation as ip_rcv_core, route lookup (with the list path's route hint),
 //! then dst_input: forward or local delivery.
 
-use super::route::NextHop;
+use super::route::{NextHop, RouteTable};
 use super::{forward, local, retain_run};
 use crate::buf::skb::{PktType, Skb};
 use crate::buf::BufCache;
@@ -12,7 +12,7 @@ use crate::wire::checksum;
 /// ip_rcv_core's checks, in its order, each with its drop reason. On success the packet is
 /// trimmed to the IP total length (Ethernet padding goes) and the transport header is set.
 #[inline]
-pub(crate) fn rcv_core(bufs: &BufCache, skb: &mut Skb) -> Result<(), DropReason> {
+pub(crate) fn rcv_core(bufs: &BufCache, routes: &RouteTable, skb: &mut Skb) -> Result<(), DropReason> {
     if skb.pkt_type == PktType::OtherHost {
         return Err(DropReason::OtherHost);
     }
@@ -39,14 +39,56 @@ pub(crate) fn rcv_core(bufs: &BufCache, skb: &mut Skb) -> Result<(), DropReason>
     if tot_len < ihl {
         return Err(DropReason::IpInhdr);
     }
-    let src0 = ip[12];
-    if src0 >= 224 || src0 == 127 || src0 == 0 {
-        // Multicast, broadcast, loopback or "this network" source: a martian (fib_validate_source).
-        return Err(DropReason::IpInvalidSource);
-    }
+    let src = [ip[12], ip[13], ip[14], ip[15]];
+    let dst = [ip[16], ip[17], ip[18], ip[19]];
+    martian(routes, src, dst)?;
     skb.ip_proto = ip[9];
     skb.transport_off = (l3 + ihl) as u16;
     skb.pkt.len = (l3 + tot_len) as u16;
+    Ok(())
+}
+
+/// ip_route_input's address checks, in its order: a multicast destination (sluice joins no
+/// group), martian sources and destinations (RFC 1812 5.3.7 / 4.2.2.11), then
+/// fib_validate_source's "not one of ours". Class E (240/4) is an ordinary source, as in the
+/// kernel; only 255.255.255.255 is martian.
+#[inline(always)]
+fn martian(routes: &RouteTable, src: [u8; 4], dst: [u8; 4]) -> Result<(), DropReason> {
+    // Fast path: every special range sits in first octets 0, 127 and 224–255.
+    let special = |first: u8| first == 0 || first == 127 || first >= 224;
+    if special(src[0]) || special(dst[0]) {
+        special_addresses(src, dst)?;
+    }
+    if routes.is_local_v4(src) {
+        return Err(DropReason::IpLocalSource);
+    }
+    Ok(())
+}
+
+/// The martian ranges, in ip_route_input's order (`martian`'s slow path).
+#[cold]
+fn special_addresses(src: [u8; 4], dst: [u8; 4]) -> Result<(), DropReason> {
+    const LIMITED_BROADCAST: [u8; 4] = [255; 4];
+    let multicast = |a: [u8; 4]| a[0] & 0xf0 == 0xe0;
+    if multicast(dst) {
+        return Err(DropReason::IpInvalidDest);
+    }
+    if multicast(src) || src == LIMITED_BROADCAST {
+        return Err(DropReason::IpInvalidSource);
+    }
+    // The kernel delivers the limited broadcast to local broadcast listeners; sluice has none.
+    if dst == LIMITED_BROADCAST || (src == [0; 4] && dst == [0; 4]) {
+        return Err(DropReason::IpInvalidDest);
+    }
+    if src[0] == 0 {
+        return Err(DropReason::IpInvalidSource);
+    }
+    if dst[0] == 0 {
+        return Err(DropReason::IpInvalidDest);
+    }
+    if dst[0] == 127 || src[0] == 127 {
+        return Err(DropReason::IpLocalnet);
+    }
     Ok(())
 }
 
@@ -72,7 +114,7 @@ pub(crate) fn daddr(bufs: &BufCache, skb: &Skb) -> [u8; 4] {
 
 /// Single mode: one packet, all the way.
 pub(crate) fn rcv_one(dp: &mut Datapath, mut skb: Skb) {
-    if let Err(r) = rcv_core(&dp.bufs, &mut skb) {
+    if let Err(r) = rcv_core(&dp.bufs, &dp.routes, &mut skb) {
         dp.drop_pkt(skb.pkt, r);
         return;
     }
@@ -95,7 +137,7 @@ fn dst_input_one(dp: &mut Datapath, skb: Skb) {
 /// The run already shares its input port (and sluice has one namespace), so no re-cut.
 pub(crate) fn list_rcv(dp: &mut Datapath, run: &mut [Skb]) {
     let t0 = dp.clock();
-    let n = retain_run(dp, run, |dp, s| rcv_core(&dp.bufs, s));
+    let n = retain_run(dp, run, |dp, s| rcv_core(&dp.bufs, &dp.routes, s));
     dp.stage_done(Stage::Ip, run.len(), t0);
     super::list_rcv_finish::<super::family::V4>(dp, &mut run[..n]);
 }

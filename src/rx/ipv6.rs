@@ -23,11 +23,7 @@ pub(crate) fn rcv_core(bufs: &BufCache, skb: &mut Skb) -> Result<(), DropReason>
     if ip[0] >> 4 != 6 {
         return Err(DropReason::Ipv6Inhdr);
     }
-    // Multicast or loopback source, loopback destination: never valid on the wire.
-    let loopback = |a: &[u8]| a[..15].iter().all(|b| *b == 0) && a[15] == 1;
-    if ip[8] == 0xff || loopback(&ip[8..24]) || loopback(&ip[24..40]) {
-        return Err(DropReason::IpInvalidSource);
-    }
+    martian(&ip[8..24], &ip[24..40])?;
     let plen = u16::from_be_bytes([ip[4], ip[5]]) as usize;
     if 40 + plen > ip.len() {
         return Err(DropReason::PktTooSmall);
@@ -38,6 +34,22 @@ pub(crate) fn rcv_core(bufs: &BufCache, skb: &mut Skb) -> Result<(), DropReason>
     skb.ip_proto = if ext.fragment { 44 } else { ext.protocol };
     skb.transport_off = (l3 + 40 + ext.offset) as u16;
     skb.pkt.len = (l3 + 40 + plen) as u16;
+    Ok(())
+}
+
+/// Addresses never valid on the wire (ipv6_rcv, RFC 4291): a multicast, loopback or
+/// IPv4-mapped source (2.5.5.2); a loopback, unspecified or IPv4-mapped destination.
+#[inline]
+fn martian(src: &[u8], dst: &[u8]) -> Result<(), DropReason> {
+    let zero_prefix = |a: &[u8], n: usize| a[..n].iter().all(|b| *b == 0);
+    let loopback = |a: &[u8]| zero_prefix(a, 15) && a[15] == 1;
+    let v4_mapped = |a: &[u8]| zero_prefix(a, 10) && a[10] == 0xff && a[11] == 0xff;
+    if src[0] == 0xff || loopback(src) || v4_mapped(src) {
+        return Err(DropReason::IpInvalidSource);
+    }
+    if zero_prefix(dst, 10) && (loopback(dst) || v4_mapped(dst) || zero_prefix(dst, 16)) {
+        return Err(DropReason::IpInvalidDest);
+    }
     Ok(())
 }
 

@@ -379,7 +379,7 @@ fn icmp6_rcv(dp: &mut Datapath, s: Skb) {
             let ip = &mut dp.bufs.data_mut(s.pkt)[l3..];
             ip[l4] = 129;
             icmp6_checksum(ip, l4);
-            send_v6(dp, s.pkt, dst);
+            send_v6(dp, s.pkt, dst, s.rx_port);
         }
         135 => neighbour_solicit(dp, s, l4, target),
         136 => {
@@ -500,7 +500,7 @@ fn udp_echo_v6(dp: &mut Datapath, s: Skb) {
         };
         udp[6..8].copy_from_slice(&c.to_be_bytes());
     }
-    send_v6(dp, s.pkt, dst);
+    send_v6(dp, s.pkt, dst, s.rx_port);
 }
 
 /// ARP (no list function: the per-packet fall-back). Requests for our address are answered

@@ -47,7 +47,10 @@ pub(crate) fn core_step(dp: &mut Datapath, skb: &mut Skb) -> Result<Handler, Dro
         }
         let tci = u16::from_be_bytes([data[14], data[15]]);
         let vid = tci & 0x0fff;
-        let allowed = dp.ifaces.get(skb.rx_port as usize).is_some_and(|i| i.vlans.contains(&vid));
+        // VID 0 is a priority tag (802.1Q): the frame belongs to the port itself and goes on
+        // untagged, as __netif_receive_skb_core clears a tag no VLAN device claims.
+        let priority_tag = vid == 0;
+        let allowed = priority_tag || dp.ifaces.get(skb.rx_port as usize).is_some_and(|i| i.vlans.contains(&vid));
         if !allowed {
             return Err(DropReason::VlanFiltered);
         }
@@ -56,8 +59,8 @@ pub(crate) fn core_step(dp: &mut Datapath, skb: &mut Skb) -> Result<Handler, Dro
         data.copy_within(0..12, 4);
         skb.pkt.off += 4;
         skb.pkt.len -= 4;
-        skb.vlan_present = true;
-        skb.vlan_tci = tci;
+        skb.vlan_present = !priority_tag;
+        skb.vlan_tci = if priority_tag { 0 } else { tci };
     }
     match skb.protocol {
         EtherType::IPV4 => Ok(Handler::Ipv4),

@@ -65,6 +65,13 @@ pub enum RouteError {
     NoPort(u16),
 }
 
+/// A multiplicative hash of an address to 0..256 (all its bytes count: local addresses and
+/// sources often share their first and last octets).
+#[inline(always)]
+fn local_v4_bucket(a: u32) -> usize {
+    (a.wrapping_mul(0x9e37_79b1) >> 24) as usize
+}
+
 pub struct RouteTable {
     pub fib4: Fib4,
     pub fib6: Fib6,
@@ -72,6 +79,11 @@ pub struct RouteTable {
     nh_index: HashMap<NextHop, u32>,
     pub neigh4: HashMap<(u16, [u8; 4]), [u8; 6]>,
     pub neigh6: HashMap<(u16, [u8; 16]), [u8; 6]>,
+    /// Every IPv4 address of ours (any port): a source equal to one is refused, as
+    /// fib_validate_source does. A short list: a scan beats a FIB lookup of the source.
+    local_v4: Vec<u32>,
+    /// One bit per `local_v4_bucket` of `local_v4`: most sources are ruled out without a scan.
+    local_v4_filter: [u64; 4],
 }
 
 impl std::hash::Hash for NextHop {
@@ -108,6 +120,8 @@ impl RouteTable {
             nh_index: HashMap::new(),
             neigh4: HashMap::new(),
             neigh6: HashMap::new(),
+            local_v4: Vec::new(),
+            local_v4_filter: [0; 4],
         };
         t.nexthop(NextHop::Local);
         t
@@ -126,7 +140,13 @@ impl RouteTable {
 
     pub fn add_v4(&mut self, prefix: [u8; 4], len: u8, nh: NextHop) -> Result<(), RouteError> {
         let i = self.nexthop(nh);
-        self.fib4.insert(u32::from_be_bytes(prefix), len, i)?;
+        let a = u32::from_be_bytes(prefix);
+        self.fib4.insert(a, len, i)?;
+        if nh == NextHop::Local && len == 32 && !self.local_v4.contains(&a) {
+            self.local_v4.push(a);
+            let b = local_v4_bucket(a);
+            self.local_v4_filter[b / 64] |= 1 << (b % 64);
+        }
         Ok(())
     }
 
@@ -152,6 +172,14 @@ impl RouteTable {
             self.add_v6(a, 128, NextHop::Local)?;
         }
         Ok(())
+    }
+
+    /// Whether `a` is one of our IPv4 addresses (a /32 local route).
+    #[inline]
+    pub fn is_local_v4(&self, a: [u8; 4]) -> bool {
+        let a = u32::from_be_bytes(a);
+        let b = local_v4_bucket(a);
+        self.local_v4_filter[b / 64] & (1 << (b % 64)) != 0 && self.local_v4.contains(&a)
     }
 
     #[inline]
@@ -185,6 +213,28 @@ impl RouteTable {
             NextHop::Gateway { port, mac } => Some((port, mac)),
             NextHop::Connected { port } => self.neigh6.get(&(port, daddr)).map(|m| (port, *m)),
             _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_v4_addresses_of_every_port_are_known() {
+        let mut t = RouteTable::new();
+        let mut a = Iface::new("a", [2, 0, 0, 0, 0, 1]);
+        a.v4 = vec![([192, 0, 2, 1], 24), ([198, 18, 0, 1], 32)];
+        let mut b = Iface::new("b", [2, 0, 0, 0, 0, 2]);
+        b.v4 = vec![([198, 51, 100, 1], 24)];
+        t.add_iface(0, &a).unwrap();
+        t.add_iface(1, &b).unwrap();
+        for ours in [[192, 0, 2, 1], [198, 18, 0, 1], [198, 51, 100, 1]] {
+            assert!(t.is_local_v4(ours), "{ours:?}");
+        }
+        for other in [[192, 0, 2, 2], [198, 18, 0, 2], [198, 51, 100, 0], [0, 0, 0, 0], [255, 255, 255, 255]] {
+            assert!(!t.is_local_v4(other), "{other:?}");
         }
     }
 }

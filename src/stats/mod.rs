@@ -48,6 +48,17 @@ named_enum! {
         Ipv6Inhdr => "ipv6_inhdr",
         /// Source address invalid (multicast/loopback source, martian).
         IpInvalidSource => "ip_invalid_source",
+        /// Source address is one of ours (fib_validate_source without accept_local).
+        IpLocalSource => "ip_local_source",
+        /// Loopback (127/8) source or destination on the wire (route_localnet off).
+        IpLocalnet => "ip_localnet",
+        /// Destination invalid on the wire (martian destination: 0/8, limited broadcast,
+        /// a multicast group not joined; IPv6 `::`, `::1`, IPv4-mapped).
+        IpInvalidDest => "ip_invalid_dest",
+        /// Unicast IP packet in an L2 broadcast/multicast frame: never forwarded.
+        UnicastInL2Multicast => "unicast_in_l2_multicast",
+        /// IPv6 source `::` or link-local when forwarding (ip6_forward's INADDRERRORS).
+        IpInaddrerrors => "ip_inaddrerrors",
         /// No route to the destination.
         IpNoroute => "ip_noroute",
         /// Forwarding disabled (net.ipv4.ip_forward = 0 / IPv6 forwarding off).
