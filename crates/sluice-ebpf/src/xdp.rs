@@ -104,6 +104,32 @@ impl<'a> XdpBuff<'a> {
     }
 }
 
+/// The fragments of a multi-buffer packet (the kernel's `skb_shared_info` frags of an
+/// `xdp_buff`): what follows the linear part `[data, data_end)`, in order.
+///
+/// A program declared frags-aware (`SEC("xdp.frags")`) reaches these bytes only through
+/// helpers (`bpf_xdp_get_buff_len`, `bpf_xdp_load_bytes`/`store_bytes`, `bpf_xdp_adjust_tail`);
+/// direct packet access stops at `data_end`. Implemented by sluice's buffer chains (2 KiB
+/// frames of the pool) and by `xdp run`'s test-run pages (4 KiB, as `BPF_PROG_TEST_RUN`).
+pub trait XdpFrags {
+    /// Number of fragments (`nr_frags`).
+    fn nr_frags(&self) -> usize;
+    /// The bytes of fragment `i` (empty when `i >= nr_frags()`).
+    fn frag(&self, i: usize) -> &[u8];
+    /// The bytes of fragment `i`, writable.
+    fn frag_mut(&mut self, i: usize) -> &mut [u8];
+    /// Bytes fragment `i` may still grow by at its end (its frame's tailroom).
+    fn frag_tailroom(&self, i: usize) -> usize;
+    /// Grows the last fragment by `n` zeroed bytes; false (nothing changed) without room.
+    fn grow_last(&mut self, n: usize) -> bool;
+    /// Shrinks the last fragment by `n <= its length` bytes; an emptied fragment is released.
+    fn shrink_last(&mut self, n: usize);
+    /// Total bytes in fragments (`xdp_frags_size`).
+    fn frags_len(&self) -> usize {
+        (0..self.nr_frags()).map(|i| self.frag(i).len()).sum()
+    }
+}
+
 /// Where `bpf_redirect` / `bpf_redirect_map` sent the packet (the kernel's `bpf_redirect_info`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RedirectTarget {
