@@ -124,7 +124,7 @@ impl Datapath {
     #[inline]
     pub fn drop_pkt(&mut self, p: Pkt, reason: DropReason) {
         self.c.drop(reason);
-        self.bufs.free(p.buf);
+        self.bufs.free(p);
     }
 
     /// Queues a packet for transmission on `port`; it goes out at the end of the poll.

@@ -83,14 +83,18 @@ mod scenarios {
     }
 
     pub fn rx_length_error() -> Scenario {
-        // Longer than one receive buffer (until buffer chains land): received, counted and
-        // dropped, never cut; the frames around it go through untouched.
-        let jumbo = ether(MAC_IN, MAC_HOST, 0x0800, &[0x45; 9000 - 14]);
+        // A native XDP program that is not frags-aware: the driver receives into single
+        // buffers, so a jumbo frame (a buffer chain here) is a receive length error — counted
+        // and dropped, never cut, never shown to the program; the frames around it pass.
+        let jumbo = udp4(SRC_V4, DST1_V4, 2, 9).len(9000).build();
         let ok = udp4(SRC_V4, DST1_V4, 2, 9).build();
-        sc(vec![ok.clone(), jumbo, ok], &[(DropReason::RxLengthError, 1)], |o, _| {
+        let mut s = sc(vec![ok.clone(), jumbo, ok], &[(DropReason::RxLengthError, 1)], |o, _| {
             assert_eq!(o.c.rx, 3);
             assert_eq!(o.c.tx, 2);
-        })
+            assert_eq!(o.c.xdp_actions, [0, 0, 2, 0, 0, 0], "the program ran on the two frames it can take");
+        });
+        s.setup.xdp.push((0, XdpMode::Native, || Box::new(FnXdpLinear(|_| RunOutcome { action: XDP_PASS, redirect: None }))));
+        s
     }
 
     pub fn pkt_too_small() -> Scenario {

@@ -3,9 +3,15 @@
 //! Below 4 GiB because XDP programs see packet pointers as 32-bit `xdp_md.data` fields.
 //! Frames are recycled through a shared free stack with a per-worker cache, so the fast path
 //! takes the lock once per [`CACHE_BATCH`] buffers, never per packet.
+//!
+//! A packet longer than one frame holds is a buffer chain (VPP's chained `vlib_buffer_t`,
+//! the kernel's `skb_shared_info` frags): the head frame carries the linear part (headers
+//! included), fragments carry the rest. `chain.rs` has the chain operations.
 
+pub mod chain;
 pub mod skb;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use thiserror::Error;
 
@@ -33,15 +39,19 @@ pub enum PoolError {
 #[repr(transparent)]
 pub struct BufId(pub u32);
 
-/// A packet in flight: its frame plus the bounds of its data within the frame.
-/// This is what batches carry (8 bytes, copied freely; like an xdp_buff without pointers).
+/// A packet in flight: its head frame plus the bounds of its linear data within the frame,
+/// and how many bytes follow in fragments. This is what batches carry (12 bytes, copied
+/// freely; like an xdp_buff without pointers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Pkt {
     pub buf: BufId,
     /// Offset of the first data byte (the Ethernet header) within the frame.
     pub off: u16,
-    /// Data length in bytes.
+    /// Linear data length in bytes (the head frame's part).
     pub len: u16,
+    /// Bytes in fragments after the linear part (the kernel's `skb->data_len`); 0 for a
+    /// packet in one frame, the common case, which never looks at chain metadata.
+    pub frag_len: u32,
 }
 
 impl sluice_ebpf::FrameDesc for Pkt {
@@ -66,7 +76,19 @@ impl sluice_ebpf::FrameDesc for Pkt {
 
 impl Pkt {
     pub fn new(buf: BufId, len: usize) -> Pkt {
-        Pkt { buf, off: HEADROOM as u16, len: len.min(MAX_DATA) as u16 }
+        Pkt { buf, off: HEADROOM as u16, len: len.min(MAX_DATA) as u16, frag_len: 0 }
+    }
+
+    /// Bytes of the whole packet: linear part plus fragments (the kernel's `skb->len`).
+    #[inline(always)]
+    pub fn total_len(&self) -> usize {
+        self.len as usize + self.frag_len as usize
+    }
+
+    /// True when bytes follow in fragments.
+    #[inline(always)]
+    pub fn is_chained(&self) -> bool {
+        self.frag_len != 0
     }
 }
 
@@ -96,6 +118,10 @@ struct PoolInner {
     region: Region,
     frames: usize,
     free: Mutex<Vec<u32>>,
+    /// Per frame: its link in a buffer chain (`chain::SegMeta`, packed). Read and written only
+    /// by the holder of the frame, like the frame's bytes; atomics make that safe to share
+    /// (relaxed: plain loads and stores on x86-64).
+    segs: Box<[AtomicU64]>,
 }
 
 /// The shared pool; clone it to hand to another worker, then take a [`BufCache`].
@@ -127,7 +153,8 @@ impl Pool {
         }
         // Pop order: low indices first, so small runs touch a compact set of frames.
         let free: Vec<u32> = (0..frames as u32).rev().collect();
-        Ok(Pool { inner: Arc::new(PoolInner { region: Region { base: base as *mut u8, bytes }, frames, free: Mutex::new(free) }) })
+        let segs = (0..frames).map(|_| AtomicU64::new(0)).collect();
+        Ok(Pool { inner: Arc::new(PoolInner { region: Region { base: base as *mut u8, bytes }, frames, free: Mutex::new(free), segs }) })
     }
 
     pub fn capacity(&self) -> usize {
@@ -218,8 +245,9 @@ impl BufCache {
         got
     }
 
+    /// Frees one frame (not its chain: see [`BufCache::free`]).
     #[inline]
-    pub fn free(&mut self, id: BufId) {
+    pub(crate) fn free_frame(&mut self, id: BufId) {
         debug_assert!(id.0 < self.frames);
         self.local.push(id.0);
         self.in_use -= 1;
@@ -228,10 +256,19 @@ impl BufCache {
         }
     }
 
+    /// Frees a packet: its head frame and, for a chain, every fragment.
+    #[inline]
+    pub fn free(&mut self, p: Pkt) {
+        if p.is_chained() {
+            self.free_frags(p.buf);
+        }
+        self.free_frame(p.buf);
+    }
+
     #[inline]
     pub fn free_pkts(&mut self, pkts: &[Pkt]) {
         for p in pkts {
-            self.free(p.buf);
+            self.free(*p);
         }
     }
 
@@ -308,12 +345,32 @@ impl BufCache {
         &mut f[start..end]
     }
 
-    /// Allocates a buffer and copies `bytes` into it with full headroom.
+    /// Copies `bytes` into a new packet with full headroom: one frame, or a chain when they
+    /// do not fit (up to [`chain::MAX_CHAIN_BYTES`]). None when the pool runs out or the
+    /// bytes are too many (nothing stays allocated then).
     pub fn alloc_copy(&mut self, bytes: &[u8]) -> Option<Pkt> {
+        if bytes.len() > MAX_DATA {
+            return self.alloc_chain_copy(bytes);
+        }
         let id = self.alloc()?;
-        let len = bytes.len().min(MAX_DATA);
-        self.frame_mut(id)[HEADROOM..HEADROOM + len].copy_from_slice(&bytes[..len]);
+        let len = bytes.len();
+        self.frame_mut(id)[HEADROOM..HEADROOM + len].copy_from_slice(bytes);
         Some(Pkt::new(id, len))
+    }
+
+    #[inline(always)]
+    fn seg(&self, id: BufId) -> &AtomicU64 {
+        &self.pool.inner.segs[self.index(id)]
+    }
+
+    #[inline]
+    pub(crate) fn seg_meta(&self, id: BufId) -> chain::SegMeta {
+        chain::SegMeta::unpack(self.seg(id).load(Ordering::Relaxed))
+    }
+
+    #[inline]
+    pub(crate) fn set_seg_meta(&self, id: BufId, m: chain::SegMeta) {
+        self.seg(id).store(m.pack(), Ordering::Relaxed)
     }
 }
 

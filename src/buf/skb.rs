@@ -95,7 +95,7 @@ mod tests {
         let mut f = [0u8; 60];
         f[0..6].copy_from_slice(&mac);
         f[12] = 0x08;
-        let p = Pkt { buf: BufId(0), off: 256, len: 60 };
+        let p = Pkt { buf: BufId(0), off: 256, len: 60, frag_len: 0 };
         let s = Skb::build(p, &f, 3, 1, &mac);
         assert_eq!((s.protocol, s.pkt_type, s.rx_port, s.rx_queue), (0x0800, PktType::Host, 3, 1));
         f[0..6].copy_from_slice(&[0xff; 6]);

@@ -57,7 +57,7 @@ pub fn napi_poll(dp: &mut Datapath, port: u16, weight: usize) -> usize {
     }
     dp.c.napi_polls += 1;
     dp.c.rx += n as u64;
-    dp.c.rx_bytes += rx.iter().map(|p| p.len as u64).sum::<u64>();
+    dp.c.rx_bytes += rx.iter().map(|p| p.total_len() as u64).sum::<u64>();
     dp.stage_done(Stage::PortRx, n, t0);
 
     match dp.pipeline {

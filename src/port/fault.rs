@@ -396,12 +396,12 @@ impl FaultPort {
     fn roll(rng: &mut Rng, cfg: &FaultConfig, lane: &mut Lane, copy: &mut Vec<u8>, bufs: &mut BufCache, mut p: Pkt) -> (Fate, Option<Pkt>) {
         if rng.chance(cfg.drop) {
             lane.counts.dropped += 1;
-            bufs.free(p.buf);
+            bufs.free(p);
             return (Fate::Lost, None);
         }
         let dup = if rng.chance(cfg.duplicate) {
             copy.clear();
-            copy.extend_from_slice(bufs.data(p));
+            bufs.extend_vec(p, copy);
             match bufs.alloc_copy(copy) {
                 Some(d) => {
                     lane.counts.duplicated += 1;
@@ -415,8 +415,9 @@ impl FaultPort {
         } else {
             None
         };
-        if rng.chance(cfg.truncate) && p.len > 0 {
-            p.len = rng.below(p.len as u64) as u16;
+        if rng.chance(cfg.truncate) && p.total_len() > 0 {
+            let keep = rng.below(p.total_len() as u64) as usize;
+            bufs.trim(&mut p, keep);
             lane.counts.truncated += 1;
         }
         if rng.chance(cfg.corrupt) && p.len > 0 {
@@ -447,7 +448,7 @@ impl FaultPort {
         }
         let n = self.inner.tx_burst(bufs, &self.tx_out, more).min(self.tx_out.len());
         for p in &self.tx_out[n..] {
-            bufs.free(p.buf);
+            bufs.free(*p);
         }
         self.tx.counts.inner_refused += (self.tx_out.len() - n) as u64;
         self.tx_out.clear();
@@ -463,7 +464,7 @@ impl Port for FaultPort {
         if !self.cfg.side.rx() {
             let n = self.inner.rx_burst(bufs, out, max);
             self.stats.rx_packets += n as u64;
-            self.stats.rx_bytes += out[out.len() - n..].iter().map(|p| p.len as u64).sum::<u64>();
+            self.stats.rx_bytes += out[out.len() - n..].iter().map(|p| p.total_len() as u64).sum::<u64>();
             return n;
         }
         self.rx.polls += 1;
@@ -503,7 +504,7 @@ impl Port for FaultPort {
         }
         let n = out.len() - first;
         self.stats.rx_packets += n as u64;
-        self.stats.rx_bytes += out[first..].iter().map(|p| p.len as u64).sum::<u64>();
+        self.stats.rx_bytes += out[first..].iter().map(|p| p.total_len() as u64).sum::<u64>();
         n
     }
 
@@ -534,7 +535,7 @@ impl Port for FaultPort {
             accept
         };
         self.stats.tx_packets += accepted as u64;
-        self.stats.tx_bytes += pkts[..accepted].iter().map(|p| p.len as u64).sum::<u64>();
+        self.stats.tx_bytes += pkts[..accepted].iter().map(|p| p.total_len() as u64).sum::<u64>();
         if !more {
             self.stats.doorbells += 1;
         }
@@ -569,7 +570,7 @@ impl Port for FaultPort {
     fn flush_held(&mut self, bufs: &mut BufCache) -> usize {
         let rx = self.rx.held.len();
         for h in self.rx.held.drain(..) {
-            bufs.free(h.pkt.buf);
+            bufs.free(h.pkt);
         }
         self.rx.counts.discarded += rx as u64;
         let tx = self.tx.held.len();
@@ -643,7 +644,7 @@ mod tests {
             assert!(n <= max, "burst of {n} > {max}");
             for p in &out {
                 got.push(bufs.data(*p).first().copied().unwrap_or(0xff));
-                bufs.free(p.buf);
+                bufs.free(*p);
             }
         }
         assert!(port.rx_done());

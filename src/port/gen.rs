@@ -6,7 +6,7 @@
 //! trains), fixing checksums incrementally.
 
 use super::{Port, PortStats};
-use crate::buf::{BufCache, Pkt, HEADROOM};
+use crate::buf::{BufCache, Pkt, HEADROOM, MAX_DATA};
 use crate::wire::build::{build_with_offsets, L3Spec, L4Spec, PacketSpec};
 use crate::wire::checksum;
 use serde::{Deserialize, Serialize};
@@ -158,8 +158,9 @@ impl Generator {
         let src_mac = super::parse_mac(&cfg.src_mac).ok_or_else(|| GenError::Config(format!("bad src_mac `{}`", cfg.src_mac)))?;
         let dst_mac = super::parse_mac(&cfg.dst_mac).ok_or_else(|| GenError::Config(format!("bad dst_mac `{}`", cfg.dst_mac)))?;
         let sizes: Vec<u16> = match cfg.size {
-            FrameSize::Fixed(n) if (14..=crate::buf::MAX_DATA as u16).contains(&n) => vec![n],
-            FrameSize::Fixed(n) => return Err(GenError::Config(format!("frame size {n} outside 14..={}", crate::buf::MAX_DATA))),
+            // Frames past one buffer (jumbo frames, 64 KiB) are buffer chains.
+            FrameSize::Fixed(n) if n >= 14 => vec![n],
+            FrameSize::Fixed(n) => return Err(GenError::Config(format!("frame size {n} outside 14..=65535"))),
             FrameSize::Imix => vec![60, 590, 1514],
         };
         // One template per flow and size, built up front: refuse what would not fit in memory
@@ -174,7 +175,7 @@ impl Generator {
             )));
         }
         let mut templates = Vec::with_capacity(cfg.flows as usize * sizes.len());
-        let mut scratch = vec![0u8; crate::buf::MAX_DATA];
+        let mut scratch = vec![0u8; (sizes.iter().copied().max().unwrap_or(0) as usize).max(MAX_DATA)];
         for f in 0..cfg.flows {
             let v4 = match cfg.ip {
                 IpVersion::V4 => true,
@@ -314,17 +315,30 @@ impl Port for Generator {
         }
         let train = self.cfg.tcp_train > 0 && self.cfg.proto == L4Proto::Tcp;
         let mut bytes = 0u64;
-        for p in &mut out[first..first + got] {
+        let mut kept = first;
+        for i in first..first + got {
+            let mut p = out[i];
             let (flow, t) = self.next_template();
             let len = self.templates[t].bytes.len();
+            let head = len.min(MAX_DATA);
             let frame = bufs.frame_mut(p.buf);
-            frame[HEADROOM..HEADROOM + len].copy_from_slice(&self.templates[t].bytes);
+            frame[HEADROOM..HEADROOM + head].copy_from_slice(&self.templates[t].bytes[..head]);
             if train {
-                self.patch_train(flow, t, &mut frame[HEADROOM..HEADROOM + len]);
+                self.patch_train(flow, t, &mut frame[HEADROOM..HEADROOM + head]);
             }
-            p.len = len as u16;
+            p.len = head as u16;
+            if len > head && !bufs.append_frags(&mut p, &self.templates[t].bytes[head..]) {
+                // A jumbo frame's fragments did not fit in the pool.
+                bufs.free(p);
+                self.stats.rx_nobuf += 1;
+                continue;
+            }
             bytes += len as u64;
+            out[kept] = p;
+            kept += 1;
         }
+        out.truncate(kept);
+        let got = kept - first;
         self.sent += got as u64;
         self.stats.rx_packets += got as u64;
         self.stats.rx_bytes += bytes;
@@ -334,8 +348,8 @@ impl Port for Generator {
     /// Packets sent back to the generator (ICMP errors, echo replies) are counted and freed.
     fn tx_burst(&mut self, bufs: &mut BufCache, pkts: &[Pkt], more: bool) -> usize {
         for p in pkts {
-            self.stats.tx_bytes += p.len as u64;
-            bufs.free(p.buf);
+            self.stats.tx_bytes += p.total_len() as u64;
+            bufs.free(*p);
         }
         self.stats.tx_packets += pkts.len() as u64;
         if !more {

@@ -6,7 +6,8 @@
 //! tx burst at a time; a record the file refuses is a transmit error, never a success.
 
 use super::{Port, PortStats};
-use crate::buf::{BufCache, Pkt, MAX_DATA};
+use crate::buf::chain::MAX_CHAIN_BYTES;
+use crate::buf::{BufCache, Pkt};
 use pcap_file::pcap::{PcapHeader, PcapParser};
 use pcap_file::pcapng::{Block, PcapNgParser};
 use pcap_file::{DataLink, PcapError as FormatError};
@@ -170,9 +171,9 @@ impl Port for PcapIn {
                 continue;
             }
             let f = &self.frames[self.next];
-            if f.len() > MAX_DATA {
-                // Longer than a buffer holds: the driver's rx_length_errors. The datapath
-                // counts it as received and dropped (`take_rx_dropped`).
+            if f.len() > MAX_CHAIN_BYTES {
+                // Longer than a buffer chain holds: the driver's rx_length_errors. The
+                // datapath counts it as received and dropped (`take_rx_dropped`).
                 self.stats.rx_length_errors += 1;
                 self.too_long += 1;
                 self.next += 1;
@@ -185,7 +186,7 @@ impl Port for PcapIn {
             };
             self.next += 1;
             self.stats.rx_packets += 1;
-            self.stats.rx_bytes += p.len as u64;
+            self.stats.rx_bytes += p.total_len() as u64;
             out.push(p);
             n += 1;
             seen += 1;
@@ -241,12 +242,14 @@ fn pcap_header() -> PcapHeader {
 
 /// Appends one record in [`pcap_header`]'s byte order (synthetic timestamps 1 µs apart: a
 /// capture records order, not time). Frames are whole: caplen = orig_len.
-fn push_record(out: &mut Vec<u8>, ts_us: u64, frame: &[u8]) {
-    let len = frame.len() as u32;
+fn push_record<'a>(out: &mut Vec<u8>, ts_us: u64, segments: impl Iterator<Item = &'a [u8]>, len: usize) {
+    let len = len as u32;
     for field in [(ts_us / 1_000_000) as u32, (ts_us % 1_000_000) as u32, len, len] {
         out.extend_from_slice(&field.to_le_bytes());
     }
-    out.extend_from_slice(frame);
+    for seg in segments {
+        out.extend_from_slice(seg);
+    }
 }
 
 /// Writes `buf`, returning how many bytes reached the file before an error.
@@ -307,7 +310,7 @@ impl Port for PcapOut {
         self.ends.clear();
         for p in pkts {
             self.ts += 1;
-            push_record(&mut self.scratch, self.ts, bufs.data(*p));
+            push_record(&mut self.scratch, self.ts, bufs.segments(*p), p.total_len());
             self.ends.push(self.scratch.len());
         }
         let (written, err) = write_counted(file, &self.scratch);
@@ -315,8 +318,8 @@ impl Port for PcapOut {
         self.error = err;
         for p in &pkts[..accepted] {
             self.stats.tx_packets += 1;
-            self.stats.tx_bytes += p.len as u64;
-            bufs.free(p.buf);
+            self.stats.tx_bytes += p.total_len() as u64;
+            bufs.free(*p);
         }
         accepted
     }
@@ -348,7 +351,7 @@ pub fn write_frames(path: &Path, frames: &[Vec<u8>]) -> Result<(), PcapError> {
     let mut out = Vec::with_capacity(24 + frames.iter().map(|f| f.len() + 16).sum::<usize>());
     pcap_header().write_to(&mut out).map_err(|e| PcapError::Format { path: p.clone(), msg: e.to_string() })?;
     for (i, f) in frames.iter().enumerate() {
-        push_record(&mut out, i as u64 + 1, f);
+        push_record(&mut out, i as u64 + 1, std::iter::once(&f[..]), f.len());
     }
     std::fs::write(path, out).map_err(|source| PcapError::Io { path: p, source })
 }

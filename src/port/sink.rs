@@ -34,6 +34,8 @@ pub struct Sink {
     stats: PortStats,
     failures: Vec<String>,
     captured: Vec<Vec<u8>>,
+    /// A chained frame's bytes, copied for `check`.
+    linear: Vec<u8>,
     /// Frames per ethertype seen by `count`: IPv4, IPv6, ARP, other.
     pub per_type: [u64; 4],
 }
@@ -47,6 +49,7 @@ impl Sink {
             stats: PortStats::default(),
             failures: Vec::new(),
             captured: Vec::new(),
+            linear: Vec::new(),
             per_type: [0; 4],
         }
     }
@@ -153,12 +156,20 @@ impl Port for Sink {
             match self.kind {
                 SinkKind::Null => {}
                 SinkKind::Count => self.count(bufs.data(*p)),
+                SinkKind::Check if p.is_chained() => {
+                    // Checksums cover the whole packet: check a linear copy (reused buffer).
+                    let mut whole = std::mem::take(&mut self.linear);
+                    whole.clear();
+                    bufs.extend_vec(*p, &mut whole);
+                    self.validate(&whole);
+                    self.linear = whole;
+                }
                 SinkKind::Check => self.validate(bufs.data(*p)),
-                SinkKind::Capture => self.captured.push(bufs.data(*p).to_vec()),
+                SinkKind::Capture => self.captured.push(bufs.to_vec(*p)),
             }
             self.stats.tx_packets += 1;
-            self.stats.tx_bytes += p.len as u64;
-            bufs.free(p.buf);
+            self.stats.tx_bytes += p.total_len() as u64;
+            bufs.free(*p);
         }
         if !more {
             self.stats.doorbells += 1;

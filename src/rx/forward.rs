@@ -101,7 +101,8 @@ pub(crate) fn rewrite_v6(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 1
         return Err(FwdError::TtlExceeded);
     }
     forwardable_source_v6(&ip[8..24])?;
-    if ip.len() > mtu as usize {
+    // The whole datagram counts, fragments of a chain included.
+    if ip.len() + skb.pkt.frag_len as usize > mtu as usize {
         return Err(FwdError::TooBig { mtu });
     }
     ip[7] -= 1;

@@ -12,7 +12,7 @@ use crate::wire::checksum;
 /// ip_rcv_core's checks, in its order, each with its drop reason. On success the packet is
 /// trimmed to the IP total length (Ethernet padding goes) and the transport header is set.
 #[inline]
-pub(crate) fn rcv_core(bufs: &BufCache, routes: &RouteTable, skb: &mut Skb) -> Result<(), DropReason> {
+pub(crate) fn rcv_core(bufs: &mut BufCache, routes: &RouteTable, skb: &mut Skb) -> Result<(), DropReason> {
     if skb.pkt_type == PktType::OtherHost {
         return Err(DropReason::OtherHost);
     }
@@ -33,7 +33,8 @@ pub(crate) fn rcv_core(bufs: &BufCache, routes: &RouteTable, skb: &mut Skb) -> R
         return Err(DropReason::IpCsum);
     }
     let tot_len = u16::from_be_bytes([ip[2], ip[3]]) as usize;
-    if ip.len() < tot_len {
+    // The datagram may continue in fragments (a chain): its bytes are the linear rest plus them.
+    if ip.len() + (skb.pkt.frag_len as usize) < tot_len {
         return Err(DropReason::PktTooSmall);
     }
     if tot_len < ihl {
@@ -44,8 +45,18 @@ pub(crate) fn rcv_core(bufs: &BufCache, routes: &RouteTable, skb: &mut Skb) -> R
     martian(routes, src, dst)?;
     skb.ip_proto = ip[9];
     skb.transport_off = (l3 + ihl) as u16;
-    skb.pkt.len = (l3 + tot_len) as u16;
+    trim_to(bufs, skb, l3 + tot_len);
     Ok(())
+}
+
+/// pskb_trim_rcsum: the packet ends where the IP datagram does (Ethernet padding goes).
+#[inline(always)]
+pub(crate) fn trim_to(bufs: &mut BufCache, skb: &mut Skb, len: usize) {
+    if skb.pkt.is_chained() {
+        bufs.trim(&mut skb.pkt, len);
+    } else {
+        skb.pkt.len = len as u16;
+    }
 }
 
 /// ip_route_input's address checks, in its order: a multicast destination (sluice joins no
@@ -114,7 +125,7 @@ pub(crate) fn daddr(bufs: &BufCache, skb: &Skb) -> [u8; 4] {
 
 /// Single mode: one packet, all the way.
 pub(crate) fn rcv_one(dp: &mut Datapath, mut skb: Skb) {
-    if let Err(r) = rcv_core(&dp.bufs, &dp.routes, &mut skb) {
+    if let Err(r) = rcv_core(&mut dp.bufs, &dp.routes, &mut skb) {
         dp.drop_pkt(skb.pkt, r);
         return;
     }
@@ -137,7 +148,7 @@ fn dst_input_one(dp: &mut Datapath, skb: Skb) {
 /// The run already shares its input port (and sluice has one namespace), so no re-cut.
 pub(crate) fn list_rcv(dp: &mut Datapath, run: &mut [Skb]) {
     let t0 = dp.clock();
-    let n = retain_run(dp, run, |dp, s| rcv_core(&dp.bufs, &dp.routes, s));
+    let n = retain_run(dp, run, |dp, s| rcv_core(&mut dp.bufs, &dp.routes, s));
     dp.stage_done(Stage::Ip, run.len(), t0);
     super::list_rcv_finish::<super::family::V4>(dp, &mut run[..n]);
 }

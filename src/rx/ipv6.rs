@@ -10,7 +10,7 @@ use crate::stats::{DropReason, Stage};
 use crate::wire::ipv6::skip_extension_headers;
 
 #[inline]
-pub(crate) fn rcv_core(bufs: &BufCache, skb: &mut Skb) -> Result<(), DropReason> {
+pub(crate) fn rcv_core(bufs: &mut BufCache, skb: &mut Skb) -> Result<(), DropReason> {
     if skb.pkt_type == PktType::OtherHost {
         return Err(DropReason::OtherHost);
     }
@@ -25,15 +25,16 @@ pub(crate) fn rcv_core(bufs: &BufCache, skb: &mut Skb) -> Result<(), DropReason>
     }
     martian(&ip[8..24], &ip[24..40])?;
     let plen = u16::from_be_bytes([ip[4], ip[5]]) as usize;
-    if 40 + plen > ip.len() {
+    if 40 + plen > ip.len() + skb.pkt.frag_len as usize {
         return Err(DropReason::PktTooSmall);
     }
-    let ext = skip_extension_headers(ip[6], &ip[40..40 + plen]).map_err(|_| DropReason::Ipv6Inhdr)?;
+    // Extension headers are read in the linear part (a chain's head holds 1792 bytes).
+    let ext = skip_extension_headers(ip[6], &ip[40..(40 + plen).min(ip.len())]).map_err(|_| DropReason::Ipv6Inhdr)?;
     // sluice does not reassemble: any fragment (first or later) is protocol 44 to local
     // delivery, which drops it; forwarding does not look at it.
     skb.ip_proto = if ext.fragment { 44 } else { ext.protocol };
     skb.transport_off = (l3 + 40 + ext.offset) as u16;
-    skb.pkt.len = (l3 + 40 + plen) as u16;
+    super::ipv4::trim_to(bufs, skb, l3 + 40 + plen);
     Ok(())
 }
 
@@ -94,7 +95,7 @@ pub(crate) fn route(dp: &mut Datapath, d: [u8; 16]) -> u32 {
 }
 
 pub(crate) fn rcv_one(dp: &mut Datapath, mut skb: Skb) {
-    if let Err(r) = rcv_core(&dp.bufs, &mut skb) {
+    if let Err(r) = rcv_core(&mut dp.bufs, &mut skb) {
         dp.drop_pkt(skb.pkt, r);
         return;
     }
@@ -109,7 +110,7 @@ pub(crate) fn rcv_one(dp: &mut Datapath, mut skb: Skb) {
 
 pub(crate) fn list_rcv(dp: &mut Datapath, run: &mut [Skb]) {
     let t0 = dp.clock();
-    let n = retain_run(dp, run, |dp, s| rcv_core(&dp.bufs, s));
+    let n = retain_run(dp, run, |dp, s| rcv_core(&mut dp.bufs, s));
     dp.stage_done(Stage::Ip, run.len(), t0);
     super::list_rcv_finish::<super::family::V6>(dp, &mut run[..n]);
 }

@@ -81,7 +81,7 @@ impl Sockets {
         let n = max.min(s.queue.len());
         for p in s.queue.drain(..n) {
             f(bufs.data(p));
-            bufs.free(p.buf);
+            bufs.free(p);
         }
         n
     }
@@ -92,7 +92,7 @@ impl Sockets {
         for s in self.udp.iter_mut() {
             n += s.queue.len();
             for p in s.queue.drain(..) {
-                bufs.free(p.buf);
+                bufs.free(p);
             }
         }
         n
@@ -119,18 +119,18 @@ fn udp_classify(dp: &Datapath, s: &Skb, v6: bool) -> UdpFate {
         return UdpFate::Drop(DropReason::PktTooSmall);
     }
     let ulen = u16::from_be_bytes([udp[4], udp[5]]) as usize;
-    if ulen < 8 || ulen > udp.len() {
+    if ulen < 8 || ulen > udp.len() + s.pkt.frag_len as usize {
         return UdpFate::Drop(DropReason::PktTooSmall);
     }
     let csum = u16::from_be_bytes([udp[6], udp[7]]);
+    // Over the whole datagram: a chain's fragments too.
+    let payload_sum = || dp.bufs.sum_be16_range(s.pkt, l4, ulen);
     let ok = if v6 {
         let (src, dst) = (addr16(&data[l3 + 8..]), addr16(&data[l3 + 24..]));
-        csum != 0
-            && checksum::fold(checksum::pseudo_header_v6(&src, &dst, IPPROTO_UDP, ulen as u32) + checksum::sum_be16(&udp[..ulen])) == 0xffff
+        csum != 0 && checksum::fold(checksum::pseudo_header_v6(&src, &dst, IPPROTO_UDP, ulen as u32) + payload_sum()) == 0xffff
     } else {
         let (src, dst) = (addr4(&data[l3 + 12..]), addr4(&data[l3 + 16..]));
-        csum == 0
-            || checksum::fold(checksum::pseudo_header_v4(&src, &dst, IPPROTO_UDP, ulen as u16) + checksum::sum_be16(&udp[..ulen])) == 0xffff
+        csum == 0 || checksum::fold(checksum::pseudo_header_v4(&src, &dst, IPPROTO_UDP, ulen as u16) + payload_sum()) == 0xffff
     };
     if !ok {
         return UdpFate::Drop(DropReason::L4Csum);
@@ -140,7 +140,11 @@ fn udp_classify(dp: &Datapath, s: &Skb, v6: bool) -> UdpFate {
         return UdpFate::Echo;
     }
     match dp.sockets.lookup(dport) {
-        Some(i) => UdpFate::Socket(i, Pkt { buf: s.pkt.buf, off: s.pkt.off + l4 as u16 + 8, len: ulen as u16 - 8 }),
+        // A chain's payload keeps its fragments (the socket reader frees them with the head).
+        Some(i) if s.pkt.is_chained() => {
+            UdpFate::Socket(i, Pkt { off: s.pkt.off + l4 as u16 + 8, len: (udp.len() - 8) as u16, ..s.pkt })
+        }
+        Some(i) => UdpFate::Socket(i, Pkt { buf: s.pkt.buf, off: s.pkt.off + l4 as u16 + 8, len: ulen as u16 - 8, frag_len: 0 }),
         None => UdpFate::PortUnreachable,
     }
 }
@@ -166,7 +170,7 @@ fn socket_enqueue(dp: &mut Datapath, sock: u32, pkts: &[Pkt]) {
     dp.c.local += room as u64;
     for p in &pkts[room..] {
         dp.c.drop(DropReason::SocketRcvbuff);
-        dp.bufs.free(p.buf);
+        dp.bufs.free(*p);
     }
 }
 
@@ -222,7 +226,7 @@ fn icmp_rcv(dp: &mut Datapath, s: Skb) {
     let (typ, ok) = {
         let d = dp.bufs.data(s.pkt);
         match d.get(l4..) {
-            Some(icmp) if icmp.len() >= 8 => (icmp[0], checksum::fold(checksum::sum_be16(icmp)) == 0xffff),
+            Some(icmp) if icmp.len() >= 8 => (icmp[0], checksum::fold(dp.bufs.sum_be16_from(s.pkt, l4)) == 0xffff),
             _ => return dp.drop_pkt(s.pkt, DropReason::PktTooSmall),
         }
     };
@@ -347,13 +351,19 @@ fn reply_v6(dp: &mut Datapath, s: &Skb, hop_limit: u8) -> ([u8; 16], bool) {
     (src, changed)
 }
 
-fn icmp6_checksum(ip: &mut [u8], l4: usize) {
-    let (src, dst) = (addr16(&ip[8..]), addr16(&ip[24..]));
-    let icmp = &mut ip[l4..];
-    icmp[2..4].copy_from_slice(&[0, 0]);
-    let sum = checksum::pseudo_header_v6(&src, &dst, IPPROTO_ICMPV6, icmp.len() as u32) + checksum::sum_be16(icmp);
+/// Fills the ICMPv6 checksum of `p` (IPv6 header at `l3`, ICMPv6 `l4` bytes after it) over
+/// the message to the packet's end, fragments included.
+fn icmp6_checksum(bufs: &mut BufCache, p: Pkt, l3: usize, l4: usize) {
+    let at = l3 + l4;
+    let (src, dst) = {
+        let ip = &mut bufs.data_mut(p)[l3..];
+        ip[l4 + 2..l4 + 4].copy_from_slice(&[0, 0]);
+        (addr16(&ip[8..]), addr16(&ip[24..]))
+    };
+    let len = p.total_len().saturating_sub(at);
+    let sum = checksum::pseudo_header_v6(&src, &dst, IPPROTO_ICMPV6, len as u32) + bufs.sum_be16_from(p, at);
     let c = !checksum::fold(sum);
-    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    bufs.data_mut(p)[at + 2..at + 4].copy_from_slice(&c.to_be_bytes());
 }
 
 fn icmp6_rcv(dp: &mut Datapath, s: Skb) {
@@ -365,8 +375,9 @@ fn icmp6_rcv(dp: &mut Datapath, s: Skb) {
             return dp.drop_pkt(s.pkt, DropReason::PktTooSmall);
         };
         let (src, dst) = (addr16(&ip[8..]), addr16(&ip[24..]));
-        let ok =
-            checksum::fold(checksum::pseudo_header_v6(&src, &dst, IPPROTO_ICMPV6, icmp.len() as u32) + checksum::sum_be16(icmp)) == 0xffff;
+        let len = s.pkt.total_len() - l3 - l4;
+        let ok = checksum::fold(checksum::pseudo_header_v6(&src, &dst, IPPROTO_ICMPV6, len as u32) + dp.bufs.sum_be16_from(s.pkt, l3 + l4))
+            == 0xffff;
         let target = icmp.get(8..24).map(addr16);
         (icmp[0], ok, target)
     };
@@ -376,17 +387,17 @@ fn icmp6_rcv(dp: &mut Datapath, s: Skb) {
     match typ {
         128 => {
             let (dst, _) = reply_v6(dp, &s, 64);
-            let ip = &mut dp.bufs.data_mut(s.pkt)[l3..];
-            ip[l4] = 129;
-            icmp6_checksum(ip, l4);
+            dp.bufs.data_mut(s.pkt)[l3 + l4] = 129;
+            icmp6_checksum(&mut dp.bufs, s.pkt, l3, l4);
             send_v6(dp, s.pkt, dst, s.rx_port);
         }
-        135 => neighbour_solicit(dp, s, l4, target),
+        // Answered in place in one buffer (a solicitation is small; a chained one is not answered).
+        135 if !s.pkt.is_chained() => neighbour_solicit(dp, s, l4, target),
         136 => {
             // Neighbour advertisement: learn the target's MAC (option 2) if we know it already.
             learn_v6(dp, &s, l4, target, 2);
             dp.c.local += 1;
-            dp.bufs.free(s.pkt.buf);
+            dp.bufs.free(s.pkt);
         }
         _ => dp.drop_pkt(s.pkt, DropReason::IcmpIgnored),
     }
@@ -454,7 +465,7 @@ fn neighbour_solicit(dp: &mut Datapath, s: Skb, l4: usize, target: Option<[u8; 1
     icmp[4..8].copy_from_slice(&[router | solicited | 0x20, 0, 0, 0]);
     icmp[24..32].copy_from_slice(&[2, 1, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]]);
     ip[4..6].copy_from_slice(&((l4 - 40 + plen) as u16).to_be_bytes());
-    icmp6_checksum(&mut dp.bufs.data_mut(p)[l3..total], l4);
+    icmp6_checksum(&mut dp.bufs, p, l3, l4);
     // The neighbour is on the link the solicitation came from: answer there directly (to
     // the all-nodes group's MAC for a DAD defence).
     let d = dp.bufs.data_mut(p);
@@ -490,15 +501,14 @@ fn udp_echo_v6(dp: &mut Datapath, s: Skb) {
     d[l4 + 2..l4 + 4].copy_from_slice(&sp);
     if changed {
         let (src, dsta) = (addr16(&d[l3 + 8..]), addr16(&d[l3 + 24..]));
-        let udp = &mut d[l4..];
-        let ulen = u16::from_be_bytes([udp[4], udp[5]]) as usize;
-        udp[6..8].copy_from_slice(&[0, 0]);
-        let sum = checksum::pseudo_header_v6(&src, &dsta, IPPROTO_UDP, ulen as u32) + checksum::sum_be16(&udp[..ulen.min(udp.len())]);
+        let ulen = u16::from_be_bytes([d[l4 + 4], d[l4 + 5]]) as usize;
+        d[l4 + 6..l4 + 8].copy_from_slice(&[0, 0]);
+        let sum = checksum::pseudo_header_v6(&src, &dsta, IPPROTO_UDP, ulen as u32) + dp.bufs.sum_be16_range(s.pkt, l4, ulen);
         let c = match !checksum::fold(sum) {
             0 => 0xffff,
             c => c,
         };
-        udp[6..8].copy_from_slice(&c.to_be_bytes());
+        dp.bufs.data_mut(s.pkt)[l4 + 6..l4 + 8].copy_from_slice(&c.to_be_bytes());
     }
     send_v6(dp, s.pkt, dst, s.rx_port);
 }
@@ -545,7 +555,7 @@ pub(crate) fn arp_rcv(dp: &mut Datapath, s: Skb) {
         2 if ours => {
             dp.routes.neigh4.insert((port, spa), sha);
             dp.c.local += 1;
-            dp.bufs.free(s.pkt.buf);
+            dp.bufs.free(s.pkt);
         }
         _ => dp.drop_pkt(s.pkt, DropReason::ArpIgnored),
     }

@@ -35,10 +35,10 @@ pub fn xmit_queue(dp: &mut Datapath, port: u16) {
         if !more {
             dp.c.doorbells += 1;
         }
-        bytes += chunk[..sent].iter().map(|p| p.len as u64).sum::<u64>();
+        bytes += chunk[..sent].iter().map(|p| p.total_len() as u64).sum::<u64>();
         for p in &chunk[sent..] {
             dp.c.drop(DropReason::TxError);
-            dp.bufs.free(p.buf);
+            dp.bufs.free(*p);
         }
         sent_total += sent;
     }

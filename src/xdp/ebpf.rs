@@ -61,6 +61,8 @@ pub struct EbpfProgram {
     /// Runs that faulted (treated as XDP_ABORTED).
     pub faults: u64,
     pub last_fault: Option<String>,
+    /// Declared multi-buffer aware (`xdp.frags` section).
+    frags_aware: bool,
 }
 
 impl EbpfProgram {
@@ -96,6 +98,7 @@ impl EbpfProgram {
         let name = format!("{}:{}", path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(), prog.name);
         // Every program is verified, whichever engine runs it: the JIT's code has no checks.
         verify(&prog, verify_opts).map_err(|e| XdpLoadError::Verifier { path: p.clone(), prog: prog.name.clone(), msg: e.to_string() })?;
+        let frags_aware = prog.frags_aware();
         let prog = Arc::new(prog);
         let maps = obj.maps.clone();
         let config = RunConfig { single_writer: WORKERS == 1 && !locked_atomics, ..RunConfig::default() };
@@ -113,13 +116,17 @@ impl EbpfProgram {
                 Err(e) => (interp()?, EngineKind::Interp, Some(e.to_string())),
             },
         };
-        Ok(EbpfProgram { name, engine, maps, engine_kind, jit_fallback, faults: 0, last_fault: None })
+        Ok(EbpfProgram { name, engine, maps, engine_kind, jit_fallback, faults: 0, last_fault: None, frags_aware })
     }
 }
 
 impl XdpProgram for EbpfProgram {
     fn name(&self) -> String {
         self.name.clone()
+    }
+
+    fn frags_aware(&self) -> bool {
+        self.frags_aware
     }
 
     #[inline]

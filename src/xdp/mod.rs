@@ -30,6 +30,13 @@ pub trait XdpProgram: Send {
     /// Runs on one packet; `xdp`'s offsets reflect any head/tail/meta adjustment afterwards.
     fn run(&mut self, xdp: &mut XdpBuff<'_>, env: &mut env::SluiceEnv<'_>) -> RunOutcome;
 
+    /// Whether the program handles multi-buffer packets (`SEC("xdp.frags")`,
+    /// `BPF_F_XDP_HAS_FRAGS`): it sees a chain's linear part and reaches the fragments through
+    /// helpers. The built-in programs read only headers, in the linear part.
+    fn frags_aware(&self) -> bool {
+        true
+    }
+
     /// Runs on every packet of a burst from one rx queue: outcome `i` is packet `i`'s, and
     /// the packet's bounds reflect head/tail adjustments. `out` is at least as long as `pkts`.
     /// Engines override this to set up once per burst (the native hook's path).
@@ -88,6 +95,8 @@ pub struct XdpHooks {
     outcomes: Vec<RunOutcome>,
     /// The generic hook's packets of one burst (reused).
     burst_pkts: Vec<Pkt>,
+    /// The generic hook's linear copy of a chain, for programs that are not frags-aware.
+    linear: Option<sluice_ebpf::LowMem>,
 }
 
 impl XdpHooks {
@@ -122,6 +131,71 @@ impl XdpHooks {
 
     pub fn any_generic(&self) -> bool {
         self.generic.iter().any(Option::is_some)
+    }
+}
+
+/// Runs `prog` on a chain: the head frame's linear part plus the fragments through the
+/// helpers; the chain and `p`'s bounds reflect what the program did.
+fn run_on_chain(
+    prog: &mut dyn XdpProgram,
+    bufs: &mut crate::buf::BufCache,
+    p: &mut Pkt,
+    ctx: BurstCtx,
+    env: &mut env::SluiceEnv<'_>,
+) -> RunOutcome {
+    let (off, len) = (p.off as usize, p.len as usize);
+    let (out, data, data_end) = bufs.with_xdp_frags(p, |frame, frags| {
+        let mut xb = XdpBuff::new(frame, off, len);
+        xb.frags = Some(frags);
+        xb.ingress_ifindex = ctx.ingress_ifindex;
+        xb.rx_queue_index = ctx.rx_queue_index;
+        let out = prog.run(&mut xb, env);
+        (out, xb.data, xb.data_end)
+    });
+    p.off = data as u16;
+    p.len = data_end.saturating_sub(data) as u16;
+    out
+}
+
+/// Room the linear copy of a chain gets after its data, for `bpf_xdp_adjust_tail` to grow
+/// into (the kernel's linearize leaves tailroom, then the skb_shared_info reserve).
+const LINEAR_TAILROOM: usize = 128 + sluice_ebpf::xdp::XDP_TAILROOM_DEFAULT;
+
+/// Generic XDP with a program that is not frags-aware on a chain: the kernel linearizes the
+/// skb (`skb_linearize`) and runs the program on one buffer. Here the chain is copied into a
+/// per-worker buffer below 4 GiB (mapped once, on first need), the program runs there, and
+/// the result becomes a new chain. `p` is the new packet (the old one is freed), or stays
+/// as it was when its fate is a drop. A pool or mapping failure is an abort (`nobuf`-like).
+fn run_linearized(
+    prog: &mut dyn XdpProgram,
+    bufs: &mut crate::buf::BufCache,
+    linear: &mut Option<sluice_ebpf::LowMem>,
+    p: &mut Pkt,
+    ctx: BurstCtx,
+    env: &mut env::SluiceEnv<'_>,
+) -> RunOutcome {
+    let aborted = RunOutcome { action: XDP_ABORTED, redirect: None };
+    if linear.is_none() {
+        *linear = sluice_ebpf::LowMem::new(HEADROOM + crate::buf::chain::MAX_CHAIN_BYTES + LINEAR_TAILROOM).ok();
+    }
+    let Some(mem) = linear.as_mut() else { return aborted };
+    let total = p.total_len();
+    let frame = &mut mem.as_mut_slice()[..HEADROOM + total + LINEAR_TAILROOM];
+    bufs.copy_out(*p, 0, &mut frame[HEADROOM..HEADROOM + total]);
+    let mut xb = XdpBuff::new(frame, HEADROOM, total);
+    xb.ingress_ifindex = ctx.ingress_ifindex;
+    xb.rx_queue_index = ctx.rx_queue_index;
+    let out = prog.run(&mut xb, env);
+    if out.action == XDP_DROP || out.action == XDP_ABORTED {
+        return out;
+    }
+    match bufs.alloc_copy(xb.packet()) {
+        Some(np) => {
+            bufs.free(*p);
+            *p = np;
+            out
+        }
+        None => aborted,
     }
 }
 
@@ -171,10 +245,38 @@ pub fn run_native(dp: &mut Datapath, port: u16, rx: &mut Vec<Pkt>) {
     }
     let mut env = env::SluiceEnv::new(&dp.routes, &dp.ifaces, &mut dp.xdp.trace);
     let ctx = BurstCtx { ingress_ifindex: port as u32 + 1, rx_queue_index: 0 };
-    prog.run_burst(&mut dp.bufs.region_mut(), rx, ctx, &mut env, &mut outs);
+    if rx.iter().any(Pkt::is_chained) {
+        if !prog.frags_aware() {
+            // A driver with a program that is not frags-aware receives into single buffers
+            // (the kernel refuses to attach one when the MTU needs more): a longer frame is a
+            // receive length error, never a truncated packet.
+            let (c, bufs) = (&mut dp.c, &mut dp.bufs);
+            rx.retain(|p| {
+                if p.is_chained() {
+                    c.drop(DropReason::RxLengthError);
+                    bufs.free(*p);
+                }
+                !p.is_chained()
+            });
+        }
+        // Rare (jumbo frames): packet by packet, in order, chains with their fragments.
+        for (p, o) in rx.iter_mut().zip(outs.iter_mut()) {
+            *o = if !p.is_chained() {
+                let mut one = [*p];
+                let mut out = [RunOutcome { action: XDP_ABORTED, redirect: None }];
+                prog.run_burst(&mut dp.bufs.region_mut(), &mut one, ctx, &mut env, &mut out);
+                *p = one[0];
+                out[0]
+            } else {
+                run_on_chain(prog.as_mut(), &mut dp.bufs, p, ctx, &mut env)
+            };
+        }
+    } else {
+        prog.run_burst(&mut dp.bufs.region_mut(), rx, ctx, &mut env, &mut outs);
+    }
     let mut keep = 0;
     // Dropped buffers are freed after the verdict loop, as their own measurable step.
-    let mut free_list = [crate::buf::BufId(0); 64];
+    let mut free_list = [Pkt::default(); 64];
     let mut free_n = 0usize;
     for i in 0..rx.len() {
         let p = rx[i];
@@ -185,12 +287,12 @@ pub fn run_native(dp: &mut Datapath, port: u16, rx: &mut Vec<Pkt>) {
             }
             Fate::Drop(r) => {
                 dp.c.drop(r);
-                free_list_push(&mut dp.bufs, &mut free_list, &mut free_n, p.buf);
+                free_list_push(&mut dp.bufs, &mut free_list, &mut free_n, p);
             }
             Fate::Xmit(to) => queue_xmit(&mut dp.xdp.xmit, to, p),
             Fate::Xsk(k) => {
                 dp.xdp.xsk_deliver(k, &mut dp.c);
-                free_list_push(&mut dp.bufs, &mut free_list, &mut free_n, p.buf);
+                free_list_push(&mut dp.bufs, &mut free_list, &mut free_n, p);
             }
         }
     }
@@ -208,7 +310,7 @@ pub fn run_native(dp: &mut Datapath, port: u16, rx: &mut Vec<Pkt>) {
 }
 
 #[inline]
-fn free_list_push(bufs: &mut crate::buf::BufCache, list: &mut [crate::buf::BufId; 64], n: &mut usize, b: crate::buf::BufId) {
+fn free_list_push(bufs: &mut crate::buf::BufCache, list: &mut [Pkt; 64], n: &mut usize, b: Pkt) {
     if *n == list.len() {
         for x in &list[..*n] {
             bufs.free(*x);
@@ -252,14 +354,26 @@ pub fn run_generic(dp: &mut Datapath, skbs: &mut Vec<Skb>) {
     for i in 0..n {
         let mut s = skbs[i];
         let attached = matches!(dp.xdp.generic.get(s.rx_port as usize), Some(Some(_)));
-        if attached && ((s.pkt.off as usize) < HEADROOM || s.pkt.off as usize + s.pkt.len as usize > FRAME_SIZE) {
+        if attached && s.pkt.is_chained() && (s.pkt.off as usize) < HEADROOM {
+            // Rare: a chain whose headroom went to a header; a copy has it back.
+            match dp.bufs.clone_pkt(s.pkt) {
+                Some(np) => {
+                    dp.bufs.free(s.pkt);
+                    s.pkt = np;
+                }
+                None => {
+                    dp.drop_pkt(s.pkt, DropReason::NoBuffer);
+                    continue;
+                }
+            }
+        } else if attached && ((s.pkt.off as usize) < HEADROOM || s.pkt.off as usize + s.pkt.len as usize > FRAME_SIZE) {
             // Through the stack, not the heap: both frames are in the pool `bufs` borrows.
             let mut tmp = [0u8; crate::buf::MAX_DATA];
             let n = dp.bufs.data(s.pkt).len().min(tmp.len());
             tmp[..n].copy_from_slice(&dp.bufs.data(s.pkt)[..n]);
             match dp.bufs.alloc_copy(&tmp[..n]) {
                 Some(np) => {
-                    dp.bufs.free(s.pkt.buf);
+                    dp.bufs.free(s.pkt);
                     s.pkt = np;
                 }
                 None => {
@@ -278,9 +392,12 @@ pub fn run_generic(dp: &mut Datapath, skbs: &mut Vec<Skb>) {
     let mut start = 0;
     while start < skbs.len() {
         let port = skbs[start].rx_port;
+        // A burst: consecutive one-buffer packets of one port; a chain runs alone.
         let mut end = start + 1;
-        while end < skbs.len() && skbs[end].rx_port == port {
-            end += 1;
+        if !skbs[start].pkt.is_chained() {
+            while end < skbs.len() && skbs[end].rx_port == port && !skbs[end].pkt.is_chained() {
+                end += 1;
+            }
         }
         let Some(Some(prog)) = dp.xdp.generic.get_mut(port as usize) else {
             skbs.copy_within(start..end, keep);
@@ -295,7 +412,15 @@ pub fn run_generic(dp: &mut Datapath, skbs: &mut Vec<Skb>) {
         }
         let mut env = env::SluiceEnv::new(&dp.routes, &dp.ifaces, &mut dp.xdp.trace);
         let ctx = BurstCtx { ingress_ifindex: port as u32 + 1, rx_queue_index: skbs[start].rx_queue as u32 };
-        prog.run_burst(&mut dp.bufs.region_mut(), &mut pkts, ctx, &mut env, &mut outs);
+        if pkts[0].is_chained() {
+            outs[0] = if prog.frags_aware() {
+                run_on_chain(prog.as_mut(), &mut dp.bufs, &mut pkts[0], ctx, &mut env)
+            } else {
+                run_linearized(prog.as_mut(), &mut dp.bufs, &mut dp.xdp.linear, &mut pkts[0], ctx, &mut env)
+            };
+        } else {
+            prog.run_burst(&mut dp.bufs.region_mut(), &mut pkts, ctx, &mut env, &mut outs);
+        }
         for (j, i) in (start..end).enumerate() {
             let mut s = skbs[i];
             let np = pkts[j];
@@ -314,7 +439,7 @@ pub fn run_generic(dp: &mut Datapath, skbs: &mut Vec<Skb>) {
                 Fate::Xmit(to) => queue_xmit(&mut dp.xdp.xmit, to, np),
                 Fate::Xsk(k) => {
                     dp.xdp.xsk_deliver(k, &mut dp.c);
-                    dp.bufs.free(np.buf);
+                    dp.bufs.free(np);
                 }
             }
         }
@@ -339,10 +464,10 @@ fn xmit_port(dp: &mut Datapath, port: u16) {
     let sent = dev.tx_burst(&mut dp.bufs, q, false).min(n);
     dp.c.doorbells += 1;
     dp.c.tx += sent as u64;
-    dp.c.tx_bytes += q[..sent].iter().map(|p| p.len as u64).sum::<u64>();
+    dp.c.tx_bytes += q[..sent].iter().map(|p| p.total_len() as u64).sum::<u64>();
     for p in &q[sent..] {
         dp.c.drop(DropReason::XdpRedirectFailed);
-        dp.bufs.free(p.buf);
+        dp.bufs.free(*p);
     }
     q.clear();
     dp.stage_done(Stage::PortTx, n, t0);

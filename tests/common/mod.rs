@@ -148,15 +148,15 @@ impl Port for TestPort {
 
     fn tx_burst(&mut self, bufs: &mut BufCache, pkts: &[Pkt], more: bool) -> usize {
         let n = self.accept_per_burst.map_or(pkts.len(), |k| k.min(pkts.len()));
-        let mut got: Vec<Vec<u8>> = pkts[..n].iter().map(|p| bufs.data(*p).to_vec()).collect();
+        let mut got: Vec<Vec<u8>> = pkts[..n].iter().map(|p| bufs.to_vec(*p)).collect();
         if self.reverse_bursts {
             got.reverse();
         }
         self.frames.extend(got);
         for p in &pkts[..n] {
             self.stats.tx_packets += 1;
-            self.stats.tx_bytes += p.len as u64;
-            bufs.free(p.buf);
+            self.stats.tx_bytes += p.total_len() as u64;
+            bufs.free(*p);
         }
         if !more {
             self.stats.doorbells += 1;
@@ -190,6 +190,22 @@ impl XdpProgram for FnXdp {
     }
     fn run(&mut self, xdp: &mut XdpBuff<'_>, _env: &mut SluiceEnv<'_>) -> RunOutcome {
         (self.0)(xdp.frame.get(xdp.data..xdp.data_end).unwrap_or(&[]))
+    }
+}
+
+/// [`FnXdp`] for a program not declared frags-aware (a plain `SEC("xdp")` object).
+pub struct FnXdpLinear(pub fn(&[u8]) -> RunOutcome);
+
+impl XdpProgram for FnXdpLinear {
+    fn name(&self) -> String {
+        "test:fn-linear".into()
+    }
+    fn run(&mut self, xdp: &mut XdpBuff<'_>, _env: &mut SluiceEnv<'_>) -> RunOutcome {
+        assert!(xdp.frags.is_none(), "a program that is not frags-aware was shown fragments");
+        (self.0)(xdp.frame.get(xdp.data..xdp.data_end).unwrap_or(&[]))
+    }
+    fn frags_aware(&self) -> bool {
+        false
     }
 }
 
@@ -659,7 +675,8 @@ impl F {
         self
     }
     pub fn build(&self) -> Vec<u8> {
-        let mut buf = vec![0u8; 2048];
+        // Room for any frame up to the largest IP datagram (jumbo frames are buffer chains).
+        let mut buf = vec![0u8; 65_600];
         let (len, off) = build_with_offsets(&self.spec, &mut buf).expect("valid spec");
         buf.truncate(len);
         if let Some(s) = self.seq {

@@ -68,7 +68,6 @@ impl XdpMd {
 /// `data_hard_start`, its end the hard end); `data_meta <= data <= data_end <= frame.len()`
 /// are offsets into it (`data_meta == data` when there is no metadata). After a run the
 /// offsets reflect `bpf_xdp_adjust_head/meta/tail`.
-#[derive(Debug)]
 pub struct XdpBuff<'a> {
     pub frame: &'a mut [u8],
     pub data: usize,
@@ -77,6 +76,23 @@ pub struct XdpBuff<'a> {
     pub ingress_ifindex: u32,
     pub rx_queue_index: u32,
     pub egress_ifindex: u32,
+    /// The fragments after `data_end` of a multi-buffer packet (None: one buffer).
+    pub frags: Option<&'a mut dyn XdpFrags>,
+}
+
+impl std::fmt::Debug for XdpBuff<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdpBuff")
+            .field("frame_len", &self.frame.len())
+            .field("data", &self.data)
+            .field("data_end", &self.data_end)
+            .field("data_meta", &self.data_meta)
+            .field("ingress_ifindex", &self.ingress_ifindex)
+            .field("rx_queue_index", &self.rx_queue_index)
+            .field("egress_ifindex", &self.egress_ifindex)
+            .field("frags_len", &self.frags.as_ref().map(|f| f.frags_len()))
+            .finish()
+    }
 }
 
 impl<'a> XdpBuff<'a> {
@@ -90,6 +106,7 @@ impl<'a> XdpBuff<'a> {
             ingress_ifindex: 0,
             rx_queue_index: 0,
             egress_ifindex: 0,
+            frags: None,
         }
     }
 
