@@ -91,13 +91,16 @@ pub fn resolve_config(args: &RunArgs) -> Result<Config, RunError> {
         let first = cfg.ports.first_mut().ok_or_else(|| RunError::Other("config has no ports".into()))?;
         first.kind = PortKind::PcapIn;
         first.pcap = Some(pin.clone());
+        // The capture replaces what the port was: its generator or sink settings go with it.
         first.gen = None;
+        first.check = None;
     }
     if let Some(pout) = &args.pcap_out {
         let last = cfg.ports.last_mut().ok_or_else(|| RunError::Other("config has no ports".into()))?;
         last.kind = PortKind::PcapOut;
         last.pcap = Some(pout.clone());
         last.check = None;
+        last.gen = None;
     }
     Ok(cfg)
 }

@@ -784,7 +784,7 @@ mod tests {
         // A capture is a bounded input, and its too-long frames are the datapath's to count.
         let pool = Pool::new(64).unwrap();
         let mut bufs = pool.cache();
-        let frames = vec![vec![1u8; 60], vec![2u8; crate::buf::MAX_DATA + 1], vec![3u8; 60]];
+        let frames = vec![vec![1u8; 60], vec![2u8; crate::buf::chain::MAX_CHAIN_BYTES + 1], vec![3u8; 60]];
         let mut port = FaultPort::new(Box::new(PcapIn::from_frames("in", frames, 1)), FaultConfig::default()).unwrap();
         assert!(port.rx_bounded());
         assert_eq!(drain_rx(&mut port, &mut bufs, 8), vec![1, 3]);

@@ -35,11 +35,13 @@ pub enum SocketError {
 pub struct Sockets {
     udp: Vec<UdpSocket>,
     port_map: Vec<u32>,
+    /// A chained datagram's payload, copied for the reader (reused).
+    linear: Vec<u8>,
 }
 
 impl Default for Sockets {
     fn default() -> Self {
-        Sockets { udp: Vec::new(), port_map: vec![u32::MAX; 65536] }
+        Sockets { udp: Vec::new(), port_map: vec![u32::MAX; 65536], linear: Vec::new() }
     }
 }
 
@@ -80,7 +82,14 @@ impl Sockets {
         };
         let n = max.min(s.queue.len());
         for p in s.queue.drain(..n) {
-            f(bufs.data(p));
+            if p.is_chained() {
+                // A datagram in a buffer chain reaches the reader whole, as one copy.
+                self.linear.clear();
+                bufs.extend_vec(p, &mut self.linear);
+                f(&self.linear);
+            } else {
+                f(bufs.data(p));
+            }
             bufs.free(p);
         }
         n
@@ -141,9 +150,7 @@ fn udp_classify(dp: &Datapath, s: &Skb, v6: bool) -> UdpFate {
     }
     match dp.sockets.lookup(dport) {
         // A chain's payload keeps its fragments (the socket reader frees them with the head).
-        Some(i) if s.pkt.is_chained() => {
-            UdpFate::Socket(i, Pkt { off: s.pkt.off + l4 as u16 + 8, len: (udp.len() - 8) as u16, ..s.pkt })
-        }
+        Some(i) if s.pkt.is_chained() => UdpFate::Socket(i, Pkt { off: s.pkt.off + l4 as u16 + 8, len: (udp.len() - 8) as u16, ..s.pkt }),
         Some(i) => UdpFate::Socket(i, Pkt { buf: s.pkt.buf, off: s.pkt.off + l4 as u16 + 8, len: ulen as u16 - 8, frag_len: 0 }),
         None => UdpFate::PortUnreachable,
     }

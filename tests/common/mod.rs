@@ -257,6 +257,8 @@ pub struct Setup {
     pub in_tx: OutKind,
     /// XDP programs to attach: (port, hook, program factory).
     pub xdp: Vec<(u16, XdpMode, MakeXdp)>,
+    /// out1's MTU (default 1500; out2 has OUT2_MTU).
+    pub out1_mtu: u16,
 }
 
 impl Default for Setup {
@@ -269,6 +271,7 @@ impl Default for Setup {
             out: [OutKind::Capture, OutKind::Capture],
             in_tx: OutKind::Capture,
             xdp: Vec::new(),
+            out1_mtu: 1500,
         }
     }
 }
@@ -311,6 +314,7 @@ pub fn build_router(frames: Vec<Vec<u8>>, setup: &Setup, pool: &Pool) -> Datapat
     let mut out1 = Iface::new("out1", MAC_OUT1);
     out1.v4.push((OUT1_V4, 24));
     out1.v6.push((OUT1_V6, 64));
+    out1.mtu = setup.out1_mtu;
     let mut out2 = Iface::new("out2", MAC_OUT2);
     out2.v4.push((OUT2_V4, 24));
     out2.v6.push((OUT2_V6, 64));
