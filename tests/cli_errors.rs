@@ -107,6 +107,27 @@ fn bad_configs_are_refused_with_the_field_named() {
     refused(&["run", "--config", &config(d, "series.toml", &series), "--seconds", "0.1"], "at most");
 }
 
+/// Native XDP with a program that is not frags-aware on a port whose MTU needs multi-buffer
+/// frames is refused, as drivers refuse it; generic mode (which linearizes) and built-in
+/// programs (frags-aware) are accepted.
+#[test]
+fn native_xdp_needs_a_frags_aware_program_for_jumbo_mtus() {
+    let dir = tempfile::tempdir().unwrap();
+    let jumbo = TWO_PORTS.replacen("mac = \"02:00:00:00:00:01\"", "mac = \"02:00:00:00:00:01\"\nmtu = 9000", 1);
+    let p = config(dir.path(), "jumbo.toml", &jumbo);
+    let obj = concat!(env!("CARGO_MANIFEST_DIR"), "/bpf/obj/xdp_drop_count.o");
+    refused(&["run", "--config", &p, "--seconds", "0.1", "--xdp", obj], "needs multi-buffer frames");
+    for extra in [&["--xdp", obj, "--xdp-mode", "generic"][..], &["--xdp", "builtin:pass"][..]] {
+        let mut args = vec!["run", "--config", &p, "--seconds", "0.1", "-q"];
+        args.extend_from_slice(extra);
+        let o = run(&args);
+        assert!(o.status.success(), "{extra:?}: {}", text(&o).1);
+    }
+    // The same object on a standard MTU is fine natively.
+    let std_mtu = config(dir.path(), "std.toml", TWO_PORTS);
+    assert!(run(&["run", "--config", &std_mtu, "--seconds", "0.1", "-q", "--xdp", obj]).status.success());
+}
+
 #[test]
 fn bad_captures_say_what_is_wrong() {
     let dir = tempfile::tempdir().unwrap();

@@ -29,6 +29,9 @@ pub enum ConfigError {
     Tunable(#[from] TunableError),
 }
 
+/// Ethernet header plus one VLAN tag: what a receive buffer holds besides the MTU.
+const MAX_L2_HEADER: usize = 18;
+
 fn field(field: impl Into<String>, msg: impl Into<String>) -> ConfigError {
     ConfigError::Field { field: field.into(), msg: msg.into() }
 }
@@ -401,6 +404,21 @@ impl Config {
                             .map_err(|e| field("xdp.program", e.to_string()))?,
                     )
                 };
+                // As drivers refuse it (e.g. "MTU too large for XDP"): a native program that
+                // is not frags-aware cannot run on a port whose frames need more than one buffer.
+                let mtu = dp.ifaces.get(i).map_or(0, |f| f.mtu) as usize;
+                if x.mode == XdpMode::Native && !prog.frags_aware() && mtu + MAX_L2_HEADER > crate::buf::MAX_DATA {
+                    return Err(field(
+                        format!("ports[{i}] ({})", pc.name),
+                        format!(
+                            "MTU {mtu} needs multi-buffer frames, and XDP program {} is not frags-aware \
+                             (SEC(\"xdp.frags\")): native XDP allows an MTU up to {} for it; use a frags-aware \
+                             program, a smaller MTU or generic mode",
+                            prog.name(),
+                            crate::buf::MAX_DATA - MAX_L2_HEADER
+                        ),
+                    ));
+                }
                 dp.xdp.attach(i as u16, x.mode, prog);
             }
         }
