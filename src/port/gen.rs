@@ -298,6 +298,26 @@ impl Generator {
     }
 }
 
+impl Generator {
+    /// Frees and removes the packets of `out[first..]` marked short (offset 0); returns how many.
+    #[cold]
+    fn remove_short(bufs: &mut BufCache, out: &mut Vec<Pkt>, first: usize) -> usize {
+        let before = out.len();
+        let mut kept = first;
+        for i in first..before {
+            let p = out[i];
+            if p.off == 0 {
+                bufs.free(p);
+            } else {
+                out[kept] = p;
+                kept += 1;
+            }
+        }
+        out.truncate(kept);
+        before - kept
+    }
+}
+
 impl Port for Generator {
     fn name(&self) -> &str {
         &self.name
@@ -315,9 +335,8 @@ impl Port for Generator {
         }
         let train = self.cfg.tcp_train > 0 && self.cfg.proto == L4Proto::Tcp;
         let mut bytes = 0u64;
-        let mut kept = first;
-        for i in first..first + got {
-            let mut p = out[i];
+        let mut short = 0usize;
+        for p in &mut out[first..first + got] {
             let (flow, t) = self.next_template();
             let len = self.templates[t].bytes.len();
             let head = len.min(MAX_DATA);
@@ -327,18 +346,17 @@ impl Port for Generator {
                 self.patch_train(flow, t, &mut frame[HEADROOM..HEADROOM + head]);
             }
             p.len = head as u16;
-            if len > head && !bufs.append_frags(&mut p, &self.templates[t].bytes[head..]) {
-                // A jumbo frame's fragments did not fit in the pool.
-                bufs.free(p);
-                self.stats.rx_nobuf += 1;
+            if len > head && !bufs.append_frags(p, &self.templates[t].bytes[head..]) {
+                // A jumbo frame's fragments did not fit in the pool: marked (no packet
+                // starts at offset 0) and taken out below.
+                p.off = 0;
+                short += 1;
                 continue;
             }
             bytes += len as u64;
-            out[kept] = p;
-            kept += 1;
         }
-        out.truncate(kept);
-        let got = kept - first;
+        let got = if short > 0 { got - Self::remove_short(bufs, out, first) } else { got };
+        self.stats.rx_nobuf += short as u64;
         self.sent += got as u64;
         self.stats.rx_packets += got as u64;
         self.stats.rx_bytes += bytes;
