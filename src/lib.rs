@@ -11,6 +11,7 @@ pub mod config;
 pub mod datapath;
 pub mod napi;
 pub mod port;
+pub mod rps;
 pub mod rx;
 pub mod stats;
 pub mod tx;
