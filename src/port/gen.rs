@@ -365,10 +365,8 @@ impl Port for Generator {
 
     /// Packets sent back to the generator (ICMP errors, echo replies) are counted and freed.
     fn tx_burst(&mut self, bufs: &mut BufCache, pkts: &[Pkt], more: bool) -> usize {
-        for p in pkts {
-            self.stats.tx_bytes += p.total_len() as u64;
-            bufs.free(*p);
-        }
+        self.stats.tx_bytes += pkts.iter().map(|p| p.total_len() as u64).sum::<u64>();
+        bufs.free_pkts(pkts);
         self.stats.tx_packets += pkts.len() as u64;
         if !more {
             self.stats.doorbells += 1;

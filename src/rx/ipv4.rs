@@ -53,10 +53,17 @@ pub(crate) fn rcv_core(bufs: &mut BufCache, routes: &RouteTable, skb: &mut Skb) 
 #[inline(always)]
 pub(crate) fn trim_to(bufs: &mut BufCache, skb: &mut Skb, len: usize) {
     if skb.pkt.is_chained() {
-        bufs.trim(&mut skb.pkt, len);
+        trim_chain(bufs, skb, len);
     } else {
         skb.pkt.len = len as u16;
     }
+}
+
+/// [`trim_to`] for a buffer chain: rare, kept out of the receive path's code.
+#[cold]
+#[inline(never)]
+fn trim_chain(bufs: &mut BufCache, skb: &mut Skb, len: usize) {
+    bufs.trim(&mut skb.pkt, len);
 }
 
 /// ip_route_input's address checks, in its order: a multicast destination (sluice joins no
