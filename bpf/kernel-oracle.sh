@@ -102,7 +102,7 @@ for f in "$PKT_DIR"/*.bin; do
 	echo "$base" >"$WORK/runs/$idx.name"
 	rm -f "$WORK/out.bin"
 	if taskset -c "$CPU" bpftool -j prog run pinned "$RUN_PIN" data_in "$f" \
-		data_out "$WORK/out.bin" data_size_out 4096 repeat 1 >"$WORK/runs/$idx.json" 2>"$WORK/runs/$idx.err"; then
+		data_out "$WORK/out.bin" data_size_out "${ORACLE_DATA_OUT:-4096}" repeat 1 >"$WORK/runs/$idx.json" 2>"$WORK/runs/$idx.err"; then
 		cp "$WORK/out.bin" "$WORK/runs/$idx.out" 2>/dev/null || : >"$WORK/runs/$idx.out"
 	fi
 	n=$((n + 1))

@@ -248,3 +248,72 @@ fn frames_of_every_size_through_the_router_are_forwarded_or_answered_by_name() {
         assert_eq!(&g[34..], &f[34..], "payload unchanged");
     }
 }
+
+/// `sluice xdp run` follows BPF_PROG_TEST_RUN for frames past the linear part: 3520 bytes in
+/// the linear part, the rest in 4 KiB fragments (17 at most), the output returned whole. The
+/// frags-aware object reads the last bytes through bpf_xdp_load_bytes, flips byte 4000 with
+/// load/store_bytes and cuts 100 bytes off the end across fragments (the kernel cross-check
+/// in scripts/acceptance/xdp-kernel.sh compares the same run with the kernel's, as root).
+#[test]
+fn xdp_run_passes_frames_past_the_linear_part_whole_through_fragments() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let dir = tempfile::tempdir().unwrap();
+    for engine in ["interp", "jit"] {
+        let json = dir.path().join(format!("{engine}.json"));
+        let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["xdp", "run", &format!("{root}/bpf/obj/xdp_frags_parse.o"), "--packets-dir", &format!("{root}/bpf/packets-big")])
+            .args(["--engine", engine, "--json", json.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let runs = v["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 18);
+        for r in runs {
+            let name = r["packet"].as_str().unwrap();
+            let input = std::fs::read(format!("{root}/bpf/packets-big/{name}")).unwrap();
+            let n = input.len();
+            if n > 3520 + 17 * 4096 {
+                assert!(r["error"].as_str().unwrap().contains("Cannot allocate memory"), "{name}: {r}");
+                continue;
+            }
+            let out = hex(r["data_out"].as_str().unwrap());
+            if n > 0xffff {
+                assert_eq!(r["retval"], 0, "{name}: the program aborts past 64 KiB");
+                assert_eq!(out, input, "{name}: returned whole, untouched");
+            } else if n > 4000 {
+                assert_eq!(r["retval"], 2, "{name}");
+                let mut expect = input.clone();
+                expect[4000] ^= 0xff;
+                expect.truncate(n - 100);
+                assert_eq!(out.len(), expect.len(), "{name}: 100 bytes cut from the fragments");
+                assert!(out == expect, "{name} ({engine}): bytes differ");
+            } else {
+                assert_eq!((r["retval"].as_u64(), out.len()), (Some(2), n), "{name}");
+                assert!(out == input, "{name}: unchanged");
+            }
+        }
+        // stats: frames, whole lengths, linear lengths (3520 at most per frame).
+        let stat = |i: usize| -> u64 {
+            let b: Vec<u8> = v["maps"]["stats"][i]["value"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| u8::from_str_radix(&x.as_str().unwrap()[2..], 16).unwrap())
+                .collect();
+            u64::from_le_bytes(b.try_into().unwrap())
+        };
+        let ran: Vec<usize> = runs
+            .iter()
+            .filter(|r| r["error"].is_null())
+            .map(|r| std::fs::read(format!("{root}/bpf/packets-big/{}", r["packet"].as_str().unwrap())).unwrap().len())
+            .collect();
+        assert_eq!(stat(0), ran.len() as u64);
+        assert_eq!(stat(1), ran.iter().sum::<usize>() as u64, "bpf_xdp_get_buff_len counts the fragments");
+        assert_eq!(stat(2), ran.iter().map(|&n| n.min(3520)).sum::<usize>() as u64, "the linear part is 3520 bytes at most");
+    }
+}
+
+fn hex(s: &str) -> Vec<u8> {
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+}

@@ -41,6 +41,18 @@ for obj in bpf/obj/*.o; do
     done
 done
 
+echo "--- multi-buffer frames (14 B to 72 KiB, fragments past the 3520-byte linear part)"
+# The frags-aware object on frames up to 17 fragments and one past (the kernel's -ENOMEM).
+ORACLE_DATA_OUT=80000 bash bpf/kernel-oracle.sh bpf/obj/xdp_frags_parse.o bpf/packets-big "$tmp/kernel-big.json" >/dev/null
+for engine in interp jit; do
+    "$bin" xdp run bpf/obj/xdp_frags_parse.o --packets-dir bpf/packets-big --engine "$engine" --json "$tmp/big.$engine.json" >/dev/null
+    if python3 bpf/oracle-compare.py "$tmp/kernel-big.json" "$tmp/big.$engine.json" >"$tmp/diff.txt"; then
+        echo "match  xdp_frags_parse on bpf/packets-big ($engine)"
+    else
+        echo "DIFFER xdp_frags_parse on bpf/packets-big ($engine)"; head -c 2000 "$tmp/diff.txt"; fail=1
+    fi
+done
+
 echo "--- sluice's verifier refuses every negative object"
 for obj in bpf/negative/obj/*.o; do
     src=bpf/negative/$(basename "$obj" .o).c

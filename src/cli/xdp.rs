@@ -10,6 +10,7 @@ use crate::xdp::{XdpBuff, XdpMode, XdpProgram};
 use serde_json::{json, Value};
 use sluice_ebpf::maps::MapDump;
 use sluice_ebpf::xdp::LowMem;
+use sluice_ebpf::PageFrags;
 use std::path::Path;
 
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +28,9 @@ pub enum XdpToolError {
 /// BPF_PROG_TEST_RUN's buffer: 4 KiB, frame at 256, 320 bytes of tailroom at the end.
 const TEST_RUN_BUF: usize = 4096;
 const TEST_RUN_HEADROOM: usize = 256;
+/// The kernel's PAGE_SIZE and MAX_SKB_FRAGS: the test run's fragments.
+const TEST_RUN_PAGE: usize = 4096;
+const MAX_SKB_FRAGS: usize = 17;
 
 pub const ACTION_NAMES: [&str; 5] = ["ABORTED", "DROP", "PASS", "TX", "REDIRECT"];
 
@@ -162,19 +166,27 @@ pub fn execute(args: &XdpRunArgs) -> Result<ToolRun, XdpToolError> {
             results.push(FrameResult { packet: name.clone(), retval: None, data_out: None, error: Some("Invalid argument".into()) });
             continue;
         }
+        // As BPF_PROG_TEST_RUN: the linear part holds what fits, the rest goes into 4 KiB
+        // fragments (at most MAX_SKB_FRAGS, else the kernel's -ENOMEM); the output is whole.
+        let len = f.len().min(max_len);
+        let mut frags = None;
         if f.len() > max_len {
-            // The kernel's test run puts the rest in fragments (multi-buffer XDP); until sluice
-            // has buffer chains the frame is refused whole rather than cut.
-            let msg = format!("{} bytes: longer than the linear part ({max_len}); multi-buffer frames are not supported yet", f.len());
-            results.push(FrameResult { packet: name.clone(), retval: None, data_out: None, error: Some(msg) });
-            continue;
+            match PageFrags::split(&f[max_len..], TEST_RUN_PAGE, MAX_SKB_FRAGS) {
+                Some(p) => frags = Some(p),
+                None => {
+                    let msg =
+                        format!("{} bytes: more than the linear part and {MAX_SKB_FRAGS} fragments hold (Cannot allocate memory)", f.len());
+                    results.push(FrameResult { packet: name.clone(), retval: None, data_out: None, error: Some(msg) });
+                    continue;
+                }
+            }
         }
-        let len = f.len();
         let buf = mem.as_mut_slice();
         buf.fill(0);
         buf[TEST_RUN_HEADROOM..TEST_RUN_HEADROOM + len].copy_from_slice(&f[..len]);
         let mut xb = XdpBuff::new(buf, TEST_RUN_HEADROOM, len);
         xb.ingress_ifindex = 1;
+        xb.frags = frags.as_mut().map(|p| p as &mut dyn sluice_ebpf::XdpFrags);
         let mut env = SluiceEnv::new(&routes, &[], &mut trace);
         let out = prog.run(&mut xb, &mut env);
         let a = out.action;
@@ -182,9 +194,14 @@ pub fn execute(args: &XdpRunArgs) -> Result<ToolRun, XdpToolError> {
             Some(n) => *n += 1,
             None => *unknown.entry(a).or_insert(0u64) += 1,
         }
-        let data_out = xb.frame[xb.data_meta..xb.data_end].to_vec();
+        let mut data_out = xb.frame[xb.data_meta..xb.data_end].to_vec();
+        let mut packet = xb.frame[xb.data..xb.data_end].to_vec();
+        for part in frags.iter().flat_map(PageFrags::bytes) {
+            data_out.extend_from_slice(part);
+            packet.extend_from_slice(part);
+        }
         if matches!(a, 2..=4) {
-            out_frames.push(xb.frame[xb.data..xb.data_end].to_vec());
+            out_frames.push(packet);
         }
         results.push(FrameResult { packet: name.clone(), retval: Some(a), data_out: Some(data_out), error: None });
     }

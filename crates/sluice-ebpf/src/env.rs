@@ -1,4 +1,7 @@
-//! Host callbacks used by helpers: time, CPU id, randomness, trace output, FIB lookups.
+//! Host callbacks used by helpers: time, CPU id, randomness, trace output, FIB lookups,
+//! and a multi-buffer packet's fragments.
+
+use crate::xdp::XdpFrags;
 
 /// `BPF_FIB_LKUP_RET_*` codes returned by `bpf_fib_lookup`.
 pub mod fib_ret {
@@ -42,6 +45,64 @@ pub trait Env {
     fn fib_lookup(&mut self, params: &mut [u8; 64], flags: u32) -> i64 {
         let _ = (params, flags);
         fib_ret::NOT_FWDED
+    }
+    /// The fragments of the multi-buffer packet being run on (none for one buffer). The
+    /// engines provide them from [`crate::XdpBuff::frags`] through [`WithFrags`].
+    fn xdp_frags(&mut self) -> Option<&mut dyn XdpFrags> {
+        None
+    }
+}
+
+/// A run's environment plus the packet's fragments: what the engines hand the helpers when
+/// the buffer has fragments, so `bpf_xdp_get_buff_len`, `bpf_xdp_load_bytes/store_bytes`
+/// and `bpf_xdp_adjust_tail` reach them. Everything else goes to the wrapped `Env`.
+pub struct WithFrags<'e, 'f> {
+    pub env: &'e mut dyn Env,
+    pub frags: &'f mut dyn XdpFrags,
+}
+
+impl Env for WithFrags<'_, '_> {
+    fn ktime_ns(&mut self) -> u64 {
+        self.env.ktime_ns()
+    }
+    fn ktime_boot_ns(&mut self) -> u64 {
+        self.env.ktime_boot_ns()
+    }
+    fn ktime_coarse_ns(&mut self) -> u64 {
+        self.env.ktime_coarse_ns()
+    }
+    fn cpu_id(&mut self) -> u32 {
+        self.env.cpu_id()
+    }
+    fn prandom_u32(&mut self) -> u32 {
+        self.env.prandom_u32()
+    }
+    fn trace(&mut self, msg: &str) {
+        self.env.trace(msg)
+    }
+    fn fib_lookup(&mut self, params: &mut [u8; 64], flags: u32) -> i64 {
+        self.env.fib_lookup(params, flags)
+    }
+    fn xdp_frags(&mut self) -> Option<&mut dyn XdpFrags> {
+        Some(&mut *self.frags)
+    }
+}
+
+/// Runs `run` with `env`, or with `env` plus `xdp`'s fragments when it has some (taken out
+/// of the buffer for the run and put back after).
+pub(crate) fn with_frags_of<R>(
+    xdp: &mut crate::XdpBuff<'_>,
+    env: &mut dyn Env,
+    run: impl FnOnce(&mut crate::XdpBuff<'_>, &mut dyn Env) -> R,
+) -> R {
+    match xdp.frags.take() {
+        None => run(xdp, env),
+        Some(frags) => {
+            let mut both = WithFrags { env, frags };
+            let r = run(xdp, &mut both);
+            xdp.frags = Some(both.frags);
+            r
+        }
     }
 }
 

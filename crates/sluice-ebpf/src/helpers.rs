@@ -29,7 +29,7 @@ use crate::insn::{BPF_DW, BPF_IMM, BPF_LD, BPF_PSEUDO_MAP_FD, BPF_PSEUDO_MAP_VAL
 use crate::maps::{copy_relaxed, Map, MapError, Maps, MAX_KEY_SIZE};
 use crate::program::{map_type, Program};
 use crate::state::{HelperFault, MemKind, RunError, RunErrorKind, RunState};
-use crate::xdp::{ETH_HLEN, XDP_FRAME_RESERVED};
+use crate::xdp::{XdpFrags, ETH_HLEN, XDP_FRAME_RESERVED};
 
 /// Kernel helper ids (`enum bpf_func_id`) implemented here.
 pub mod id {
@@ -474,6 +474,12 @@ pub extern "C" fn bpf_xdp_adjust_tail(st: &mut RunState<'_>, r1: u64, r2: u64, _
         fault!(st, id::XDP_ADJUST_TAIL, HelperFault::BadCtx)
     }
     let delta = r2 as u32 as i32 as i64;
+    if let Some(frags) = st.env.xdp_frags().filter(|f| f.nr_frags() > 0) {
+        return adjust_frags_tail(st.ctx.data_end.wrapping_sub(st.ctx.data) as usize, frags, delta).map_or_else(neg_errno, |linear_cut| {
+            st.ctx.data_end -= linear_cut as u32;
+            0
+        });
+    }
     let base = st.frame_base() as i64;
     let hard_end = base + st.frame_len.saturating_sub(st.tailroom) as i64;
     let data = st.ctx.data as i64;
@@ -493,34 +499,99 @@ pub extern "C" fn bpf_xdp_adjust_tail(st: &mut RunState<'_>, r1: u64, r2: u64, _
     0
 }
 
-/// `u64 bpf_xdp_get_buff_len(ctx)`: the packet length (linear buffers only).
+/// `bpf_xdp_adjust_tail` on a multi-buffer packet, as the kernel's
+/// `bpf_xdp_frags_increase_tail` / `bpf_xdp_frags_shrink_tail`: growing extends the last
+/// fragment within its tailroom (zeroed, else -EINVAL); shrinking releases fragments from
+/// the end and, once none is left, cuts the linear part (at least ETH_HLEN bytes stay).
+/// Returns how many bytes to cut from the linear part.
+fn adjust_frags_tail(linear: usize, frags: &mut dyn XdpFrags, delta: i64) -> Result<usize, i32> {
+    if delta >= 0 {
+        let last = frags.nr_frags() - 1;
+        if delta as usize > frags.frag_tailroom(last) || !frags.grow_last(delta as usize) {
+            return Err(libc::EINVAL);
+        }
+        return Ok(0);
+    }
+    let mut cut = delta.unsigned_abs() as usize;
+    if cut > (linear + frags.frags_len()).saturating_sub(ETH_HLEN) {
+        return Err(libc::EINVAL);
+    }
+    while cut > 0 && frags.nr_frags() > 0 {
+        let n = frags.frag(frags.nr_frags() - 1).len().min(cut);
+        frags.shrink_last(n);
+        cut -= n;
+    }
+    Ok(cut)
+}
+
+/// `u64 bpf_xdp_get_buff_len(ctx)`: the whole packet, linear part plus fragments.
 pub extern "C" fn bpf_xdp_get_buff_len(st: &mut RunState<'_>, r1: u64, _: u64, _: u64, _: u64, _: u64) -> u64 {
     if !is_ctx(st, r1) {
         fault!(st, id::XDP_GET_BUFF_LEN, HelperFault::BadCtx)
     }
-    st.ctx.data_end.wrapping_sub(st.ctx.data) as u64
+    let linear = st.ctx.data_end.wrapping_sub(st.ctx.data) as u64;
+    linear + st.env.xdp_frags().map_or(0, |f| f.frags_len() as u64)
 }
 
+/// `bpf_xdp_load_bytes` / `bpf_xdp_store_bytes`: `len` bytes at `off` of the whole packet
+/// (linear part, then fragments, as the kernel's `bpf_xdp_copy_buf`). Offsets or lengths
+/// above 0xffff are -EFAULT, a range past the packet -EINVAL, as `bpf_xdp_pointer`.
 fn xdp_copy_bytes(st: &mut RunState<'_>, helper: u32, r1: u64, off: u64, buf: u64, len: u64, store: bool) -> u64 {
     if !is_ctx(st, r1) {
         fault!(st, helper, HelperFault::BadCtx)
     }
     let (off, len) = (off as u32 as usize, len as u32 as usize);
-    let plen = st.ctx.data_end.wrapping_sub(st.ctx.data) as usize;
-    if len == 0 || off.checked_add(len).is_none_or(|e| e > plen) {
+    if off > 0xffff || len > 0xffff {
+        return neg_errno(libc::EFAULT);
+    }
+    let linear = st.ctx.data_end.wrapping_sub(st.ctx.data) as usize;
+    let total = linear + st.env.xdp_frags().map_or(0, |f| f.frags_len());
+    if len == 0 || off + len > total {
         return neg_errno(libc::EINVAL);
     }
     let Some(b) = st.helper_mem(buf, len, !store) else { fault!(st, helper, HelperFault::BadPointer) };
-    let pkt = st.frame_ptr.wrapping_add(st.ctx.data as usize - st.frame_base() + off);
-    // SAFETY: [pkt, pkt+len) is inside [data, data_end) (checked above) and b is valid for len
-    // bytes (helper_mem); copy_relaxed tolerates any overlap (atomic byte/word accesses).
-    unsafe {
-        if store {
-            copy_relaxed(pkt, b, len)
-        } else {
-            copy_relaxed(b, pkt, len)
+    // The linear part first.
+    let in_linear = linear.saturating_sub(off).min(len);
+    if in_linear > 0 {
+        let pkt = st.frame_ptr.wrapping_add(st.ctx.data as usize - st.frame_base() + off);
+        // SAFETY: [pkt, pkt+in_linear) is inside [data, data_end) (off + in_linear <= linear)
+        // and b is valid for len bytes (helper_mem); copy_relaxed tolerates any overlap.
+        unsafe {
+            if store {
+                copy_relaxed(pkt, b, in_linear)
+            } else {
+                copy_relaxed(b, pkt, in_linear)
+            }
+        };
+    }
+    if in_linear == len {
+        return 0;
+    }
+    // Then the fragments, from the offset past the linear part.
+    let Some(frags) = st.env.xdp_frags() else { return neg_errno(libc::EINVAL) };
+    let (mut skip, mut done) = (off.saturating_sub(linear), in_linear);
+    for i in 0..frags.nr_frags() {
+        if done == len {
+            break;
         }
-    };
+        let frag = frags.frag_mut(i);
+        if skip >= frag.len() {
+            skip -= frag.len();
+            continue;
+        }
+        let n = (frag.len() - skip).min(len - done);
+        let part = &mut frag[skip..skip + n];
+        // SAFETY: b is valid for len bytes and done + n <= len; `part` is a distinct buffer.
+        unsafe {
+            if store {
+                copy_relaxed(part.as_mut_ptr(), b.add(done), n)
+            } else {
+                copy_relaxed(b.add(done), part.as_ptr(), n)
+            }
+        };
+        done += n;
+        skip = 0;
+    }
     0
 }
 

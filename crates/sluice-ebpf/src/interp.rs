@@ -110,6 +110,9 @@ impl Interpreter {
     /// keeps a single call site and is inlined here (with `RunState` in registers).
     #[inline(never)]
     fn run_inner(&self, xdp: &mut XdpBuff<'_>, env: &mut dyn Env, r0_out: Option<&mut u64>) -> Result<RunOutcome, RunError> {
+        if xdp.frags.is_some() {
+            return self.run_with_frags(xdp, env, r0_out);
+        }
         let mut st = RunState::new(xdp, &self.maps, env, &self.config).map_err(|k| RunError::new(0, k))?;
         let mut stack = MaybeUninit::<[u64; STACK_SIZE / 8]>::uninit();
         let stack_base = stack.as_mut_ptr() as *mut u8;
@@ -118,6 +121,13 @@ impl Interpreter {
             *out = r0;
         }
         Ok(st.finish(xdp, r0))
+    }
+
+    /// A multi-buffer packet: the helpers reach its fragments through the run's `Env`.
+    #[cold]
+    #[inline(never)]
+    fn run_with_frags(&self, xdp: &mut XdpBuff<'_>, env: &mut dyn Env, r0_out: Option<&mut u64>) -> Result<RunOutcome, RunError> {
+        crate::env::with_frags_of(xdp, env, |xdp, env| self.run_inner(xdp, env, r0_out))
     }
 
     fn exec(&self, st: &mut RunState<'_>, stack_base: *mut u8) -> Result<u64, RunError> {

@@ -425,6 +425,10 @@ impl JitProgram {
         env: &mut dyn Env,
         r0_out: Option<&mut u64>,
     ) -> Result<RunOutcome, RunError> {
+        if xdp.frags.is_some() {
+            // A multi-buffer packet: the helpers reach its fragments through the run's `Env`.
+            return crate::env::with_frags_of(xdp, env, |xdp, env| self.exec_full::<W>(xdp, env, r0_out));
+        }
         let cpu = self.cpu(env)?;
         let mut st = RunState::with_cpu(xdp, &self.maps, env, &self.config, cpu).map_err(|k| RunError::new(0, k))?;
         let mut stack = MaybeUninit::<[u64; W]>::uninit();

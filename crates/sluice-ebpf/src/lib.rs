@@ -26,4 +26,4 @@ pub use loader::{load_and_verify, LoadError, LoadOptions, Object, ProgramVerdict
 pub use maps::{Map, MapDump, MapDumpEntry, MapError, Maps};
 pub use program::{section_kind, MapDef, Program, SectionKind};
 pub use state::{Engine, RunConfig, RunError, RunErrorKind, RunState};
-pub use xdp::{LowMem, RedirectTarget, RunOutcome, XdpBuff, XdpFrags, XdpMd};
+pub use xdp::{LowMem, PageFrags, RedirectTarget, RunOutcome, XdpBuff, XdpFrags, XdpMd};

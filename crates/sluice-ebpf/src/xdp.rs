@@ -147,6 +147,62 @@ pub trait XdpFrags {
     }
 }
 
+/// Fragments in pages of their own, as `BPF_PROG_TEST_RUN` builds them for a frame longer
+/// than its linear part: each fragment starts at offset 0 of a `page_size` page (the
+/// kernel's PAGE_SIZE, 4096), so it may grow to the page's end.
+#[derive(Debug, Clone, Default)]
+pub struct PageFrags {
+    pages: Vec<Vec<u8>>,
+    page_size: usize,
+}
+
+impl PageFrags {
+    /// Splits `bytes` into fragments of `page_size` (at most `max_frags`); None when they
+    /// need more (the kernel's test run fails with -ENOMEM then).
+    pub fn split(bytes: &[u8], page_size: usize, max_frags: usize) -> Option<PageFrags> {
+        let pages: Vec<Vec<u8>> = bytes.chunks(page_size.max(1)).map(<[u8]>::to_vec).collect();
+        (pages.len() <= max_frags).then_some(PageFrags { pages, page_size })
+    }
+
+    /// The fragments' bytes, in order.
+    pub fn bytes(&self) -> impl Iterator<Item = &[u8]> {
+        self.pages.iter().map(Vec::as_slice)
+    }
+}
+
+impl XdpFrags for PageFrags {
+    fn nr_frags(&self) -> usize {
+        self.pages.len()
+    }
+    fn frag(&self, i: usize) -> &[u8] {
+        self.pages.get(i).map_or(&[], Vec::as_slice)
+    }
+    fn frag_mut(&mut self, i: usize) -> &mut [u8] {
+        self.pages.get_mut(i).map_or(&mut [], Vec::as_mut_slice)
+    }
+    fn frag_tailroom(&self, i: usize) -> usize {
+        self.pages.get(i).map_or(0, |p| self.page_size.saturating_sub(p.len()))
+    }
+    fn grow_last(&mut self, n: usize) -> bool {
+        let room = self.pages.len().checked_sub(1).map_or(0, |l| self.frag_tailroom(l));
+        match self.pages.last_mut() {
+            Some(p) if n <= room => {
+                p.resize(p.len() + n, 0);
+                true
+            }
+            _ => false,
+        }
+    }
+    fn shrink_last(&mut self, n: usize) {
+        if let Some(p) = self.pages.last_mut() {
+            p.truncate(p.len().saturating_sub(n));
+            if p.is_empty() {
+                self.pages.pop();
+            }
+        }
+    }
+}
+
 /// Where `bpf_redirect` / `bpf_redirect_map` sent the packet (the kernel's `bpf_redirect_info`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RedirectTarget {
