@@ -63,6 +63,8 @@ pub struct Datapath {
     /// Per-poll scratch (kept to avoid allocation per poll).
     pub(crate) rx_scratch: Vec<Pkt>,
     pub(crate) skb_scratch: Vec<crate::buf::skb::Skb>,
+    /// One IPv4 fragment being built (the cold fragmentation path reuses it).
+    pub(crate) frag_scratch: Vec<u8>,
 }
 
 impl Datapath {
@@ -86,6 +88,7 @@ impl Datapath {
             epoch: std::time::Instant::now(),
             rx_scratch: Vec::with_capacity(1024),
             skb_scratch: Vec::with_capacity(1024),
+            frag_scratch: Vec::new(),
         }
     }
 

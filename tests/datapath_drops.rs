@@ -446,13 +446,13 @@ mod scenarios {
         let fits = 14 + OUT2_MTU as usize;
         let frames = vec![
             udp4(SRC_V4, DST2_V4, 1, 9).len(big).build(),           // 0: DF: frag needed
-            udp4(SRC_V4, DST2_V4, 2, 9).len(big).df(false).build(), // 1: no DF: silent (no fragmentation)
+            udp4(SRC_V4, DST2_V4, 2, 9).len(big).df(false).build(), // 1: no DF: fragmented (ip_fragment)
             udp6(SRC_V6, DST2_V6, 1, 9).len(big).build(),           // 2: packet too big
             udp4(SRC_V4, DST2_V4, 3, 9).len(fits).build(),          // 3: exactly the MTU: forwarded
             udp6(SRC_V6, DST2_V6, 3, 9).len(fits).build(),          // 4
             udp4(SRC_V4, DST1_V4, 4, 9).len(big).build(),           // 5: out1 has MTU 1500
         ];
-        sc(frames, &[(DropReason::PktTooBig, 3)], |o, f| {
+        sc(frames, &[(DropReason::PktTooBig, 2)], |o, f| {
             let e = o.port(P_IN);
             assert_eq!(e.len(), 2);
             let rest = assert_icmp4_error(&e[0], 3, 4, IN_V4, &f[0]);
@@ -460,9 +460,14 @@ mod scenarios {
             assert_eq!(Icmpv4Packet::new_checked(ipv4_of(&e[0]).payload()).unwrap().next_hop_mtu(), OUT2_MTU);
             let mtu = assert_icmp6_error(&e[1], 2, 0, IN_V6, &f[2]);
             assert_eq!(mtu, OUT2_MTU as u32);
-            assert_eq!(o.port(P_OUT2).len(), 2);
-            assert_forwarded(&o.port(P_OUT2)[0], &f[3], MAC_OUT2, MAC_NH2);
-            assert_forwarded(&o.port(P_OUT2)[1], &f[4], MAC_OUT2, MAC_NH2);
+            let out = o.port(P_OUT2);
+            assert_eq!(out.len(), 4, "two fragments, then the two frames that fit");
+            // A 1200-byte datagram: (1000 - 20) & !7 = 976 payload bytes, then the other 204.
+            assert_eq!((out[0].len(), out[1].len()), (14 + 20 + 976, 14 + 20 + 204));
+            assert_eq!(reassemble_v4(&out[..2]), ip_datagram(&f[1])[20..], "the fragments hold the datagram");
+            assert_eq!((o.c.ip_frag_oks, o.c.ip_frag_creates, o.c.originated), (1, 2, 2 + 1), "one datagram, two fragments");
+            assert_forwarded(&out[2], &f[3], MAC_OUT2, MAC_NH2);
+            assert_forwarded(&out[3], &f[4], MAC_OUT2, MAC_NH2);
             assert_eq!(o.port(P_OUT1).len(), 1);
         })
     }

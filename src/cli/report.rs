@@ -73,6 +73,9 @@ pub fn summary(r: &RunReport) -> String {
     for (name, n) in c.nonzero_drops() {
         let _ = writeln!(s, "  {name:<22}{n:>14}");
     }
+    if c.ip_frag_oks > 0 {
+        let _ = writeln!(s, "IPv4 datagrams fragmented {:>14}  fragments made {}", c.ip_frag_oks, c.ip_frag_creates);
+    }
     if c.icmp_ratelimited > 0 {
         let _ = writeln!(s, "ICMP errors not sent (rate limits) {:>14}", c.icmp_ratelimited);
     }

@@ -21,6 +21,12 @@ pub(crate) enum FwdError {
     },
     /// IPv6 link-local source: ICMPv6 "beyond scope of source address", then the drop.
     SourceBeyondScope,
+    /// IPv4 without DF, longer than the egress MTU: fragmented (`ip_do_fragment`). The
+    /// packet is untouched; `macs` are the output frame's addresses.
+    NeedsFragment {
+        mtu: u16,
+        macs: [u8; 12],
+    },
 }
 
 /// ip_forward / ip6_forward: only a frame addressed to our MAC is forwarded; a unicast IP
@@ -74,8 +80,7 @@ pub(crate) fn rewrite_v4(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 1
     let tot_len = u16::from_be_bytes([ip[2], ip[3]]);
     if tot_len > mtu {
         let df = ip[6] & 0x40 != 0;
-        // sluice does not fragment: without DF the packet is dropped too (counted).
-        return Err(if df { FwdError::TooBig { mtu } } else { FwdError::Drop(DropReason::PktTooBig) });
+        return Err(if df { FwdError::TooBig { mtu } } else { FwdError::NeedsFragment { mtu, macs: *macs } });
     }
     let old = u16::from_be_bytes([ttl, ip[9]]);
     ip[8] = ttl - 1;
@@ -126,6 +131,8 @@ pub(crate) fn fail_v4(dp: &mut Datapath, skb: Skb, e: FwdError) {
         }
         // IPv6 only.
         FwdError::SourceBeyondScope => dp.drop_pkt(skb.pkt, DropReason::IpInaddrerrors),
+        // Handled where the output port is known (forward_v4, forward_list); never here.
+        FwdError::NeedsFragment { .. } => dp.drop_pkt(skb.pkt, DropReason::PktTooBig),
     }
 }
 
@@ -140,6 +147,8 @@ pub(crate) fn fail_v6(dp: &mut Datapath, skb: Skb, e: FwdError) {
             icmp6_error(dp, &skb, 2, 0, mtu as u32);
             dp.drop_pkt(skb.pkt, DropReason::PktTooBig);
         }
+        // IPv6 routers never fragment (RFC 8200 5); rewrite_v6 never asks for it.
+        FwdError::NeedsFragment { .. } => dp.drop_pkt(skb.pkt, DropReason::PktTooBig),
         FwdError::SourceBeyondScope => {
             icmp6_error(dp, &skb, 1, 2, 0);
             dp.drop_pkt(skb.pkt, DropReason::IpInaddrerrors);
@@ -165,6 +174,7 @@ pub(crate) fn forward_v4(dp: &mut Datapath, skb: Skb, nh: &NextHop) {
     let (mtu, src) = out_params(dp, port);
     match rewrite_v4(&mut dp.bufs, &skb, mtu, &eth_addrs(&mac, &src)) {
         Ok(()) => dp.tx_enqueue(port, skb.pkt),
+        Err(FwdError::NeedsFragment { mtu, macs }) => fragment_v4(dp, skb, port, mtu, &macs),
         Err(e) => fail_v4(dp, skb, e),
     }
 }
@@ -224,7 +234,7 @@ pub(crate) fn forward_list<F: IpFamily>(dp: &mut Datapath, run: &mut [Skb], nh: 
                 Err(e) => {
                     transmit_run_to(dp, port, &run[flushed..n]);
                     flushed = n;
-                    F::fail(dp, run[i], e);
+                    fail_or_fragment::<F>(dp, run[i], port, e);
                 }
             }
         }
@@ -253,12 +263,111 @@ pub(crate) fn forward_list<F: IpFamily>(dp: &mut Datapath, run: &mut [Skb], nh: 
             Err(e) => {
                 transmit_run(dp, &run[flushed..n]);
                 flushed = n;
-                F::fail(dp, s, e);
+                fail_or_fragment::<F>(dp, s, port, e);
             }
         }
     }
     dp.stage_done(Stage::Forward, run.len(), t0);
     transmit_run(dp, &run[flushed..n]);
+}
+
+/// A packet the list path could not rewrite: fragmented when that is the remedy (IPv4
+/// without DF over the MTU), else the family's error path.
+fn fail_or_fragment<F: IpFamily>(dp: &mut Datapath, s: Skb, port: u16, e: FwdError) {
+    match e {
+        FwdError::NeedsFragment { mtu, macs } => fragment_v4(dp, s, port, mtu, &macs),
+        e => F::fail(dp, s, e),
+    }
+}
+
+/// ip_do_fragment (its slow path: fresh buffers): an IPv4 datagram without DF, longer than
+/// the egress MTU, leaves as fragments of at most `mtu` bytes. Each carries the header (TTL
+/// one less, its own length, offset, MF and checksum), payloads are multiples of 8 bytes
+/// but the last, offsets add to the datagram's own (a fragment is fragmented again), and
+/// after the first fragment the options without the copy flag become NOPs
+/// (ip_options_fragment), so every fragment has the same header length. The datagram is
+/// consumed: a cut into k fragments counts k - 1 in `originated`. Out of buffers midway,
+/// the fragments made go out and the datagram is dropped as `nobuf` (the kernel's FRAGFAILS).
+#[cold]
+#[inline(never)]
+pub(crate) fn fragment_v4(dp: &mut Datapath, skb: Skb, port: u16, mtu: u16, macs: &[u8; 12]) {
+    let l3 = skb.network_off as usize;
+    let mut hdr = [0u8; 60];
+    let (ihl, tot_len, ethertype) = {
+        let data = dp.bufs.data(skb.pkt);
+        // ip_rcv_core checked the header: ihl in 20..=60 within the linear part, tot_len >= ihl.
+        let ihl = ((data[l3] & 0x0f) as usize * 4).clamp(20, 60);
+        hdr[..ihl].copy_from_slice(&data[l3..l3 + ihl]);
+        (ihl, u16::from_be_bytes([hdr[2], hdr[3]]) as usize, [data[12], data[13]])
+    };
+    let room = (mtu as usize).saturating_sub(ihl) & !7;
+    if room == 0 || tot_len <= ihl {
+        return dp.drop_pkt(skb.pkt, DropReason::PktTooBig);
+    }
+    hdr[8] = hdr[8].saturating_sub(1);
+    let frag = u16::from_be_bytes([hdr[6], hdr[7]]);
+    let (base_off, more_after) = ((frag & 0x1fff) as usize * 8, frag & 0x2000 != 0);
+    let payload = tot_len - ihl;
+    let mut frame = std::mem::take(&mut dp.frag_scratch);
+    let (mut off, mut made) = (0usize, 0u64);
+    while off < payload {
+        let len = room.min(payload - off);
+        let last = off + len == payload;
+        let field = (((base_off + off) / 8) as u16 & 0x1fff) | if !last || more_after { 0x2000 } else { 0 };
+        hdr[2..4].copy_from_slice(&((ihl + len) as u16).to_be_bytes());
+        hdr[6..8].copy_from_slice(&field.to_be_bytes());
+        hdr[10..12].copy_from_slice(&[0, 0]);
+        let c = checksum::checksum(&hdr[..ihl]);
+        hdr[10..12].copy_from_slice(&c.to_be_bytes());
+        frame.clear();
+        frame.extend_from_slice(macs);
+        frame.extend_from_slice(&ethertype);
+        frame.extend_from_slice(&hdr[..ihl]);
+        let at = frame.len();
+        frame.resize(at + len, 0);
+        dp.bufs.copy_out(skb.pkt, l3 + ihl + off, &mut frame[at..]);
+        let Some(p) = dp.bufs.alloc_copy(&frame) else {
+            dp.frag_scratch = frame;
+            dp.c.originated += made;
+            dp.c.ip_frag_creates += made;
+            return dp.drop_pkt(skb.pkt, DropReason::NoBuffer);
+        };
+        dp.tx_enqueue(port, p);
+        made += 1;
+        if made == 1 {
+            nop_uncopied_options(&mut hdr[20..ihl]);
+        }
+        off += len;
+    }
+    dp.frag_scratch = frame;
+    dp.bufs.free(skb.pkt);
+    dp.c.originated += made - 1;
+    dp.c.ip_frag_creates += made;
+    dp.c.ip_frag_oks += 1;
+}
+
+/// ip_options_fragment: options whose copy flag (bit 7 of the type) is clear appear only in
+/// the first fragment; later fragments carry NOPs in their place.
+fn nop_uncopied_options(opts: &mut [u8]) {
+    const EOL: u8 = 0;
+    const NOP: u8 = 1;
+    let mut i = 0;
+    while i < opts.len() {
+        match opts[i] {
+            EOL => return,
+            NOP => i += 1,
+            t => {
+                let len = opts.get(i + 1).map_or(0, |l| *l as usize);
+                if len < 2 || i + len > opts.len() {
+                    return;
+                }
+                if t & 0x80 == 0 {
+                    opts[i..i + len].fill(NOP);
+                }
+                i += len;
+            }
+        }
+    }
 }
 
 /// Hands a rewritten run to one port's transmit queue as one list.

@@ -170,6 +170,11 @@ pub struct Counters {
     pub xdp_actions: [u64; 6],
     /// ICMP errors not sent because of the rate limits (the packet is still dropped, counted).
     pub icmp_ratelimited: u64,
+    /// IPv4 datagrams fragmented on output, and the fragments made (the kernel's
+    /// IPSTATS_MIB_FRAGOKS / FRAGCREATES). A datagram cut into k fragments counts k - 1 in
+    /// `originated`: the ledger sees one packet in and k out.
+    pub ip_frag_oks: u64,
+    pub ip_frag_creates: u64,
 }
 
 impl Default for Counters {
@@ -192,6 +197,8 @@ impl Default for Counters {
             route_lookups: 0,
             route_hint_hits: 0,
             icmp_ratelimited: 0,
+            ip_frag_oks: 0,
+            ip_frag_creates: 0,
             list_len_log2: [0; 12],
             xdp_actions: [0; 6],
         }
@@ -285,6 +292,8 @@ impl Counters {
         self.route_lookups += o.route_lookups;
         self.route_hint_hits += o.route_hint_hits;
         self.icmp_ratelimited += o.icmp_ratelimited;
+        self.ip_frag_oks += o.ip_frag_oks;
+        self.ip_frag_creates += o.ip_frag_creates;
         for (a, b) in self.list_len_log2.iter_mut().zip(o.list_len_log2.iter()) {
             *a += b;
         }

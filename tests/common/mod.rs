@@ -1018,6 +1018,27 @@ pub fn assert_icmp6_error(frame: &[u8], typ: u8, code: u8, from: [u8; 16], orig:
     icmp.rest_of_header()
 }
 
+/// The payload of IPv4 fragments put back together, after checking each one as the router
+/// must send it: MACs of out2's next hop, TTL 63, valid header checksum, one identification,
+/// payloads of multiples of 8 but the last, MF on all but the last, offsets contiguous.
+pub fn reassemble_v4(frags: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let id = ipv4_of(&frags[0]).ident();
+    for (i, f) in frags.iter().enumerate() {
+        let ip = ipv4_of(f);
+        assert!(ip.verify_checksum(), "fragment {i}: header checksum");
+        assert_eq!(ip.ttl(), 63, "fragment {i}: TTL decremented once");
+        assert_eq!(ip.ident(), id, "fragment {i}: one identification");
+        let last = i + 1 == frags.len();
+        assert_eq!(ip.more_frags(), !last, "fragment {i}: MF");
+        assert_eq!(ip.frag_offset() as usize, out.len(), "fragment {i}: offset (bytes)");
+        let payload = ip.payload();
+        assert!(last || payload.len() % 8 == 0, "fragment {i}: payload a multiple of 8");
+        out.extend_from_slice(payload);
+    }
+    out
+}
+
 /// Asserts `frame` is `orig` forwarded out of a port with `src_mac` to `dst_mac`: TTL /
 /// hop limit one less, IPv4 checksum valid, everything else unchanged.
 pub fn assert_forwarded(frame: &[u8], orig: &[u8], src_mac: [u8; 6], dst_mac: [u8; 6]) {
