@@ -1033,7 +1033,7 @@ pub fn reassemble_v4(frags: &[Vec<u8>]) -> Vec<u8> {
         assert_eq!(ip.more_frags(), !last, "fragment {i}: MF");
         assert_eq!(ip.frag_offset() as usize, out.len(), "fragment {i}: offset (bytes)");
         let payload = ip.payload();
-        assert!(last || payload.len() % 8 == 0, "fragment {i}: payload a multiple of 8");
+        assert!(last || payload.len().is_multiple_of(8), "fragment {i}: payload a multiple of 8");
         out.extend_from_slice(payload);
     }
     out
