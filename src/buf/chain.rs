@@ -204,11 +204,14 @@ impl BufCache {
         v
     }
 
-    /// A copy of the packet in new buffers (None when the pool runs out).
+    /// A copy of the packet in new buffers with full headroom (None when the pool runs out).
     pub fn clone_pkt(&mut self, p: Pkt) -> Option<Pkt> {
         if !p.is_chained() {
-            let bytes = self.data(p).to_vec();
-            return self.alloc_copy(&bytes);
+            // Through the stack, not the heap: both frames are in the pool `self` borrows.
+            let mut tmp = [0u8; MAX_DATA];
+            let n = self.data(p).len().min(MAX_DATA);
+            tmp[..n].copy_from_slice(&self.data(p)[..n]);
+            return self.alloc_copy(&tmp[..n]);
         }
         self.alloc_copy(&self.to_vec(p))
     }

@@ -354,24 +354,10 @@ pub fn run_generic(dp: &mut Datapath, skbs: &mut Vec<Skb>) {
     for i in 0..n {
         let mut s = skbs[i];
         let attached = matches!(dp.xdp.generic.get(s.rx_port as usize), Some(Some(_)));
-        if attached && s.pkt.is_chained() && (s.pkt.off as usize) < HEADROOM {
-            // Rare: a chain whose headroom went to a header; a copy has it back.
+        let (off, end) = (s.pkt.off as usize, s.pkt.off as usize + s.pkt.len as usize);
+        if attached && (off < HEADROOM || end > FRAME_SIZE) {
+            // Rare: the headroom went to a header (or the bounds are off): a copy has it back.
             match dp.bufs.clone_pkt(s.pkt) {
-                Some(np) => {
-                    dp.bufs.free(s.pkt);
-                    s.pkt = np;
-                }
-                None => {
-                    dp.drop_pkt(s.pkt, DropReason::NoBuffer);
-                    continue;
-                }
-            }
-        } else if attached && ((s.pkt.off as usize) < HEADROOM || s.pkt.off as usize + s.pkt.len as usize > FRAME_SIZE) {
-            // Through the stack, not the heap: both frames are in the pool `bufs` borrows.
-            let mut tmp = [0u8; crate::buf::MAX_DATA];
-            let n = dp.bufs.data(s.pkt).len().min(tmp.len());
-            tmp[..n].copy_from_slice(&dp.bufs.data(s.pkt)[..n]);
-            match dp.bufs.alloc_copy(&tmp[..n]) {
                 Some(np) => {
                     dp.bufs.free(s.pkt);
                     s.pkt = np;
