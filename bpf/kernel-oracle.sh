@@ -10,7 +10,8 @@
 #    loaded, each pinned by name) and program NAME is the one run. With
 #    ORACLE_TYPE=auto each program's type comes from its section name (objects
 #    mixing XDP with tc / tracing programs); default ORACLE_TYPE=xdp.
-# 2. every DEVMAP / DEVMAP_HASH gets key 0 -> ifindex $ORACLE_DEVMAP_IFINDEX
+# 2. every DEVMAP / DEVMAP_HASH gets key 0 -> ifindex $ORACLE_DEVMAP_IFINDEX, every
+#    CPUMAP key 0 -> queue size 192 (CPU 0)
 #    (default 1 = "lo" of the current netns; test_run never transmits, so no
 #    frame leaves; an empty devmap makes bpf_redirect_map fail instead)
 # 3. for each PKT_DIR/*.bin in name order (one raw frame per file):
@@ -90,6 +91,12 @@ for m in "$MAPDIR"/*; do
 		# shellcheck disable=SC2086
 		bpftool map update pinned "$m" key 0 0 0 0 value $val
 		devmap_used="$DEVMAP_IFINDEX"
+		;;
+	cpumap)
+		# key u32 0 (CPU 0): value u32 qsize 192 (+ u32 prog fd 0 for struct bpf_cpumap_val)
+		val="$(python3 -c 'import struct,sys; v=struct.pack("<I", 192) + bytes(int(sys.argv[1]) - 4); print(" ".join(str(b) for b in v))' "$vsz")"
+		# shellcheck disable=SC2086
+		bpftool map update pinned "$m" key 0 0 0 0 value $val
 		;;
 	esac
 done

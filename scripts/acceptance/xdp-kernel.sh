@@ -29,6 +29,7 @@ for obj in bpf/obj/*.o; do
     [ "$name" = xdp_legacy_globals ] && ref="$tmp/kernel/xdp_globals.json"
     extra=()
     [ "$name" = xdp_devmap_redirect ] && extra=(--map tx_port:00000000=01000000)
+    [ "$name" = xdp_cpumap_redirect ] && extra=(--map cpus:00000000=c0000000)
     # Legacy section names: picked by section, as iproute2's `sec NAME` (the oracle runs the same program).
     [ "$name" = xdp_legacy_sections ] && extra=(--section xdp_icmp_echo)
     for engine in interp jit; do

@@ -105,9 +105,16 @@ fn check(obj_path: &Path, oracle_path: &Path) -> Vec<String> {
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(oracle_path).unwrap()).unwrap();
     let obj = Object::from_file(obj_path).unwrap_or_else(|e| panic!("{}: {e}", obj_path.display()));
     for m in obj.maps.iter() {
-        if m.map_type() == map_type::DEVMAP {
+        // As bpf/kernel-oracle.sh: a DEVMAP's key 0 holds ifindex 1, a CPUMAP's key 0 a
+        // queue size of 192.
+        let first = match m.map_type() {
+            map_type::DEVMAP => Some(1u32),
+            map_type::CPUMAP => Some(192u32),
+            _ => None,
+        };
+        if let Some(first) = first {
             let mut v = vec![0u8; m.def().value_size as usize];
-            v[..4].copy_from_slice(&1u32.to_le_bytes());
+            v[..4].copy_from_slice(&first.to_le_bytes());
             m.update(&0u32.to_le_bytes(), &v, BPF_ANY).unwrap();
         }
     }
