@@ -11,7 +11,8 @@
 #    ORACLE_TYPE=auto each program's type comes from its section name (objects
 #    mixing XDP with tc / tracing programs); default ORACLE_TYPE=xdp.
 # 2. every DEVMAP / DEVMAP_HASH gets key 0 -> ifindex $ORACLE_DEVMAP_IFINDEX, every
-#    CPUMAP key 0 -> queue size 192 (CPU 0)
+#    CPUMAP key 0 -> queue size 192 (CPU 0), every PROG_ARRAY the slots of
+#    $ORACLE_PROG_ARRAY ("0=prog,1=prog": programs of the object, with ORACLE_PROG)
 #    (default 1 = "lo" of the current netns; test_run never transmits, so no
 #    frame leaves; an empty devmap makes bpf_redirect_map fail instead)
 # 3. for each PKT_DIR/*.bin in name order (one raw frame per file):
@@ -91,6 +92,17 @@ for m in "$MAPDIR"/*; do
 		# shellcheck disable=SC2086
 		bpftool map update pinned "$m" key 0 0 0 0 value $val
 		devmap_used="$DEVMAP_IFINDEX"
+		;;
+	prog_array)
+		# ORACLE_PROG_ARRAY="0=prog_a,1=prog_b": slot -> a program of the object (loadall pins
+		# each program under $PIN by name).
+		IFS=, read -ra slots <<<"${ORACLE_PROG_ARRAY:-}"
+		for s in "${slots[@]}"; do
+			[ -n "$s" ] || continue
+			key="$(python3 -c 'import struct,sys; print(" ".join(str(b) for b in struct.pack("<I", int(sys.argv[1]))))' "${s%%=*}")"
+			# shellcheck disable=SC2086
+			bpftool map update pinned "$m" key $key value pinned "$PIN/${s#*=}"
+		done
 		;;
 	cpumap)
 		# key u32 0 (CPU 0): value u32 qsize 192 (+ u32 prog fd 0 for struct bpf_cpumap_val)

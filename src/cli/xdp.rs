@@ -142,8 +142,13 @@ pub fn execute(args: &XdpRunArgs) -> Result<ToolRun, XdpToolError> {
         let bad = || XdpToolError::Usage(format!("--map `{u}`: expected NAME:KEYHEX=VALUEHEX"));
         let (name, kv) = u.split_once(':').ok_or_else(bad)?;
         let (k, v) = kv.split_once('=').ok_or_else(bad)?;
-        let (k, v) = (parse_hex(k).ok_or_else(bad)?, parse_hex(v).ok_or_else(bad)?);
         let map = prog.maps.by_name(name).ok_or_else(|| XdpToolError::Usage(format!("--map: no map named `{name}`")))?;
+        // A PROG_ARRAY slot may name a program of the object (as libbpf fills it with the fd).
+        let by_name = (map.map_type() == sluice_ebpf::program::map_type::PROG_ARRAY)
+            .then(|| prog.program_index(v))
+            .flatten()
+            .map(|i| i.to_le_bytes().to_vec());
+        let (k, v) = (parse_hex(k).ok_or_else(bad)?, by_name.or_else(|| parse_hex(v)).ok_or_else(bad)?);
         check_devmap_value(map.map_type(), &v).map_err(|e| XdpToolError::Usage(format!("--map `{u}`: {e}")))?;
         map.update(&k, &v, 0).map_err(|e| XdpToolError::Usage(format!("--map `{u}`: {e}")))?;
     }

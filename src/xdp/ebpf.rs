@@ -63,6 +63,12 @@ pub struct EbpfProgram {
     pub last_fault: Option<String>,
     /// Declared multi-buffer aware (`xdp.frags` section).
     frags_aware: bool,
+    /// The object's programs by index, for a program that calls `bpf_tail_call` (a
+    /// PROG_ARRAY slot holds an index): each verified and prepared like the entry program;
+    /// `None` for one that is not XDP or that the verifier refused. Empty otherwise.
+    tail_targets: Vec<Option<Engine>>,
+    /// Names of the object's programs (same indexes), to fill PROG_ARRAY slots by name.
+    program_names: Vec<String>,
 }
 
 impl EbpfProgram {
@@ -99,6 +105,8 @@ impl EbpfProgram {
         // Every program is verified, whichever engine runs it: the JIT's code has no checks.
         verify(&prog, verify_opts).map_err(|e| XdpLoadError::Verifier { path: p.clone(), prog: prog.name.clone(), msg: e.to_string() })?;
         let frags_aware = prog.frags_aware();
+        let calls_tail =
+            prog.insns.iter().any(|i| i.code == sluice_ebpf::insn::BPF_JMP | sluice_ebpf::insn::BPF_CALL && i.src == 0 && i.imm == 12);
         let prog = Arc::new(prog);
         let maps = obj.maps.clone();
         let config = RunConfig { single_writer: WORKERS == 1 && !locked_atomics, ..RunConfig::default() };
@@ -116,7 +124,53 @@ impl EbpfProgram {
                 Err(e) => (interp()?, EngineKind::Interp, Some(e.to_string())),
             },
         };
-        Ok(EbpfProgram { name, engine, maps, engine_kind, jit_fallback, faults: 0, last_fault: None, frags_aware })
+        // Tail-call targets: the object's XDP programs, each verified as the entry one.
+        let tail_targets = if calls_tail {
+            obj.programs
+                .iter()
+                .map(|t| {
+                    let t = Arc::new(t.clone());
+                    if !(t.is_xdp() || force_xdp) || verify(&t, verify_opts).is_err() {
+                        return None;
+                    }
+                    match engine_kind {
+                        EngineKind::Jit => Jit::compile_with_config(t.clone(), maps.clone(), config).ok().map(Engine::Jit),
+                        EngineKind::Interp => None,
+                    }
+                    .or_else(|| Interpreter::with_config(t, maps.clone(), config).ok().map(Engine::Interp))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let program_names = obj.programs.iter().map(|p| p.name.clone()).collect();
+        Ok(EbpfProgram {
+            name,
+            engine,
+            maps,
+            engine_kind,
+            jit_fallback,
+            faults: 0,
+            last_fault: None,
+            frags_aware,
+            tail_targets,
+            program_names,
+        })
+    }
+
+    /// The index of program `name` in the object (what a PROG_ARRAY slot holds).
+    pub fn program_index(&self, name: &str) -> Option<u32> {
+        self.program_names.iter().position(|n| n == name).map(|i| i as u32)
+    }
+}
+
+impl Engine {
+    #[inline]
+    fn run(&self, xdp: &mut XdpBuff<'_>, env: &mut SluiceEnv<'_>) -> Result<RunOutcome, sluice_ebpf::RunError> {
+        match self {
+            Engine::Jit(j) => j.run(xdp, env),
+            Engine::Interp(i) => i.run(xdp, env),
+        }
     }
 }
 
@@ -131,10 +185,18 @@ impl XdpProgram for EbpfProgram {
 
     #[inline]
     fn run(&mut self, xdp: &mut XdpBuff<'_>, env: &mut SluiceEnv<'_>) -> RunOutcome {
-        let r = match &self.engine {
-            Engine::Jit(j) => j.run(xdp, env),
-            Engine::Interp(i) => i.run(xdp, env),
-        };
+        let mut r = self.engine.run(xdp, env);
+        // A tail call ends the run and names the program to run next on the same context.
+        while let Err(sluice_ebpf::RunError { kind: sluice_ebpf::RunErrorKind::TailCall { target }, .. }) = r {
+            xdp.tail_calls += 1;
+            r = match self.tail_targets.get(target as usize).and_then(Option::as_ref) {
+                Some(next) => next.run(xdp, env),
+                None => Err(sluice_ebpf::RunError::new(
+                    0,
+                    sluice_ebpf::RunErrorKind::MapMismatch(format!("tail call to program {target}, which cannot run")),
+                )),
+            };
+        }
         match r {
             Ok(out) => out,
             Err(e) => {
@@ -155,6 +217,10 @@ impl XdpProgram for EbpfProgram {
         env: &mut SluiceEnv<'_>,
         out: &mut [RunOutcome],
     ) {
+        if !self.tail_targets.is_empty() {
+            // Tail calls chain programs per packet: one run at a time.
+            return super::run_each(self, region, pkts, ctx, env, out);
+        }
         let faults: BurstFaults = match &self.engine {
             Engine::Jit(j) => j.run_burst(region, pkts, ctx, env, out),
             Engine::Interp(i) => i.run_burst(region, pkts, ctx, env, out),

@@ -48,15 +48,27 @@ pub trait XdpProgram: Send {
         env: &mut env::SluiceEnv<'_>,
         out: &mut [RunOutcome],
     ) {
-        for (p, o) in pkts.iter_mut().zip(out.iter_mut()) {
-            let Some(mut xb) = region.buff(p, ctx) else {
-                *o = RunOutcome { action: XDP_ABORTED, redirect: None };
-                continue;
-            };
-            *o = self.run(&mut xb, env);
-            let (data, len) = (xb.data, xb.data_end - xb.data);
-            sluice_ebpf::FrameDesc::set_bounds(p, data, len);
-        }
+        run_each(self, region, pkts, ctx, env, out)
+    }
+}
+
+/// Runs `prog` packet by packet over a burst (the default `run_burst`).
+pub(crate) fn run_each<P: XdpProgram + ?Sized>(
+    prog: &mut P,
+    region: &mut FrameRegion<'_>,
+    pkts: &mut [Pkt],
+    ctx: BurstCtx,
+    env: &mut env::SluiceEnv<'_>,
+    out: &mut [RunOutcome],
+) {
+    for (p, o) in pkts.iter_mut().zip(out.iter_mut()) {
+        let Some(mut xb) = region.buff(p, ctx) else {
+            *o = RunOutcome { action: XDP_ABORTED, redirect: None };
+            continue;
+        };
+        *o = prog.run(&mut xb, env);
+        let (data, len) = (xb.data, xb.data_end - xb.data);
+        sluice_ebpf::FrameDesc::set_bounds(p, data, len);
     }
 }
 

@@ -46,6 +46,7 @@ pub mod id {
     pub const REDIRECT_MAP: u32 = 51;
     pub const XDP_ADJUST_META: u32 = 54;
     pub const XDP_ADJUST_TAIL: u32 = 65;
+    pub const TAIL_CALL: u32 = 12;
     pub const FIB_LOOKUP: u32 = 69;
     pub const KTIME_GET_BOOT_NS: u32 = 125;
     pub const KTIME_GET_COARSE_NS: u32 = 160;
@@ -86,6 +87,7 @@ pub fn helper_fn(id: i32) -> Option<HelperFn> {
         id::XDP_LOAD_BYTES => bpf_xdp_load_bytes,
         id::XDP_STORE_BYTES => bpf_xdp_store_bytes,
         id::MAP_LOOKUP_PERCPU_ELEM => bpf_map_lookup_percpu_elem,
+        id::TAIL_CALL => bpf_tail_call,
         id::PERF_EVENT_OUTPUT => bpf_perf_event_output,
         id::RINGBUF_OUTPUT => bpf_ringbuf_output,
         id::RINGBUF_QUERY => bpf_ringbuf_query,
@@ -118,6 +120,7 @@ pub fn helper_name(id: i32) -> Option<&'static str> {
         id::XDP_LOAD_BYTES => "bpf_xdp_load_bytes",
         id::XDP_STORE_BYTES => "bpf_xdp_store_bytes",
         id::MAP_LOOKUP_PERCPU_ELEM => "bpf_map_lookup_percpu_elem",
+        id::TAIL_CALL => "bpf_tail_call",
         id::PERF_EVENT_OUTPUT => "bpf_perf_event_output",
         id::RINGBUF_OUTPUT => "bpf_ringbuf_output",
         id::RINGBUF_QUERY => "bpf_ringbuf_query",
@@ -522,6 +525,27 @@ fn adjust_frags_tail(linear: usize, frags: &mut dyn XdpFrags, delta: i64) -> Res
         cut -= n;
     }
     Ok(cut)
+}
+
+/// `long bpf_tail_call(ctx, prog_array, index)`: when slot `index` holds a program and fewer
+/// than MAX_TAIL_CALL_CNT tail calls were made on this packet, the run ends here and that
+/// program runs next on the same context (reported as a `TailCall` "fault" the engines turn
+/// into [`RunErrorKind::TailCall`]); otherwise the program goes on after the call.
+pub extern "C" fn bpf_tail_call(st: &mut RunState<'_>, r1: u64, r2: u64, r3: u64, _: u64, _: u64) -> u64 {
+    if !is_ctx(st, r1) {
+        fault!(st, id::TAIL_CALL, HelperFault::BadCtx)
+    }
+    let Some(map) = map_of(st, r2) else { fault!(st, id::TAIL_CALL, HelperFault::BadMap) };
+    if st.tail_calls >= crate::xdp::MAX_TAIL_CALL_CNT {
+        return neg_errno(libc::ENOENT);
+    }
+    match map.tail_call_target(r3 as u32) {
+        Some(target) => {
+            st.tail_target = target;
+            fault!(st, id::TAIL_CALL, HelperFault::TailCall)
+        }
+        None => neg_errno(libc::ENOENT),
+    }
 }
 
 /// `u64 bpf_xdp_get_buff_len(ctx)`: the whole packet, linear part plus fragments.

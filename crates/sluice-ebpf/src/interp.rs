@@ -116,7 +116,16 @@ impl Interpreter {
         let mut st = RunState::new(xdp, &self.maps, env, &self.config).map_err(|k| RunError::new(0, k))?;
         let mut stack = MaybeUninit::<[u64; STACK_SIZE / 8]>::uninit();
         let stack_base = stack.as_mut_ptr() as *mut u8;
-        let r0 = self.exec(&mut st, stack_base)?;
+        let r0 = match self.exec(&mut st, stack_base) {
+            Ok(r0) => r0,
+            Err(e) => {
+                if let RunErrorKind::TailCall { .. } = e.kind {
+                    // The target runs on the context as this program left it.
+                    st.finish(xdp, 0);
+                }
+                return Err(e);
+            }
+        };
         if let Some(out) = r0_out {
             *out = r0;
         }

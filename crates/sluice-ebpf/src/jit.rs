@@ -447,6 +447,10 @@ impl JitProgram {
         // `st` and map values, and calls helpers with `st` exactly as the interpreter does.
         let r0 = unsafe { (self.entry)(state.cast(), top as u64) };
         if let Some(kind) = st.take_fault() {
+            if let RunErrorKind::TailCall { .. } = kind {
+                // The target runs on the context as this program left it.
+                st.finish(xdp, 0);
+            }
             return Err(RunError::new(st.fault_pc as usize, kind));
         }
         if let Some(out) = r0_out {

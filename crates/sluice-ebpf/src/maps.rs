@@ -158,6 +158,7 @@ pub fn is_supported_map_type(t: u32) -> bool {
             | map_type::DEVMAP_HASH
             | map_type::PERF_EVENT_ARRAY
             | map_type::RINGBUF
+            | map_type::PROG_ARRAY
     )
 }
 
@@ -548,7 +549,7 @@ impl Map {
             map_type::DEVMAP | map_type::DEVMAP_HASH | map_type::CPUMAP if vs != 4 && vs != 8 => {
                 return Err(invalid(def, format!("value_size must be 4 or 8, not {vs}")));
             }
-            map_type::XSKMAP if vs != 4 => {
+            map_type::XSKMAP | map_type::PROG_ARRAY if vs != 4 => {
                 return Err(invalid(def, format!("value_size must be 4, not {vs}")));
             }
             _ => {}
@@ -581,7 +582,7 @@ impl Map {
             Kind::Slots { present: (0..def.max_entries).map(|_| AtomicU8::new(0)).collect() }
         };
         let prog_writable = def.flags & BPF_F_RDONLY_PROG == 0
-            && !matches!(t, map_type::DEVMAP | map_type::DEVMAP_HASH | map_type::CPUMAP | map_type::XSKMAP);
+            && !matches!(t, map_type::DEVMAP | map_type::DEVMAP_HASH | map_type::CPUMAP | map_type::XSKMAP | map_type::PROG_ARRAY);
         Ok(Map { def: def.clone(), copies, stride, region, prog_writable, kind })
     }
 
@@ -858,6 +859,17 @@ impl Map {
             map_type::XSKMAP => Some(RedirectTarget::Xsk(v)),
             _ => None,
         }
+    }
+
+    /// The program in slot `index` of a PROG_ARRAY (an index into the object's programs),
+    /// or `None` for an empty slot, an index past the end or another map type.
+    pub fn tail_call_target(&self, index: u32) -> Option<u32> {
+        if self.def.map_type != map_type::PROG_ARRAY {
+            return None;
+        }
+        let ptr = self.prog_lookup(&index.to_le_bytes(), 0)?;
+        // SAFETY: ptr is an 8-byte aligned value slot of at least 4 bytes in our region.
+        Some(unsafe { AtomicU64::from_ptr(ptr as *mut u64).load(Ordering::Relaxed) } as u32)
     }
 
     fn hash_update(&self, m: &Mutex<HashIndex>, key: &[u8], flags: u64, write: impl FnOnce(u32, bool)) -> Result<(), MapError> {

@@ -6,6 +6,7 @@ use crate::insn::Insn;
 pub mod map_type {
     pub const HASH: u32 = 1;
     pub const ARRAY: u32 = 2;
+    pub const PROG_ARRAY: u32 = 3;
     pub const PERF_EVENT_ARRAY: u32 = 4;
     pub const PERCPU_HASH: u32 = 5;
     pub const PERCPU_ARRAY: u32 = 6;

@@ -70,6 +70,9 @@ pub enum HelperFault {
     BadPointer = 2,
     /// An argument that must be the context pointer is not.
     BadCtx = 3,
+    /// Not a fault: `bpf_tail_call` succeeded; the run ends here and the target program
+    /// (`RunState::tail_target`) runs on the same context.
+    TailCall = 4,
 }
 
 impl HelperFault {
@@ -78,6 +81,7 @@ impl HelperFault {
             1 => Some(HelperFault::BadMap),
             2 => Some(HelperFault::BadPointer),
             3 => Some(HelperFault::BadCtx),
+            4 => Some(HelperFault::TailCall),
             _ => None,
         }
     }
@@ -104,6 +108,10 @@ pub enum RunErrorKind {
     BudgetExceeded { budget: u64 },
     #[error("unknown helper {id}")]
     UnknownHelper { id: i32 },
+    /// The program tail-called program `target` (an index into its object's programs): not
+    /// an error, the caller runs the target next (see `XdpBuff::tail_calls`).
+    #[error("tail call to program {target}")]
+    TailCall { target: u32 },
     #[error("helper {helper} refused its arguments: {fault:?}")]
     HelperFault { helper: u32, fault: HelperFault },
     #[error("lddw refers to map {index}, which does not exist")]
@@ -185,6 +193,10 @@ pub struct RunState<'a> {
     pub maps: &'a Maps,
     pub regions: &'a [MemRegion],
     pub env: &'a mut dyn Env,
+    /// Tail calls made before this run on the same packet (`XdpBuff::tail_calls`).
+    pub tail_calls: u32,
+    /// The program `bpf_tail_call` chose (valid with a `TailCall` fault).
+    pub tail_target: u32,
 }
 
 pub const OFF_CTX: usize = offset_of!(RunState<'static>, ctx);
@@ -321,6 +333,8 @@ impl<'a> RunState<'a> {
             maps,
             regions: maps.regions(),
             env,
+            tail_calls: xdp.tail_calls,
+            tail_target: 0,
         })
     }
 
@@ -385,6 +399,9 @@ impl<'a> RunState<'a> {
         let fault = HelperFault::from_u32(self.fault).unwrap_or(HelperFault::BadPointer);
         let helper = self.fault_helper;
         self.fault = 0;
+        if fault == HelperFault::TailCall {
+            return Some(RunErrorKind::TailCall { target: self.tail_target });
+        }
         Some(RunErrorKind::HelperFault { helper, fault })
     }
 

@@ -78,7 +78,13 @@ pub struct XdpBuff<'a> {
     pub egress_ifindex: u32,
     /// The fragments after `data_end` of a multi-buffer packet (None: one buffer).
     pub frags: Option<&'a mut dyn XdpFrags>,
+    /// Tail calls made so far on this packet: `bpf_tail_call` falls through after
+    /// [`MAX_TAIL_CALL_CNT`], as the kernel's.
+    pub tail_calls: u32,
 }
+
+/// The kernel's MAX_TAIL_CALL_CNT: tail calls one packet's run may chain.
+pub const MAX_TAIL_CALL_CNT: u32 = 33;
 
 impl std::fmt::Debug for XdpBuff<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -91,6 +97,7 @@ impl std::fmt::Debug for XdpBuff<'_> {
             .field("rx_queue_index", &self.rx_queue_index)
             .field("egress_ifindex", &self.egress_ifindex)
             .field("frags_len", &self.frags.as_ref().map(|f| f.frags_len()))
+            .field("tail_calls", &self.tail_calls)
             .finish()
     }
 }
@@ -107,6 +114,7 @@ impl<'a> XdpBuff<'a> {
             rx_queue_index: 0,
             egress_ifindex: 0,
             frags: None,
+            tail_calls: 0,
         }
     }
 

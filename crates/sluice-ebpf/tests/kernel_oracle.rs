@@ -190,7 +190,9 @@ fn interpreter_matches_kernel_oracle() {
     for json in &files {
         let stem = json.file_stem().unwrap().to_string_lossy().into_owned();
         let obj = dir.join("obj").join(format!("{stem}.o"));
-        if !obj.exists() {
+        // Tail calls chain programs: the runner that follows them is sluice's
+        // (`xdp::ebpf::EbpfProgram`), compared with this oracle in tests/xdp_tail_calls.rs.
+        if !obj.exists() || stem == "xdp_tail_call" {
             continue;
         }
         diffs.extend(check(&obj, json));

@@ -499,8 +499,8 @@ fn bad_map_index() {
 
 #[test]
 fn unsupported_map_type() {
-    let m = vec![map("progs", 3 /* PROG_ARRAY */, 4, 4, 4)];
-    rejects_with("r1 = map[0] ll \n r0 = 0 \n exit", m, VerifyOptions::default(), 0, "unsupported map type 3");
+    let m = vec![map("socks", 15 /* SOCKMAP */, 4, 4, 4)];
+    rejects_with("r1 = map[0] ll \n r0 = 0 \n exit", m, VerifyOptions::default(), 0, "unsupported map type 15");
 }
 
 #[test]
@@ -528,7 +528,13 @@ fn update_on_devmap() {
 
 #[test]
 fn unknown_helper() {
-    rejects("r0 = 0 \n call 12 \n exit", 1, "program of this type cannot use helper bpf_tail_call#12");
+    rejects("r0 = 0 \n call 13 \n exit", 1, "program of this type cannot use helper bpf_clone_redirect#13");
+}
+
+#[test]
+fn tail_call_needs_a_prog_array() {
+    // bpf_tail_call on a data map: the kernel's "cannot pass map_type 2 into func bpf_tail_call".
+    rejects("r1 = r1 \n r2 = map[0] ll \n r3 = 0 \n call 12 \n r0 = 0 \n exit", 4, "cannot pass map_type");
 }
 
 #[test]

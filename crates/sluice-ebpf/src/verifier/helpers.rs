@@ -65,6 +65,8 @@ pub(crate) enum MapUse {
     Percpu,
     /// perf_event_output: perf event arrays.
     PerfEvent,
+    /// tail_call: program arrays.
+    ProgArray,
     /// ringbuf_output / ringbuf_query: ring buffers.
     Ringbuf,
 }
@@ -102,6 +104,9 @@ pub(crate) fn proto(id: i32) -> Option<Proto> {
         6 => p("bpf_trace_printk", [Mem, Size, AnythingOrUninit, AnythingOrUninit, AnythingOrUninit], Ret::Scalar, false, MapUse::None),
         7 => p("bpf_get_prandom_u32", [n; 5], Ret::U32, false, MapUse::None),
         8 => p("bpf_get_smp_processor_id", [n; 5], Ret::U32, false, MapUse::None),
+        // Does not return when it succeeds (the target runs in its place); on a failure
+        // (index past the end, empty slot, 33 calls made) the program goes on.
+        12 => p("bpf_tail_call", [Ctx, MapPtr, Anything, n, n], Ret::Scalar, false, MapUse::ProgArray),
         23 => p("bpf_redirect", [Anything, Anything, n, n, n], Ret::Scalar, false, MapUse::None),
         28 => p("bpf_csum_diff", [MemOrNull, SizeOrZeroMult4, MemOrNull, SizeOrZeroMult4, Anything], Ret::Scalar, false, MapUse::None),
         44 => p("bpf_xdp_adjust_head", [Ctx, Anything, n, n, n], Ret::Scalar, true, MapUse::None),
@@ -136,7 +141,13 @@ pub(crate) fn is_known_map(t: u32) -> bool {
     is_data_map(t)
         || matches!(
             t,
-            map_type::DEVMAP | map_type::DEVMAP_HASH | map_type::CPUMAP | map_type::XSKMAP | map_type::PERF_EVENT_ARRAY | map_type::RINGBUF
+            map_type::DEVMAP
+                | map_type::DEVMAP_HASH
+                | map_type::CPUMAP
+                | map_type::XSKMAP
+                | map_type::PERF_EVENT_ARRAY
+                | map_type::RINGBUF
+                | map_type::PROG_ARRAY
         )
 }
 
@@ -151,6 +162,7 @@ pub(crate) fn map_allowed(use_: MapUse, t: u32) -> bool {
         MapUse::Percpu => matches!(t, map_type::PERCPU_ARRAY | map_type::PERCPU_HASH | map_type::LRU_PERCPU_HASH),
         MapUse::PerfEvent => t == map_type::PERF_EVENT_ARRAY,
         MapUse::Ringbuf => t == map_type::RINGBUF,
+        MapUse::ProgArray => t == map_type::PROG_ARRAY,
     }
 }
 
