@@ -146,7 +146,7 @@ pub struct XdpRunArgs {
     #[arg(long = "map", value_name = "NAME:KEY=VALUE")]
     pub map_updates: Vec<String>,
     /// Listen on every perf event array and ring buffer of the object and write the records
-    /// the program sends (bpf_perf_event_output / bpf_ringbuf_output) to this file, one JSON
+    /// the program sends (bpf_perf_event_output, bpf_ringbuf_output / reserve + submit) to this file, one JSON
     /// object per line: {"map", "cpu", "data" (hex)}. Without it nobody listens, and the
     /// helpers return what the kernel returns then (-ENOENT; a ring fills up: -EAGAIN).
     #[arg(long, value_name = "FILE")]

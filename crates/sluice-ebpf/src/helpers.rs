@@ -57,6 +57,9 @@ pub mod id {
     pub const MAP_LOOKUP_PERCPU_ELEM: u32 = 195;
     pub const PERF_EVENT_OUTPUT: u32 = 25;
     pub const RINGBUF_OUTPUT: u32 = 130;
+    pub const RINGBUF_RESERVE: u32 = 131;
+    pub const RINGBUF_SUBMIT: u32 = 132;
+    pub const RINGBUF_DISCARD: u32 = 133;
     pub const RINGBUF_QUERY: u32 = 134;
 }
 
@@ -90,6 +93,9 @@ pub fn helper_fn(id: i32) -> Option<HelperFn> {
         id::TAIL_CALL => bpf_tail_call,
         id::PERF_EVENT_OUTPUT => bpf_perf_event_output,
         id::RINGBUF_OUTPUT => bpf_ringbuf_output,
+        id::RINGBUF_RESERVE => bpf_ringbuf_reserve,
+        id::RINGBUF_SUBMIT => bpf_ringbuf_submit,
+        id::RINGBUF_DISCARD => bpf_ringbuf_discard,
         id::RINGBUF_QUERY => bpf_ringbuf_query,
         _ => return None,
     };
@@ -123,6 +129,9 @@ pub fn helper_name(id: i32) -> Option<&'static str> {
         id::TAIL_CALL => "bpf_tail_call",
         id::PERF_EVENT_OUTPUT => "bpf_perf_event_output",
         id::RINGBUF_OUTPUT => "bpf_ringbuf_output",
+        id::RINGBUF_RESERVE => "bpf_ringbuf_reserve",
+        id::RINGBUF_SUBMIT => "bpf_ringbuf_submit",
+        id::RINGBUF_DISCARD => "bpf_ringbuf_discard",
         id::RINGBUF_QUERY => "bpf_ringbuf_query",
         _ => return None,
     })
@@ -339,6 +348,31 @@ pub extern "C" fn bpf_ringbuf_output(st: &mut RunState<'_>, r1: u64, r2: u64, r3
     let Some(m) = map_of(st, r1) else { fault!(st, id::RINGBUF_OUTPUT, HelperFault::BadMap) };
     let Some(data) = read_mem(st, r2, r3 as usize) else { fault!(st, id::RINGBUF_OUTPUT, HelperFault::BadPointer) };
     m.ringbuf_output(r4, st.cpu, &data) as u64
+}
+
+/// `void *bpf_ringbuf_reserve(ringbuf, size, flags)`: record memory or NULL.
+pub extern "C" fn bpf_ringbuf_reserve(st: &mut RunState<'_>, r1: u64, r2: u64, r3: u64, _: u64, _: u64) -> u64 {
+    let Some(m) = map_of(st, r1) else { fault!(st, id::RINGBUF_RESERVE, HelperFault::BadMap) };
+    m.ringbuf_reserve(r2, r3, st.cpu)
+}
+
+/// Submit (or discard) the reserved record at `addr`: the ring that holds it finds it.
+fn ringbuf_commit(st: &mut RunState<'_>, helper: u32, addr: u64, discard: bool) -> u64 {
+    let done = st.maps.iter().find(|m| m.ring_contains(addr)).is_some_and(|m| m.ringbuf_commit(addr, discard));
+    if !done {
+        fault!(st, helper, HelperFault::BadPointer)
+    }
+    0
+}
+
+/// `void bpf_ringbuf_submit(data, flags)` (wake-up flags have no meaning here).
+pub extern "C" fn bpf_ringbuf_submit(st: &mut RunState<'_>, r1: u64, _: u64, _: u64, _: u64, _: u64) -> u64 {
+    ringbuf_commit(st, id::RINGBUF_SUBMIT, r1, false)
+}
+
+/// `void bpf_ringbuf_discard(data, flags)`.
+pub extern "C" fn bpf_ringbuf_discard(st: &mut RunState<'_>, r1: u64, _: u64, _: u64, _: u64, _: u64) -> u64 {
+    ringbuf_commit(st, id::RINGBUF_DISCARD, r1, true)
 }
 
 /// `u64 bpf_ringbuf_query(ringbuf, flags)`.

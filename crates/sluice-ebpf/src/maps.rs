@@ -476,6 +476,30 @@ struct EventQueue {
     /// Ring buffer producer / consumer positions in bytes (8-byte record headers included).
     prod: u64,
     cons: u64,
+    /// Ring buffer records not yet passed to the consumer, in ring order: a consumer reads
+    /// records in order and stops at one still reserved (busy), as the kernel's does.
+    ring: std::collections::VecDeque<RingRecord>,
+}
+
+/// One ring buffer record between reserve and consumption.
+#[derive(Debug, Clone, Copy)]
+struct RingRecord {
+    /// Producer position at reservation (the header's place in the ring).
+    pos: u64,
+    /// Bytes the record takes in the ring (header and padding included).
+    span: u64,
+    /// Offset of the data in the map's region, and its length.
+    data_off: usize,
+    len: u32,
+    cpu: u32,
+    state: RingState,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RingState {
+    Busy,
+    Submitted,
+    Discarded,
 }
 
 /// `bpf_perf_event_output` flags: the index (or BPF_F_CURRENT_CPU) and the number of
@@ -603,9 +627,15 @@ impl Map {
         } else if def.key_size != 4 || def.value_size != 4 || def.max_entries == 0 {
             return Err(invalid(def, "a perf event array has 4-byte keys and values and max_entries > 0"));
         }
-        let region = ValueRegion::new(0).ok_or_else(|| invalid(def, "out of memory"))?;
+        // A ring buffer's records live in its region, which programs write between reserve and
+        // submit. Twice the ring size: the kernel maps the ring's pages twice in a row so a
+        // record that wraps around the end is still contiguous; here a record simply goes
+        // on past the end (live records never share bytes: together they take < size).
+        let ring = def.map_type == map_type::RINGBUF;
+        let len = if ring { 2 * def.max_entries as usize } else { 0 };
+        let region = ValueRegion::new(len).ok_or_else(|| invalid(def, "out of memory"))?;
         let kind = Kind::Events(Mutex::new(EventQueue::default()));
-        Ok(Map { def: def.clone(), copies: 1, stride: 0, region, prog_writable: false, kind })
+        Ok(Map { def: def.clone(), copies: 1, stride: 0, region, prog_writable: ring, kind })
     }
 
     fn events(&self) -> Option<std::sync::MutexGuard<'_, EventQueue>> {
@@ -651,32 +681,97 @@ impl Map {
         0
     }
 
-    /// `bpf_ringbuf_output` on this map: 0, or -EAGAIN when the record does not fit in the
-    /// space the consumer has not freed (nobody consuming: the ring fills up), -EINVAL for
-    /// flags other than BPF_RB_NO_WAKEUP / BPF_RB_FORCE_WAKEUP.
+    fn ring(&self) -> Option<std::sync::MutexGuard<'_, EventQueue>> {
+        self.events().filter(|_| self.def.map_type == map_type::RINGBUF)
+    }
+
+    /// Reserves `len` bytes in the ring: the record's data offset in the region, or None when
+    /// it does not fit in the space the consumer has not freed (nobody consuming: the ring
+    /// fills up; the kernel refuses once the unconsumed bytes would exceed size - 1).
+    fn ring_reserve(&self, q: &mut EventQueue, len: u64, cpu: u32) -> Option<usize> {
+        let size = self.def.max_entries as u64;
+        let span = len.checked_add(RINGBUF_HDR + 7)? & !7;
+        if q.prod - q.cons + span >= size {
+            return None;
+        }
+        let data_off = (q.prod % size + RINGBUF_HDR) as usize;
+        q.ring.push_back(RingRecord { pos: q.prod, span, data_off, len: len as u32, cpu, state: RingState::Busy });
+        q.prod += span;
+        Some(data_off)
+    }
+
+    /// Hands finished records at the head of the ring to the consumer (submitted ones as
+    /// records, discarded ones skipped), up to the first still reserved.
+    fn ring_drain(&self, q: &mut EventQueue) {
+        while q.ring.front().is_some_and(|r| r.state != RingState::Busy) {
+            let Some(r) = q.ring.pop_front() else { break };
+            if !q.consumer {
+                // Nobody reads: the bytes stay unconsumed (the consumer position stays).
+                continue;
+            }
+            if r.state == RingState::Submitted {
+                let mut data = vec![0u8; r.len as usize];
+                // SAFETY: [data_off, data_off + len) lies in the region (ring_reserve: data_off
+                // < size + 8 and len < size - 8, region = 2 * size bytes).
+                unsafe { copy_relaxed(data.as_mut_ptr(), self.region.ptr.as_ptr().add(r.data_off), data.len()) };
+                q.records.push(EventRecord { cpu: r.cpu, data });
+            }
+            q.cons = r.pos + r.span;
+        }
+    }
+
+    /// `bpf_ringbuf_output` on this map: 0, or -EAGAIN when the record does not fit,
+    /// -EINVAL for flags other than BPF_RB_NO_WAKEUP / BPF_RB_FORCE_WAKEUP.
     pub(crate) fn ringbuf_output(&self, flags: u64, cpu: u32, data: &[u8]) -> i64 {
-        let Some(mut q) = self.events().filter(|_| self.def.map_type == map_type::RINGBUF) else {
-            return -(libc::EINVAL as i64);
-        };
+        let Some(mut q) = self.ring() else { return -(libc::EINVAL as i64) };
         if flags & !3 != 0 {
             return -(libc::EINVAL as i64);
         }
-        let need = (data.len() as u64 + RINGBUF_HDR + 7) & !7;
-        // The kernel refuses a record once the unconsumed bytes would exceed size - 1.
-        if q.prod - q.cons + need >= self.def.max_entries as u64 {
-            return -(libc::EAGAIN as i64);
+        let Some(off) = self.ring_reserve(&mut q, data.len() as u64, cpu) else { return -(libc::EAGAIN as i64) };
+        // SAFETY: the reserved bytes lie in the region (see ring_drain), data has len bytes.
+        unsafe { copy_relaxed(self.region.ptr.as_ptr().add(off), data.as_ptr(), data.len()) };
+        if let Some(r) = q.ring.back_mut() {
+            r.state = RingState::Submitted;
         }
-        q.prod += need;
-        if q.consumer {
-            q.records.push(EventRecord { cpu, data: data.to_vec() });
-            q.cons = q.prod;
-        }
+        self.ring_drain(&mut q);
         0
+    }
+
+    /// `bpf_ringbuf_reserve`: the address of `len` writable bytes in the ring, or 0 (NULL)
+    /// when they do not fit or `flags` is not 0, as the kernel.
+    pub(crate) fn ringbuf_reserve(&self, len: u64, flags: u64, cpu: u32) -> u64 {
+        let Some(mut q) = self.ring() else { return 0 };
+        if flags != 0 {
+            return 0;
+        }
+        match self.ring_reserve(&mut q, len, cpu) {
+            Some(off) => (self.region.ptr.as_ptr() as u64) + off as u64,
+            None => 0,
+        }
+    }
+
+    /// `bpf_ringbuf_submit` / `bpf_ringbuf_discard` of the record whose data is at `addr`.
+    /// False if no reserved record of this ring starts there (a forged pointer: the verifier
+    /// only lets through what `ringbuf_reserve` returned).
+    pub(crate) fn ringbuf_commit(&self, addr: u64, discard: bool) -> bool {
+        let Some(mut q) = self.ring() else { return false };
+        let base = self.region.ptr.as_ptr() as u64;
+        let Some(off) = addr.checked_sub(base) else { return false };
+        let Some(r) = q.ring.iter_mut().find(|r| r.data_off as u64 == off && r.state == RingState::Busy) else { return false };
+        r.state = if discard { RingState::Discarded } else { RingState::Submitted };
+        self.ring_drain(&mut q);
+        true
+    }
+
+    /// Whether `addr` lies in this ring buffer's record memory.
+    pub(crate) fn ring_contains(&self, addr: u64) -> bool {
+        let start = self.region.ptr.as_ptr() as u64;
+        self.def.map_type == map_type::RINGBUF && addr >= start && addr < start + self.region.len as u64
     }
 
     /// `bpf_ringbuf_query`: available bytes, ring size, consumer or producer position.
     pub(crate) fn ringbuf_query(&self, flags: u64) -> u64 {
-        let Some(q) = self.events().filter(|_| self.def.map_type == map_type::RINGBUF) else { return 0 };
+        let Some(q) = self.ring() else { return 0 };
         match flags {
             BPF_RB_AVAIL_DATA => q.prod - q.cons,
             BPF_RB_RING_SIZE => self.def.max_entries as u64,
@@ -1388,5 +1483,65 @@ mod tests {
         assert_eq!(d.type_name, "hash");
         let s = format!("{d:?}");
         assert!(s.contains("hash"));
+    }
+
+    /// Writes `bytes` at a record address `ringbuf_reserve` returned.
+    fn fill(addr: u64, bytes: &[u8]) {
+        // SAFETY: test only: addr is a live reservation of at least bytes.len() bytes.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), addr as *mut u8, bytes.len()) };
+    }
+
+    #[test]
+    fn ringbuf_records_reach_the_consumer_in_ring_order() {
+        let m = Map::new(&def(map_type::RINGBUF, 0, 0, 4096), 1, 1 << 20).unwrap();
+        m.attach_consumer();
+        let a = m.ringbuf_reserve(10, 0, 0);
+        let b = m.ringbuf_reserve(3, 0, 1);
+        assert!(a != 0 && b != 0 && b - a == 24, "records are 8-byte aligned after an 8-byte header");
+        fill(b, b"bbb");
+        assert!(m.ringbuf_commit(b, false));
+        // B is done but A, before it, is still reserved: the consumer waits.
+        assert!(m.take_events().is_empty());
+        assert_eq!(m.ringbuf_query(BPF_RB_AVAIL_DATA), 24 + 16);
+        assert!(!m.ringbuf_commit(b, false), "a record is committed once");
+        assert!(m.ringbuf_commit(a, true));
+        assert_eq!(m.take_events(), vec![EventRecord { cpu: 1, data: b"bbb".to_vec() }]);
+        assert_eq!(m.ringbuf_query(BPF_RB_AVAIL_DATA), 0);
+        assert_eq!(m.ringbuf_reserve(8, 1, 0), 0, "flags must be 0");
+        assert_eq!(m.ringbuf_reserve(4096, 0, 0), 0, "larger than the ring");
+        assert!(!m.ringbuf_commit(a + 1, false), "not a record start");
+    }
+
+    #[test]
+    fn ringbuf_wraps_without_corrupting_records() {
+        let m = Map::new(&def(map_type::RINGBUF, 0, 0, 4096), 1, 1 << 20).unwrap();
+        m.attach_consumer();
+        for i in 0..200u32 {
+            // Two records in flight at a time, of varying sizes, so they straddle the end.
+            let la = 100 + (i as usize * 37) % 900;
+            let a = m.ringbuf_reserve(la as u64, 0, 0);
+            let b = m.ringbuf_reserve(50, 0, 0);
+            assert!(a != 0 && b != 0, "round {i}");
+            fill(a, &vec![i as u8; la]);
+            fill(b, &[!(i as u8); 50]);
+            assert!(m.ringbuf_commit(b, false) && m.ringbuf_commit(a, false));
+            let ev = m.take_events();
+            assert_eq!(ev.len(), 2);
+            assert_eq!(ev[0].data, vec![i as u8; la]);
+            assert_eq!(ev[1].data, vec![!(i as u8); 50]);
+        }
+        assert!(m.ringbuf_query(BPF_RB_PROD_POS) > 3 * 4096, "the ring wrapped several times");
+    }
+
+    #[test]
+    fn ringbuf_without_consumer_fills_up() {
+        let m = Map::new(&def(map_type::RINGBUF, 0, 0, 4096), 1, 1 << 20).unwrap();
+        let mut n = 0;
+        while m.ringbuf_output(0, 0, &[0; 200]) == 0 {
+            n += 1;
+        }
+        assert_eq!(n, 19, "208-byte records: 19 fit below size - 1");
+        assert_eq!(m.ringbuf_reserve(200, 0, 0), 0);
+        assert_eq!(m.ringbuf_output(0, 0, &[0; 200]), -(libc::EAGAIN as i64));
     }
 }

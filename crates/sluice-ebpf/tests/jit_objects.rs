@@ -180,10 +180,6 @@ fn runtime_test_objects() {
     let mut total = 0;
     let mut refused = Vec::new();
     for o in &objs {
-        // Uses bpf_ringbuf_reserve, which sluice does not implement (the verifier refuses it).
-        if o.ends_with("xdp_unsupported_map.o") {
-            continue;
-        }
         let (n, r) = check_object(o, &pkts);
         total += n;
         refused.extend(r);
@@ -204,10 +200,6 @@ fn repository_xdp_corpus() {
     let mut total = 0;
     let mut refused = Vec::new();
     for o in &objs {
-        // Uses bpf_ringbuf_reserve, which sluice does not implement (the verifier refuses it).
-        if o.ends_with("xdp_unsupported_map.o") {
-            continue;
-        }
         let (n, r) = check_object(o, &pkts);
         eprintln!("{}: {n} runs", o.display());
         total += n;

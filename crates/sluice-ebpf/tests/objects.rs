@@ -350,11 +350,20 @@ fn map_dump_serializes() {
 }
 
 #[test]
-fn unsupported_helper_is_named() {
-    // A ring buffer loads; bpf_ringbuf_reserve/submit (reference-tracked records) do not verify.
-    let o = Object::from_file(path("xdp_unsupported_map.o")).unwrap();
-    let e = sluice_ebpf::verifier::verify(&o.programs[0], &Default::default()).unwrap_err();
-    assert!(e.msg.contains("bpf_ringbuf_reserve#131"), "{e}");
+fn ringbuf_reserve_submit_object() {
+    // bpf_ringbuf_reserve / submit: the record (the ingress ifindex) reaches a consumer.
+    let o = load("xdp_unsupported_map.o");
+    let ring = o.maps.by_name("events").unwrap();
+    ring.attach_consumer();
+    let out = run_env(&o, "ringbuf_user", &udp4([10, 0, 0, 1], [10, 0, 0, 2], 60), 7, 0, &mut NullEnv::new());
+    assert_eq!(out.outcome.action, 2);
+    let ev = ring.take_events();
+    assert_eq!(ev.len(), 1);
+    assert_eq!(ev[0].data, 7u32.to_le_bytes());
+}
+
+#[test]
+fn unloadable_inputs_are_named() {
     assert!(matches!(Object::from_file(path("does-not-exist.o")), Err(LoadError::Io { .. })));
     assert!(Object::from_bytes(b"not an elf").is_err());
     assert!(Object::from_bytes(&[]).is_err());

@@ -5,7 +5,7 @@ use super::cfg::{Kind, MAX_CALL_FRAMES};
 use super::helpers::{self, Arg, Ret};
 use super::mem;
 use super::scalar::{alu32, alu64, refine32, refine64, AluOp, Cmp, Scalar};
-use super::state::{stack_pos, Frame, Reg, RegType, Slot, State, MAX_BPF_STACK, SB};
+use super::state::{stack_pos, Frame, RefState, Reg, RegType, Slot, State, MAX_BPF_STACK, SB};
 use super::{err, Verifier, VerifyError};
 use crate::insn::*;
 use crate::program::MapDef;
@@ -293,8 +293,8 @@ impl<'a> Verifier<'a> {
             RegType::PacketEnd | RegType::MapPtr => {
                 return Err(err(pc, format!("R{dst} pointer arithmetic on {} prohibited", p.ty.name())));
             }
-            RegType::MapValueOrNull => {
-                return Err(err(pc, format!("R{dst} pointer arithmetic on map_value_or_null prohibited, null-check it first")));
+            RegType::MapValueOrNull | RegType::RingbufMemOrNull => {
+                return Err(err(pc, format!("R{dst} pointer arithmetic on {} prohibited, null-check it first", p.ty.name())));
             }
             _ => {}
         }
@@ -430,6 +430,10 @@ impl<'a> Verifier<'a> {
             RegType::MapValueOrNull => {
                 return Err(err(pc, format!("R{regno} invalid mem access 'map_value_or_null' (null-check the map lookup result first)")))
             }
+            RegType::RingbufMemOrNull => {
+                return Err(err(pc, format!("R{regno} invalid mem access 'ringbuf_mem_or_null' (null-check the reserved record first)")))
+            }
+            RegType::RingbufMem => (mem::RINGBUF, self.ringbuf_access(pc, regno, base, off, size, acc)?),
             RegType::Ctx => (mem::CTX, self.ctx_access(pc, regno, base, off, size, acc)?),
             RegType::Packet | RegType::PacketMeta => {
                 let bit = if base.ty == RegType::Packet { mem::PACKET } else { mem::PACKET_META };
@@ -513,6 +517,38 @@ impl<'a> Verifier<'a> {
             _ => {}
         }
         self.check_pkt_range(pc, regno, &base, off, size as i64)?;
+        Ok(Reg::scalar(Scalar::bounded(size * 8)))
+    }
+
+    /// `[off, off + size)` from `base` lies inside its ring buffer record of `base.aux` bytes.
+    fn ringbuf_bounds(&self, pc: usize, regno: u8, base: &Reg, off: i64, size: i64) -> Result<(), VerifyError> {
+        let limit = base.aux as i64;
+        let fixed = base.off + off;
+        if base.var.smin + fixed < 0 {
+            return Err(err(pc, format!("R{regno} invalid access to ringbuf memory: min offset {} is negative", base.var.smin + fixed)));
+        }
+        let max = base.var.smax + fixed;
+        if max + size > limit {
+            return Err(err(pc, format!("invalid access to memory, mem_size={limit} off={max} size={size} (R{regno}: ringbuf record)")));
+        }
+        Ok(())
+    }
+
+    fn ringbuf_access(&self, pc: usize, regno: u8, base: Reg, off: i64, size: u32, acc: Access) -> Result<Reg, VerifyError> {
+        match acc {
+            Access::Write { val, src } if val.ty.is_ptr() && !self.opts.privileged => {
+                return Err(err(pc, format!("R{src} leaks addr into ringbuf memory (unprivileged rule)")));
+            }
+            Access::Atomic => {
+                let low = size as u64 - 1;
+                let fixed = (base.off + off) as u64;
+                if base.var.t.mask & low != 0 || base.var.t.value.wrapping_add(fixed) & low != 0 {
+                    return Err(err(pc, format!("misaligned atomic access to ringbuf memory off={} size={size}", base.off + off)));
+                }
+            }
+            _ => {}
+        }
+        self.ringbuf_bounds(pc, regno, &base, off, size as i64)?;
         Ok(Reg::scalar(Scalar::bounded(size * 8)))
     }
 
@@ -780,7 +816,7 @@ impl<'a> Verifier<'a> {
         }
         match cmp {
             Cmp::Eq | Cmp::Ne => {
-                let (null, nonnull) = if p.ty == RegType::MapValueOrNull {
+                let (null, nonnull) = if matches!(p.ty, RegType::MapValueOrNull | RegType::RingbufMemOrNull) {
                     let mut n = st.clone();
                     mark_or_null(&mut n, p.id, true);
                     let mut nn = st.clone();
@@ -804,6 +840,15 @@ impl<'a> Verifier<'a> {
             }
             if r0.ty != RegType::Scalar && !self.opts.privileged {
                 return Err(err(pc, format!("R0 leaks addr as return value ({}; unprivileged rule)", r0.ty.name())));
+            }
+            if let Some(r) = st.refs.first() {
+                return Err(err(
+                    pc,
+                    format!(
+                        "Unreleased reference id={} alloc_insn={} (a ring buffer record reserved there is neither submitted nor discarded on this path)",
+                        r.id, r.insn
+                    ),
+                ));
             }
             return Ok(Flow::End);
         }
@@ -842,6 +887,11 @@ impl<'a> Verifier<'a> {
         let regs = st.cur().regs;
         let mut map: Option<(u32, &MapDef)> = None;
         let mut writes: Vec<(usize, i64, i64)> = Vec::new();
+        let mut alloc_size: Option<u32> = None;
+        let mut release: Option<u32> = None;
+        if id == 12 && !st.refs.is_empty() {
+            return Err(err(pc, format!("tail_call would lead to reference leak (reference id={} held)", st.refs[0].id)));
+        }
         let mut i = 0usize;
         while i < 5 {
             let regno = (i + 1) as u8;
@@ -906,6 +956,28 @@ impl<'a> Verifier<'a> {
                     i += 2;
                     continue;
                 }
+                Arg::AllocSize => {
+                    self.read(st, pc, regno)?;
+                    self.mark_reg_precise(st, regno);
+                    match (r.ty, r.var.as_const()) {
+                        (RegType::Scalar, Some(c)) if c < MAX_HELPER_SIZE => alloc_size = Some(c as u32),
+                        _ => return Err(err(pc, format!("R{regno} is not a known constant (size for {name})"))),
+                    }
+                }
+                Arg::RingbufRelease => {
+                    self.read(st, pc, regno)?;
+                    if r.ty != RegType::RingbufMem {
+                        let hint = if r.ty == RegType::RingbufMemOrNull { ", null-check it first" } else { "" };
+                        return Err(err(pc, format!("R{regno} type={} expected=ringbuf_mem ({name}{hint})", r.ty.name())));
+                    }
+                    if r.off != 0 || r.var.as_const() != Some(0) {
+                        return Err(err(pc, format!("R{regno} must have zero offset when passed to release func {name}")));
+                    }
+                    if !st.refs.iter().any(|q| q.id == r.id) {
+                        return Err(err(pc, format!("R{regno} release of an unacquired reference id={} ({name})", r.id)));
+                    }
+                    release = Some(r.id);
+                }
                 Arg::Size | Arg::SizeOrZeroMult4 | Arg::SizeOrZero | Arg::FibSize => {
                     return Err(err(pc, "internal: size argument without memory argument"));
                 }
@@ -937,11 +1009,29 @@ impl<'a> Verifier<'a> {
                 }
             });
         }
+        if let Some(rid) = release {
+            // Every copy of the released record is stale (the kernel's release_reference:
+            // an unknown scalar for a privileged loader, unreadable otherwise).
+            st.refs.retain(|q| q.id != rid);
+            let stale = if self.opts.privileged { Reg::scalar(Scalar::UNKNOWN) } else { Reg::NOT_INIT };
+            st.for_each_reg(|q| {
+                if matches!(q.ty, RegType::RingbufMem | RegType::RingbufMemOrNull) && q.id == rid {
+                    *q = stale;
+                }
+            });
+        }
         let cur = st.cur_mut();
         for r in &mut cur.regs[1..=5] {
             *r = Reg::NOT_INIT;
         }
         let r0 = match proto.ret {
+            Ret::Void => Reg::NOT_INIT,
+            Ret::RingbufMemOrNull => {
+                let size = alloc_size.ok_or_else(|| err(pc, "internal: size argument missing"))?;
+                let id = self.fresh_id();
+                st.refs.push(RefState { id, insn: pc });
+                Reg { id, ..Reg::ptr(RegType::RingbufMemOrNull, size) }
+            }
             Ret::Scalar => Reg::scalar(Scalar::UNKNOWN),
             Ret::U32 => Reg::scalar(Scalar::bounded(32)),
             Ret::MapValueOrNull => {
@@ -1031,8 +1121,14 @@ impl<'a> Verifier<'a> {
                 }
                 self.map_value_bounds(pc, regno, r, 0, size)
             }
-            RegType::MapValueOrNull => {
-                Err(err(pc, format!("R{regno} type=map_value_or_null expected=fp, pkt or map_value (null-check it first)")))
+            RegType::RingbufMem => {
+                if size == 0 {
+                    return Ok(());
+                }
+                self.ringbuf_bounds(pc, regno, r, 0, size)
+            }
+            RegType::MapValueOrNull | RegType::RingbufMemOrNull => {
+                Err(err(pc, format!("R{regno} type={} expected=fp, pkt, map_value or ringbuf_mem (null-check it first)", r.ty.name())))
             }
             other => Err(err(pc, format!("R{regno} type={} expected=fp, pkt, pkt_meta or map_value", other.name()))),
         }
@@ -1077,6 +1173,7 @@ fn ptr_diff(d: &Reg, s: &Reg) -> Option<Scalar> {
     let same_obj = match (d.ty, s.ty) {
         (RegType::Packet, RegType::Packet) | (RegType::PacketMeta, RegType::PacketMeta) => true,
         (RegType::Stack, RegType::Stack) | (RegType::MapValue, RegType::MapValue) => d.aux == s.aux,
+        (RegType::RingbufMem, RegType::RingbufMem) => d.id == s.id,
         (a, b) if a.is_pkt_family() && b.is_pkt_family() => {
             // e.g. data_end - data: a length, unknown.
             return Some(Scalar::UNKNOWN);
@@ -1150,15 +1247,25 @@ fn set_linked(st: &mut State, regno: u8, v: Scalar) {
     }
 }
 
+/// The null check of a map lookup or ring buffer reservation `id`: NULL on one branch (a
+/// reservation that failed holds no reference), a usable pointer on the other.
 fn mark_or_null(st: &mut State, id: u32, is_null: bool) {
+    if is_null {
+        st.refs.retain(|q| q.id != id);
+    }
     st.for_each_reg(|q| {
-        if q.ty == RegType::MapValueOrNull && q.id == id {
-            if is_null {
-                *q = Reg::konst(0);
-            } else {
+        if q.id != id {
+            return;
+        }
+        match q.ty {
+            RegType::MapValueOrNull | RegType::RingbufMemOrNull if is_null => *q = Reg::konst(0),
+            RegType::MapValueOrNull => {
                 q.ty = RegType::MapValue;
                 q.id = 0;
             }
+            // The id stays: it names the reference submit/discard releases.
+            RegType::RingbufMemOrNull => q.ty = RegType::RingbufMem,
+            _ => {}
         }
     });
 }

@@ -40,6 +40,10 @@ pub(crate) enum Arg {
     SizeOrZero,
     /// A constant size >= 64 (struct bpf_fib_lookup).
     FibSize,
+    /// A constant size >= 0 of memory the helper allocates (ringbuf_reserve).
+    AllocSize,
+    /// A ring buffer record from `bpf_ringbuf_reserve`, unmodified: released by the call.
+    RingbufRelease,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -50,6 +54,10 @@ pub(crate) enum Ret {
     U32,
     /// A pointer to a value of the map argument, or NULL.
     MapValueOrNull,
+    /// A ring buffer record of the size argument, or NULL; acquires a reference.
+    RingbufMemOrNull,
+    /// Nothing (R0 is left uninitialised).
+    Void,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -67,7 +75,7 @@ pub(crate) enum MapUse {
     PerfEvent,
     /// tail_call: program arrays.
     ProgArray,
-    /// ringbuf_output / ringbuf_query: ring buffers.
+    /// ringbuf_output / reserve / query: ring buffers.
     Ringbuf,
 }
 
@@ -124,6 +132,9 @@ pub(crate) fn proto(id: i32) -> Option<Proto> {
         190 => p("bpf_xdp_store_bytes", [Ctx, Anything, Mem, Size, n], Ret::Scalar, false, MapUse::None),
         25 => p("bpf_perf_event_output", [Ctx, MapPtr, Anything, Mem, SizeOrZero], Ret::Scalar, false, MapUse::PerfEvent),
         130 => p("bpf_ringbuf_output", [MapPtr, Mem, SizeOrZero, Anything, n], Ret::Scalar, false, MapUse::Ringbuf),
+        131 => p("bpf_ringbuf_reserve", [MapPtr, AllocSize, Anything, n, n], Ret::RingbufMemOrNull, false, MapUse::Ringbuf),
+        132 => p("bpf_ringbuf_submit", [RingbufRelease, Anything, n, n, n], Ret::Void, false, MapUse::None),
+        133 => p("bpf_ringbuf_discard", [RingbufRelease, Anything, n, n, n], Ret::Void, false, MapUse::None),
         134 => p("bpf_ringbuf_query", [MapPtr, Anything, n, n, n], Ret::Scalar, false, MapUse::Ringbuf),
         195 => p("bpf_map_lookup_percpu_elem", [MapPtr, MapKey, Anything, n, n], Ret::MapValueOrNull, false, MapUse::Percpu),
         _ => return Option::None,

@@ -120,6 +120,8 @@ pub mod mem {
     pub const PACKET_META: u8 = 4;
     pub const STACK: u8 = 8;
     pub const MAP_VALUE: u8 = 16;
+    /// A ring buffer record (`bpf_ringbuf_reserve`).
+    pub const RINGBUF: u8 = 32;
 }
 
 /// A program that passed verification. Only [`verify`] makes one (the fields are private):

@@ -19,6 +19,10 @@ pub(crate) enum RegType {
     MapPtr,
     MapValue,
     MapValueOrNull,
+    /// A ring buffer record from `bpf_ringbuf_reserve` (kernel PTR_TO_MEM | MEM_RINGBUF):
+    /// `aux` is its size, `id` the reference that submit/discard must release.
+    RingbufMem,
+    RingbufMemOrNull,
 }
 
 impl RegType {
@@ -34,6 +38,8 @@ impl RegType {
             RegType::MapPtr => "map_ptr",
             RegType::MapValue => "map_value",
             RegType::MapValueOrNull => "map_value_or_null",
+            RegType::RingbufMem => "ringbuf_mem",
+            RegType::RingbufMemOrNull => "ringbuf_mem_or_null",
         }
     }
 
@@ -167,18 +173,30 @@ impl Frame {
 pub(crate) struct State {
     /// Call frames, outermost first; never empty.
     pub frames: Vec<Frame>,
+    /// References held (ring buffer records reserved and not yet submitted or discarded):
+    /// every path must release them before the program exits.
+    pub refs: Vec<RefState>,
+}
+
+/// An acquired reference: its id (shared by every register pointing to the object) and
+/// the instruction that acquired it (for messages).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct RefState {
+    pub id: u32,
+    pub insn: usize,
 }
 
 impl State {
     pub fn entry() -> State {
         let mut f = Frame::new(0, 0, 0);
         f.regs[1] = Reg::ptr(RegType::Ctx, 0);
-        State { frames: vec![f] }
+        State { frames: vec![f], refs: Vec::new() }
     }
 
     /// Approximate heap footprint, for the verifier's memory budget.
     pub fn approx_bytes(&self) -> usize {
         std::mem::size_of::<State>()
+            + self.refs.capacity() * std::mem::size_of::<RefState>()
             + self.frames.iter().map(|f| std::mem::size_of::<Frame>() + f.stack.capacity() * std::mem::size_of::<Slot>()).sum::<usize>()
     }
 
@@ -270,7 +288,9 @@ pub(crate) fn regsafe(old: &Reg, cur: &Reg, ids: &mut IdMap, exact: bool) -> boo
         RegType::Packet | RegType::PacketMeta => {
             old.off == cur.off && cur.range >= old.range && old.var.contains(&cur.var) && ids.check(old.id, cur.id)
         }
-        RegType::MapValueOrNull => old.aux == cur.aux && old.off == cur.off && old.var.contains(&cur.var) && ids.check(old.id, cur.id),
+        RegType::MapValueOrNull | RegType::RingbufMem | RegType::RingbufMemOrNull => {
+            old.aux == cur.aux && old.off == cur.off && old.var.contains(&cur.var) && ids.check(old.id, cur.id)
+        }
     }
 }
 
@@ -322,7 +342,15 @@ pub(crate) fn states_safe(old: &State, cur: &State, live: &[u16], exact: bool) -
     if old.frames.len() != cur.frames.len() || live.len() != cur.frames.len() {
         return false;
     }
+    if old.refs.len() != cur.refs.len() {
+        return false;
+    }
     let mut ids = IdMap::new();
+    for (o, c) in old.refs.iter().zip(cur.refs.iter()) {
+        if !ids.check(o.id, c.id) {
+            return false;
+        }
+    }
     for (k, (of, cf)) in old.frames.iter().zip(cur.frames.iter()).enumerate() {
         if of.callsite != cf.callsite || of.subprog != cf.subprog {
             return false;

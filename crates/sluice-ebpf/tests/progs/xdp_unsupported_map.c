@@ -1,4 +1,4 @@
-/* Uses a map type sluice does not implement (RINGBUF): loading must fail naming the map. */
+/* A ring buffer record reserved, written and submitted (once refused: the name stays). */
 #include "common.h"
 
 struct {
