@@ -81,6 +81,7 @@ for p in xdp_drop_count xdp_macswap_tx xdp_proto_count xdp_ipip_encap \
 	cc "$OUT/obj/$p.o" "$p.c"
 done
 cc "$OUT/obj/xdp_globals.o" xdp_legacy_globals.c -DSLUICE_BTF_MAPS
+cc "$OUT/obj/xdp_tail_call_static.o" xdp_tail_call.c -DSTATIC_SLOTS
 cc "$OUT/obj/xdp_bench_drop_notouch.o" xdp_bench.c -DBENCH_ACTION=XDP_DROP -DBENCH_TOUCH=0
 cc "$OUT/obj/xdp_bench_drop_read.o"    xdp_bench.c -DBENCH_ACTION=XDP_DROP -DBENCH_TOUCH=1
 cc "$OUT/obj/xdp_bench_tx_notouch.o"   xdp_bench.c -DBENCH_ACTION=XDP_TX   -DBENCH_TOUCH=0

@@ -26,6 +26,8 @@ for obj in "$HERE"/obj/*.o; do
 	xdp_legacy_sections) env=(ORACLE_TYPE=xdp ORACLE_PROG=xdp_icmp_echo_func) ;;
 	# Tail calls: the entry program runs; the PROG_ARRAY's slots are filled by name.
 	xdp_tail_call) env=(ORACLE_PROG=xdp_tail_entry ORACLE_PROG_ARRAY=0=xdp_tail_v4,1=xdp_tail_v6,2=xdp_tail_loop) ;;
+	# The same with the slots filled in the object (libbpf's static `.values` initialisation).
+	xdp_tail_call_static) env=(ORACLE_PROG=xdp_tail_entry) ;;
 	*) env=() ;;
 	esac
 	env "${env[@]}" "$HERE/kernel-oracle.sh" "$obj" "$PKT_DIR" "$OUT_DIR/$name.json"

@@ -8,6 +8,9 @@
  *           [3] empty, filled from user space: the kernel oracle with
  *           ORACLE_PROG_ARRAY (bpftool map update ... value pinned PROG), sluice with
  *           --map jmp:00000000=xdp_tail_v4 etc.
+ *           Built with -DSTATIC_SLOTS (xdp_tail_call_static.o), the slots are filled in
+ *           the object itself (`.values = { [0] = &xdp_tail_v4, ... }`, libbpf's static
+ *           prog array initialisation): the loader fills them, nobody else.
  *   hits    ARRAY, 4 entries, key u32 -> u64: [0] entry runs, [1] v4, [2] v6, [3] loop runs.
  * Verdicts: IPv4 -> xdp_tail_v4: DROP (1) for UDP, else PASS (2); IPv6 -> xdp_tail_v6:
  *   TX (3) with the MACs swapped; ARP -> slot 3 is empty, the call falls through: ABORTED
@@ -31,12 +34,31 @@ static __always_inline void hit(__u32 key)
 		__sync_fetch_and_add(p, 1);
 }
 
+#ifdef STATIC_SLOTS
+int xdp_tail_v4(struct xdp_md *ctx);
+int xdp_tail_v6(struct xdp_md *ctx);
+int xdp_tail_loop(struct xdp_md *ctx);
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 4);
+	__type(key, __u32);
+	__array(values, int (struct xdp_md *));
+} jmp SEC(".maps") = {
+	.values = {
+		[0] = &xdp_tail_v4,
+		[1] = &xdp_tail_v6,
+		[2] = &xdp_tail_loop,
+	},
+};
+#else
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
 	__uint(max_entries, 4);
 	__type(key, __u32);
 	__type(value, __u32);
 } jmp SEC(".maps");
+#endif
 
 SEC("xdp")
 int xdp_tail_v4(struct xdp_md *ctx)

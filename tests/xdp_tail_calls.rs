@@ -3,7 +3,9 @@
 //! bpf/oracle/xdp_tail_call.json (made by bpf/oracle-all.sh; CI also compares a fresh
 //! kernel run in scripts/acceptance/xdp-kernel.sh): the entry program dispatches IPv4, IPv6
 //! and other frames to three programs, an empty slot falls through, and a program that
-//! tail-calls itself stops at the kernel's limit of 33 tail calls.
+//! tail-calls itself stops at the kernel's limit of 33 tail calls. The same program with its
+//! prog array filled in the object (`xdp_tail_call_static.o`, libbpf's static `.values`
+//! initialisation) needs no `--map`: the loader fills the slots as libbpf does.
 
 use std::process::Command;
 
@@ -13,16 +15,26 @@ fn hex(s: &str) -> Vec<u8> {
 
 #[test]
 fn tail_calls_follow_the_prog_array_as_the_kernel_does() {
+    let fill = ["--map", "jmp:00000000=xdp_tail_v4", "--map", "jmp:01000000=xdp_tail_v6", "--map", "jmp:02000000=xdp_tail_loop"];
+    check_tail_calls("xdp_tail_call", &fill);
+}
+
+#[test]
+fn statically_initialised_prog_array_is_filled_at_load() {
+    check_tail_calls("xdp_tail_call_static", &[]);
+}
+
+fn check_tail_calls(object: &str, fill: &[&str]) {
     let root = env!("CARGO_MANIFEST_DIR");
     let oracle: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(format!("{root}/bpf/oracle/xdp_tail_call.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(format!("{root}/bpf/oracle/{object}.json")).unwrap()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     for engine in ["interp", "jit"] {
         let json = dir.path().join(format!("{engine}.json"));
         let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .args(["xdp", "run", &format!("{root}/bpf/obj/xdp_tail_call.o"), "--section", "xdp_tail_entry"])
+            .args(["xdp", "run", &format!("{root}/bpf/obj/{object}.o"), "--section", "xdp_tail_entry"])
             .args(["--packets-dir", &format!("{root}/bpf/packets"), "--engine", engine, "--json", json.to_str().unwrap()])
-            .args(["--map", "jmp:00000000=xdp_tail_v4", "--map", "jmp:01000000=xdp_tail_v6", "--map", "jmp:02000000=xdp_tail_loop"])
+            .args(fill)
             .output()
             .unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

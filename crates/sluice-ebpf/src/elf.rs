@@ -45,6 +45,15 @@ pub(crate) struct Shdr {
     info: u32,
 }
 
+/// One ELF symbol (checked: inside its section when it has one).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ElfSymbol<'a> {
+    pub name: &'a str,
+    pub shndx: usize,
+    pub value: u64,
+    pub size: u64,
+}
+
 /// A structurally checked ELF64 object.
 pub(crate) struct Elf<'a> {
     bytes: &'a [u8],
@@ -166,6 +175,57 @@ impl<'a> Elf<'a> {
 
     fn endian(&self) -> Endian {
         Endian(self.le)
+    }
+
+    /// Reads a `u32` in the object's byte order.
+    pub(crate) fn u32_at(&self, b: &[u8], off: usize) -> Option<u32> {
+        self.endian().u32(b, off)
+    }
+
+    /// Writes a `u32` in the object's byte order.
+    pub(crate) fn put_u32(&self, b: &mut [u8], off: usize, v: u32) {
+        let bytes = if self.le { v.to_le_bytes() } else { v.to_be_bytes() };
+        if let Some(d) = b.get_mut(off..off + 4) {
+            d.copy_from_slice(&bytes);
+        }
+    }
+
+    /// Index of the section named `name`.
+    pub(crate) fn section_named(&self, name: &str) -> Option<usize> {
+        (0..self.sections.len()).find(|&i| self.name(i).is_ok_and(|n| n == name))
+    }
+
+    /// A section's bytes and where they start in the file.
+    pub(crate) fn section_bytes(&self, i: usize) -> (&'a [u8], usize) {
+        (self.data(i), self.sections.get(i).map_or(0, |s| s.offset as usize))
+    }
+
+    /// The symbols of the (first) symbol table: name, section index, value, size.
+    pub(crate) fn symbols(&self) -> Vec<ElfSymbol<'a>> {
+        let e = self.endian();
+        let Some(si) = self.sections.iter().position(|s| s.ty == SHT_SYMTAB) else { return Vec::new() };
+        let strings = self.data(self.sections[si].link as usize);
+        self.data(si)
+            .chunks_exact(SYM_LEN)
+            .map(|sym| ElfSymbol {
+                name: c_str(strings, e.u32(sym, 0).unwrap_or(0) as usize).unwrap_or(""),
+                shndx: e.u16(sym, 6).unwrap_or(0) as usize,
+                value: e.u64(sym, 8).unwrap_or(0),
+                size: e.u64(sym, 16).unwrap_or(0),
+            })
+            .collect()
+    }
+
+    /// The (offset, symbol index) of every REL entry applying to section `target`.
+    pub(crate) fn relocations_of(&self, target: usize) -> Vec<(u64, usize)> {
+        let e = self.endian();
+        let mut out = Vec::new();
+        for (ri, _) in self.sections.iter().enumerate().filter(|(_, s)| s.ty == SHT_REL && s.info as usize == target) {
+            for r in self.data(ri).chunks_exact(16) {
+                out.push((e.u64(r, 0).unwrap_or(0), (e.u64(r, 8).unwrap_or(0) >> 32) as usize));
+            }
+        }
+        out
     }
 
     /// A section's file bytes (empty for NOBITS); in bounds by construction.

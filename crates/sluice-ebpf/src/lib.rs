@@ -7,6 +7,7 @@
 pub mod asm;
 pub mod burst;
 mod elf;
+mod map_init;
 pub mod env;
 pub mod helpers;
 pub mod insn;

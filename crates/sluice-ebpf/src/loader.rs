@@ -15,6 +15,9 @@
 //! ([`crate::program::section_kind`]); programs of other types are loaded and listed, and
 //! [`Object::select_xdp`] picks the one to run.
 //!
+//! Program arrays initialised in the object (`.values = { [0] = &prog }`) are filled at load,
+//! as libbpf does (`map_init.rs`).
+//!
 //! Not supported: CO-RE relocations (left at their compile-time values, which is right for
 //! the packet-header types XDP programs use), `.kconfig`/`.ksyms` externs, map-in-map.
 
@@ -185,6 +188,9 @@ impl Object {
             renamed = elf.with_section_names(&renames).map_err(LoadError::Invalid)?;
             &renamed[..]
         };
+        // Program arrays filled in the object (renaming only appends, so offsets still hold).
+        let (patched, prog_inits) = crate::map_init::prog_array_inits(&elf, bytes).map_err(LoadError::Invalid)?;
+        let bytes = patched.as_deref().unwrap_or(bytes);
         let mut obj = guarded(|| aya_obj::Object::parse(bytes))?.map_err(|e| LoadError::Parse(chain(&e)))?;
 
         // Maps in a stable order: map sections (BTF / legacy) by section and symbol, then the
@@ -204,14 +210,17 @@ impl Object {
                 0 if m.map_type() == crate::program::map_type::PERF_EVENT_ARRAY => opts.ncpus.max(1),
                 n => n,
             };
-            defs.push(MapDef {
-                name: name.clone(),
-                map_type: m.map_type(),
-                key_size: m.key_size(),
-                value_size: m.value_size(),
-                max_entries,
-                flags: m.map_flags(),
-            });
+            let mut value_size = m.value_size();
+            if prog_inits.iter().any(|i| &i.map == name) {
+                if m.map_type() != crate::program::map_type::PROG_ARRAY {
+                    return Err(LoadError::Invalid(format!("map `{name}`: programs in `values` of a map that is not a PROG_ARRAY")));
+                }
+                // libbpf: a prog array declared with `values` holds 4-byte values.
+                if value_size == 0 {
+                    value_size = 4;
+                }
+            }
+            defs.push(MapDef { name: name.clone(), map_type: m.map_type(), key_size: m.key_size(), value_size, max_entries, flags: m.map_flags() });
         }
         let maps = Maps::with_limit(&defs, opts.ncpus.max(1), opts.max_map_bytes)?;
         for (i, (_, m)) in named.iter().enumerate() {
@@ -252,6 +261,17 @@ impl Object {
             check_linked(&name, &insns, &defs)?;
             let section = real_names.get(&p.section_index).cloned().unwrap_or_default();
             programs.push(Program { name, section, insns, maps: defs.clone() });
+        }
+        // Fill the statically initialised program arrays as libbpf does at load (a slot holds
+        // the program's index in the object).
+        for init in &prog_inits {
+            let map = maps.by_name(&init.map).ok_or_else(|| LoadError::Invalid(format!("map `{}` not found", init.map)))?;
+            for (slot, prog) in &init.slots {
+                let idx = programs.iter().position(|p| &p.name == prog).ok_or_else(|| {
+                    LoadError::Invalid(format!("map `{}`: slot {slot} names `{prog}`, which is not a program of this object", init.map))
+                })?;
+                map.update(&slot.to_le_bytes(), &(idx as u32).to_le_bytes(), BPF_ANY)?;
+            }
         }
         Ok(Object { programs, maps: Arc::new(maps), license: obj.license.to_string_lossy().into_owned() })
     }

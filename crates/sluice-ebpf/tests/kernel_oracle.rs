@@ -192,7 +192,7 @@ fn interpreter_matches_kernel_oracle() {
         let obj = dir.join("obj").join(format!("{stem}.o"));
         // Tail calls chain programs: the runner that follows them is sluice's
         // (`xdp::ebpf::EbpfProgram`), compared with this oracle in tests/xdp_tail_calls.rs.
-        if !obj.exists() || stem == "xdp_tail_call" {
+        if !obj.exists() || stem.starts_with("xdp_tail_call") {
             continue;
         }
         diffs.extend(check(&obj, json));
