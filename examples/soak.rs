@@ -15,7 +15,7 @@
 use sluice::buf::Pool;
 use sluice::config::{self, Config, PortConfig, PortKind};
 use sluice::datapath::{Datapath, Pipeline};
-use sluice::napi::{self, RunLimit};
+use sluice::napi::RunLimit;
 use sluice::port::fault::{FaultConfig, FaultSide, FaultStats};
 use sluice::port::gen::{FrameSize, IpVersion};
 use std::process::ExitCode;
@@ -91,7 +91,7 @@ fn rss_kb() -> Result<u64, String> {
 }
 
 fn faults(dp: &Datapath) -> FaultStats {
-    FaultStats::of_ports(&dp.ports)
+    FaultStats::of_ports(dp.ports())
 }
 
 /// Checks after a drain; the error says what broke.
@@ -104,9 +104,13 @@ fn check(dp: &Datapath) -> Result<(), String> {
         return Err(format!("{} buffers leaked (not back in the pool after drain)", dp.buffers_in_use()));
     }
     let f = faults(dp);
-    let failures: u64 = dp.ports.iter().map(|p| p.stats().check_failures).sum();
+    let failures: u64 = dp.ports().map(|p| p.stats().check_failures).sum();
     if failures > f.damaged() {
-        return Err(format!("{failures} check failures but only {} frames damaged: {:?}", f.damaged(), dp.ports[1].check_report()));
+        return Err(format!(
+            "{failures} check failures but only {} frames damaged: {:?}",
+            f.damaged(),
+            dp.ports().nth(1).map(|p| p.check_report())
+        ));
     }
     Ok(())
 }
@@ -120,13 +124,8 @@ fn soak(seconds: u64) -> Result<String, String> {
     let mut baseline = None;
     let (mut rss_min, mut rss_max) = (u64::MAX, 0u64);
     for sec in 0..seconds {
-        dp.tun.listified = (sec % 2) as u8;
-        napi::run(
-            &mut dp,
-            RunLimit { duration: Some(Duration::from_secs(1)), ..RunLimit::default() },
-            Duration::from_secs(3600),
-            |_, _| {},
-        );
+        dp.net.tun.listified = (sec % 2) as u8;
+        dp.run(RunLimit { duration: Some(Duration::from_secs(1)), ..RunLimit::default() }, Duration::from_secs(3600), |_, _| {});
         check(&dp).map_err(|e| format!("second {}: {e}", sec + 1))?;
         let rss = rss_kb()?;
         rss_min = rss_min.min(rss);
@@ -140,11 +139,11 @@ fn soak(seconds: u64) -> Result<String, String> {
                 return Err(format!("second {}: RSS {rss} KiB grew past {limit} KiB (warm-up level {base} KiB)", sec + 1));
             }
         }
-        let c = &dp.c;
+        let c = &dp.counters();
         println!(
             "{:>4}s {:<10} rx {:>11} tx {:>11} local {:>11} drops {:>8} faults {:>8} rss {:>7} KiB buffers in use {}",
             sec + 1,
-            if dp.tun.listified != 0 { "listified" } else { "single" },
+            if dp.net.tun.listified != 0 { "listified" } else { "single" },
             c.rx,
             c.tx,
             c.local,
@@ -154,7 +153,7 @@ fn soak(seconds: u64) -> Result<String, String> {
             dp.buffers_in_use()
         );
     }
-    let c = &dp.c;
+    let c = &dp.counters();
     let f = faults(&dp);
     Ok(format!(
         "soak: ok: {seconds} s, {} packets received ({} forwarded, {} delivered locally, {} dropped with a reason: {:?}), \

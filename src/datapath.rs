@@ -1,164 +1,124 @@
-//! One datapath worker: ports, buffers, routing state, sockets, transmit queues and
-//! counters, wired stage to stage. The NAPI loop (`napi`) drives it.
+//! A datapath as the control plane holds it: the shared [`Net`] and its [`Worker`]s, built by
+//! `config` (or a test), run by [`Datapath::run_until`] (one thread per worker), and summed for
+//! reports and the conservation law. Stages never see this type: they take `&Net` and
+//! `&mut Worker`.
 
-use crate::buf::{BufCache, Pkt, Pool};
-use crate::config::Tunables;
+use crate::buf::Pool;
+use crate::napi::{self, RunLimit, StopReason};
+pub use crate::net::{Net, Pipeline};
 use crate::port::Port;
-use crate::rx::local::Sockets;
-use crate::rx::route::{Iface, RouteTable};
-use crate::stats::{Counters, DropReason};
-use crate::tx::TxQueue;
-use crate::xdp::XdpHooks;
-
-/// What the worker does with received packets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Pipeline {
-    /// rx → tx untouched to the peer port (testpmd's io forward).
-    Io,
-    /// rx → swap MACs → tx to the peer port.
-    Macswap,
-    /// The router: the full receive path (l2, ip, route, forward / local).
-    L3fwd,
-    /// The router, with traffic addressed to it: local delivery.
-    Local,
-}
-
-impl std::str::FromStr for Pipeline {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "io" => Ok(Pipeline::Io),
-            "macswap" => Ok(Pipeline::Macswap),
-            "l3fwd" => Ok(Pipeline::L3fwd),
-            "local" => Ok(Pipeline::Local),
-            _ => Err(format!("unknown pipeline `{s}` (io, macswap, l3fwd, local)")),
-        }
-    }
-}
+use crate::rx::route::Iface;
+use crate::stats::Counters;
+use crate::tunables::Tunables;
+pub use crate::worker::Worker;
+use std::time::Duration;
 
 pub struct Datapath {
-    pub tun: Tunables,
-    pub pipeline: Pipeline,
-    pub bufs: BufCache,
-    pub ports: Vec<Box<dyn Port>>,
-    /// Interface addresses, one per port (same index).
-    pub ifaces: Vec<Iface>,
-    /// Io/macswap: where each port's received packets go.
-    pub peer: Vec<Option<u16>>,
-    pub routes: RouteTable,
-    pub sockets: Sockets,
-    pub txq: Vec<TxQueue>,
-    pub xdp: XdpHooks,
-    pub c: Counters,
-    /// ICMP error rate limits (per destination and host-wide).
-    pub icmp_rate: crate::rx::icmp_rate::IcmpRateLimit,
-    /// A coarse clock, ns since the datapath was made: read once per softirq round, like jiffies.
-    pub now_ns: u64,
-    epoch: std::time::Instant,
-    /// Which polls the per-stage clocks time (`stats.clock_sample`).
-    pub clock: crate::stats::tsc::StageClock,
-    /// Packets the ports may still deliver (a run's packet count; u64::MAX = no limit).
-    pub rx_quota: u64,
-    /// Per-poll scratch (kept to avoid allocation per poll).
-    pub(crate) rx_scratch: Vec<Pkt>,
-    pub(crate) skb_scratch: Vec<crate::buf::skb::Skb>,
-    /// One IPv4 fragment being built (the cold fragmentation path reuses it).
-    pub(crate) frag_scratch: Vec<u8>,
+    pub net: Net,
+    pub workers: Vec<Worker>,
 }
 
 impl Datapath {
+    /// A datapath with one worker.
     pub fn new(tun: Tunables, pipeline: Pipeline, pool: &Pool) -> Datapath {
-        Datapath {
-            tun,
-            pipeline,
-            bufs: pool.cache(),
-            ports: Vec::new(),
-            ifaces: Vec::new(),
-            peer: Vec::new(),
-            routes: RouteTable::new(),
-            sockets: Sockets::default(),
-            txq: Vec::new(),
-            xdp: XdpHooks::default(),
-            c: Counters::default(),
-            clock: Default::default(),
-            icmp_rate: Default::default(),
-            now_ns: 0,
-            rx_quota: u64::MAX,
-            epoch: std::time::Instant::now(),
-            rx_scratch: Vec::with_capacity(1024),
-            skb_scratch: Vec::with_capacity(1024),
-            frag_scratch: Vec::new(),
-        }
+        Datapath { net: Net::new(tun, pipeline), workers: vec![Worker::new(0, pool)] }
     }
 
-    /// Adds a port with its interface; returns its index.
+    /// Adds a port with its interface, owned (polled) by worker 0; returns its index.
     pub fn add_port(&mut self, port: Box<dyn Port>, iface: Iface) -> u16 {
-        let i = self.ports.len() as u16;
-        self.ports.push(port);
-        self.ifaces.push(iface);
-        self.peer.push(None);
-        self.txq.push(TxQueue::default());
+        let i = self.net.ifaces.len() as u16;
+        self.net.ifaces.push(iface);
+        self.net.peer.push(None);
+        let mut port = Some(port);
+        for w in &mut self.workers {
+            w.add_port(i, if w.id == 0 { port.take() } else { None });
+        }
         i
     }
 
-    /// Advances the coarse clock to `now` (called once per softirq round).
-    #[inline]
-    pub fn tick(&mut self, now: std::time::Instant) {
-        self.now_ns = now.saturating_duration_since(self.epoch).as_nanos() as u64;
+    /// Worker 0 (the only one of a single-worker datapath).
+    pub fn w(&mut self) -> &mut Worker {
+        &mut self.workers[0]
     }
 
-    /// The start of a timed stage (0 when this poll is not timed).
-    #[inline(always)]
-    pub fn clock(&self) -> u64 {
-        self.clock.start()
-    }
-
-    /// Ends stage `s` started at `t0` (from [`Datapath::clock`]) over `packets` packets;
-    /// returns the TSC now (0 when not timed) to start the next stage with.
-    #[inline(always)]
-    pub fn stage_done(&mut self, s: crate::stats::Stage, packets: usize, t0: u64) -> u64 {
-        let (now, cycles) = self.clock.lap(t0);
-        self.c.stages[s as usize].add(packets, cycles);
-        now
-    }
-
-    /// Drops a packet: counts the reason and frees its buffer.
-    #[inline]
-    pub fn drop_pkt(&mut self, p: Pkt, reason: DropReason) {
-        self.c.drop(reason);
-        self.bufs.free(p);
-    }
-
-    /// Queues a packet for transmission on `port`; it goes out at the end of the poll.
-    #[inline]
-    pub fn tx_enqueue(&mut self, port: u16, p: Pkt) {
-        match self.txq.get_mut(port as usize) {
-            Some(q) => {
-                q.pkts.push(p);
-                // Normally a queue goes out at the end of the poll; a huge poll (io from many
-                // ports, ICMP storms) goes out early rather than grow without bound.
-                if q.pkts.len() >= crate::tx::QUEUE_SOFT_LIMIT {
-                    crate::tx::xmit_queue(self, port);
-                }
-            }
-            None => self.drop_pkt(p, DropReason::TxError),
+    /// A configured neighbour (every worker knows it).
+    pub fn add_neigh_v4(&mut self, port: u16, addr: [u8; 4], mac: [u8; 6]) {
+        for w in &mut self.workers {
+            w.neigh.v4.insert((port, addr), mac);
         }
     }
 
-    /// Packets the worker holds that have not met their fate yet.
-    pub fn in_flight(&self) -> u64 {
-        self.txq.iter().map(|q| q.pkts.len() as u64).sum::<u64>() + self.xdp.in_flight()
+    pub fn add_neigh_v6(&mut self, port: u16, addr: [u8; 16], mac: [u8; 6]) {
+        for w in &mut self.workers {
+            w.neigh.v6.insert((port, addr), mac);
+        }
     }
 
-    /// Checks the conservation law (after a full flush, nothing is in flight).
+    /// Every worker's counters, summed.
+    pub fn counters(&self) -> Counters {
+        let mut c = Counters::default();
+        for w in &self.workers {
+            c.merge(&w.c);
+        }
+        c
+    }
+
+    /// Packets held by any worker that have not met their fate yet.
+    pub fn in_flight(&self) -> u64 {
+        self.workers.iter().map(Worker::in_flight).sum()
+    }
+
+    /// Checks the conservation law over all workers.
     pub fn conservation(&self) -> Result<(), crate::stats::ConservationError> {
-        self.c.conservation(self.in_flight())
+        self.counters().conservation(self.in_flight())
     }
 
     /// Buffers not back in the pool once every port and socket released theirs: a leak check
-    /// for tests (call after `napi::drain`).
+    /// for tests (after a run, which drains).
     pub fn buffers_in_use(&self) -> i64 {
-        self.bufs.in_use()
+        self.workers.iter().map(Worker::buffers_in_use).sum()
+    }
+
+    /// Every port, wherever it is owned, in port order.
+    pub fn ports(&self) -> impl Iterator<Item = &dyn Port> + '_ {
+        (0..self.net.nports()).filter_map(move |i| self.workers.iter().find_map(|w| w.ports.get(i).and_then(|p| p.as_deref())))
+    }
+
+    /// Runs until `limit` says stop or the inputs are done, then drains. `tick` sees the
+    /// counters about every `tick_every` (for per-second lines).
+    pub fn run(&mut self, limit: RunLimit, tick_every: Duration, tick: impl FnMut(&Counters, Duration)) -> Duration {
+        self.run_until(&limit, tick_every, tick).0
+    }
+
+    /// [`Datapath::run`], also saying why the run ended and which ports failed to finish
+    /// their output.
+    pub fn run_until(
+        &mut self,
+        limit: &RunLimit,
+        tick_every: Duration,
+        mut tick: impl FnMut(&Counters, Duration),
+    ) -> (Duration, StopReason, Vec<(String, std::io::Error)>) {
+        let Datapath { net, workers } = self;
+        napi::run_until(net, &mut workers[0], limit, tick_every, |_, w, el| tick(&w.c, el))
+    }
+
+    /// Sets every worker's counters back to zero (after a warm-up: everything was flushed,
+    /// so the ledger still balances).
+    pub fn reset_counters(&mut self) {
+        for w in &mut self.workers {
+            w.c = Counters::default();
+        }
+    }
+
+    /// One softirq round on every worker in turn, on this thread (tests step with it).
+    pub fn round(&mut self) -> usize {
+        let Datapath { net, workers } = self;
+        workers.iter_mut().map(|w| napi::softirq_round(net, w)).sum()
+    }
+
+    /// Flushes everything every worker holds (see [`napi::drain`]).
+    pub fn drain(&mut self) -> Vec<(String, std::io::Error)> {
+        let Datapath { net, workers } = self;
+        workers.iter_mut().flat_map(|w| napi::drain(net, w)).collect()
     }
 }

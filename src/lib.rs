@@ -3,6 +3,8 @@
 //!
 //! Data flows one way: `port` (rx burst) → `napi` poll → `xdp` native → packet metadata
 //! (`buf::skb`) → `xdp` generic → `rx` (l2, ip, route, forward / local) → `tx` → `port`.
+//! Stages read the shared [`net::Net`] and write their thread's [`worker::Worker`]; the control
+//! plane (`config`, `cli`, `bench`) builds a [`datapath::Datapath`] (both) and runs it.
 
 pub mod bench;
 pub mod buf;
@@ -10,10 +12,13 @@ pub mod cli;
 pub mod config;
 pub mod datapath;
 pub mod napi;
+pub mod net;
 pub mod port;
 pub mod rps;
 pub mod rx;
 pub mod stats;
+pub mod tunables;
 pub mod tx;
 pub mod wire;
+pub mod worker;
 pub mod xdp;

@@ -60,10 +60,10 @@ fn cmd_run(args: RunArgs) -> Result<()> {
     let stop = stop_on_signals()?;
     let mut prev = sluice::stats::Counters::default();
     let mut last = Duration::ZERO;
-    let rep = run::execute_until(&args, Some(Arc::clone(&stop)), |dp, el| {
+    let rep = run::execute_until(&args, Some(Arc::clone(&stop)), |c, el| {
         if !quiet {
             let dt = (el - last).as_secs_f64();
-            let line = report::tick_line(&dp.c, &prev, dt, el.as_secs_f64());
+            let line = report::tick_line(c, &prev, dt, el.as_secs_f64());
             // Without a terminal the bar is hidden and would swallow its println: print plainly.
             if bar.is_hidden() {
                 outln!("{line}");
@@ -76,7 +76,7 @@ fn cmd_run(args: RunArgs) -> Result<()> {
             // Nobody reads our output any more: stop as on SIGINT (captures still flushed).
             stop.store(true, Ordering::Relaxed);
         }
-        prev = dp.c.clone();
+        prev = c.clone();
         last = el;
     })?;
     bar.finish_and_clear();

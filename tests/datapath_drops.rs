@@ -12,7 +12,7 @@ use common::*;
 use sluice::buf::Pool;
 use sluice::config::Tunables;
 use sluice::datapath::{Datapath, Pipeline};
-use sluice::napi::{self, RunLimit};
+use sluice::napi::RunLimit;
 use sluice::port::pcap::PcapIn;
 use sluice::port::sink::{CheckSpec, Sink, SinkKind};
 use sluice::rx::route::Iface;
@@ -1089,9 +1089,9 @@ fn io_without_peer(listified: bool) -> sluice::stats::Counters {
     let frames: Vec<_> = (0..3).map(|i| udp4(SRC_V4, DST1_V4, 1, 9).seq(i).build()).collect();
     dp.add_port(Box::new(PcapIn::from_frames("in0", frames, 1)), Iface::new("in0", MAC_IN));
     dp.add_port(Box::new(Sink::new("out", SinkKind::Capture, CheckSpec::default())), Iface::new("out", MAC_OUT1));
-    napi::run(&mut dp, RunLimit::default(), Duration::from_secs(1), |_, _| {});
+    dp.run(RunLimit::default(), Duration::from_secs(1), |_, _| {});
     finish(&mut dp, 3);
-    dp.c.clone()
+    dp.counters()
 }
 
 #[test]

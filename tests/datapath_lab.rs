@@ -7,7 +7,7 @@ use sluice::buf::Pool;
 use sluice::cli::run::report;
 use sluice::config::{self, Config, PortKind};
 use sluice::datapath::{Datapath, Pipeline};
-use sluice::napi::{self, RunLimit};
+use sluice::napi::RunLimit;
 use sluice::rx::local::SocketId;
 use std::process::Command;
 use std::time::Duration;
@@ -26,7 +26,7 @@ fn run_lab(cfg: &Config, listified: bool) -> LabRun {
     assert_eq!(tun.listified, listified as u8);
     let pool = Pool::new(cfg.pool_frames).unwrap();
     let mut dp = cfg.build(tun, &pool).unwrap();
-    let el = napi::run(&mut dp, RunLimit { packets: Some(PACKETS), ..Default::default() }, Duration::from_secs(1), |_, _| {});
+    let el = dp.run(RunLimit { packets: Some(PACKETS), ..Default::default() }, Duration::from_secs(1), |_, _| {});
     let report = report(&dp, el);
     // `napi::run` ends with a drain: nothing may be held any more.
     assert_eq!(report.conservation, Ok(()), "{:?}", report.counters);
@@ -74,15 +74,15 @@ fn lab_local_delivers_everything_to_the_socket() {
         let c = &r.report.counters;
         assert_eq!(c.total_drops(), 0, "{:?}", c.nonzero_drops());
         assert_eq!((c.local, c.tx, c.originated), (c.rx, 0, 0), "all delivered locally");
-        let sock = r.dp.sockets.socket(SocketId(0)).expect("the lab's socket");
+        let sock = r.dp.workers[0].sockets.socket(SocketId(0)).expect("the lab's socket");
         assert_eq!(sock.port, 5001);
         assert_eq!(sock.received, c.rx, "every datagram reached the UDP socket on 5001");
-        assert_eq!(r.dp.sockets.queued(), 0, "the lab application drained it");
+        assert_eq!(r.dp.workers[0].sockets.queued(), 0, "the lab application drained it");
     }
 }
 
 fn captured(r: &LabRun) -> Vec<Vec<u8>> {
-    r.dp.ports[1].captured().expect("capture sink").to_vec()
+    r.dp.ports().nth(1).unwrap().captured().expect("capture sink").to_vec()
 }
 
 fn io_lab(p: Pipeline) -> Config {
@@ -139,9 +139,9 @@ fn lab_modes_agree_on_a_fixed_packet_count() {
                 let tun = cfg.tunables(&[format!("rx.listified={}", l as u8)]).unwrap();
                 let pool = Pool::new(cfg.pool_frames).unwrap();
                 let mut dp = cfg.build(tun, &pool).unwrap();
-                napi::run(&mut dp, RunLimit::default(), Duration::from_secs(1), |_, _| {});
+                dp.run(RunLimit::default(), Duration::from_secs(1), |_, _| {});
                 common::finish(&mut dp, 10_000);
-                common::fates(&dp.c)
+                common::fates(&dp.counters())
             })
             .collect();
         assert_eq!(fates[0], fates[1], "{p:?}");

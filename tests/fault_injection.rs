@@ -9,7 +9,7 @@ mod common;
 use sluice::buf::Pool;
 use sluice::config::{self, Config, PortKind, XdpConfig};
 use sluice::datapath::{Datapath, Pipeline};
-use sluice::napi::{self, RunLimit};
+use sluice::napi::RunLimit;
 use sluice::port::fault::{FaultConfig, FaultSide, FaultStats};
 use sluice::port::parse_mac;
 use sluice::port::sink::{check_frame, CheckSpec};
@@ -95,18 +95,18 @@ fn run(p: Pipeline, listified: bool, gen_fault: Option<FaultConfig>, sink_fault:
     let tun = cfg.tunables(&[format!("rx.listified={}", listified as u8)]).unwrap();
     let pool = Pool::new(cfg.pool_frames).unwrap();
     let mut dp = cfg.build(tun, &pool).unwrap();
-    napi::run(&mut dp, RunLimit::default(), Duration::from_secs(3600), |_, _| {});
+    dp.run(RunLimit::default(), Duration::from_secs(3600), |_, _| {});
     let what = format!("{p:?} listified={listified}");
 
     // The ledger and the pool.
     assert_eq!(dp.conservation(), Ok(()), "{what}");
     assert_eq!(dp.in_flight(), 0, "{what}");
     assert_eq!(dp.buffers_in_use(), 0, "{what}: buffer leak");
-    assert_eq!(dp.sockets.queued(), 0, "{what}");
+    assert_eq!(dp.w().sockets.queued(), 0, "{what}");
 
-    let faults = FaultStats::of_ports(&dp.ports);
-    let c = &dp.c;
-    let gen = dp.ports[PORT_GEN].stats();
+    let faults = FaultStats::of_ports(dp.ports());
+    let c = &dp.counters();
+    let gen = dp.ports().nth(PORT_GEN).unwrap().stats();
     // Receive side: what the datapath got is what the wire delivered, nothing held back at
     // the end (a generator limit ends the run only once the wire is empty).
     assert_eq!(gen.rx_packets, c.rx, "{what}");
@@ -115,13 +115,13 @@ fn run(p: Pipeline, listified: bool, gen_fault: Option<FaultConfig>, sink_fault:
     // Transmit side: every refusal is a tx_error drop, and the sink's wire carries what the
     // port accepted, less losses, plus duplicates.
     assert_eq!(c.dropped(DropReason::TxError), faults.tx.tx_refused + faults.tx.rate_limited, "{what}: {faults:?}");
-    let port_tx: u64 = dp.ports.iter().map(|p| p.stats().tx_packets).sum();
+    let port_tx: u64 = dp.ports().map(|p| p.stats().tx_packets).sum();
     assert_eq!(port_tx, c.tx, "{what}");
-    let wire = dp.ports[PORT_SINK].captured().unwrap().to_vec();
-    let sink_f = dp.ports[PORT_SINK].fault_stats().unwrap_or_default().tx;
+    let wire = dp.ports().nth(PORT_SINK).unwrap().captured().unwrap().to_vec();
+    let sink_f = dp.ports().nth(PORT_SINK).unwrap().fault_stats().unwrap_or_default().tx;
     assert_eq!(
         wire.len() as u64,
-        dp.ports[PORT_SINK].stats().tx_packets - sink_f.dropped + sink_f.duplicated - sink_f.inner_refused,
+        dp.ports().nth(PORT_SINK).unwrap().stats().tx_packets - sink_f.dropped + sink_f.duplicated - sink_f.inner_refused,
         "{what}"
     );
 
@@ -173,7 +173,7 @@ fn every_pipeline_under_each_receive_fault() {
                 if kind == "corrupt" && p != Pipeline::Local {
                     // Some damage gets through the router (it does not check L4 checksums
                     // when forwarding) and the check catches it.
-                    assert!(r.bad > 0 || r.dp.c.total_drops() > 0, "{p:?}: corruption left no trace");
+                    assert!(r.bad > 0 || r.dp.counters().total_drops() > 0, "{p:?}: corruption left no trace");
                 }
             }
         }
@@ -227,7 +227,7 @@ fn a_seed_replays_exactly() {
         for listified in [false, true] {
             let a = run(p, listified, Some(all_at_once(5)), Some(all_at_once(6)));
             let b = run(p, listified, Some(all_at_once(5)), Some(all_at_once(6)));
-            assert_eq!(common::fates(&a.dp.c), common::fates(&b.dp.c), "{p:?}");
+            assert_eq!(common::fates(&a.dp.counters()), common::fates(&b.dp.counters()), "{p:?}");
             assert_eq!(a.faults, b.faults, "{p:?}");
             assert_eq!(a.wire, b.wire, "{p:?}: same frames in the same order");
             let c = run(p, listified, Some(all_at_once(7)), Some(all_at_once(6)));
@@ -242,7 +242,7 @@ fn a_token_bucket_slows_the_wire_without_loss() {
     let f = FaultConfig { rate_pps: 50_000.0, side: FaultSide::Rx, ..FaultConfig::default() };
     let r = run(Pipeline::L3fwd, true, Some(f), None);
     assert!(r.faults.rx.rate_limited > 0);
-    assert_eq!(r.dp.c.rx, PACKETS, "a slower wire loses nothing");
+    assert_eq!(r.dp.counters().rx, PACKETS, "a slower wire loses nothing");
     assert_eq!(r.wire.len() as u64, PACKETS);
 }
 
@@ -257,12 +257,12 @@ fn a_run_cut_short_frees_what_the_wire_held() {
     let tun = cfg.tunables(&[]).unwrap();
     let pool = Pool::new(cfg.pool_frames).unwrap();
     let mut dp = cfg.build(tun, &pool).unwrap();
-    napi::run(&mut dp, RunLimit { packets: Some(20_000), ..RunLimit::default() }, Duration::from_secs(3600), |_, _| {});
-    let f = dp.ports[PORT_GEN].fault_stats().unwrap();
+    dp.run(RunLimit { packets: Some(20_000), ..RunLimit::default() }, Duration::from_secs(3600), |_, _| {});
+    let f = dp.ports().nth(PORT_GEN).unwrap().fault_stats().unwrap();
     assert!(f.rx.discarded > 0, "frames were still held on receive: {f:?}");
     assert_eq!(dp.conservation(), Ok(()));
     assert_eq!(dp.buffers_in_use(), 0, "held frames went back to the pool");
-    let sink = &dp.ports[PORT_SINK];
+    let sink = &dp.ports().nth(PORT_SINK).unwrap();
     assert_eq!(sink.captured().unwrap().len() as u64, sink.stats().tx_packets, "held transmit frames were delivered at drain");
 }
 
@@ -278,8 +278,8 @@ fn config_form_parses_and_is_validated() {
     let cfg = Config::from_toml(&text(ok), "t.toml").unwrap();
     let pool = Pool::new(1024).unwrap();
     let dp = cfg.build(cfg.tunables(&[]).unwrap(), &pool).unwrap();
-    assert!(dp.ports[0].fault_stats().is_some(), "the port is wrapped");
-    assert!(dp.ports[1].fault_stats().is_none());
+    assert!(dp.ports().next().unwrap().fault_stats().is_some(), "the port is wrapped");
+    assert!(dp.ports().nth(1).unwrap().fault_stats().is_none());
     for (bad, field) in [
         ("{ drop = 1.5 }", "ports[0] (g).fault.drop"),
         ("{ corrupt = -0.5 }", "ports[0] (g).fault.corrupt"),
@@ -326,12 +326,12 @@ fn xdp_programs_on_a_damaged_wire() {
             cfg.xdp = Some(XdpConfig { program: program.clone(), mode, engine: EngineKind::Jit, section: None });
             let pool = Pool::new(cfg.pool_frames).unwrap();
             let mut dp = cfg.build(cfg.tunables(&[]).unwrap(), &pool).unwrap();
-            napi::run(&mut dp, RunLimit::default(), Duration::from_secs(3600), |_, _| {});
+            dp.run(RunLimit::default(), Duration::from_secs(3600), |_, _| {});
             let what = format!("{program} {mode:?}");
-            let f = dp.ports[PORT_GEN].fault_stats().unwrap().rx;
+            let f = dp.ports().nth(PORT_GEN).unwrap().fault_stats().unwrap().rx;
             assert!(f.corrupted > 0 && f.truncated > 0, "{what}");
-            assert_eq!(dp.c.rx, PACKETS + f.duplicated, "{what}");
-            assert_eq!(dp.c.xdp_actions.iter().sum::<u64>(), dp.c.rx, "{what}: the program ran on every frame");
+            assert_eq!(dp.counters().rx, PACKETS + f.duplicated, "{what}");
+            assert_eq!(dp.counters().xdp_actions.iter().sum::<u64>(), dp.counters().rx, "{what}: the program ran on every frame");
             assert_eq!(dp.conservation(), Ok(()), "{what}");
             assert_eq!(dp.buffers_in_use(), 0, "{what}: buffer leak");
         }

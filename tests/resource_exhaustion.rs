@@ -6,7 +6,7 @@
 use sluice::buf::Pool;
 use sluice::config::{self, Config, PortKind};
 use sluice::datapath::{Datapath, Pipeline};
-use sluice::napi::{self, RunLimit};
+use sluice::napi::RunLimit;
 use sluice::port::fault::{FaultConfig, FaultSide};
 use sluice::rx::local::SocketId;
 use sluice::stats::DropReason;
@@ -27,15 +27,18 @@ fn build(cfg: &Config) -> Datapath {
 
 fn rounds(dp: &mut Datapath, n: usize, drain_sockets: bool) {
     for _ in 0..n {
-        napi::softirq_round(dp);
+        dp.round();
         if drain_sockets {
-            dp.sockets.drain_all(&mut dp.bufs);
+            {
+                let w = dp.w();
+                w.sockets.drain_all(&mut w.bufs);
+            }
         }
     }
 }
 
 fn assert_clean_end(dp: &mut Datapath) {
-    napi::drain(dp);
+    dp.drain();
     assert_eq!(dp.conservation(), Ok(()));
     assert_eq!(dp.in_flight(), 0);
     assert_eq!(dp.buffers_in_use(), 0, "buffer leak");
@@ -49,19 +52,22 @@ fn empty_pool_counts_nobuf_and_recovers() {
     cfg.pool_frames = 512;
     let mut dp = build(&cfg);
     rounds(&mut dp, 200, false);
-    let starved = dp.ports[0].stats();
+    let starved = dp.ports().next().unwrap().stats();
     assert!(starved.rx_nobuf > 0, "the generator met an empty pool");
-    assert!(dp.c.rx <= 512, "no more frames than buffers: {}", dp.c.rx);
-    assert_eq!(dp.c.local, dp.c.rx, "what did enter was delivered");
+    assert!(dp.counters().rx <= 512, "no more frames than buffers: {}", dp.counters().rx);
+    assert_eq!(dp.counters().local, dp.counters().rx, "what did enter was delivered");
     assert_eq!(dp.conservation(), Ok(()), "frames that never entered are not in the ledger");
-    assert_eq!(napi::softirq_round(&mut dp), 0, "a starved round returns at once, no deadlock");
+    assert_eq!(dp.round(), 0, "a starved round returns at once, no deadlock");
 
     // Pressure ends: the application reads its socket; traffic flows again.
-    dp.sockets.drain_all(&mut dp.bufs);
+    {
+        let w = dp.w();
+        w.sockets.drain_all(&mut w.bufs);
+    }
     rounds(&mut dp, 200, true);
-    assert!(dp.c.rx > starved.rx_packets + 10_000, "traffic flows again: {}", dp.c.rx);
-    assert_eq!(dp.c.local, dp.c.rx);
-    assert_eq!(dp.c.total_drops(), 0, "{:?}", dp.c.nonzero_drops());
+    assert!(dp.counters().rx > starved.rx_packets + 10_000, "traffic flows again: {}", dp.counters().rx);
+    assert_eq!(dp.counters().local, dp.counters().rx);
+    assert_eq!(dp.counters().total_drops(), 0, "{:?}", dp.counters().nonzero_drops());
     assert_clean_end(&mut dp);
 }
 
@@ -74,11 +80,11 @@ fn empty_pool_from_frames_held_on_the_wire_no_deadlock() {
     cfg.ports[0].gen.as_mut().unwrap().packets = Some(20_000);
     cfg.ports[0].fault = Some(FaultConfig { delay_polls: 20, side: FaultSide::Rx, ..FaultConfig::default() });
     let mut dp = build(&cfg);
-    napi::run(&mut dp, RunLimit::default(), Duration::from_secs(3600), |_, _| {});
-    let gen = dp.ports[0].stats();
+    dp.run(RunLimit::default(), Duration::from_secs(3600), |_, _| {});
+    let gen = dp.ports().next().unwrap().stats();
     assert!(gen.rx_nobuf > 0, "the pool ran dry");
-    assert_eq!(dp.c.rx, 20_000, "every packet got through once buffers came back");
-    assert_eq!(dp.c.tx, 20_000);
+    assert_eq!(dp.counters().rx, 20_000, "every packet got through once buffers came back");
+    assert_eq!(dp.counters().tx, 20_000);
     assert_clean_end(&mut dp);
 }
 
@@ -90,17 +96,17 @@ fn full_tx_ring_is_tx_error_and_recovers() {
     cfg.ports[1].kind = PortKind::Capture;
     cfg.ports[1].fault = Some(FaultConfig { tx_full: 1.0, stop_after_polls: 50, side: FaultSide::Tx, ..FaultConfig::default() });
     let mut dp = build(&cfg);
-    napi::run(&mut dp, RunLimit::default(), Duration::from_secs(3600), |_, _| {});
-    let f = dp.ports[1].fault_stats().unwrap().tx;
-    let tx_error = dp.c.dropped(DropReason::TxError);
+    dp.run(RunLimit::default(), Duration::from_secs(3600), |_, _| {});
+    let f = dp.ports().nth(1).unwrap().fault_stats().unwrap().tx;
+    let tx_error = dp.counters().dropped(DropReason::TxError);
     assert!(tx_error > 0);
     assert_eq!(tx_error, f.tx_refused, "every refusal is a counted tx_error drop");
-    assert_eq!(dp.c.tx + tx_error, dp.c.rx);
+    assert_eq!(dp.counters().tx + tx_error, dp.counters().rx);
     // Only the first 50 polls (at most a NAPI weight each) lost anything.
-    let weight = dp.tun.dev_weight as u64;
+    let weight = dp.net.tun.dev_weight as u64;
     assert!(tx_error <= 50 * weight, "{tx_error}");
-    let wire = dp.ports[1].captured().unwrap().len() as u64;
-    assert_eq!(wire, dp.c.tx);
+    let wire = dp.ports().nth(1).unwrap().captured().unwrap().len() as u64;
+    assert_eq!(wire, dp.counters().tx);
     assert!(wire >= 20_000 - 50 * weight, "traffic flows once the ring drains: {wire}");
     assert_clean_end(&mut dp);
 }
@@ -111,20 +117,23 @@ fn full_socket_queue_is_socket_rcvbuff_and_recovers() {
     let cfg = config::lab(Pipeline::Local);
     let mut dp = build(&cfg);
     rounds(&mut dp, 100, false);
-    let sock = dp.sockets.socket(SocketId(0)).unwrap();
+    let sock = dp.w().sockets.socket(SocketId(0)).unwrap();
     assert_eq!(sock.received, 4096, "the queue filled up");
-    assert_eq!(dp.sockets.queued(), 4096);
-    let full = dp.c.dropped(DropReason::SocketRcvbuff);
+    assert_eq!(dp.w().sockets.queued(), 4096);
+    let full = dp.counters().dropped(DropReason::SocketRcvbuff);
     assert!(full > 0);
-    assert_eq!(dp.c.rx, dp.c.local + full);
+    assert_eq!(dp.counters().rx, dp.counters().local + full);
     assert_eq!(dp.conservation(), Ok(()));
 
     // The application reads again: deliveries resume, no more drops.
-    dp.sockets.drain_all(&mut dp.bufs);
+    {
+        let w = dp.w();
+        w.sockets.drain_all(&mut w.bufs);
+    }
     rounds(&mut dp, 300, true);
-    assert!(dp.sockets.socket(SocketId(0)).unwrap().received > 4096 + 10_000);
-    assert_eq!(dp.c.dropped(DropReason::SocketRcvbuff), full, "no drops while the socket is read");
-    assert_eq!(dp.c.rx, dp.c.local + full);
+    assert!(dp.w().sockets.socket(SocketId(0)).unwrap().received > 4096 + 10_000);
+    assert_eq!(dp.counters().dropped(DropReason::SocketRcvbuff), full, "no drops while the socket is read");
+    assert_eq!(dp.counters().rx, dp.counters().local + full);
     assert_clean_end(&mut dp);
 }
 
@@ -199,8 +208,8 @@ fn run_with_filler(prog: &Arc<Program>, maps: &Arc<Maps>, packets: u64) -> Datap
     let mut cfg = config::lab(Pipeline::L3fwd);
     cfg.ports[0].gen.as_mut().unwrap().packets = Some(packets);
     let mut dp = build(&cfg);
-    dp.xdp.attach(0, XdpMode::Native, Box::new(Interp(Interpreter::new(prog.clone(), maps.clone()).unwrap())));
-    napi::run(&mut dp, RunLimit::default(), Duration::from_secs(3600), |_, _| {});
+    dp.w().xdp.attach(0, XdpMode::Native, Box::new(Interp(Interpreter::new(prog.clone(), maps.clone()).unwrap())));
+    dp.run(RunLimit::default(), Duration::from_secs(3600), |_, _| {});
     dp
 }
 
@@ -215,8 +224,8 @@ fn full_xdp_hash_map_returns_e2big_and_the_program_keeps_running() {
     assert_eq!(packets, 3000, "the program ran on every packet");
     assert_eq!(failed, 3000 - FLOW_SLOTS as u64);
     assert_eq!(last_err as i64, -E2BIG, "bpf_map_update_elem on a full hash map is -E2BIG, as in the kernel");
-    assert_eq!(dp.c.dropped(DropReason::XdpAborted), 0);
-    assert_eq!(dp.c.tx, 3000, "every packet passed and was forwarded");
+    assert_eq!(dp.counters().dropped(DropReason::XdpAborted), 0);
+    assert_eq!(dp.counters().tx, 3000, "every packet passed and was forwarded");
     assert_clean_end(&mut dp);
 
     // Pressure ends: user space deletes the entries; the program's updates succeed again.
@@ -228,6 +237,6 @@ fn full_xdp_hash_map_returns_e2big_and_the_program_keeps_running() {
     assert_eq!(packets, 4000);
     assert_eq!(failed2 - failed, 1000 - FLOW_SLOTS as u64, "the first 64 updates of the new run succeeded");
     assert_eq!(flows.len(), FLOW_SLOTS as usize);
-    assert_eq!(dp.c.tx, 1000);
+    assert_eq!(dp.counters().tx, 1000);
     assert_clean_end(&mut dp);
 }

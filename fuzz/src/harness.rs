@@ -28,7 +28,6 @@ use sluice::wire::ipv6::skip_extension_headers;
 use sluice::wire::tcp::{TcpOption, TcpOptions};
 use sluice::wire::{ArpPacket, EthernetFrame, Icmpv4Packet, Icmpv6Packet, Ipv4Packet, Ipv6Packet, TcpPacket, UdpPacket, VlanHeader};
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -433,8 +432,7 @@ fn clamp_frame(frame: &[u8]) -> Vec<u8> {
 struct Router {
     dp: Datapath,
     sockets: Vec<SocketId>,
-    neigh4: HashMap<(u16, [u8; 4]), [u8; 6]>,
-    neigh6: HashMap<(u16, [u8; 16]), [u8; 6]>,
+    neigh: sluice::rx::route::Neighbours,
 }
 
 thread_local! {
@@ -449,9 +447,9 @@ fn new_router() -> Router {
     // 40 jumbo frames of 5 buffers each, plus what the router sends back.
     let pool = Pool::new(1024).expect("pool");
     let mut dp = common::build_router(Vec::new(), &Setup::default(), &pool);
-    let sockets = SOCKETS.iter().map(|&(port, cap)| dp.sockets.bind_udp(port, cap).expect("bind")).collect();
-    let (neigh4, neigh6) = (dp.routes.neigh4.clone(), dp.routes.neigh6.clone());
-    Router { dp, sockets, neigh4, neigh6 }
+    let sockets = SOCKETS.iter().map(|&(port, cap)| dp.w().sockets.bind_udp(port, cap).expect("bind")).collect();
+    let neigh = dp.workers[0].neigh.clone();
+    Router { dp, sockets, neigh }
 }
 
 /// What one run is set up with.
@@ -476,31 +474,33 @@ fn run_router(frames: &[Vec<u8>], setup: &RunSetup) -> Outcome {
     ROUTER.with_borrow_mut(|slot| {
         let r = slot.get_or_insert_with(new_router);
         let dp = &mut r.dp;
-        dp.pipeline = setup.pipeline;
-        dp.tun = setup.tun.clone();
-        dp.c = Counters::default();
-        dp.icmp_rate = Default::default();
-        dp.routes.neigh4 = r.neigh4.clone();
-        dp.routes.neigh6 = r.neigh6.clone();
+        dp.net.pipeline = setup.pipeline;
+        dp.net.tun = setup.tun.clone();
+        let w = dp.w();
+        w.c = Counters::default();
+        w.icmp_rate = Default::default();
+        w.neigh = r.neigh.clone();
         let mut out1 = TestPort::new("out1", None);
         out1.accept_per_burst = setup.out1_accepts;
-        dp.ports[common::P_IN] = Box::new(TestPort::new("in0", Some(frames.to_vec())));
-        dp.ports[common::P_OUT1] = Box::new(out1);
-        dp.ports[common::P_OUT2] = Box::new(TestPort::new("out2", None));
+        w.add_port(common::P_IN as u16, Some(Box::new(TestPort::new("in0", Some(frames.to_vec())))));
+        w.add_port(common::P_OUT1 as u16, Some(Box::new(out1)));
+        w.add_port(common::P_OUT2 as u16, Some(Box::new(TestPort::new("out2", None))));
         let mut payloads: Vec<Vec<Vec<u8>>> = vec![Vec::new(); r.sockets.len()];
         let ids = &r.sockets;
-        napi::run(dp, RunLimit::default(), Duration::ZERO, |dp, _| {
+        let Datapath { net, workers } = &mut *dp;
+        napi::run(net, &mut workers[0], RunLimit::default(), Duration::ZERO, |_, w, _| {
             for (i, id) in ids.iter().enumerate() {
-                dp.sockets.recv_batch(&mut dp.bufs, *id, usize::MAX, |b| payloads[i].push(b.to_vec()));
+                w.sockets.recv_batch(&mut w.bufs, *id, usize::MAX, |b| payloads[i].push(b.to_vec()));
             }
         });
         common::finish(dp, frames.len());
+        let w = &dp.workers[0];
         Outcome {
-            out: dp.ports.iter().map(|p| p.captured().expect("test ports capture").to_vec()).collect(),
+            out: dp.ports().map(|p| p.captured().expect("test ports capture").to_vec()).collect(),
             sockets: payloads,
-            c: dp.c.clone(),
-            neigh4: dp.routes.neigh4.iter().map(|(k, v)| (*k, *v)).collect(),
-            neigh6: dp.routes.neigh6.iter().map(|(k, v)| (*k, *v)).collect(),
+            c: dp.counters(),
+            neigh4: w.neigh.v4.iter().map(|(k, v)| (*k, *v)).collect(),
+            neigh6: w.neigh.v6.iter().map(|(k, v)| (*k, *v)).collect(),
         }
     })
 }
@@ -624,7 +624,7 @@ pub fn config(data: &[u8]) {
     }
     let pool = Pool::new(64).expect("pool");
     if let Ok(dp) = cfg.build(tun, &pool) {
-        assert_eq!(dp.ports.len(), cfg.ports.len(), "one datapath port per configured port");
+        assert_eq!(dp.ports().count(), cfg.ports.len(), "one datapath port per configured port");
     }
 }
 

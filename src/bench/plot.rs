@@ -137,7 +137,7 @@ fn sweep_chart(e: &ExperimentResult, path: &Path) -> Result<bool, String> {
     }
     let pad = ((xmax - xmin) * 0.05).max(0.5);
     let metric = e.sweeps[0].metric;
-    let y_desc = super::report::metric_desc(metric);
+    let y_desc = metric_desc(metric);
     let root = SVGBackend::new(path, (760, 480)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let mut chart = ChartBuilder::on(&root)
@@ -179,4 +179,13 @@ fn sweep_chart(e: &ExperimentResult, path: &Path) -> Result<bool, String> {
         .map_err(|e| e.to_string())?;
     root.present().map_err(|e| e.to_string())?;
     Ok(true)
+}
+
+/// What a sweep metric is, in words.
+pub fn metric_desc(m: &str) -> &'static str {
+    match m {
+        "mpps" => "Mpps",
+        "cpu_ns_per_packet" => "CPU ns per packet",
+        _ => "wall ns per packet",
+    }
 }

@@ -167,22 +167,13 @@ pub fn terminal(e: &ExperimentResult) -> String {
             s,
             "sweep {}: {} = {} + {} × x (r² = {})",
             sw.series,
-            metric_desc(sw.metric),
+            super::plot::metric_desc(sw.metric),
             f(sw.intercept, 2),
             f(sw.slope, 3),
             f(sw.r2, 3)
         );
     }
     s
-}
-
-/// What a sweep metric is, in words.
-pub fn metric_desc(m: &str) -> &'static str {
-    match m {
-        "mpps" => "Mpps",
-        "cpu_ns_per_packet" => "CPU ns per packet",
-        _ => "wall ns per packet",
-    }
 }
 
 fn md_escape(s: &str) -> String {
@@ -466,11 +457,11 @@ fn experiment_md(s: &mut String, r: &Results, e: &ExperimentResult, out: &Path) 
     }
 
     for sw in &e.sweeps {
-        let _ = writeln!(s, "\n### Sweep: {} vs {}\n", metric_desc(sw.metric), sw.x_label);
+        let _ = writeln!(s, "\n### Sweep: {} vs {}\n", super::plot::metric_desc(sw.metric), sw.x_label);
         let _ = writeln!(
             s,
             "Least squares over every run: {} = {} + {} × x (r² = {}).\n",
-            metric_desc(sw.metric),
+            super::plot::metric_desc(sw.metric),
             f(sw.intercept, 2),
             f(sw.slope, 4),
             f(sw.r2, 4)

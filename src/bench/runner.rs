@@ -5,7 +5,7 @@ use super::hw::{self, HwCounters, HwReading};
 use super::BenchError;
 use crate::cli::run as clirun;
 use crate::config::Config;
-use crate::napi::{self, RunLimit};
+use crate::napi::RunLimit;
 use crate::stats::{Counters, Stage};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -85,22 +85,22 @@ pub fn run_sluice(
     let mut dp = clirun::build(config, set)?;
     let tick = Duration::from_millis(100);
     if !warmup.is_zero() {
-        napi::run(&mut dp, RunLimit { duration: Some(warmup), ..Default::default() }, tick, |_, el| progress(el.as_secs_f64()));
+        dp.run(RunLimit { duration: Some(warmup), ..Default::default() }, tick, |_, el| progress(el.as_secs_f64()));
     }
-    // After `napi::run` everything is flushed (nothing in flight), so starting the counters
+    // After a run everything is flushed (nothing in flight), so starting the counters
     // from zero keeps the conservation ledger balanced.
-    dp.c = Counters::default();
+    dp.reset_counters();
     let w = warmup.as_secs_f64();
     let mut hwc = if use_hw { HwCounters::open().ok() } else { None };
     let cpu0 = hw::thread_cpu_time();
     if let Some(h) = &hwc {
         h.start();
     }
-    let el = napi::run(&mut dp, RunLimit { duration: Some(measure), ..Default::default() }, tick, |_, el| progress(w + el.as_secs_f64()));
+    let el = dp.run(RunLimit { duration: Some(measure), ..Default::default() }, tick, |_, el| progress(w + el.as_secs_f64()));
     let hw_reading = hwc.as_mut().and_then(|h| h.stop());
     let cpu1 = hw::thread_cpu_time();
     let secs = el.as_secs_f64().max(1e-9);
-    let c = &dp.c;
+    let c = &dp.counters();
     let (user, sys) = match (cpu0, cpu1) {
         (Some((u0, s0)), Some((u1, s1))) => (Some((u1 - u0).max(0.0)), Some((s1 - s0).max(0.0))),
         _ => (None, None),

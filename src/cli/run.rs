@@ -4,7 +4,7 @@ use super::RunArgs;
 use crate::buf::Pool;
 use crate::config::{self, Config, ConfigError, PortKind};
 use crate::datapath::{Datapath, Pipeline};
-use crate::napi::{self, RunLimit, StopReason};
+use crate::napi::{RunLimit, StopReason};
 use crate::stats::Counters;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -113,7 +113,7 @@ pub fn build(cfg: &Config, set: &[String]) -> Result<Datapath, RunError> {
 }
 
 /// Runs to completion. `tick` sees the datapath about once a second.
-pub fn execute(args: &RunArgs, tick: impl FnMut(&mut Datapath, Duration)) -> Result<RunReport, RunError> {
+pub fn execute(args: &RunArgs, tick: impl FnMut(&Counters, Duration)) -> Result<RunReport, RunError> {
     execute_until(args, None, tick)
 }
 
@@ -126,7 +126,7 @@ pub fn run_limit(args: &RunArgs, dp: &Datapath, stop: Option<Arc<AtomicBool>>) -
     if args.packets == Some(0) {
         return Err(RunError::Other("--packets: the packet count must be at least 1".into()));
     }
-    let bounded = dp.ports.iter().any(|p| p.rx_bounded());
+    let bounded = dp.ports().any(|p| p.rx_bounded());
     let duration = match args.seconds {
         Some(s) => Some(Duration::from_secs_f64(s)),
         None if bounded || args.packets.is_some() => None,
@@ -137,15 +137,11 @@ pub fn run_limit(args: &RunArgs, dp: &Datapath, stop: Option<Arc<AtomicBool>>) -
 
 /// [`execute`] with a stop flag (raised by SIGINT/SIGTERM): the run stops at a poll boundary,
 /// flushes every queue and capture, and reports as usual.
-pub fn execute_until(
-    args: &RunArgs,
-    stop: Option<Arc<AtomicBool>>,
-    tick: impl FnMut(&mut Datapath, Duration),
-) -> Result<RunReport, RunError> {
+pub fn execute_until(args: &RunArgs, stop: Option<Arc<AtomicBool>>, tick: impl FnMut(&Counters, Duration)) -> Result<RunReport, RunError> {
     let cfg = resolve_config(args)?;
     let mut dp = build(&cfg, &args.set)?;
     let limit = run_limit(args, &dp, stop)?;
-    let (el, why, failed) = napi::run_until(&mut dp, &limit, Duration::from_secs(1), tick);
+    let (el, why, failed) = dp.run_until(&limit, Duration::from_secs(1), tick);
     let mut rep = report(&dp, el);
     rep.stop = why;
     rep.output_errors = failed.iter().map(|(port, e)| format!("port {port}: {e}")).collect();
@@ -153,18 +149,18 @@ pub fn execute_until(
 }
 
 pub fn report(dp: &Datapath, el: Duration) -> RunReport {
-    let ports: Vec<_> = dp.ports.iter().map(|p| (p.name().to_string(), p.stats())).collect();
+    let ports: Vec<_> = dp.ports().map(|p| (p.name().to_string(), p.stats())).collect();
     RunReport {
-        pipeline: dp.pipeline,
+        pipeline: dp.net.pipeline,
         seconds: el.as_secs_f64(),
-        counters: dp.c.clone(),
+        counters: dp.counters(),
         check_failures: ports.iter().map(|p| p.1.check_failures).sum(),
-        check_report: dp.ports.iter().flat_map(|p| p.check_report()).collect(),
+        check_report: dp.ports().flat_map(|p| p.check_report()).collect(),
         ports,
         conservation: dp.conservation().map_err(|e| e.to_string()),
         buffers_leaked: dp.buffers_in_use(),
         stop: StopReason::InputDone,
         output_errors: Vec::new(),
-        faults: dp.ports.iter().any(|p| p.fault_stats().is_some()).then(|| crate::port::fault::FaultStats::of_ports(&dp.ports)),
+        faults: dp.ports().any(|p| p.fault_stats().is_some()).then(|| crate::port::fault::FaultStats::of_ports(dp.ports())),
     }
 }

@@ -159,6 +159,7 @@ pub fn execute(args: &XdpRunArgs) -> Result<ToolRun, XdpToolError> {
     }
     let mut mem = LowMem::new(TEST_RUN_BUF).map_err(|source| XdpToolError::Io { path: "buffer below 4 GiB".into(), source })?;
     let routes = RouteTable::new();
+    let neigh = crate::rx::route::Neighbours::default();
     let mut trace = Vec::new();
     let mut out_frames = Vec::new();
     let mut counts = [0u64; 5];
@@ -192,7 +193,7 @@ pub fn execute(args: &XdpRunArgs) -> Result<ToolRun, XdpToolError> {
         let mut xb = XdpBuff::new(buf, TEST_RUN_HEADROOM, len);
         xb.ingress_ifindex = 1;
         xb.frags = frags.as_mut().map(|p| p as &mut dyn sluice_ebpf::XdpFrags);
-        let mut env = SluiceEnv::new(&routes, &[], &mut trace);
+        let mut env = SluiceEnv::new(&routes, &neigh, &[], &mut trace);
         let out = prog.run(&mut xb, &mut env);
         let a = out.action;
         match counts.get_mut(a as usize) {

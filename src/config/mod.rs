@@ -1,12 +1,11 @@
 //! Configuration: ports, addresses, routes, neighbours, pipeline and tunables, from a TOML
 //! file or the built-in lab; and building a datapath from it.
 
-pub mod tunables;
-
-pub use tunables::{TunableError, Tunables, TUNABLES};
+pub use crate::tunables::{TunableError, Tunables, TUNABLES};
 
 use crate::buf::Pool;
-use crate::datapath::{Datapath, Pipeline};
+use crate::datapath::Datapath;
+pub use crate::net::Pipeline;
 use crate::port::gen::{GenConfig, Generator};
 use crate::port::pcap::{PcapIn, PcapOut};
 use crate::port::sink::{CheckSpec, Sink, SinkKind};
@@ -307,15 +306,15 @@ impl Config {
             };
             let port = crate::port::fault::wrap(port, pc.fault.as_ref()).map_err(|e| field(format!("{what}.fault.{}", e.field), e.msg))?;
             let idx = dp.add_port(port, iface.clone());
-            dp.routes.add_iface(idx, &iface).map_err(|e| field(format!("{what}.ipv4/ipv6"), e.to_string()))?;
+            dp.net.routes.add_iface(idx, &iface).map_err(|e| field(format!("{what}.ipv4/ipv6"), e.to_string()))?;
         }
         for (i, pc) in self.ports.iter().enumerate() {
             if let Some(peer) = &pc.peer {
-                dp.peer[i] = Some(self.port_index(peer, &format!("ports[{i}].peer"))?);
+                dp.net.peer[i] = Some(self.port_index(peer, &format!("ports[{i}].peer"))?);
             }
         }
         if matches!(self.pipeline, Pipeline::Io | Pipeline::Macswap)
-            && dp.peer.iter().zip(&self.ports).any(|(p, c)| p.is_none() && matches!(c.kind, PortKind::Gen | PortKind::PcapIn))
+            && dp.net.peer.iter().zip(&self.ports).any(|(p, c)| p.is_none() && matches!(c.kind, PortKind::Gen | PortKind::PcapIn))
         {
             return Err(field("ports", "io/macswap pipelines need a `peer` on every receiving port"));
         }
@@ -324,8 +323,8 @@ impl Config {
             let port = self.port_index(&n.port, &format!("{what}.port"))?;
             let mac = parse_mac(&n.mac).ok_or_else(|| field(format!("{what}.mac"), format!("`{}` is not a MAC address", n.mac)))?;
             match n.ip.parse::<IpAddr>().map_err(|_| field(format!("{what}.ip"), format!("`{}` is not an IP address", n.ip)))? {
-                IpAddr::V4(a) => dp.routes.neigh4.insert((port, a.octets()), mac),
-                IpAddr::V6(a) => dp.routes.neigh6.insert((port, a.octets()), mac),
+                IpAddr::V4(a) => dp.add_neigh_v4(port, a.octets(), mac),
+                IpAddr::V6(a) => dp.add_neigh_v6(port, a.octets(), mac),
             };
         }
         let mut seen = std::collections::HashMap::new();
@@ -389,7 +388,7 @@ impl Config {
             }
         }
         for &p in &self.udp_sockets {
-            dp.sockets.bind_udp(p, 4096).map_err(|e| field("udp_sockets", e.to_string()))?;
+            dp.w().sockets.bind_udp(p, 4096).map_err(|e| field("udp_sockets", e.to_string()))?;
         }
         if let Some(x) = &self.xdp {
             for (i, pc) in self.ports.iter().enumerate() {
@@ -406,7 +405,7 @@ impl Config {
                 };
                 // As drivers refuse it (e.g. "MTU too large for XDP"): a native program that
                 // is not frags-aware cannot run on a port whose frames need more than one buffer.
-                let mtu = dp.ifaces.get(i).map_or(0, |f| f.mtu) as usize;
+                let mtu = dp.net.ifaces.get(i).map_or(0, |f| f.mtu) as usize;
                 if x.mode == XdpMode::Native && !prog.frags_aware() && mtu + MAX_L2_HEADER > crate::buf::MAX_DATA {
                     return Err(field(
                         format!("ports[{i}] ({})", pc.name),
@@ -419,7 +418,7 @@ impl Config {
                         ),
                     ));
                 }
-                dp.xdp.attach(i as u16, x.mode, prog);
+                dp.w().xdp.attach(i as u16, x.mode, prog);
             }
         }
         Ok(dp)
@@ -552,8 +551,8 @@ impl Config {
         };
         let gw: IpAddr = via.parse().map_err(|_| field(format!("{what}.via"), format!("`{via}` is not an IP address")))?;
         let mac = match gw {
-            IpAddr::V4(a) => dp.routes.neigh4.get(&(port, a.octets())),
-            IpAddr::V6(a) => dp.routes.neigh6.get(&(port, a.octets())),
+            IpAddr::V4(a) => dp.workers[0].neigh.v4.get(&(port, a.octets())),
+            IpAddr::V6(a) => dp.workers[0].neigh.v6.get(&(port, a.octets())),
         };
         let mac =
             mac.ok_or_else(|| field(format!("{what}.via"), format!("gateway {via} has no entry in `neighbours` on port `{port_name}`")))?;
@@ -611,8 +610,8 @@ fn parse_ip_route(line: &str) -> Result<IpRoute<'_>, String> {
 
 fn add_route(dp: &mut Datapath, addr: IpAddr, len: u8, nh: NextHop) -> Result<(), String> {
     match addr {
-        IpAddr::V4(a) => dp.routes.add_v4(a.octets(), len, nh),
-        IpAddr::V6(a) => dp.routes.add_v6(a.octets(), len, nh),
+        IpAddr::V4(a) => dp.net.routes.add_v4(a.octets(), len, nh),
+        IpAddr::V6(a) => dp.net.routes.add_v6(a.octets(), len, nh),
     }
     .map_err(|e| e.to_string())
 }
@@ -666,7 +665,7 @@ mod tests {
             let c = lab(p);
             let t = c.tunables(&[]).unwrap();
             let dp = c.build(t, &pool).unwrap();
-            assert_eq!(dp.ports.len(), 2);
+            assert_eq!(dp.ports().count(), 2);
         }
     }
 
@@ -695,7 +694,7 @@ mod tests {
         let mut c = lab(Pipeline::L3fwd);
         c.routes_file = Some(path.clone());
         let dp = c.build(Tunables::default(), &pool).unwrap();
-        assert_ne!(dp.routes.lookup_v4([100, 3, 231, 7]), crate::rx::route::NO_ROUTE);
+        assert_ne!(dp.net.routes.lookup_v4([100, 3, 231, 7]), crate::rx::route::NO_ROUTE);
         text.push_str("100.0.0.0/24 dev sink0\n");
         std::fs::write(&path, &text).unwrap();
         let e = c.build(Tunables::default(), &pool).err().unwrap().to_string();

@@ -5,30 +5,31 @@
 //! delivery will too).
 
 use crate::buf::skb::Skb;
-use crate::datapath::{Datapath, Pipeline};
+use crate::net::{Net, Pipeline};
 use crate::stats::{DropReason, Stage};
+use crate::worker::Worker;
 use std::time::{Duration, Instant};
 
 /// One softirq round over every port. Returns packets processed.
-pub fn softirq_round(dp: &mut Datapath) -> usize {
-    let mut budget = dp.tun.netdev_budget as usize;
+pub fn softirq_round(net: &Net, w: &mut Worker) -> usize {
+    let mut budget = net.tun.netdev_budget as usize;
     let now = Instant::now();
-    dp.tick(now);
-    let deadline = now + Duration::from_micros(dp.tun.netdev_budget_usecs as u64);
+    w.tick(now);
+    let deadline = now + Duration::from_micros(net.tun.netdev_budget_usecs as u64);
     let mut done = 0;
-    for port in 0..dp.ports.len() as u16 {
-        let weight = (dp.tun.dev_weight as usize).min(budget).min(dp.rx_quota.min(usize::MAX as u64) as usize);
+    for port in 0..net.nports() as u16 {
+        let weight = (net.tun.dev_weight as usize).min(budget).min(w.rx_quota.min(usize::MAX as u64) as usize);
         if weight == 0 {
             break;
         }
-        let work = napi_poll(dp, port, weight);
+        let work = napi_poll(net, w, port, weight);
         done += work;
         budget -= work;
         if work == weight {
-            dp.c.napi_budget_exhausted += 1;
+            w.c.napi_budget_exhausted += 1;
         }
         if budget == 0 || (work > 0 && Instant::now() >= deadline) {
-            dp.c.time_squeeze += 1;
+            w.c.time_squeeze += 1;
             break;
         }
     }
@@ -36,74 +37,74 @@ pub fn softirq_round(dp: &mut Datapath) -> usize {
 }
 
 /// Polls one port's rx queue for up to `weight` packets and runs them through the pipeline.
-pub fn napi_poll(dp: &mut Datapath, port: u16, weight: usize) -> usize {
-    dp.clock.next_poll(dp.tun.clock_sample);
-    let t0 = dp.clock();
-    let mut rx = std::mem::take(&mut dp.rx_scratch);
+pub fn napi_poll(net: &Net, w: &mut Worker, port: u16, weight: usize) -> usize {
+    w.clock.next_poll(net.tun.clock_sample);
+    let t0 = w.clock();
+    let mut rx = std::mem::take(&mut w.rx_scratch);
     rx.clear();
-    let (n, too_long) = match dp.ports.get_mut(port as usize) {
-        Some(dev) => (dev.rx_burst(&mut dp.bufs, &mut rx, weight), dev.take_rx_dropped()),
+    let (n, too_long) = match w.ports.get_mut(port as usize).and_then(Option::as_mut) {
+        Some(dev) => (dev.rx_burst(&mut w.bufs, &mut rx, weight), dev.take_rx_dropped()),
         None => (0, 0),
     };
     if too_long > 0 {
         // Frames the port saw but could not take entered and were dropped: counted, not lost.
-        dp.c.rx += too_long;
-        dp.c.drop_n(DropReason::RxLengthError, too_long);
+        w.c.rx += too_long;
+        w.c.drop_n(DropReason::RxLengthError, too_long);
     }
-    dp.rx_quota = dp.rx_quota.saturating_sub(n as u64 + too_long);
+    w.rx_quota = w.rx_quota.saturating_sub(n as u64 + too_long);
     if n == 0 {
-        dp.rx_scratch = rx;
+        w.rx_scratch = rx;
         return too_long as usize;
     }
-    dp.c.napi_polls += 1;
-    dp.c.rx += n as u64;
-    dp.c.rx_bytes += rx.iter().map(|p| p.total_len() as u64).sum::<u64>();
-    dp.stage_done(Stage::PortRx, n, t0);
+    w.c.napi_polls += 1;
+    w.c.rx += n as u64;
+    w.c.rx_bytes += rx.iter().map(|p| p.total_len() as u64).sum::<u64>();
+    w.stage_done(Stage::PortRx, n, t0);
 
-    match dp.pipeline {
-        Pipeline::Io | Pipeline::Macswap => forward_untouched(dp, port, &rx),
+    match net.pipeline {
+        Pipeline::Io | Pipeline::Macswap => forward_untouched(net, w, port, &rx),
         Pipeline::L3fwd | Pipeline::Local => {
-            crate::xdp::run_native(dp, port, &mut rx);
-            let mut skbs = std::mem::take(&mut dp.skb_scratch);
-            build_meta(dp, port, &rx, &mut skbs);
-            crate::xdp::run_generic(dp, &mut skbs);
+            crate::xdp::run_native(net, w, port, &mut rx);
+            let mut skbs = std::mem::take(&mut w.skb_scratch);
+            build_meta(net, w, port, &rx, &mut skbs);
+            crate::xdp::run_generic(net, w, &mut skbs);
             if skbs.is_empty() {
                 // Everything was consumed by XDP.
-            } else if dp.tun.listified != 0 {
-                crate::rx::receive_list(dp, &mut skbs);
+            } else if net.tun.listified != 0 {
+                crate::rx::receive_list(net, w, &mut skbs);
             } else {
-                crate::rx::receive_single(dp, &skbs);
+                crate::rx::receive_single(net, w, &skbs);
             }
             skbs.clear();
-            dp.skb_scratch = skbs;
+            w.skb_scratch = skbs;
         }
     }
-    dp.rx_scratch = rx;
-    poll_end(dp);
+    w.rx_scratch = rx;
+    poll_end(net, w);
     n + too_long as usize
 }
 
 /// Builds packet metadata for a burst: its own stage, so its cost shows.
-fn build_meta(dp: &mut Datapath, port: u16, rx: &[crate::buf::Pkt], skbs: &mut Vec<Skb>) {
-    let t0 = dp.clock();
-    let mac = dp.ifaces.get(port as usize).map(|i| i.mac).unwrap_or([0; 6]);
+fn build_meta(net: &Net, w: &mut Worker, port: u16, rx: &[crate::buf::Pkt], skbs: &mut Vec<Skb>) {
+    let t0 = w.clock();
+    let mac = net.ifaces.get(port as usize).map(|i| i.mac).unwrap_or([0; 6]);
     skbs.clear();
-    skbs.extend(rx.iter().map(|&p| Skb::build(p, dp.bufs.data(p), port, 0, &mac)));
-    dp.stage_done(Stage::Meta, rx.len(), t0);
+    skbs.extend(rx.iter().map(|&p| Skb::build(p, w.bufs.data(p), port, 0, &mac)));
+    w.stage_done(Stage::Meta, rx.len(), t0);
 }
 
 /// `io` and `macswap`: straight to the peer port, no metadata.
-fn forward_untouched(dp: &mut Datapath, port: u16, rx: &[crate::buf::Pkt]) {
-    let t0 = dp.clock();
-    let Some(peer) = dp.peer.get(port as usize).copied().flatten() else {
+fn forward_untouched(net: &Net, w: &mut Worker, port: u16, rx: &[crate::buf::Pkt]) {
+    let t0 = w.clock();
+    let Some(peer) = net.peer.get(port as usize).copied().flatten() else {
         for p in rx {
-            dp.drop_pkt(*p, DropReason::NoTxPort);
+            w.drop_pkt(*p, DropReason::NoTxPort);
         }
         return;
     };
-    if dp.pipeline == Pipeline::Macswap {
+    if net.pipeline == Pipeline::Macswap {
         for p in rx {
-            let d = dp.bufs.data_mut(*p);
+            let d = w.bufs.data_mut(*p);
             if d.len() >= 12 {
                 let mut dst = [0u8; 6];
                 dst.copy_from_slice(&d[0..6]);
@@ -112,27 +113,27 @@ fn forward_untouched(dp: &mut Datapath, port: u16, rx: &[crate::buf::Pkt]) {
             }
         }
     }
-    let q = &mut dp.txq[peer as usize];
+    let q = &mut w.txq[peer as usize];
     q.pkts.extend_from_slice(rx);
-    dp.stage_done(Stage::Tx, rx.len(), t0);
+    w.stage_done(Stage::Tx, rx.len(), t0);
 }
 
 /// End of a poll: flush XDP redirect queues, then every transmit queue (doorbell).
-pub fn poll_end(dp: &mut Datapath) {
-    crate::xdp::flush_redirects(dp);
-    crate::tx::flush_all(dp);
-    crate::tx::reap_completions(dp);
+pub fn poll_end(net: &Net, w: &mut Worker) {
+    crate::xdp::flush_redirects(w);
+    crate::tx::flush_all(net, w);
+    crate::tx::reap_completions(w);
 }
 
-/// True when every port has finished receiving.
-pub fn all_rx_done(dp: &Datapath) -> bool {
-    dp.ports.iter().all(|p| p.rx_done())
+/// True when every port of this worker has finished receiving.
+pub fn all_rx_done(w: &Worker) -> bool {
+    w.owned_ports().all(|p| p.rx_done())
 }
 
 /// True when the datapath has bounded inputs (captures, counted generators) and every one of
 /// them is done: what ends a run that has no time limit.
-pub fn bounded_rx_done(dp: &Datapath) -> bool {
-    dp.ports.iter().any(|p| p.rx_bounded()) && dp.ports.iter().filter(|p| p.rx_bounded()).all(|p| p.rx_done())
+pub fn bounded_rx_done(w: &Worker) -> bool {
+    w.owned_ports().any(|p| p.rx_bounded()) && w.owned_ports().filter(|p| p.rx_bounded()).all(|p| p.rx_done())
 }
 
 /// Why a run ended.
@@ -154,52 +155,53 @@ pub enum StopReason {
 ///
 /// Stops only at a poll boundary, then drains: every queue and capture is flushed and the
 /// ledger balances whatever ended the run.
-pub fn run(dp: &mut Datapath, limit: RunLimit, tick_every: Duration, tick: impl FnMut(&mut Datapath, Duration)) -> Duration {
-    run_until(dp, &limit, tick_every, tick).0
+pub fn run(net: &Net, w: &mut Worker, limit: RunLimit, tick_every: Duration, tick: impl FnMut(&Net, &mut Worker, Duration)) -> Duration {
+    run_until(net, w, &limit, tick_every, tick).0
 }
 
 /// [`run`], also saying why the run ended and which ports failed to finish their output.
 pub fn run_until(
-    dp: &mut Datapath,
+    net: &Net,
+    w: &mut Worker,
     limit: &RunLimit,
     tick_every: Duration,
-    mut tick: impl FnMut(&mut Datapath, Duration),
+    mut tick: impl FnMut(&Net, &mut Worker, Duration),
 ) -> (Duration, StopReason, Vec<(String, std::io::Error)>) {
     let start = Instant::now();
     let mut next_tick = tick_every;
     let mut idle_rounds = 0u32;
-    dp.rx_quota = limit.packets.unwrap_or(u64::MAX);
+    w.rx_quota = limit.packets.unwrap_or(u64::MAX);
     let stopped = || limit.stop.as_ref().is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed));
     let why = loop {
         let mut did = 0;
         // Check the clock every few rounds only: Instant::now costs ~20 ns.
         for _ in 0..16 {
-            did += softirq_round(dp);
-            if dp.pipeline == Pipeline::Local {
-                dp.sockets.drain_all(&mut dp.bufs);
+            did += softirq_round(net, w);
+            if net.pipeline == Pipeline::Local {
+                w.sockets.drain_all(&mut w.bufs);
             }
         }
         let el = start.elapsed();
         if el >= next_tick {
-            tick(dp, el);
+            tick(net, w, el);
             next_tick += tick_every;
         }
         if stopped() {
             break StopReason::Stopped;
         }
-        if limit.packets.is_some() && dp.rx_quota == 0 {
+        if limit.packets.is_some() && w.rx_quota == 0 {
             break StopReason::Packets;
         }
         if limit.duration.is_some_and(|d| el >= d) {
             break StopReason::Time;
         }
         // Bounded inputs end the run even while unbounded ones (a generator) still send.
-        if limit.until_bounded_inputs_done && bounded_rx_done(dp) {
+        if limit.until_bounded_inputs_done && bounded_rx_done(w) {
             break StopReason::InputDone;
         }
         if did == 0 {
             idle_rounds += 1;
-            if all_rx_done(dp) && idle_rounds > 2 {
+            if all_rx_done(w) && idle_rounds > 2 {
                 break StopReason::InputDone;
             }
             std::thread::yield_now();
@@ -207,20 +209,20 @@ pub fn run_until(
             idle_rounds = 0;
         }
     };
-    let failed = drain(dp);
+    let failed = drain(net, w);
     (start.elapsed(), why, failed)
 }
 
 /// Flushes everything still held (transmit queues, redirect queues) and returns socket
 /// buffers: after it, nothing is in flight. Returns the ports whose output could not be
 /// finished (a capture that could not be written), by name.
-pub fn drain(dp: &mut Datapath) -> Vec<(String, std::io::Error)> {
-    poll_end(dp);
-    dp.sockets.drain_all(&mut dp.bufs);
+pub fn drain(net: &Net, w: &mut Worker) -> Vec<(String, std::io::Error)> {
+    poll_end(net, w);
+    w.sockets.drain_all(&mut w.bufs);
     let mut failed = Vec::new();
-    for p in dp.ports.iter_mut() {
+    for p in w.ports.iter_mut().flatten() {
         // Frames a port still holds (fault injection's delayed ones) go back to the pool.
-        p.flush_held(&mut dp.bufs);
+        p.flush_held(&mut w.bufs);
         if let Err(e) = p.finish() {
             failed.push((p.name().to_string(), e));
         }
@@ -244,57 +246,60 @@ pub struct RunLimit {
 mod tests {
     use super::*;
     use crate::buf::Pool;
-    use crate::config::Tunables;
     use crate::port::pcap::PcapIn;
     use crate::port::sink::{CheckSpec, Sink, SinkKind};
     use crate::rx::route::Iface;
+    use crate::tunables::Tunables;
 
-    /// An io datapath: 100 frames waiting on port 0, peered to a null sink.
-    fn io_with_100_frames(tun: Tunables) -> Datapath {
+    /// An io datapath: 100 frames waiting on port 0, peered to a null sink; one worker.
+    fn io_with_100_frames(tun: Tunables) -> (Net, Worker) {
         let pool = Pool::new(256).unwrap();
-        let mut dp = Datapath::new(tun, Pipeline::Io, &pool);
+        let mut net = Net::new(tun, Pipeline::Io);
+        let mut w = Worker::new(0, &pool);
         let frames = vec![vec![0u8; 60]; 100];
-        dp.add_port(Box::new(PcapIn::from_frames("in", frames, 1)), Iface::new("in", [2, 0, 0, 0, 0, 1]));
-        dp.add_port(Box::new(Sink::new("out", SinkKind::Null, CheckSpec::default())), Iface::new("out", [2, 0, 0, 0, 0, 2]));
-        dp.peer[0] = Some(1);
-        dp
+        net.ifaces.push(Iface::new("in", [2, 0, 0, 0, 0, 1]));
+        net.ifaces.push(Iface::new("out", [2, 0, 0, 0, 0, 2]));
+        net.peer = vec![Some(1), None];
+        w.add_port(0, Some(Box::new(PcapIn::from_frames("in", frames, 1))));
+        w.add_port(1, Some(Box::new(Sink::new("out", SinkKind::Null, CheckSpec::default()))));
+        (net, w)
     }
 
     #[test]
     fn netdev_budget_bounds_one_softirq_round() {
-        let mut dp = io_with_100_frames(Tunables { netdev_budget: 10, dev_weight: 64, ..Tunables::default() });
-        assert_eq!(softirq_round(&mut dp), 10);
-        assert_eq!(dp.c.rx, 10);
-        assert_eq!(dp.c.time_squeeze, 1, "a round cut by the budget is a time squeeze");
+        let (net, mut w) = io_with_100_frames(Tunables { netdev_budget: 10, dev_weight: 64, ..Tunables::default() });
+        assert_eq!(softirq_round(&net, &mut w), 10);
+        assert_eq!(w.c.rx, 10);
+        assert_eq!(w.c.time_squeeze, 1, "a round cut by the budget is a time squeeze");
     }
 
     #[test]
     fn dev_weight_bounds_one_poll() {
-        let mut dp = io_with_100_frames(Tunables { netdev_budget: 300, dev_weight: 16, ..Tunables::default() });
-        assert_eq!(softirq_round(&mut dp), 16);
-        assert_eq!(dp.c.napi_budget_exhausted, 1);
-        assert_eq!(dp.c.time_squeeze, 0);
+        let (net, mut w) = io_with_100_frames(Tunables { netdev_budget: 300, dev_weight: 16, ..Tunables::default() });
+        assert_eq!(softirq_round(&net, &mut w), 16);
+        assert_eq!(w.c.napi_budget_exhausted, 1);
+        assert_eq!(w.c.time_squeeze, 0);
     }
 
     #[test]
     fn a_packet_count_stops_exactly_and_drains() {
-        let mut dp = io_with_100_frames(Tunables::default());
+        let (net, mut w) = io_with_100_frames(Tunables::default());
         let limit = RunLimit { packets: Some(37), ..Default::default() };
-        let (_, why, failed) = run_until(&mut dp, &limit, Duration::from_secs(1), |_, _| {});
-        assert_eq!((dp.c.rx, dp.c.tx, why), (37, 37, StopReason::Packets));
+        let (_, why, failed) = run_until(&net, &mut w, &limit, Duration::from_secs(1), |_, _, _| {});
+        assert_eq!((w.c.rx, w.c.tx, why), (37, 37, StopReason::Packets));
         assert!(failed.is_empty());
-        assert_eq!(dp.buffers_in_use(), 0);
+        assert_eq!(w.buffers_in_use(), 0);
     }
 
     #[test]
     fn a_raised_stop_flag_ends_the_run_with_everything_flushed() {
-        let mut dp = io_with_100_frames(Tunables { dev_weight: 1, netdev_budget: 1, ..Tunables::default() });
+        let (net, mut w) = io_with_100_frames(Tunables { dev_weight: 1, netdev_budget: 1, ..Tunables::default() });
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
         let limit = RunLimit { stop: Some(stop), ..Default::default() };
-        let (_, why, _) = run_until(&mut dp, &limit, Duration::from_secs(1), |_, _| {});
+        let (_, why, _) = run_until(&net, &mut w, &limit, Duration::from_secs(1), |_, _, _| {});
         assert_eq!(why, StopReason::Stopped);
-        assert!(dp.c.rx < 100, "stopped early");
-        assert!(dp.conservation().is_ok());
-        assert_eq!(dp.c.tx, dp.c.rx);
+        assert!(w.c.rx < 100, "stopped early");
+        assert!(w.c.conservation(w.in_flight()).is_ok());
+        assert_eq!(w.c.tx, w.c.rx);
     }
 }

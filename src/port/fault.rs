@@ -185,7 +185,7 @@ pub struct FaultStats {
 
 impl FaultStats {
     /// The sum over every fault-injection port of a datapath.
-    pub fn of_ports<'a>(ports: impl IntoIterator<Item = &'a Box<dyn Port>>) -> FaultStats {
+    pub fn of_ports<'a>(ports: impl IntoIterator<Item = &'a dyn Port>) -> FaultStats {
         let mut sum = FaultStats::default();
         for f in ports.into_iter().filter_map(|p| p.fault_stats()) {
             sum.rx.merge(&f.rx);

@@ -3,12 +3,13 @@
 //! monomorphised per family.
 
 use super::forward::{self, FwdError};
-use super::route::{NextHop, RouteTable};
+use super::route::{Neighbours, NextHop};
 use super::{ipv4, ipv6, local};
 use crate::buf::skb::Skb;
 use crate::buf::BufCache;
-use crate::config::Tunables;
-use crate::datapath::Datapath;
+use crate::net::Net;
+use crate::tunables::Tunables;
+use crate::worker::Worker;
 
 pub(crate) trait IpFamily {
     /// The destination address: with the TOS / traffic class, the route hint's key.
@@ -18,18 +19,18 @@ pub(crate) trait IpFamily {
     /// (daddr, TOS / traffic class) in one read: the route hint's key.
     fn route_key(bufs: &BufCache, skb: &Skb) -> (Self::Addr, u8);
     /// A FIB lookup (counted).
-    fn route(dp: &mut Datapath, d: Self::Addr) -> u32;
-    fn resolve(routes: &RouteTable, nh: &NextHop, d: Self::Addr) -> Option<(u16, [u8; 6])>;
+    fn route(net: &Net, w: &mut Worker, d: Self::Addr) -> u32;
+    fn resolve(neigh: &Neighbours, nh: &NextHop, d: Self::Addr) -> Option<(u16, [u8; 6])>;
     /// TTL / hop limit, checksum, MTU, MACs (`macs`: destination then source): one packet
     /// rewritten in place for output.
     fn rewrite(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 12]) -> Result<(), FwdError>;
     /// A packet forwarding refused: the ICMP error if one is due, then the drop.
-    fn fail(dp: &mut Datapath, skb: Skb, e: FwdError);
+    fn fail(net: &Net, w: &mut Worker, skb: Skb, e: FwdError);
     /// No route to the destination: the ICMP error, then the drop.
-    fn no_route(dp: &mut Datapath, skb: Skb);
+    fn no_route(net: &Net, w: &mut Worker, skb: Skb);
     /// The destination's route is of type `unreachable`.
-    fn unreachable(dp: &mut Datapath, skb: Skb);
-    fn deliver_list(dp: &mut Datapath, run: &mut [Skb]);
+    fn unreachable(net: &Net, w: &mut Worker, skb: Skb);
+    fn deliver_list(net: &Net, w: &mut Worker, run: &mut [Skb]);
 }
 
 pub(crate) struct V4;
@@ -50,29 +51,29 @@ impl IpFamily for V4 {
         ipv4::route_key(bufs, skb)
     }
     #[inline(always)]
-    fn route(dp: &mut Datapath, d: [u8; 4]) -> u32 {
-        dp.c.route_lookups += 1;
-        dp.routes.lookup_v4(d)
+    fn route(net: &Net, w: &mut Worker, d: [u8; 4]) -> u32 {
+        w.c.route_lookups += 1;
+        net.routes.lookup_v4(d)
     }
     #[inline(always)]
-    fn resolve(routes: &RouteTable, nh: &NextHop, d: [u8; 4]) -> Option<(u16, [u8; 6])> {
-        routes.resolve_v4(nh, d)
+    fn resolve(neigh: &Neighbours, nh: &NextHop, d: [u8; 4]) -> Option<(u16, [u8; 6])> {
+        neigh.resolve_v4(nh, d)
     }
     #[inline(always)]
     fn rewrite(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 12]) -> Result<(), FwdError> {
         forward::rewrite_v4(bufs, skb, mtu, macs)
     }
-    fn fail(dp: &mut Datapath, skb: Skb, e: FwdError) {
-        forward::fail_v4(dp, skb, e)
+    fn fail(net: &Net, w: &mut Worker, skb: Skb, e: FwdError) {
+        forward::fail_v4(net, w, skb, e)
     }
-    fn no_route(dp: &mut Datapath, skb: Skb) {
-        forward::no_route_v4(dp, skb)
+    fn no_route(net: &Net, w: &mut Worker, skb: Skb) {
+        forward::no_route_v4(net, w, skb)
     }
-    fn unreachable(dp: &mut Datapath, skb: Skb) {
-        forward::unreachable_v4(dp, skb)
+    fn unreachable(net: &Net, w: &mut Worker, skb: Skb) {
+        forward::unreachable_v4(net, w, skb)
     }
-    fn deliver_list(dp: &mut Datapath, run: &mut [Skb]) {
-        local::deliver_list_v4(dp, run)
+    fn deliver_list(net: &Net, w: &mut Worker, run: &mut [Skb]) {
+        local::deliver_list_v4(net, w, run)
     }
 }
 
@@ -91,27 +92,27 @@ impl IpFamily for V6 {
         ipv6::route_key(bufs, skb)
     }
     #[inline(always)]
-    fn route(dp: &mut Datapath, d: [u8; 16]) -> u32 {
-        ipv6::route(dp, d)
+    fn route(net: &Net, w: &mut Worker, d: [u8; 16]) -> u32 {
+        ipv6::route(net, w, d)
     }
     #[inline(always)]
-    fn resolve(routes: &RouteTable, nh: &NextHop, d: [u8; 16]) -> Option<(u16, [u8; 6])> {
-        routes.resolve_v6(nh, d)
+    fn resolve(neigh: &Neighbours, nh: &NextHop, d: [u8; 16]) -> Option<(u16, [u8; 6])> {
+        neigh.resolve_v6(nh, d)
     }
     #[inline(always)]
     fn rewrite(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 12]) -> Result<(), FwdError> {
         forward::rewrite_v6(bufs, skb, mtu, macs)
     }
-    fn fail(dp: &mut Datapath, skb: Skb, e: FwdError) {
-        forward::fail_v6(dp, skb, e)
+    fn fail(net: &Net, w: &mut Worker, skb: Skb, e: FwdError) {
+        forward::fail_v6(net, w, skb, e)
     }
-    fn no_route(dp: &mut Datapath, skb: Skb) {
-        forward::no_route_v6(dp, skb)
+    fn no_route(net: &Net, w: &mut Worker, skb: Skb) {
+        forward::no_route_v6(net, w, skb)
     }
-    fn unreachable(dp: &mut Datapath, skb: Skb) {
-        forward::no_route_v6(dp, skb)
+    fn unreachable(net: &Net, w: &mut Worker, skb: Skb) {
+        forward::no_route_v6(net, w, skb)
     }
-    fn deliver_list(dp: &mut Datapath, run: &mut [Skb]) {
-        local::deliver_list_v6(dp, run)
+    fn deliver_list(net: &Net, w: &mut Worker, run: &mut [Skb]) {
+        local::deliver_list_v6(net, w, run)
     }
 }

@@ -8,9 +8,10 @@ use super::ipv6::daddr as daddr_v6;
 use super::route::NextHop;
 use crate::buf::skb::{PktType, Skb};
 use crate::buf::{BufCache, Pkt, HEADROOM};
-use crate::datapath::Datapath;
+use crate::net::Net;
 use crate::stats::{DropReason, Stage};
 use crate::wire::checksum;
+use crate::worker::Worker;
 
 /// Why a packet could not be rewritten for forwarding.
 pub(crate) enum FwdError {
@@ -118,91 +119,91 @@ pub(crate) fn rewrite_v6(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 1
     Ok(())
 }
 
-pub(crate) fn fail_v4(dp: &mut Datapath, skb: Skb, e: FwdError) {
+pub(crate) fn fail_v4(net: &Net, w: &mut Worker, skb: Skb, e: FwdError) {
     match e {
-        FwdError::Drop(r) => dp.drop_pkt(skb.pkt, r),
+        FwdError::Drop(r) => w.drop_pkt(skb.pkt, r),
         FwdError::TtlExceeded => {
-            icmp4_error(dp, &skb, 11, 0, 0);
-            dp.drop_pkt(skb.pkt, DropReason::TtlExpired);
+            icmp4_error(net, w, &skb, 11, 0, 0);
+            w.drop_pkt(skb.pkt, DropReason::TtlExpired);
         }
         FwdError::TooBig { mtu } => {
-            icmp4_error(dp, &skb, 3, 4, mtu);
-            dp.drop_pkt(skb.pkt, DropReason::PktTooBig);
+            icmp4_error(net, w, &skb, 3, 4, mtu);
+            w.drop_pkt(skb.pkt, DropReason::PktTooBig);
         }
         // IPv6 only.
-        FwdError::SourceBeyondScope => dp.drop_pkt(skb.pkt, DropReason::IpInaddrerrors),
+        FwdError::SourceBeyondScope => w.drop_pkt(skb.pkt, DropReason::IpInaddrerrors),
         // Handled where the output port is known (forward_v4, forward_list); never here.
-        FwdError::NeedsFragment { .. } => dp.drop_pkt(skb.pkt, DropReason::PktTooBig),
+        FwdError::NeedsFragment { .. } => w.drop_pkt(skb.pkt, DropReason::PktTooBig),
     }
 }
 
-pub(crate) fn fail_v6(dp: &mut Datapath, skb: Skb, e: FwdError) {
+pub(crate) fn fail_v6(net: &Net, w: &mut Worker, skb: Skb, e: FwdError) {
     match e {
-        FwdError::Drop(r) => dp.drop_pkt(skb.pkt, r),
+        FwdError::Drop(r) => w.drop_pkt(skb.pkt, r),
         FwdError::TtlExceeded => {
-            icmp6_error(dp, &skb, 3, 0, 0);
-            dp.drop_pkt(skb.pkt, DropReason::TtlExpired);
+            icmp6_error(net, w, &skb, 3, 0, 0);
+            w.drop_pkt(skb.pkt, DropReason::TtlExpired);
         }
         FwdError::TooBig { mtu } => {
-            icmp6_error(dp, &skb, 2, 0, mtu as u32);
-            dp.drop_pkt(skb.pkt, DropReason::PktTooBig);
+            icmp6_error(net, w, &skb, 2, 0, mtu as u32);
+            w.drop_pkt(skb.pkt, DropReason::PktTooBig);
         }
         // IPv6 routers never fragment (RFC 8200 5); rewrite_v6 never asks for it.
-        FwdError::NeedsFragment { .. } => dp.drop_pkt(skb.pkt, DropReason::PktTooBig),
+        FwdError::NeedsFragment { .. } => w.drop_pkt(skb.pkt, DropReason::PktTooBig),
         FwdError::SourceBeyondScope => {
-            icmp6_error(dp, &skb, 1, 2, 0);
-            dp.drop_pkt(skb.pkt, DropReason::IpInaddrerrors);
+            icmp6_error(net, w, &skb, 1, 2, 0);
+            w.drop_pkt(skb.pkt, DropReason::IpInaddrerrors);
         }
     }
 }
 
-fn out_params(dp: &Datapath, port: u16) -> (u16, [u8; 6]) {
-    dp.ifaces.get(port as usize).map(|i| (i.mtu, i.mac)).unwrap_or((0, [0; 6]))
+fn out_params(net: &Net, port: u16) -> (u16, [u8; 6]) {
+    net.ifaces.get(port as usize).map(|i| (i.mtu, i.mac)).unwrap_or((0, [0; 6]))
 }
 
 /// Single mode: forward one IPv4 packet.
-pub(crate) fn forward_v4(dp: &mut Datapath, skb: Skb, nh: &NextHop) {
-    if dp.tun.ip_forward == 0 {
-        return dp.drop_pkt(skb.pkt, DropReason::ForwardingDisabled);
+pub(crate) fn forward_v4(net: &Net, w: &mut Worker, skb: Skb, nh: &NextHop) {
+    if net.tun.ip_forward == 0 {
+        return w.drop_pkt(skb.pkt, DropReason::ForwardingDisabled);
     }
     if let Err(e) = l2_unicast(&skb) {
-        return fail_v4(dp, skb, e);
+        return fail_v4(net, w, skb, e);
     }
-    let Some((port, mac)) = dp.routes.resolve_v4(nh, daddr_v4(&dp.bufs, &skb)) else {
-        return dp.drop_pkt(skb.pkt, DropReason::NeighFailed);
+    let Some((port, mac)) = w.neigh.resolve_v4(nh, daddr_v4(&w.bufs, &skb)) else {
+        return w.drop_pkt(skb.pkt, DropReason::NeighFailed);
     };
-    let (mtu, src) = out_params(dp, port);
-    match rewrite_v4(&mut dp.bufs, &skb, mtu, &eth_addrs(&mac, &src)) {
-        Ok(()) => dp.tx_enqueue(port, skb.pkt),
-        Err(FwdError::NeedsFragment { mtu, macs }) => fragment_v4(dp, skb, port, mtu, &macs),
-        Err(e) => fail_v4(dp, skb, e),
+    let (mtu, src) = out_params(net, port);
+    match rewrite_v4(&mut w.bufs, &skb, mtu, &eth_addrs(&mac, &src)) {
+        Ok(()) => crate::tx::enqueue(net, w, port, skb.pkt),
+        Err(FwdError::NeedsFragment { mtu, macs }) => fragment_v4(net, w, skb, port, mtu, &macs),
+        Err(e) => fail_v4(net, w, skb, e),
     }
 }
 
-pub(crate) fn forward_v6(dp: &mut Datapath, skb: Skb, nh: &NextHop) {
-    if dp.tun.ipv6_forwarding == 0 {
-        return dp.drop_pkt(skb.pkt, DropReason::ForwardingDisabled);
+pub(crate) fn forward_v6(net: &Net, w: &mut Worker, skb: Skb, nh: &NextHop) {
+    if net.tun.ipv6_forwarding == 0 {
+        return w.drop_pkt(skb.pkt, DropReason::ForwardingDisabled);
     }
     if let Err(e) = l2_unicast(&skb) {
-        return fail_v6(dp, skb, e);
+        return fail_v6(net, w, skb, e);
     }
-    let Some((port, mac)) = dp.routes.resolve_v6(nh, daddr_v6(&dp.bufs, &skb)) else {
-        return dp.drop_pkt(skb.pkt, DropReason::NeighFailed);
+    let Some((port, mac)) = w.neigh.resolve_v6(nh, daddr_v6(&w.bufs, &skb)) else {
+        return w.drop_pkt(skb.pkt, DropReason::NeighFailed);
     };
-    let (mtu, src) = out_params(dp, port);
-    match rewrite_v6(&mut dp.bufs, &skb, mtu, &eth_addrs(&mac, &src)) {
-        Ok(()) => dp.tx_enqueue(port, skb.pkt),
-        Err(e) => fail_v6(dp, skb, e),
+    let (mtu, src) = out_params(net, port);
+    match rewrite_v6(&mut w.bufs, &skb, mtu, &eth_addrs(&mac, &src)) {
+        Ok(()) => crate::tx::enqueue(net, w, port, skb.pkt),
+        Err(e) => fail_v6(net, w, skb, e),
     }
 }
 
 /// List mode: a run with one route. A gateway is resolved once for the whole run; the
 /// rewritten run goes to the transmit queue as one list.
-pub(crate) fn forward_list<F: IpFamily>(dp: &mut Datapath, run: &mut [Skb], nh: &NextHop) {
-    let t0 = dp.clock();
-    if !F::forwarding(&dp.tun) {
+pub(crate) fn forward_list<F: IpFamily>(net: &Net, w: &mut Worker, run: &mut [Skb], nh: &NextHop) {
+    let t0 = w.clock();
+    if !F::forwarding(&net.tun) {
         for s in run.iter() {
-            dp.drop_pkt(s.pkt, DropReason::ForwardingDisabled);
+            w.drop_pkt(s.pkt, DropReason::ForwardingDisabled);
         }
         return;
     }
@@ -213,14 +214,14 @@ pub(crate) fn forward_list<F: IpFamily>(dp: &mut Datapath, run: &mut [Skb], nh: 
     let mut n = 0;
     if let Some((port, mac)) = fixed {
         // One gateway for the whole run: resolve the output once, rewrite in a tight loop.
-        let (mtu, src) = out_params(dp, port);
+        let (mtu, src) = out_params(net, port);
         let macs = eth_addrs(&mac, &src);
         // ICMP errors go out as they happen: what the run forwarded before them goes first,
         // so the output order is the single path's.
         let mut flushed = 0;
         for i in 0..run.len() {
             let rewritten = match l2_unicast(&run[i]) {
-                Ok(()) => F::rewrite(&mut dp.bufs, &run[i], mtu, &macs),
+                Ok(()) => F::rewrite(&mut w.bufs, &run[i], mtu, &macs),
                 Err(e) => Err(e),
             };
             match rewritten {
@@ -232,51 +233,51 @@ pub(crate) fn forward_list<F: IpFamily>(dp: &mut Datapath, run: &mut [Skb], nh: 
                     n += 1;
                 }
                 Err(e) => {
-                    transmit_run_to(dp, port, &run[flushed..n]);
+                    transmit_run_to(net, w, port, &run[flushed..n]);
                     flushed = n;
-                    fail_or_fragment::<F>(dp, run[i], port, e);
+                    fail_or_fragment::<F>(net, w, run[i], port, e);
                 }
             }
         }
-        dp.stage_done(Stage::Forward, run.len(), t0);
-        transmit_run_to(dp, port, &run[flushed..n]);
+        w.stage_done(Stage::Forward, run.len(), t0);
+        transmit_run_to(net, w, port, &run[flushed..n]);
         return;
     }
     let mut flushed = 0;
     for i in 0..run.len() {
         let s = run[i];
         if let Err(e) = l2_unicast(&s) {
-            F::fail(dp, s, e); // a silent drop: nothing to flush before it
+            F::fail(net, w, s, e); // a silent drop: nothing to flush before it
             continue;
         }
-        let Some((port, mac)) = F::resolve(&dp.routes, nh, F::daddr(&dp.bufs, &s)) else {
-            dp.drop_pkt(s.pkt, DropReason::NeighFailed);
+        let Some((port, mac)) = F::resolve(&w.neigh, nh, F::daddr(&w.bufs, &s)) else {
+            w.drop_pkt(s.pkt, DropReason::NeighFailed);
             continue;
         };
-        let (mtu, src) = out_params(dp, port);
-        match F::rewrite(&mut dp.bufs, &s, mtu, &eth_addrs(&mac, &src)) {
+        let (mtu, src) = out_params(net, port);
+        match F::rewrite(&mut w.bufs, &s, mtu, &eth_addrs(&mac, &src)) {
             Ok(()) => {
                 run[n] = s;
                 run[n].out_port = port;
                 n += 1;
             }
             Err(e) => {
-                transmit_run(dp, &run[flushed..n]);
+                transmit_run(net, w, &run[flushed..n]);
                 flushed = n;
-                fail_or_fragment::<F>(dp, s, port, e);
+                fail_or_fragment::<F>(net, w, s, port, e);
             }
         }
     }
-    dp.stage_done(Stage::Forward, run.len(), t0);
-    transmit_run(dp, &run[flushed..n]);
+    w.stage_done(Stage::Forward, run.len(), t0);
+    transmit_run(net, w, &run[flushed..n]);
 }
 
 /// A packet the list path could not rewrite: fragmented when that is the remedy (IPv4
 /// without DF over the MTU), else the family's error path.
-fn fail_or_fragment<F: IpFamily>(dp: &mut Datapath, s: Skb, port: u16, e: FwdError) {
+fn fail_or_fragment<F: IpFamily>(net: &Net, w: &mut Worker, s: Skb, port: u16, e: FwdError) {
     match e {
-        FwdError::NeedsFragment { mtu, macs } => fragment_v4(dp, s, port, mtu, &macs),
-        e => F::fail(dp, s, e),
+        FwdError::NeedsFragment { mtu, macs } => fragment_v4(net, w, s, port, mtu, &macs),
+        e => F::fail(net, w, s, e),
     }
 }
 
@@ -290,11 +291,11 @@ fn fail_or_fragment<F: IpFamily>(dp: &mut Datapath, s: Skb, port: u16, e: FwdErr
 /// the fragments made go out and the datagram is dropped as `nobuf` (the kernel's FRAGFAILS).
 #[cold]
 #[inline(never)]
-pub(crate) fn fragment_v4(dp: &mut Datapath, skb: Skb, port: u16, mtu: u16, macs: &[u8; 12]) {
+pub(crate) fn fragment_v4(net: &Net, w: &mut Worker, skb: Skb, port: u16, mtu: u16, macs: &[u8; 12]) {
     let l3 = skb.network_off as usize;
     let mut hdr = [0u8; 60];
     let (ihl, tot_len, ethertype) = {
-        let data = dp.bufs.data(skb.pkt);
+        let data = w.bufs.data(skb.pkt);
         // ip_rcv_core checked the header: ihl in 20..=60 within the linear part, tot_len >= ihl.
         let ihl = ((data[l3] & 0x0f) as usize * 4).clamp(20, 60);
         hdr[..ihl].copy_from_slice(&data[l3..l3 + ihl]);
@@ -302,13 +303,13 @@ pub(crate) fn fragment_v4(dp: &mut Datapath, skb: Skb, port: u16, mtu: u16, macs
     };
     let room = (mtu as usize).saturating_sub(ihl) & !7;
     if room == 0 || tot_len <= ihl {
-        return dp.drop_pkt(skb.pkt, DropReason::PktTooBig);
+        return w.drop_pkt(skb.pkt, DropReason::PktTooBig);
     }
     hdr[8] = hdr[8].saturating_sub(1);
     let frag = u16::from_be_bytes([hdr[6], hdr[7]]);
     let (base_off, more_after) = ((frag & 0x1fff) as usize * 8, frag & 0x2000 != 0);
     let payload = tot_len - ihl;
-    let mut frame = std::mem::take(&mut dp.frag_scratch);
+    let mut frame = std::mem::take(&mut w.frag_scratch);
     let (mut off, mut made) = (0usize, 0u64);
     while off < payload {
         let len = room.min(payload - off);
@@ -325,25 +326,25 @@ pub(crate) fn fragment_v4(dp: &mut Datapath, skb: Skb, port: u16, mtu: u16, macs
         frame.extend_from_slice(&hdr[..ihl]);
         let at = frame.len();
         frame.resize(at + len, 0);
-        dp.bufs.copy_out(skb.pkt, l3 + ihl + off, &mut frame[at..]);
-        let Some(p) = dp.bufs.alloc_copy(&frame) else {
-            dp.frag_scratch = frame;
-            dp.c.originated += made;
-            dp.c.ip_frag_creates += made;
-            return dp.drop_pkt(skb.pkt, DropReason::NoBuffer);
+        w.bufs.copy_out(skb.pkt, l3 + ihl + off, &mut frame[at..]);
+        let Some(p) = w.bufs.alloc_copy(&frame) else {
+            w.frag_scratch = frame;
+            w.c.originated += made;
+            w.c.ip_frag_creates += made;
+            return w.drop_pkt(skb.pkt, DropReason::NoBuffer);
         };
-        dp.tx_enqueue(port, p);
+        crate::tx::enqueue(net, w, port, p);
         made += 1;
         if made == 1 {
             nop_uncopied_options(&mut hdr[20..ihl]);
         }
         off += len;
     }
-    dp.frag_scratch = frame;
-    dp.bufs.free(skb.pkt);
-    dp.c.originated += made - 1;
-    dp.c.ip_frag_creates += made;
-    dp.c.ip_frag_oks += 1;
+    w.frag_scratch = frame;
+    w.bufs.free(skb.pkt);
+    w.c.originated += made - 1;
+    w.c.ip_frag_creates += made;
+    w.c.ip_frag_oks += 1;
 }
 
 /// ip_options_fragment: options whose copy flag (bit 7 of the type) is clear appear only in
@@ -371,64 +372,64 @@ fn nop_uncopied_options(opts: &mut [u8]) {
 }
 
 /// Hands a rewritten run to one port's transmit queue as one list.
-fn transmit_run_to(dp: &mut Datapath, port: u16, run: &[Skb]) {
-    let t0 = dp.clock();
-    match dp.txq.get_mut(port as usize) {
+fn transmit_run_to(net: &Net, w: &mut Worker, port: u16, run: &[Skb]) {
+    let t0 = w.clock();
+    match w.txq.get_mut(port as usize) {
         Some(q) if q.pkts.len() + run.len() < crate::tx::QUEUE_SOFT_LIMIT => q.pkts.extend(run.iter().map(|s| s.pkt)),
         _ => {
             for s in run {
-                dp.tx_enqueue(port, s.pkt);
+                crate::tx::enqueue(net, w, port, s.pkt);
             }
         }
     }
-    dp.stage_done(Stage::Tx, run.len(), t0);
+    w.stage_done(Stage::Tx, run.len(), t0);
 }
 
 /// Hands a rewritten run to the transmit queues, each packet to its `out_port`.
-fn transmit_run(dp: &mut Datapath, run: &[Skb]) {
-    let t0 = dp.clock();
+fn transmit_run(net: &Net, w: &mut Worker, run: &[Skb]) {
+    let t0 = w.clock();
     for s in run {
-        dp.tx_enqueue(s.out_port, s.pkt);
+        crate::tx::enqueue(net, w, s.out_port, s.pkt);
     }
-    dp.stage_done(Stage::Tx, run.len(), t0);
+    w.stage_done(Stage::Tx, run.len(), t0);
 }
 
 /// No route: ICMP network unreachable (code 0), as the kernel's ip_error for ENETUNREACH.
-pub(crate) fn no_route_v4(dp: &mut Datapath, skb: Skb) {
-    icmp4_error(dp, &skb, 3, 0, 0);
-    dp.drop_pkt(skb.pkt, DropReason::IpNoroute);
+pub(crate) fn no_route_v4(net: &Net, w: &mut Worker, skb: Skb) {
+    icmp4_error(net, w, &skb, 3, 0, 0);
+    w.drop_pkt(skb.pkt, DropReason::IpNoroute);
 }
 
 /// An `unreachable` route: ICMP host unreachable (code 1), as ip_error for EHOSTUNREACH.
 /// (IPv6 answers both with "no route to destination", as ip6_pkt_discard does.)
-pub(crate) fn unreachable_v4(dp: &mut Datapath, skb: Skb) {
-    icmp4_error(dp, &skb, 3, 1, 0);
-    dp.drop_pkt(skb.pkt, DropReason::IpNoroute);
+pub(crate) fn unreachable_v4(net: &Net, w: &mut Worker, skb: Skb) {
+    icmp4_error(net, w, &skb, 3, 1, 0);
+    w.drop_pkt(skb.pkt, DropReason::IpNoroute);
 }
 
-pub(crate) fn no_route_v6(dp: &mut Datapath, skb: Skb) {
-    icmp6_error(dp, &skb, 1, 0, 0);
-    dp.drop_pkt(skb.pkt, DropReason::IpNoroute);
+pub(crate) fn no_route_v6(net: &Net, w: &mut Worker, skb: Skb) {
+    icmp6_error(net, w, &skb, 1, 0, 0);
+    w.drop_pkt(skb.pkt, DropReason::IpNoroute);
 }
 
 /// Originates an ICMPv4 error about `orig` (RFC 1812 rules: never about an ICMP error, a
 /// non-first fragment, or a packet not unicast to us at L2).
-pub(crate) fn icmp4_error(dp: &mut Datapath, orig: &Skb, typ: u8, code: u8, mtu: u16) {
+pub(crate) fn icmp4_error(net: &Net, w: &mut Worker, orig: &Skb, typ: u8, code: u8, mtu: u16) {
     let l3 = orig.network_off as usize;
     // About a packet addressed to us, the error comes from the address it was sent to (as
     // icmp_send does); about a forwarded one, from the interface it arrived on.
-    let orig_dst = daddr_v4(&dp.bufs, orig);
-    let src = if dp.routes.lookup_v4(orig_dst) == super::route::NH_LOCAL {
+    let orig_dst = daddr_v4(&w.bufs, orig);
+    let src = if net.routes.lookup_v4(orig_dst) == super::route::NH_LOCAL {
         orig_dst
     } else {
-        match dp.ifaces.get(orig.rx_port as usize).and_then(|i| i.primary_v4()) {
+        match net.ifaces.get(orig.rx_port as usize).and_then(|i| i.primary_v4()) {
             Some(a) => a,
             None => return,
         }
     };
     // The quote is copied out to the stack (no allocation): the buffer is borrowed from the pool.
     let (quote_buf, q, dst) = {
-        let data = dp.bufs.data(orig.pkt);
+        let data = w.bufs.data(orig.pkt);
         let Some(ip) = data.get(l3..) else { return };
         if ip.len() < 20 || orig.pkt_type != PktType::Host {
             return;
@@ -450,18 +451,18 @@ pub(crate) fn icmp4_error(dp: &mut Datapath, orig: &Skb, typ: u8, code: u8, mtu:
     let mut dst16 = [0u8; 16];
     dst16[10..12].copy_from_slice(&[0xff, 0xff]); // IPv4-mapped: one key space for both families
     dst16[12..].copy_from_slice(&dst);
-    if !dp.icmp_rate.allow(&dp.tun, IcmpKind::V4(typ), dst16, dp.now_ns) {
-        dp.c.icmp_ratelimited += 1;
+    if !w.icmp_rate.allow(&net.tun, IcmpKind::V4(typ), dst16, w.now_ns) {
+        w.c.icmp_ratelimited += 1;
         return;
     }
-    let Some(id) = dp.bufs.alloc() else {
-        dp.c.originated += 1;
-        dp.c.drop(DropReason::NoBuffer);
+    let Some(id) = w.bufs.alloc() else {
+        w.c.originated += 1;
+        w.c.drop(DropReason::NoBuffer);
         return;
     };
     let len = 14 + 20 + 8 + quote.len();
-    let ttl = dp.tun.ip_default_ttl;
-    let f = &mut dp.bufs.frame_mut(id)[HEADROOM..HEADROOM + len];
+    let ttl = net.tun.ip_default_ttl;
+    let f = &mut w.bufs.frame_mut(id)[HEADROOM..HEADROOM + len];
     f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
     let ip = &mut f[14..];
     ip[..20].copy_from_slice(&[0x45, 0xc0, 0, 0, 0, 0, 0, 0, ttl, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
@@ -476,8 +477,8 @@ pub(crate) fn icmp4_error(dp: &mut Datapath, orig: &Skb, typ: u8, code: u8, mtu:
     icmp[8..].copy_from_slice(quote);
     let c = checksum::checksum(icmp);
     icmp[2..4].copy_from_slice(&c.to_be_bytes());
-    dp.c.originated += 1;
-    send_v4(dp, Pkt::new(id, len), dst);
+    w.c.originated += 1;
+    send_v4(net, w, Pkt::new(id, len), dst);
 }
 
 /// Whether an ICMP message of type `t` may be answered with an ICMP error, as icmp_send
@@ -495,20 +496,20 @@ fn icmp4_may_answer(t: Option<u8>) -> bool {
 const ICMP6_QUOTE_MAX: usize = 1280 - 48;
 
 /// Originates an ICMPv6 error about `orig` (RFC 4443: not about errors or multicast).
-pub(crate) fn icmp6_error(dp: &mut Datapath, orig: &Skb, typ: u8, code: u8, info: u32) {
+pub(crate) fn icmp6_error(net: &Net, w: &mut Worker, orig: &Skb, typ: u8, code: u8, info: u32) {
     let l3 = orig.network_off as usize;
     // As for IPv4: a unicast address of ours the packet was sent to is the error's source.
-    let orig_dst = daddr_v6(&dp.bufs, orig);
-    let src = if orig_dst[0] != 0xff && dp.routes.lookup_v6(orig_dst) == super::route::NH_LOCAL {
+    let orig_dst = daddr_v6(&w.bufs, orig);
+    let src = if orig_dst[0] != 0xff && net.routes.lookup_v6(orig_dst) == super::route::NH_LOCAL {
         orig_dst
     } else {
-        match dp.ifaces.get(orig.rx_port as usize).and_then(|i| i.primary_v6()) {
+        match net.ifaces.get(orig.rx_port as usize).and_then(|i| i.primary_v6()) {
             Some(a) => a,
             None => return,
         }
     };
     let (quote_buf, q, dst) = {
-        let data = dp.bufs.data(orig.pkt);
+        let data = w.bufs.data(orig.pkt);
         let Some(ip) = data.get(l3..) else { return };
         if ip.len() < 40 || orig.pkt_type != PktType::Host || ip[24] == 0xff {
             return;
@@ -528,18 +529,18 @@ pub(crate) fn icmp6_error(dp: &mut Datapath, orig: &Skb, typ: u8, code: u8, info
         (quote, q, dst)
     };
     let quote = &quote_buf[..q];
-    if !dp.icmp_rate.allow(&dp.tun, IcmpKind::V6(typ), dst, dp.now_ns) {
-        dp.c.icmp_ratelimited += 1;
+    if !w.icmp_rate.allow(&net.tun, IcmpKind::V6(typ), dst, w.now_ns) {
+        w.c.icmp_ratelimited += 1;
         return;
     }
-    let Some(id) = dp.bufs.alloc() else {
-        dp.c.originated += 1;
-        dp.c.drop(DropReason::NoBuffer);
+    let Some(id) = w.bufs.alloc() else {
+        w.c.originated += 1;
+        w.c.drop(DropReason::NoBuffer);
         return;
     };
     let plen = 8 + quote.len();
     let len = 14 + 40 + plen;
-    let f = &mut dp.bufs.frame_mut(id)[HEADROOM..HEADROOM + len];
+    let f = &mut w.bufs.frame_mut(id)[HEADROOM..HEADROOM + len];
     f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
     let ip = &mut f[14..];
     ip[..8].copy_from_slice(&[0x60, 0, 0, 0, 0, 0, 58, 64]);
@@ -553,8 +554,8 @@ pub(crate) fn icmp6_error(dp: &mut Datapath, orig: &Skb, typ: u8, code: u8, info
     let sum = checksum::pseudo_header_v6(&src, &dst, 58, plen as u32) + checksum::sum_be16(icmp);
     let c = !checksum::fold(sum);
     icmp[2..4].copy_from_slice(&c.to_be_bytes());
-    dp.c.originated += 1;
-    send_v6(dp, Pkt::new(id, len), dst, orig.rx_port);
+    w.c.originated += 1;
+    send_v6(net, w, Pkt::new(id, len), dst, orig.rx_port);
 }
 
 #[inline]
@@ -563,42 +564,42 @@ fn is_link_local_v6(a: &[u8; 16]) -> bool {
 }
 
 /// Routes and transmits a packet sluice originated (already counted in `originated`).
-pub(crate) fn send_v4(dp: &mut Datapath, p: Pkt, dst: [u8; 4]) {
-    let nh = dp.routes.lookup_v4(dst);
-    let out = dp.routes.get(nh).copied().and_then(|n| dp.routes.resolve_v4(&n, dst));
-    send_resolved(dp, p, out, unsent_reason(dp, nh));
+pub(crate) fn send_v4(net: &Net, w: &mut Worker, p: Pkt, dst: [u8; 4]) {
+    let nh = net.routes.lookup_v4(dst);
+    let out = net.routes.get(nh).copied().and_then(|n| w.neigh.resolve_v4(&n, dst));
+    send_resolved(net, w, p, out, unsent_reason(net, nh));
 }
 
 /// `in_port`: where the packet this answers came in; a link-local destination is only
 /// reachable on that link (its neighbour entry there, no route).
-pub(crate) fn send_v6(dp: &mut Datapath, p: Pkt, dst: [u8; 16], in_port: u16) {
+pub(crate) fn send_v6(net: &Net, w: &mut Worker, p: Pkt, dst: [u8; 16], in_port: u16) {
     if is_link_local_v6(&dst) {
-        let out = dp.routes.neigh6.get(&(in_port, dst)).map(|m| (in_port, *m));
-        return send_resolved(dp, p, out, DropReason::NeighFailed);
+        let out = w.neigh.v6.get(&(in_port, dst)).map(|m| (in_port, *m));
+        return send_resolved(net, w, p, out, DropReason::NeighFailed);
     }
-    let nh = dp.routes.lookup_v6(dst);
-    let out = dp.routes.get(nh).copied().and_then(|n| dp.routes.resolve_v6(&n, dst));
-    send_resolved(dp, p, out, unsent_reason(dp, nh));
+    let nh = net.routes.lookup_v6(dst);
+    let out = net.routes.get(nh).copied().and_then(|n| w.neigh.resolve_v6(&n, dst));
+    send_resolved(net, w, p, out, unsent_reason(net, nh));
 }
 
 /// Why an originated packet routed by `nh` could not be sent: its neighbour is unknown, or
 /// there is no route.
-fn unsent_reason(dp: &Datapath, nh: u32) -> DropReason {
-    match dp.routes.get(nh) {
+fn unsent_reason(net: &Net, nh: u32) -> DropReason {
+    match net.routes.get(nh) {
         Some(NextHop::Connected { .. }) | Some(NextHop::Gateway { .. }) => DropReason::NeighFailed,
         _ => DropReason::IpNoroute,
     }
 }
 
-fn send_resolved(dp: &mut Datapath, p: Pkt, out: Option<(u16, [u8; 6])>, unsent: DropReason) {
+fn send_resolved(net: &Net, w: &mut Worker, p: Pkt, out: Option<(u16, [u8; 6])>, unsent: DropReason) {
     match out {
         Some((port, mac)) => {
-            let src = out_params(dp, port).1;
-            let d = dp.bufs.data_mut(p);
+            let src = out_params(net, port).1;
+            let d = w.bufs.data_mut(p);
             d[0..6].copy_from_slice(&mac);
             d[6..12].copy_from_slice(&src);
-            dp.tx_enqueue(port, p);
+            crate::tx::enqueue(net, w, port, p);
         }
-        None => dp.drop_pkt(p, unsent),
+        None => w.drop_pkt(p, unsent),
     }
 }

@@ -17,7 +17,7 @@
 //! allocation); a newcomer evicts whoever held its slot and starts with a full burst, as a
 //! fresh inet_peer does.
 
-use crate::config::Tunables;
+use crate::tunables::Tunables;
 
 /// Burst of the per-destination limit, in units of the interval (XRLIM_BURST_FACTOR).
 const PEER_BURST: u64 = 6;

@@ -5,9 +5,10 @@ use super::route::{NextHop, RouteTable};
 use super::{forward, local, retain_run};
 use crate::buf::skb::{PktType, Skb};
 use crate::buf::BufCache;
-use crate::datapath::Datapath;
+use crate::net::Net;
 use crate::stats::{DropReason, Stage};
 use crate::wire::checksum;
+use crate::worker::Worker;
 
 /// ip_rcv_core's checks, in its order, each with its drop reason. On success the packet is
 /// trimmed to the IP total length (Ethernet padding goes) and the transport header is set.
@@ -131,31 +132,31 @@ pub(crate) fn daddr(bufs: &BufCache, skb: &Skb) -> [u8; 4] {
 }
 
 /// Single mode: one packet, all the way.
-pub(crate) fn rcv_one(dp: &mut Datapath, mut skb: Skb) {
-    if let Err(r) = rcv_core(&mut dp.bufs, &dp.routes, &mut skb) {
-        dp.drop_pkt(skb.pkt, r);
+pub(crate) fn rcv_one(net: &Net, w: &mut Worker, mut skb: Skb) {
+    if let Err(r) = rcv_core(&mut w.bufs, &net.routes, &mut skb) {
+        w.drop_pkt(skb.pkt, r);
         return;
     }
-    dp.c.route_lookups += 1;
-    skb.nh = dp.routes.lookup_v4(daddr(&dp.bufs, &skb));
-    dst_input_one(dp, skb);
+    w.c.route_lookups += 1;
+    skb.nh = net.routes.lookup_v4(daddr(&w.bufs, &skb));
+    dst_input_one(net, w, skb);
 }
 
-fn dst_input_one(dp: &mut Datapath, skb: Skb) {
-    match dp.routes.get(skb.nh).copied() {
-        None => forward::no_route_v4(dp, skb),
-        Some(NextHop::Local) => local::deliver_v4(dp, skb),
-        Some(NextHop::Blackhole) => dp.drop_pkt(skb.pkt, DropReason::IpNoroute),
-        Some(NextHop::Unreachable) => forward::unreachable_v4(dp, skb),
-        Some(nh) => forward::forward_v4(dp, skb, &nh),
+fn dst_input_one(net: &Net, w: &mut Worker, skb: Skb) {
+    match net.routes.get(skb.nh).copied() {
+        None => forward::no_route_v4(net, w, skb),
+        Some(NextHop::Local) => local::deliver_v4(net, w, skb),
+        Some(NextHop::Blackhole) => w.drop_pkt(skb.pkt, DropReason::IpNoroute),
+        Some(NextHop::Unreachable) => forward::unreachable_v4(net, w, skb),
+        Some(nh) => forward::forward_v4(net, w, skb, &nh),
     }
 }
 
 /// ip_list_rcv: validate each packet (drops leave the run), then the finish step.
 /// The run already shares its input port (and sluice has one namespace), so no re-cut.
-pub(crate) fn list_rcv(dp: &mut Datapath, run: &mut [Skb]) {
-    let t0 = dp.clock();
-    let n = retain_run(dp, run, |dp, s| rcv_core(&mut dp.bufs, &dp.routes, s));
-    dp.stage_done(Stage::Ip, run.len(), t0);
-    super::list_rcv_finish::<super::family::V4>(dp, &mut run[..n]);
+pub(crate) fn list_rcv(net: &Net, w: &mut Worker, run: &mut [Skb]) {
+    let t0 = w.clock();
+    let n = retain_run(w, run, |bufs, s| rcv_core(bufs, &net.routes, s));
+    w.stage_done(Stage::Ip, run.len(), t0);
+    super::list_rcv_finish::<super::family::V4>(net, w, &mut run[..n]);
 }

@@ -5,9 +5,10 @@ use super::route::{NextHop, NO_ROUTE};
 use super::{forward, local, retain_run};
 use crate::buf::skb::{PktType, Skb};
 use crate::buf::BufCache;
-use crate::datapath::Datapath;
+use crate::net::Net;
 use crate::stats::{DropReason, Stage};
 use crate::wire::ipv6::skip_extension_headers;
+use crate::worker::Worker;
 
 #[inline]
 pub(crate) fn rcv_core(bufs: &mut BufCache, skb: &mut Skb) -> Result<(), DropReason> {
@@ -82,35 +83,35 @@ pub(crate) fn daddr(bufs: &BufCache, skb: &Skb) -> [u8; 16] {
 /// Multicast destinations are delivered here; link-local unicast is ours only if the FIB
 /// says so (our addresses are /128 local routes) and is never forwarded (RFC 4291 §2.5.6).
 #[inline]
-pub(crate) fn route(dp: &mut Datapath, d: [u8; 16]) -> u32 {
-    dp.c.route_lookups += 1;
+pub(crate) fn route(net: &Net, w: &mut Worker, d: [u8; 16]) -> u32 {
+    w.c.route_lookups += 1;
     if d[0] == 0xff {
         return super::route::NH_LOCAL;
     }
-    let nh = dp.routes.lookup_v6(d);
+    let nh = net.routes.lookup_v6(d);
     if d[0] == 0xfe && d[1] & 0xc0 == 0x80 && nh != super::route::NH_LOCAL {
         return NO_ROUTE;
     }
     nh
 }
 
-pub(crate) fn rcv_one(dp: &mut Datapath, mut skb: Skb) {
-    if let Err(r) = rcv_core(&mut dp.bufs, &mut skb) {
-        dp.drop_pkt(skb.pkt, r);
+pub(crate) fn rcv_one(net: &Net, w: &mut Worker, mut skb: Skb) {
+    if let Err(r) = rcv_core(&mut w.bufs, &mut skb) {
+        w.drop_pkt(skb.pkt, r);
         return;
     }
-    skb.nh = route(dp, daddr(&dp.bufs, &skb));
-    match dp.routes.get(skb.nh).copied() {
-        Some(NextHop::Local) => local::deliver_v6(dp, skb),
-        Some(NextHop::Blackhole) => dp.drop_pkt(skb.pkt, DropReason::IpNoroute),
-        None | Some(NextHop::Unreachable) => forward::no_route_v6(dp, skb),
-        Some(nh) => forward::forward_v6(dp, skb, &nh),
+    skb.nh = route(net, w, daddr(&w.bufs, &skb));
+    match net.routes.get(skb.nh).copied() {
+        Some(NextHop::Local) => local::deliver_v6(net, w, skb),
+        Some(NextHop::Blackhole) => w.drop_pkt(skb.pkt, DropReason::IpNoroute),
+        None | Some(NextHop::Unreachable) => forward::no_route_v6(net, w, skb),
+        Some(nh) => forward::forward_v6(net, w, skb, &nh),
     }
 }
 
-pub(crate) fn list_rcv(dp: &mut Datapath, run: &mut [Skb]) {
-    let t0 = dp.clock();
-    let n = retain_run(dp, run, |dp, s| rcv_core(&mut dp.bufs, s));
-    dp.stage_done(Stage::Ip, run.len(), t0);
-    super::list_rcv_finish::<super::family::V6>(dp, &mut run[..n]);
+pub(crate) fn list_rcv(net: &Net, w: &mut Worker, run: &mut [Skb]) {
+    let t0 = w.clock();
+    let n = retain_run(w, run, rcv_core);
+    w.stage_done(Stage::Ip, run.len(), t0);
+    super::list_rcv_finish::<super::family::V6>(net, w, &mut run[..n]);
 }

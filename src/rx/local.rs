@@ -2,111 +2,13 @@
 //! 7), and in-process UDP sockets that receive in batches.
 
 use super::forward::{icmp4_error, icmp6_error, send_v4, send_v6};
+pub use super::socket::{SocketError, SocketId, Sockets, UdpSocket, UDP_ECHO_PORT};
 use crate::buf::skb::Skb;
 use crate::buf::{BufCache, Pkt};
-use crate::datapath::Datapath;
+use crate::net::Net;
 use crate::stats::{DropReason, Stage};
 use crate::wire::{checksum, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP};
-use std::collections::VecDeque;
-
-/// UDP port of the echo service (RFC 862).
-pub const UDP_ECHO_PORT: u16 = 7;
-
-/// A bound UDP socket: a bounded queue of datagrams (buffers trimmed to the payload).
-pub struct UdpSocket {
-    pub port: u16,
-    queue: VecDeque<Pkt>,
-    capacity: usize,
-    pub received: u64,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SocketId(pub u32);
-
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum SocketError {
-    #[error("UDP port {0} is already bound")]
-    InUse(u16),
-    #[error("UDP port {0} is reserved for the echo service")]
-    Reserved(u16),
-}
-
-/// All sockets; a 64 Ki-entry port table makes demux one array read.
-pub struct Sockets {
-    udp: Vec<UdpSocket>,
-    port_map: Vec<u32>,
-    /// A chained datagram's payload, copied for the reader (reused).
-    linear: Vec<u8>,
-}
-
-impl Default for Sockets {
-    fn default() -> Self {
-        Sockets { udp: Vec::new(), port_map: vec![u32::MAX; 65536], linear: Vec::new() }
-    }
-}
-
-impl Sockets {
-    pub fn bind_udp(&mut self, port: u16, capacity: usize) -> Result<SocketId, SocketError> {
-        if port == UDP_ECHO_PORT {
-            return Err(SocketError::Reserved(port));
-        }
-        if self.port_map[port as usize] != u32::MAX {
-            return Err(SocketError::InUse(port));
-        }
-        let id = self.udp.len() as u32;
-        self.udp.push(UdpSocket { port, queue: VecDeque::with_capacity(capacity), capacity, received: 0 });
-        self.port_map[port as usize] = id;
-        Ok(SocketId(id))
-    }
-
-    #[inline]
-    fn lookup(&self, port: u16) -> Option<u32> {
-        let i = self.port_map[port as usize];
-        (i != u32::MAX).then_some(i)
-    }
-
-    /// Datagrams waiting on all sockets (they are delivered, not in flight).
-    pub fn queued(&self) -> usize {
-        self.udp.iter().map(|s| s.queue.len()).sum()
-    }
-
-    pub fn socket(&self, id: SocketId) -> Option<&UdpSocket> {
-        self.udp.get(id.0 as usize)
-    }
-
-    /// Receives up to `max` datagrams in one call, handing each payload to `f`, and frees
-    /// their buffers. Returns how many.
-    pub fn recv_batch(&mut self, bufs: &mut BufCache, id: SocketId, max: usize, mut f: impl FnMut(&[u8])) -> usize {
-        let Some(s) = self.udp.get_mut(id.0 as usize) else {
-            return 0;
-        };
-        let n = max.min(s.queue.len());
-        for p in s.queue.drain(..n) {
-            if p.is_chained() {
-                // A datagram in a buffer chain reaches the reader whole, as one copy.
-                self.linear.clear();
-                bufs.extend_vec(p, &mut self.linear);
-                f(&self.linear);
-            } else {
-                f(bufs.data(p));
-            }
-            bufs.free(p);
-        }
-        n
-    }
-
-    /// Drains every socket (the lab's application).
-    pub fn drain_all(&mut self, bufs: &mut BufCache) -> usize {
-        let mut n = 0;
-        for s in self.udp.iter_mut() {
-            n += s.queue.len();
-            for p in s.queue.drain(..) {
-                bufs.free(p);
-            }
-        }
-        n
-    }
-}
+use crate::worker::Worker;
 
 /// What UDP demux decided for one datagram.
 enum UdpFate {
@@ -117,8 +19,8 @@ enum UdpFate {
 }
 
 #[inline]
-fn udp_classify(dp: &Datapath, s: &Skb, v6: bool) -> UdpFate {
-    let data = dp.bufs.data(s.pkt);
+fn udp_classify(w: &Worker, s: &Skb, v6: bool) -> UdpFate {
+    let data = w.bufs.data(s.pkt);
     let l3 = s.network_off as usize;
     let l4 = s.transport_off as usize;
     let Some(udp) = data.get(l4..) else {
@@ -133,7 +35,7 @@ fn udp_classify(dp: &Datapath, s: &Skb, v6: bool) -> UdpFate {
     }
     let csum = u16::from_be_bytes([udp[6], udp[7]]);
     // Over the whole datagram: a chain's fragments too.
-    let payload_sum = || dp.bufs.sum_be16_range(s.pkt, l4, ulen);
+    let payload_sum = || w.bufs.sum_be16_range(s.pkt, l4, ulen);
     let ok = if v6 {
         let (src, dst) = (addr16(&data[l3 + 8..]), addr16(&data[l3 + 24..]));
         csum != 0 && checksum::fold(checksum::pseudo_header_v6(&src, &dst, IPPROTO_UDP, ulen as u32) + payload_sum()) == 0xffff
@@ -148,7 +50,7 @@ fn udp_classify(dp: &Datapath, s: &Skb, v6: bool) -> UdpFate {
     if dport == UDP_ECHO_PORT {
         return UdpFate::Echo;
     }
-    match dp.sockets.lookup(dport) {
+    match w.sockets.lookup(dport) {
         // A chain's payload keeps its fragments (the socket reader frees them with the head).
         Some(i) if s.pkt.is_chained() => UdpFate::Socket(i, Pkt { off: s.pkt.off + l4 as u16 + 8, len: (udp.len() - 8) as u16, ..s.pkt }),
         Some(i) => UdpFate::Socket(i, Pkt { buf: s.pkt.buf, off: s.pkt.off + l4 as u16 + 8, len: ulen as u16 - 8, frag_len: 0 }),
@@ -167,26 +69,26 @@ fn addr16(b: &[u8]) -> [u8; 16] {
 }
 
 /// Appends datagrams to a socket queue; what does not fit is dropped.
-fn socket_enqueue(dp: &mut Datapath, sock: u32, pkts: &[Pkt]) {
-    let Some(s) = dp.sockets.udp.get_mut(sock as usize) else {
+fn socket_enqueue(w: &mut Worker, sock: u32, pkts: &[Pkt]) {
+    let Some(s) = w.sockets.udp.get_mut(sock as usize) else {
         return;
     };
     let room = s.capacity.saturating_sub(s.queue.len()).min(pkts.len());
     s.queue.extend(pkts[..room].iter().copied());
     s.received += room as u64;
-    dp.c.local += room as u64;
+    w.c.local += room as u64;
     for p in &pkts[room..] {
-        dp.c.drop(DropReason::SocketRcvbuff);
-        dp.bufs.free(*p);
+        w.c.drop(DropReason::SocketRcvbuff);
+        w.bufs.free(*p);
     }
 }
 
 /// Turns an IPv4 packet around in place (echo replies): swap addresses, fresh TTL and
 /// header checksum. The request is delivered; the reply is a packet we originate.
-fn reply_v4(dp: &mut Datapath, s: &Skb) -> [u8; 4] {
-    let ttl = dp.tun.ip_default_ttl;
+fn reply_v4(net: &Net, w: &mut Worker, s: &Skb) -> [u8; 4] {
+    let ttl = net.tun.ip_default_ttl;
     let l3 = s.network_off as usize;
-    let ip = &mut dp.bufs.data_mut(s.pkt)[l3..];
+    let ip = &mut w.bufs.data_mut(s.pkt)[l3..];
     let ihl = ((ip[0] & 0x0f) as usize * 4).clamp(20, ip.len());
     let (src, dst) = (addr4(&ip[12..]), addr4(&ip[16..]));
     ip[12..16].copy_from_slice(&dst);
@@ -195,99 +97,99 @@ fn reply_v4(dp: &mut Datapath, s: &Skb) -> [u8; 4] {
     ip[10..12].copy_from_slice(&[0, 0]);
     let c = checksum::checksum(&ip[..ihl]);
     ip[10..12].copy_from_slice(&c.to_be_bytes());
-    dp.c.local += 1;
-    dp.c.originated += 1;
+    w.c.local += 1;
+    w.c.originated += 1;
     src
 }
 
-fn deliver_one_v4(dp: &mut Datapath, s: Skb) {
+fn deliver_one_v4(net: &Net, w: &mut Worker, s: Skb) {
     let frag = {
-        let ip = &dp.bufs.data(s.pkt)[s.network_off as usize..];
+        let ip = &w.bufs.data(s.pkt)[s.network_off as usize..];
         u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0
     };
     if frag {
-        return dp.drop_pkt(s.pkt, DropReason::IpFragLocal);
+        return w.drop_pkt(s.pkt, DropReason::IpFragLocal);
     }
     match s.ip_proto {
-        IPPROTO_ICMP => icmp_rcv(dp, s),
-        IPPROTO_UDP => match udp_classify(dp, &s, false) {
-            UdpFate::Socket(i, p) => socket_enqueue(dp, i, &[p]),
-            UdpFate::Echo => udp_echo_v4(dp, s),
-            UdpFate::Drop(r) => dp.drop_pkt(s.pkt, r),
+        IPPROTO_ICMP => icmp_rcv(net, w, s),
+        IPPROTO_UDP => match udp_classify(w, &s, false) {
+            UdpFate::Socket(i, p) => socket_enqueue(w, i, &[p]),
+            UdpFate::Echo => udp_echo_v4(net, w, s),
+            UdpFate::Drop(r) => w.drop_pkt(s.pkt, r),
             UdpFate::PortUnreachable => {
-                icmp4_error(dp, &s, 3, 3, 0);
-                dp.drop_pkt(s.pkt, DropReason::NoSocket);
+                icmp4_error(net, w, &s, 3, 3, 0);
+                w.drop_pkt(s.pkt, DropReason::NoSocket);
             }
         },
         // No TCP stack: like a closed port (the kernel would answer with a RST).
-        IPPROTO_TCP => dp.drop_pkt(s.pkt, DropReason::NoSocket),
+        IPPROTO_TCP => w.drop_pkt(s.pkt, DropReason::NoSocket),
         _ => {
-            icmp4_error(dp, &s, 3, 2, 0);
-            dp.drop_pkt(s.pkt, DropReason::UnhandledL4);
+            icmp4_error(net, w, &s, 3, 2, 0);
+            w.drop_pkt(s.pkt, DropReason::UnhandledL4);
         }
     }
 }
 
-fn icmp_rcv(dp: &mut Datapath, s: Skb) {
+fn icmp_rcv(net: &Net, w: &mut Worker, s: Skb) {
     let l4 = s.transport_off as usize;
     let (typ, ok) = {
-        let d = dp.bufs.data(s.pkt);
+        let d = w.bufs.data(s.pkt);
         match d.get(l4..) {
-            Some(icmp) if icmp.len() >= 8 => (icmp[0], checksum::fold(dp.bufs.sum_be16_from(s.pkt, l4)) == 0xffff),
-            _ => return dp.drop_pkt(s.pkt, DropReason::PktTooSmall),
+            Some(icmp) if icmp.len() >= 8 => (icmp[0], checksum::fold(w.bufs.sum_be16_from(s.pkt, l4)) == 0xffff),
+            _ => return w.drop_pkt(s.pkt, DropReason::PktTooSmall),
         }
     };
     if !ok {
-        return dp.drop_pkt(s.pkt, DropReason::L4Csum);
+        return w.drop_pkt(s.pkt, DropReason::L4Csum);
     }
     if typ != 8 {
-        return dp.drop_pkt(s.pkt, DropReason::IcmpIgnored);
+        return w.drop_pkt(s.pkt, DropReason::IcmpIgnored);
     }
-    let dst = reply_v4(dp, &s);
-    let icmp = &mut dp.bufs.data_mut(s.pkt)[l4..];
+    let dst = reply_v4(net, w, &s);
+    let icmp = &mut w.bufs.data_mut(s.pkt)[l4..];
     icmp[0] = 0;
     let c = checksum::update16(u16::from_be_bytes([icmp[2], icmp[3]]), 0x0800, 0x0000);
     icmp[2..4].copy_from_slice(&c.to_be_bytes());
-    send_v4(dp, s.pkt, dst);
+    send_v4(net, w, s.pkt, dst);
 }
 
-fn udp_echo_v4(dp: &mut Datapath, s: Skb) {
-    let dst = reply_v4(dp, &s);
+fn udp_echo_v4(net: &Net, w: &mut Worker, s: Skb) {
+    let dst = reply_v4(net, w, &s);
     let l4 = s.transport_off as usize;
-    let udp = &mut dp.bufs.data_mut(s.pkt)[l4..];
+    let udp = &mut w.bufs.data_mut(s.pkt)[l4..];
     // Swapping ports and addresses leaves the UDP checksum's sum unchanged.
     let (sp, dport) = ([udp[0], udp[1]], [udp[2], udp[3]]);
     udp[0..2].copy_from_slice(&dport);
     udp[2..4].copy_from_slice(&sp);
-    send_v4(dp, s.pkt, dst);
+    send_v4(net, w, s.pkt, dst);
 }
 
 /// Single mode: one locally addressed IPv4 packet.
-pub(crate) fn deliver_v4(dp: &mut Datapath, s: Skb) {
-    deliver_one_v4(dp, s);
+pub(crate) fn deliver_v4(net: &Net, w: &mut Worker, s: Skb) {
+    deliver_one_v4(net, w, s);
 }
 
 /// List mode: a run addressed to us. Consecutive datagrams for the same socket are
 /// appended to its queue at once.
-pub(crate) fn deliver_list_v4(dp: &mut Datapath, run: &mut [Skb]) {
-    deliver_list(dp, run, false);
+pub(crate) fn deliver_list_v4(net: &Net, w: &mut Worker, run: &mut [Skb]) {
+    deliver_list(net, w, run, false);
 }
 
-pub(crate) fn deliver_list_v6(dp: &mut Datapath, run: &mut [Skb]) {
-    deliver_list(dp, run, true);
+pub(crate) fn deliver_list_v6(net: &Net, w: &mut Worker, run: &mut [Skb]) {
+    deliver_list(net, w, run, true);
 }
 
-fn deliver_list(dp: &mut Datapath, run: &mut [Skb], v6: bool) {
-    let t0 = dp.clock();
+fn deliver_list(net: &Net, w: &mut Worker, run: &mut [Skb], v6: bool) {
+    let t0 = w.clock();
     let mut batch: [Pkt; 64] = [Pkt::default(); 64];
     let mut nb = 0usize;
     let mut batch_sock = u32::MAX;
     for &s in run.iter() {
-        let fate = (s.ip_proto == IPPROTO_UDP && (v6 || !is_frag_v4(&dp.bufs, &s))).then(|| udp_classify(dp, &s, v6));
+        let fate = (s.ip_proto == IPPROTO_UDP && (v6 || !is_frag_v4(&w.bufs, &s))).then(|| udp_classify(w, &s, v6));
         match fate {
             Some(UdpFate::Socket(i, p)) => {
                 if (i != batch_sock || nb == batch.len()) && nb > 0 {
-                    socket_enqueue(dp, batch_sock, &batch[..nb]);
+                    socket_enqueue(w, batch_sock, &batch[..nb]);
                     nb = 0;
                 }
                 batch_sock = i;
@@ -297,21 +199,21 @@ fn deliver_list(dp: &mut Datapath, run: &mut [Skb], v6: bool) {
             _ => {
                 // Anything else keeps its place in order relative to the socket batch.
                 if nb > 0 {
-                    socket_enqueue(dp, batch_sock, &batch[..nb]);
+                    socket_enqueue(w, batch_sock, &batch[..nb]);
                     nb = 0;
                 }
                 if v6 {
-                    deliver_one_v6(dp, s);
+                    deliver_one_v6(net, w, s);
                 } else {
-                    deliver_one_v4(dp, s);
+                    deliver_one_v4(net, w, s);
                 }
             }
         }
     }
     if nb > 0 {
-        socket_enqueue(dp, batch_sock, &batch[..nb]);
+        socket_enqueue(w, batch_sock, &batch[..nb]);
     }
-    dp.stage_done(Stage::Local, run.len(), t0);
+    w.stage_done(Stage::Local, run.len(), t0);
 }
 
 fn is_frag_v4(bufs: &BufCache, s: &Skb) -> bool {
@@ -319,42 +221,42 @@ fn is_frag_v4(bufs: &BufCache, s: &Skb) -> bool {
     u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0
 }
 
-pub(crate) fn deliver_v6(dp: &mut Datapath, s: Skb) {
-    deliver_one_v6(dp, s);
+pub(crate) fn deliver_v6(net: &Net, w: &mut Worker, s: Skb) {
+    deliver_one_v6(net, w, s);
 }
 
-fn deliver_one_v6(dp: &mut Datapath, s: Skb) {
+fn deliver_one_v6(net: &Net, w: &mut Worker, s: Skb) {
     match s.ip_proto {
-        IPPROTO_ICMPV6 => icmp6_rcv(dp, s),
-        IPPROTO_UDP => match udp_classify(dp, &s, true) {
-            UdpFate::Socket(i, p) => socket_enqueue(dp, i, &[p]),
-            UdpFate::Echo => udp_echo_v6(dp, s),
-            UdpFate::Drop(r) => dp.drop_pkt(s.pkt, r),
+        IPPROTO_ICMPV6 => icmp6_rcv(net, w, s),
+        IPPROTO_UDP => match udp_classify(w, &s, true) {
+            UdpFate::Socket(i, p) => socket_enqueue(w, i, &[p]),
+            UdpFate::Echo => udp_echo_v6(net, w, s),
+            UdpFate::Drop(r) => w.drop_pkt(s.pkt, r),
             UdpFate::PortUnreachable => {
-                icmp6_error(dp, &s, 1, 4, 0);
-                dp.drop_pkt(s.pkt, DropReason::NoSocket);
+                icmp6_error(net, w, &s, 1, 4, 0);
+                w.drop_pkt(s.pkt, DropReason::NoSocket);
             }
         },
-        IPPROTO_TCP => dp.drop_pkt(s.pkt, DropReason::NoSocket),
-        44 => dp.drop_pkt(s.pkt, DropReason::IpFragLocal),
-        _ => dp.drop_pkt(s.pkt, DropReason::UnhandledL4),
+        IPPROTO_TCP => w.drop_pkt(s.pkt, DropReason::NoSocket),
+        44 => w.drop_pkt(s.pkt, DropReason::IpFragLocal),
+        _ => w.drop_pkt(s.pkt, DropReason::UnhandledL4),
     }
 }
 
 /// Turns an IPv6 packet around in place. A multicast destination (e.g. ff02::1) is
 /// answered from the interface's own address. Returns the reply's destination and
 /// whether the source changed (checksum must then be recomputed, not just kept).
-fn reply_v6(dp: &mut Datapath, s: &Skb, hop_limit: u8) -> ([u8; 16], bool) {
-    let own = dp.ifaces.get(s.rx_port as usize).and_then(|i| i.primary_v6());
+fn reply_v6(net: &Net, w: &mut Worker, s: &Skb, hop_limit: u8) -> ([u8; 16], bool) {
+    let own = net.ifaces.get(s.rx_port as usize).and_then(|i| i.primary_v6());
     let l3 = s.network_off as usize;
-    let ip = &mut dp.bufs.data_mut(s.pkt)[l3..];
+    let ip = &mut w.bufs.data_mut(s.pkt)[l3..];
     let (src, dst) = (addr16(&ip[8..]), addr16(&ip[24..]));
     let (new_src, changed) = if dst[0] == 0xff { (own.unwrap_or(dst), true) } else { (dst, false) };
     ip[8..24].copy_from_slice(&new_src);
     ip[24..40].copy_from_slice(&src);
     ip[7] = hop_limit;
-    dp.c.local += 1;
-    dp.c.originated += 1;
+    w.c.local += 1;
+    w.c.originated += 1;
     (src, changed)
 }
 
@@ -373,53 +275,53 @@ fn icmp6_checksum(bufs: &mut BufCache, p: Pkt, l3: usize, l4: usize) {
     bufs.data_mut(p)[at + 2..at + 4].copy_from_slice(&c.to_be_bytes());
 }
 
-fn icmp6_rcv(dp: &mut Datapath, s: Skb) {
+fn icmp6_rcv(net: &Net, w: &mut Worker, s: Skb) {
     let l3 = s.network_off as usize;
     let l4 = s.transport_off as usize - l3;
     let (typ, ok, target) = {
-        let ip = &dp.bufs.data(s.pkt)[l3..];
+        let ip = &w.bufs.data(s.pkt)[l3..];
         let Some(icmp) = ip.get(l4..).filter(|i| i.len() >= 8) else {
-            return dp.drop_pkt(s.pkt, DropReason::PktTooSmall);
+            return w.drop_pkt(s.pkt, DropReason::PktTooSmall);
         };
         let (src, dst) = (addr16(&ip[8..]), addr16(&ip[24..]));
         let len = s.pkt.total_len() - l3 - l4;
-        let ok = checksum::fold(checksum::pseudo_header_v6(&src, &dst, IPPROTO_ICMPV6, len as u32) + dp.bufs.sum_be16_from(s.pkt, l3 + l4))
+        let ok = checksum::fold(checksum::pseudo_header_v6(&src, &dst, IPPROTO_ICMPV6, len as u32) + w.bufs.sum_be16_from(s.pkt, l3 + l4))
             == 0xffff;
         let target = icmp.get(8..24).map(addr16);
         (icmp[0], ok, target)
     };
     if !ok {
-        return dp.drop_pkt(s.pkt, DropReason::L4Csum);
+        return w.drop_pkt(s.pkt, DropReason::L4Csum);
     }
     match typ {
         128 => {
-            let (dst, _) = reply_v6(dp, &s, 64);
-            dp.bufs.data_mut(s.pkt)[l3 + l4] = 129;
-            icmp6_checksum(&mut dp.bufs, s.pkt, l3, l4);
-            send_v6(dp, s.pkt, dst, s.rx_port);
+            let (dst, _) = reply_v6(net, w, &s, 64);
+            w.bufs.data_mut(s.pkt)[l3 + l4] = 129;
+            icmp6_checksum(&mut w.bufs, s.pkt, l3, l4);
+            send_v6(net, w, s.pkt, dst, s.rx_port);
         }
         // Answered in place in one buffer (a solicitation is small; a chained one is not answered).
-        135 if !s.pkt.is_chained() => neighbour_solicit(dp, s, l4, target),
+        135 if !s.pkt.is_chained() => neighbour_solicit(net, w, s, l4, target),
         136 => {
             // Neighbour advertisement: learn the target's MAC (option 2) if we know it already.
-            learn_v6(dp, &s, l4, target, 2);
-            dp.c.local += 1;
-            dp.bufs.free(s.pkt);
+            learn_v6(w, &s, l4, target, 2);
+            w.c.local += 1;
+            w.bufs.free(s.pkt);
         }
-        _ => dp.drop_pkt(s.pkt, DropReason::IcmpIgnored),
+        _ => w.drop_pkt(s.pkt, DropReason::IcmpIgnored),
     }
 }
 
 /// Learns the link-layer address carried in option `opt` (1 = source, 2 = target).
-fn learn_v6(dp: &mut Datapath, s: &Skb, l4: usize, target: Option<[u8; 16]>, opt: u8) {
+fn learn_v6(w: &mut Worker, s: &Skb, l4: usize, target: Option<[u8; 16]>, opt: u8) {
     let l3 = s.network_off as usize;
-    let ip = &dp.bufs.data(s.pkt)[l3..];
+    let ip = &w.bufs.data(s.pkt)[l3..];
     let who = if opt == 1 { addr16(&ip[8..]) } else { target.unwrap_or([0; 16]) };
     let o = l4 + 24;
     if let Some(op) = ip.get(o..o + 8) {
         if op[0] == opt && op[1] == 1 {
             let mac = [op[2], op[3], op[4], op[5], op[6], op[7]];
-            dp.routes.neigh6.insert((s.rx_port, who), mac);
+            w.neigh.v6.insert((s.rx_port, who), mac);
         }
     }
 }
@@ -430,11 +332,11 @@ fn learn_v6(dp: &mut Datapath, s: &Skb, l4: usize, target: Option<[u8; 16]>, opt
 /// carries no source link-layer option). A DAD probe for an address we hold is defended with
 /// an advertisement to all-nodes (ff02::1), not solicited; otherwise it goes back to the
 /// sender, solicited. Router flag when forwarding, override always (we own the address).
-fn neighbour_solicit(dp: &mut Datapath, s: Skb, l4: usize, target: Option<[u8; 16]>) {
+fn neighbour_solicit(net: &Net, w: &mut Worker, s: Skb, l4: usize, target: Option<[u8; 16]>) {
     let l3 = s.network_off as usize;
-    let mine = target.is_some_and(|t| dp.ifaces.get(s.rx_port as usize).is_some_and(|i| i.v6.iter().any(|a| a.0 == t)));
+    let mine = target.is_some_and(|t| net.ifaces.get(s.rx_port as usize).is_some_and(|i| i.v6.iter().any(|a| a.0 == t)));
     let (valid, dad) = {
-        let ip = &dp.bufs.data(s.pkt)[l3..];
+        let ip = &w.bufs.data(s.pkt)[l3..];
         let icmp = ip.get(l4..).unwrap_or(&[]);
         let dad = ip[8..24].iter().all(|b| *b == 0);
         let slla = icmp.get(24..26).is_some_and(|o| o[0] == 1 && o[1] == 1);
@@ -444,27 +346,27 @@ fn neighbour_solicit(dp: &mut Datapath, s: Skb, l4: usize, target: Option<[u8; 1
         (valid, dad)
     };
     if !mine || !valid {
-        return dp.drop_pkt(s.pkt, DropReason::IcmpIgnored);
+        return w.drop_pkt(s.pkt, DropReason::IcmpIgnored);
     }
     if !dad {
-        learn_v6(dp, &s, l4, target, 1);
+        learn_v6(w, &s, l4, target, 1);
     }
-    let mac = dp.ifaces[s.rx_port as usize].mac;
+    let mac = net.ifaces[s.rx_port as usize].mac;
     let tgt = target.unwrap_or([0; 16]);
-    reply_v6(dp, &s, 255);
+    reply_v6(net, w, &s, 255);
     // The advertisement is 32 bytes of ICMPv6 (with the target link-layer option), which may
     // be longer than the solicitation: grow the packet within its frame first.
     let plen = 32usize;
     let total = l3 + l4 + plen;
     let mut p = s.pkt;
     p.len = total as u16;
-    let ip = &mut dp.bufs.data_mut(p)[l3..];
+    let ip = &mut w.bufs.data_mut(p)[l3..];
     ip[8..24].copy_from_slice(&tgt);
     const ALL_NODES: [u8; 16] = [0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
     if dad {
         ip[24..40].copy_from_slice(&ALL_NODES);
     }
-    let router = if dp.tun.ipv6_forwarding != 0 { 0x80 } else { 0 };
+    let router = if net.tun.ipv6_forwarding != 0 { 0x80 } else { 0 };
     let solicited = if dad { 0 } else { 0x40 };
     let icmp = &mut ip[l4..];
     icmp[0] = 136;
@@ -472,37 +374,37 @@ fn neighbour_solicit(dp: &mut Datapath, s: Skb, l4: usize, target: Option<[u8; 1
     icmp[4..8].copy_from_slice(&[router | solicited | 0x20, 0, 0, 0]);
     icmp[24..32].copy_from_slice(&[2, 1, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]]);
     ip[4..6].copy_from_slice(&((l4 - 40 + plen) as u16).to_be_bytes());
-    icmp6_checksum(&mut dp.bufs, p, l3, l4);
+    icmp6_checksum(&mut w.bufs, p, l3, l4);
     // The neighbour is on the link the solicitation came from: answer there directly (to
     // the all-nodes group's MAC for a DAD defence).
-    let d = dp.bufs.data_mut(p);
+    let d = w.bufs.data_mut(p);
     let dst_mac = if dad { [0x33, 0x33, 0, 0, 0, 1] } else { [d[6], d[7], d[8], d[9], d[10], d[11]] };
     d[0..6].copy_from_slice(&dst_mac);
     d[6..12].copy_from_slice(&mac);
-    let p = retag(dp, &s, p);
-    dp.tx_enqueue(s.rx_port, p);
+    let p = retag(w, &s, p);
+    crate::tx::enqueue(net, w, s.rx_port, p);
 }
 
 /// A reply sent straight back on the link a tagged request came from keeps its VLAN tag
 /// (core_step stripped it on receive): push the tag back in front of the ethertype.
-fn retag(dp: &mut Datapath, s: &Skb, mut p: Pkt) -> Pkt {
+fn retag(w: &mut Worker, s: &Skb, mut p: Pkt) -> Pkt {
     if !s.vlan_present || p.off < 4 {
         return p;
     }
     p.off -= 4;
     p.len += 4;
-    let d = dp.bufs.data_mut(p);
+    let d = w.bufs.data_mut(p);
     d.copy_within(4..16, 0);
     d[12..14].copy_from_slice(&0x8100u16.to_be_bytes());
     d[14..16].copy_from_slice(&s.vlan_tci.to_be_bytes());
     p
 }
 
-fn udp_echo_v6(dp: &mut Datapath, s: Skb) {
-    let (dst, changed) = reply_v6(dp, &s, 64);
+fn udp_echo_v6(net: &Net, w: &mut Worker, s: Skb) {
+    let (dst, changed) = reply_v6(net, w, &s, 64);
     let l3 = s.network_off as usize;
     let l4 = s.transport_off as usize;
-    let d = dp.bufs.data_mut(s.pkt);
+    let d = w.bufs.data_mut(s.pkt);
     let (sp, dport) = ([d[l4], d[l4 + 1]], [d[l4 + 2], d[l4 + 3]]);
     d[l4..l4 + 2].copy_from_slice(&dport);
     d[l4 + 2..l4 + 4].copy_from_slice(&sp);
@@ -510,42 +412,42 @@ fn udp_echo_v6(dp: &mut Datapath, s: Skb) {
         let (src, dsta) = (addr16(&d[l3 + 8..]), addr16(&d[l3 + 24..]));
         let ulen = u16::from_be_bytes([d[l4 + 4], d[l4 + 5]]) as usize;
         d[l4 + 6..l4 + 8].copy_from_slice(&[0, 0]);
-        let sum = checksum::pseudo_header_v6(&src, &dsta, IPPROTO_UDP, ulen as u32) + dp.bufs.sum_be16_range(s.pkt, l4, ulen);
+        let sum = checksum::pseudo_header_v6(&src, &dsta, IPPROTO_UDP, ulen as u32) + w.bufs.sum_be16_range(s.pkt, l4, ulen);
         let c = match !checksum::fold(sum) {
             0 => 0xffff,
             c => c,
         };
-        dp.bufs.data_mut(s.pkt)[l4 + 6..l4 + 8].copy_from_slice(&c.to_be_bytes());
+        w.bufs.data_mut(s.pkt)[l4 + 6..l4 + 8].copy_from_slice(&c.to_be_bytes());
     }
-    send_v6(dp, s.pkt, dst, s.rx_port);
+    send_v6(net, w, s.pkt, dst, s.rx_port);
 }
 
 /// ARP (no list function: the per-packet fall-back). Requests for our address are answered
 /// in place; replies update known neighbours.
-pub(crate) fn arp_rcv(dp: &mut Datapath, s: Skb) {
+pub(crate) fn arp_rcv(net: &Net, w: &mut Worker, s: Skb) {
     if s.pkt_type == crate::buf::skb::PktType::OtherHost {
-        return dp.drop_pkt(s.pkt, DropReason::OtherHost);
+        return w.drop_pkt(s.pkt, DropReason::OtherHost);
     }
     let port = s.rx_port;
     let (op, sha, spa, tpa) = {
-        let d = dp.bufs.data(s.pkt);
+        let d = w.bufs.data(s.pkt);
         let Some(a) = d.get(14..42) else {
-            return dp.drop_pkt(s.pkt, DropReason::PktTooSmall);
+            return w.drop_pkt(s.pkt, DropReason::PktTooSmall);
         };
         if a[0..2] != [0, 1] || a[2..4] != [8, 0] || a[4] != 6 || a[5] != 4 {
-            return dp.drop_pkt(s.pkt, DropReason::ArpIgnored);
+            return w.drop_pkt(s.pkt, DropReason::ArpIgnored);
         }
         (u16::from_be_bytes([a[6], a[7]]), [a[8], a[9], a[10], a[11], a[12], a[13]], addr4(&a[14..]), addr4(&a[24..]))
     };
-    let Some(iface) = dp.ifaces.get(port as usize) else {
-        return dp.drop_pkt(s.pkt, DropReason::ArpIgnored);
+    let Some(iface) = net.ifaces.get(port as usize) else {
+        return w.drop_pkt(s.pkt, DropReason::ArpIgnored);
     };
     let mac = iface.mac;
     let ours = iface.v4.iter().any(|a| a.0 == tpa);
     match op {
         1 if ours => {
-            dp.routes.neigh4.insert((port, spa), sha);
-            let d = dp.bufs.data_mut(s.pkt);
+            w.neigh.v4.insert((port, spa), sha);
+            let d = w.bufs.data_mut(s.pkt);
             d[0..6].copy_from_slice(&sha);
             d[6..12].copy_from_slice(&mac);
             let a = &mut d[14..42];
@@ -554,16 +456,16 @@ pub(crate) fn arp_rcv(dp: &mut Datapath, s: Skb) {
             a[14..18].copy_from_slice(&tpa);
             a[18..24].copy_from_slice(&sha);
             a[24..28].copy_from_slice(&spa);
-            dp.c.local += 1;
-            dp.c.originated += 1;
-            let p = retag(dp, &s, s.pkt);
-            dp.tx_enqueue(port, p);
+            w.c.local += 1;
+            w.c.originated += 1;
+            let p = retag(w, &s, s.pkt);
+            crate::tx::enqueue(net, w, port, p);
         }
         2 if ours => {
-            dp.routes.neigh4.insert((port, spa), sha);
-            dp.c.local += 1;
-            dp.bufs.free(s.pkt);
+            w.neigh.v4.insert((port, spa), sha);
+            w.c.local += 1;
+            w.bufs.free(s.pkt);
         }
-        _ => dp.drop_pkt(s.pkt, DropReason::ArpIgnored),
+        _ => w.drop_pkt(s.pkt, DropReason::ArpIgnored),
     }
 }

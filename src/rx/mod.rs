@@ -15,11 +15,13 @@ pub mod ipv4;
 pub mod ipv6;
 pub mod local;
 pub mod route;
+pub mod socket;
 
 use crate::buf::skb::Skb;
-use crate::datapath::Datapath;
+use crate::net::Net;
 use crate::stats::{DropReason, Stage};
 use crate::wire::EtherType;
+use crate::worker::Worker;
 
 /// Protocol handlers (the kernel's packet_type entries).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,15 +35,15 @@ pub enum Handler {
 
 /// Core step, per packet in both modes: VLAN untag and filter, handler lookup.
 #[inline]
-pub(crate) fn core_step(dp: &mut Datapath, skb: &mut Skb) -> Result<Handler, DropReason> {
+pub(crate) fn core_step(net: &Net, w: &mut Worker, skb: &mut Skb) -> Result<Handler, DropReason> {
     if let Some(r) = skb.drop {
         return Err(r);
     }
-    if dp.tun.extra_work != 0 {
-        extra_work(dp.tun.extra_work);
+    if net.tun.extra_work != 0 {
+        extra_work(net.tun.extra_work);
     }
     if skb.protocol == EtherType::VLAN {
-        let data = dp.bufs.data_mut(skb.pkt);
+        let data = w.bufs.data_mut(skb.pkt);
         if data.len() < 18 {
             return Err(DropReason::PktTooSmall);
         }
@@ -50,7 +52,7 @@ pub(crate) fn core_step(dp: &mut Datapath, skb: &mut Skb) -> Result<Handler, Dro
         // VID 0 is a priority tag (802.1Q): the frame belongs to the port itself and goes on
         // untagged, as __netif_receive_skb_core clears a tag no VLAN device claims.
         let priority_tag = vid == 0;
-        let allowed = priority_tag || dp.ifaces.get(skb.rx_port as usize).is_some_and(|i| i.vlans.contains(&vid));
+        let allowed = priority_tag || net.ifaces.get(skb.rx_port as usize).is_some_and(|i| i.vlans.contains(&vid));
         if !allowed {
             return Err(DropReason::VlanFiltered);
         }
@@ -82,35 +84,35 @@ pub fn extra_work(n: u32) -> u64 {
 }
 
 /// Single mode: every packet through every layer, one at a time.
-pub fn receive_single(dp: &mut Datapath, skbs: &[Skb]) {
-    let t0 = dp.clock();
+pub fn receive_single(net: &Net, w: &mut Worker, skbs: &[Skb]) {
+    let t0 = w.clock();
     for &s in skbs {
-        receive_one(dp, s);
+        receive_one(net, w, s);
     }
-    dp.stage_done(Stage::RxSingle, skbs.len(), t0);
+    w.stage_done(Stage::RxSingle, skbs.len(), t0);
 }
 
 #[inline]
-fn receive_one(dp: &mut Datapath, mut skb: Skb) {
-    match core_step(dp, &mut skb) {
-        Err(r) => dp.drop_pkt(skb.pkt, r),
-        Ok(Handler::Ipv4) => ipv4::rcv_one(dp, skb),
-        Ok(Handler::Ipv6) => ipv6::rcv_one(dp, skb),
-        Ok(Handler::Arp) => local::arp_rcv(dp, skb),
+fn receive_one(net: &Net, w: &mut Worker, mut skb: Skb) {
+    match core_step(net, w, &mut skb) {
+        Err(r) => w.drop_pkt(skb.pkt, r),
+        Ok(Handler::Ipv4) => ipv4::rcv_one(net, w, skb),
+        Ok(Handler::Ipv6) => ipv6::rcv_one(net, w, skb),
+        Ok(Handler::Arp) => local::arp_rcv(net, w, skb),
     }
 }
 
 /// Listified mode: `skbs` is one poll's list; it is consumed (left empty).
-pub fn receive_list(dp: &mut Datapath, skbs: &mut Vec<Skb>) {
-    dp.c.rx_lists += 1;
-    dp.c.record_list_len(skbs.len());
-    let t0 = dp.clock();
+pub fn receive_list(net: &Net, w: &mut Worker, skbs: &mut Vec<Skb>) {
+    w.c.rx_lists += 1;
+    w.c.record_list_len(skbs.len());
+    let t0 = w.clock();
     let total = skbs.len();
     // Core step per packet; survivors are compacted to the front, the handler is kept in
     // `nh` until the IP layer overwrites it with the route.
     let mut n = 0;
     for i in 0..skbs.len() {
-        match core_step(dp, &mut skbs[i]) {
+        match core_step(net, w, &mut skbs[i]) {
             Ok(h) => {
                 skbs[i].nh = h as u32;
                 // Moved only once something before it was dropped.
@@ -119,22 +121,22 @@ pub fn receive_list(dp: &mut Datapath, skbs: &mut Vec<Skb>) {
                 }
                 n += 1;
             }
-            Err(r) => dp.drop_pkt(skbs[i].pkt, r),
+            Err(r) => w.drop_pkt(skbs[i].pkt, r),
         }
     }
     skbs.truncate(n);
-    dp.stage_done(Stage::L2, total, t0);
+    w.stage_done(Stage::L2, total, t0);
     for_each_run(
         skbs,
         |s| (s.nh, s.rx_port),
         |run| {
-            dp.c.rx_runs += 1;
+            w.c.rx_runs += 1;
             match run[0].nh {
-                1 => ipv4::list_rcv(dp, run),
-                2 => ipv6::list_rcv(dp, run),
+                1 => ipv4::list_rcv(net, w, run),
+                2 => ipv6::list_rcv(net, w, run),
                 _ => {
                     for &s in run.iter() {
-                        local::arp_rcv(dp, s);
+                        local::arp_rcv(net, w, s);
                     }
                 }
             }
@@ -162,20 +164,20 @@ pub(crate) fn for_each_run<K: PartialEq>(list: &mut [Skb], key: impl Fn(&Skb) ->
 /// others with their reason. Returns how many were kept.
 #[inline]
 pub(crate) fn retain_run(
-    dp: &mut Datapath,
+    w: &mut Worker,
     run: &mut [Skb],
-    mut keep: impl FnMut(&mut Datapath, &mut Skb) -> Result<(), DropReason>,
+    mut keep: impl FnMut(&mut crate::buf::BufCache, &mut Skb) -> Result<(), DropReason>,
 ) -> usize {
     let mut n = 0;
     for i in 0..run.len() {
-        match keep(dp, &mut run[i]) {
+        match keep(&mut w.bufs, &mut run[i]) {
             Ok(()) => {
                 if n != i {
                     run[n] = run[i];
                 }
                 n += 1;
             }
-            Err(r) => dp.drop_pkt(run[i].pkt, r),
+            Err(r) => w.drop_pkt(run[i].pkt, r),
         }
     }
     n
@@ -184,50 +186,50 @@ pub(crate) fn retain_run(
 /// ip_list_rcv_finish / ip6_list_rcv_finish: route each packet, reusing the previous lookup
 /// for consecutive packets with the same (daddr, tos) — the route hint, not for per-destination
 /// (connected) routes — then cut the run by route and hand each piece to dst_input as a list.
-pub(crate) fn list_rcv_finish<F: family::IpFamily>(dp: &mut Datapath, run: &mut [Skb]) {
+pub(crate) fn list_rcv_finish<F: family::IpFamily>(net: &Net, w: &mut Worker, run: &mut [Skb]) {
     use route::{NextHop, NO_ROUTE};
-    let t0 = dp.clock();
-    let use_hint = dp.tun.route_hint != 0;
+    let t0 = w.clock();
+    let use_hint = net.tun.route_hint != 0;
     let mut hint: Option<(F::Addr, u8, u32)> = None;
     for s in run.iter_mut() {
-        let (d, t) = F::route_key(&dp.bufs, s);
+        let (d, t) = F::route_key(&w.bufs, s);
         s.nh = match hint {
             Some((hd, ht, nh)) if use_hint && hd == d && ht == t => {
-                dp.c.route_hint_hits += 1;
+                w.c.route_hint_hits += 1;
                 nh
             }
             _ => {
-                let nh = F::route(dp, d);
-                let hintable = dp.routes.get(nh).is_some_and(|n| n.hint_ok());
+                let nh = F::route(net, w, d);
+                let hintable = net.routes.get(nh).is_some_and(|n| n.hint_ok());
                 hint = hintable.then_some((d, t, nh));
                 nh
             }
         };
     }
-    dp.stage_done(Stage::Route, run.len(), t0);
+    w.stage_done(Stage::Route, run.len(), t0);
     for_each_run(
         run,
         |s| s.nh,
         |sub| {
-            let nh = if sub[0].nh == NO_ROUTE { None } else { dp.routes.get(sub[0].nh).copied() };
+            let nh = if sub[0].nh == NO_ROUTE { None } else { net.routes.get(sub[0].nh).copied() };
             match nh {
-                Some(NextHop::Local) => F::deliver_list(dp, sub),
+                Some(NextHop::Local) => F::deliver_list(net, w, sub),
                 Some(NextHop::Blackhole) => {
                     for s in sub.iter() {
-                        dp.drop_pkt(s.pkt, DropReason::IpNoroute);
+                        w.drop_pkt(s.pkt, DropReason::IpNoroute);
                     }
                 }
                 None => {
                     for s in sub.iter() {
-                        F::no_route(dp, *s);
+                        F::no_route(net, w, *s);
                     }
                 }
                 Some(NextHop::Unreachable) => {
                     for s in sub.iter() {
-                        F::unreachable(dp, *s);
+                        F::unreachable(net, w, *s);
                     }
                 }
-                Some(nh) => forward::forward_list::<F>(dp, sub, &nh),
+                Some(nh) => forward::forward_list::<F>(net, w, sub, &nh),
             }
         },
     );

@@ -77,8 +77,6 @@ pub struct RouteTable {
     pub fib6: Fib6,
     pub nexthops: Vec<NextHop>,
     nh_index: HashMap<NextHop, u32>,
-    pub neigh4: HashMap<(u16, [u8; 4]), [u8; 6]>,
-    pub neigh6: HashMap<(u16, [u8; 16]), [u8; 6]>,
     /// Every IPv4 address of ours (any port): a source equal to one is refused, as
     /// fib_validate_source does. A short list: a scan beats a FIB lookup of the source.
     local_v4: Vec<u32>,
@@ -118,8 +116,6 @@ impl RouteTable {
             fib6: Fib6::new(),
             nexthops: Vec::new(),
             nh_index: HashMap::new(),
-            neigh4: HashMap::new(),
-            neigh6: HashMap::new(),
             local_v4: Vec::new(),
             local_v4_filter: [0; 4],
         };
@@ -196,13 +192,25 @@ impl RouteTable {
     pub fn get(&self, nh: u32) -> Option<&NextHop> {
         self.nexthops.get(nh as usize)
     }
+}
 
+/// Neighbour tables (IPv4 ARP, IPv6 NDP): per (port, address) the link-layer address.
+/// Each worker keeps its own (the configured entries plus what it learned), so lookups on the
+/// fast path read only the worker's memory; an entry one worker learns the others learn from
+/// the next ARP/NDP packet they see themselves.
+#[derive(Debug, Clone, Default)]
+pub struct Neighbours {
+    pub v4: HashMap<(u16, [u8; 4]), [u8; 6]>,
+    pub v6: HashMap<(u16, [u8; 16]), [u8; 6]>,
+}
+
+impl Neighbours {
     /// Resolves the output (port, dst MAC) of a next hop for a destination.
     #[inline]
     pub fn resolve_v4(&self, nh: &NextHop, daddr: [u8; 4]) -> Option<(u16, [u8; 6])> {
         match *nh {
             NextHop::Gateway { port, mac } => Some((port, mac)),
-            NextHop::Connected { port } => self.neigh4.get(&(port, daddr)).map(|m| (port, *m)),
+            NextHop::Connected { port } => self.v4.get(&(port, daddr)).map(|m| (port, *m)),
             _ => None,
         }
     }
@@ -211,7 +219,7 @@ impl RouteTable {
     pub fn resolve_v6(&self, nh: &NextHop, daddr: [u8; 16]) -> Option<(u16, [u8; 6])> {
         match *nh {
             NextHop::Gateway { port, mac } => Some((port, mac)),
-            NextHop::Connected { port } => self.neigh6.get(&(port, daddr)).map(|m| (port, *m)),
+            NextHop::Connected { port } => self.v6.get(&(port, daddr)).map(|m| (port, *m)),
             _ => None,
         }
     }

@@ -1,7 +1,7 @@
 //! The host side of helpers for programs running in sluice: time, CPU id, randomness,
 //! trace output, and `bpf_fib_lookup` answered from sluice's own FIB and neighbours.
 
-use crate::rx::route::{Iface, NextHop, RouteTable, NO_ROUTE};
+use crate::rx::route::{Iface, Neighbours, NextHop, RouteTable, NO_ROUTE};
 use sluice_ebpf::env::fib_ret;
 use sluice_ebpf::Env;
 use std::time::Instant;
@@ -11,14 +11,15 @@ const TRACE_KEEP: usize = 256;
 
 pub struct SluiceEnv<'a> {
     routes: &'a RouteTable,
+    neigh: &'a Neighbours,
     ifaces: &'a [Iface],
     trace: &'a mut Vec<String>,
     rng: u64,
 }
 
 impl<'a> SluiceEnv<'a> {
-    pub fn new(routes: &'a RouteTable, ifaces: &'a [Iface], trace: &'a mut Vec<String>) -> SluiceEnv<'a> {
-        SluiceEnv { routes, ifaces, trace, rng: 0x9e37_79b9_7f4a_7c15 }
+    pub fn new(routes: &'a RouteTable, neigh: &'a Neighbours, ifaces: &'a [Iface], trace: &'a mut Vec<String>) -> SluiceEnv<'a> {
+        SluiceEnv { routes, neigh, ifaces, trace, rng: 0x9e37_79b9_7f4a_7c15 }
     }
 }
 
@@ -61,13 +62,13 @@ impl Env for SluiceEnv<'_> {
             AF_INET => {
                 let d = [p[32], p[33], p[34], p[35]];
                 let nh = self.routes.lookup_v4(d);
-                (nh, self.routes.get(nh).and_then(|n| self.routes.resolve_v4(n, d)))
+                (nh, self.routes.get(nh).and_then(|n| self.neigh.resolve_v4(n, d)))
             }
             AF_INET6 => {
                 let mut d = [0u8; 16];
                 d.copy_from_slice(&p[32..48]);
                 let nh = self.routes.lookup_v6(d);
-                (nh, self.routes.get(nh).and_then(|n| self.routes.resolve_v6(n, d)))
+                (nh, self.routes.get(nh).and_then(|n| self.neigh.resolve_v6(n, d)))
             }
             _ => return -97, // -EAFNOSUPPORT
         };

@@ -12,139 +12,21 @@
 pub mod builtin;
 pub mod ebpf;
 pub mod env;
+pub mod hooks;
 
 use crate::buf::skb::Skb;
 use crate::buf::{Pkt, FRAME_SIZE, HEADROOM};
-use crate::datapath::Datapath;
+use crate::net::Net;
 use crate::stats::{DropReason, Stage};
+use crate::worker::Worker;
 use sluice_ebpf::insn::{XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_REDIRECT, XDP_TX};
 pub use sluice_ebpf::xdp::{RedirectTarget, RunOutcome, XdpBuff};
-use sluice_ebpf::{BurstCtx, FrameRegion};
+use sluice_ebpf::BurstCtx;
 
 /// Frames a redirect bulk queue holds before it is flushed early (the kernel's DEV_MAP_BULK_SIZE).
 pub const REDIRECT_BULK: usize = 16;
 
-/// An XDP program sluice can attach: built in (Rust) or an eBPF object.
-pub trait XdpProgram: Send {
-    fn name(&self) -> String;
-    /// Runs on one packet; `xdp`'s offsets reflect any head/tail/meta adjustment afterwards.
-    fn run(&mut self, xdp: &mut XdpBuff<'_>, env: &mut env::SluiceEnv<'_>) -> RunOutcome;
-
-    /// Whether the program handles multi-buffer packets (`SEC("xdp.frags")`,
-    /// `BPF_F_XDP_HAS_FRAGS`): it sees a chain's linear part and reaches the fragments through
-    /// helpers. The built-in programs read only headers, in the linear part.
-    fn frags_aware(&self) -> bool {
-        true
-    }
-
-    /// Runs on every packet of a burst from one rx queue: outcome `i` is packet `i`'s, and
-    /// the packet's bounds reflect head/tail adjustments. `out` is at least as long as `pkts`.
-    /// Engines override this to set up once per burst (the native hook's path).
-    fn run_burst(
-        &mut self,
-        region: &mut FrameRegion<'_>,
-        pkts: &mut [Pkt],
-        ctx: BurstCtx,
-        env: &mut env::SluiceEnv<'_>,
-        out: &mut [RunOutcome],
-    ) {
-        run_each(self, region, pkts, ctx, env, out)
-    }
-}
-
-/// Runs `prog` packet by packet over a burst (the default `run_burst`).
-pub(crate) fn run_each<P: XdpProgram + ?Sized>(
-    prog: &mut P,
-    region: &mut FrameRegion<'_>,
-    pkts: &mut [Pkt],
-    ctx: BurstCtx,
-    env: &mut env::SluiceEnv<'_>,
-    out: &mut [RunOutcome],
-) {
-    for (p, o) in pkts.iter_mut().zip(out.iter_mut()) {
-        let Some(mut xb) = region.buff(p, ctx) else {
-            *o = RunOutcome { action: XDP_ABORTED, redirect: None };
-            continue;
-        };
-        *o = prog.run(&mut xb, env);
-        let (data, len) = (xb.data, xb.data_end - xb.data);
-        sluice_ebpf::FrameDesc::set_bounds(p, data, len);
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum XdpMode {
-    Native,
-    Generic,
-}
-
-impl std::str::FromStr for XdpMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "native" | "drv" => Ok(XdpMode::Native),
-            "generic" | "skb" => Ok(XdpMode::Generic),
-            _ => Err(format!("unknown XDP mode `{s}` (native, generic)")),
-        }
-    }
-}
-
-/// Programs attached per port, and the XDP transmit / redirect queues.
-#[derive(Default)]
-pub struct XdpHooks {
-    pub native: Vec<Option<Box<dyn XdpProgram>>>,
-    pub generic: Vec<Option<Box<dyn XdpProgram>>>,
-    /// Frames for each port's XDP transmit path (XDP_TX, redirects), bypassing qdiscs.
-    pub xmit: Vec<Vec<Pkt>>,
-    /// AF_XDP-like local consumers: frames received per XSKMAP key.
-    pub xsk_rx: Vec<u64>,
-    /// Trace lines from bpf_trace_printk (the last few).
-    pub trace: Vec<String>,
-    /// Unknown action codes seen (counted as ABORTED, like the kernel's warning).
-    pub unknown_actions: u64,
-    /// Outcomes of the burst being judged (reused).
-    outcomes: Vec<RunOutcome>,
-    /// The generic hook's packets of one burst (reused).
-    burst_pkts: Vec<Pkt>,
-    /// The generic hook's linear copy of a chain, for programs that are not frags-aware.
-    linear: Option<sluice_ebpf::LowMem>,
-}
-
-impl XdpHooks {
-    /// Frames queued for XDP transmit, not yet flushed.
-    pub fn in_flight(&self) -> u64 {
-        self.xmit.iter().map(|q| q.len() as u64).sum()
-    }
-
-    /// Attaches `prog` to `port` in `mode` (replacing what was there).
-    pub fn attach(&mut self, port: u16, mode: XdpMode, prog: Box<dyn XdpProgram>) {
-        let slots = match mode {
-            XdpMode::Native => &mut self.native,
-            XdpMode::Generic => &mut self.generic,
-        };
-        let i = port as usize;
-        if slots.len() <= i {
-            slots.resize_with(i + 1, || None);
-        }
-        slots[i] = Some(prog);
-    }
-
-    /// A frame redirected into an XSKMAP: consumed by the local consumer `k` (counted as local
-    /// delivery; the caller frees the buffer).
-    fn xsk_deliver(&mut self, k: u32, c: &mut crate::stats::Counters) {
-        let k = k as usize;
-        if self.xsk_rx.len() <= k {
-            self.xsk_rx.resize(k + 1, 0);
-        }
-        self.xsk_rx[k] += 1;
-        c.local += 1;
-    }
-
-    pub fn any_generic(&self) -> bool {
-        self.generic.iter().any(Option::is_some)
-    }
-}
+pub use hooks::{run_each, XdpHooks, XdpMode, XdpProgram};
 
 /// Runs `prog` on a chain: the head frame's linear part plus the fragments through the
 /// helpers; the chain and `p`'s bounds reflect what the program did.
@@ -243,26 +125,26 @@ fn fate_of(out: &RunOutcome, port: u16, nports: usize, counters: &mut crate::sta
 }
 
 /// Native hook: runs on the raw burst; PASS survivors stay in `rx` (bounds updated).
-pub fn run_native(dp: &mut Datapath, port: u16, rx: &mut Vec<Pkt>) {
-    let Some(Some(prog)) = dp.xdp.native.get_mut(port as usize) else { return };
-    let t0 = dp.clock.start();
-    let nports = dp.ports.len();
-    if dp.xdp.xmit.len() < nports {
-        dp.xdp.xmit.resize_with(nports, Vec::new);
+pub fn run_native(net: &Net, w: &mut Worker, port: u16, rx: &mut Vec<Pkt>) {
+    let Some(Some(prog)) = w.xdp.native.get_mut(port as usize) else { return };
+    let t0 = w.clock.start();
+    let nports = net.nports();
+    if w.xdp.xmit.len() < nports {
+        w.xdp.xmit.resize_with(nports, Vec::new);
     }
     // The outcomes buffer lives in the hooks (no allocation per burst once it has grown).
-    let mut outs = std::mem::take(&mut dp.xdp.outcomes);
+    let mut outs = std::mem::take(&mut w.xdp.outcomes);
     if outs.len() < rx.len() {
         outs.resize(rx.len(), RunOutcome { action: XDP_ABORTED, redirect: None });
     }
-    let mut env = env::SluiceEnv::new(&dp.routes, &dp.ifaces, &mut dp.xdp.trace);
+    let mut env = env::SluiceEnv::new(&net.routes, &w.neigh, &net.ifaces, &mut w.xdp.trace);
     let ctx = BurstCtx { ingress_ifindex: port as u32 + 1, rx_queue_index: 0 };
     if rx.iter().any(Pkt::is_chained) {
         if !prog.frags_aware() {
             // A driver with a program that is not frags-aware receives into single buffers
             // (the kernel refuses to attach one when the MTU needs more): a longer frame is a
             // receive length error, never a truncated packet.
-            let (c, bufs) = (&mut dp.c, &mut dp.bufs);
+            let (c, bufs) = (&mut w.c, &mut w.bufs);
             rx.retain(|p| {
                 if p.is_chained() {
                     c.drop(DropReason::RxLengthError);
@@ -276,15 +158,15 @@ pub fn run_native(dp: &mut Datapath, port: u16, rx: &mut Vec<Pkt>) {
             *o = if !p.is_chained() {
                 let mut one = [*p];
                 let mut out = [RunOutcome { action: XDP_ABORTED, redirect: None }];
-                prog.run_burst(&mut dp.bufs.region_mut(), &mut one, ctx, &mut env, &mut out);
+                prog.run_burst(&mut w.bufs.region_mut(), &mut one, ctx, &mut env, &mut out);
                 *p = one[0];
                 out[0]
             } else {
-                run_on_chain(prog.as_mut(), &mut dp.bufs, p, ctx, &mut env)
+                run_on_chain(prog.as_mut(), &mut w.bufs, p, ctx, &mut env)
             };
         }
     } else {
-        prog.run_burst(&mut dp.bufs.region_mut(), rx, ctx, &mut env, &mut outs);
+        prog.run_burst(&mut w.bufs.region_mut(), rx, ctx, &mut env, &mut outs);
     }
     let mut keep = 0;
     // Dropped buffers are freed after the verdict loop, as their own measurable step.
@@ -292,33 +174,33 @@ pub fn run_native(dp: &mut Datapath, port: u16, rx: &mut Vec<Pkt>) {
     let mut free_n = 0usize;
     for i in 0..rx.len() {
         let p = rx[i];
-        match fate_of(&outs[i], port, nports, &mut dp.c, &mut dp.xdp.unknown_actions) {
+        match fate_of(&outs[i], port, nports, &mut w.c, &mut w.xdp.unknown_actions) {
             Fate::Pass => {
                 rx[keep] = p;
                 keep += 1;
             }
             Fate::Drop(r) => {
-                dp.c.drop(r);
-                free_list_push(&mut dp.bufs, &mut free_list, &mut free_n, p);
+                w.c.drop(r);
+                free_list_push(&mut w.bufs, &mut free_list, &mut free_n, p);
             }
-            Fate::Xmit(to) => queue_xmit(&mut dp.xdp.xmit, to, p),
+            Fate::Xmit(to) => queue_xmit(&mut w.xdp.xmit, to, p),
             Fate::Xsk(k) => {
-                dp.xdp.xsk_deliver(k, &mut dp.c);
-                free_list_push(&mut dp.bufs, &mut free_list, &mut free_n, p);
+                w.xdp.xsk_deliver(k, &mut w.c);
+                free_list_push(&mut w.bufs, &mut free_list, &mut free_n, p);
             }
         }
     }
-    dp.xdp.outcomes = outs;
+    w.xdp.outcomes = outs;
     let n = rx.len();
     rx.truncate(keep);
-    let t1 = dp.stage_done(Stage::XdpNative, n, t0);
+    let t1 = w.stage_done(Stage::XdpNative, n, t0);
     for b in &free_list[..free_n] {
-        dp.bufs.free(*b);
+        w.bufs.free(*b);
     }
     if free_n > 0 {
-        dp.stage_done(Stage::Free, free_n, t1);
+        w.stage_done(Stage::Free, free_n, t1);
     }
-    flush_full_queues(dp);
+    flush_full_queues(w);
 }
 
 #[inline]
@@ -341,41 +223,41 @@ fn queue_xmit(xmit: &mut [Vec<Pkt>], to: u16, p: Pkt) {
 }
 
 /// Redirect bulk queues that reached REDIRECT_BULK go out now, as the kernel's bq_enqueue does.
-fn flush_full_queues(dp: &mut Datapath) {
-    for port in 0..dp.xdp.xmit.len() {
-        if dp.xdp.xmit[port].len() >= REDIRECT_BULK {
-            xmit_port(dp, port as u16);
+fn flush_full_queues(w: &mut Worker) {
+    for port in 0..w.xdp.xmit.len() {
+        if w.xdp.xmit[port].len() >= REDIRECT_BULK {
+            xmit_port(w, port as u16);
         }
     }
 }
 
 /// Generic hook: runs on packets with metadata; PASS survivors stay in `skbs`. Each packet
 /// gets its own run, in order; consecutive packets from one port run as one burst.
-pub fn run_generic(dp: &mut Datapath, skbs: &mut Vec<Skb>) {
-    if !dp.xdp.any_generic() {
+pub fn run_generic(net: &Net, w: &mut Worker, skbs: &mut Vec<Skb>) {
+    if !w.xdp.any_generic() {
         return;
     }
-    let t0 = dp.clock.start();
-    let nports = dp.ports.len();
-    if dp.xdp.xmit.len() < nports {
-        dp.xdp.xmit.resize_with(nports, Vec::new);
+    let t0 = w.clock.start();
+    let nports = net.nports();
+    if w.xdp.xmit.len() < nports {
+        w.xdp.xmit.resize_with(nports, Vec::new);
     }
     let n = skbs.len();
     // Generic XDP needs XDP_PACKET_HEADROOM and a linear buffer: copy when short.
     let mut kept = 0;
     for i in 0..n {
         let mut s = skbs[i];
-        let attached = matches!(dp.xdp.generic.get(s.rx_port as usize), Some(Some(_)));
+        let attached = matches!(w.xdp.generic.get(s.rx_port as usize), Some(Some(_)));
         let (off, end) = (s.pkt.off as usize, s.pkt.off as usize + s.pkt.len as usize);
         if attached && (off < HEADROOM || end > FRAME_SIZE) {
             // Rare: the headroom went to a header (or the bounds are off): a copy has it back.
-            match dp.bufs.clone_pkt(s.pkt) {
+            match w.bufs.clone_pkt(s.pkt) {
                 Some(np) => {
-                    dp.bufs.free(s.pkt);
+                    w.bufs.free(s.pkt);
                     s.pkt = np;
                 }
                 None => {
-                    dp.drop_pkt(s.pkt, DropReason::NoBuffer);
+                    w.drop_pkt(s.pkt, DropReason::NoBuffer);
                     continue;
                 }
             }
@@ -384,8 +266,8 @@ pub fn run_generic(dp: &mut Datapath, skbs: &mut Vec<Skb>) {
         kept += 1;
     }
     skbs.truncate(kept);
-    let mut pkts = std::mem::take(&mut dp.xdp.burst_pkts);
-    let mut outs = std::mem::take(&mut dp.xdp.outcomes);
+    let mut pkts = std::mem::take(&mut w.xdp.burst_pkts);
+    let mut outs = std::mem::take(&mut w.xdp.outcomes);
     let mut keep = 0;
     let mut start = 0;
     while start < skbs.len() {
@@ -397,7 +279,7 @@ pub fn run_generic(dp: &mut Datapath, skbs: &mut Vec<Skb>) {
                 end += 1;
             }
         }
-        let Some(Some(prog)) = dp.xdp.generic.get_mut(port as usize) else {
+        let Some(Some(prog)) = w.xdp.generic.get_mut(port as usize) else {
             skbs.copy_within(start..end, keep);
             keep += end - start;
             start = end;
@@ -408,73 +290,73 @@ pub fn run_generic(dp: &mut Datapath, skbs: &mut Vec<Skb>) {
         if outs.len() < pkts.len() {
             outs.resize(pkts.len(), RunOutcome { action: XDP_ABORTED, redirect: None });
         }
-        let mut env = env::SluiceEnv::new(&dp.routes, &dp.ifaces, &mut dp.xdp.trace);
+        let mut env = env::SluiceEnv::new(&net.routes, &w.neigh, &net.ifaces, &mut w.xdp.trace);
         let ctx = BurstCtx { ingress_ifindex: port as u32 + 1, rx_queue_index: skbs[start].rx_queue as u32 };
         if pkts[0].is_chained() {
             outs[0] = if prog.frags_aware() {
-                run_on_chain(prog.as_mut(), &mut dp.bufs, &mut pkts[0], ctx, &mut env)
+                run_on_chain(prog.as_mut(), &mut w.bufs, &mut pkts[0], ctx, &mut env)
             } else {
-                run_linearized(prog.as_mut(), &mut dp.bufs, &mut dp.xdp.linear, &mut pkts[0], ctx, &mut env)
+                run_linearized(prog.as_mut(), &mut w.bufs, &mut w.xdp.linear, &mut pkts[0], ctx, &mut env)
             };
         } else {
-            prog.run_burst(&mut dp.bufs.region_mut(), &mut pkts, ctx, &mut env, &mut outs);
+            prog.run_burst(&mut w.bufs.region_mut(), &mut pkts, ctx, &mut env, &mut outs);
         }
         for (j, i) in (start..end).enumerate() {
             let mut s = skbs[i];
             let np = pkts[j];
-            match fate_of(&outs[j], port, nports, &mut dp.c, &mut dp.xdp.unknown_actions) {
+            match fate_of(&outs[j], port, nports, &mut w.c, &mut w.xdp.unknown_actions) {
                 Fate::Pass => {
                     if np != s.pkt {
                         // The data moved: reset the network header and re-derive the protocol.
-                        let mac = dp.ifaces.get(port as usize).map(|i| i.mac).unwrap_or([0; 6]);
-                        let rebuilt = Skb::build(np, dp.bufs.data(np), port, s.rx_queue, &mac);
+                        let mac = net.ifaces.get(port as usize).map(|i| i.mac).unwrap_or([0; 6]);
+                        let rebuilt = Skb::build(np, w.bufs.data(np), port, s.rx_queue, &mac);
                         s = Skb { hash: s.hash, l4_hash: s.l4_hash, ..rebuilt };
                     }
                     skbs[keep] = s;
                     keep += 1;
                 }
-                Fate::Drop(r) => dp.drop_pkt(np, r),
-                Fate::Xmit(to) => queue_xmit(&mut dp.xdp.xmit, to, np),
+                Fate::Drop(r) => w.drop_pkt(np, r),
+                Fate::Xmit(to) => queue_xmit(&mut w.xdp.xmit, to, np),
                 Fate::Xsk(k) => {
-                    dp.xdp.xsk_deliver(k, &mut dp.c);
-                    dp.bufs.free(np);
+                    w.xdp.xsk_deliver(k, &mut w.c);
+                    w.bufs.free(np);
                 }
             }
         }
         start = end;
     }
-    dp.xdp.burst_pkts = pkts;
-    dp.xdp.outcomes = outs;
+    w.xdp.burst_pkts = pkts;
+    w.xdp.outcomes = outs;
     skbs.truncate(keep);
-    dp.stage_done(Stage::XdpGeneric, n, t0);
-    flush_full_queues(dp);
+    w.stage_done(Stage::XdpGeneric, n, t0);
+    flush_full_queues(w);
 }
 
 /// Hands one port's XDP transmit queue to the port (no qdisc); refusals are drops.
-fn xmit_port(dp: &mut Datapath, port: u16) {
+fn xmit_port(w: &mut Worker, port: u16) {
     let i = port as usize;
-    let (Some(q), Some(dev)) = (dp.xdp.xmit.get_mut(i), dp.ports.get_mut(i)) else { return };
+    let (Some(q), Some(dev)) = (w.xdp.xmit.get_mut(i), w.ports.get_mut(i).and_then(Option::as_mut)) else { return };
     if q.is_empty() {
         return;
     }
-    let t0 = dp.clock.start();
+    let t0 = w.clock.start();
     let n = q.len();
-    let sent = dev.tx_burst(&mut dp.bufs, q, false).min(n);
-    dp.c.doorbells += 1;
-    dp.c.tx += sent as u64;
-    dp.c.tx_bytes += q[..sent].iter().map(|p| p.total_len() as u64).sum::<u64>();
+    let sent = dev.tx_burst(&mut w.bufs, q, false).min(n);
+    w.c.doorbells += 1;
+    w.c.tx += sent as u64;
+    w.c.tx_bytes += q[..sent].iter().map(|p| p.total_len() as u64).sum::<u64>();
     for p in &q[sent..] {
-        dp.c.drop(DropReason::XdpRedirectFailed);
-        dp.bufs.free(*p);
+        w.c.drop(DropReason::XdpRedirectFailed);
+        w.bufs.free(*p);
     }
     q.clear();
-    dp.stage_done(Stage::PortTx, n, t0);
+    w.stage_done(Stage::PortTx, n, t0);
 }
 
 /// End of poll (xdp_do_flush): every XDP transmit / redirect queue goes out.
-pub fn flush_redirects(dp: &mut Datapath) {
-    for port in 0..dp.xdp.xmit.len() {
-        xmit_port(dp, port as u16);
+pub fn flush_redirects(w: &mut Worker) {
+    for port in 0..w.xdp.xmit.len() {
+        xmit_port(w, port as u16);
     }
 }
 

@@ -330,19 +330,19 @@ pub fn build_router(frames: Vec<Vec<u8>>, setup: &Setup, pool: &Pool) -> Datapat
     let ports: [Box<dyn Port>; 3] = [Box::new(inp), out_port("out1", setup.out[0]), out_port("out2", setup.out[1])];
     for (port, iface) in ports.into_iter().zip(ifaces) {
         let i = dp.add_port(port, iface.clone());
-        dp.routes.add_iface(i, &iface).expect("interface routes");
+        dp.net.routes.add_iface(i, &iface).expect("interface routes");
     }
     let (pi, p1, p2) = (P_IN as u16, P_OUT1 as u16, P_OUT2 as u16);
-    dp.routes.neigh4.insert((pi, HOST_V4), MAC_HOST);
-    dp.routes.neigh4.insert((p1, NH1_V4), MAC_NH1);
-    dp.routes.neigh4.insert((p2, NH2_V4), MAC_NH2);
-    dp.routes.neigh6.insert((pi, HOST_V6), MAC_HOST);
-    dp.routes.neigh6.insert((p1, NH1_V6), MAC_NH1);
-    dp.routes.neigh6.insert((p2, NH2_V6), MAC_NH2);
+    dp.add_neigh_v4(pi, HOST_V4, MAC_HOST);
+    dp.add_neigh_v4(p1, NH1_V4, MAC_NH1);
+    dp.add_neigh_v4(p2, NH2_V4, MAC_NH2);
+    dp.add_neigh_v6(pi, HOST_V6, MAC_HOST);
+    dp.add_neigh_v6(p1, NH1_V6, MAC_NH1);
+    dp.add_neigh_v6(p2, NH2_V6, MAC_NH2);
     for (port, mode, prog) in &setup.xdp {
-        dp.xdp.attach(*port, *mode, prog());
+        dp.w().xdp.attach(*port, *mode, prog());
     }
-    let r = &mut dp.routes;
+    let r = &mut dp.net.routes;
     r.add_v4([198, 18, 0, 0], 15, NextHop::Gateway { port: pi, mac: MAC_HOST }).unwrap();
     r.add_v4([10, 1, 0, 0], 16, NextHop::Gateway { port: p1, mac: MAC_NH1 }).unwrap();
     r.add_v4([10, 2, 0, 0], 16, NextHop::Gateway { port: p2, mac: MAC_NH2 }).unwrap();
@@ -387,38 +387,41 @@ impl Outcome {
 pub fn run(frames: &[Vec<u8>], setup: &Setup) -> Outcome {
     let pool = Pool::new(setup.pool_frames).expect("pool");
     let mut dp = build_router(frames.to_vec(), setup, &pool);
-    let ids: Vec<_> = setup.sockets.iter().map(|&(p, cap)| dp.sockets.bind_udp(p, cap).expect("bind")).collect();
+    let ids: Vec<_> = setup.sockets.iter().map(|&(p, cap)| dp.w().sockets.bind_udp(p, cap).expect("bind")).collect();
     let mut payloads: Vec<Vec<Vec<u8>>> = vec![Vec::new(); ids.len()];
     // A zero tick period: the tick runs after every batch of rounds, before the loop may
     // stop, so every datagram is read before `drain` frees what is left.
-    napi::run(&mut dp, RunLimit::default(), Duration::ZERO, |dp, _| {
+    let Datapath { net, workers } = &mut dp;
+    napi::run(net, &mut workers[0], RunLimit::default(), Duration::ZERO, |_, w, _| {
         for (i, id) in ids.iter().enumerate() {
-            dp.sockets.recv_batch(&mut dp.bufs, *id, usize::MAX, |b| payloads[i].push(b.to_vec()));
+            w.sockets.recv_batch(&mut w.bufs, *id, usize::MAX, |b| payloads[i].push(b.to_vec()));
         }
     });
     finish(&mut dp, frames.len());
+    let w = &dp.workers[0];
     Outcome {
-        out: dp.ports.iter().map(|p| p.captured().expect("test ports capture").to_vec()).collect(),
+        out: dp.ports().map(|p| p.captured().expect("test ports capture").to_vec()).collect(),
         sockets: payloads,
-        c: dp.c.clone(),
-        neigh4: dp.routes.neigh4.iter().map(|(k, v)| (*k, *v)).collect(),
-        neigh6: dp.routes.neigh6.iter().map(|(k, v)| (*k, *v)).collect(),
+        c: dp.counters(),
+        neigh4: w.neigh.v4.iter().map(|(k, v)| (*k, *v)).collect(),
+        neigh6: w.neigh.v6.iter().map(|(k, v)| (*k, *v)).collect(),
     }
 }
 
 /// The checks every run ends with: all input received, ledger balanced, no buffer held.
 pub fn finish(dp: &mut Datapath, expected_rx: usize) {
-    napi::drain(dp);
-    assert_eq!(dp.c.rx, expected_rx as u64, "every frame was received");
+    dp.drain();
+    let c = dp.counters();
+    assert_eq!(c.rx, expected_rx as u64, "every frame was received");
     if let Err(e) = dp.conservation() {
         panic!("{e}");
     }
     assert_eq!(dp.in_flight(), 0, "nothing in flight after drain");
-    assert_eq!(dp.sockets.queued(), 0, "sockets drained");
+    assert!(dp.workers.iter().all(|w| w.sockets.queued() == 0), "sockets drained");
     assert_eq!(dp.buffers_in_use(), 0, "buffer leak");
     // Cross-check the ledger's tx against what the ports saw.
-    let port_tx: u64 = dp.ports.iter().map(|p| p.stats().tx_packets).sum();
-    assert_eq!(port_tx, dp.c.tx, "ports accepted exactly what the datapath counted as transmitted");
+    let port_tx: u64 = dp.ports().map(|p| p.stats().tx_packets).sum();
+    assert_eq!(port_tx, c.tx, "ports accepted exactly what the datapath counted as transmitted");
 }
 
 /// The counters that say what happened to packets (not how: route lookups, stage cycles

@@ -7,13 +7,13 @@
 pub mod asm;
 pub mod burst;
 mod elf;
-mod map_init;
 pub mod env;
 pub mod helpers;
 pub mod insn;
 pub mod interp;
 pub mod jit;
 pub mod loader;
+mod map_init;
 pub mod maps;
 pub mod program;
 pub mod state;

@@ -220,7 +220,14 @@ impl Object {
                     value_size = 4;
                 }
             }
-            defs.push(MapDef { name: name.clone(), map_type: m.map_type(), key_size: m.key_size(), value_size, max_entries, flags: m.map_flags() });
+            defs.push(MapDef {
+                name: name.clone(),
+                map_type: m.map_type(),
+                key_size: m.key_size(),
+                value_size,
+                max_entries,
+                flags: m.map_flags(),
+            });
         }
         let maps = Maps::with_limit(&defs, opts.ncpus.max(1), opts.max_map_bytes)?;
         for (i, (_, m)) in named.iter().enumerate() {

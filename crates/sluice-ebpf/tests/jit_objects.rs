@@ -200,6 +200,11 @@ fn repository_xdp_corpus() {
     let mut total = 0;
     let mut refused = Vec::new();
     for o in &objs {
+        // Its prog array is filled in the object: runs end in tail calls, which sluice's
+        // runner follows (`xdp::ebpf::EbpfProgram`, tested in tests/xdp_tail_calls.rs).
+        if o.ends_with("xdp_tail_call_static.o") {
+            continue;
+        }
         let (n, r) = check_object(o, &pkts);
         eprintln!("{}: {n} runs", o.display());
         total += n;
@@ -308,6 +313,10 @@ fn bursts_match_single_runs() {
     let ctx = BurstCtx { ingress_ifindex: 3, rx_queue_index: 1 };
     let mut checked = 0;
     for path in &objs {
+        // Tail calls end runs early by design; followed by sluice's runner (see above).
+        if path.ends_with("xdp_tail_call_static.o") {
+            continue;
+        }
         for single_writer in [false, true] {
             let config = RunConfig { single_writer, ..RunConfig::default() };
             let (Some(a), Some(b), Some(c)) = (load(path), load(path), load(path)) else { continue };

@@ -1,0 +1,55 @@
+//! The shared, read-mostly state every worker reads (Linux `struct net`, VPP's global main):
+//! tunables, the pipeline, interfaces, routes. Workers get `&Net`; nothing on the fast path
+//! writes it (what a worker learns, it keeps in its own `Worker`).
+
+use crate::rx::route::{Iface, RouteTable};
+use crate::tunables::Tunables;
+
+/// What the workers do with received packets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pipeline {
+    /// rx → tx untouched to the peer port (testpmd's io forward).
+    Io,
+    /// rx → swap MACs → tx to the peer port.
+    Macswap,
+    /// The router: the full receive path (l2, ip, route, forward / local).
+    L3fwd,
+    /// The router, with traffic addressed to it: local delivery.
+    Local,
+}
+
+impl std::str::FromStr for Pipeline {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "io" => Ok(Pipeline::Io),
+            "macswap" => Ok(Pipeline::Macswap),
+            "l3fwd" => Ok(Pipeline::L3fwd),
+            "local" => Ok(Pipeline::Local),
+            _ => Err(format!("unknown pipeline `{s}` (io, macswap, l3fwd, local)")),
+        }
+    }
+}
+
+/// Shared state. Built by the control plane (`config`), then only read while workers run.
+pub struct Net {
+    pub tun: Tunables,
+    pub pipeline: Pipeline,
+    /// Interface addresses, one per port (same index).
+    pub ifaces: Vec<Iface>,
+    /// Io/macswap: where each port's received packets go.
+    pub peer: Vec<Option<u16>>,
+    pub routes: RouteTable,
+}
+
+impl Net {
+    pub fn new(tun: Tunables, pipeline: Pipeline) -> Net {
+        Net { tun, pipeline, ifaces: Vec::new(), peer: Vec::new(), routes: RouteTable::new() }
+    }
+
+    /// Number of ports.
+    pub fn nports(&self) -> usize {
+        self.ifaces.len()
+    }
+}

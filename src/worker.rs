@@ -1,0 +1,124 @@
+//! Per-thread state (Linux per-CPU `softnet_data`, VPP's `vlib_main_t`): the buffer cache, the
+//! ports this worker polls, transmit staging, XDP programs and queues, sockets, neighbours it
+//! learned, counters and clocks. Stages take `&Net` and `&mut Worker`.
+
+use crate::buf::{BufCache, Pkt, Pool};
+use crate::port::Port;
+use crate::rx::icmp_rate::IcmpRateLimit;
+use crate::rx::route::Neighbours;
+use crate::rx::socket::Sockets;
+use crate::stats::tsc::StageClock;
+use crate::stats::{Counters, DropReason, Stage};
+use crate::tx::queue::TxQueue;
+use crate::xdp::hooks::XdpHooks;
+
+pub struct Worker {
+    /// This worker's number (its CPU for per-CPU maps and `bpf_get_smp_processor_id`).
+    pub id: usize,
+    pub bufs: BufCache,
+    /// The ports this worker owns (polls and transmits on), by port index; `None` for ports
+    /// another worker owns.
+    pub ports: Vec<Option<Box<dyn Port>>>,
+    /// Transmit staging, one queue per port.
+    pub txq: Vec<TxQueue>,
+    pub xdp: XdpHooks,
+    pub sockets: Sockets,
+    pub neigh: Neighbours,
+    /// ICMP error rate limits (per destination and host-wide).
+    pub icmp_rate: IcmpRateLimit,
+    pub c: Counters,
+    /// A coarse clock, ns since the worker was made: read once per softirq round, like jiffies.
+    pub now_ns: u64,
+    epoch: std::time::Instant,
+    /// Which polls the per-stage clocks time (`stats.clock_sample`).
+    pub clock: StageClock,
+    /// Packets the ports may still deliver (a run's packet count; u64::MAX = no limit).
+    pub rx_quota: u64,
+    /// Per-poll scratch (kept to avoid allocation per poll).
+    pub(crate) rx_scratch: Vec<Pkt>,
+    pub(crate) skb_scratch: Vec<crate::buf::skb::Skb>,
+    /// One IPv4 fragment being built (the cold fragmentation path reuses it).
+    pub(crate) frag_scratch: Vec<u8>,
+}
+
+impl Worker {
+    pub fn new(id: usize, pool: &Pool) -> Worker {
+        Worker {
+            id,
+            bufs: pool.cache(),
+            ports: Vec::new(),
+            txq: Vec::new(),
+            xdp: XdpHooks::default(),
+            sockets: Sockets::default(),
+            neigh: Neighbours::default(),
+            icmp_rate: Default::default(),
+            c: Counters::default(),
+            now_ns: 0,
+            epoch: std::time::Instant::now(),
+            clock: Default::default(),
+            rx_quota: u64::MAX,
+            rx_scratch: Vec::with_capacity(1024),
+            skb_scratch: Vec::with_capacity(1024),
+            frag_scratch: Vec::new(),
+        }
+    }
+
+    /// Makes room for port `i`: a transmit queue, and the port itself when this worker owns it.
+    pub fn add_port(&mut self, i: u16, port: Option<Box<dyn Port>>) {
+        let n = i as usize + 1;
+        if self.ports.len() < n {
+            self.ports.resize_with(n, || None);
+            self.txq.resize_with(n, TxQueue::default);
+        }
+        self.ports[i as usize] = port;
+    }
+
+    /// Port `i`, if this worker owns it.
+    #[inline]
+    pub fn port_mut(&mut self, i: u16) -> Option<&mut Box<dyn Port>> {
+        self.ports.get_mut(i as usize).and_then(Option::as_mut)
+    }
+
+    /// The ports this worker owns.
+    pub fn owned_ports(&self) -> impl Iterator<Item = &dyn Port> + '_ {
+        self.ports.iter().flatten().map(|p| p.as_ref())
+    }
+
+    /// Advances the coarse clock to `now` (called once per softirq round).
+    #[inline]
+    pub fn tick(&mut self, now: std::time::Instant) {
+        self.now_ns = now.saturating_duration_since(self.epoch).as_nanos() as u64;
+    }
+
+    /// The start of a timed stage (0 when this poll is not timed).
+    #[inline(always)]
+    pub fn clock(&self) -> u64 {
+        self.clock.start()
+    }
+
+    /// Ends stage `s` started at `t0` (from [`Worker::clock`]) over `packets` packets;
+    /// returns the TSC now (0 when not timed) to start the next stage with.
+    #[inline(always)]
+    pub fn stage_done(&mut self, s: Stage, packets: usize, t0: u64) -> u64 {
+        let (now, cycles) = self.clock.lap(t0);
+        self.c.stages[s as usize].add(packets, cycles);
+        now
+    }
+
+    /// Drops a packet: counts the reason and frees its buffer.
+    #[inline]
+    pub fn drop_pkt(&mut self, p: Pkt, reason: DropReason) {
+        self.c.drop(reason);
+        self.bufs.free(p);
+    }
+
+    /// Packets the worker holds that have not met their fate yet.
+    pub fn in_flight(&self) -> u64 {
+        self.txq.iter().map(|q| q.pkts.len() as u64).sum::<u64>() + self.xdp.in_flight()
+    }
+
+    /// Buffers taken from the pool through this worker's cache and not freed through it.
+    pub fn buffers_in_use(&self) -> i64 {
+        self.bufs.in_use()
+    }
+}
