@@ -8,10 +8,28 @@ use crate::napi::{self, RunLimit, StopReason};
 pub use crate::net::{Net, Pipeline};
 use crate::port::Port;
 use crate::rx::route::Iface;
+use crate::stats::cpu::thread_cpu_time;
 use crate::stats::Counters;
 use crate::tunables::Tunables;
 pub use crate::worker::Worker;
 use std::time::Duration;
+
+/// Pins the calling thread to CPU `cpu` when the machine has it (a worker per CPU, as
+/// softirq processing runs on its CPU); otherwise leaves it to the scheduler.
+fn pin_to_cpu(cpu: usize) {
+    if let Some(ids) = core_affinity::get_core_ids() {
+        if let Some(id) = ids.into_iter().find(|c| c.id == cpu) {
+            core_affinity::set_for_current(id);
+        }
+    }
+}
+
+/// CPU time of the calling thread since `t0`.
+fn cpu_since(t0: Option<(f64, f64)>) -> Option<(f64, f64)> {
+    let (u0, s0) = t0?;
+    let (u1, s1) = thread_cpu_time()?;
+    Some(((u1 - u0).max(0.0), (s1 - s0).max(0.0)))
+}
 
 pub struct Datapath {
     pub net: Net,
@@ -19,9 +37,17 @@ pub struct Datapath {
 }
 
 impl Datapath {
-    /// A datapath with one worker.
+    /// A datapath with one worker, or with one per CPU up to the highest of `rps_cpus`.
     pub fn new(tun: Tunables, pipeline: Pipeline, pool: &Pool) -> Datapath {
-        Datapath { net: Net::new(tun, pipeline), workers: vec![Worker::new(0, pool)] }
+        let net = Net::new(tun, pipeline);
+        let workers = (0..net.rps.workers())
+            .map(|id| {
+                let mut w = Worker::new(id, pool);
+                w.set_epoch(net.epoch);
+                w
+            })
+            .collect();
+        Datapath { net, workers }
     }
 
     /// Adds a port with its interface, owned (polled) by worker 0; returns its index.
@@ -29,6 +55,7 @@ impl Datapath {
         let i = self.net.ifaces.len() as u16;
         self.net.ifaces.push(iface);
         self.net.peer.push(None);
+        self.net.rps.tx_handoff.push(crossbeam_queue::ArrayQueue::new(crate::rps::backlog::HANDOFF_LEN));
         let mut port = Some(port);
         for w in &mut self.workers {
             w.add_port(i, if w.id == 0 { port.take() } else { None });
@@ -63,9 +90,9 @@ impl Datapath {
         c
     }
 
-    /// Packets held by any worker that have not met their fate yet.
+    /// Packets held by any worker, or between workers, that have not met their fate yet.
     pub fn in_flight(&self) -> u64 {
-        self.workers.iter().map(Worker::in_flight).sum()
+        self.workers.iter().map(Worker::in_flight).sum::<u64>() + self.net.rps.in_flight()
     }
 
     /// Checks the conservation law over all workers.
@@ -99,7 +126,44 @@ impl Datapath {
         mut tick: impl FnMut(&Counters, Duration),
     ) -> (Duration, StopReason, Vec<(String, std::io::Error)>) {
         let Datapath { net, workers } = self;
-        napi::run_until(net, &mut workers[0], limit, tick_every, |_, w, el| tick(&w.c, el))
+        let (first, others) = workers.split_at_mut(1);
+        let w0 = &mut first[0];
+        if others.is_empty() {
+            return napi::run_until(net, w0, limit, tick_every, |_, w, el| tick(&w.c, el));
+        }
+        // One thread per worker: worker 0 (the ports' owner) on this one, the others serve
+        // their backlogs until it says stop, each pinned to its CPU when there is one (the
+        // calling thread is left as it is: it is the caller's).
+        net.rps.stop.store(false, std::sync::atomic::Ordering::Release);
+        net.rps.finished.store(0, std::sync::atomic::Ordering::Release);
+        let net = &*net;
+        std::thread::scope(|scope| {
+            for w in others.iter_mut() {
+                std::thread::Builder::new()
+                    .name(format!("sluice-w{}", w.id))
+                    .spawn_scoped(scope, move || {
+                        pin_to_cpu(w.id);
+                        let t0 = thread_cpu_time();
+                        napi::run_backlog_worker(net, w);
+                        w.cpu_time = cpu_since(t0);
+                    })
+                    .expect("spawning a worker thread");
+            }
+            let t0 = thread_cpu_time();
+            let r = napi::run_until(net, w0, limit, tick_every, |net, w, el| {
+                let mut c = net.rps.snapshot_sum();
+                c.merge(&w.c);
+                tick(&c, el)
+            });
+            w0.cpu_time = cpu_since(t0);
+            r
+        })
+    }
+
+    /// Every worker's thread CPU time over the last run (user + system seconds), summed;
+    /// None when a worker's could not be read.
+    pub fn cpu_seconds(&self) -> Option<f64> {
+        self.workers.iter().map(|w| w.cpu_time.map(|(u, s)| u + s)).sum()
     }
 
     /// Sets every worker's counters back to zero (after a warm-up: everything was flushed,

@@ -2,7 +2,9 @@
 //! tunables, the pipeline, interfaces, routes. Workers get `&Net`; nothing on the fast path
 //! writes it (what a worker learns, it keeps in its own `Worker`).
 
-use crate::rx::route::{Iface, RouteTable};
+use crate::rps::backlog::{cpus_of_mask, workers_for, Steering};
+use crate::rx::icmp_rate::IcmpRateLimit;
+use crate::rx::route::{Iface, NeighLog, RouteTable};
 use crate::tunables::Tunables;
 
 /// What the workers do with received packets.
@@ -41,11 +43,36 @@ pub struct Net {
     /// Io/macswap: where each port's received packets go.
     pub peer: Vec<Option<u16>>,
     pub routes: RouteTable,
+    /// RPS: the backlogs, handoff queues and CPU map the workers share.
+    pub rps: Steering,
+    /// Neighbours learned by any worker, for the others to learn too.
+    pub neigh_log: NeighLog,
+    /// ICMP error rate limits, host-wide and per destination as the kernel's (shared by the
+    /// workers; taken only when an error is about to be sent, never on the forwarding path).
+    pub icmp_rate: std::sync::Mutex<IcmpRateLimit>,
+    /// Time zero of every worker's coarse clock (so rate limits see one time).
+    pub epoch: std::time::Instant,
 }
 
 impl Net {
     pub fn new(tun: Tunables, pipeline: Pipeline) -> Net {
-        Net { tun, pipeline, ifaces: Vec::new(), peer: Vec::new(), routes: RouteTable::new() }
+        let rps = Steering::new(
+            workers_for(tun.rps_cpus),
+            cpus_of_mask(tun.rps_cpus),
+            tun.netdev_max_backlog as usize,
+            tun.flow_limit_cpu_bitmap,
+        );
+        Net {
+            tun,
+            pipeline,
+            ifaces: Vec::new(),
+            peer: Vec::new(),
+            routes: RouteTable::new(),
+            rps,
+            neigh_log: NeighLog::default(),
+            icmp_rate: Default::default(),
+            epoch: std::time::Instant::now(),
+        }
     }
 
     /// Number of ports.

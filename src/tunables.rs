@@ -41,9 +41,13 @@ macro_rules! tunables {
             pub fn set(&mut self, name: &str, value: &str) -> Result<(), TunableError> {
                 match name {
                     $( $name => {
-                        let v: u64 = parse_value(value).map_err(|why: BadNumber| TunableError::BadValue {
-                            name: name.to_string(), value: value.to_string(),
-                            why: why.explain($min as u64, $max as u64) })?;
+                        let v: u64 = match special_value(name, value) {
+                            Some(v) => v.map_err(|why| TunableError::BadValue {
+                                name: name.to_string(), value: value.to_string(), why })?,
+                            None => parse_value(value).map_err(|why: BadNumber| TunableError::BadValue {
+                                name: name.to_string(), value: value.to_string(),
+                                why: why.explain($min as u64, $max as u64) })?,
+                        };
                         if v < $min as u64 || v > $max as u64 {
                             return Err(TunableError::BadValue {
                                 name: name.to_string(), value: value.to_string(),
@@ -96,6 +100,69 @@ impl BadNumber {
     }
 }
 
+/// CPU masks (`rps_cpus`, `net.core.flow_limit_cpu_bitmap`) are written as CPU lists, as
+/// the kernel prints them (`0-3,6`), or as a hex mask with `0x` (what sysfs takes: `0x3`);
+/// `none` or an empty list clears them. Each CPU must be present on this machine.
+fn special_value(name: &str, value: &str) -> Option<Result<u64, String>> {
+    if name != "rps_cpus" && name != "net.core.flow_limit_cpu_bitmap" {
+        return None;
+    }
+    let v = value.trim();
+    if v == "none" || v == "0" {
+        return Some(Ok(0));
+    }
+    let present = std::thread::available_parallelism().map_or(1, |n| n.get()).min(64) as u32;
+    if let Some(hex) = v.strip_prefix("0x") {
+        return Some(match u64::from_str_radix(hex, 16) {
+            Ok(m) if m >> present == 0 || present == 64 => Ok(m),
+            Ok(m) => Err(format!("CPU {} is not present (this machine has CPUs 0-{})", 63 - m.leading_zeros(), present - 1)),
+            Err(_) => Err("expected a CPU list like 0-1 or a hex mask like 0x3".into()),
+        });
+    }
+    Some(parse_cpu_list(v, present).map(|cpus| cpus.iter().fold(0u64, |m, c| m | 1 << c)).map_err(|e| e.to_string()))
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CpuListError {
+    #[error("empty CPU list")]
+    Empty,
+    #[error("`{0}` is not a CPU number or a range like 0-3")]
+    Syntax(String),
+    #[error("range `{0}` runs backwards")]
+    Backwards(String),
+    #[error("CPU {cpu} is not present (this run has {present} worker(s): 0-{last})", last = present.saturating_sub(1))]
+    NotPresent { cpu: u32, present: u32 },
+}
+
+/// Parses a CPU list in the kernel's syntax (`0-3,6`, as `rps_cpus` and `isolcpus` take it)
+/// into sorted, distinct CPU ids below `present`.
+pub fn parse_cpu_list(s: &str, present: u32) -> Result<Vec<u32>, CpuListError> {
+    let mut cpus = Vec::new();
+    for part in s.split(',').map(str::trim) {
+        if part.is_empty() {
+            if s.trim().is_empty() {
+                return Err(CpuListError::Empty);
+            }
+            return Err(CpuListError::Syntax(s.to_string()));
+        }
+        let num = |t: &str| t.trim().parse::<u32>().map_err(|_| CpuListError::Syntax(part.to_string()));
+        let (lo, hi) = match part.split_once('-') {
+            Some((a, b)) => (num(a)?, num(b)?),
+            None => (num(part)?, num(part)?),
+        };
+        if lo > hi {
+            return Err(CpuListError::Backwards(part.to_string()));
+        }
+        if hi >= present {
+            return Err(CpuListError::NotPresent { cpu: hi, present });
+        }
+        cpus.extend(lo..=hi);
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    Ok(cpus)
+}
+
 /// A tunable's value: a non-negative integer or on/off.
 fn parse_value(s: &str) -> Result<u64, BadNumber> {
     match s.trim().to_ascii_lowercase().as_str() {
@@ -126,6 +193,10 @@ tunables! {
     dev_tx_weight: u32 = 64, "net.core.dev_tx_weight", min 1, max 65536;
     /// Flow-limit table buckets per CPU.
     flow_limit_table_len: u32 = 4096, "net.core.flow_limit_table_len", min 1, max 1 << 20;
+    /// CPUs (workers) whose backlog applies the flow limit (a CPU list or 0x mask; 0 = none, the kernel's default).
+    flow_limit_cpu_bitmap: u64 = 0, "net.core.flow_limit_cpu_bitmap", min 0, max u64::MAX;
+    /// Receive Packet Steering: workers the receive path spreads flows over (a CPU list like 0-1, or a 0x mask; 0 = off). One worker per CPU up to the highest one.
+    rps_cpus: u64 = 0, "rps_cpus", min 0, max u64::MAX;
     /// Forward IPv4 packets not addressed to us.
     ip_forward: u8 = 1, "net.ipv4.ip_forward", min 0, max 1;
     /// Forward IPv6 packets not addressed to us.
@@ -191,5 +262,19 @@ mod tests {
         assert!(matches!(t.set("net.core.dev_weight", "x"), Err(TunableError::BadValue { .. })));
         assert!(t.apply_all(&["novalue"]).is_err());
         assert!(TUNABLES.iter().any(|(n, _, d)| *n == "net.core.gro_normal_batch" && *d == "8"));
+    }
+
+    #[test]
+    fn cpu_lists_as_the_kernel_writes_them() {
+        assert_eq!(parse_cpu_list("0-3,6", 8), Ok(vec![0, 1, 2, 3, 6]));
+        assert_eq!(parse_cpu_list("1", 2), Ok(vec![1]));
+        assert_eq!(parse_cpu_list("1,0,1", 2), Ok(vec![0, 1]));
+        assert_eq!(parse_cpu_list("", 2), Err(CpuListError::Empty));
+        assert_eq!(parse_cpu_list("0,,1", 2), Err(CpuListError::Syntax("0,,1".into())));
+        assert_eq!(parse_cpu_list("a", 2), Err(CpuListError::Syntax("a".into())));
+        assert_eq!(parse_cpu_list("3-1", 4), Err(CpuListError::Backwards("3-1".into())));
+        assert_eq!(parse_cpu_list("0-2", 2), Err(CpuListError::NotPresent { cpu: 2, present: 2 }));
+        let e = parse_cpu_list("5", 2).unwrap_err().to_string();
+        assert!(e.contains("CPU 5") && e.contains("0-1"), "{e}");
     }
 }

@@ -4,7 +4,7 @@
 
 use crate::buf::{BufCache, Pkt, Pool};
 use crate::port::Port;
-use crate::rx::icmp_rate::IcmpRateLimit;
+use crate::rps::backlog::FlowLimit;
 use crate::rx::route::Neighbours;
 use crate::rx::socket::Sockets;
 use crate::stats::tsc::StageClock;
@@ -24,8 +24,8 @@ pub struct Worker {
     pub xdp: XdpHooks,
     pub sockets: Sockets,
     pub neigh: Neighbours,
-    /// ICMP error rate limits (per destination and host-wide).
-    pub icmp_rate: IcmpRateLimit,
+    /// Entries of `Net::neigh_log` already applied to `neigh`.
+    pub neigh_seen: usize,
     pub c: Counters,
     /// A coarse clock, ns since the worker was made: read once per softirq round, like jiffies.
     pub now_ns: u64,
@@ -39,6 +39,13 @@ pub struct Worker {
     pub(crate) skb_scratch: Vec<crate::buf::skb::Skb>,
     /// One IPv4 fragment being built (the cold fragmentation path reuses it).
     pub(crate) frag_scratch: Vec<u8>,
+    /// RPS: packets of this poll staged per target worker, the targets to wake at the end
+    /// of the round (bit per worker), and the flow-limit history per target.
+    pub(crate) rps_out: Vec<Vec<crate::buf::skb::Skb>>,
+    pub(crate) wake_pending: u64,
+    pub(crate) flow_limit: Vec<FlowLimit>,
+    /// This worker's thread CPU time (user, system seconds) over its last run.
+    pub cpu_time: Option<(f64, f64)>,
 }
 
 impl Worker {
@@ -51,7 +58,7 @@ impl Worker {
             xdp: XdpHooks::default(),
             sockets: Sockets::default(),
             neigh: Neighbours::default(),
-            icmp_rate: Default::default(),
+            neigh_seen: 0,
             c: Counters::default(),
             now_ns: 0,
             epoch: std::time::Instant::now(),
@@ -60,6 +67,10 @@ impl Worker {
             rx_scratch: Vec::with_capacity(1024),
             skb_scratch: Vec::with_capacity(1024),
             frag_scratch: Vec::new(),
+            rps_out: Vec::new(),
+            wake_pending: 0,
+            flow_limit: Vec::new(),
+            cpu_time: None,
         }
     }
 
@@ -82,6 +93,11 @@ impl Worker {
     /// The ports this worker owns.
     pub fn owned_ports(&self) -> impl Iterator<Item = &dyn Port> + '_ {
         self.ports.iter().flatten().map(|p| p.as_ref())
+    }
+
+    /// Uses `epoch` as time zero of the coarse clock (the datapath's, shared by its workers).
+    pub fn set_epoch(&mut self, epoch: std::time::Instant) {
+        self.epoch = epoch;
     }
 
     /// Advances the coarse clock to `now` (called once per softirq round).

@@ -28,8 +28,12 @@ use std::time::Duration;
 const UNREACHABLE: &[(DropReason, &str)] = &[];
 
 /// Reasons produced by a dedicated test outside the scenario table (named with the test).
-const COVERED_ELSEWHERE: &[(DropReason, &str)] =
-    &[(DropReason::NoTxPort, "produced by the `no_tx_port` test: an io pipeline, not the router harness the scenarios use")];
+const COVERED_ELSEWHERE: &[(DropReason, &str)] = &[
+    (DropReason::NoTxPort, "produced by the `no_tx_port` test: an io pipeline, not the router harness the scenarios use"),
+    (DropReason::CpuBacklog, "two workers (threads): tests/rps.rs `a_full_backlog_drops_with_its_name`"),
+    (DropReason::CpuBacklogFlowLimit, "two workers (threads): tests/rps.rs `the_flow_limit_drops_the_elephant_not_the_mice`"),
+    (DropReason::QdiscDrop, "a full handoff queue between workers: `tx::tests::a_full_handoff_queue_drops_as_qdisc_drop`"),
+];
 
 struct Scenario {
     frames: Vec<Vec<u8>>,

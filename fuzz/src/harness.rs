@@ -476,10 +476,12 @@ fn run_router(frames: &[Vec<u8>], setup: &RunSetup) -> Outcome {
         let dp = &mut r.dp;
         dp.net.pipeline = setup.pipeline;
         dp.net.tun = setup.tun.clone();
+        *dp.net.icmp_rate.get_mut().unwrap_or_else(|e| e.into_inner()) = Default::default();
+        dp.net.neigh_log = Default::default();
         let w = dp.w();
         w.c = Counters::default();
-        w.icmp_rate = Default::default();
         w.neigh = r.neigh.clone();
+        w.neigh_seen = 0;
         let mut out1 = TestPort::new("out1", None);
         out1.accept_per_burst = setup.out1_accepts;
         w.add_port(common::P_IN as u16, Some(Box::new(TestPort::new("in0", Some(frames.to_vec())))));

@@ -109,6 +109,29 @@ pub fn summary(r: &RunReport) -> String {
             p.rx_packets, p.tx_packets, p.doorbells, p.check_failures, p.rx_length_errors, p.rx_truncated
         );
     }
+    if r.workers.len() > 1 {
+        let _ = writeln!(
+            s,
+            "\n{:<8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10} {:>9} {:>8}",
+            "worker", "polled rx", "steered", "backlog", "tx", "local", "drops", "wake-ups", "cpu s"
+        );
+        for w in &r.workers {
+            let c = &w.counters;
+            let _ = writeln!(
+                s,
+                "{:<8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10} {:>9} {:>8}",
+                w.id,
+                c.rx,
+                c.rps_steered,
+                c.backlog_processed,
+                c.tx,
+                c.local,
+                c.total_drops(),
+                c.rps_wakeups,
+                w.cpu_seconds.map_or("-".to_string(), |t| format!("{t:.2}"))
+            );
+        }
+    }
     for e in &r.output_errors {
         let _ = writeln!(s, "  output FAILED: {e}");
     }

@@ -37,6 +37,17 @@ pub struct RunReport {
     pub output_errors: Vec<String>,
     /// Faults injected by fault-injection ports (`fault = {…}` on a port), if any.
     pub faults: Option<crate::port::fault::FaultStats>,
+    /// Per worker (several with RPS): its counters and thread CPU time.
+    pub workers: Vec<WorkerLine>,
+}
+
+/// One worker's share of a run.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct WorkerLine {
+    pub id: usize,
+    pub counters: Counters,
+    /// User + system CPU seconds of its thread.
+    pub cpu_seconds: Option<f64>,
 }
 
 impl RunReport {
@@ -162,5 +173,10 @@ pub fn report(dp: &Datapath, el: Duration) -> RunReport {
         stop: StopReason::InputDone,
         output_errors: Vec::new(),
         faults: dp.ports().any(|p| p.fault_stats().is_some()).then(|| crate::port::fault::FaultStats::of_ports(dp.ports())),
+        workers: dp
+            .workers
+            .iter()
+            .map(|w| WorkerLine { id: w.id, counters: w.c.clone(), cpu_seconds: w.cpu_time.map(|(u, s)| u + s) })
+            .collect(),
     }
 }

@@ -388,7 +388,10 @@ impl Config {
             }
         }
         for &p in &self.udp_sockets {
-            dp.w().sockets.bind_udp(p, 4096).map_err(|e| field("udp_sockets", e.to_string()))?;
+            // Each worker has its own socket on the port (like SO_REUSEPORT, one per CPU).
+            for w in &mut dp.workers {
+                w.sockets.bind_udp(p, 4096).map_err(|e| field("udp_sockets", e.to_string()))?;
+            }
         }
         if let Some(x) = &self.xdp {
             for (i, pc) in self.ports.iter().enumerate() {

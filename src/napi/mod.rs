@@ -15,8 +15,20 @@ pub fn softirq_round(net: &Net, w: &mut Worker) -> usize {
     let mut budget = net.tun.netdev_budget as usize;
     let now = Instant::now();
     w.tick(now);
+    if net.neigh_log.len() != w.neigh_seen {
+        net.neigh_log.sync_into(&mut w.neigh_seen, &mut w.neigh);
+    }
     let deadline = now + Duration::from_micros(net.tun.netdev_budget_usecs as u64);
     let mut done = 0;
+    if net.rps.workers() > 1 {
+        // The backlog RPS fills is one more NAPI instance (process_backlog), weight dev_weight.
+        let work = crate::rps::process_backlog(net, w, (net.tun.dev_weight as usize).min(budget));
+        if work > 0 {
+            poll_end(net, w);
+        }
+        done += work;
+        budget -= work;
+    }
     for port in 0..net.nports() as u16 {
         let weight = (net.tun.dev_weight as usize).min(budget).min(w.rx_quota.min(usize::MAX as u64) as usize);
         if weight == 0 {
@@ -32,6 +44,9 @@ pub fn softirq_round(net: &Net, w: &mut Worker) -> usize {
             w.c.time_squeeze += 1;
             break;
         }
+    }
+    if w.wake_pending != 0 {
+        crate::rps::send_wakeups(net, w);
     }
     done
 }
@@ -68,6 +83,7 @@ pub fn napi_poll(net: &Net, w: &mut Worker, port: u16, weight: usize) -> usize {
             let mut skbs = std::mem::take(&mut w.skb_scratch);
             build_meta(net, w, port, &rx, &mut skbs);
             crate::xdp::run_generic(net, w, &mut skbs);
+            crate::rps::steer(net, w, &mut skbs);
             if skbs.is_empty() {
                 // Everything was consumed by XDP.
             } else if net.tun.listified != 0 {
@@ -209,8 +225,61 @@ pub fn run_until(
             idle_rounds = 0;
         }
     };
+    if net.rps.workers() > 1 {
+        wait_for_other_workers(net, w);
+    }
     let failed = drain(net, w);
     (start.elapsed(), why, failed)
+}
+
+/// Worker 0 at the end of a run with several workers: tells the others to finish their
+/// backlogs and stop, and keeps transmitting what they hand over until they have.
+fn wait_for_other_workers(net: &Net, w: &mut Worker) {
+    use std::sync::atomic::Ordering;
+    net.rps.stop.store(true, Ordering::Release);
+    for b in &net.rps.backlogs {
+        b.wake();
+    }
+    let others = net.rps.workers() - 1;
+    while net.rps.finished.load(Ordering::Acquire) < others {
+        poll_end(net, w);
+        std::thread::yield_now();
+    }
+}
+
+/// A worker that owns no port (RPS target): serves its backlog until worker 0 says stop and
+/// the backlog is empty, sleeping when idle until a producer wakes it. Publishes its
+/// counters for per-second lines. Then flushes (its output goes to the ports' owners).
+pub fn run_backlog_worker(net: &Net, w: &mut Worker) {
+    use std::sync::atomic::Ordering;
+    let Some(backlog) = net.rps.backlogs.get(w.id) else { return };
+    backlog.register();
+    let publish = |w: &Worker| {
+        if let Some(s) = net.rps.snapshots.get(w.id) {
+            *s.lock().unwrap_or_else(|e| e.into_inner()) = w.c.clone();
+        }
+    };
+    let mut rounds = 0u32;
+    loop {
+        let did = softirq_round(net, w);
+        if net.pipeline == Pipeline::Local {
+            w.sockets.drain_all(&mut w.bufs);
+        }
+        rounds = rounds.wrapping_add(1);
+        if rounds.is_multiple_of(256) {
+            publish(w);
+        }
+        if did > 0 || backlog.idle() {
+            continue;
+        }
+        if net.rps.stop.load(Ordering::Acquire) && backlog.queue.is_empty() {
+            break;
+        }
+        std::thread::park_timeout(Duration::from_millis(1));
+    }
+    drain(net, w);
+    publish(w);
+    net.rps.finished.fetch_add(1, Ordering::Release);
 }
 
 /// Flushes everything still held (transmit queues, redirect queues) and returns socket

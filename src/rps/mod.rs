@@ -1,15 +1,20 @@
 //! rps: flow hashing and steering of received packets to workers (Receive Packet
-//! Steering), the kernel's `get_rps_cpu` and a NIC's RSS.
+//! Steering), the kernel's `get_rps_cpu`, `enqueue_to_backlog` and `process_backlog`.
 //!
-//! What is here so far: the hashes (`hash`: Toeplitz as NICs compute it for RSS, with the
-//! Microsoft verification vectors, and a direction-independent software flow hash like
-//! `skb_get_hash`), the target choice (`reciprocal_scale`, as the kernel maps a hash onto a
-//! CPU map) and `rps_cpus` CPU-list parsing. The workers, backlogs and wake-ups that use them
-//! come with the Net/Worker split (issue 11).
+//! The worker that polls a port hashes each packet's flow after metadata and generic XDP,
+//! keeps its own flows and appends the others to their worker's backlog, a run per target
+//! per poll; a target is woken once per round when its backlog goes from idle to scheduled.
+//! Each worker polls its backlog as one more NAPI instance (`dev_weight` quota).
 
+pub mod backlog;
 pub mod hash;
 
-use thiserror::Error;
+use crate::buf::skb::Skb;
+use crate::buf::BufCache;
+use crate::net::Net;
+use crate::stats::{DropReason, Stage};
+use crate::worker::Worker;
+use backlog::FlowLimit;
 
 /// Maps a 32-bit hash onto `0..n` without a division: `(hash * n) >> 32`, the kernel's
 /// `reciprocal_scale` (what `get_rps_cpu` indexes the CPU map with).
@@ -18,64 +23,167 @@ pub fn reciprocal_scale(hash: u32, n: u32) -> u32 {
     ((hash as u64 * n as u64) >> 32) as u32
 }
 
-#[derive(Debug, Error, PartialEq, Eq)]
-pub enum CpuListError {
-    #[error("empty CPU list")]
-    Empty,
-    #[error("`{0}` is not a CPU number or a range like 0-3")]
-    Syntax(String),
-    #[error("range `{0}` runs backwards")]
-    Backwards(String),
-    #[error("CPU {cpu} is not present (this run has {present} worker(s): 0-{last})", last = present.saturating_sub(1))]
-    NotPresent { cpu: u32, present: u32 },
+/// The packet's flow hash: the port's (skb.hash) or a software one over the addresses and,
+/// for TCP/UDP/SCTP not fragmented, the ports (`skb_get_hash`). Set in `skb.hash`.
+#[inline]
+pub fn skb_hash(bufs: &BufCache, skb: &mut Skb) -> u32 {
+    if skb.hash != 0 {
+        return skb.hash;
+    }
+    let d = bufs.data(skb.pkt);
+    let o = skb.network_off as usize;
+    let (h, l4) = match skb.protocol {
+        0x0800 => match d.get(o..o + 20) {
+            Some(ip) => {
+                let ihl = (ip[0] & 0x0f) as usize * 4;
+                let frag = u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0;
+                let ports = if frag { None } else { l4_ports(d, o + ihl, ip[9]) };
+                (hash::flow_hash(&ip[12..16], &ip[16..20], ports.unwrap_or((0, 0)), ip[9], HASH_SEED), ports.is_some())
+            }
+            None => (1, false),
+        },
+        0x86dd => match d.get(o..o + 40) {
+            Some(ip) => {
+                let ports = l4_ports(d, o + 40, ip[6]);
+                (hash::flow_hash(&ip[8..24], &ip[24..40], ports.unwrap_or((0, 0)), ip[6], HASH_SEED), ports.is_some())
+            }
+            None => (1, false),
+        },
+        // Not IP: every such packet is one flow (ARP and the like are rare).
+        _ => (1, false),
+    };
+    skb.hash = h;
+    skb.l4_hash = l4;
+    h
 }
 
-/// Parses a CPU list in the kernel's syntax (`0-3,6`, as `rps_cpus` and `isolcpus` take it)
-/// into sorted, distinct CPU ids below `present`.
-pub fn parse_cpu_list(s: &str, present: u32) -> Result<Vec<u32>, CpuListError> {
-    let mut cpus = Vec::new();
-    for part in s.split(',').map(str::trim) {
-        if part.is_empty() {
-            if s.trim().is_empty() {
-                return Err(CpuListError::Empty);
-            }
-            return Err(CpuListError::Syntax(s.to_string()));
-        }
-        let num = |t: &str| t.trim().parse::<u32>().map_err(|_| CpuListError::Syntax(part.to_string()));
-        let (lo, hi) = match part.split_once('-') {
-            Some((a, b)) => (num(a)?, num(b)?),
-            None => (num(part)?, num(part)?),
-        };
-        if lo > hi {
-            return Err(CpuListError::Backwards(part.to_string()));
-        }
-        if hi >= present {
-            return Err(CpuListError::NotPresent { cpu: hi, present });
-        }
-        cpus.extend(lo..=hi);
+/// Seed of the software flow hash (the kernel's is random per boot; fixed here so runs repeat).
+const HASH_SEED: u32 = 0x5eed_1234;
+
+/// Source and destination ports of a TCP, UDP or SCTP header at `off`.
+#[inline]
+fn l4_ports(d: &[u8], off: usize, proto: u8) -> Option<(u16, u16)> {
+    if !matches!(proto, 6 | 17 | 132) {
+        return None;
     }
-    cpus.sort_unstable();
-    cpus.dedup();
-    Ok(cpus)
+    let p = d.get(off..off + 4)?;
+    Some((u16::from_be_bytes([p[0], p[1]]), u16::from_be_bytes([p[2], p[3]])))
+}
+
+/// get_rps_cpu + enqueue_to_backlog for one poll's list: each packet's flow picks a target
+/// worker; this worker's packets stay in `skbs` (in order), the others go to their
+/// target's backlog, a run per target at once. Wake-ups are collected for the end of the
+/// round ([`send_wakeups`]).
+pub fn steer(net: &Net, w: &mut Worker, skbs: &mut Vec<Skb>) {
+    let st = &net.rps;
+    if st.cpus.is_empty() || skbs.is_empty() {
+        return;
+    }
+    let t0 = w.clock();
+    let total = skbs.len();
+    if w.rps_out.len() < st.workers() {
+        w.rps_out.resize_with(st.workers(), Vec::new);
+    }
+    let mut n = 0;
+    for i in 0..skbs.len() {
+        let hash = skb_hash(&w.bufs, &mut skbs[i]);
+        let target = st.cpus[reciprocal_scale(hash, st.cpus.len() as u32) as usize] as usize;
+        if target == w.id {
+            if n != i {
+                skbs[n] = skbs[i];
+            }
+            n += 1;
+        } else {
+            w.rps_out[target].push(skbs[i]);
+        }
+    }
+    skbs.truncate(n);
+    for target in 0..w.rps_out.len() {
+        if !w.rps_out[target].is_empty() {
+            enqueue_to_backlog(net, w, target);
+        }
+    }
+    w.stage_done(Stage::Rps, total, t0);
+}
+
+/// Appends this worker's staged packets for `target` to its backlog: a full backlog drops
+/// (`cpu_backlog`), and past half full a flow with more than half of the recent packets is
+/// dropped when the target applies the flow limit.
+fn enqueue_to_backlog(net: &Net, w: &mut Worker, target: usize) {
+    let st = &net.rps;
+    let backlog = &st.backlogs[target];
+    let mut staged = std::mem::take(&mut w.rps_out[target]);
+    let limit_flows = st.flow_limit_cpus >> target & 1 == 1;
+    let half = backlog.queue.capacity() / 2;
+    let mut queued = 0u64;
+    for s in staged.drain(..) {
+        if limit_flows && backlog.queue.len() >= half {
+            if w.flow_limit.len() <= target {
+                let len = net.tun.flow_limit_table_len as usize;
+                w.flow_limit.resize_with(target + 1, || FlowLimit::new(len));
+            }
+            if w.flow_limit[target].over_limit(s.hash) {
+                w.drop_pkt(s.pkt, DropReason::CpuBacklogFlowLimit);
+                continue;
+            }
+        }
+        match backlog.queue.push(s) {
+            Ok(()) => queued += 1,
+            Err(s) => w.drop_pkt(s.pkt, DropReason::CpuBacklog),
+        }
+    }
+    w.rps_out[target] = staged;
+    w.c.rps_steered += queued;
+    if queued > 0 && backlog.schedule() {
+        w.wake_pending |= 1 << target;
+    }
+}
+
+/// End of a round: one wake-up per target that went from idle to scheduled (net_rps_action).
+pub fn send_wakeups(net: &Net, w: &mut Worker) {
+    let mut pending = std::mem::take(&mut w.wake_pending);
+    while pending != 0 {
+        let t = pending.trailing_zeros() as usize;
+        pending &= pending - 1;
+        if let Some(b) = net.rps.backlogs.get(t) {
+            b.wake();
+            w.c.rps_wakeups += 1;
+        }
+    }
+}
+
+/// process_backlog: this worker's backlog as a NAPI instance, up to `quota` packets through
+/// the receive path. Returns how many.
+pub fn process_backlog(net: &Net, w: &mut Worker, quota: usize) -> usize {
+    let Some(backlog) = net.rps.backlogs.get(w.id) else { return 0 };
+    if backlog.queue.is_empty() {
+        return 0;
+    }
+    w.clock.next_poll(net.tun.clock_sample);
+    let mut skbs = std::mem::take(&mut w.skb_scratch);
+    skbs.clear();
+    while skbs.len() < quota {
+        match backlog.queue.pop() {
+            Some(s) => skbs.push(s),
+            None => break,
+        }
+    }
+    let n = skbs.len();
+    w.c.backlog_processed += n as u64;
+    w.c.napi_polls += 1;
+    if net.tun.listified != 0 {
+        crate::rx::receive_list(net, w, &mut skbs);
+    } else {
+        crate::rx::receive_single(net, w, &skbs);
+    }
+    skbs.clear();
+    w.skb_scratch = skbs;
+    n
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cpu_lists_as_the_kernel_writes_them() {
-        assert_eq!(parse_cpu_list("0-3,6", 8), Ok(vec![0, 1, 2, 3, 6]));
-        assert_eq!(parse_cpu_list("1", 2), Ok(vec![1]));
-        assert_eq!(parse_cpu_list("1,0,1", 2), Ok(vec![0, 1]));
-        assert_eq!(parse_cpu_list("", 2), Err(CpuListError::Empty));
-        assert_eq!(parse_cpu_list("0,,1", 2), Err(CpuListError::Syntax("0,,1".into())));
-        assert_eq!(parse_cpu_list("a", 2), Err(CpuListError::Syntax("a".into())));
-        assert_eq!(parse_cpu_list("3-1", 4), Err(CpuListError::Backwards("3-1".into())));
-        assert_eq!(parse_cpu_list("0-2", 2), Err(CpuListError::NotPresent { cpu: 2, present: 2 }));
-        let e = parse_cpu_list("5", 2).unwrap_err().to_string();
-        assert!(e.contains("CPU 5") && e.contains("0-1"), "{e}");
-    }
 
     #[test]
     fn reciprocal_scale_covers_every_target_evenly() {

@@ -451,7 +451,7 @@ pub(crate) fn icmp4_error(net: &Net, w: &mut Worker, orig: &Skb, typ: u8, code: 
     let mut dst16 = [0u8; 16];
     dst16[10..12].copy_from_slice(&[0xff, 0xff]); // IPv4-mapped: one key space for both families
     dst16[12..].copy_from_slice(&dst);
-    if !w.icmp_rate.allow(&net.tun, IcmpKind::V4(typ), dst16, w.now_ns) {
+    if !net.icmp_rate.lock().unwrap_or_else(|e| e.into_inner()).allow(&net.tun, IcmpKind::V4(typ), dst16, w.now_ns) {
         w.c.icmp_ratelimited += 1;
         return;
     }
@@ -529,7 +529,7 @@ pub(crate) fn icmp6_error(net: &Net, w: &mut Worker, orig: &Skb, typ: u8, code: 
         (quote, q, dst)
     };
     let quote = &quote_buf[..q];
-    if !w.icmp_rate.allow(&net.tun, IcmpKind::V6(typ), dst, w.now_ns) {
+    if !net.icmp_rate.lock().unwrap_or_else(|e| e.into_inner()).allow(&net.tun, IcmpKind::V6(typ), dst, w.now_ns) {
         w.c.icmp_ratelimited += 1;
         return;
     }

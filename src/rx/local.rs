@@ -2,6 +2,7 @@
 //! 7), and in-process UDP sockets that receive in batches.
 
 use super::forward::{icmp4_error, icmp6_error, send_v4, send_v6};
+use super::route::NeighEntry;
 pub use super::socket::{SocketError, SocketId, Sockets, UdpSocket, UDP_ECHO_PORT};
 use crate::buf::skb::Skb;
 use crate::buf::{BufCache, Pkt};
@@ -9,6 +10,16 @@ use crate::net::Net;
 use crate::stats::{DropReason, Stage};
 use crate::wire::{checksum, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP};
 use crate::worker::Worker;
+
+/// A neighbour learned from ARP/NDP: into this worker's table, and published for the others
+/// when it is new or changed.
+fn learn(net: &Net, w: &mut Worker, e: NeighEntry) {
+    if w.neigh.apply(e) {
+        // Our own entry comes back at the next sync: applying it twice changes nothing, and
+        // counting it as seen here could skip another worker's entry published before it.
+        net.neigh_log.publish(e);
+    }
+}
 
 /// What UDP demux decided for one datagram.
 enum UdpFate {
@@ -304,7 +315,7 @@ fn icmp6_rcv(net: &Net, w: &mut Worker, s: Skb) {
         135 if !s.pkt.is_chained() => neighbour_solicit(net, w, s, l4, target),
         136 => {
             // Neighbour advertisement: learn the target's MAC (option 2) if we know it already.
-            learn_v6(w, &s, l4, target, 2);
+            learn_v6(net, w, &s, l4, target, 2);
             w.c.local += 1;
             w.bufs.free(s.pkt);
         }
@@ -313,7 +324,7 @@ fn icmp6_rcv(net: &Net, w: &mut Worker, s: Skb) {
 }
 
 /// Learns the link-layer address carried in option `opt` (1 = source, 2 = target).
-fn learn_v6(w: &mut Worker, s: &Skb, l4: usize, target: Option<[u8; 16]>, opt: u8) {
+fn learn_v6(net: &Net, w: &mut Worker, s: &Skb, l4: usize, target: Option<[u8; 16]>, opt: u8) {
     let l3 = s.network_off as usize;
     let ip = &w.bufs.data(s.pkt)[l3..];
     let who = if opt == 1 { addr16(&ip[8..]) } else { target.unwrap_or([0; 16]) };
@@ -321,7 +332,7 @@ fn learn_v6(w: &mut Worker, s: &Skb, l4: usize, target: Option<[u8; 16]>, opt: u
     if let Some(op) = ip.get(o..o + 8) {
         if op[0] == opt && op[1] == 1 {
             let mac = [op[2], op[3], op[4], op[5], op[6], op[7]];
-            w.neigh.v6.insert((s.rx_port, who), mac);
+            learn(net, w, NeighEntry::V6(s.rx_port, who, mac));
         }
     }
 }
@@ -349,7 +360,7 @@ fn neighbour_solicit(net: &Net, w: &mut Worker, s: Skb, l4: usize, target: Optio
         return w.drop_pkt(s.pkt, DropReason::IcmpIgnored);
     }
     if !dad {
-        learn_v6(w, &s, l4, target, 1);
+        learn_v6(net, w, &s, l4, target, 1);
     }
     let mac = net.ifaces[s.rx_port as usize].mac;
     let tgt = target.unwrap_or([0; 16]);
@@ -446,7 +457,7 @@ pub(crate) fn arp_rcv(net: &Net, w: &mut Worker, s: Skb) {
     let ours = iface.v4.iter().any(|a| a.0 == tpa);
     match op {
         1 if ours => {
-            w.neigh.v4.insert((port, spa), sha);
+            learn(net, w, NeighEntry::V4(port, spa, sha));
             let d = w.bufs.data_mut(s.pkt);
             d[0..6].copy_from_slice(&sha);
             d[6..12].copy_from_slice(&mac);
@@ -462,7 +473,7 @@ pub(crate) fn arp_rcv(net: &Net, w: &mut Worker, s: Skb) {
             crate::tx::enqueue(net, w, port, p);
         }
         2 if ours => {
-            w.neigh.v4.insert((port, spa), sha);
+            learn(net, w, NeighEntry::V4(port, spa, sha));
             w.c.local += 1;
             w.bufs.free(s.pkt);
         }

@@ -225,6 +225,59 @@ impl Neighbours {
     }
 }
 
+/// Neighbour entries learned by any worker, in order, so that every worker learns them: a
+/// worker that learns an entry appends it here; each worker takes what is new at the start
+/// of a round (one atomic load when nothing is). Learning is rare (ARP/NDP), lookups are
+/// per packet: lookups stay in the worker's own table.
+#[derive(Debug, Default)]
+pub struct NeighLog {
+    len: std::sync::atomic::AtomicUsize,
+    entries: std::sync::Mutex<Vec<NeighEntry>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub enum NeighEntry {
+    V4(u16, [u8; 4], [u8; 6]),
+    V6(u16, [u8; 16], [u8; 6]),
+}
+
+impl NeighLog {
+    /// Entries published so far.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn publish(&self, e: NeighEntry) {
+        let mut v = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        v.push(e);
+        self.len.store(v.len(), std::sync::atomic::Ordering::Release);
+    }
+
+    /// Applies the entries after `seen` to `neigh`; `seen` becomes the log's length.
+    pub fn sync_into(&self, seen: &mut usize, neigh: &mut Neighbours) {
+        let v = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        for e in v.iter().skip(*seen) {
+            neigh.apply(*e);
+        }
+        *seen = v.len();
+    }
+}
+
+impl Neighbours {
+    /// Sets an entry; true if it is new or changed.
+    pub fn apply(&mut self, e: NeighEntry) -> bool {
+        match e {
+            NeighEntry::V4(port, a, mac) => self.v4.insert((port, a), mac) != Some(mac),
+            NeighEntry::V6(port, a, mac) => self.v6.insert((port, a), mac) != Some(mac),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,6 +4,7 @@
 //! itself, e.g. an ICMP reply) ends exactly once: transmitted, delivered locally, or dropped
 //! with a named reason. `Counters::conservation` checks that ledger.
 
+pub mod cpu;
 pub mod tsc;
 
 use serde::Serialize;
@@ -93,6 +94,15 @@ named_enum! {
         TxError => "tx_error",
         /// Pipeline `io`/`macswap` output with no tx port.
         NoTxPort => "no_tx_port",
+        /// RPS: the target worker's backlog held `net.core.netdev_max_backlog` packets (the
+        /// kernel's SKB_DROP_REASON_CPU_BACKLOG, softnet_stat's dropped column).
+        CpuBacklog => "cpu_backlog",
+        /// RPS: the backlog was over half full and this flow had more than half of its
+        /// recent packets (flow_limit; softnet_stat's flow_limit_count).
+        CpuBacklogFlowLimit => "cpu_backlog_flow_limit",
+        /// A worker handed packets for a port another worker owns and that port's handoff
+        /// queue was full (a full transmit queue: the kernel's SKB_DROP_REASON_QDISC_DROP).
+        QdiscDrop => "qdisc_drop",
     }
 }
 
@@ -146,6 +156,7 @@ pub struct Counters {
     pub tx: u64,
     /// Packets consumed by local delivery (sockets, ICMP echo, ARP).
     pub local: u64,
+    #[serde(serialize_with = "as_slice")]
     pub drops: [u64; DropReason::COUNT],
     pub stages: [StageCounter; Stage::COUNT],
     /// Bytes received / transmitted (frame bytes without FCS).
@@ -175,6 +186,12 @@ pub struct Counters {
     /// `originated`: the ledger sees one packet in and k out.
     pub ip_frag_oks: u64,
     pub ip_frag_creates: u64,
+    /// RPS: packets this worker steered to another worker's backlog, packets it took from its
+    /// own backlog, and wake-ups it sent (at most one per target per round, like the IPIs
+    /// net_rps_action sends).
+    pub rps_steered: u64,
+    pub backlog_processed: u64,
+    pub rps_wakeups: u64,
 }
 
 impl Default for Counters {
@@ -199,10 +216,18 @@ impl Default for Counters {
             icmp_ratelimited: 0,
             ip_frag_oks: 0,
             ip_frag_creates: 0,
+            rps_steered: 0,
+            backlog_processed: 0,
+            rps_wakeups: 0,
             list_len_log2: [0; 12],
             xdp_actions: [0; 6],
         }
     }
+}
+
+/// Serializes a fixed-size array of any length as a sequence (serde's own impls stop at 32).
+fn as_slice<S: serde::Serializer>(a: &[u64; DropReason::COUNT], s: S) -> Result<S::Ok, S::Error> {
+    a.as_slice().serialize(s)
 }
 
 /// The ledger does not balance: some packet was lost or counted twice.
@@ -294,6 +319,9 @@ impl Counters {
         self.icmp_ratelimited += o.icmp_ratelimited;
         self.ip_frag_oks += o.ip_frag_oks;
         self.ip_frag_creates += o.ip_frag_creates;
+        self.rps_steered += o.rps_steered;
+        self.backlog_processed += o.backlog_processed;
+        self.rps_wakeups += o.rps_wakeups;
         for (a, b) in self.list_len_log2.iter_mut().zip(o.list_len_log2.iter()) {
             *a += b;
         }

@@ -15,12 +15,16 @@ pub use queue::{TxQueue, QUEUE_SOFT_LIMIT};
 pub fn xmit_queue(net: &Net, w: &mut Worker, port: u16) {
     let i = port as usize;
     let burst = net.tun.tx_burst.max(1) as usize;
+    if w.txq.get(i).is_none_or(|q| q.pkts.is_empty()) {
+        return;
+    }
+    if w.port_mut(port).is_none() {
+        hand_off(net, w, port);
+        return;
+    }
     let (Some(q), Some(dev)) = (w.txq.get_mut(i), w.ports.get_mut(i).and_then(Option::as_mut)) else {
         return;
     };
-    if q.pkts.is_empty() {
-        return;
-    }
     let t0 = w.clock.start();
     let n = q.pkts.len();
     let mut sent_total = 0;
@@ -60,8 +64,49 @@ pub fn enqueue(net: &Net, w: &mut Worker, port: u16, p: Pkt) {
     }
 }
 
-/// End of a poll: every queue goes out.
+/// A queue for a port another worker owns goes to that port's handoff queue (the owner
+/// transmits it at the end of its next poll); what does not fit is dropped (`qdisc_drop`).
+#[cold]
+fn hand_off(net: &Net, w: &mut Worker, port: u16) {
+    let Some(q) = w.txq.get_mut(port as usize) else { return };
+    let mut pkts = std::mem::take(&mut q.pkts);
+    match net.rps.tx_handoff.get(port as usize) {
+        Some(h) => {
+            for p in pkts.drain(..) {
+                if let Err(p) = h.push(p) {
+                    w.drop_pkt(p, DropReason::QdiscDrop);
+                }
+            }
+        }
+        None => {
+            for p in pkts.drain(..) {
+                w.drop_pkt(p, DropReason::TxError);
+            }
+        }
+    }
+    w.txq[port as usize].pkts = pkts;
+}
+
+/// Takes what other workers handed over for the ports this worker owns into their queues.
+fn pull_handoff(net: &Net, w: &mut Worker) {
+    for (i, h) in net.rps.tx_handoff.iter().enumerate() {
+        if h.is_empty() || w.ports.get(i).is_none_or(Option::is_none) {
+            continue;
+        }
+        while let Some(p) = h.pop() {
+            w.txq[i].pkts.push(p);
+            if w.txq[i].pkts.len() >= QUEUE_SOFT_LIMIT {
+                xmit_queue(net, w, i as u16);
+            }
+        }
+    }
+}
+
+/// End of a poll: every queue goes out (with what other workers handed over).
 pub fn flush_all(net: &Net, w: &mut Worker) {
+    if net.rps.workers() > 1 {
+        pull_handoff(net, w);
+    }
     for port in 0..w.txq.len() as u16 {
         xmit_queue(net, w, port);
     }
@@ -71,5 +116,38 @@ pub fn flush_all(net: &Net, w: &mut Worker) {
 pub fn reap_completions(w: &mut Worker) {
     for dev in w.ports.iter_mut().flatten() {
         dev.tx_completions(&mut w.bufs);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buf::Pool;
+    use crate::net::Pipeline;
+    use crate::tunables::Tunables;
+
+    #[test]
+    fn a_full_handoff_queue_drops_as_qdisc_drop() {
+        // Two workers; port 0 belongs to worker 0 (not polled here), worker 1 transmits on it.
+        let pool = Pool::new(crate::rps::backlog::HANDOFF_LEN + 64).unwrap();
+        let tun = Tunables { rps_cpus: 0b11, ..Tunables::default() };
+        let mut net = Net::new(tun, Pipeline::L3fwd);
+        net.ifaces.push(crate::rx::route::Iface::new("p0", [2, 0, 0, 0, 0, 1]));
+        net.rps.tx_handoff.push(crossbeam_queue::ArrayQueue::new(crate::rps::backlog::HANDOFF_LEN));
+        let mut w1 = Worker::new(1, &pool);
+        w1.add_port(0, None);
+        let mut pkts = Vec::new();
+        assert_eq!(w1.bufs.alloc_bulk(&mut pkts, crate::rps::backlog::HANDOFF_LEN + 10, 60), crate::rps::backlog::HANDOFF_LEN + 10);
+        for p in pkts {
+            w1.txq[0].pkts.push(p);
+        }
+        flush_all(&net, &mut w1);
+        assert_eq!(net.rps.tx_handoff[0].len(), crate::rps::backlog::HANDOFF_LEN, "handed to the owner");
+        assert_eq!(w1.c.dropped(DropReason::QdiscDrop), 10, "the rest dropped by name");
+        assert_eq!(w1.c.tx, 0, "the owner counts what it transmits");
+        while let Some(p) = net.rps.tx_handoff[0].pop() {
+            w1.bufs.free(p);
+        }
+        assert_eq!(w1.buffers_in_use(), 0);
     }
 }

@@ -386,6 +386,18 @@ impl Outcome {
 /// frame was received, the conservation law holds, and no buffer leaked.
 pub fn run(frames: &[Vec<u8>], setup: &Setup) -> Outcome {
     let pool = Pool::new(setup.pool_frames).expect("pool");
+    let mut setup = setup.clone();
+    // SLUICE_TEST_RPS=0-1 runs the router on several workers with RPS (runs that read
+    // sockets keep one worker: a worker's socket is read by its own thread).
+    if let Ok(cpus) = std::env::var("SLUICE_TEST_RPS") {
+        if setup.sockets.is_empty() && setup.tun.rps_cpus == 0 {
+            setup.tun.set("rps_cpus", &cpus).expect("SLUICE_TEST_RPS is a CPU list");
+        }
+    }
+    if setup.tun.rps_cpus != 0 {
+        return run_workers(frames, &setup, &pool);
+    }
+    let setup = &setup;
     let mut dp = build_router(frames.to_vec(), setup, &pool);
     let ids: Vec<_> = setup.sockets.iter().map(|&(p, cap)| dp.w().sockets.bind_udp(p, cap).expect("bind")).collect();
     let mut payloads: Vec<Vec<Vec<u8>>> = vec![Vec::new(); ids.len()];
@@ -402,6 +414,28 @@ pub fn run(frames: &[Vec<u8>], setup: &Setup) -> Outcome {
     Outcome {
         out: dp.ports().map(|p| p.captured().expect("test ports capture").to_vec()).collect(),
         sockets: payloads,
+        c: dp.counters(),
+        neigh4: w.neigh.v4.iter().map(|(k, v)| (*k, *v)).collect(),
+        neigh6: w.neigh.v6.iter().map(|(k, v)| (*k, *v)).collect(),
+    }
+}
+
+/// [`run`] on several workers (RPS): one thread per worker, until in0 has replayed every
+/// frame; the same end-of-run checks. Sockets are not read (each worker has its own).
+pub fn run_workers(frames: &[Vec<u8>], setup: &Setup, pool: &Pool) -> Outcome {
+    let mut dp = build_router(frames.to_vec(), setup, pool);
+    assert!(dp.workers.len() > 1, "rps_cpus names more than worker 0");
+    for &(p, cap) in &setup.sockets {
+        for w in &mut dp.workers {
+            w.sockets.bind_udp(p, cap).expect("bind");
+        }
+    }
+    dp.run_until(&RunLimit::default(), Duration::ZERO, |_, _| {});
+    finish(&mut dp, frames.len());
+    let w = &dp.workers[0];
+    Outcome {
+        out: dp.ports().map(|p| p.captured().expect("test ports capture").to_vec()).collect(),
+        sockets: vec![Vec::new(); setup.sockets.len()],
         c: dp.counters(),
         neigh4: w.neigh.v4.iter().map(|(k, v)| (*k, *v)).collect(),
         neigh6: w.neigh.v6.iter().map(|(k, v)| (*k, *v)).collect(),

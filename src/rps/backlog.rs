@@ -1,0 +1,155 @@
+//! The steering state workers share: each worker's backlog (the queue RPS fills for it, the
+//! kernel's per-CPU `softnet_data.input_pkt_queue`), the per-port handoff queues through
+//! which a worker transmits on a port another worker owns, and the run's stop signal.
+//! Lock-free bounded queues: producers and consumers never block each other.
+
+use crate::buf::skb::Skb;
+use crate::buf::Pkt;
+use crate::stats::Counters;
+use crossbeam_queue::ArrayQueue;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::thread::Thread;
+
+/// Packets a port's handoff queue holds (like a transmit ring shared by the workers).
+pub const HANDOFF_LEN: usize = 4096;
+
+/// One worker's backlog.
+pub struct Backlog {
+    pub queue: ArrayQueue<Skb>,
+    /// True while the worker is awake for this backlog or a wake-up is on its way: a
+    /// producer wakes the worker only when it turns this from false to true (the kernel's
+    /// NAPI_STATE_SCHED test before it raises an IPI).
+    scheduled: AtomicBool,
+    thread: OnceLock<Thread>,
+}
+
+impl Backlog {
+    fn new(len: usize) -> Backlog {
+        Backlog { queue: ArrayQueue::new(len.max(1)), scheduled: AtomicBool::new(false), thread: OnceLock::new() }
+    }
+
+    /// Marks the backlog scheduled; true if it was not (the caller then wakes the worker).
+    pub fn schedule(&self) -> bool {
+        !self.scheduled.swap(true, Ordering::AcqRel)
+    }
+
+    /// The worker goes idle: a producer must wake it for the next packet. Returns whether
+    /// packets arrived meanwhile (then it stays scheduled and keeps working).
+    pub fn idle(&self) -> bool {
+        self.scheduled.store(false, Ordering::Release);
+        if self.queue.is_empty() {
+            return false;
+        }
+        self.scheduled.store(true, Ordering::Release);
+        true
+    }
+
+    /// The thread that serves this backlog (set once when it starts).
+    pub fn register(&self) {
+        let _ = self.thread.set(std::thread::current());
+    }
+
+    /// Wakes the worker (one "IPI").
+    pub fn wake(&self) {
+        if let Some(t) = self.thread.get() {
+            t.unpark();
+        }
+    }
+}
+
+/// Shared steering state of a datapath.
+pub struct Steering {
+    /// Target workers of `rps_cpus`, in order (empty: RPS off).
+    pub cpus: Vec<u16>,
+    /// Workers whose backlog applies the flow limit (`net.core.flow_limit_cpu_bitmap`).
+    pub flow_limit_cpus: u64,
+    /// One per worker.
+    pub backlogs: Vec<Backlog>,
+    /// One per port: packets for the port's owner to transmit.
+    pub tx_handoff: Vec<ArrayQueue<Pkt>>,
+    /// Raised by worker 0 when the run ends: the others finish their backlog and stop.
+    pub stop: AtomicBool,
+    /// Workers (other than 0) that finished.
+    pub finished: AtomicUsize,
+    /// Each worker's counters as of its last report (for per-second lines while it runs).
+    pub snapshots: Vec<Mutex<Counters>>,
+}
+
+impl Steering {
+    /// `workers` workers, RPS over `cpus`, backlogs of `max_backlog` packets.
+    pub fn new(workers: usize, cpus: Vec<u16>, max_backlog: usize, flow_limit_cpus: u64) -> Steering {
+        Steering {
+            cpus,
+            flow_limit_cpus,
+            backlogs: (0..workers).map(|_| Backlog::new(max_backlog)).collect(),
+            tx_handoff: Vec::new(),
+            stop: AtomicBool::new(false),
+            finished: AtomicUsize::new(0),
+            snapshots: (0..workers).map(|_| Mutex::new(Counters::default())).collect(),
+        }
+    }
+
+    pub fn workers(&self) -> usize {
+        self.backlogs.len()
+    }
+
+    pub fn enabled(&self) -> bool {
+        !self.cpus.is_empty()
+    }
+
+    /// Packets in backlogs and handoff queues (in flight between workers).
+    pub fn in_flight(&self) -> u64 {
+        (self.backlogs.iter().map(|b| b.queue.len()).sum::<usize>() + self.tx_handoff.iter().map(ArrayQueue::len).sum::<usize>()) as u64
+    }
+
+    /// Every worker's last reported counters, summed.
+    pub fn snapshot_sum(&self) -> Counters {
+        let mut c = Counters::default();
+        for s in &self.snapshots {
+            c.merge(&s.lock().unwrap_or_else(|e| e.into_inner()));
+        }
+        c
+    }
+}
+
+/// The worker ids of an `rps_cpus` mask.
+pub fn cpus_of_mask(mask: u64) -> Vec<u16> {
+    (0..64u16).filter(|c| mask >> c & 1 == 1).collect()
+}
+
+/// Workers a datapath needs for `rps_cpus`: one per CPU up to the highest (at least one).
+pub fn workers_for(mask: u64) -> usize {
+    (64 - mask.leading_zeros() as usize).max(1)
+}
+
+/// Recent flows of one target backlog (the kernel's `sd_flow_limit`): a ring of the last
+/// 128 packets' flow buckets and a count per bucket.
+pub struct FlowLimit {
+    history: [u32; FLOW_LIMIT_HISTORY],
+    pos: usize,
+    buckets: Vec<u16>,
+}
+
+/// Packets of history the flow limit looks at (FLOW_LIMIT_HISTORY).
+const FLOW_LIMIT_HISTORY: usize = 128;
+
+impl FlowLimit {
+    pub fn new(table_len: usize) -> FlowLimit {
+        let mut buckets = vec![0u16; table_len.max(1)];
+        buckets[0] = FLOW_LIMIT_HISTORY as u16;
+        FlowLimit { history: [0; FLOW_LIMIT_HISTORY], pos: 0, buckets }
+    }
+
+    /// Records one packet of flow `hash`; true when the flow had more than half of the
+    /// recent packets (the packet is then dropped).
+    pub fn over_limit(&mut self, hash: u32) -> bool {
+        let new = hash as usize % self.buckets.len();
+        let old = self.history[self.pos] as usize;
+        self.buckets[old] = self.buckets[old].saturating_sub(1);
+        self.history[self.pos] = new as u32;
+        self.pos = (self.pos + 1) % FLOW_LIMIT_HISTORY;
+        self.buckets[new] += 1;
+        self.buckets[new] as usize > FLOW_LIMIT_HISTORY / 2
+    }
+}
