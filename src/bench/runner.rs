@@ -6,7 +6,7 @@ use super::BenchError;
 use crate::cli::run as clirun;
 use crate::config::Config;
 use crate::napi::RunLimit;
-use crate::stats::{Counters, Stage};
+use crate::stats::{Counters, DropReason, Stage};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -101,12 +101,24 @@ pub fn run_sluice(
     let cpu1 = hw::thread_cpu_time();
     let secs = el.as_secs_f64().max(1e-9);
     let c = &dp.counters();
-    let (user, sys) = match (cpu0, cpu1) {
+    let (mut user, mut sys) = match (cpu0, cpu1) {
         (Some((u0, s0)), Some((u1, s1))) => (Some((u1 - u0).max(0.0)), Some((s1 - s0).max(0.0))),
         _ => (None, None),
     };
+    // Workers on their own threads (RPS) add their thread time.
+    for w in dp.workers.iter().skip(1) {
+        match w.cpu_time {
+            Some((u, s)) => {
+                user = user.map(|x| x + u);
+                sys = sys.map(|x| x + s);
+            }
+            None => (user, sys) = (None, None),
+        }
+    }
     let cpu = user.zip(sys).map(|(u, s)| u + s);
-    let pk = c.rx.max(1) as f64;
+    // Packets that entered processing: what a full backlog refused never did.
+    let processed = c.rx - c.dropped(DropReason::CpuBacklog) - c.dropped(DropReason::CpuBacklogFlowLimit);
+    let pk = processed.max(1) as f64;
     Ok(Sample {
         round: 0,
         order: 0,
@@ -114,7 +126,7 @@ pub fn run_sluice(
         rx_packets: c.rx,
         tx_packets: c.tx,
         rx_bytes: c.rx_bytes,
-        mpps: c.rx as f64 / secs / 1e6,
+        mpps: processed as f64 / secs / 1e6,
         gbps: Some(c.rx_bytes as f64 * 8.0 / secs / 1e9),
         ns_per_packet: secs * 1e9 / pk,
         cpu_user_s: user,

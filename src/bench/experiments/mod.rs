@@ -1,9 +1,10 @@
-//! The experiment registry: name → builder. Later issues add `gro`, `qdisc` and `rps`
+//! The experiment registry: name → builder. Later issues add `gro` and `qdisc`
 //! here (one file each, one line in [`registry`]); `sluice bench all` picks them up and stops
 //! listing them as "not implemented yet".
 
 mod io;
 mod listify;
+mod rps;
 mod selfcheck;
 pub use selfcheck::health as selfcheck_health;
 mod xdp;
@@ -19,10 +20,10 @@ pub fn registry() -> Vec<(&'static str, &'static str, Builder)> {
         ("listify", "listified receive vs one packet at a time (listified-receive.txt), l3fwd, 2 traffic shapes", listify::build),
         ("io", "sluice's io forward vs dpdk-testpmd's io forward on two null ports", io::build),
         ("xdp", "native vs generic XDP, DROP/TX x no_touch/read, JIT vs interpreter (generic-xdp-eval.rst)", xdp::build),
+        ("rps", "receive packet steering over 2 workers vs 1, heavy and light per-packet work (rps.txt)", rps::build),
         ("selfcheck", "harness self-test: A vs identical A', A vs A + rx.extra_work, and an extra_work sweep", selfcheck::build),
         // ("gro", "...", gro::build),     issue: GRO_NORMAL batching (gro-normal-batch.txt)
         // ("qdisc", "...", qdisc::build), issue: qdisc bulk dequeue (qdisc-bulk-dequeue.txt)
-        // ("rps", "...", rps::build),     issue: receive packet steering (rps.txt)
     ]
 }
 
