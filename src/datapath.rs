@@ -31,6 +31,31 @@ fn cpu_since(t0: Option<(f64, f64)>) -> Option<(f64, f64)> {
     Some(((u1 - u0).max(0.0), (s1 - s0).max(0.0)))
 }
 
+/// Splits a run's packet count over the workers that receive (own a queue that is not done),
+/// equally, the remainder to the first ones; the others get none.
+fn share_packet_count(w0: &mut Worker, others: &mut [Worker], packets: Option<u64>) {
+    let Some(n) = packets else {
+        w0.rx_quota = u64::MAX;
+        others.iter_mut().for_each(|w| w.rx_quota = u64::MAX);
+        return;
+    };
+    let mut all: Vec<&mut Worker> = std::iter::once(w0).chain(others.iter_mut()).collect();
+    let mut receiving: Vec<bool> = all.iter().map(|w| w.owned_ports().any(|p| !p.rx_done())).collect();
+    if !receiving.contains(&true) {
+        receiving[0] = true;
+    }
+    let k = receiving.iter().filter(|&&r| r).count() as u64;
+    let mut i = 0;
+    for (w, r) in all.iter_mut().zip(receiving) {
+        w.rx_quota = if r {
+            i += 1;
+            n / k + u64::from(i - 1 < n % k)
+        } else {
+            0
+        };
+    }
+}
+
 pub struct Datapath {
     pub net: Net,
     pub workers: Vec<Worker>,
@@ -39,7 +64,14 @@ pub struct Datapath {
 impl Datapath {
     /// A datapath with one worker, or with one per CPU up to the highest of `rps_cpus`.
     pub fn new(tun: Tunables, pipeline: Pipeline, pool: &Pool) -> Datapath {
-        let net = Net::new(tun, pipeline);
+        let workers = crate::rps::backlog::workers_for(tun.rps_cpus);
+        Datapath::with_workers(tun, pipeline, pool, workers)
+    }
+
+    /// A datapath with `workers` workers (at least those `rps_cpus` needs): one per queue of
+    /// a multi-queue port, say.
+    pub fn with_workers(tun: Tunables, pipeline: Pipeline, pool: &Pool, workers: usize) -> Datapath {
+        let net = Net::with_workers(tun, pipeline, workers);
         let workers = (0..net.rps.workers())
             .map(|id| {
                 let mut w = Worker::new(id, pool);
@@ -52,13 +84,21 @@ impl Datapath {
 
     /// Adds a port with its interface, owned (polled) by worker 0; returns its index.
     pub fn add_port(&mut self, port: Box<dyn Port>, iface: Iface) -> u16 {
+        self.add_port_queues(vec![port], iface)
+    }
+
+    /// Adds a port of several queues: queue handle q is owned (polled, transmitted on) by
+    /// worker q; workers without a queue of the port hand their output for it to worker 0.
+    /// Returns the port's index.
+    pub fn add_port_queues(&mut self, queues: Vec<Box<dyn Port>>, iface: Iface) -> u16 {
+        assert!(!queues.is_empty() && queues.len() <= self.workers.len(), "a port has 1 queue per worker at most");
         let i = self.net.ifaces.len() as u16;
         self.net.ifaces.push(iface);
         self.net.peer.push(None);
         self.net.rps.tx_handoff.push(crossbeam_queue::ArrayQueue::new(crate::rps::backlog::HANDOFF_LEN));
-        let mut port = Some(port);
+        let mut queues = queues.into_iter();
         for w in &mut self.workers {
-            w.add_port(i, if w.id == 0 { port.take() } else { None });
+            w.add_port(i, queues.next());
         }
         i
     }
@@ -106,9 +146,27 @@ impl Datapath {
         self.workers.iter().map(Worker::buffers_in_use).sum()
     }
 
-    /// Every port, wherever it is owned, in port order.
+    /// Every port's first queue (the only one of most ports), in port order.
     pub fn ports(&self) -> impl Iterator<Item = &dyn Port> + '_ {
         (0..self.net.nports()).filter_map(move |i| self.workers.iter().find_map(|w| w.ports.get(i).and_then(|p| p.as_deref())))
+    }
+
+    /// Every queue handle of port `i`, queue 0 first.
+    pub fn port_queues(&self, i: usize) -> impl Iterator<Item = &dyn Port> + '_ {
+        self.workers.iter().filter_map(move |w| w.ports.get(i).and_then(|p| p.as_deref()))
+    }
+
+    /// Every queue handle of every port.
+    pub fn all_queues(&self) -> impl Iterator<Item = &dyn Port> + '_ {
+        (0..self.net.nports()).flat_map(move |i| self.port_queues(i))
+    }
+
+    /// Port `i`'s counters over all its queues.
+    pub fn port_stats(&self, i: usize) -> crate::port::PortStats {
+        self.port_queues(i).fold(crate::port::PortStats::default(), |mut s, q| {
+            s.merge(&q.stats());
+            s
+        })
     }
 
     /// Runs until `limit` says stop or the inputs are done, then drains. `tick` sees the
@@ -136,6 +194,9 @@ impl Datapath {
         // calling thread is left as it is: it is the caller's).
         net.rps.stop.store(false, std::sync::atomic::Ordering::Release);
         net.rps.finished.store(0, std::sync::atomic::Ordering::Release);
+        net.rps.rx_finished.store(0, std::sync::atomic::Ordering::Release);
+        net.rps.rx_stopped.store(0, std::sync::atomic::Ordering::Release);
+        share_packet_count(w0, others, limit.packets);
         let net = &*net;
         std::thread::scope(|scope| {
             for w in others.iter_mut() {
@@ -144,7 +205,7 @@ impl Datapath {
                     .spawn_scoped(scope, move || {
                         pin_to_cpu(w.id);
                         let t0 = thread_cpu_time();
-                        napi::run_backlog_worker(net, w);
+                        napi::run_worker(net, w, limit);
                         w.cpu_time = cpu_since(t0);
                     })
                     .expect("spawning a worker thread");

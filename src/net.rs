@@ -56,8 +56,14 @@ pub struct Net {
 
 impl Net {
     pub fn new(tun: Tunables, pipeline: Pipeline) -> Net {
+        let workers = workers_for(tun.rps_cpus);
+        Net::with_workers(tun, pipeline, workers)
+    }
+
+    /// Shared state for `workers` workers (at least those `rps_cpus` needs).
+    pub fn with_workers(tun: Tunables, pipeline: Pipeline, workers: usize) -> Net {
         let rps = Steering::new(
-            workers_for(tun.rps_cpus),
+            workers.max(workers_for(tun.rps_cpus)),
             cpus_of_mask(tun.rps_cpus),
             tun.netdev_max_backlog as usize,
             tun.flow_limit_cpu_bitmap,

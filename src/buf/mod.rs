@@ -40,8 +40,8 @@ pub enum PoolError {
 pub struct BufId(pub u32);
 
 /// A packet in flight: its head frame plus the bounds of its linear data within the frame,
-/// and how many bytes follow in fragments. This is what batches carry (12 bytes, copied
-/// freely; like an xdp_buff without pointers).
+/// how many bytes follow in fragments, and the receive hash the port computed. This is what
+/// batches carry (16 bytes, copied freely; like an xdp_buff without pointers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Pkt {
     pub buf: BufId,
@@ -52,6 +52,9 @@ pub struct Pkt {
     /// Bytes in fragments after the linear part (the kernel's `skb->data_len`); 0 for a
     /// packet in one frame, the common case, which never looks at chain metadata.
     pub frag_len: u32,
+    /// The flow hash the receiving port computed (a NIC's RSS hash, the descriptor's
+    /// `rss` field); 0 when the port supplies none. Becomes `skb.hash`.
+    pub rss_hash: u32,
 }
 
 impl sluice_ebpf::FrameDesc for Pkt {
@@ -76,7 +79,7 @@ impl sluice_ebpf::FrameDesc for Pkt {
 
 impl Pkt {
     pub fn new(buf: BufId, len: usize) -> Pkt {
-        Pkt { buf, off: HEADROOM as u16, len: len.min(MAX_DATA) as u16, frag_len: 0 }
+        Pkt { buf, off: HEADROOM as u16, len: len.min(MAX_DATA) as u16, frag_len: 0, rss_hash: 0 }
     }
 
     /// Bytes of the whole packet: linear part plus fragments (the kernel's `skb->len`).

@@ -62,7 +62,8 @@ impl Skb {
     /// Ethernet header only. `port_mac` decides pkt_type.
     #[inline]
     pub fn build(pkt: Pkt, data: &[u8], rx_port: u16, rx_queue: u16, port_mac: &[u8; 6]) -> Skb {
-        let mut skb = Skb { pkt, rx_port, rx_queue, network_off: 14, ..Skb::default() };
+        // A hash from the port (RSS) covers the ports of TCP/UDP flows, as a NIC's 4-tuple hash.
+        let mut skb = Skb { pkt, rx_port, rx_queue, network_off: 14, hash: pkt.rss_hash, l4_hash: pkt.rss_hash != 0, ..Skb::default() };
         if data.len() < 14 {
             skb.drop = Some(DropReason::PktTooSmall);
             return skb;
@@ -95,7 +96,7 @@ mod tests {
         let mut f = [0u8; 60];
         f[0..6].copy_from_slice(&mac);
         f[12] = 0x08;
-        let p = Pkt { buf: BufId(0), off: 256, len: 60, frag_len: 0 };
+        let p = Pkt { buf: BufId(0), off: 256, len: 60, frag_len: 0, rss_hash: 0 };
         let s = Skb::build(p, &f, 3, 1, &mac);
         assert_eq!((s.protocol, s.pkt_type, s.rx_port, s.rx_queue), (0x0800, PktType::Host, 3, 1));
         f[0..6].copy_from_slice(&[0xff; 6]);

@@ -137,7 +137,7 @@ pub fn run_limit(args: &RunArgs, dp: &Datapath, stop: Option<Arc<AtomicBool>>) -
     if args.packets == Some(0) {
         return Err(RunError::Other("--packets: the packet count must be at least 1".into()));
     }
-    let bounded = dp.ports().any(|p| p.rx_bounded());
+    let bounded = dp.all_queues().any(|p| p.rx_bounded());
     let duration = match args.seconds {
         Some(s) => Some(Duration::from_secs_f64(s)),
         None if bounded || args.packets.is_some() => None,
@@ -160,19 +160,19 @@ pub fn execute_until(args: &RunArgs, stop: Option<Arc<AtomicBool>>, tick: impl F
 }
 
 pub fn report(dp: &Datapath, el: Duration) -> RunReport {
-    let ports: Vec<_> = dp.ports().map(|p| (p.name().to_string(), p.stats())).collect();
+    let ports: Vec<_> = dp.ports().enumerate().map(|(i, p)| (p.name().to_string(), dp.port_stats(i))).collect();
     RunReport {
         pipeline: dp.net.pipeline,
         seconds: el.as_secs_f64(),
         counters: dp.counters(),
         check_failures: ports.iter().map(|p| p.1.check_failures).sum(),
-        check_report: dp.ports().flat_map(|p| p.check_report()).collect(),
+        check_report: dp.all_queues().flat_map(|p| p.check_report()).collect(),
         ports,
         conservation: dp.conservation().map_err(|e| e.to_string()),
         buffers_leaked: dp.buffers_in_use(),
         stop: StopReason::InputDone,
         output_errors: Vec::new(),
-        faults: dp.ports().any(|p| p.fault_stats().is_some()).then(|| crate::port::fault::FaultStats::of_ports(dp.ports())),
+        faults: dp.all_queues().any(|p| p.fault_stats().is_some()).then(|| crate::port::fault::FaultStats::of_ports(dp.all_queues())),
         workers: dp
             .workers
             .iter()

@@ -77,6 +77,22 @@ pub struct PortConfig {
     /// Fault injection on this port's wire (`port::fault`).
     #[serde(default)]
     pub fault: Option<crate::port::fault::FaultConfig>,
+    /// Queues (RSS, `ethtool -L combined N`): a generator spreads its flows over its receive
+    /// queues by Toeplitz hash and indirection table; an in-memory sink takes a transmit queue
+    /// per queue. Queue q belongs to worker q. Default: the `rss_queues` tunable for those
+    /// kinds, 1 for the others (captures, pcap files).
+    #[serde(default)]
+    pub rss_queues: Option<u16>,
+    /// The Toeplitz key in hex, 40 or 52 bytes (`ethtool -X hkey`); default Microsoft's.
+    #[serde(default)]
+    pub rss_key: Option<String>,
+    /// The 128-entry indirection table (`ethtool -X weight/equal`); default round robin.
+    #[serde(default)]
+    pub rss_indir: Option<Vec<u16>>,
+    /// Whether the generator hands its RSS hash to the stack with each packet (`rxhash`);
+    /// default on when the port has more than one queue.
+    #[serde(default)]
+    pub rx_hash: Option<bool>,
 }
 
 fn default_mtu() -> u16 {
@@ -252,7 +268,12 @@ impl Config {
     /// Builds the datapath: ports, interfaces, neighbours, routes, sockets.
     pub fn build(&self, tun: Tunables, pool: &Pool) -> Result<Datapath, ConfigError> {
         let locked_atomics = tun.locked_atomics != 0;
-        let mut dp = Datapath::new(tun, self.pipeline, pool);
+        // A worker per RPS CPU and per queue of any port (queue q belongs to worker q).
+        let mut workers = crate::rps::backlog::workers_for(tun.rps_cpus);
+        for (i, pc) in self.ports.iter().enumerate() {
+            workers = workers.max(self.queues_of(pc, &format!("ports[{i}] ({})", pc.name), tun.rss_queues)? as usize);
+        }
+        let mut dp = Datapath::with_workers(tun, self.pipeline, pool, workers);
         if self.ports.is_empty() {
             return Err(field("ports", "at least one port is required"));
         }
@@ -275,37 +296,8 @@ impl Config {
                     _ => return Err(field(format!("{what}.ipv6"), format!("`{a}` is not IPv6"))),
                 }
             }
-            let port: Box<dyn Port> = match pc.kind {
-                PortKind::Gen => {
-                    let g = pc.gen.clone().unwrap_or_default();
-                    Box::new(Generator::new(&pc.name, g).map_err(|e| field(format!("{what}.gen"), e.to_string()))?)
-                }
-                PortKind::Null | PortKind::Count | PortKind::Check | PortKind::Capture => {
-                    let kind = match pc.kind {
-                        PortKind::Null => SinkKind::Null,
-                        PortKind::Count => SinkKind::Count,
-                        PortKind::Check => SinkKind::Check,
-                        _ => SinkKind::Capture,
-                    };
-                    let spec = match &pc.check {
-                        Some(c) => check_spec(c, &format!("{what}.check"))?,
-                        None => CheckSpec::default(),
-                    };
-                    Box::new(Sink::new(&pc.name, kind, spec))
-                }
-                PortKind::PcapIn => {
-                    let path = pc.pcap.as_ref().ok_or_else(|| field(format!("{what}.pcap"), "pcap-in needs a `pcap` file"))?;
-                    Box::new(
-                        PcapIn::open(&pc.name, path, pc.repeat.unwrap_or(1)).map_err(|e| field(format!("{what}.pcap"), e.to_string()))?,
-                    )
-                }
-                PortKind::PcapOut => {
-                    let path = pc.pcap.as_ref().ok_or_else(|| field(format!("{what}.pcap"), "pcap-out needs a `pcap` file"))?;
-                    Box::new(PcapOut::create(&pc.name, path).map_err(|e| field(format!("{what}.pcap"), e.to_string()))?)
-                }
-            };
-            let port = crate::port::fault::wrap(port, pc.fault.as_ref()).map_err(|e| field(format!("{what}.fault.{}", e.field), e.msg))?;
-            let idx = dp.add_port(port, iface.clone());
+            let handles = self.port_queues(pc, &what, dp.net.tun.rss_queues)?;
+            let idx = dp.add_port_queues(handles, iface.clone());
             dp.net.routes.add_iface(idx, &iface).map_err(|e| field(format!("{what}.ipv4/ipv6"), e.to_string()))?;
         }
         for (i, pc) in self.ports.iter().enumerate() {
@@ -425,6 +417,76 @@ impl Config {
             }
         }
         Ok(dp)
+    }
+
+    /// How many queues port `pc` has: its own `rss_queues`, else the tunable's for the kinds
+    /// that take queues (the generator, null/count/check sinks), else one.
+    fn queues_of(&self, pc: &PortConfig, what: &str, default: u32) -> Result<u16, ConfigError> {
+        let multi = matches!(pc.kind, PortKind::Gen | PortKind::Null | PortKind::Count | PortKind::Check);
+        match pc.rss_queues {
+            Some(q) if q == 0 || q > crate::port::rss::MAX_QUEUES => {
+                Err(field(format!("{what}.rss_queues"), crate::port::rss::RssError::Queues(q as u32).to_string()))
+            }
+            Some(q) if q > 1 && !multi => {
+                Err(field(format!("{what}.rss_queues"), format!("{q}: a port of kind {:?} has one queue", pc.kind)))
+            }
+            Some(q) => Ok(q),
+            None if multi => Ok(default.clamp(1, crate::port::rss::MAX_QUEUES as u32) as u16),
+            None => Ok(1),
+        }
+    }
+
+    /// The port's queue handles, queue 0 first: one `Port` per queue (a generator's flows
+    /// spread over them by RSS), each wrapped in its fault injector when one is configured.
+    fn port_queues(&self, pc: &PortConfig, what: &str, default_queues: u32) -> Result<Vec<Box<dyn Port>>, ConfigError> {
+        let queues = self.queues_of(pc, what, default_queues)?;
+        let rss_field = |f: &str, e: crate::port::rss::RssError| field(format!("{what}.{f}"), e.to_string());
+        let mut rss = crate::port::rss::Rss::new(queues).map_err(|e| rss_field("rss_queues", e))?;
+        if let Some(k) = &pc.rss_key {
+            let key = crate::port::rss::parse_key(k).map_err(|e| rss_field("rss_key", e))?;
+            rss = rss.with_key(&key).map_err(|e| rss_field("rss_key", e))?;
+        }
+        if let Some(t) = &pc.rss_indir {
+            rss = rss.with_indir(t).map_err(|e| rss_field("rss_indir", e))?;
+        }
+        let handles: Vec<Box<dyn Port>> = match pc.kind {
+            PortKind::Gen => {
+                let g = pc.gen.clone().unwrap_or_default();
+                let supply_hash = pc.rx_hash.unwrap_or(queues > 1);
+                Generator::rss_queues(&pc.name, g, &rss, supply_hash)
+                    .map_err(|e| field(format!("{what}.gen"), e.to_string()))?
+                    .into_iter()
+                    .map(|g| Box::new(g) as Box<dyn Port>)
+                    .collect()
+            }
+            PortKind::Null | PortKind::Count | PortKind::Check | PortKind::Capture => {
+                let kind = match pc.kind {
+                    PortKind::Null => SinkKind::Null,
+                    PortKind::Count => SinkKind::Count,
+                    PortKind::Check => SinkKind::Check,
+                    _ => SinkKind::Capture,
+                };
+                let spec = match &pc.check {
+                    Some(c) => check_spec(c, &format!("{what}.check"))?,
+                    None => CheckSpec::default(),
+                };
+                (0..queues).map(|_| Box::new(Sink::new(&pc.name, kind, spec.clone())) as Box<dyn Port>).collect()
+            }
+            PortKind::PcapIn => {
+                let path = pc.pcap.as_ref().ok_or_else(|| field(format!("{what}.pcap"), "pcap-in needs a `pcap` file"))?;
+                vec![Box::new(
+                    PcapIn::open(&pc.name, path, pc.repeat.unwrap_or(1)).map_err(|e| field(format!("{what}.pcap"), e.to_string()))?,
+                )]
+            }
+            PortKind::PcapOut => {
+                let path = pc.pcap.as_ref().ok_or_else(|| field(format!("{what}.pcap"), "pcap-out needs a `pcap` file"))?;
+                vec![Box::new(PcapOut::create(&pc.name, path).map_err(|e| field(format!("{what}.pcap"), e.to_string()))?)]
+            }
+        };
+        handles
+            .into_iter()
+            .map(|port| crate::port::fault::wrap(port, pc.fault.as_ref()).map_err(|e| field(format!("{what}.fault.{}", e.field), e.msg)))
+            .collect()
     }
 
     /// Checks what the datapath would otherwise take silently: limits sized against memory,

@@ -186,7 +186,13 @@ pub fn run_until(
     let start = Instant::now();
     let mut next_tick = tick_every;
     let mut idle_rounds = 0u32;
-    w.rx_quota = limit.packets.unwrap_or(u64::MAX);
+    let others = net.rps.workers() - 1;
+    if others == 0 {
+        w.rx_quota = limit.packets.unwrap_or(u64::MAX);
+    }
+    // With several workers the caller has given each its share of the packet count, and the
+    // run's input ends when every worker's has.
+    let others_done = || net.rps.rx_finished.load(std::sync::atomic::Ordering::Acquire) >= others;
     let stopped = || limit.stop.as_ref().is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed));
     let why = loop {
         let mut did = 0;
@@ -205,19 +211,19 @@ pub fn run_until(
         if stopped() {
             break StopReason::Stopped;
         }
-        if limit.packets.is_some() && w.rx_quota == 0 {
+        if limit.packets.is_some() && w.rx_quota == 0 && others_done() {
             break StopReason::Packets;
         }
         if limit.duration.is_some_and(|d| el >= d) {
             break StopReason::Time;
         }
         // Bounded inputs end the run even while unbounded ones (a generator) still send.
-        if limit.until_bounded_inputs_done && bounded_rx_done(w) {
+        if limit.until_bounded_inputs_done && bounded_rx_done(w) && others_done() {
             break StopReason::InputDone;
         }
         if did == 0 {
             idle_rounds += 1;
-            if all_rx_done(w) && idle_rounds > 2 {
+            if all_rx_done(w) && idle_rounds > 2 && others_done() {
                 break StopReason::InputDone;
             }
             std::thread::yield_now();
@@ -225,7 +231,7 @@ pub fn run_until(
             idle_rounds = 0;
         }
     };
-    if net.rps.workers() > 1 {
+    if others > 0 {
         wait_for_other_workers(net, w);
     }
     let failed = drain(net, w);
@@ -241,16 +247,39 @@ fn wait_for_other_workers(net: &Net, w: &mut Worker) {
         b.wake();
     }
     let others = net.rps.workers() - 1;
-    while net.rps.finished.load(Ordering::Acquire) < others {
+    loop {
+        // Read before the backlog: once every other worker has finished, nothing more comes.
+        let all_finished = net.rps.finished.load(Ordering::Acquire) >= others;
+        let work = crate::rps::process_backlog(net, w, net.tun.dev_weight as usize);
         poll_end(net, w);
-        std::thread::yield_now();
+        if all_finished && work == 0 {
+            break;
+        }
+        if work == 0 {
+            std::thread::yield_now();
+        }
     }
 }
 
-/// A worker that owns no port (RPS target): serves its backlog until worker 0 says stop and
-/// the backlog is empty, sleeping when idle until a producer wakes it. Publishes its
-/// counters for per-second lines. Then flushes (its output goes to the ports' owners).
-pub fn run_backlog_worker(net: &Net, w: &mut Worker) {
+/// True when a worker other than 0 has received all it will for this run: its share of the
+/// packet count, its bounded inputs (when those end the run), or everything its queues had.
+/// A worker that owns no receive queue (an RPS target) has nothing to wait for.
+fn rx_finished(w: &Worker, limit: &RunLimit) -> bool {
+    if limit.packets.is_some() && w.rx_quota == 0 {
+        return true;
+    }
+    if limit.until_bounded_inputs_done && !w.owned_ports().any(|p| p.rx_bounded()) {
+        return true;
+    }
+    all_rx_done(w)
+}
+
+/// A worker other than 0: polls the receive queues it owns (RSS) and serves its backlog
+/// (RPS) until worker 0 says stop and the backlog is empty. A worker with nothing left to
+/// receive sleeps when idle until a producer wakes it. Publishes its counters for the
+/// per-second lines, and says when its input is done (worker 0 ends the run only when
+/// every worker's is). Then flushes (output for ports it does not own goes to their owners).
+pub fn run_worker(net: &Net, w: &mut Worker, limit: &RunLimit) {
     use std::sync::atomic::Ordering;
     let Some(backlog) = net.rps.backlogs.get(w.id) else { return };
     backlog.register();
@@ -260,7 +289,28 @@ pub fn run_backlog_worker(net: &Net, w: &mut Worker) {
         }
     };
     let mut rounds = 0u32;
+    let mut input_done = false;
+    let mut rx_stopped = false;
+    let others = net.rps.workers() - 1;
     loop {
+        if net.rps.stop.load(Ordering::Acquire) {
+            // Stopping: no more receiving; serve the backlog until every worker has stopped
+            // receiving (so nobody steers here any more) and it is empty.
+            if !rx_stopped {
+                rx_stopped = true;
+                net.rps.rx_stopped.fetch_add(1, Ordering::AcqRel);
+            }
+            let all_stopped = net.rps.rx_stopped.load(Ordering::Acquire) >= others;
+            let work = crate::rps::process_backlog(net, w, net.tun.dev_weight as usize);
+            poll_end(net, w);
+            if all_stopped && work == 0 {
+                break;
+            }
+            if work == 0 {
+                std::thread::yield_now();
+            }
+            continue;
+        }
         let did = softirq_round(net, w);
         if net.pipeline == Pipeline::Local {
             w.sockets.drain_all(&mut w.bufs);
@@ -269,13 +319,18 @@ pub fn run_backlog_worker(net: &Net, w: &mut Worker) {
         if rounds.is_multiple_of(256) {
             publish(w);
         }
+        if !input_done && rx_finished(w, limit) {
+            input_done = true;
+            net.rps.rx_finished.fetch_add(1, Ordering::AcqRel);
+        }
         if did > 0 || backlog.idle() {
             continue;
         }
-        if net.rps.stop.load(Ordering::Acquire) && backlog.queue.is_empty() {
-            break;
+        if input_done {
+            std::thread::park_timeout(Duration::from_millis(1));
+        } else {
+            std::thread::yield_now();
         }
-        std::thread::park_timeout(Duration::from_millis(1));
     }
     drain(net, w);
     publish(w);

@@ -11,6 +11,7 @@ use crate::wire::build::{build_with_offsets, L3Spec, L4Spec, PacketSpec};
 use crate::wire::checksum;
 use serde::{Deserialize, Serialize};
 use std::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
 use std::time::Instant;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -128,8 +129,14 @@ struct Template {
 pub struct Generator {
     name: String,
     cfg: GenConfig,
-    /// Templates indexed by flow * sizes + size class.
-    templates: Vec<Template>,
+    /// Templates indexed by flow * sizes + size class (shared by a port's queue handles).
+    templates: Arc<Vec<Template>>,
+    /// The flows this queue sends, in order (all of them for a port of one queue).
+    order: Vec<u32>,
+    /// Each flow's RSS hash, handed over with its packets (empty: the port gives none).
+    hashes: Arc<Vec<u32>>,
+    /// This queue's share of `cfg.packets`.
+    packets: Option<u64>,
     sizes: usize,
     /// Per-flow TCP sequence / IP ID state for trains.
     seq: Vec<u32>,
@@ -220,9 +227,12 @@ impl Generator {
         let flows = cfg.flows as usize;
         Ok(Generator {
             name: name.to_string(),
+            order: (0..cfg.flows).collect(),
+            hashes: Arc::new(Vec::new()),
+            packets: cfg.packets,
             cfg,
             sizes: sizes.len(),
-            templates,
+            templates: Arc::new(templates),
             seq: vec![1; flows],
             ident: vec![0; flows],
             flow: 0,
@@ -238,10 +248,59 @@ impl Generator {
         &self.cfg
     }
 
+    /// The generator as a NIC with RSS would deliver its traffic: one handle per receive
+    /// queue, each sending the flows whose Toeplitz hash the indirection table maps to it
+    /// (with the hash in every packet when `supply_hash`), and its share of a packet count.
+    /// A queue that no flow maps to sends nothing.
+    pub fn rss_queues(name: &str, cfg: GenConfig, rss: &super::rss::Rss, supply_hash: bool) -> Result<Vec<Generator>, GenError> {
+        let all = Generator::new(name, cfg)?;
+        let hashes: Vec<u32> = (0..all.cfg.flows as usize).map(|f| rss.hash_frame(&all.templates[f * all.sizes].bytes)).collect();
+        let hashes = Arc::new(hashes);
+        let orders: Vec<Vec<u32>> =
+            (0..rss.queues()).map(|q| (0..all.cfg.flows).filter(|&f| rss.queue_of(hashes[f as usize]) == q).collect()).collect();
+        // A packet count and a rate are shared by the queues that have flows, by flows.
+        let busy: Vec<usize> = (0..orders.len()).filter(|&q| !orders[q].is_empty()).collect();
+        let share = |q: usize| -> Option<u64> {
+            let n = all.cfg.packets?;
+            let k = busy.iter().position(|&b| b == q)? as u64;
+            let nb = busy.len() as u64;
+            Some(n / nb + u64::from(k < n % nb))
+        };
+        let queues = orders
+            .into_iter()
+            .enumerate()
+            .map(|(q, order)| {
+                let mut cfg = all.cfg.clone();
+                cfg.rate_pps = cfg.rate_pps.map(|r| r * order.len() as f64 / all.cfg.flows as f64);
+                Generator {
+                    name: all.name.clone(),
+                    packets: if all.cfg.packets.is_some() { Some(share(q).unwrap_or(0)) } else { None },
+                    cfg,
+                    templates: all.templates.clone(),
+                    order,
+                    hashes: if supply_hash { hashes.clone() } else { Arc::new(Vec::new()) },
+                    sizes: all.sizes,
+                    seq: all.seq.clone(),
+                    ident: all.ident.clone(),
+                    flow: 0,
+                    in_burst: 0,
+                    size_idx: 0,
+                    sent: 0,
+                    started: None,
+                    stats: PortStats::default(),
+                }
+            })
+            .collect();
+        Ok(queues)
+    }
+
     /// How many packets the rate limit allows now.
     fn allowance(&mut self, max: usize) -> usize {
         let mut n = max;
-        if let Some(limit) = self.cfg.packets {
+        if self.order.is_empty() || self.cfg.rate_pps == Some(0.0) {
+            return 0;
+        }
+        if let Some(limit) = self.packets {
             n = n.min(limit.saturating_sub(self.sent) as usize);
         }
         if let Some(rate) = self.cfg.rate_pps {
@@ -254,7 +313,7 @@ impl Generator {
 
     #[inline]
     fn next_template(&mut self) -> (usize, usize) {
-        let flow = self.flow as usize;
+        let flow = self.order[self.flow as usize] as usize;
         let size_class = if self.sizes == 1 {
             0
         } else {
@@ -270,7 +329,7 @@ impl Generator {
         if self.in_burst >= self.cfg.burst {
             self.in_burst = 0;
             self.flow += 1;
-            if self.flow >= self.cfg.flows {
+            if self.flow as usize >= self.order.len() {
                 self.flow = 0;
             }
         }
@@ -346,6 +405,7 @@ impl Port for Generator {
                 self.patch_train(flow, t, &mut frame[HEADROOM..HEADROOM + head]);
             }
             p.len = head as u16;
+            p.rss_hash = self.hashes.get(flow).copied().unwrap_or(0);
             if len > head && !bufs.append_frags(p, &self.templates[t].bytes[head..]) {
                 // A jumbo frame's fragments did not fit in the pool: marked (no packet
                 // starts at offset 0) and taken out below.
@@ -375,11 +435,11 @@ impl Port for Generator {
     }
 
     fn rx_done(&self) -> bool {
-        self.cfg.packets.is_some_and(|n| self.sent >= n)
+        self.packets.is_some_and(|n| self.sent >= n) || self.order.is_empty()
     }
 
     fn rx_bounded(&self) -> bool {
-        self.cfg.packets.is_some()
+        self.packets.is_some()
     }
 
     fn stats(&self) -> PortStats {

@@ -7,6 +7,7 @@
 pub mod fault;
 pub mod gen;
 pub mod pcap;
+pub mod rss;
 pub mod sink;
 
 use crate::buf::{BufCache, Pkt};
@@ -29,6 +30,23 @@ pub struct PortStats {
     pub rx_length_errors: u64,
     /// Capture records holding fewer bytes than the frame had on the wire (taken as captured).
     pub rx_truncated: u64,
+}
+
+impl PortStats {
+    /// Adds another queue's counters (a port's figures are the sum over its queues).
+    pub fn merge(&mut self, o: &PortStats) {
+        let PortStats { rx_packets, rx_bytes, tx_packets, tx_bytes, doorbells, rx_nobuf, check_failures, rx_length_errors, rx_truncated } =
+            *o;
+        self.rx_packets += rx_packets;
+        self.rx_bytes += rx_bytes;
+        self.tx_packets += tx_packets;
+        self.tx_bytes += tx_bytes;
+        self.doorbells += doorbells;
+        self.rx_nobuf += rx_nobuf;
+        self.check_failures += check_failures;
+        self.rx_length_errors += rx_length_errors;
+        self.rx_truncated += rx_truncated;
+    }
 }
 
 pub trait Port: Send {

@@ -72,6 +72,10 @@ pub struct Steering {
     pub stop: AtomicBool,
     /// Workers (other than 0) that finished.
     pub finished: AtomicUsize,
+    /// Workers (other than 0) whose input for the run is done (see `napi::run_worker`).
+    pub rx_finished: AtomicUsize,
+    /// Workers (other than 0) that saw the stop flag and no longer receive or steer.
+    pub rx_stopped: AtomicUsize,
     /// Each worker's counters as of its last report (for per-second lines while it runs).
     pub snapshots: Vec<Mutex<Counters>>,
 }
@@ -86,6 +90,8 @@ impl Steering {
             tx_handoff: Vec::new(),
             stop: AtomicBool::new(false),
             finished: AtomicUsize::new(0),
+            rx_finished: AtomicUsize::new(0),
+            rx_stopped: AtomicUsize::new(0),
             snapshots: (0..workers).map(|_| Mutex::new(Counters::default())).collect(),
         }
     }

@@ -64,7 +64,7 @@ fn udp_classify(w: &Worker, s: &Skb, v6: bool) -> UdpFate {
     match w.sockets.lookup(dport) {
         // A chain's payload keeps its fragments (the socket reader frees them with the head).
         Some(i) if s.pkt.is_chained() => UdpFate::Socket(i, Pkt { off: s.pkt.off + l4 as u16 + 8, len: (udp.len() - 8) as u16, ..s.pkt }),
-        Some(i) => UdpFate::Socket(i, Pkt { buf: s.pkt.buf, off: s.pkt.off + l4 as u16 + 8, len: ulen as u16 - 8, frag_len: 0 }),
+        Some(i) => UdpFate::Socket(i, Pkt { off: s.pkt.off + l4 as u16 + 8, len: ulen as u16 - 8, frag_len: 0, ..s.pkt }),
         None => UdpFate::PortUnreachable,
     }
 }
