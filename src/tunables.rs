@@ -197,7 +197,7 @@ tunables! {
     flow_limit_cpu_bitmap: u64 = 0, "net.core.flow_limit_cpu_bitmap", min 0, max u64::MAX;
     /// Receive Packet Steering: workers the receive path spreads flows over (a CPU list like 0-1, or a 0x mask; 0 = off). One worker per CPU up to the highest one.
     rps_cpus: u64 = 0, "rps_cpus", min 0, max u64::MAX;
-    /// Queues of the in-memory ports (generator receive queues by RSS, sink transmit queues) that do not set `rss_queues` themselves (`ethtool -L combined N`); queue q belongs to worker q.
+    /// Queues of the in-memory ports (generator receive queues by RSS, sink and capture transmit queues) that do not set `rss_queues` themselves (`ethtool -L combined N`); queue q belongs to worker q.
     rss_queues: u32 = 1, "rss_queues", min 1, max 64;
     /// Forward IPv4 packets not addressed to us.
     ip_forward: u8 = 1, "net.ipv4.ip_forward", min 0, max 1;

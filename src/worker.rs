@@ -90,6 +90,12 @@ impl Worker {
         self.ports.get_mut(i as usize).and_then(Option::as_mut)
     }
 
+    /// Port `i`'s queue handle, if this worker owns one.
+    #[inline]
+    pub fn port_queue(&self, i: u16) -> Option<&dyn Port> {
+        self.ports.get(i as usize).and_then(|p| p.as_deref())
+    }
+
     /// The ports this worker owns.
     pub fn owned_ports(&self) -> impl Iterator<Item = &dyn Port> + '_ {
         self.ports.iter().flatten().map(|p| p.as_ref())

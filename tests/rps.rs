@@ -129,3 +129,147 @@ fn bad_rps_settings_are_refused_by_name() {
     t.set("rps_cpus", "0x1").unwrap();
     assert_eq!(t.rps_cpus, 1);
 }
+
+// ---------------------------------------------------------------------------------------
+// RSS: multi-queue ports, a worker per queue, XDP on every worker
+// ---------------------------------------------------------------------------------------
+
+use sluice::config::{self, Config, PortKind};
+use sluice::datapath::{Datapath, Pipeline};
+
+/// The lab router with a generator of `flows` TCP trains (per-flow sequence numbers), its
+/// port split into `queues` RSS queues, into a capturing sink with as many transmit queues
+/// (each worker sends on its own), with `sets` applied.
+fn rss_lab(flows: u32, queues: u16, sets: &[&str]) -> (Config, sluice::config::Tunables) {
+    let mut c = config::lab(Pipeline::L3fwd);
+    c.ports[0].rss_queues = Some(queues);
+    let g = c.ports[0].gen.as_mut().expect("lab generator");
+    g.flows = flows;
+    g.proto = sluice::port::gen::L4Proto::Tcp;
+    g.tcp_train = 1;
+    g.ip = sluice::port::gen::IpVersion::Mix;
+    g.size = sluice::port::gen::FrameSize::Fixed(200);
+    c.ports[1].kind = PortKind::Capture;
+    c.ports[1].check = None;
+    c.ports[1].rss_queues = Some(queues);
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let tun = c.tunables(&sets).expect("tunables");
+    (c, tun)
+}
+
+/// Runs `packets` packets and checks what every multi-worker run must hold: the ledger over
+/// all workers, no buffer left out, nothing in flight.
+fn run_checked(c: &Config, tun: sluice::config::Tunables, packets: u64) -> Datapath {
+    let pool = Pool::new(c.pool_frames).expect("pool");
+    let mut dp = c.build(tun, &pool).expect("build");
+    dp.run_until(&RunLimit { packets: Some(packets), ..Default::default() }, Duration::ZERO, |_, _| {});
+    assert_eq!(dp.conservation(), Ok(()), "{:?}", dp.counters());
+    assert_eq!(dp.in_flight(), 0);
+    assert_eq!(dp.buffers_in_use(), 0, "leaked buffers");
+    assert_eq!(dp.counters().rx, packets, "exactly the packet count, over all workers");
+    dp
+}
+
+/// (flow key, TCP sequence) of every captured segment: source address bytes + ports.
+fn tcp_flow_seqs(frames: &[Vec<u8>]) -> Vec<(Vec<u8>, u32)> {
+    frames
+        .iter()
+        .map(|f| {
+            let (l3, src_len, l4) = if f[12..14] == [0x08, 0x00] { (14, 4, 34) } else { (14, 16, 54) };
+            let src = if src_len == 4 { &f[l3 + 12..l3 + 16] } else { &f[l3 + 8..l3 + 24] };
+            let key = [src, &f[l4..l4 + 4]].concat();
+            (key, u32::from_be_bytes([f[l4 + 4], f[l4 + 5], f[l4 + 6], f[l4 + 7]]))
+        })
+        .collect()
+}
+
+/// What port `i` sent, queue after queue (a flow leaves through one queue, so each flow's
+/// frames stay in their order).
+fn captured(dp: &Datapath, i: usize) -> Vec<Vec<u8>> {
+    dp.port_queues(i).flat_map(|q| q.captured().expect("capture").to_vec()).collect()
+}
+
+fn assert_per_flow_order(frames: &[Vec<u8>]) -> usize {
+    let mut last: HashMap<Vec<u8>, u32> = HashMap::new();
+    for (key, seq) in tcp_flow_seqs(frames) {
+        if let Some(prev) = last.insert(key.clone(), seq) {
+            assert!(seq > prev, "flow {key:02x?}: segment {seq} after {prev}");
+        }
+    }
+    last.len()
+}
+
+#[test]
+fn rss_spreads_flows_over_two_queues_and_keeps_each_flows_order() {
+    for listified in ["rx.listified=1", "rx.listified=0"] {
+        let (c, tun) = rss_lab(3000, 2, &[listified]);
+        let dp = run_checked(&c, tun, 30_000);
+        assert_eq!(dp.workers.len(), 2, "a worker per queue");
+        let rx: Vec<u64> = dp.workers.iter().map(|w| w.c.rx).collect();
+        assert!(rx.iter().all(|&n| n > 5_000), "both queues received: {rx:?}");
+        assert_eq!(dp.counters().tx, 30_000, "{:?}", dp.counters().nonzero_drops());
+        let out = captured(&dp, 1);
+        assert_eq!(out.len(), 30_000);
+        assert!(assert_per_flow_order(&out) > 2_500, "thousands of flows came through");
+        // The generator's queues split its flows by the Toeplitz hash: no flow on both.
+        let stats = dp.port_stats(0);
+        assert_eq!(stats.rx_packets, 30_000);
+    }
+}
+
+#[test]
+fn rss_and_rps_together_keep_order_and_balance_the_ledger() {
+    let (c, tun) = rss_lab(2000, 2, &["rps_cpus=0-1", "net.core.netdev_max_backlog=100000"]);
+    let dp = run_checked(&c, tun, 40_000);
+    let c = dp.counters();
+    assert_eq!(c.tx, 40_000, "{:?}", c.nonzero_drops());
+    assert!(c.rps_steered > 0, "each worker steers the other's flows to it");
+    assert!(dp.workers.iter().all(|w| w.c.backlog_processed > 0), "both backlogs were served");
+    assert_per_flow_order(&captured(&dp, 1));
+}
+
+#[test]
+fn xdp_runs_on_every_queue_with_shared_maps_and_per_worker_cpu() {
+    let obj = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bpf/obj/xdp_drop_count.o");
+    let (mut c, tun) = rss_lab(1000, 2, &[]);
+    c.xdp = Some(toml::from_str(&format!("program = {:?}\nmode = \"native\"", obj.display().to_string())).expect("xdp table"));
+    let dp = run_checked(&c, tun, 20_000);
+    let counts: Vec<u64> = dp.workers.iter().map(|w| w.c.drops[DropReason::XdpDrop as usize]).collect();
+    assert!(counts.iter().all(|&n| n > 0), "both workers ran the program: {counts:?}");
+    // One map, written by both workers with locked atomics: the exact total.
+    let maps_of = |w: usize| dp.workers[w].xdp.native[0].as_ref().and_then(|p| p.maps()).expect("an eBPF program on port 0");
+    let maps = maps_of(0);
+    assert!(std::sync::Arc::ptr_eq(&maps, &maps_of(1)), "the instances share their maps");
+    // struct { u64 packets; u64 bytes; } at key 0.
+    let rec = maps.by_name("drop_stats").expect("drop_stats").lookup(&0u32.to_ne_bytes(), 0).expect("key 0");
+    let packets = u64::from_ne_bytes(rec[..8].try_into().unwrap());
+    assert_eq!(packets, 20_000, "every packet counted once, none lost to a race");
+}
+
+#[test]
+fn bad_queue_settings_are_refused_by_name() {
+    let mut t = sluice::config::Tunables::default();
+    let e = t.set("rss_queues", "0").unwrap_err().to_string();
+    assert!(e.contains("rss_queues"), "{e}");
+    let mut c = config::lab(Pipeline::L3fwd);
+    c.ports[0].rss_queues = Some(0);
+    let pool = Pool::new(1024).unwrap();
+    let e = c.build(Default::default(), &pool).err().expect("refused").to_string();
+    assert!(e.contains("ports[0] (gen0).rss_queues") && e.contains("1 to 64"), "{e}");
+    let mut c = config::lab(Pipeline::L3fwd);
+    c.ports[0].rss_key = Some("6d:5a:56".into());
+    let e = c.build(Default::default(), &pool).err().expect("refused").to_string();
+    assert!(e.contains("rss_key") && e.contains("40 or 52 bytes"), "{e}");
+    let mut c = config::lab(Pipeline::L3fwd);
+    c.ports[0].rss_queues = Some(2);
+    c.ports[0].rss_indir = Some(vec![3; 128]);
+    let e = c.build(Default::default(), &pool).err().expect("refused").to_string();
+    assert!(e.contains("rss_indir") && e.contains("queue 3"), "{e}");
+    let mut c = config::lab(Pipeline::L3fwd);
+    c.ports[1].kind = PortKind::PcapOut;
+    c.ports[1].check = None;
+    c.ports[1].pcap = Some(std::env::temp_dir().join(format!("sluice-rss-{}.pcap", std::process::id())));
+    c.ports[1].rss_queues = Some(2);
+    let e = c.build(Default::default(), &pool).err().expect("refused").to_string();
+    assert!(e.contains("ports[1] (sink0).rss_queues") && e.contains("one queue"), "{e}");
+}

@@ -78,8 +78,8 @@ pub struct PortConfig {
     #[serde(default)]
     pub fault: Option<crate::port::fault::FaultConfig>,
     /// Queues (RSS, `ethtool -L combined N`): a generator spreads its flows over its receive
-    /// queues by Toeplitz hash and indirection table; an in-memory sink takes a transmit queue
-    /// per queue. Queue q belongs to worker q. Default: the `rss_queues` tunable for those
+    /// queues by Toeplitz hash and indirection table; an in-memory sink (and capture) takes a
+    /// transmit queue per queue (XPS: each worker sends on its own). Queue q belongs to worker q. Default: the `rss_queues` tunable for those
     /// kinds, 1 for the others (captures, pcap files).
     #[serde(default)]
     pub rss_queues: Option<u16>,
@@ -390,14 +390,30 @@ impl Config {
                 if !matches!(pc.kind, PortKind::Gen | PortKind::PcapIn) {
                     continue;
                 }
-                let prog: Box<dyn XdpProgram> = if x.program.starts_with("builtin:") {
-                    crate::xdp::builtin::parse(&x.program, self.ports.len()).map_err(|e| field("xdp.program", e))?
+                // Every worker that owns a queue of the port runs its own instance (same maps).
+                let runners: Vec<usize> = dp.workers.iter().filter(|w| w.port_queue(i as u16).is_some()).map(|w| w.id).collect();
+                let load_error = |e: crate::xdp::ebpf::XdpLoadError| field("xdp.program", e.to_string());
+                let mut progs: Vec<Box<dyn XdpProgram>> = Vec::with_capacity(runners.len());
+                if x.program.starts_with("builtin:") {
+                    for _ in &runners {
+                        progs.push(crate::xdp::builtin::parse(&x.program, self.ports.len()).map_err(|e| field("xdp.program", e))?);
+                    }
                 } else {
-                    Box::new(
-                        EbpfProgram::load_with(std::path::Path::new(&x.program), x.section.as_deref(), x.engine, locked_atomics)
-                            .map_err(|e| field("xdp.program", e.to_string()))?,
+                    let first = EbpfProgram::load_for_workers(
+                        std::path::Path::new(&x.program),
+                        x.section.as_deref(),
+                        x.engine,
+                        locked_atomics,
+                        dp.workers.len() as u32,
+                        runners.len() as u32,
                     )
-                };
+                    .map_err(load_error)?;
+                    for _ in 1..runners.len() {
+                        progs.push(Box::new(first.instance().map_err(load_error)?));
+                    }
+                    progs.insert(0, Box::new(first));
+                }
+                let Some(prog) = progs.first() else { continue };
                 // As drivers refuse it (e.g. "MTU too large for XDP"): a native program that
                 // is not frags-aware cannot run on a port whose frames need more than one buffer.
                 let mtu = dp.net.ifaces.get(i).map_or(0, |f| f.mtu) as usize;
@@ -413,7 +429,9 @@ impl Config {
                         ),
                     ));
                 }
-                dp.w().xdp.attach(i as u16, x.mode, prog);
+                for (wid, prog) in runners.into_iter().zip(progs) {
+                    dp.workers[wid].xdp.attach(i as u16, x.mode, prog);
+                }
             }
         }
         Ok(dp)
@@ -422,7 +440,7 @@ impl Config {
     /// How many queues port `pc` has: its own `rss_queues`, else the tunable's for the kinds
     /// that take queues (the generator, null/count/check sinks), else one.
     fn queues_of(&self, pc: &PortConfig, what: &str, default: u32) -> Result<u16, ConfigError> {
-        let multi = matches!(pc.kind, PortKind::Gen | PortKind::Null | PortKind::Count | PortKind::Check);
+        let multi = matches!(pc.kind, PortKind::Gen | PortKind::Null | PortKind::Count | PortKind::Check | PortKind::Capture);
         match pc.rss_queues {
             Some(q) if q == 0 || q > crate::port::rss::MAX_QUEUES => {
                 Err(field(format!("{what}.rss_queues"), crate::port::rss::RssError::Queues(q as u32).to_string()))

@@ -105,7 +105,8 @@ fn build_meta(net: &Net, w: &mut Worker, port: u16, rx: &[crate::buf::Pkt], skbs
     let t0 = w.clock();
     let mac = net.ifaces.get(port as usize).map(|i| i.mac).unwrap_or([0; 6]);
     skbs.clear();
-    skbs.extend(rx.iter().map(|&p| Skb::build(p, w.bufs.data(p), port, 0, &mac)));
+    let queue = w.id as u16; // queue q of a port belongs to worker q
+    skbs.extend(rx.iter().map(|&p| Skb::build(p, w.bufs.data(p), port, queue, &mac)));
     w.stage_done(Stage::Meta, rx.len(), t0);
 }
 
@@ -265,11 +266,12 @@ fn wait_for_other_workers(net: &Net, w: &mut Worker) {
 /// packet count, its bounded inputs (when those end the run), or everything its queues had.
 /// A worker that owns no receive queue (an RPS target) has nothing to wait for.
 fn rx_finished(w: &Worker, limit: &RunLimit) -> bool {
-    if limit.packets.is_some() && w.rx_quota == 0 {
-        return true;
+    if limit.packets.is_some() {
+        return w.rx_quota == 0 || all_rx_done(w);
     }
-    if limit.until_bounded_inputs_done && !w.owned_ports().any(|p| p.rx_bounded()) {
-        return true;
+    if limit.until_bounded_inputs_done {
+        // Unbounded inputs (a generator) do not hold the run; bounded ones must be read.
+        return bounded_rx_done(w) || !w.owned_ports().any(|p| p.rx_bounded());
     }
     all_rx_done(w)
 }

@@ -10,8 +10,6 @@ use sluice_ebpf::jit::{Jit, JitProgram};
 use sluice_ebpf::verifier::{verify, VerifyOptions};
 use sluice_ebpf::{BurstCtx, BurstFaults, FrameRegion, Interpreter, LoadOptions, Maps, Object, RunConfig};
 
-/// Worker threads that run XDP programs (the datapath has one; RPS workers will add more).
-const WORKERS: u32 = 1;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -69,6 +67,11 @@ pub struct EbpfProgram {
     tail_targets: Vec<Option<Engine>>,
     /// Names of the object's programs (same indexes), to fill PROG_ARRAY slots by name.
     program_names: Vec<String>,
+    /// What [`EbpfProgram::instance`] builds another engine from: the verified entry program,
+    /// the tail-call targets, and the run configuration.
+    entry: Arc<sluice_ebpf::Program>,
+    tail_programs: Vec<Option<Arc<sluice_ebpf::Program>>>,
+    config: RunConfig,
 }
 
 impl EbpfProgram {
@@ -84,6 +87,49 @@ impl EbpfProgram {
         EbpfProgram::load_selected(path, section, false, &VerifyOptions::default(), kind, locked_atomics)
     }
 
+    /// [`EbpfProgram::load_with`] for a datapath of `workers` workers, `runners` of which
+    /// run an instance ([`EbpfProgram::instance`]): per-CPU maps get a copy per worker, and
+    /// when more than one runs the program BPF atomics use bus-locked instructions, as the
+    /// kernel's do.
+    pub fn load_for_workers(
+        path: &Path,
+        section: Option<&str>,
+        kind: EngineKind,
+        locked_atomics: bool,
+        workers: u32,
+        runners: u32,
+    ) -> Result<EbpfProgram, XdpLoadError> {
+        let locked = locked_atomics || runners > 1;
+        EbpfProgram::load_full(path, section, false, &VerifyOptions::default(), kind, locked, workers.max(1))
+    }
+
+    /// Another instance of this program for another worker: its own engine (and JIT code),
+    /// the same maps.
+    pub fn instance(&self) -> Result<EbpfProgram, XdpLoadError> {
+        let load_error = |msg| XdpLoadError::Load { path: self.name.clone(), msg };
+        let engine = make_engine(self.engine_kind, &self.entry, &self.maps, self.config).map_err(load_error)?.0;
+        let tail_targets = self
+            .tail_programs
+            .iter()
+            .map(|t| t.as_ref().and_then(|t| make_engine(self.engine_kind, t, &self.maps, self.config).ok()).map(|e| e.0))
+            .collect();
+        Ok(EbpfProgram {
+            name: self.name.clone(),
+            engine,
+            maps: self.maps.clone(),
+            engine_kind: self.engine_kind,
+            jit_fallback: self.jit_fallback.clone(),
+            faults: 0,
+            last_fault: None,
+            frags_aware: self.frags_aware,
+            tail_targets,
+            program_names: self.program_names.clone(),
+            entry: self.entry.clone(),
+            tail_programs: self.tail_programs.clone(),
+            config: self.config,
+        })
+    }
+
     /// [`EbpfProgram::load_with`] with libbpf / bpftool program selection: `force_xdp` takes a
     /// program of any section as XDP (bpftool's `prog load ... type xdp`), see
     /// [`Object::select_xdp`]; `verify` chooses the verifier's rule set (privileged by default).
@@ -95,10 +141,22 @@ impl EbpfProgram {
         kind: EngineKind,
         locked_atomics: bool,
     ) -> Result<EbpfProgram, XdpLoadError> {
+        EbpfProgram::load_full(path, section, force_xdp, verify_opts, kind, locked_atomics, 1)
+    }
+
+    fn load_full(
+        path: &Path,
+        section: Option<&str>,
+        force_xdp: bool,
+        verify_opts: &VerifyOptions,
+        kind: EngineKind,
+        locked_atomics: bool,
+        workers: u32,
+    ) -> Result<EbpfProgram, XdpLoadError> {
         let p = path.display().to_string();
-        // One datapath worker (CPU 0) runs every program: per-CPU maps have one copy, and
-        // atomics have a single writer (no bus lock needed; see RunConfig::single_writer).
-        let obj = Object::from_file_with(path, &LoadOptions { ncpus: WORKERS, ..LoadOptions::default() })
+        // Per-CPU maps have a copy per worker; unless asked for locked atomics, one worker
+        // runs the program and is the single writer (no bus lock needed; RunConfig::single_writer).
+        let obj = Object::from_file_with(path, &LoadOptions { ncpus: workers, ..LoadOptions::default() })
             .map_err(|e| XdpLoadError::Load { path: p.clone(), msg: e.to_string() })?;
         let prog = obj.select_xdp(section, force_xdp).cloned().map_err(|why| XdpLoadError::Select { path: p.clone(), why })?;
         let name = format!("{}:{}", path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(), prog.name);
@@ -109,40 +167,20 @@ impl EbpfProgram {
             prog.insns.iter().any(|i| i.code == sluice_ebpf::insn::BPF_JMP | sluice_ebpf::insn::BPF_CALL && i.src == 0 && i.imm == 12);
         let prog = Arc::new(prog);
         let maps = obj.maps.clone();
-        let config = RunConfig { single_writer: WORKERS == 1 && !locked_atomics, ..RunConfig::default() };
-        let interp = || -> Result<Engine, XdpLoadError> {
-            Ok(Engine::Interp(
-                Interpreter::with_config(prog.clone(), maps.clone(), config)
-                    .map_err(|e| XdpLoadError::Load { path: p.clone(), msg: e.to_string() })?,
-            ))
-        };
-        let (engine, engine_kind, jit_fallback) = match kind {
-            EngineKind::Interp => (interp()?, EngineKind::Interp, None),
-            EngineKind::Jit => match Jit::compile_with_config(prog.clone(), maps.clone(), config) {
-                Ok(j) => (Engine::Jit(j), EngineKind::Jit, None),
-                // A program the JIT cannot translate still runs, checked, in the interpreter.
-                Err(e) => (interp()?, EngineKind::Interp, Some(e.to_string())),
-            },
-        };
+        let config = RunConfig { single_writer: !locked_atomics, ..RunConfig::default() };
+        let (engine, engine_kind, jit_fallback) =
+            make_engine(kind, &prog, &maps, config).map_err(|msg| XdpLoadError::Load { path: p.clone(), msg })?;
         // Tail-call targets: the object's XDP programs, each verified as the entry one.
-        let tail_targets = if calls_tail {
+        let tail_programs: Vec<Option<Arc<sluice_ebpf::Program>>> = if calls_tail {
             obj.programs
                 .iter()
-                .map(|t| {
-                    let t = Arc::new(t.clone());
-                    if !(t.is_xdp() || force_xdp) || verify(&t, verify_opts).is_err() {
-                        return None;
-                    }
-                    match engine_kind {
-                        EngineKind::Jit => Jit::compile_with_config(t.clone(), maps.clone(), config).ok().map(Engine::Jit),
-                        EngineKind::Interp => None,
-                    }
-                    .or_else(|| Interpreter::with_config(t, maps.clone(), config).ok().map(Engine::Interp))
-                })
+                .map(|t| Some(Arc::new(t.clone())).filter(|t| (t.is_xdp() || force_xdp) && verify(t, verify_opts).is_ok()))
                 .collect()
         } else {
             Vec::new()
         };
+        let tail_targets =
+            tail_programs.iter().map(|t| t.as_ref().and_then(|t| make_engine(engine_kind, t, &maps, config).ok()).map(|e| e.0)).collect();
         let program_names = obj.programs.iter().map(|p| p.name.clone()).collect();
         Ok(EbpfProgram {
             name,
@@ -155,6 +193,9 @@ impl EbpfProgram {
             frags_aware,
             tail_targets,
             program_names,
+            entry: prog,
+            tail_programs,
+            config,
         })
     }
 
@@ -162,6 +203,24 @@ impl EbpfProgram {
     pub fn program_index(&self, name: &str) -> Option<u32> {
         self.program_names.iter().position(|n| n == name).map(|i| i as u32)
     }
+}
+
+/// The engine `kind` asks for over `prog`: the JIT, or the checked interpreter when asked or
+/// when the JIT cannot translate the program (the reason is returned then).
+fn make_engine(
+    kind: EngineKind,
+    prog: &Arc<sluice_ebpf::Program>,
+    maps: &Arc<Maps>,
+    config: RunConfig,
+) -> Result<(Engine, EngineKind, Option<String>), String> {
+    let interp = || Interpreter::with_config(prog.clone(), maps.clone(), config).map(Engine::Interp).map_err(|e| e.to_string());
+    Ok(match kind {
+        EngineKind::Interp => (interp()?, EngineKind::Interp, None),
+        EngineKind::Jit => match Jit::compile_with_config(prog.clone(), maps.clone(), config) {
+            Ok(j) => (Engine::Jit(j), EngineKind::Jit, None),
+            Err(e) => (interp()?, EngineKind::Interp, Some(e.to_string())),
+        },
+    })
 }
 
 impl Engine {
@@ -181,6 +240,10 @@ impl XdpProgram for EbpfProgram {
 
     fn frags_aware(&self) -> bool {
         self.frags_aware
+    }
+
+    fn maps(&self) -> Option<Arc<Maps>> {
+        Some(self.maps.clone())
     }
 
     #[inline]

@@ -15,11 +15,19 @@ pub struct SluiceEnv<'a> {
     ifaces: &'a [Iface],
     trace: &'a mut Vec<String>,
     rng: u64,
+    /// The worker running the program: `bpf_get_smp_processor_id`, and the per-CPU map copy.
+    cpu: u32,
 }
 
 impl<'a> SluiceEnv<'a> {
     pub fn new(routes: &'a RouteTable, neigh: &'a Neighbours, ifaces: &'a [Iface], trace: &'a mut Vec<String>) -> SluiceEnv<'a> {
-        SluiceEnv { routes, neigh, ifaces, trace, rng: 0x9e37_79b9_7f4a_7c15 }
+        SluiceEnv { routes, neigh, ifaces, trace, rng: 0x9e37_79b9_7f4a_7c15, cpu: 0 }
+    }
+
+    /// Runs programs as worker `cpu` (its per-CPU map copies, its processor id).
+    pub fn on_cpu(mut self, cpu: u32) -> Self {
+        self.cpu = cpu;
+        self
     }
 }
 
@@ -34,7 +42,7 @@ impl Env for SluiceEnv<'_> {
     }
 
     fn cpu_id(&mut self) -> u32 {
-        0
+        self.cpu
     }
 
     fn prandom_u32(&mut self) -> u32 {

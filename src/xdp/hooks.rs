@@ -21,6 +21,11 @@ pub trait XdpProgram: Send {
         true
     }
 
+    /// The program's maps, for an eBPF program (shared by its instances on every worker).
+    fn maps(&self) -> Option<std::sync::Arc<sluice_ebpf::Maps>> {
+        None
+    }
+
     /// Runs on every packet of a burst from one rx queue: outcome `i` is packet `i`'s, and
     /// the packet's bounds reflect head/tail adjustments. `out` is at least as long as `pkts`.
     /// Engines override this to set up once per burst (the native hook's path).
