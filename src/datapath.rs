@@ -72,10 +72,18 @@ impl Datapath {
     /// a multi-queue port, say.
     pub fn with_workers(tun: Tunables, pipeline: Pipeline, pool: &Pool, workers: usize) -> Datapath {
         let net = Net::with_workers(tun, pipeline, workers);
-        let workers = (0..net.rps.workers())
-            .map(|id| {
+        let (tx, rx) = crate::rps::backlog::backlog_rings(net.rps.workers(), net.rps.max_backlog);
+        let workers = tx
+            .into_iter()
+            .zip(rx)
+            .enumerate()
+            .map(|(id, (tx, rx))| {
                 let mut w = Worker::new(id, pool);
                 w.set_epoch(net.epoch);
+                if net.rps.workers() > 1 {
+                    w.rps_tx = tx;
+                    w.backlog_rx = rx;
+                }
                 w
             })
             .collect();

@@ -43,6 +43,10 @@ pub struct Worker {
     /// of the round (bit per worker), and the flow-limit history per target.
     pub(crate) rps_out: Vec<Vec<crate::buf::skb::Skb>>,
     pub(crate) wake_pending: u64,
+    /// Backlog rings: producer ends to every other worker (by target; None for this one),
+    /// and the consumer ends of this worker's backlog, one per other worker.
+    pub(crate) rps_tx: Vec<Option<crate::rps::backlog::BacklogTx>>,
+    pub(crate) backlog_rx: Vec<crate::rps::backlog::BacklogRx>,
     pub(crate) flow_limit: Vec<FlowLimit>,
     /// This worker's thread CPU time (user, system seconds) over its last run.
     pub cpu_time: Option<(f64, f64)>,
@@ -69,6 +73,8 @@ impl Worker {
             frag_scratch: Vec::new(),
             rps_out: Vec::new(),
             wake_pending: 0,
+            rps_tx: Vec::new(),
+            backlog_rx: Vec::new(),
             flow_limit: Vec::new(),
             cpu_time: None,
         }
@@ -136,7 +142,9 @@ impl Worker {
 
     /// Packets the worker holds that have not met their fate yet.
     pub fn in_flight(&self) -> u64 {
-        self.txq.iter().map(|q| q.pkts.len() as u64).sum::<u64>() + self.xdp.in_flight()
+        self.txq.iter().map(|q| q.pkts.len() as u64).sum::<u64>()
+            + self.xdp.in_flight()
+            + self.backlog_rx.iter().map(|r| r.slots() as u64).sum::<u64>()
     }
 
     /// Buffers taken from the pool through this worker's cache and not freed through it.

@@ -325,7 +325,7 @@ pub fn run_worker(net: &Net, w: &mut Worker, limit: &RunLimit) {
             input_done = true;
             net.rps.rx_finished.fetch_add(1, Ordering::AcqRel);
         }
-        if did > 0 || backlog.idle() {
+        if did > 0 || backlog.idle(|| w.backlog_rx.iter().any(|r| !r.is_empty())) {
             continue;
         }
         if input_done {

@@ -1,7 +1,9 @@
-//! The steering state workers share: each worker's backlog (the queue RPS fills for it, the
-//! kernel's per-CPU `softnet_data.input_pkt_queue`), the per-port handoff queues through
-//! which a worker transmits on a port another worker owns, and the run's stop signal.
-//! Lock-free bounded queues: producers and consumers never block each other.
+//! The steering state workers share: each worker's backlog wake-up state (the backlog itself,
+//! the kernel's per-CPU `softnet_data.input_pkt_queue`, is a set of single-producer rings,
+//! one from every other worker, whose ends the two workers own: see [`backlog_rings`]), the
+//! per-port handoff queues through which a worker transmits on a port another worker owns,
+//! and the run's stop signal. Lock-free bounded queues: producers and consumers never block
+//! each other.
 
 use crate::buf::skb::Skb;
 use crate::buf::Pkt;
@@ -14,9 +16,32 @@ use std::thread::Thread;
 /// Packets a port's handoff queue holds (like a transmit ring shared by the workers).
 pub const HANDOFF_LEN: usize = 4096;
 
-/// One worker's backlog.
+/// The backlog ring from one worker to another: the producer end stays with the steering
+/// worker, the consumer end with the target. A run of packets goes in with one index store
+/// (`push_partial_slice`), and the ends keep their indices on separate cache lines.
+pub type BacklogTx = rtrb::Producer<Skb>;
+pub type BacklogRx = rtrb::Consumer<Skb>;
+
+/// Rings for `workers` workers, `len` packets each (`net.core.netdev_max_backlog`): entry
+/// `[s][d]` is the producer from worker s to worker d (None for s = d), and the consumers of
+/// worker d are `rx[d]`.
+pub fn backlog_rings(workers: usize, len: usize) -> (Vec<Vec<Option<BacklogTx>>>, Vec<Vec<BacklogRx>>) {
+    let mut tx: Vec<Vec<Option<BacklogTx>>> = (0..workers).map(|_| (0..workers).map(|_| None).collect()).collect();
+    let mut rx: Vec<Vec<BacklogRx>> = (0..workers).map(|_| Vec::new()).collect();
+    for (s, row) in tx.iter_mut().enumerate() {
+        for (d, slot) in row.iter_mut().enumerate() {
+            if s != d {
+                let (p, c) = rtrb::RingBuffer::new(len.max(1));
+                *slot = Some(p);
+                rx[d].push(c);
+            }
+        }
+    }
+    (tx, rx)
+}
+
+/// One worker's backlog: whether it is scheduled, and who serves it.
 pub struct Backlog {
-    pub queue: ArrayQueue<Skb>,
     /// True while the worker is awake for this backlog or a wake-up is on its way: a
     /// producer wakes the worker only when it turns this from false to true (the kernel's
     /// NAPI_STATE_SCHED test before it raises an IPI).
@@ -25,23 +50,27 @@ pub struct Backlog {
 }
 
 impl Backlog {
-    fn new(len: usize) -> Backlog {
-        Backlog { queue: ArrayQueue::new(len.max(1)), scheduled: AtomicBool::new(false), thread: OnceLock::new() }
+    fn new() -> Backlog {
+        Backlog { scheduled: AtomicBool::new(false), thread: OnceLock::new() }
     }
 
-    /// Marks the backlog scheduled; true if it was not (the caller then wakes the worker).
+    /// Marks the backlog scheduled (after packets went in); true if it was not (the caller
+    /// then wakes the worker).
     pub fn schedule(&self) -> bool {
-        !self.scheduled.swap(true, Ordering::AcqRel)
+        !self.scheduled.swap(true, Ordering::SeqCst)
     }
 
     /// The worker goes idle: a producer must wake it for the next packet. Returns whether
-    /// packets arrived meanwhile (then it stays scheduled and keeps working).
-    pub fn idle(&self) -> bool {
-        self.scheduled.store(false, Ordering::Release);
-        if self.queue.is_empty() {
+    /// packets arrived meanwhile (`pending`; then it stays scheduled and keeps working).
+    pub fn idle(&self, pending: impl Fn() -> bool) -> bool {
+        self.scheduled.store(false, Ordering::SeqCst);
+        // The flag is cleared before the rings are read: a producer that pushed after this
+        // read sees the flag clear and wakes the worker.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if !pending() {
             return false;
         }
-        self.scheduled.store(true, Ordering::Release);
+        self.scheduled.store(true, Ordering::SeqCst);
         true
     }
 
@@ -66,6 +95,8 @@ pub struct Steering {
     pub flow_limit_cpus: u64,
     /// One per worker.
     pub backlogs: Vec<Backlog>,
+    /// Each backlog ring's capacity (`net.core.netdev_max_backlog`).
+    pub max_backlog: usize,
     /// One per port: packets for the port's owner to transmit.
     pub tx_handoff: Vec<ArrayQueue<Pkt>>,
     /// Raised by worker 0 when the run ends: the others finish their backlog and stop.
@@ -86,7 +117,8 @@ impl Steering {
         Steering {
             cpus,
             flow_limit_cpus,
-            backlogs: (0..workers).map(|_| Backlog::new(max_backlog)).collect(),
+            backlogs: (0..workers).map(|_| Backlog::new()).collect(),
+            max_backlog: max_backlog.max(1),
             tx_handoff: Vec::new(),
             stop: AtomicBool::new(false),
             finished: AtomicUsize::new(0),
@@ -104,9 +136,10 @@ impl Steering {
         !self.cpus.is_empty()
     }
 
-    /// Packets in backlogs and handoff queues (in flight between workers).
+    /// Packets in handoff queues (in flight between workers; backlog rings are counted by
+    /// the workers that own their consumer ends).
     pub fn in_flight(&self) -> u64 {
-        (self.backlogs.iter().map(|b| b.queue.len()).sum::<usize>() + self.tx_handoff.iter().map(ArrayQueue::len).sum::<usize>()) as u64
+        self.tx_handoff.iter().map(ArrayQueue::len).sum::<usize>() as u64
     }
 
     /// Every worker's last reported counters, summed.

@@ -106,35 +106,51 @@ pub fn steer(net: &Net, w: &mut Worker, skbs: &mut Vec<Skb>) {
     w.stage_done(Stage::Rps, total, t0);
 }
 
-/// Appends this worker's staged packets for `target` to its backlog: a full backlog drops
-/// (`cpu_backlog`), and past half full a flow with more than half of the recent packets is
-/// dropped when the target applies the flow limit.
+/// Appends this worker's staged packets for `target` to its backlog ring, a run at once: a
+/// full ring drops (`cpu_backlog`), and past half full, when the target applies the flow
+/// limit, a flow with more than half of the recent packets is dropped.
 fn enqueue_to_backlog(net: &Net, w: &mut Worker, target: usize) {
     let st = &net.rps;
-    let backlog = &st.backlogs[target];
     let mut staged = std::mem::take(&mut w.rps_out[target]);
+    let Some(mut ring) = w.rps_tx.get_mut(target).and_then(Option::take) else {
+        // No ring to that worker (cannot happen with rings from `backlog_rings`).
+        for s in staged.drain(..) {
+            w.drop_pkt(s.pkt, DropReason::CpuBacklog);
+        }
+        w.rps_out[target] = staged;
+        return;
+    };
+    let cap = st.max_backlog;
+    let half = cap / 2;
     let limit_flows = st.flow_limit_cpus >> target & 1 == 1;
-    let half = backlog.queue.capacity() / 2;
     let mut queued = 0u64;
-    for s in staged.drain(..) {
-        if limit_flows && backlog.queue.len() >= half {
-            if w.flow_limit.len() <= target {
-                let len = net.tun.flow_limit_table_len as usize;
-                w.flow_limit.resize_with(target + 1, || FlowLimit::new(len));
-            }
-            if w.flow_limit[target].over_limit(s.hash) {
+    if limit_flows && cap - ring.slots() + staged.len() > half {
+        if w.flow_limit.len() <= target {
+            let len = net.tun.flow_limit_table_len as usize;
+            w.flow_limit.resize_with(target + 1, || FlowLimit::new(len));
+        }
+        for s in staged.drain(..) {
+            if cap - ring.slots() >= half && w.flow_limit[target].over_limit(s.hash) {
                 w.drop_pkt(s.pkt, DropReason::CpuBacklogFlowLimit);
                 continue;
             }
+            match ring.push(s) {
+                Ok(()) => queued += 1,
+                Err(rtrb::PushError::Full(s)) => w.drop_pkt(s.pkt, DropReason::CpuBacklog),
+            }
         }
-        match backlog.queue.push(s) {
-            Ok(()) => queued += 1,
-            Err(s) => w.drop_pkt(s.pkt, DropReason::CpuBacklog),
+    } else {
+        let (sent, refused) = ring.push_partial_slice(&staged);
+        queued = sent.len() as u64;
+        for s in refused {
+            w.drop_pkt(s.pkt, DropReason::CpuBacklog);
         }
+        staged.clear();
     }
+    w.rps_tx[target] = Some(ring);
     w.rps_out[target] = staged;
     w.c.rps_steered += queued;
-    if queued > 0 && backlog.schedule() {
+    if queued > 0 && st.backlogs[target].schedule() {
         w.wake_pending |= 1 << target;
     }
 }
@@ -155,18 +171,22 @@ pub fn send_wakeups(net: &Net, w: &mut Worker) {
 /// process_backlog: this worker's backlog as a NAPI instance, up to `quota` packets through
 /// the receive path. Returns how many.
 pub fn process_backlog(net: &Net, w: &mut Worker, quota: usize) -> usize {
-    let Some(backlog) = net.rps.backlogs.get(w.id) else { return 0 };
-    if backlog.queue.is_empty() {
+    if w.backlog_rx.iter().all(|r| r.is_empty()) {
         return 0;
     }
     w.clock.next_poll(net.tun.clock_sample);
     let mut skbs = std::mem::take(&mut w.skb_scratch);
     skbs.clear();
-    while skbs.len() < quota {
-        match backlog.queue.pop() {
-            Some(s) => skbs.push(s),
-            None => break,
+    for ring in &mut w.backlog_rx {
+        let want = quota.saturating_sub(skbs.len()).min(ring.slots());
+        if want == 0 {
+            continue;
         }
+        let start = skbs.len();
+        skbs.resize(start + want, Skb::default());
+        let (got, _) = ring.pop_partial_slice(&mut skbs[start..]);
+        let got = got.len();
+        skbs.truncate(start + got);
     }
     let n = skbs.len();
     w.c.backlog_processed += n as u64;

@@ -1,8 +1,9 @@
 //! rps.txt: 500 netperf TCP_RR instances through one receive queue; RPS spreads protocol
 //! processing over the CPUs: e1000e, 8 cores, 108K → 311K transactions/s (×2.9).
 //! sluice: one port polled by worker 0, l3fwd over 1024 flows; one worker vs RPS over two
-//! (`rps_cpus=0-1`), with a heavy per-packet cost (the case RPS is for) and with the plain
-//! router (the seed's caveat: steering costs something per packet).
+//! (`rps_cpus=0-1`) vs RSS with two queues (`rss_queues=2`), with a heavy per-packet cost
+//! (the case RPS is for) and with the plain router (the seed's caveat: steering costs
+//! something per packet).
 
 use crate::bench::experiment::{Arm, Comparison, Experiment, SeedFigure};
 use crate::bench::BenchError;
@@ -40,7 +41,9 @@ pub fn build() -> Result<Experiment, BenchError> {
              the l3fwd pipeline into a null sink. **1 worker**: everything on one thread. **RPS 0-1**: worker 0 \
              polls, builds metadata, hashes each flow and keeps its flows or appends them to worker 1's backlog \
              (a second pinned thread, woken at most once per round); worker 1 runs the receive path on its share \
-             and hands its output back to the port's owner. The **heavy** arms add `rx.extra_work={HEAVY_WORK}` per \
+             and hands its output back to the port's owner. **RSS 2 queues**: the generator's port has two receive \
+             queues (Toeplitz hash, 128-entry indirection table) and the sink two transmit queues, a worker per \
+             queue, each running the whole path on its share (no steering, no handoff). The **heavy** arms add `rx.extra_work={HEAVY_WORK}` per \
              packet (a dependent busy loop in the receive path: protocol work that RPS can spread); the **light** \
              arms are the plain router. Mpps counts packets that entered processing (received minus backlog \
              drops)."
@@ -48,12 +51,14 @@ pub fn build() -> Result<Experiment, BenchError> {
         arms: vec![
             Arm::sluice("heavy-1", "heavy, 1 worker", r.clone(), &[&heavy]),
             Arm::sluice("heavy-rps", "heavy, RPS 0-1", r.clone(), &[&heavy, "rps_cpus=0-1", backlog]),
+            Arm::sluice("heavy-rss", "heavy, RSS 2 queues", r.clone(), &[&heavy, "rss_queues=2"]),
             Arm::sluice("light-1", "light, 1 worker", r.clone(), &[]),
             Arm::sluice("light-rps", "light, RPS 0-1", r, &["rps_cpus=0-1", backlog]),
         ],
         comparisons: vec![
             Comparison { a: 0, b: 1, title: "heavy per-packet work: RPS over 2 workers vs 1 worker".into(), ratio: true },
-            Comparison { a: 2, b: 3, title: "plain router: RPS over 2 workers vs 1 worker".into(), ratio: true },
+            Comparison { a: 0, b: 2, title: "heavy per-packet work: RSS over 2 queues (2 workers) vs 1 worker".into(), ratio: true },
+            Comparison { a: 3, b: 4, title: "plain router: RPS over 2 workers vs 1 worker".into(), ratio: true },
         ],
         seed: Some(SeedFigure {
             file: "rps.txt",
