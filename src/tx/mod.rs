@@ -7,6 +7,7 @@ use crate::net::Net;
 use crate::stats::{DropReason, Stage};
 use crate::worker::Worker;
 
+pub mod bql;
 pub mod queue;
 pub use queue::{TxQueue, QUEUE_SOFT_LIMIT};
 
