@@ -130,7 +130,7 @@ impl Worker {
 
     /// Packets the worker holds that have not met their fate yet.
     pub fn in_flight(&self) -> u64 {
-        self.txq.iter().map(|q| q.pkts.len() as u64).sum::<u64>() + self.xdp.in_flight()
+        self.txq.iter().map(|q| q.len() as u64).sum::<u64>() + self.xdp.in_flight()
     }
 
     /// Buffers taken from the pool through this worker's cache and not freed through it.

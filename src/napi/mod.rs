@@ -287,6 +287,7 @@ pub fn run_backlog_worker(net: &Net, w: &mut Worker) {
 /// finished (a capture that could not be written), by name.
 pub fn drain(net: &Net, w: &mut Worker) -> Vec<(String, std::io::Error)> {
     poll_end(net, w);
+    crate::tx::drain_qdiscs(net, w);
     w.sockets.drain_all(&mut w.bufs);
     let mut failed = Vec::new();
     for p in w.ports.iter_mut().flatten() {
