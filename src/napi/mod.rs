@@ -48,6 +48,7 @@ pub fn softirq_round(net: &Net, w: &mut Worker) -> usize {
     if w.wake_pending != 0 {
         crate::rps::send_wakeups(net, w);
     }
+    crate::tx::tx_action(net, w);
     done
 }
 

@@ -313,6 +313,22 @@ pub fn drain_qdiscs(net: &Net, w: &mut Worker) {
 /// Longest [`drain_qdiscs`] waits for rings to drain.
 const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
 
+/// The transmit softirq (net_tx_action), once per softirq round: ports with a ring reap
+/// their completions (which wakes stopped queues) and qdiscs still holding packets run
+/// again, even when no poll received anything (a sender waiting for buffers).
+pub fn tx_action(net: &Net, w: &mut Worker) {
+    for i in 0..w.ports.len() {
+        let Some(dev) = w.ports[i].as_mut() else { continue };
+        if dev.tx_queue().is_none() {
+            continue;
+        }
+        dev.tx_completions(&mut w.bufs);
+        if w.txq.get(i).is_some_and(|q| q.held() > 0) {
+            xmit_queue(net, w, i as u16);
+        }
+    }
+}
+
 /// Reaps transmit completions on every port.
 pub fn reap_completions(w: &mut Worker) {
     for dev in w.ports.iter_mut().flatten() {

@@ -4,6 +4,7 @@
 
 mod io;
 mod listify;
+pub mod qdisc;
 mod selfcheck;
 pub use selfcheck::health as selfcheck_health;
 mod xdp;
@@ -21,7 +22,7 @@ pub fn registry() -> Vec<(&'static str, &'static str, Builder)> {
         ("xdp", "native vs generic XDP, DROP/TX x no_touch/read, JIT vs interpreter (generic-xdp-eval.rst)", xdp::build),
         ("selfcheck", "harness self-test: A vs identical A', A vs A + rx.extra_work, and an extra_work sweep", selfcheck::build),
         // ("gro", "...", gro::build),     issue: GRO_NORMAL batching (gro-normal-batch.txt)
-        // ("qdisc", "...", qdisc::build), issue: qdisc bulk dequeue (qdisc-bulk-dequeue.txt)
+        ("qdisc", "qdisc bulk dequeue off vs on, pfifo_fast into a 10G NIC model (qdisc-bulk-dequeue.txt)", qdisc::build),
         // ("rps", "...", rps::build),     issue: receive packet steering (rps.txt)
     ]
 }
