@@ -10,38 +10,14 @@ use crate::config::Config;
 /// 10 Gbit/s line rate for 60-byte frames (64 with FCS): 10e9 / ((64 + 20) × 8) packets/s.
 pub const LINE_RATE_10G_64B_MPPS: f64 = 10_000.0 / (84.0 * 8.0);
 
-/// The generator (64 flows of 64-byte frames) forwarded into the NIC model through
-/// pfifo_fast. The pool (512 frames) is the sender's socket buffer: a buffer comes back
-/// only when the NIC completes it, so the sender waits for the wire as trafgen does and the
-/// received rate is the transmitted rate.
-const QDISC_TOML: &str = r#"
-pipeline = "io"
-pool_frames = 512
-
-[[ports]]
-name = "gen0"
-kind = "gen"
-mac = "02:00:00:00:02:00"
-peer = "nic0"
-[ports.gen]
-flows = 64
-ip = "v4"
-size = { fixed = 60 }
-
-[[ports]]
-name = "nic0"
-kind = "sim"
-mac = "02:00:00:00:02:01"
-[ports.sim]
-rate_gbps = 10.0
-ring = 512
-doorbell_ns = 100
-[ports.qdisc]
-kind = "pfifo_fast"
-"#;
+/// examples/qdisc.toml, compiled in: the generator (64 flows of 64-byte frames) forwarded
+/// into the NIC model through pfifo_fast. Its pool (512 frames) is the sender's socket
+/// buffer: a buffer comes back only when the NIC completes it, so the sender waits for the
+/// wire as trafgen does and the received rate is the transmitted rate.
+const QDISC_TOML: &str = include_str!("../../../examples/qdisc.toml");
 
 pub fn config() -> Result<Config, BenchError> {
-    Config::from_toml(QDISC_TOML, "bench qdisc").map_err(|e| BenchError::Experiment(e.to_string()))
+    Config::from_toml(QDISC_TOML, "examples/qdisc.toml").map_err(|e| BenchError::Experiment(e.to_string()))
 }
 
 pub fn build() -> Result<Experiment, BenchError> {
