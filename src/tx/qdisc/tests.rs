@@ -298,9 +298,7 @@ fn stage(q: &mut TxQueue, bufs: &mut BufCache, n: usize, flows: u16, seqs: &mut 
 }
 
 fn tx_queue(net: &Net) -> TxQueue {
-    let mut q = TxQueue::default();
-    q.qdisc = Some(crate::tx::default_spec(net).build(net.tun.txqueuelen, 1514));
-    q
+    TxQueue { qdisc: Some(crate::tx::default_spec(net).build(net.tun.txqueuelen, 1514)), ..TxQueue::default() }
 }
 
 /// Sends 4000 packets of 8 flows through pfifo_fast into the NIC model, completing in
