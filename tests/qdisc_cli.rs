@@ -51,6 +51,24 @@ fn qdisc_bulk_set_from_the_command_line_changes_doorbells_per_packet() {
 }
 
 #[test]
+fn the_ports_qdisc_table_picks_the_qdisc_and_the_summary_shows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::read_to_string(example()).unwrap();
+    let fq = write(dir.path(), "fq", &base.replacen("kind = \"pfifo_fast\"", "kind = \"fq_codel\"\nflows = 256\ntarget_us = 2000", 1));
+    let o = run(&["run", "--config", &fq, "--seconds", "0.3"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.contains("qdisc fq_codel on nic0: sent "), "{out}");
+    assert!(out.contains("packets per driver call: "), "{out}");
+    assert!(out.contains("conservation: ok"), "{out}");
+    // Without the table, net.core.default_qdisc decides.
+    let plain = write(dir.path(), "plain", &base.replacen("[ports.qdisc]\nkind = \"pfifo_fast\"\n", "", 1));
+    let o = run(&["run", "--config", &plain, "--seconds", "0.2", "--set", "net.core.default_qdisc=bfifo"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("qdisc bfifo on nic0: sent "), "{out}");
+}
+
+#[test]
 fn bad_qdisc_settings_are_refused_by_name() {
     let cfg = example();
     refused(&["run", "--config", &cfg, "--set", "net.core.default_qdisc=sfq"], "net.core.default_qdisc");
