@@ -153,6 +153,8 @@ pub struct SimNic {
     txq: TxqState,
     stats: PortStats,
     pub sim: SimStats,
+    /// When set, every reaped descriptor's (buffer, wire-done time), for delay measurements.
+    pub completion_log: Option<Vec<(crate::buf::BufId, u64)>>,
 }
 
 impl SimNic {
@@ -178,6 +180,7 @@ impl SimNic {
             txq,
             stats: PortStats::default(),
             sim: SimStats::default(),
+            completion_log: None,
         }
     }
 
@@ -284,6 +287,9 @@ impl Port for SimNic {
         }
         let mut bytes = 0u64;
         for d in self.ring.drain(..done) {
+            if let Some(log) = self.completion_log.as_mut() {
+                log.push((d.pkt.buf, d.done_ns));
+            }
             bytes += d.pkt.total_len() as u64;
             bufs.free(d.pkt);
         }
