@@ -232,6 +232,8 @@ impl FqCodel {
                     match self.pop_head(f) {
                         Some((np, nt)) => (p, t) = (np, nt),
                         None => {
+                            // An empty queue is no standing queue.
+                            self.flows[f].cv.first_above_time = 0;
                             self.flows[f].cv.dropping = false;
                             return None;
                         }
