@@ -104,6 +104,9 @@ impl BadNumber {
 /// the kernel prints them (`0-3,6`), or as a hex mask with `0x` (what sysfs takes: `0x3`);
 /// `none` or an empty list clears them. Each CPU must be present on this machine.
 fn special_value(name: &str, value: &str) -> Option<Result<u64, String>> {
+    if name == "net.core.default_qdisc" {
+        return Some(qdisc_index(value));
+    }
     if name != "rps_cpus" && name != "net.core.flow_limit_cpu_bitmap" {
         return None;
     }
@@ -120,6 +123,20 @@ fn special_value(name: &str, value: &str) -> Option<Result<u64, String>> {
         });
     }
     Some(parse_cpu_list(v, present).map(|cpus| cpus.iter().fold(0u64, |m, c| m | 1 << c)).map_err(|e| e.to_string()))
+}
+
+/// The qdisc names `net.core.default_qdisc` takes, in the order of its value (the same
+/// order as `tx::qdisc::QdiscKind::ALL`; a test keeps them equal).
+pub const QDISC_NAMES: [&str; 5] = ["pfifo_fast", "noqueue", "pfifo", "bfifo", "fq_codel"];
+
+fn qdisc_index(value: &str) -> Result<u64, String> {
+    let v = value.trim();
+    QDISC_NAMES
+        .iter()
+        .position(|n| *n == v)
+        .map(|i| i as u64)
+        .or_else(|| v.parse::<u64>().ok().filter(|i| (*i as usize) < QDISC_NAMES.len()))
+        .ok_or_else(|| format!("unknown qdisc (one of {})", QDISC_NAMES.join(", ")))
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -220,6 +237,14 @@ tunables! {
     listified: u8 = 1, "rx.listified", min 0, max 1;
     /// Reuse the previous route lookup for consecutive packets with the same (daddr, tos).
     route_hint: u8 = 1, "rx.route_hint", min 0, max 1;
+    /// The qdisc of ports whose config names none: pfifo_fast (Linux's default for a device
+    /// without multiqueue), noqueue, pfifo, bfifo or fq_codel.
+    default_qdisc: u8 = 0, "net.core.default_qdisc", min 0, max 4;
+    /// Qdisc bulk dequeue: hand the driver as many packets per call as BQL's dql_avail()
+    /// allows, with xmit_more (0 = one packet per call, a doorbell each).
+    qdisc_bulk: u8 = 1, "qdisc.bulk", min 0, max 1;
+    /// Packet limit of pfifo_fast and pfifo (a device's tx_queue_len; bfifo: × MTU bytes).
+    txqueuelen: u32 = 1000, "txqueuelen", min 1, max 1 << 24;
     /// Packets a port's transmit queue gathers before a tx burst.
     tx_burst: u32 = 32, "tx.burst", min 1, max 4096;
     /// Bus-locked instructions for BPF atomics even when one worker runs the program (the

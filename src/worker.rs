@@ -142,7 +142,7 @@ impl Worker {
 
     /// Packets the worker holds that have not met their fate yet.
     pub fn in_flight(&self) -> u64 {
-        self.txq.iter().map(|q| q.pkts.len() as u64).sum::<u64>()
+        self.txq.iter().map(|q| q.len() as u64).sum::<u64>()
             + self.xdp.in_flight()
             + self.backlog_rx.iter().map(|r| r.slots() as u64).sum::<u64>()
     }

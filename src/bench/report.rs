@@ -325,6 +325,10 @@ fn experiment_md(s: &mut String, r: &Results, e: &ExperimentResult, out: &Path) 
     for w in warnings {
         let _ = writeln!(s, "\n> warning: {}", md_escape(&w));
     }
+    for a in e.arms.iter().filter(|a| a.samples.iter().any(|x| x.doorbells > 0)) {
+        let (d, t): (u64, u64) = a.samples.iter().fold((0, 0), |(d, t), x| (d + x.doorbells, t + x.tx_packets));
+        let _ = writeln!(s, "\nDoorbells per transmitted packet, {}: {} ({d} / {t}).", a.label, f(d as f64 / t.max(1) as f64, 4));
+    }
     if let Some(cap) = e.cap_mpps {
         let _ = writeln!(s, "\nRate cap: {cap} Mpps (samples within 0.5% of it count as censored).");
     }

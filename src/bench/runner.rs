@@ -45,6 +45,8 @@ pub struct Sample {
     /// (user + sys) CPU time / received packets.
     pub cpu_ns_per_packet: Option<f64>,
     pub drops: u64,
+    /// Doorbells rung (driver calls that posted packets) over the measured interval.
+    pub doorbells: u64,
     pub drop_reasons: BTreeMap<String, u64>,
     /// Per-stage cycle counters (stages that ran).
     pub stages: Vec<StageSample>,
@@ -134,6 +136,7 @@ pub fn run_sluice(
         cpu_util: cpu.map(|t| t / secs),
         cpu_ns_per_packet: cpu.map(|t| t * 1e9 / pk),
         drops: c.total_drops(),
+        doorbells: c.doorbells,
         drop_reasons: c.nonzero_drops().into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
         stages: stage_samples(c),
         hw: hw_reading,

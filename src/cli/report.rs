@@ -109,6 +109,35 @@ pub fn summary(r: &RunReport) -> String {
             p.rx_packets, p.tx_packets, p.doorbells, p.check_failures, p.rx_length_errors, p.rx_truncated
         );
     }
+    for q in &r.qdiscs {
+        let (d, t) = (&q.qdisc, &q.txq);
+        let _ = writeln!(
+            s,
+            "\nqdisc {} on {}: sent {} pkts {} bytes, dropped {}, overlimits {}, requeues {}, backlog {} pkts {} bytes{}",
+            q.kind,
+            q.port,
+            d.packets,
+            d.bytes,
+            d.drops,
+            d.overlimits,
+            d.requeues,
+            d.backlog_pkts,
+            d.backlog_bytes,
+            if q.kind == "fq_codel" { format!(", ecn marks {}, new flows {}", d.ecn_mark, d.new_flow_count) } else { String::new() }
+        );
+        let _ = writeln!(
+            s,
+            "  txq: doorbells {}, stops {}, wakes {}, found stopped {}, rescheduled {}, BQL limit {} (max {}), inflight max {}",
+            t.doorbells, q.stops, q.wakes, t.found_stopped, t.resched, q.bql_limit, t.bql_limit_max, t.bql_inflight_max
+        );
+        let hist: Vec<String> = ["1", "2-3", "4-7", "8-15", "16-31", "32-63", "64-127", "128+"]
+            .iter()
+            .zip(t.bulk_hist)
+            .filter(|(_, n)| *n > 0)
+            .map(|(b, n)| format!("{b}: {n}"))
+            .collect();
+        let _ = writeln!(s, "  packets per driver call: {}", hist.join(", "));
+    }
     if r.workers.len() > 1 {
         let _ = writeln!(
             s,

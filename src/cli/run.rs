@@ -39,6 +39,42 @@ pub struct RunReport {
     pub faults: Option<crate::port::fault::FaultStats>,
     /// Per worker (several with RPS): its counters and thread CPU time.
     pub workers: Vec<WorkerLine>,
+    /// Ports with a NIC ring: their qdisc and transmit queue (`tc -s qdisc`, BQL).
+    pub qdiscs: Vec<QdiscLine>,
+}
+
+/// One port's qdisc and transmit queue counters.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct QdiscLine {
+    pub port: String,
+    pub kind: &'static str,
+    pub qdisc: crate::tx::qdisc::QdiscStats,
+    pub txq: crate::tx::queue::TxqStats,
+    pub stops: u64,
+    pub wakes: u64,
+    pub bql_limit: u32,
+}
+
+/// The qdisc lines of the ports that have a ring, from the worker that owns each.
+fn qdisc_lines(dp: &Datapath) -> Vec<QdiscLine> {
+    let mut out = Vec::new();
+    for w in &dp.workers {
+        for (port, q) in w.ports.iter().zip(&w.txq) {
+            let (Some(port), Some(qd)) = (port, q.qdisc.as_ref()) else { continue };
+            let Some(t) = port.tx_queue() else { continue };
+            out.push(QdiscLine {
+                port: port.name().to_string(),
+                kind: qd.kind().name(),
+                qdisc: *qd.stats(),
+                txq: q.stats,
+                stops: t.stops,
+                wakes: t.wakes,
+                // The last limit a qdisc run saw (the drain resets the driver's at shutdown).
+                bql_limit: q.stats.bql_limit_last,
+            });
+        }
+    }
+    out
 }
 
 /// One worker's share of a run.
@@ -178,5 +214,6 @@ pub fn report(dp: &Datapath, el: Duration) -> RunReport {
             .iter()
             .map(|w| WorkerLine { id: w.id, counters: w.c.clone(), cpu_seconds: w.cpu_time.map(|(u, s)| u + s) })
             .collect(),
+        qdiscs: qdisc_lines(dp),
     }
 }

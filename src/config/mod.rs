@@ -45,6 +45,8 @@ pub enum PortKind {
     Capture,
     PcapIn,
     PcapOut,
+    /// The NIC model (`port::sim`): a transmit ring drained at a line rate.
+    Sim,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -93,6 +95,72 @@ pub struct PortConfig {
     /// default on when the port has more than one queue.
     #[serde(default)]
     pub rx_hash: Option<bool>,
+    /// `sim` ports: the NIC model's line rate, ring, doorbell cost, moderation, BQL.
+    #[serde(default)]
+    pub sim: Option<crate::port::sim::SimConfig>,
+    /// `[ports.qdisc]`: this port's qdisc (default: `net.core.default_qdisc`).
+    #[serde(default)]
+    pub qdisc: Option<QdiscConfig>,
+}
+
+/// `[ports.qdisc]`, tc-like: `kind` (pfifo_fast, noqueue, pfifo, bfifo, fq_codel) and the
+/// kind's parameters: `limit` (packets; bfifo bytes), and for fq_codel `flows`, `quantum`,
+/// `target_us`, `interval_us`, `ecn`, `drop_batch`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QdiscConfig {
+    pub kind: String,
+    #[serde(default)]
+    pub limit: Option<u32>,
+    #[serde(default)]
+    pub flows: Option<u32>,
+    #[serde(default)]
+    pub quantum: Option<u32>,
+    #[serde(default)]
+    pub target_us: Option<u64>,
+    #[serde(default)]
+    pub interval_us: Option<u64>,
+    #[serde(default)]
+    pub ecn: Option<bool>,
+    #[serde(default)]
+    pub drop_batch: Option<u32>,
+}
+
+impl QdiscConfig {
+    /// The qdisc it describes; errors name the setting (`what` is where the table is).
+    pub fn spec(&self, what: &str) -> Result<crate::tx::qdisc::QdiscSpec, ConfigError> {
+        use crate::tx::qdisc::{QdiscKind, QdiscSpec};
+        let kind: QdiscKind = self.kind.parse().map_err(|e: String| field(format!("{what}.kind"), e))?;
+        let mut spec = QdiscSpec::new(kind);
+        if self.limit.is_some() && kind == QdiscKind::Noqueue {
+            return Err(field(format!("{what}.limit"), "noqueue has no queue to limit"));
+        }
+        spec.limit = self.limit;
+        let fq: [(&str, bool); 6] = [
+            ("flows", self.flows.is_some()),
+            ("quantum", self.quantum.is_some()),
+            ("target_us", self.target_us.is_some()),
+            ("interval_us", self.interval_us.is_some()),
+            ("ecn", self.ecn.is_some()),
+            ("drop_batch", self.drop_batch.is_some()),
+        ];
+        if kind != QdiscKind::FqCodel {
+            if let Some((name, _)) = fq.iter().find(|(_, set)| *set) {
+                return Err(field(format!("{what}.{name}"), format!("only fq_codel takes `{name}` (this qdisc is {})", kind.name())));
+            }
+        }
+        spec.flows = self.flows.unwrap_or(spec.flows);
+        spec.quantum = self.quantum.unwrap_or(spec.quantum);
+        spec.target_ns = self.target_us.map_or(spec.target_ns, |u| u.saturating_mul(1000));
+        spec.interval_ns = self.interval_us.map_or(spec.interval_ns, |u| u.saturating_mul(1000));
+        spec.ecn = self.ecn.unwrap_or(spec.ecn);
+        spec.drop_batch = self.drop_batch.unwrap_or(spec.drop_batch);
+        spec.validate().map_err(|(p, msg)| {
+            let p = if p == "target/interval" { "target_us/interval_us" } else { p };
+            field(format!("{what}.{p}"), msg)
+        })?;
+        Ok(spec)
+    }
 }
 
 fn default_mtu() -> u16 {
@@ -297,7 +365,11 @@ impl Config {
                 }
             }
             let handles = self.port_queues(pc, &what, dp.net.tun.rss_queues)?;
+            let qdisc = pc.qdisc.as_ref().map(|q| q.spec(&format!("{what}.qdisc"))).transpose()?;
             let idx = dp.add_port_queues(handles, iface.clone());
+            for w in &mut dp.workers {
+                w.txq[idx as usize].spec = qdisc.clone();
+            }
             dp.net.routes.add_iface(idx, &iface).map_err(|e| field(format!("{what}.ipv4/ipv6"), e.to_string()))?;
         }
         for (i, pc) in self.ports.iter().enumerate() {
@@ -500,6 +572,11 @@ impl Config {
                 let path = pc.pcap.as_ref().ok_or_else(|| field(format!("{what}.pcap"), "pcap-out needs a `pcap` file"))?;
                 vec![Box::new(PcapOut::create(&pc.name, path).map_err(|e| field(format!("{what}.pcap"), e.to_string()))?)]
             }
+            PortKind::Sim => {
+                let sc = pc.sim.clone().unwrap_or_default();
+                sc.validate().map_err(|(p, msg)| field(format!("{what}.sim.{p}"), msg))?;
+                vec![Box::new(crate::port::sim::SimNic::new(&pc.name, sc, pc.mtu))]
+            }
         };
         handles
             .into_iter()
@@ -536,6 +613,9 @@ impl Config {
                 if !vlans.insert(v) {
                     return Err(field(format!("{what}.vlans"), format!("VLAN id {v} listed twice")));
                 }
+            }
+            if pc.sim.is_some() && pc.kind != PortKind::Sim {
+                return Err(field(format!("{what}.sim"), format!("a `sim` table on a port of kind {:?} would never be used", pc.kind)));
             }
             if pc.gen.is_some() && pc.kind != PortKind::Gen {
                 return Err(field(format!("{what}.gen"), format!("a `gen` table on a port of kind {:?} would never be used", pc.kind)));

@@ -48,6 +48,7 @@ pub fn softirq_round(net: &Net, w: &mut Worker) -> usize {
     if w.wake_pending != 0 {
         crate::rps::send_wakeups(net, w);
     }
+    crate::tx::tx_action(net, w);
     done
 }
 
@@ -344,6 +345,7 @@ pub fn run_worker(net: &Net, w: &mut Worker, limit: &RunLimit) {
 /// finished (a capture that could not be written), by name.
 pub fn drain(net: &Net, w: &mut Worker) -> Vec<(String, std::io::Error)> {
     poll_end(net, w);
+    crate::tx::drain_qdiscs(net, w);
     w.sockets.drain_all(&mut w.bufs);
     let mut failed = Vec::new();
     for p in w.ports.iter_mut().flatten() {

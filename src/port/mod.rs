@@ -8,6 +8,7 @@ pub mod fault;
 pub mod gen;
 pub mod pcap;
 pub mod rss;
+pub mod sim;
 pub mod sink;
 
 use crate::buf::{BufCache, Pkt};
@@ -59,6 +60,13 @@ pub trait Port: Send {
     /// completion). Returns how many it accepted: the caller drops the rest. `more` says
     /// more packets follow at once, so the doorbell may wait.
     fn tx_burst(&mut self, bufs: &mut BufCache, pkts: &[Pkt], more: bool) -> usize;
+
+    /// A port that models a NIC ring (`sim`): its transmit queue's BQL and stop state. The
+    /// qdisc sizes bulks by it, holds packets while it is stopped and requeues what the port
+    /// refuses. None: the port takes every packet at once (what it refuses is an error).
+    fn tx_queue(&self) -> Option<&crate::tx::bql::TxqState> {
+        None
+    }
 
     /// Reaps transmit completions, returning their buffers. Returns how many.
     fn tx_completions(&mut self, _bufs: &mut BufCache) -> usize {

@@ -1,21 +1,40 @@
-//! Transmit: per-port queues filled during a poll and handed to the port at its end, in
-//! bursts of `tx.burst` with `xmit_more` semantics — every burst but the last says "more
-//! follows", so the port rings its doorbell once per flush. (Qdiscs and BQL slot in here.)
+//! Transmit: per-port queues filled during a poll and handed to the port at its end.
+//!
+//! Ports that take every packet at once (in-memory sinks, captures) get the staged vector
+//! directly, in bursts of `tx.burst` with `xmit_more` semantics: every burst but the last
+//! says "more follows", so the port rings its doorbell once per flush. That is the kernel's
+//! qdisc bypass (TCQ_F_CAN_BYPASS): a qdisc that is empty and never pushed back adds nothing.
+//!
+//! Ports that model a NIC ring (`port::sim`, with BQL) go through the port's qdisc: the
+//! staged packets are enqueued, then `qdisc_run` dequeues in bulks as large as `dql_avail()`
+//! allows (`qdisc.bulk`), for at most `net.core.dev_tx_weight` packets per run, and hands
+//! each bulk to the driver in one call (`xmit_more` on all but the last: one doorbell). What
+//! the driver refuses is requeued and sent first next time; a stopped queue (BQL STACK_XOFF,
+//! ring full) is not dequeued into until a completion wakes it.
 
-use crate::buf::Pkt;
+use crate::buf::{BufCache, Pkt};
 use crate::net::Net;
-use crate::stats::{DropReason, Stage};
+use crate::port::Port;
+use crate::stats::{Counters, DropReason, Stage};
 use crate::worker::Worker;
 
+pub mod bql;
+pub mod qdisc;
 pub mod queue;
+use qdisc::{QCtx, QdiscKind, QdiscSpec};
 pub use queue::{TxQueue, QUEUE_SOFT_LIMIT};
 
-/// Hands one port's queue to the port in bursts; the last burst rings the doorbell.
-/// Packets the port refuses are dropped (TxError).
+/// The qdisc a port gets when its config names none: `net.core.default_qdisc` with
+/// `txqueuelen`.
+pub fn default_spec(net: &Net) -> QdiscSpec {
+    QdiscSpec::new(QdiscKind::from_index(net.tun.default_qdisc as u64))
+}
+
+/// Hands one port's queue to the port: directly (no backpressure possible, or `noqueue`),
+/// or through its qdisc.
 pub fn xmit_queue(net: &Net, w: &mut Worker, port: u16) {
     let i = port as usize;
-    let burst = net.tun.tx_burst.max(1) as usize;
-    if w.txq.get(i).is_none_or(|q| q.pkts.is_empty()) {
+    if w.txq.get(i).is_none_or(|q| q.pkts.is_empty() && q.held() == 0) {
         return;
     }
     if w.port_mut(port).is_none() {
@@ -27,25 +46,171 @@ pub fn xmit_queue(net: &Net, w: &mut Worker, port: u16) {
     };
     let t0 = w.clock.start();
     let n = q.pkts.len();
+    if q.qdisc.is_none() {
+        let spec = q.spec.clone().unwrap_or_else(|| default_spec(net));
+        let mtu = net.ifaces.get(i).map_or(1500, |f| f.mtu as u32) + 14;
+        q.qdisc = Some(spec.build(net.tun.txqueuelen, mtu));
+    }
+    let noqueue = q.qdisc.as_ref().is_some_and(|qd| qd.kind() == QdiscKind::Noqueue);
+    if dev.tx_queue().is_none() || noqueue {
+        xmit_direct(net, q, dev.as_mut(), &mut w.bufs, &mut w.c);
+    } else {
+        enqueue_staged(q, &mut w.bufs, &mut w.c, w.now_ns);
+        qdisc_run(net, q, dev.as_mut(), &mut w.bufs, &mut w.c, w.now_ns);
+    }
+    w.stage_done(Stage::PortTx, n, t0);
+}
+
+/// The bypass: the staged vector straight to the port in bursts; only the last burst says
+/// no more follows (one doorbell). Refused packets are dropped (`tx_error`).
+fn xmit_direct(net: &Net, q: &mut TxQueue, dev: &mut dyn Port, bufs: &mut BufCache, c: &mut Counters) {
+    let burst = net.tun.tx_burst.max(1) as usize;
+    let n = q.pkts.len();
     let mut sent_total = 0;
     let mut bytes = 0u64;
     for (k, chunk) in q.pkts.chunks(burst).enumerate() {
         let more = (k + 1) * burst < n;
-        let sent = dev.tx_burst(&mut w.bufs, chunk, more).min(chunk.len());
+        let sent = dev.tx_burst(bufs, chunk, more).min(chunk.len());
         if !more {
-            w.c.doorbells += 1;
+            c.doorbells += 1;
+            q.stats.doorbells += 1;
         }
         bytes += chunk[..sent].iter().map(|p| p.total_len() as u64).sum::<u64>();
         for p in &chunk[sent..] {
-            w.c.drop(DropReason::TxError);
-            w.bufs.free(*p);
+            c.drop(DropReason::TxError);
+            bufs.free(*p);
         }
         sent_total += sent;
     }
     q.pkts.clear();
-    w.c.tx += sent_total as u64;
-    w.c.tx_bytes += bytes;
-    w.stage_done(Stage::PortTx, n, t0);
+    c.tx += sent_total as u64;
+    c.tx_bytes += bytes;
+    if let Some(qd) = q.qdisc.as_mut() {
+        let st = qd.stats_mut();
+        st.packets += sent_total as u64;
+        st.bytes += bytes;
+    }
+}
+
+/// Frees what a qdisc dropped, each counted as `qdisc_drop`.
+fn free_dropped(q: &mut TxQueue, bufs: &mut BufCache, c: &mut Counters) {
+    for p in q.dropped.drain(..) {
+        c.drop(DropReason::QdiscDrop);
+        bufs.free(p);
+    }
+}
+
+/// The staged packets into the qdisc (dev_queue_xmit's enqueue; a full qdisc drops).
+pub(crate) fn enqueue_staged(q: &mut TxQueue, bufs: &mut BufCache, c: &mut Counters, now_ns: u64) {
+    let Some(qd) = q.qdisc.as_mut() else { return };
+    let mut cx = QCtx { bufs, now_ns, dropped: &mut q.dropped };
+    let limit = qd.limit_pkts();
+    for p in q.pkts.drain(..) {
+        // Requeued packets count against the limit (the kernel keeps them in qlen).
+        if !q.requeued.is_empty() && q.requeued.len() + qd.len() >= limit {
+            let st = qd.stats_mut();
+            st.drops += 1;
+            st.overlimits += 1;
+            cx.dropped.push(p);
+            continue;
+        }
+        qd.enqueue(p, &mut cx);
+    }
+    free_dropped(q, bufs, c);
+}
+
+/// The next packet to send: a requeued one first, else the qdisc's.
+fn next_packet(q: &mut TxQueue, cx: &mut QCtx<'_>) -> Option<Pkt> {
+    if let Some(p) = q.requeued.pop_front() {
+        return Some(p);
+    }
+    q.qdisc.as_mut()?.dequeue(cx)
+}
+
+/// qdisc_run: bulks to the driver until the qdisc is empty, the queue stops, the driver
+/// refuses, or `dev_tx_weight` packets went (then the next poll's flush continues: the
+/// kernel's reschedule). Returns packets sent.
+pub fn qdisc_run(net: &Net, q: &mut TxQueue, dev: &mut dyn Port, bufs: &mut BufCache, c: &mut Counters, now_ns: u64) -> usize {
+    let bulk = net.tun.qdisc_bulk != 0;
+    let mut quota = net.tun.dev_tx_weight.max(1) as usize;
+    let mut sent_total = 0;
+    if let Some(t) = dev.tx_queue() {
+        let s = &mut q.stats;
+        s.bql_limit_last = t.dql.limit();
+        s.bql_limit_max = s.bql_limit_max.max(s.bql_limit_last);
+        s.bql_inflight_max = s.bql_inflight_max.max(t.dql.inflight());
+    }
+    loop {
+        // A stopped queue is not dequeued into (the requeued packet waits too).
+        let avail = match dev.tx_queue() {
+            Some(t) if t.stopped() => {
+                q.stats.found_stopped += 1;
+                break;
+            }
+            Some(t) => Some(t.dql.avail() as i64),
+            None => None,
+        };
+        let mut chain = std::mem::take(&mut q.chain);
+        chain.clear();
+        {
+            let mut dropped = std::mem::take(&mut q.dropped);
+            let mut cx = QCtx { bufs, now_ns, dropped: &mut dropped };
+            if let Some(first) = next_packet(q, &mut cx) {
+                // Bulk: more while BQL's byte budget lasts (no BQL, no bulking).
+                let mut budget = if bulk { avail.unwrap_or(0) - first.total_len() as i64 } else { 0 };
+                chain.push(first);
+                while budget > 0 {
+                    let Some(p) = next_packet(q, &mut cx) else { break };
+                    budget -= p.total_len() as i64;
+                    chain.push(p);
+                }
+            }
+            q.dropped = dropped;
+        }
+        free_dropped(q, bufs, c);
+        if chain.is_empty() {
+            q.chain = chain;
+            break;
+        }
+        // One driver call: xmit_more on all but the last packet, one doorbell.
+        let sent = dev.tx_burst(bufs, &chain, false).min(chain.len());
+        if sent > 0 {
+            c.doorbells += 1;
+            q.stats.doorbells += 1;
+            q.stats.add_bulk(sent);
+        }
+        let bytes = chain[..sent].iter().map(|p| p.total_len() as u64).sum::<u64>();
+        c.tx += sent as u64;
+        c.tx_bytes += bytes;
+        if let Some(qd) = q.qdisc.as_mut() {
+            let st = qd.stats_mut();
+            st.packets += sent as u64;
+            st.bytes += bytes;
+        }
+        sent_total += sent;
+        let refused = chain.len() - sent;
+        if refused > 0 {
+            // NETDEV_TX_BUSY (or the queue stopped mid-bulk): back to the front, in order.
+            for p in chain[sent..].iter().rev() {
+                q.requeued.push_front(*p);
+            }
+            q.stats.requeues += refused as u64;
+            if let Some(qd) = q.qdisc.as_mut() {
+                qd.stats_mut().requeues += refused as u64;
+            }
+        }
+        chain.clear();
+        q.chain = chain;
+        if refused > 0 {
+            break;
+        }
+        quota = quota.saturating_sub(sent);
+        if quota == 0 {
+            q.stats.resched += 1;
+            break;
+        }
+    }
+    sent_total
 }
 
 /// Queues a packet for transmission on `port`; it goes out at the end of the poll.
@@ -109,6 +274,58 @@ pub fn flush_all(net: &Net, w: &mut Worker) {
     }
     for port in 0..w.txq.len() as u16 {
         xmit_queue(net, w, port);
+    }
+}
+
+/// At the end of a run: keeps flushing and reaping until no qdisc holds anything (a NIC
+/// model's ring drains at its line rate, so this waits for it), at most `DRAIN_WAIT`; what
+/// is still held then is dropped (`tx_error`), so nothing stays in flight.
+pub fn drain_qdiscs(net: &Net, w: &mut Worker) {
+    let deadline = std::time::Instant::now() + DRAIN_WAIT;
+    while w.ports.iter().zip(&w.txq).any(|(p, q)| p.is_some() && q.held() > 0) {
+        flush_all(net, w);
+        reap_completions(w);
+        if std::time::Instant::now() >= deadline {
+            for (p, q) in w.ports.iter().zip(w.txq.iter_mut()) {
+                if p.is_none() {
+                    continue;
+                }
+                let mut dropped = Vec::new();
+                dropped.extend(q.requeued.drain(..));
+                if let Some(qd) = q.qdisc.as_mut() {
+                    let mut cx = QCtx { bufs: &mut w.bufs, now_ns: w.now_ns, dropped: &mut Vec::new() };
+                    while let Some(p) = qd.dequeue(&mut cx) {
+                        dropped.push(p);
+                    }
+                    dropped.append(cx.dropped);
+                }
+                for p in dropped {
+                    w.c.drop(DropReason::TxError);
+                    w.bufs.free(p);
+                }
+            }
+            break;
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// Longest [`drain_qdiscs`] waits for rings to drain.
+const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// The transmit softirq (net_tx_action), once per softirq round: ports with a ring reap
+/// their completions (which wakes stopped queues) and qdiscs still holding packets run
+/// again, even when no poll received anything (a sender waiting for buffers).
+pub fn tx_action(net: &Net, w: &mut Worker) {
+    for i in 0..w.ports.len() {
+        let Some(dev) = w.ports[i].as_mut() else { continue };
+        if dev.tx_queue().is_none() {
+            continue;
+        }
+        dev.tx_completions(&mut w.bufs);
+        if w.txq.get(i).is_some_and(|q| q.held() > 0) {
+            xmit_queue(net, w, i as u16);
+        }
     }
 }
 

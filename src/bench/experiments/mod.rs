@@ -1,9 +1,10 @@
-//! The experiment registry: name → builder. Later issues add `gro` and `qdisc`
+//! The experiment registry: name → builder. Later issues add `gro`
 //! here (one file each, one line in [`registry`]); `sluice bench all` picks them up and stops
 //! listing them as "not implemented yet".
 
 mod io;
 mod listify;
+pub mod qdisc;
 mod rps;
 mod selfcheck;
 pub use selfcheck::health as selfcheck_health;
@@ -23,7 +24,7 @@ pub fn registry() -> Vec<(&'static str, &'static str, Builder)> {
         ("rps", "receive packet steering over 2 workers vs 1, heavy and light per-packet work (rps.txt)", rps::build),
         ("selfcheck", "harness self-test: A vs identical A', A vs A + rx.extra_work, and an extra_work sweep", selfcheck::build),
         // ("gro", "...", gro::build),     issue: GRO_NORMAL batching (gro-normal-batch.txt)
-        // ("qdisc", "...", qdisc::build), issue: qdisc bulk dequeue (qdisc-bulk-dequeue.txt)
+        ("qdisc", "qdisc bulk dequeue off vs on, pfifo_fast into a 10G NIC model (qdisc-bulk-dequeue.txt)", qdisc::build),
     ]
 }
 

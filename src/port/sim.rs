@@ -1,0 +1,420 @@
+//! A NIC model (`kind = "sim"`): a transmit ring of `ring` descriptors that the "hardware"
+//! sends at a line rate, so a ring fills, BQL has something to limit and doorbells cost
+//! what an uncached MMIO write costs. With it, qdisc backlogs, bulking and head-of-line
+//! delay behave as on hardware and can be measured without one.
+//!
+//! - Descriptors are posted with `tx_burst`; the hardware sees them only when the doorbell
+//!   rings (tail pointer write), which the driver does when `more` is false or the queue
+//!   stopped (`xmit_more`). Each doorbell busy-waits `doorbell_ns`.
+//! - Seen descriptors go on the wire back to back at `rate_gbps`, each taking its frame
+//!   (padded to 60 bytes) + 4 bytes FCS + 20 bytes preamble and inter-frame gap. With `tso`,
+//!   a frame longer than the MTU goes out as MSS-sized segments, each with its own headers.
+//! - Completions are reaped in batches, as interrupt moderation gives them: when
+//!   `coalesce_frames` are done or the oldest done one waited `coalesce_usecs`.
+//! - BQL (`bql`, on by default) is the driver's: every posted packet is `dql_queued`, every
+//!   reaped batch `dql_completed`; the queue stops (STACK_XOFF) when over the limit and the
+//!   driver stops it (DRV_XOFF) when the ring is full; completions wake it.
+//!
+//! Receive is not modelled: the port never receives (a sink with a wire).
+
+use super::{Port, PortStats};
+use crate::buf::{BufCache, Pkt};
+use crate::stats::tsc::{rdtsc, tsc_hz};
+use crate::tx::bql::TxqState;
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Ethernet framing on the wire besides the frame: FCS 4, preamble + SFD 8, gap 12.
+pub const WIRE_OVERHEAD: u64 = 24;
+/// Shortest frame without FCS: shorter ones are padded.
+pub const MIN_FRAME: u64 = 60;
+
+/// `[ports.sim]`: the NIC's line rate, ring, doorbell cost, interrupt moderation, BQL.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SimConfig {
+    /// Line rate in Gbit/s (10, 25, 100, ...).
+    pub rate_gbps: f64,
+    /// Transmit descriptors.
+    pub ring: u32,
+    /// Cost of one doorbell (uncached MMIO write), busy-waited.
+    pub doorbell_ns: u64,
+    /// Completions are reaped when this many are done ...
+    pub coalesce_frames: u32,
+    /// ... or the oldest done one waited this long.
+    pub coalesce_usecs: u32,
+    /// Segment frames longer than the MTU on the "hardware".
+    pub tso: bool,
+    /// Byte Queue Limits in the driver.
+    pub bql: bool,
+    /// BQL knobs (sysfs byte_queue_limits): limit_min, limit_max (bytes), hold_time (ms).
+    pub bql_limit_min: u32,
+    pub bql_limit_max: u32,
+    pub bql_hold_time_ms: u64,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            rate_gbps: 10.0,
+            ring: 512,
+            doorbell_ns: 100,
+            coalesce_frames: 32,
+            coalesce_usecs: 8,
+            tso: false,
+            bql: true,
+            bql_limit_min: 0,
+            bql_limit_max: crate::tx::bql::DQL_MAX_LIMIT,
+            bql_hold_time_ms: 1000,
+        }
+    }
+}
+
+impl SimConfig {
+    /// Checks the values; the error names the field.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        if !(self.rate_gbps > 0.0 && self.rate_gbps <= 1000.0) {
+            return Err(("rate_gbps", format!("{} outside (0, 1000]", self.rate_gbps)));
+        }
+        if !(2..=1 << 16).contains(&self.ring) {
+            return Err(("ring", format!("{} outside 2..=65536", self.ring)));
+        }
+        if self.doorbell_ns > 1_000_000 {
+            return Err(("doorbell_ns", format!("{} is above 1 ms", self.doorbell_ns)));
+        }
+        if self.coalesce_frames == 0 {
+            return Err(("coalesce_frames", "0: completions would never be reaped by count".into()));
+        }
+        if self.bql_limit_min > self.bql_limit_max {
+            return Err(("bql_limit_min", format!("{} is above bql_limit_max {}", self.bql_limit_min, self.bql_limit_max)));
+        }
+        Ok(())
+    }
+}
+
+/// What the model counts besides [`PortStats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct SimStats {
+    /// Reaped completion batches (interrupts).
+    pub completion_batches: u64,
+    /// Packets refused because the ring was full or the queue stopped (NETDEV_TX_BUSY).
+    pub tx_busy: u64,
+    /// Bytes the wire carried, framing included.
+    pub wire_bytes: u64,
+}
+
+/// The clock the model reads: the TSC (a read costs ~10 ns, a quarter of `Instant::now`'s,
+/// which matters when every packet rings a doorbell), or a test's hand-set nanoseconds.
+#[derive(Debug, Clone)]
+pub enum SimClock {
+    Real { tsc0: u64, ns_per_tick: f64 },
+    Manual(Arc<AtomicU64>),
+}
+
+impl SimClock {
+    pub fn real() -> SimClock {
+        SimClock::Real { tsc0: rdtsc(), ns_per_tick: 1e9 / tsc_hz() }
+    }
+
+    fn ticks_to_ns(&self, ticks: u64) -> u64 {
+        match self {
+            SimClock::Real { tsc0, ns_per_tick } => (ticks.wrapping_sub(*tsc0) as f64 * ns_per_tick) as u64,
+            SimClock::Manual(_) => 0,
+        }
+    }
+
+    fn now_ns(&self) -> u64 {
+        match self {
+            SimClock::Real { .. } => self.ticks_to_ns(rdtsc()),
+            SimClock::Manual(ns) => ns.load(Ordering::Relaxed),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Desc {
+    pkt: Pkt,
+    /// When the wire finishes it; u64::MAX until the doorbell shows it to the hardware.
+    done_ns: u64,
+}
+
+pub struct SimNic {
+    name: String,
+    cfg: SimConfig,
+    mtu: u32,
+    clock: SimClock,
+    ring: VecDeque<Desc>,
+    /// Descriptors at the front of `ring` the hardware has seen (doorbell rung).
+    posted: usize,
+    /// When the wire is free again.
+    wire_free_ns: u64,
+    txq: TxqState,
+    stats: PortStats,
+    pub sim: SimStats,
+    /// When set, every reaped descriptor's (buffer, wire-done time), for delay measurements.
+    pub completion_log: Option<Vec<(crate::buf::BufId, u64)>>,
+}
+
+impl SimNic {
+    pub fn new(name: &str, cfg: SimConfig, mtu: u16) -> SimNic {
+        Self::with_clock(name, cfg, mtu, SimClock::real())
+    }
+
+    pub fn with_clock(name: &str, cfg: SimConfig, mtu: u16, clock: SimClock) -> SimNic {
+        let mut txq = TxqState::default();
+        let now = clock.now_ns();
+        txq.dql = crate::tx::bql::Dql::new(cfg.bql_hold_time_ms.saturating_mul(1_000_000), now);
+        txq.dql.set_limit_max(cfg.bql_limit_max);
+        txq.dql.set_limit_min(cfg.bql_limit_min);
+        txq.dql.reset(now);
+        SimNic {
+            name: name.to_string(),
+            ring: VecDeque::with_capacity(cfg.ring as usize),
+            cfg,
+            mtu: mtu as u32,
+            clock,
+            posted: 0,
+            wire_free_ns: 0,
+            txq,
+            stats: PortStats::default(),
+            sim: SimStats::default(),
+            completion_log: None,
+        }
+    }
+
+    /// Bytes a packet of `len` bytes takes on the wire, framing included (TSO: segmented).
+    pub fn wire_bytes(&self, len: usize) -> u64 {
+        let len = len as u64;
+        let mtu_frame = self.mtu as u64 + 14;
+        if self.cfg.tso && len > mtu_frame {
+            // Ethernet + IPv4 + TCP headers repeated per segment of MSS bytes.
+            const HDRS: u64 = 14 + 20 + 20;
+            let mss = mtu_frame - HDRS;
+            let segs = (len - HDRS).div_ceil(mss);
+            return len + (segs - 1) * HDRS + segs * WIRE_OVERHEAD;
+        }
+        len.max(MIN_FRAME) + WIRE_OVERHEAD
+    }
+
+    fn wire_ns(&self, len: usize) -> u64 {
+        ((self.wire_bytes(len) * 8) as f64 / self.cfg.rate_gbps).ceil() as u64
+    }
+
+    /// Tail pointer write: the hardware sees every posted descriptor and schedules it.
+    fn doorbell(&mut self) {
+        let now = match &self.clock {
+            SimClock::Real { ns_per_tick, .. } => {
+                // An uncached MMIO write stalls the CPU about this long.
+                let ticks = (self.cfg.doorbell_ns as f64 / ns_per_tick) as u64;
+                let start = rdtsc();
+                let mut t = start;
+                while t.wrapping_sub(start) < ticks {
+                    std::hint::spin_loop();
+                    t = rdtsc();
+                }
+                self.clock.ticks_to_ns(t)
+            }
+            SimClock::Manual(_) => self.clock.now_ns(),
+        };
+        for k in self.posted..self.ring.len() {
+            let len = self.ring[k].pkt.total_len();
+            let start = self.wire_free_ns.max(now);
+            self.wire_free_ns = start + self.wire_ns(len);
+            self.sim.wire_bytes += self.wire_bytes(len);
+            self.ring[k].done_ns = self.wire_free_ns;
+        }
+        self.posted = self.ring.len();
+        self.stats.doorbells += 1;
+    }
+
+    /// Descriptors free in the ring.
+    pub fn ring_free(&self) -> usize {
+        self.cfg.ring as usize - self.ring.len()
+    }
+
+    /// The transmit queue's state (BQL, stopped).
+    pub fn txq(&self) -> &TxqState {
+        &self.txq
+    }
+}
+
+impl Port for SimNic {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn rx_burst(&mut self, _bufs: &mut BufCache, _out: &mut Vec<Pkt>, _max: usize) -> usize {
+        0
+    }
+
+    fn tx_burst(&mut self, _bufs: &mut BufCache, pkts: &[Pkt], more: bool) -> usize {
+        let mut accepted = 0;
+        for p in pkts {
+            if self.txq.stopped() || self.ring.len() >= self.cfg.ring as usize {
+                break;
+            }
+            self.ring.push_back(Desc { pkt: *p, done_ns: u64::MAX });
+            accepted += 1;
+            self.stats.tx_packets += 1;
+            self.stats.tx_bytes += p.total_len() as u64;
+            if self.cfg.bql {
+                self.txq.sent(p.total_len() as u32);
+            }
+            if self.ring.len() >= self.cfg.ring as usize {
+                self.txq.stop_drv();
+            }
+        }
+        self.sim.tx_busy += (pkts.len() - accepted) as u64;
+        // xmit_more: the doorbell waits while more follows, unless the queue stopped.
+        if self.posted < self.ring.len() && (!more || self.txq.stopped()) {
+            self.doorbell();
+        }
+        accepted
+    }
+
+    fn tx_completions(&mut self, bufs: &mut BufCache) -> usize {
+        let now = self.clock.now_ns();
+        let done = self.ring.iter().take(self.posted).take_while(|d| d.done_ns <= now).count();
+        if done == 0 {
+            return 0;
+        }
+        let oldest = self.ring[0].done_ns;
+        let timer = oldest.saturating_add(self.cfg.coalesce_usecs as u64 * 1000);
+        if done < self.cfg.coalesce_frames as usize && now < timer {
+            return 0;
+        }
+        let mut bytes = 0u64;
+        for d in self.ring.drain(..done) {
+            if let Some(log) = self.completion_log.as_mut() {
+                log.push((d.pkt.buf, d.done_ns));
+            }
+            bytes += d.pkt.total_len() as u64;
+            bufs.free(d.pkt);
+        }
+        self.posted -= done;
+        self.sim.completion_batches += 1;
+        if self.cfg.bql {
+            self.txq.completed(bytes.min(u32::MAX as u64) as u32, now);
+        }
+        // Wake once a quarter of the ring is free (the drivers' TX_WAKE_THRESHOLD idea).
+        if self.ring_free() >= (self.cfg.ring as usize / 4).max(1) {
+            self.txq.wake_drv();
+        }
+        done
+    }
+
+    fn tx_queue(&self) -> Option<&TxqState> {
+        // Without BQL nothing is ever queued in the dql: avail stays 0, so no bulking, and
+        // only a full ring stops the queue.
+        Some(&self.txq)
+    }
+
+    fn flush_held(&mut self, bufs: &mut BufCache) -> usize {
+        let n = self.ring.len();
+        for d in self.ring.drain(..) {
+            bufs.free(d.pkt);
+        }
+        self.posted = 0;
+        self.txq.xoff_drv = false;
+        self.txq.xoff_stack = false;
+        self.txq.dql.reset(self.clock.now_ns());
+        n
+    }
+
+    fn rx_done(&self) -> bool {
+        true
+    }
+
+    fn stats(&self) -> PortStats {
+        self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buf::Pool;
+
+    fn manual(cfg: SimConfig) -> (SimNic, Arc<AtomicU64>) {
+        let t = Arc::new(AtomicU64::new(0));
+        (SimNic::with_clock("nic", cfg, 1500, SimClock::Manual(t.clone())), t)
+    }
+
+    #[test]
+    fn wire_time_is_line_rate_with_framing() {
+        let (nic, _) = manual(SimConfig::default());
+        // 60-byte frame + FCS + preamble + gap = 84 bytes = 672 bits = 67.2 ns at 10G.
+        assert_eq!(nic.wire_bytes(60), 84);
+        assert_eq!(nic.wire_bytes(20), 84, "padded to the minimum frame");
+        assert_eq!(nic.wire_ns(60), 68);
+        let (tso, _) = manual(SimConfig { tso: true, ..SimConfig::default() });
+        // 3 full segments of 1460 bytes of payload: 3 × (54 + 1460 + 24).
+        assert_eq!(tso.wire_bytes(54 + 3 * 1460), 3 * (1514 + 24));
+    }
+
+    #[test]
+    fn doorbell_only_when_no_more_follows_and_completions_in_batches() {
+        let pool = Pool::new(64).unwrap();
+        let mut bufs = pool.cache();
+        let (mut nic, t) = manual(SimConfig { bql: false, coalesce_frames: 4, coalesce_usecs: 1, ..SimConfig::default() });
+        let mut pkts = Vec::new();
+        bufs.alloc_bulk(&mut pkts, 8, 60);
+        assert_eq!(nic.tx_burst(&mut bufs, &pkts[..4], true), 4);
+        assert_eq!(nic.stats().doorbells, 0, "more follows: no doorbell");
+        assert_eq!(nic.tx_burst(&mut bufs, &pkts[4..5], false), 1);
+        assert_eq!(nic.stats().doorbells, 1);
+        // On the wire back to back from t=0: done at 68, 136, 204, 272, 340 ns.
+        t.store(68 * 3, Ordering::Relaxed);
+        assert_eq!(nic.tx_completions(&mut bufs), 0, "3 done: below the batch of 4, timer not expired");
+        t.store(68 * 4, Ordering::Relaxed);
+        assert_eq!(nic.tx_completions(&mut bufs), 4);
+        t.store(68 * 5, Ordering::Relaxed);
+        assert_eq!(nic.tx_completions(&mut bufs), 0);
+        t.store(68 * 5 + 1000, Ordering::Relaxed);
+        assert_eq!(nic.tx_completions(&mut bufs), 1, "the timer reaps a partial batch");
+        bufs.free_pkts(&pkts[5..]);
+        assert_eq!(bufs.in_use(), 0);
+        assert_eq!(nic.sim.completion_batches, 2);
+    }
+
+    #[test]
+    fn a_full_ring_stops_the_queue_and_refuses_and_completion_wakes_it() {
+        let pool = Pool::new(64).unwrap();
+        let mut bufs = pool.cache();
+        let (mut nic, t) = manual(SimConfig { bql: false, ring: 4, coalesce_frames: 1, ..SimConfig::default() });
+        let mut pkts = Vec::new();
+        bufs.alloc_bulk(&mut pkts, 6, 60);
+        assert_eq!(nic.tx_burst(&mut bufs, &pkts, false), 4, "4 descriptors");
+        assert!(nic.txq().stopped());
+        assert_eq!(nic.stats().doorbells, 1, "rung when the queue stopped");
+        assert_eq!(nic.tx_burst(&mut bufs, &pkts[4..], false), 0, "busy");
+        t.store(10_000, Ordering::Relaxed);
+        assert_eq!(nic.tx_completions(&mut bufs), 4);
+        assert!(!nic.txq().stopped());
+        assert_eq!(nic.tx_burst(&mut bufs, &pkts[4..], false), 2);
+        assert_eq!(nic.flush_held(&mut bufs), 2);
+        assert_eq!(bufs.in_use(), 0);
+    }
+
+    #[test]
+    fn bql_stops_the_queue_before_the_ring_is_full() {
+        let pool = Pool::new(64).unwrap();
+        let mut bufs = pool.cache();
+        let (mut nic, t) = manual(SimConfig { ring: 64, coalesce_frames: 1, ..SimConfig::default() });
+        let mut pkts = Vec::new();
+        bufs.alloc_bulk(&mut pkts, 3, 60);
+        // Limit 0: the first packet puts BQL over; the queue stops with 63 descriptors free.
+        assert_eq!(nic.tx_burst(&mut bufs, &pkts, false), 1);
+        assert!(nic.txq().xoff_stack && !nic.txq().xoff_drv);
+        t.store(1000, Ordering::Relaxed);
+        assert_eq!(nic.tx_completions(&mut bufs), 1);
+        assert_eq!(nic.txq().dql.limit(), 60, "starved: grew by what completed");
+        assert!(!nic.txq().stopped());
+        assert_eq!(nic.tx_burst(&mut bufs, &pkts[1..], false), 2, "60 bytes of room: 2nd fits, 3rd goes over and stops");
+        assert!(nic.txq().stopped());
+        assert_eq!(nic.flush_held(&mut bufs), 2);
+        assert_eq!(bufs.in_use(), 0);
+    }
+}

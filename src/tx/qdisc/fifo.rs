@@ -1,0 +1,188 @@
+//! First-in first-out qdiscs: `pfifo` (a packet limit), `bfifo` (a byte limit) and
+//! `pfifo_fast` (three FIFO bands chosen by TOS, served in strict priority, one packet
+//! limit over all of them: the device's `txqueuelen`). A full FIFO drops the arriving
+//! packet (tail drop).
+
+use super::{classify, pfifo_fast_band, QCtx, Qdisc, QdiscKind, QdiscStats};
+use crate::buf::Pkt;
+use std::collections::VecDeque;
+
+/// At most this many slots are reserved up front; a larger limit grows the ring on demand.
+const MAX_PREALLOC: usize = 1 << 16;
+
+/// Tail drop of `p`: counted and handed to the caller.
+fn tail_drop(stats: &mut QdiscStats, p: Pkt, cx: &mut QCtx<'_>) {
+    stats.drops += 1;
+    stats.overlimits += 1;
+    cx.dropped.push(p);
+}
+
+fn took(stats: &mut QdiscStats, p: &Pkt) {
+    stats.backlog_pkts -= 1;
+    stats.backlog_bytes -= p.total_len() as u64;
+}
+
+fn added(stats: &mut QdiscStats, p: &Pkt) {
+    stats.backlog_pkts += 1;
+    stats.backlog_bytes += p.total_len() as u64;
+}
+
+/// `pfifo limit N` (and `noqueue`, which is a FIFO of 0 that the transmit path never fills).
+pub struct Pfifo {
+    kind: QdiscKind,
+    q: VecDeque<Pkt>,
+    limit: usize,
+    stats: QdiscStats,
+}
+
+impl Pfifo {
+    pub fn new(kind: QdiscKind, limit: u32) -> Pfifo {
+        Pfifo { kind, q: VecDeque::with_capacity((limit as usize).min(MAX_PREALLOC)), limit: limit as usize, stats: QdiscStats::default() }
+    }
+}
+
+impl Qdisc for Pfifo {
+    fn limit_pkts(&self) -> usize {
+        self.limit
+    }
+
+    fn kind(&self) -> QdiscKind {
+        self.kind
+    }
+
+    fn enqueue(&mut self, p: Pkt, cx: &mut QCtx<'_>) {
+        if self.q.len() >= self.limit {
+            return tail_drop(&mut self.stats, p, cx);
+        }
+        added(&mut self.stats, &p);
+        self.q.push_back(p);
+    }
+
+    fn dequeue(&mut self, _cx: &mut QCtx<'_>) -> Option<Pkt> {
+        let p = self.q.pop_front()?;
+        took(&mut self.stats, &p);
+        Some(p)
+    }
+
+    fn peek_len(&self) -> Option<usize> {
+        self.q.front().map(Pkt::total_len)
+    }
+
+    fn stats(&self) -> &QdiscStats {
+        &self.stats
+    }
+
+    fn stats_mut(&mut self) -> &mut QdiscStats {
+        &mut self.stats
+    }
+}
+
+/// `bfifo limit BYTES`.
+pub struct Bfifo {
+    q: VecDeque<Pkt>,
+    limit_bytes: u64,
+    stats: QdiscStats,
+}
+
+impl Bfifo {
+    pub fn new(limit_bytes: u32) -> Bfifo {
+        Bfifo {
+            q: VecDeque::with_capacity((limit_bytes as usize / 64).min(MAX_PREALLOC)),
+            limit_bytes: limit_bytes as u64,
+            stats: QdiscStats::default(),
+        }
+    }
+}
+
+impl Qdisc for Bfifo {
+    fn kind(&self) -> QdiscKind {
+        QdiscKind::Bfifo
+    }
+
+    fn enqueue(&mut self, p: Pkt, cx: &mut QCtx<'_>) {
+        if self.stats.backlog_bytes + p.total_len() as u64 > self.limit_bytes {
+            return tail_drop(&mut self.stats, p, cx);
+        }
+        added(&mut self.stats, &p);
+        self.q.push_back(p);
+    }
+
+    fn dequeue(&mut self, _cx: &mut QCtx<'_>) -> Option<Pkt> {
+        let p = self.q.pop_front()?;
+        took(&mut self.stats, &p);
+        Some(p)
+    }
+
+    fn peek_len(&self) -> Option<usize> {
+        self.q.front().map(Pkt::total_len)
+    }
+
+    fn stats(&self) -> &QdiscStats {
+        &self.stats
+    }
+
+    fn stats_mut(&mut self) -> &mut QdiscStats {
+        &mut self.stats
+    }
+}
+
+/// `pfifo_fast`: band 0 (interactive: TOS low delay) before band 1 (best effort) before
+/// band 2 (bulk, filler); `limit` packets over the three bands.
+pub struct PfifoFast {
+    bands: [VecDeque<Pkt>; 3],
+    limit: usize,
+    stats: QdiscStats,
+}
+
+impl PfifoFast {
+    pub fn new(limit: u32) -> PfifoFast {
+        let cap = (limit as usize).min(MAX_PREALLOC);
+        PfifoFast {
+            bands: [VecDeque::with_capacity(cap), VecDeque::with_capacity(cap), VecDeque::with_capacity(cap)],
+            limit: limit as usize,
+            stats: QdiscStats::default(),
+        }
+    }
+
+    /// Packets waiting in each band (for tests and reports).
+    pub fn band_lens(&self) -> [usize; 3] {
+        [self.bands[0].len(), self.bands[1].len(), self.bands[2].len()]
+    }
+}
+
+impl Qdisc for PfifoFast {
+    fn limit_pkts(&self) -> usize {
+        self.limit
+    }
+
+    fn kind(&self) -> QdiscKind {
+        QdiscKind::PfifoFast
+    }
+
+    fn enqueue(&mut self, p: Pkt, cx: &mut QCtx<'_>) {
+        if self.stats.backlog_pkts as usize >= self.limit {
+            return tail_drop(&mut self.stats, p, cx);
+        }
+        let band = pfifo_fast_band(classify(cx.bufs, p).tos);
+        added(&mut self.stats, &p);
+        self.bands[band].push_back(p);
+    }
+
+    fn dequeue(&mut self, _cx: &mut QCtx<'_>) -> Option<Pkt> {
+        let p = self.bands.iter_mut().find_map(VecDeque::pop_front)?;
+        took(&mut self.stats, &p);
+        Some(p)
+    }
+
+    fn peek_len(&self) -> Option<usize> {
+        self.bands.iter().find_map(|b| b.front()).map(Pkt::total_len)
+    }
+
+    fn stats(&self) -> &QdiscStats {
+        &self.stats
+    }
+
+    fn stats_mut(&mut self) -> &mut QdiscStats {
+        &mut self.stats
+    }
+}

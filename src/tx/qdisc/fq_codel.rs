@@ -1,0 +1,354 @@
+//! `fq_codel` (RFC 8290, semantics of net/sched/sch_fq_codel.c): packets are hashed into
+//! `flows` queues, served by deficit round robin with `quantum` bytes per turn; a flow that
+//! just became active goes on the new-flows list, served before the old flows (so a sparse
+//! flow is not stuck behind bulk ones). Each flow runs CoDel (RFC 8289): once its packets
+//! have waited longer than `target` for a whole `interval`, it drops (or ECN-marks) at the
+//! head, more often as the trouble lasts (`interval / sqrt(count)`). Over `limit` packets,
+//! up to `drop_batch` packets are dropped from the head of the fattest flow.
+//!
+//! Packets live in one slot array allocated when the qdisc is built (limit + 1 slots), each
+//! flow a linked list through it: nothing is allocated per packet.
+
+use super::{classify, set_ecn_ce, QCtx, Qdisc, QdiscKind, QdiscSpec, QdiscStats};
+use crate::buf::Pkt;
+use std::collections::VecDeque;
+
+const NIL: u32 = u32::MAX;
+
+#[derive(Clone, Copy)]
+struct Slot {
+    pkt: Pkt,
+    enqueued_ns: u64,
+    next: u32,
+}
+
+/// CoDel's per-flow state (`struct codel_vars`).
+#[derive(Debug, Clone, Copy, Default)]
+struct CodelVars {
+    count: u32,
+    lastcount: u32,
+    dropping: bool,
+    first_above_time: u64,
+    drop_next: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum List {
+    None,
+    New,
+    Old,
+}
+
+struct Flow {
+    head: u32,
+    tail: u32,
+    deficit: i32,
+    backlog_bytes: u64,
+    list: List,
+    cv: CodelVars,
+}
+
+pub struct FqCodel {
+    slots: Vec<Slot>,
+    free: u32,
+    flows: Vec<Flow>,
+    new_flows: VecDeque<u32>,
+    old_flows: VecDeque<u32>,
+    limit: u32,
+    quantum: i32,
+    target_ns: u64,
+    interval_ns: u64,
+    ecn: bool,
+    drop_batch: u32,
+    /// A backlog this small is not a standing queue (the kernel's psched_mtu).
+    mtu: u64,
+    stats: QdiscStats,
+    /// Packets dropped by CoDel, and over the limit (`tc -s`'s drop_overlimit).
+    pub codel_drops: u64,
+    pub drop_overlimit: u64,
+}
+
+impl FqCodel {
+    pub fn new(spec: &QdiscSpec, mtu: u32) -> FqCodel {
+        let limit = spec.limit.unwrap_or(10240).max(1);
+        let nslots = limit as usize + 1;
+        let empty = Slot { pkt: Pkt::new(crate::buf::BufId(0), 0), enqueued_ns: 0, next: NIL };
+        let mut slots = vec![empty; nslots];
+        for (i, s) in slots.iter_mut().enumerate() {
+            s.next = if i + 1 < nslots { i as u32 + 1 } else { NIL };
+        }
+        let nflows = spec.flows.max(1) as usize;
+        FqCodel {
+            slots,
+            free: 0,
+            flows: (0..nflows)
+                .map(|_| Flow { head: NIL, tail: NIL, deficit: 0, backlog_bytes: 0, list: List::None, cv: CodelVars::default() })
+                .collect(),
+            new_flows: VecDeque::with_capacity(nflows),
+            old_flows: VecDeque::with_capacity(nflows),
+            limit,
+            quantum: spec.quantum as i32,
+            target_ns: spec.target_ns,
+            interval_ns: spec.interval_ns,
+            ecn: spec.ecn,
+            drop_batch: spec.drop_batch.max(1),
+            mtu: mtu as u64,
+            stats: QdiscStats::default(),
+            codel_drops: 0,
+            drop_overlimit: 0,
+        }
+    }
+
+    /// The flow queue a hash maps to.
+    pub fn flow_of(&self, hash: u32) -> usize {
+        crate::rps::reciprocal_scale(hash, self.flows.len() as u32) as usize
+    }
+
+    /// Packets queued in flow `f`.
+    pub fn flow_len(&self, f: usize) -> usize {
+        let mut n = 0;
+        let mut i = self.flows[f].head;
+        while i != NIL {
+            n += 1;
+            i = self.slots[i as usize].next;
+        }
+        n
+    }
+
+    fn push_tail(&mut self, f: usize, pkt: Pkt, now_ns: u64) {
+        let i = self.free;
+        debug_assert!(i != NIL, "limit + 1 slots: the enqueue over the limit still has one");
+        self.free = self.slots[i as usize].next;
+        self.slots[i as usize] = Slot { pkt, enqueued_ns: now_ns, next: NIL };
+        let flow = &mut self.flows[f];
+        if flow.tail == NIL {
+            flow.head = i;
+        } else {
+            self.slots[flow.tail as usize].next = i;
+        }
+        flow.tail = i;
+        flow.backlog_bytes += pkt.total_len() as u64;
+        self.stats.backlog_pkts += 1;
+        self.stats.backlog_bytes += pkt.total_len() as u64;
+    }
+
+    /// Takes the head of flow `f`: (packet, time it was enqueued).
+    fn pop_head(&mut self, f: usize) -> Option<(Pkt, u64)> {
+        let flow = &mut self.flows[f];
+        let i = flow.head;
+        if i == NIL {
+            return None;
+        }
+        let s = self.slots[i as usize];
+        flow.head = s.next;
+        if flow.head == NIL {
+            flow.tail = NIL;
+        }
+        flow.backlog_bytes -= s.pkt.total_len() as u64;
+        self.slots[i as usize].next = self.free;
+        self.free = i;
+        self.stats.backlog_pkts -= 1;
+        self.stats.backlog_bytes -= s.pkt.total_len() as u64;
+        Some((s.pkt, s.enqueued_ns))
+    }
+
+    /// Over the limit: drop up to `drop_batch` packets from the head of the fattest flow,
+    /// stopping once half its bytes are gone (fq_codel_drop).
+    fn drop_from_fattest(&mut self, cx: &mut QCtx<'_>) {
+        let Some(fat) = (0..self.flows.len()).max_by_key(|&f| self.flows[f].backlog_bytes) else { return };
+        let threshold = self.flows[fat].backlog_bytes / 2;
+        let mut dropped_bytes = 0;
+        let mut n = 0;
+        while n < self.drop_batch && dropped_bytes < threshold.max(1) {
+            let Some((p, _)) = self.pop_head(fat) else { break };
+            dropped_bytes += p.total_len() as u64;
+            cx.dropped.push(p);
+            n += 1;
+        }
+        self.stats.drops += n as u64;
+        self.stats.overlimits += n as u64;
+        self.drop_overlimit += n as u64;
+    }
+
+    /// CoDel's verdict on a packet just taken from flow `f`: has the queue stood above
+    /// target for a whole interval?
+    fn should_drop(&mut self, f: usize, enqueued_ns: u64, now_ns: u64) -> bool {
+        let sojourn = now_ns.saturating_sub(enqueued_ns);
+        let cv = &mut self.flows[f].cv;
+        if sojourn < self.target_ns || self.stats.backlog_bytes <= self.mtu {
+            cv.first_above_time = 0;
+            return false;
+        }
+        if cv.first_above_time == 0 {
+            cv.first_above_time = now_ns + self.interval_ns;
+            return false;
+        }
+        now_ns >= cv.first_above_time
+    }
+
+    /// The next drop time: `t + interval / sqrt(count)`.
+    fn control_law(&self, t: u64, count: u32) -> u64 {
+        t + (self.interval_ns as f64 / (count.max(1) as f64).sqrt()) as u64
+    }
+
+    /// Drops `p` (CoDel).
+    fn codel_drop(&mut self, p: Pkt, cx: &mut QCtx<'_>) {
+        self.stats.drops += 1;
+        self.codel_drops += 1;
+        cx.dropped.push(p);
+    }
+
+    /// Marks `p` CE when ECN is on and it is ECN-capable.
+    fn try_mark(&mut self, p: Pkt, cx: &mut QCtx<'_>) -> bool {
+        if self.ecn && set_ecn_ce(cx.bufs, p) {
+            self.stats.ecn_mark += 1;
+            return true;
+        }
+        false
+    }
+
+    /// codel_dequeue on flow `f`.
+    fn codel_dequeue(&mut self, f: usize, cx: &mut QCtx<'_>) -> Option<Pkt> {
+        let now = cx.now_ns;
+        let Some((mut p, mut t)) = self.pop_head(f) else {
+            let cv = &mut self.flows[f].cv;
+            cv.first_above_time = 0;
+            cv.dropping = false;
+            return None;
+        };
+        let drop = self.should_drop(f, t, now);
+        if self.flows[f].cv.dropping {
+            if !drop {
+                self.flows[f].cv.dropping = false;
+            } else if now >= self.flows[f].cv.drop_next {
+                while self.flows[f].cv.dropping && now >= self.flows[f].cv.drop_next {
+                    self.flows[f].cv.count = self.flows[f].cv.count.wrapping_add(1);
+                    let count = self.flows[f].cv.count;
+                    if self.try_mark(p, cx) {
+                        self.flows[f].cv.drop_next = self.control_law(self.flows[f].cv.drop_next, count);
+                        return Some(p);
+                    }
+                    self.codel_drop(p, cx);
+                    match self.pop_head(f) {
+                        Some((np, nt)) => (p, t) = (np, nt),
+                        None => {
+                            // An empty queue is no standing queue.
+                            self.flows[f].cv.first_above_time = 0;
+                            self.flows[f].cv.dropping = false;
+                            return None;
+                        }
+                    }
+                    if !self.should_drop(f, t, now) {
+                        self.flows[f].cv.dropping = false;
+                    } else {
+                        self.flows[f].cv.drop_next = self.control_law(self.flows[f].cv.drop_next, count);
+                    }
+                }
+            }
+        } else if drop {
+            let mut out = Some(p);
+            if !self.try_mark(p, cx) {
+                self.codel_drop(p, cx);
+                out = self.pop_head(f).map(|(np, nt)| {
+                    // Evaluated for its effect on first_above_time, as CoDel does.
+                    self.should_drop(f, nt, now);
+                    np
+                });
+            }
+            let interval = self.interval_ns;
+            let cv = &mut self.flows[f].cv;
+            cv.dropping = true;
+            // Resume near the previous drop rate when the last dropping state ended recently.
+            let delta = cv.count.wrapping_sub(cv.lastcount);
+            cv.count = if delta > 1 && now.saturating_sub(cv.drop_next) < 16 * interval { delta } else { 1 };
+            cv.lastcount = cv.count;
+            let count = cv.count;
+            self.flows[f].cv.drop_next = self.control_law(now, count);
+            return out;
+        }
+        Some(p)
+    }
+}
+
+impl Qdisc for FqCodel {
+    fn limit_pkts(&self) -> usize {
+        self.limit as usize
+    }
+
+    fn kind(&self) -> QdiscKind {
+        QdiscKind::FqCodel
+    }
+
+    fn enqueue(&mut self, p: Pkt, cx: &mut QCtx<'_>) {
+        let f = self.flow_of(classify(cx.bufs, p).hash);
+        self.push_tail(f, p, cx.now_ns);
+        let flow = &mut self.flows[f];
+        if flow.list == List::None {
+            flow.list = List::New;
+            flow.deficit = self.quantum;
+            self.new_flows.push_back(f as u32);
+            self.stats.new_flow_count += 1;
+        }
+        if self.stats.backlog_pkts > self.limit as u64 {
+            self.drop_from_fattest(cx);
+        }
+    }
+
+    fn dequeue(&mut self, cx: &mut QCtx<'_>) -> Option<Pkt> {
+        loop {
+            let (from_new, f) = match self.new_flows.front() {
+                Some(&f) => (true, f as usize),
+                None => (false, *self.old_flows.front()? as usize),
+            };
+            if self.flows[f].deficit <= 0 {
+                // Used its turn: more credit, to the back of the old flows.
+                self.flows[f].deficit += self.quantum;
+                self.pop_list(from_new);
+                self.flows[f].list = List::Old;
+                self.old_flows.push_back(f as u32);
+                continue;
+            }
+            match self.codel_dequeue(f, cx) {
+                Some(p) => {
+                    self.flows[f].deficit -= p.total_len() as i32;
+                    return Some(p);
+                }
+                None => {
+                    self.pop_list(from_new);
+                    if from_new && !self.old_flows.is_empty() {
+                        // An emptied new flow goes through the old list once, so a flow
+                        // that empties and refills cannot stay "new" forever.
+                        self.flows[f].list = List::Old;
+                        self.old_flows.push_back(f as u32);
+                    } else {
+                        self.flows[f].list = List::None;
+                    }
+                }
+            }
+        }
+    }
+
+    fn peek_len(&self) -> Option<usize> {
+        let f = *self.new_flows.front().or_else(|| self.old_flows.front())? as usize;
+        let h = self.flows[f].head;
+        (h != NIL).then(|| self.slots[h as usize].pkt.total_len())
+    }
+
+    fn stats(&self) -> &QdiscStats {
+        &self.stats
+    }
+
+    fn stats_mut(&mut self) -> &mut QdiscStats {
+        &mut self.stats
+    }
+}
+
+impl FqCodel {
+    fn pop_list(&mut self, from_new: bool) {
+        if from_new {
+            self.new_flows.pop_front();
+        } else {
+            self.old_flows.pop_front();
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! Queueing disciplines (the kernel's net/sched, semantics only): where a port's backlog waits
+//! when the driver's ring is full or BQL says enough is in flight, so it can be ordered
+//! (`pfifo_fast` bands), shared fairly and kept short (`fq_codel`), or just bounded
+//! (`pfifo`/`bfifo`). `noqueue` has none: what the driver refuses is dropped.
+//!
+//! A qdisc holds packet handles only; storage is allocated when the qdisc is built, never
+//! per packet. Packets it drops are handed back in [`QCtx::dropped`] for the caller to free
+//! and count (`qdisc_drop`).
+
+mod fifo;
+mod fq_codel;
+
+pub use fifo::{Bfifo, Pfifo, PfifoFast};
+pub use fq_codel::FqCodel;
+
+use crate::buf::{BufCache, Pkt};
+use crate::wire::ethernet::{EtherType, EthernetFrame};
+use crate::wire::ipv4::Ipv4Packet;
+use crate::wire::ipv6::Ipv6Packet;
+
+/// The qdisc kinds, by their `tc` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QdiscKind {
+    PfifoFast,
+    Noqueue,
+    Pfifo,
+    Bfifo,
+    FqCodel,
+}
+
+impl QdiscKind {
+    /// In the order `net.core.default_qdisc` numbers them.
+    pub const ALL: [QdiscKind; 5] = [QdiscKind::PfifoFast, QdiscKind::Noqueue, QdiscKind::Pfifo, QdiscKind::Bfifo, QdiscKind::FqCodel];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            QdiscKind::PfifoFast => "pfifo_fast",
+            QdiscKind::Noqueue => "noqueue",
+            QdiscKind::Pfifo => "pfifo",
+            QdiscKind::Bfifo => "bfifo",
+            QdiscKind::FqCodel => "fq_codel",
+        }
+    }
+
+    /// The tunable's number for this kind.
+    pub fn index(self) -> u64 {
+        Self::ALL.iter().position(|k| *k == self).unwrap_or(0) as u64
+    }
+
+    pub fn from_index(i: u64) -> QdiscKind {
+        Self::ALL.get(i as usize).copied().unwrap_or(QdiscKind::PfifoFast)
+    }
+}
+
+impl std::str::FromStr for QdiscKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|k| k.name() == s.trim())
+            .ok_or_else(|| format!("unknown qdisc `{s}` ({})", Self::ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")))
+    }
+}
+
+/// A qdisc and its parameters, as `tc qdisc add ... KIND PARAMS` would give them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QdiscSpec {
+    pub kind: QdiscKind,
+    /// pfifo/pfifo_fast/fq_codel: packets; bfifo: bytes. None: the kind's default
+    /// (txqueuelen packets; bfifo txqueuelen × MTU bytes; fq_codel 10240).
+    pub limit: Option<u32>,
+    /// fq_codel: flow queues (1024), DRR quantum in bytes (1514), CoDel target and interval,
+    /// ECN marking instead of dropping ECN-capable packets, packets dropped at once from
+    /// the fattest flow when over the limit (64).
+    pub flows: u32,
+    pub quantum: u32,
+    pub target_ns: u64,
+    pub interval_ns: u64,
+    pub ecn: bool,
+    pub drop_batch: u32,
+}
+
+impl QdiscSpec {
+    pub fn new(kind: QdiscKind) -> QdiscSpec {
+        QdiscSpec {
+            kind,
+            limit: None,
+            flows: 1024,
+            quantum: 1514,
+            target_ns: 5_000_000,
+            interval_ns: 100_000_000,
+            ecn: true,
+            drop_batch: 64,
+        }
+    }
+
+    /// Checks the parameters; the error names the parameter (the caller adds where it is set).
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        if self.limit == Some(0) {
+            return Err(("limit", "0: the qdisc could hold nothing".into()));
+        }
+        if self.kind == QdiscKind::FqCodel {
+            if !(1..=65536).contains(&self.flows) {
+                return Err(("flows", format!("{} outside 1..=65536", self.flows)));
+            }
+            if self.quantum < 256 {
+                return Err(("quantum", format!("{} is below 256 bytes", self.quantum)));
+            }
+            if self.target_ns == 0 || self.interval_ns == 0 {
+                return Err(("target/interval", "must be above 0".into()));
+            }
+            if self.drop_batch == 0 {
+                return Err(("drop_batch", "0: an overlimit drop must drop something".into()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Builds the qdisc with `txqueuelen` for the default limits and `mtu` (with the link
+    /// header) for bfifo's default and CoDel's "one packet is not a queue".
+    pub fn build(&self, txqueuelen: u32, mtu: u32) -> Box<dyn Qdisc> {
+        let txqueuelen = txqueuelen.max(1);
+        match self.kind {
+            QdiscKind::PfifoFast => Box::new(PfifoFast::new(self.limit.unwrap_or(txqueuelen))),
+            QdiscKind::Noqueue => Box::new(Pfifo::new(QdiscKind::Noqueue, 0)),
+            QdiscKind::Pfifo => Box::new(Pfifo::new(QdiscKind::Pfifo, self.limit.unwrap_or(txqueuelen))),
+            QdiscKind::Bfifo => Box::new(Bfifo::new(self.limit.unwrap_or(txqueuelen.saturating_mul(mtu)))),
+            QdiscKind::FqCodel => Box::new(FqCodel::new(self, mtu)),
+        }
+    }
+}
+
+/// Counters of one qdisc (`tc -s qdisc`): sent packets/bytes, drops, requeues, backlog,
+/// overlimits, and fq_codel's marks and new flows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct QdiscStats {
+    pub packets: u64,
+    pub bytes: u64,
+    pub drops: u64,
+    pub requeues: u64,
+    pub overlimits: u64,
+    pub backlog_pkts: u64,
+    pub backlog_bytes: u64,
+    pub ecn_mark: u64,
+    pub new_flow_count: u64,
+}
+
+/// What a qdisc operation may need besides the packet: buffers (to read headers and mark
+/// ECN), the time, and where dropped packets go.
+pub struct QCtx<'a> {
+    pub bufs: &'a mut BufCache,
+    pub now_ns: u64,
+    pub dropped: &'a mut Vec<Pkt>,
+}
+
+pub trait Qdisc: Send {
+    fn kind(&self) -> QdiscKind;
+
+    /// Takes `p`; a packet the qdisc drops instead (this one or another) goes to `cx.dropped`.
+    fn enqueue(&mut self, p: Pkt, cx: &mut QCtx<'_>);
+
+    /// The next packet to send, if any (CoDel may drop some on the way, into `cx.dropped`).
+    fn dequeue(&mut self, cx: &mut QCtx<'_>) -> Option<Pkt>;
+
+    /// Length of the packet `dequeue` would return next, without taking it.
+    fn peek_len(&self) -> Option<usize>;
+
+    fn stats(&self) -> &QdiscStats;
+
+    fn stats_mut(&mut self) -> &mut QdiscStats;
+
+    /// Packets the qdisc holds at most (usize::MAX: limited otherwise, e.g. bfifo's bytes).
+    /// Requeued packets count against it, as the kernel counts them in the qdisc's qlen.
+    fn limit_pkts(&self) -> usize {
+        usize::MAX
+    }
+
+    /// Packets held.
+    fn len(&self) -> usize {
+        self.stats().backlog_pkts as usize
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// What classification reads from a packet: its IP TOS / traffic class and flow hash.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PktClass {
+    pub tos: u8,
+    pub hash: u32,
+}
+
+/// Reads the TOS (IPv4) or traffic class (IPv6) and a flow hash over addresses, protocol and
+/// TCP/UDP ports, through the checked wire views; anything else is class 0 and hash 0.
+pub fn classify(bufs: &BufCache, p: Pkt) -> PktClass {
+    let Ok(eth) = EthernetFrame::new_checked(bufs.data(p)) else { return PktClass::default() };
+    let ports = |proto: u8, l4: &[u8]| match proto {
+        6 | 17 if l4.len() >= 4 => (u16::from_be_bytes([l4[0], l4[1]]), u16::from_be_bytes([l4[2], l4[3]])),
+        _ => (0, 0),
+    };
+    match eth.ethertype() {
+        EtherType::IPV4 => match Ipv4Packet::new_checked(eth.payload()) {
+            Ok(ip) => {
+                let pp = ports(ip.protocol(), ip.payload());
+                PktClass { tos: ip.tos(), hash: crate::rps::hash::flow_hash(&ip.src_addr(), &ip.dst_addr(), pp, ip.protocol(), 0) }
+            }
+            Err(_) => PktClass::default(),
+        },
+        EtherType::IPV6 => match Ipv6Packet::new_checked(eth.payload()) {
+            Ok(ip) => {
+                let pp = ports(ip.next_header(), ip.payload());
+                PktClass {
+                    tos: ip.traffic_class(),
+                    hash: crate::rps::hash::flow_hash(&ip.src_addr(), &ip.dst_addr(), pp, ip.next_header(), 0),
+                }
+            }
+            Err(_) => PktClass::default(),
+        },
+        _ => PktClass::default(),
+    }
+}
+
+/// Sets ECN CE on an ECN-capable IP packet (INET_ECN_set_ce); false when it is not
+/// ECN-capable (Not-ECT) or not IP, and then CoDel drops it instead.
+pub fn set_ecn_ce(bufs: &mut BufCache, p: Pkt) -> bool {
+    let data = bufs.data_mut(p);
+    let Ok(mut eth) = EthernetFrame::new_checked(&mut data[..]) else { return false };
+    match eth.ethertype() {
+        EtherType::IPV4 => match Ipv4Packet::new_checked(eth.payload_mut()) {
+            Ok(mut ip) => {
+                let tos = ip.tos();
+                if tos & 3 == 0 {
+                    return false;
+                }
+                ip.set_tos(tos | 3);
+                ip.fill_checksum();
+                true
+            }
+            Err(_) => false,
+        },
+        EtherType::IPV6 => match Ipv6Packet::new_checked(eth.payload_mut()) {
+            Ok(mut ip) => {
+                let tc = ip.traffic_class();
+                if tc & 3 == 0 {
+                    return false;
+                }
+                ip.set_traffic_class(tc | 3);
+                true
+            }
+            Err(_) => false,
+        },
+        _ => false,
+    }
+}
+
+/// pfifo_fast's band for a TOS byte: the kernel's TOS → priority table (`ip_tos2prio`, as
+/// `rt_tos2priority` reads it) then priority → band (`prio2band`). Band 0 is served first.
+pub fn pfifo_fast_band(tos: u8) -> usize {
+    // Priority per TOS nibble (IPTOS_TOS(tos) >> 1): best effort 0, filler 1, bulk 2,
+    // interactive bulk 4, interactive 6.
+    const TOS2PRIO: [u8; 16] = [0, 1, 0, 0, 2, 2, 2, 2, 6, 6, 6, 6, 4, 4, 4, 4];
+    const PRIO2BAND: [u8; 16] = [1, 2, 2, 2, 1, 2, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1];
+    PRIO2BAND[TOS2PRIO[((tos & 0x1e) >> 1) as usize] as usize] as usize
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,508 @@
+//! Qdisc behaviour: bands, limits, fq_codel's CoDel and flow isolation, and qdisc_run with
+//! the NIC model (bulks bounded by BQL, requeues and stops, order and conservation).
+
+use super::*;
+use crate::buf::{BufCache, Pool};
+use crate::net::{Net, Pipeline};
+use crate::port::sim::{SimClock, SimConfig, SimNic};
+use crate::port::{Port, PortStats};
+use crate::stats::{Counters, DropReason};
+use crate::tunables::Tunables;
+use crate::tx::bql::TxqState;
+use crate::tx::queue::TxQueue;
+use crate::wire::build::{build, L3Spec, L4Spec, PacketSpec};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// A UDP/IPv4 frame of `len` bytes with `tos`, source port `flow` and `seq` in the payload.
+fn frame(bufs: &mut BufCache, tos: u8, flow: u16, seq: u32, len: usize) -> Pkt {
+    let spec = PacketSpec {
+        l3: L3Spec::V4 { src: [10, 0, 0, 1], dst: [10, 0, 0, 2], tos, ident: 0, dont_frag: true },
+        l4: L4Spec::Udp { src_port: flow, dst_port: 9 },
+        frame_len: len,
+        ..PacketSpec::default()
+    };
+    let mut b = vec![0u8; len];
+    let n = build(&spec, &mut b).unwrap();
+    b[42..46].copy_from_slice(&seq.to_be_bytes());
+    bufs.alloc_copy(&b[..n]).unwrap()
+}
+
+/// (flow, seq) of a frame built by [`frame`].
+fn flow_seq(bufs: &BufCache, p: Pkt) -> (u16, u32) {
+    let d = bufs.data(p);
+    (u16::from_be_bytes([d[34], d[35]]), u32::from_be_bytes([d[42], d[43], d[44], d[45]]))
+}
+
+fn tos_of(bufs: &BufCache, p: Pkt) -> u8 {
+    bufs.data(p)[15]
+}
+
+#[test]
+fn kinds_are_named_as_tc_and_numbered_as_the_tunable() {
+    let names: Vec<&str> = QdiscKind::ALL.iter().map(|k| k.name()).collect();
+    assert_eq!(names, crate::tunables::QDISC_NAMES);
+    assert_eq!("fq_codel".parse::<QdiscKind>(), Ok(QdiscKind::FqCodel));
+    let e = "fq_codle".parse::<QdiscKind>().unwrap_err();
+    assert!(e.contains("unknown qdisc `fq_codle`") && e.contains("pfifo_fast"), "{e}");
+    for k in QdiscKind::ALL {
+        assert_eq!(QdiscKind::from_index(k.index()), k);
+    }
+    let mut t = Tunables::default();
+    t.set("net.core.default_qdisc", "fq_codel").unwrap();
+    assert_eq!(QdiscKind::from_index(t.default_qdisc as u64), QdiscKind::FqCodel);
+    assert!(t.set("net.core.default_qdisc", "sfq").unwrap_err().to_string().contains("net.core.default_qdisc"));
+}
+
+#[test]
+fn pfifo_fast_bands_follow_the_tos_priority_map() {
+    // Low delay -> interactive -> band 0; best effort and reliability -> band 1;
+    // throughput (bulk) and min cost (filler) -> band 2.
+    assert_eq!(pfifo_fast_band(0x10), 0);
+    assert_eq!(pfifo_fast_band(0x00), 1);
+    assert_eq!(pfifo_fast_band(0x04), 1);
+    assert_eq!(pfifo_fast_band(0x08), 2);
+    assert_eq!(pfifo_fast_band(0x02), 2);
+    // Low delay + throughput: interactive bulk (priority 4), band 1.
+    assert_eq!(pfifo_fast_band(0x18), 1);
+    // The ECN bits and precedence do not count.
+    assert_eq!(pfifo_fast_band(0xe1 | 0x10), 0);
+}
+
+#[test]
+fn pfifo_fast_serves_band_0_first_and_tail_drops_at_its_limit() {
+    let pool = Pool::new(64).unwrap();
+    let mut bufs = pool.cache();
+    let mut dropped = Vec::new();
+    let mut q = PfifoFast::new(4);
+    let pkts = [(0x08, 1), (0x00, 2), (0x10, 3), (0x00, 4), (0x10, 5)].map(|(tos, s)| frame(&mut bufs, tos, 1, s, 60));
+    let mut cx = QCtx { bufs: &mut bufs, now_ns: 0, dropped: &mut dropped };
+    for p in pkts {
+        q.enqueue(p, &mut cx);
+    }
+    assert_eq!(q.stats().drops, 1, "limit 4: the fifth is tail-dropped");
+    assert_eq!(cx.dropped.len(), 1);
+    assert_eq!(q.band_lens(), [1, 2, 1]);
+    let mut order = Vec::new();
+    while let Some(p) = q.dequeue(&mut cx) {
+        order.push(p);
+    }
+    let seqs: Vec<u32> = order.iter().map(|p| flow_seq(&bufs, *p).1).collect();
+    assert_eq!(seqs, [3, 2, 4, 1], "band 0, then band 1 in order, then band 2");
+    assert_eq!((q.stats().backlog_pkts, q.stats().backlog_bytes), (0, 0));
+    bufs.free_pkts(&order);
+    bufs.free_pkts(&dropped);
+    assert_eq!(bufs.in_use(), 0);
+}
+
+#[test]
+fn pfifo_counts_packets_and_bfifo_bytes() {
+    let pool = Pool::new(64).unwrap();
+    let mut bufs = pool.cache();
+    let mut dropped = Vec::new();
+    let mut pf = Pfifo::new(QdiscKind::Pfifo, 3);
+    let mut bf = Bfifo::new(250);
+    let mut cx = QCtx { bufs: &mut bufs, now_ns: 0, dropped: &mut dropped };
+    for s in 0..5 {
+        let p = frame(cx.bufs, 0, 1, s, 100);
+        pf.enqueue(p, &mut cx);
+        let p = frame(cx.bufs, 0, 1, s, 100);
+        bf.enqueue(p, &mut cx);
+    }
+    assert_eq!((pf.len(), pf.stats().drops), (3, 2));
+    assert_eq!((bf.len(), bf.stats().drops, bf.stats().backlog_bytes), (2, 3, 200));
+    assert_eq!(pf.peek_len(), Some(100));
+    let mut all = std::mem::take(cx.dropped);
+    while let Some(p) = pf.dequeue(&mut cx).or_else(|| bf.dequeue(&mut cx)) {
+        all.push(p);
+    }
+    bufs.free_pkts(&all);
+    assert_eq!(all.len(), 10);
+    assert_eq!(bufs.in_use(), 0);
+}
+
+/// One flow with a standing queue: packets wait ~20 ms while one leaves and one arrives
+/// every ms for 400 ms. Returns (qdisc, packets dequeued, packets dropped).
+fn standing_queue(tos: u8, ecn: bool) -> (FqCodel, u64, u64) {
+    let pool = Pool::new(256).unwrap();
+    let mut bufs = pool.cache();
+    let mut dropped = Vec::new();
+    let mut q = FqCodel::new(&QdiscSpec { ecn, ..QdiscSpec::new(QdiscKind::FqCodel) }, 1514);
+    let ms = 1_000_000u64;
+    let mut seq = 0;
+    let mut out = 0u64;
+    let mut cx = QCtx { bufs: &mut bufs, now_ns: 0, dropped: &mut dropped };
+    for _ in 0..20 {
+        let p = frame(cx.bufs, tos, 7, seq, 1000);
+        seq += 1;
+        q.enqueue(p, &mut cx);
+    }
+    for t in 1..=400u64 {
+        cx.now_ns = t * ms;
+        let p = frame(cx.bufs, tos, 7, seq, 1000);
+        seq += 1;
+        q.enqueue(p, &mut cx);
+        if let Some(p) = q.dequeue(&mut cx) {
+            if ecn && tos & 3 != 0 {
+                assert!(t > 100 || tos_of(cx.bufs, p) & 3 != 3, "no mark within the first interval");
+            }
+            cx.bufs.free(p);
+            out += 1;
+        }
+        let d: Vec<Pkt> = cx.dropped.drain(..).collect();
+        cx.bufs.free_pkts(&d);
+    }
+    let drops = q.stats().drops;
+    let mut rest = 0;
+    while let Some(p) = q.dequeue(&mut cx) {
+        cx.bufs.free(p);
+        rest += 1;
+    }
+    let d = std::mem::take(cx.dropped);
+    cx.bufs.free_pkts(&d);
+    let total = seq as u64;
+    assert_eq!(out + rest + q.stats().drops, total, "every packet dequeued or dropped");
+    assert_eq!(bufs.in_use(), 0);
+    (q, out, drops)
+}
+
+#[test]
+fn fq_codel_drops_under_a_standing_queue() {
+    // Not ECN-capable: CoDel drops once the sojourn time stayed above 5 ms for 100 ms.
+    let (q, _, drops) = standing_queue(0, true);
+    assert!(drops > 0, "CoDel dropped nothing");
+    assert_eq!(q.codel_drops, drops);
+    assert_eq!(q.stats().ecn_mark, 0);
+    assert_eq!(q.drop_overlimit, 0, "far below the limit");
+}
+
+#[test]
+fn fq_codel_marks_ecn_capable_packets_instead_of_dropping() {
+    let (q, _, drops) = standing_queue(0x02, true);
+    assert!(q.stats().ecn_mark > 0, "ECT(0) packets are marked CE");
+    assert_eq!(drops, 0);
+    // With ECN off the same packets are dropped.
+    let (q, _, drops) = standing_queue(0x02, false);
+    assert_eq!(q.stats().ecn_mark, 0);
+    assert!(drops > 0);
+}
+
+#[test]
+fn fq_codel_keeps_its_limit_by_dropping_from_the_fattest_flow() {
+    let pool = Pool::new(256).unwrap();
+    let mut bufs = pool.cache();
+    let mut dropped = Vec::new();
+    let mut q = FqCodel::new(&QdiscSpec { limit: Some(100), drop_batch: 8, ..QdiscSpec::new(QdiscKind::FqCodel) }, 1514);
+    let mut cx = QCtx { bufs: &mut bufs, now_ns: 0, dropped: &mut dropped };
+    for s in 0..100 {
+        let p = frame(cx.bufs, 0, 1, s, 100);
+        q.enqueue(p, &mut cx);
+    }
+    let small = frame(cx.bufs, 0, 2, 0, 100);
+    q.enqueue(small, &mut cx);
+    assert_eq!(q.drop_overlimit, 8, "a batch from the fat flow");
+    assert!(cx.dropped.iter().all(|p| flow_seq(cx.bufs, *p).0 == 1), "the small flow keeps its packet");
+    let heads: Vec<u32> = cx.dropped.iter().map(|p| flow_seq(cx.bufs, *p).1).collect();
+    assert_eq!(heads, (0..8).collect::<Vec<_>>(), "from the head");
+    let mut all = std::mem::take(cx.dropped);
+    while let Some(p) = q.dequeue(&mut cx) {
+        all.push(p);
+    }
+    assert_eq!(all.len(), 101);
+    bufs.free_pkts(&all);
+}
+
+#[test]
+fn fq_codel_isolates_a_sparse_flow_from_a_bulk_one() {
+    let pool = Pool::new(1024).unwrap();
+    let mut bufs = pool.cache();
+    let mut dropped = Vec::new();
+    let mut q = FqCodel::new(&QdiscSpec::new(QdiscKind::FqCodel), 1514);
+    let mut cx = QCtx { bufs: &mut bufs, now_ns: 0, dropped: &mut dropped };
+    let bulk: Vec<Pkt> = (0..500).map(|s| frame(cx.bufs, 0, 1000, s, 1000)).collect();
+    let sparse = frame(cx.bufs, 0, 2000, 0, 100);
+    let (fb, fs) = (q.flow_of(classify(cx.bufs, bulk[0]).hash), q.flow_of(classify(cx.bufs, sparse).hash));
+    assert_ne!(fb, fs, "precondition: the two flows hash to different queues");
+    for p in bulk {
+        q.enqueue(p, &mut cx);
+    }
+    let mut out = Vec::new();
+    for _ in 0..3 {
+        out.push(q.dequeue(&mut cx).unwrap());
+    }
+    q.enqueue(sparse, &mut cx);
+    assert_eq!(q.flow_len(fs), 1);
+    let next = q.dequeue(&mut cx).unwrap();
+    assert_eq!(flow_seq(cx.bufs, next), (2000, 0), "the sparse flow's packet goes next, not after 497 bulk ones");
+    out.push(next);
+    while let Some(p) = q.dequeue(&mut cx) {
+        out.push(p);
+    }
+    let bulk_seqs: Vec<u32> = out.iter().map(|p| flow_seq(&bufs, *p)).filter(|(f, _)| *f == 1000).map(|(_, s)| s).collect();
+    assert_eq!(bulk_seqs, (0..500).collect::<Vec<_>>(), "the bulk flow in order");
+    assert_eq!(q.stats().new_flow_count, 2);
+    bufs.free_pkts(&out);
+    assert_eq!(bufs.in_use(), 0);
+}
+
+/// The NIC model, recording every driver call: BQL avail before it, the packets offered,
+/// and the (flow, seq) of those it accepted.
+struct Recorder {
+    nic: SimNic,
+    calls: Vec<(i32, Vec<usize>, usize)>,
+    accepted: Vec<(u16, u32)>,
+}
+
+impl Port for Recorder {
+    fn name(&self) -> &str {
+        "rec"
+    }
+    fn rx_burst(&mut self, _: &mut BufCache, _: &mut Vec<Pkt>, _: usize) -> usize {
+        0
+    }
+    fn tx_burst(&mut self, bufs: &mut BufCache, pkts: &[Pkt], more: bool) -> usize {
+        let avail = self.nic.txq().dql.avail();
+        let seqs: Vec<(u16, u32)> = pkts.iter().map(|p| flow_seq(bufs, *p)).collect();
+        let n = self.nic.tx_burst(bufs, pkts, more);
+        self.calls.push((avail, pkts.iter().map(|p| p.total_len()).collect(), n));
+        self.accepted.extend_from_slice(&seqs[..n]);
+        n
+    }
+    fn tx_completions(&mut self, bufs: &mut BufCache) -> usize {
+        self.nic.tx_completions(bufs)
+    }
+    fn tx_queue(&self) -> Option<&TxqState> {
+        self.nic.tx_queue()
+    }
+    fn flush_held(&mut self, bufs: &mut BufCache) -> usize {
+        self.nic.flush_held(bufs)
+    }
+    fn stats(&self) -> PortStats {
+        self.nic.stats()
+    }
+}
+
+fn recorder(cfg: SimConfig) -> (Recorder, Arc<AtomicU64>) {
+    let t = Arc::new(AtomicU64::new(0));
+    (Recorder { nic: SimNic::with_clock("nic", cfg, 1500, SimClock::Manual(t.clone())), calls: Vec::new(), accepted: Vec::new() }, t)
+}
+
+/// Stages `n` packets round-robin over `flows` flows (sizes varying), continuing `seqs`.
+fn stage(q: &mut TxQueue, bufs: &mut BufCache, n: usize, flows: u16, seqs: &mut [u32]) {
+    for k in 0..n {
+        let f = (k % flows as usize) as u16;
+        let len = 60 + (seqs[f as usize] as usize * 37) % 400;
+        q.pkts.push(frame(bufs, 0, 100 + f, seqs[f as usize], len));
+        seqs[f as usize] += 1;
+    }
+}
+
+fn tx_queue(net: &Net) -> TxQueue {
+    TxQueue { qdisc: Some(crate::tx::default_spec(net).build(net.tun.txqueuelen, 1514)), ..TxQueue::default() }
+}
+
+/// Sends 4000 packets of 8 flows through pfifo_fast into the NIC model, completing in
+/// steps of `step_ns`. Checks conservation, per-flow order, and every bulk against BQL.
+fn through_the_nic(tun: Tunables, cfg: SimConfig, step_ns: u64) -> (Counters, TxQueue, Recorder) {
+    let net = Net::new(tun, Pipeline::Io);
+    let pool = Pool::new(8192).unwrap();
+    let mut bufs = pool.cache();
+    let (mut dev, t) = recorder(cfg);
+    let mut q = tx_queue(&net);
+    let mut c = Counters::default();
+    let mut seqs = [0u32; 8];
+    let mut now = 0;
+    for _ in 0..100 {
+        stage(&mut q, &mut bufs, 40, 8, &mut seqs);
+        crate::tx::enqueue_staged(&mut q, &mut bufs, &mut c, now);
+        crate::tx::qdisc_run(&net, &mut q, &mut dev, &mut bufs, &mut c, now);
+        now += step_ns;
+        t.store(now, Ordering::Relaxed);
+        dev.tx_completions(&mut bufs);
+    }
+    while q.held() > 0 {
+        crate::tx::qdisc_run(&net, &mut q, &mut dev, &mut bufs, &mut c, now);
+        now += step_ns;
+        t.store(now, Ordering::Relaxed);
+        dev.tx_completions(&mut bufs);
+    }
+    let staged: u64 = seqs.iter().map(|s| *s as u64).sum();
+    assert_eq!(staged, 4000);
+    assert_eq!(c.tx + c.total_drops(), staged, "every packet sent or dropped");
+    // Per flow, the accepted sequence numbers only go up (drops may leave gaps).
+    for f in 0..8u16 {
+        let s: Vec<u32> = dev.accepted.iter().filter(|(fl, _)| *fl == 100 + f).map(|(_, s)| *s).collect();
+        assert!(s.windows(2).all(|w| w[0] < w[1]), "flow {f} reordered");
+    }
+    // Bulk: the first packet always; another only while bytes before it stay under avail.
+    for (avail, lens, _) in &dev.calls {
+        if lens.len() > 1 {
+            let before_last: usize = lens[..lens.len() - 1].iter().sum();
+            assert!((before_last as i64) < *avail as i64, "bulk {lens:?} past dql_avail {avail}");
+        }
+    }
+    dev.nic.flush_held(&mut bufs);
+    assert_eq!(bufs.in_use(), 0);
+    (c, q, dev)
+}
+
+#[test]
+fn bulks_are_bounded_by_dql_avail_and_order_is_kept() {
+    let (c, q, dev) = through_the_nic(Tunables::default(), SimConfig { ring: 256, ..SimConfig::default() }, 12_000);
+    assert!(dev.calls.iter().any(|(_, l, _)| l.len() > 1), "bulking happened");
+    assert_eq!(c.tx, 4000);
+    assert!(c.doorbells < c.tx / 2, "doorbells {} for {} packets", c.doorbells, c.tx);
+    assert!(q.stats.found_stopped > 0, "BQL stopped the queue");
+    assert!(dev.nic.txq().stops > 0 && dev.nic.txq().wakes > 0);
+    assert!(q.stats.bql_limit_max > 0);
+}
+
+#[test]
+fn without_bulking_every_packet_rings_the_doorbell() {
+    let tun = Tunables { qdisc_bulk: 0, ..Tunables::default() };
+    let (c, _, dev) = through_the_nic(tun, SimConfig { ring: 256, ..SimConfig::default() }, 2_000);
+    assert!(dev.calls.iter().all(|(_, l, _)| l.len() == 1));
+    assert_eq!(c.doorbells, c.tx);
+    assert_eq!(dev.nic.stats().doorbells, c.tx);
+}
+
+#[test]
+fn a_full_ring_requeues_and_nothing_is_lost_or_reordered() {
+    // BQL held high (limit_min) so bulks outgrow the 16-descriptor ring: the driver takes
+    // what fits, stops, and the rest is requeued and sent first after completions.
+    let cfg = SimConfig { ring: 16, bql_limit_min: 1 << 20, coalesce_frames: 4, ..SimConfig::default() };
+    let (c, q, dev) = through_the_nic(Tunables::default(), cfg, 3_000);
+    assert!(q.stats.requeues > 0, "requeues");
+    assert_eq!(q.qdisc.as_ref().unwrap().stats().requeues, q.stats.requeues);
+    assert!(dev.nic.sim.tx_busy > 0);
+    assert!(dev.nic.txq().stops > 0);
+    assert!(c.dropped(DropReason::QdiscDrop) > 0, "40 packets per 3 us, ~13 leave: the qdisc (with the requeued) overflows");
+    assert_eq!(c.tx + c.dropped(DropReason::QdiscDrop), 4000);
+}
+
+#[test]
+fn qdisc_overflow_drops_are_named() {
+    let tun = Tunables { txqueuelen: 10, ..Tunables::default() };
+    let net = Net::new(tun, Pipeline::Io);
+    let pool = Pool::new(64).unwrap();
+    let mut bufs = pool.cache();
+    let (mut dev, _) = recorder(SimConfig::default());
+    let mut q = tx_queue(&net);
+    let mut c = Counters::default();
+    let mut seqs = [0u32; 1];
+    stage(&mut q, &mut bufs, 30, 1, &mut seqs);
+    crate::tx::enqueue_staged(&mut q, &mut bufs, &mut c, 0);
+    assert_eq!(c.dropped(DropReason::QdiscDrop), 20, "txqueuelen 10");
+    crate::tx::qdisc_run(&net, &mut q, &mut dev, &mut bufs, &mut c, 0);
+    assert_eq!(c.tx, 1, "BQL starts at 0: one packet, then the queue stops");
+    assert_eq!(q.len(), 9);
+    dev.nic.flush_held(&mut bufs);
+    let mut cx = QCtx { bufs: &mut bufs, now_ns: 0, dropped: &mut Vec::new() };
+    let mut rest = Vec::new();
+    while let Some(p) = q.qdisc.as_mut().unwrap().dequeue(&mut cx) {
+        rest.push(p);
+    }
+    bufs.free_pkts(&rest);
+    assert_eq!(bufs.in_use(), 0);
+}
+
+/// The whole datapath: a capture of 3000 frames forwarded (io) into the NIC model at 1 Gbit/s
+/// through fq_codel; the run drains the qdisc at line rate and the ledger balances.
+#[test]
+fn a_datapath_run_drains_the_qdisc_into_the_nic_and_balances() {
+    use crate::datapath::Datapath;
+    use crate::port::pcap::PcapIn;
+    use crate::rx::route::Iface;
+    let pool = Pool::new(4096).unwrap();
+    let tun = Tunables { default_qdisc: QdiscKind::FqCodel.index() as u8, ..Tunables::default() };
+    let mut dp = Datapath::new(tun, Pipeline::Io, &pool);
+    let mut scratch = pool.cache();
+    let frames: Vec<Vec<u8>> = (0..3000u32)
+        .map(|s| {
+            let p = frame(&mut scratch, 0, 100 + (s % 16) as u16, s, 60 + (s as usize % 5) * 100);
+            let v = scratch.to_vec(p);
+            scratch.free(p);
+            v
+        })
+        .collect();
+    dp.add_port(Box::new(PcapIn::from_frames("in", frames, 1)), Iface::new("in", [2, 0, 0, 0, 0, 1]));
+    let nic = SimNic::new("nic", SimConfig { rate_gbps: 1.0, ring: 64, ..SimConfig::default() }, 1500);
+    dp.add_port(Box::new(nic), Iface::new("nic", [2, 0, 0, 0, 0, 2]));
+    dp.net.peer = vec![Some(1), None];
+    dp.run(crate::napi::RunLimit::default(), std::time::Duration::from_secs(1), |_, _| {});
+    let c = dp.counters();
+    assert_eq!(c.rx, 3000);
+    assert_eq!(c.tx + c.total_drops(), 3000);
+    assert!(c.tx > 0);
+    assert_eq!(dp.in_flight(), 0, "the drain emptied the qdisc");
+    dp.conservation().unwrap();
+    let q = &dp.workers[0].txq[1];
+    assert_eq!(q.qdisc.as_ref().unwrap().kind(), QdiscKind::FqCodel);
+    assert!(q.stats.found_stopped > 0, "1 Gbit/s is slower than the capture: BQL pushed back");
+    for w in &mut dp.workers {
+        w.bufs.flush();
+    }
+    scratch.flush();
+    assert_eq!(dp.buffers_in_use() + scratch.in_use(), 0);
+}
+
+/// Head-of-line delay (the seed's second test, in simulated time): a bulk backlog of 1514-byte
+/// packets keeps pfifo_fast busy into the 10G model while a high-priority probe (TOS low
+/// delay, band 0) arrives every 50 µs. The probe skips the qdisc backlog, so its delay is the
+/// bytes already in the driver's ring: what BQL bounds. Returns (p50, p99 probe delay in µs,
+/// max bytes in flight).
+fn probe_delay(cfg: SimConfig) -> (f64, f64, u32) {
+    let net = Net::new(Tunables::default(), Pipeline::Io);
+    let pool = Pool::new(4096).unwrap();
+    let mut bufs = pool.cache();
+    let t = Arc::new(AtomicU64::new(0));
+    let mut nic = SimNic::with_clock("nic", cfg, 1500, SimClock::Manual(t.clone()));
+    nic.completion_log = Some(Vec::new());
+    let mut q = tx_queue(&net);
+    let mut c = Counters::default();
+    let mut probes: std::collections::HashMap<u32, u64> = Default::default();
+    let mut delays = Vec::new();
+    let mut inflight_max = 0;
+    let mut seq = 0;
+    for us in 0..40_000u64 {
+        let now = us * 1000;
+        t.store(now, Ordering::Relaxed);
+        nic.tx_completions(&mut bufs);
+        for (buf, done) in nic.completion_log.as_mut().unwrap().drain(..) {
+            if let Some(sent) = probes.remove(&buf.0) {
+                delays.push((done - sent) as f64 / 1000.0);
+            }
+        }
+        while q.held() + q.pkts.len() < 200 {
+            q.pkts.push(frame(&mut bufs, 0, 1, seq, 1514));
+            seq += 1;
+        }
+        if us % 50 == 25 {
+            let p = frame(&mut bufs, 0x10, 2, seq, 100);
+            probes.insert(p.buf.0, now);
+            q.pkts.push(p);
+        }
+        crate::tx::enqueue_staged(&mut q, &mut bufs, &mut c, now);
+        crate::tx::qdisc_run(&net, &mut q, &mut nic, &mut bufs, &mut c, now);
+        inflight_max = inflight_max.max(nic.txq().dql.inflight());
+    }
+    assert_eq!(c.total_drops(), 0);
+    delays.sort_by(f64::total_cmp);
+    let pct = |p: f64| delays[((delays.len() - 1) as f64 * p) as usize];
+    assert!(delays.len() > 700, "{} probes measured", delays.len());
+    (pct(0.5), pct(0.99), inflight_max)
+}
+
+#[test]
+fn bql_bounds_the_head_of_line_delay_of_a_priority_probe() {
+    let bql = probe_delay(SimConfig::default());
+    let no_bql = probe_delay(SimConfig { bql: false, ..SimConfig::default() });
+    let fixed = probe_delay(SimConfig { bql_limit_min: 30_280, bql_limit_max: 30_280, ..SimConfig::default() });
+    println!("probe delay p50/p99 µs, max BQL inflight bytes: BQL {bql:?}, no BQL {no_bql:?}, fixed 20 × 1514 B {fixed:?}");
+    // Without BQL the probe waits behind a full 512-descriptor ring: 512 × 1538 B at 10G = 630 µs.
+    assert!(no_bql.0 > 500.0, "{no_bql:?}");
+    // With BQL only the limit's bytes are ahead of it.
+    assert!(bql.1 < no_bql.0 / 4.0, "BQL {bql:?} vs none {no_bql:?}");
+    // A fixed limit of 20 packets: at most ~21 packets (25 µs) ahead, plus the 1 µs step.
+    assert!(fixed.1 < 30.0, "{fixed:?}");
+}

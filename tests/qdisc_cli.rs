@@ -1,0 +1,109 @@
+//! `sluice run` with qdiscs and the NIC model from the command line: `--set qdisc.bulk=0|1`
+//! on examples/qdisc.toml changes doorbells per packet, and bad qdisc names or parameters
+//! (in `--set` or a `[ports.qdisc]` / `[ports.sim]` table) get one clear error naming the
+//! setting.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sluice")).args(args).stdin(Stdio::null()).output().expect("sluice runs")
+}
+
+fn example() -> String {
+    format!("{}/examples/qdisc.toml", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A clean refusal: non-zero exit, stderr names `needle`, one error line, no panic.
+#[track_caller]
+fn refused(args: &[&str], needle: &str) {
+    let o = run(args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{args:?} succeeded:\n{err}");
+    assert!(err.contains(needle), "{args:?}: expected `{needle}` in:\n{err}");
+    assert!(!err.contains("panicked"), "{args:?} panicked:\n{err}");
+    assert_eq!(err.lines().filter(|l| l.starts_with("error")).count(), 1, "{args:?}: one error line expected:\n{err}");
+}
+
+/// (transmitted packets, doorbells) from the run report's "transmitted" line.
+fn tx_and_doorbells(o: &Output) -> (u64, u64) {
+    let out = String::from_utf8_lossy(&o.stdout);
+    let line = out.lines().find(|l| l.trim_start().starts_with("transmitted")).unwrap_or_else(|| panic!("no transmitted line in:\n{out}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let tx = words[1].parse().unwrap();
+    let db = words.iter().position(|w| *w == "doorbells").map(|i| words[i + 1].parse().unwrap()).unwrap();
+    (tx, db)
+}
+
+#[test]
+fn qdisc_bulk_set_from_the_command_line_changes_doorbells_per_packet() {
+    let cfg = example();
+    let off = run(&["run", "--config", &cfg, "--seconds", "0.3", "--set", "qdisc.bulk=0"]);
+    assert!(off.status.success(), "{}", String::from_utf8_lossy(&off.stderr));
+    let (tx, db) = tx_and_doorbells(&off);
+    assert!(tx > 1000);
+    assert_eq!(db, tx, "no bulking: a doorbell per packet");
+    let on = run(&["run", "--config", &cfg, "--seconds", "0.3", "--set", "qdisc.bulk=1"]);
+    assert!(on.status.success(), "{}", String::from_utf8_lossy(&on.stderr));
+    let (tx, db) = tx_and_doorbells(&on);
+    assert!(tx > 1000);
+    assert!(db * 4 < tx, "bulks: {db} doorbells for {tx} packets");
+}
+
+#[test]
+fn the_ports_qdisc_table_picks_the_qdisc_and_the_summary_shows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::read_to_string(example()).unwrap();
+    let fq = write(dir.path(), "fq", &base.replacen("kind = \"pfifo_fast\"", "kind = \"fq_codel\"\nflows = 256\ntarget_us = 2000", 1));
+    let o = run(&["run", "--config", &fq, "--seconds", "0.3"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.contains("qdisc fq_codel on nic0: sent "), "{out}");
+    assert!(out.contains("packets per driver call: "), "{out}");
+    assert!(out.contains("conservation: ok"), "{out}");
+    // Without the table, net.core.default_qdisc decides.
+    let plain = write(dir.path(), "plain", &base.replacen("[ports.qdisc]\nkind = \"pfifo_fast\"\n", "", 1));
+    let o = run(&["run", "--config", &plain, "--seconds", "0.2", "--set", "net.core.default_qdisc=bfifo"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("qdisc bfifo on nic0: sent "), "{out}");
+}
+
+#[test]
+fn bad_qdisc_settings_are_refused_by_name() {
+    let cfg = example();
+    refused(&["run", "--config", &cfg, "--set", "net.core.default_qdisc=sfq"], "net.core.default_qdisc");
+    refused(&["run", "--config", &cfg, "--set", "qdisc.bulk=2"], "qdisc.bulk");
+    refused(&["run", "--config", &cfg, "--set", "txqueuelen=0"], "txqueuelen");
+
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::read_to_string(&cfg).unwrap();
+    let cases: &[(&str, &str, &str)] = &[
+        ("kind", "kind = \"pfifo_fast\"", "kind = \"fq_codle\""),
+        ("flows", "kind = \"pfifo_fast\"", "kind = \"fq_codel\"\nflows = 0"),
+        ("only", "kind = \"pfifo_fast\"", "kind = \"pfifo\"\necn = true"),
+        ("limit", "kind = \"pfifo_fast\"", "kind = \"bfifo\"\nlimit = 0"),
+        ("unknown", "kind = \"pfifo_fast\"", "kind = \"pfifo\"\nburst = 3"),
+        ("rate", "rate_gbps = 10.0", "rate_gbps = 0.0"),
+        ("ring", "ring = 512", "ring = 1"),
+    ];
+    let expect = [
+        "ports[1] (nic0).qdisc.kind: unknown qdisc `fq_codle`",
+        "ports[1] (nic0).qdisc.flows",
+        "ports[1] (nic0).qdisc.ecn: only fq_codel",
+        "ports[1] (nic0).qdisc.limit",
+        "burst",
+        "ports[1] (nic0).sim.rate_gbps",
+        "ports[1] (nic0).sim.ring",
+    ];
+    for ((name, from, to), needle) in cases.iter().zip(expect) {
+        assert!(base.contains(from));
+        let p = write(dir.path(), name, &base.replacen(from, to, 1));
+        refused(&["run", "--config", &p, "--seconds", "0.1"], needle);
+    }
+}
+
+fn write(dir: &Path, name: &str, toml: &str) -> String {
+    let p = dir.join(format!("{name}.toml"));
+    std::fs::write(&p, toml).unwrap();
+    p.display().to_string()
+}
