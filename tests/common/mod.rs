@@ -257,8 +257,10 @@ pub struct Setup {
     pub in_tx: OutKind,
     /// XDP programs to attach: (port, hook, program factory).
     pub xdp: Vec<(u16, XdpMode, MakeXdp)>,
-    /// out1's MTU (default 1500; out2 has OUT2_MTU).
+    /// out1's MTU (default 1500).
     pub out1_mtu: u16,
+    /// out2's MTU (default OUT2_MTU).
+    pub out2_mtu: u16,
 }
 
 impl Default for Setup {
@@ -272,6 +274,7 @@ impl Default for Setup {
             in_tx: OutKind::Capture,
             xdp: Vec::new(),
             out1_mtu: 1500,
+            out2_mtu: OUT2_MTU,
         }
     }
 }
@@ -318,7 +321,7 @@ pub fn build_router(frames: Vec<Vec<u8>>, setup: &Setup, pool: &Pool) -> Datapat
     let mut out2 = Iface::new("out2", MAC_OUT2);
     out2.v4.push((OUT2_V4, 24));
     out2.v6.push((OUT2_V6, 64));
-    out2.mtu = OUT2_MTU;
+    out2.mtu = setup.out2_mtu;
 
     let mut inp = TestPort::new("in0", Some(frames));
     match setup.in_tx {
