@@ -1018,7 +1018,7 @@ pub fn ip_datagram(f: &[u8]) -> &[u8] {
 
 /// Asserts `frame` is an ICMPv4 error of (type, code) from the router's `from` address to
 /// the source of `orig`, sent to the gateway MAC behind in0, with valid checksums, TTL 64
-/// and quoting the original IP header plus 8 bytes. Returns the rest-of-header word.
+/// and quoting as much of the original datagram as fits in 576 bytes. Returns the rest-of-header word.
 pub fn assert_icmp4_error(frame: &[u8], typ: u8, code: u8, from: [u8; 4], orig: &[u8]) -> u32 {
     let eth = EthernetFrame::new_checked(frame).unwrap();
     assert_eq!((eth.dst(), eth.src()), (MAC_HOST, MAC_IN), "ICMP error goes back toward the source");
@@ -1032,9 +1032,8 @@ pub fn assert_icmp4_error(frame: &[u8], typ: u8, code: u8, from: [u8; 4], orig: 
     let icmp = Icmpv4Packet::new_checked(ip.payload()).unwrap();
     assert!(icmp.verify_checksum(), "ICMP checksum");
     assert_eq!((icmp.msg_type(), icmp.code()), (typ, code));
-    let ihl = (oip[0] & 0xf) as usize * 4;
-    let q = (ihl + 8).min(oip.len());
-    assert_eq!(icmp.data(), &oip[..q], "quotes the original header + 8 bytes");
+    let q = oip.len().min(576 - 28);
+    assert_eq!(icmp.data(), &oip[..q], "quotes the original datagram, up to 576 bytes in all");
     icmp.rest_of_header()
 }
 
