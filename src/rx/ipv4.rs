@@ -25,17 +25,21 @@ impl From<DropReason> for RcvError {
     }
 }
 
-/// ip_list_rcv's loop: keeps, in order, the packets `rcv` accepts (moved to the front; their
-/// count is returned) and hands the others to `refuse`.
+/// ip_list_rcv's loop: validates each packet of the run with `rcv`; the accepted ones move
+/// to the front and go on to `finish` (routing and dst_input) as lists. A refused packet is
+/// dropped where it stands; one refused with an ICMP error first lets the packets accepted
+/// before it finish, so the error leaves in the order single mode sends it.
 #[inline(always)]
-pub(crate) fn retain_received(
+pub(crate) fn rcv_list(
     net: &Net,
     w: &mut Worker,
     run: &mut [Skb],
     mut rcv: impl FnMut(&mut BufCache, &mut Skb) -> Result<(), RcvError>,
     refuse: fn(&Net, &mut Worker, Skb, RcvError),
-) -> usize {
-    let mut n = 0;
+    finish: fn(&Net, &mut Worker, &mut [Skb]),
+) {
+    let t0 = w.clock();
+    let (mut start, mut n) = (0, 0);
     for i in 0..run.len() {
         match rcv(&mut w.bufs, &mut run[i]) {
             Ok(()) => {
@@ -44,10 +48,18 @@ pub(crate) fn retain_received(
                 }
                 n += 1;
             }
-            Err(e) => refuse(net, w, run[i], e),
+            Err(RcvError::Drop(r)) => w.drop_pkt(run[i].pkt, r),
+            Err(e) => {
+                if n > start {
+                    finish(net, w, &mut run[start..n]);
+                    start = n;
+                }
+                refuse(net, w, run[i], e);
+            }
         }
     }
-    n
+    w.stage_done(Stage::Ip, run.len(), t0);
+    finish(net, w, &mut run[start..n]);
 }
 
 /// A packet receive refused: the parameter problem if one is due, then the drop.
@@ -348,7 +360,8 @@ fn special_addresses(src: [u8; 4], dst: [u8; 4]) -> Result<(), DropReason> {
     if dst == LIMITED_BROADCAST || (src == [0; 4] && dst == [0; 4]) {
         return Err(DropReason::IpInvalidDest);
     }
-    if src[0] == 0 {
+    // Likewise only 0.0.0.0 is refused as a source (the rest of 0/8 is forwarded).
+    if src == [0; 4] {
         return Err(DropReason::IpInvalidSource);
     }
     // 0.0.0.0 only: the rest of 0/8 is routed like any unicast destination (no route: an
@@ -405,8 +418,5 @@ fn dst_input_one(net: &Net, w: &mut Worker, skb: Skb) {
 /// ip_list_rcv: validate each packet (drops leave the run), then the finish step.
 /// The run already shares its input port (and sluice has one namespace), so no re-cut.
 pub(crate) fn list_rcv(net: &Net, w: &mut Worker, run: &mut [Skb]) {
-    let t0 = w.clock();
-    let n = retain_received(net, w, run, |bufs, s| rcv_core(bufs, &net.routes, s), refuse);
-    w.stage_done(Stage::Ip, run.len(), t0);
-    super::list_rcv_finish::<super::family::V4>(net, w, &mut run[..n]);
+    rcv_list(net, w, run, |bufs, s| rcv_core(bufs, &net.routes, s), refuse, super::list_rcv_finish::<super::family::V4>);
 }

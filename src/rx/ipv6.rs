@@ -1,13 +1,13 @@
 //! IPv6 receive: validation as ipv6_rcv, extension headers skipped safely, route lookup
 //! (with the route hint in list mode), then forward or local delivery.
 
-use super::route::{NextHop, NO_ROUTE};
 use super::ipv4::RcvError;
+use super::route::{NextHop, NO_ROUTE};
 use super::{forward, local};
 use crate::buf::skb::{PktType, Skb};
 use crate::buf::BufCache;
 use crate::net::Net;
-use crate::stats::{DropReason, Stage};
+use crate::stats::DropReason;
 use crate::wire::ipv6::{NEXT_HEADER_AUTH, NEXT_HEADER_DEST_OPTS, NEXT_HEADER_FRAGMENT, NEXT_HEADER_HOP_BY_HOP, NEXT_HEADER_ROUTING};
 use crate::worker::Worker;
 
@@ -302,8 +302,5 @@ pub(crate) fn rcv_one(net: &Net, w: &mut Worker, mut skb: Skb) {
 }
 
 pub(crate) fn list_rcv(net: &Net, w: &mut Worker, run: &mut [Skb]) {
-    let t0 = w.clock();
-    let n = super::ipv4::retain_received(net, w, run, |bufs, s| rcv_core(net, bufs, s), refuse);
-    w.stage_done(Stage::Ip, run.len(), t0);
-    super::list_rcv_finish::<super::family::V6>(net, w, &mut run[..n]);
+    super::ipv4::rcv_list(net, w, run, |bufs, s| rcv_core(net, bufs, s), refuse, super::list_rcv_finish::<super::family::V6>);
 }
