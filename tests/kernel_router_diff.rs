@@ -33,7 +33,6 @@ use std::time::{Duration, Instant};
 const EXPLAINED: &[(&str, &str)] = &[
     ("tcp4_to_us", "no TCP stack: the kernel answers with a RST, sluice drops as no_socket"),
     ("tcp6_to_us", "no TCP stack: the kernel answers with a RST, sluice drops as no_socket"),
-    ("icmp4_timestamp_to_us", "no ICMP timestamp replies (their clock values could not be compared anyway)"),
     ("opt4_timestamp", "the Timestamp option is checked but sluice writes no time into it"),
     ("src6_link_local", "no link-local addresses: the kernel answers from its own link-local address, sluice cannot"),
     (
@@ -214,6 +213,8 @@ fn corpus() -> Vec<(&'static str, Vec<u8>)> {
         ("tcp4_to_us", tcp4(SRC_V4, IN_V4, 1000, 80).build()),
         ("tcp6_to_us", tcp6(SRC_V6, IN_V6, 1000, 80).build()),
         ("icmp4_timestamp_to_us", icmp4(SRC_V4, IN_V4, 13, 0, [0, 1, 0, 1], &[0; 12])),
+        ("icmp4_timestamp_long_to_us", icmp4(SRC_V4, IN_V4, 13, 0, [0, 1, 0, 2], &[7; 40])),
+        ("icmp4_timestamp_record_route", with_ipv4_options(icmp4(SRC_V4, IN_V4, 13, 0, [0, 1, 0, 3], &[0; 12]), &[1, 7, 7, 4, 0, 0, 0, 0])),
         ("icmp4_unreach_ttl1", with_ttl(icmp4(SRC_V4, DST1_V4, 3, 1, [0; 4], &[0x45; 28]), 1)),
         ("icmp4_echo_ttl1", with_ttl(icmp4(SRC_V4, DST1_V4, 8, 0, [0, 1, 0, 1], &[0; 8]), 1)),
         ("icmp4_type14_ttl1", with_ttl(icmp4(SRC_V4, DST1_V4, 14, 0, [0; 4], &[0; 12]), 1)),
@@ -324,6 +325,7 @@ fn normalize(mut f: Vec<u8>) -> Vec<u8> {
             if OUR_V4.iter().any(|a| f[l3 + 12..l3 + 16] == a[..]) {
                 f[l3 + 4..l3 + 6].fill(0);
                 f[l3 + 10..l3 + 12].fill(0);
+                normalize_timestamp_reply(&mut f[l3..]);
             }
             l3 + u16::from_be_bytes([f[l3 + 2], f[l3 + 3]]) as usize
         }
@@ -333,6 +335,24 @@ fn normalize(mut f: Vec<u8>) -> Vec<u8> {
     };
     f.truncate(len.max(14));
     f
+}
+
+/// A timestamp reply's receive and transmit times are clocks: checked to be equal, to lie
+/// within the day and to be covered by a valid checksum, then blanked (checksum too).
+fn normalize_timestamp_reply(ip: &mut [u8]) {
+    let ihl = (ip[0] & 0xf) as usize * 4;
+    if ip[9] != 1 {
+        return;
+    }
+    let Some(icmp) = ip.get_mut(ihl..ihl + 20) else { return };
+    if icmp[0] != 14 {
+        return;
+    }
+    assert_eq!(sluice::wire::checksum::checksum(icmp), 0, "timestamp reply checksum");
+    assert_eq!(icmp[12..16], icmp[16..20], "receive and transmit times");
+    assert!(u32::from_be_bytes([icmp[12], icmp[13], icmp[14], icmp[15]]) < 86_400_000, "milliseconds since midnight");
+    icmp[2..4].fill(0);
+    icmp[12..20].fill(0);
 }
 
 /// One line per frame for the report: port, a short description, the bytes.

@@ -234,3 +234,23 @@ fn ipv6_rcv_routes_unspecified_and_v4_mapped_destinations_and_forwards_v4_mapped
 }
 
 use sluice::wire::{Icmpv4Packet, Icmpv6Packet};
+
+#[test]
+fn icmp_timestamp_answers_with_originate_receive_and_transmit_times() {
+    let req = icmp4(SRC_V4, IN_V4, 13, 0, [0, 9, 0, 4], &[0x11, 0x22, 0x33, 0x44, 0, 0, 0, 0, 0, 0, 0, 0, 7, 7, 7, 7]);
+    let short = icmp4(SRC_V4, IN_V4, 13, 0, [0, 9, 0, 5], &[0x11, 0x22, 0x33, 0x44]);
+    let o = run_both(&[req, short], &Setup::default());
+    assert_eq!(drops(&o), BTreeMap::from([("pkt_too_small", 1)]));
+    let r = &o.port(P_IN)[0];
+    let ip = ipv4_of(r);
+    assert_eq!((ip.src_addr(), ip.dst_addr(), ip.total_len()), (IN_V4, SRC_V4, 40), "20 bytes of ICMP, whatever followed");
+    let p = ip.payload();
+    assert_eq!(checksum::checksum(p), 0, "checksum");
+    assert_eq!(&p[..2], &[14, 0]);
+    assert_eq!(&p[4..12], &[0, 9, 0, 4, 0x11, 0x22, 0x33, 0x44], "identifier, sequence, originate time");
+    let (recv, xmit) = (u32::from_be_bytes([p[12], p[13], p[14], p[15]]), u32::from_be_bytes([p[16], p[17], p[18], p[19]]));
+    assert_eq!(recv, xmit);
+    assert!(recv < 86_400_000, "milliseconds since midnight UTC");
+}
+
+use sluice::wire::checksum;

@@ -196,6 +196,9 @@ fn icmp_rcv(net: &Net, w: &mut Worker, mut s: Skb) {
     if !ok {
         return w.drop_pkt(s.pkt, DropReason::L4Csum);
     }
+    if typ == 13 {
+        return icmp_timestamp(net, w, s);
+    }
     if typ != 8 {
         return w.drop_pkt(s.pkt, DropReason::IcmpIgnored);
     }
@@ -207,6 +210,37 @@ fn icmp_rcv(net: &Net, w: &mut Worker, mut s: Skb) {
     let icmp = &mut w.bufs.data_mut(s.pkt)[l4..];
     icmp[0] = 0;
     let c = checksum::update16(u16::from_be_bytes([icmp[2], icmp[3]]), 0x0800, 0x0000);
+    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    send_v4(net, w, s.pkt, dst);
+}
+
+/// icmp_timestamp: a timestamp reply (type 14) carrying the request's originate time and
+/// our receive and transmit times, milliseconds since midnight UTC (RFC 792). The reply is
+/// 20 bytes of ICMP whatever the request carried after them; options come back as for an
+/// echo. (A request shorter than 20 bytes, or a chain, is not answered.)
+#[cold]
+#[inline(never)]
+fn icmp_timestamp(net: &Net, w: &mut Worker, mut s: Skb) {
+    const REPLY_LEN: usize = 20;
+    if s.pkt.is_chained() || w.bufs.data(s.pkt).len() < s.transport_off as usize + REPLY_LEN {
+        return w.drop_pkt(s.pkt, DropReason::PktTooSmall);
+    }
+    if s.transport_off - s.network_off > 20 {
+        echo_reply_options_v4(&mut w.bufs, &mut s);
+    }
+    let (l3, l4) = (s.network_off as usize, s.transport_off as usize);
+    s.pkt.len = (l4 + REPLY_LEN) as u16;
+    w.bufs.data_mut(s.pkt)[l3 + 2..l3 + 4].copy_from_slice(&((l4 + REPLY_LEN - l3) as u16).to_be_bytes());
+    let dst = reply_v4(net, w, &s, false);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let ms = ((now.as_secs() % 86_400) * 1000 + u64::from(now.subsec_millis())) as u32;
+    let icmp = &mut w.bufs.data_mut(s.pkt)[l4..l4 + REPLY_LEN];
+    icmp[0] = 14;
+    icmp[1] = 0;
+    icmp[12..16].copy_from_slice(&ms.to_be_bytes());
+    icmp[16..20].copy_from_slice(&ms.to_be_bytes());
+    icmp[2..4].copy_from_slice(&[0, 0]);
+    let c = checksum::checksum(icmp);
     icmp[2..4].copy_from_slice(&c.to_be_bytes());
     send_v4(net, w, s.pkt, dst);
 }
