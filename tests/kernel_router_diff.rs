@@ -475,8 +475,24 @@ impl Drop for Netns {
     }
 }
 
+/// Namespaces an earlier run of this test left behind when it was killed (no unwinding): their
+/// names carry the pid of a process that is gone.
+fn remove_stale_namespaces() {
+    let Ok(dir) = std::fs::read_dir("/run/netns") else { return };
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let pid = name.strip_prefix("sldiff-r").or_else(|| name.strip_prefix("sldiff-h"));
+        if let Some(pid) = pid.filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())) {
+            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = Command::new("ip").args(["netns", "del", &name]).output();
+            }
+        }
+    }
+}
+
 /// Builds the kernel router of `tests/common` in namespace R, peers in H.
 fn kernel_router() -> Result<Netns, String> {
+    remove_stale_namespaces();
     let pid = std::process::id();
     let ns = Netns { router: format!("sldiff-r{pid}"), hosts: format!("sldiff-h{pid}") };
     let (r, h) = (ns.router.as_str(), ns.hosts.as_str());
