@@ -233,7 +233,7 @@ fn corpus() -> Vec<(&'static str, Vec<u8>)> {
         ("arp_from_new_host", arp_request([2, 0, 0, 0, 0, 0x42], [192, 0, 2, 42], IN_V4)),
         ("ns_out2_addr_on_in0", neighbour_solicit(MAC_HOST, HOST_V6, OUT2_V6)),
         ("ns_from_new_host", neighbour_solicit([2, 0, 0, 0, 0, 0x42], v6([0x2001, 0xdb8, 1, 0, 0, 0, 0, 0x42]), IN_V6)),
-        ("na_unsolicited", icmp6(MAC_HOST, MAC_IN, HOST_V6, IN_V6, 255, 136, 0, &[[0x20u8, 0, 0, 0].as_slice(), &HOST_V6, &[2, 1], &MAC_HOST].concat())),
+        ("na_unsolicited", neighbour_advert(MAC_HOST, HOST_V6, IN_V6)),
         ("arp_unicast_in0", arp(1, MAC_IN, MAC_HOST, HOST_V4, [0; 6], IN_V4)),
         ("arp_reply_unsolicited", arp(2, MAC_IN, MAC_HOST, HOST_V4, MAC_IN, IN_V4)),
         ("ns_in0", neighbour_solicit(MAC_HOST, HOST_V6, IN_V6)),
@@ -270,6 +270,12 @@ const KERNEL_OUT2_MTU: u16 = 1280;
 
 /// A link-local address of the host behind in0 (both routers know its MAC).
 const LL_HOST_V6: [u8; 16] = v6([0xfe80, 0, 0, 0, 0, 0, 0, 0xaa]);
+
+/// An unsolicited neighbour advertisement (override) from (mac, addr) to `dst`, with its
+/// target link-layer address option.
+fn neighbour_advert(mac: [u8; 6], addr: [u8; 16], dst: [u8; 16]) -> Vec<u8> {
+    icmp6(mac, MAC_IN, addr, dst, 255, 136, 0, &[[0x20u8, 0, 0, 0].as_slice(), &addr, &[2, 1], &mac].concat())
+}
 
 fn pad_to(mut f: Vec<u8>, n: usize) -> Vec<u8> {
     f.resize(n, 0);
