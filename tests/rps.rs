@@ -273,3 +273,89 @@ fn bad_queue_settings_are_refused_by_name() {
     let e = c.build(Default::default(), &pool).err().expect("refused").to_string();
     assert!(e.contains("ports[1] (sink0).rss_queues") && e.contains("one queue"), "{e}");
 }
+
+// ---------------------------------------------------------------------------------------
+// RFS: flows follow the worker that reads their socket, in order
+// ---------------------------------------------------------------------------------------
+
+/// The router on two workers delivering to a UDP socket on port 5001 of every worker, with
+/// RFS on and the socket's reader on worker `reader`; `flows` flows × `rounds` datagrams
+/// whose payload says (round << 16 | flow).
+fn rfs_router(listified: &str, reader: usize, flows: u16, rounds: u32) -> (Datapath, usize) {
+    let mut setup = rps_setup("0-1");
+    setup.pipeline = sluice::datapath::Pipeline::Local;
+    let sets = [
+        ("net.core.rps_sock_flow_entries", "32768"),
+        ("rps_flow_cnt", "4096"),
+        ("rx.listified", listified),
+        ("net.core.netdev_max_backlog", "100000"),
+    ];
+    for (k, v) in sets {
+        setup.tun.set(k, v).expect("tunable");
+    }
+    let mut frames = Vec::new();
+    for round in 0..rounds {
+        for f in 0..flows {
+            frames.push(udp4(SRC_V4, IN_V4, 20_000 + f, 5001).seq(round << 16 | f as u32).build());
+        }
+    }
+    let pool = Pool::new(setup.pool_frames).expect("pool");
+    let mut dp = build_router(frames.clone(), &setup, &pool);
+    for w in &mut dp.workers {
+        w.sockets.bind_udp(5001, 1 << 16).expect("bind");
+        w.sockets.reader_cpu = Some(reader);
+    }
+    (dp, frames.len())
+}
+
+#[test]
+fn rfs_moves_a_flow_only_after_its_old_worker_processed_what_it_queued() {
+    for listified in ["1", "0"] {
+        // Stepped on this thread, in phases: worker 0 polls and steers ten rounds for each
+        // round of worker 1 (worker 1 lags by more than a flow's spacing: a flow moving off it
+        // must wait until it has processed what the flow queued there), then the other way
+        // round (worker 1 catches up, and the waiting flows move). Each worker's socket is
+        // read right after its round.
+        let (mut dp, total) = rfs_router(listified, 0, 200, 40);
+        let mut order: HashMap<u32, Vec<u32>> = HashMap::new();
+        let id = sluice::rx::local::SocketId(0);
+        let mut step = |dp: &mut Datapath, k: usize| {
+            let Datapath { net, workers } = dp;
+            let w = &mut workers[k];
+            let did = sluice::napi::softirq_round(net, w);
+            while w.sockets.recv_batch(&mut w.bufs, id, 256, |d| {
+                let v = u32::from_be_bytes([d[0], d[1], d[2], d[3]]);
+                order.entry(v & 0xffff).or_default().push(v >> 16);
+            }) > 0
+            {}
+            did
+        };
+        for cycle in 0..100_000 {
+            let (w0, w1) = if cycle / 4 % 2 == 0 { (10, 1) } else { (1, 10) };
+            let did = (0..w0).map(|_| step(&mut dp, 0)).sum::<usize>() + (0..w1).map(|_| step(&mut dp, 1)).sum::<usize>();
+            if did == 0 && dp.counters().rx == total as u64 && dp.in_flight() == 0 {
+                break;
+            }
+        }
+        finish(&mut dp, total);
+        let c = dp.counters();
+        assert_eq!(c.local, total as u64, "{:?}", c.nonzero_drops());
+        assert!(c.rfs_moves > 50, "flows the map put on worker 1 moved to the reader's worker 0: {}", c.rfs_moves);
+        for f in 0..200u32 {
+            let rounds = &order[&f];
+            assert_eq!(rounds, &(0..40).collect::<Vec<u32>>(), "flow {f} delivered out of order");
+        }
+    }
+}
+
+#[test]
+fn rfs_on_two_threads_steers_flows_to_the_readers_worker() {
+    let (mut dp, total) = rfs_router("1", 1, 1000, 8);
+    dp.run_until(&RunLimit::default(), Duration::ZERO, |_, _| {});
+    finish(&mut dp, total);
+    let c = dp.counters();
+    assert_eq!(c.local, total as u64, "{:?}", c.nonzero_drops());
+    assert!(c.rfs_moves > 0);
+    let on_reader = dp.workers[1].c.local;
+    assert!(on_reader >= 7000, "after the first datagram of each flow, worker 1 takes them: {on_reader}");
+}

@@ -234,6 +234,11 @@ pub struct Config {
     /// Local pipeline: UDP ports with a bound socket (drained by the lab's application).
     #[serde(default)]
     pub udp_sockets: Vec<u16>,
+    /// The worker the application reading those sockets runs on (RFS steers their flows
+    /// there when `net.core.rps_sock_flow_entries` and `rps_flow_cnt` are set); default: the
+    /// worker that delivers each datagram.
+    #[serde(default)]
+    pub udp_reader_cpu: Option<usize>,
     /// An XDP program attached to every receiving port.
     #[serde(default)]
     pub xdp: Option<XdpConfig>,
@@ -449,6 +454,17 @@ impl Config {
             )?;
             if added == 0 {
                 return Err(field("routes_file", format!("{}: no routes in the file", path.display())));
+            }
+        }
+        if let Some(cpu) = self.udp_reader_cpu {
+            if cpu >= dp.workers.len() {
+                return Err(field(
+                    "udp_reader_cpu",
+                    format!("worker {cpu} does not exist (this datapath has workers 0-{})", dp.workers.len() - 1),
+                ));
+            }
+            for w in &mut dp.workers {
+                w.sockets.reader_cpu = Some(cpu);
             }
         }
         for &p in &self.udp_sockets {

@@ -30,7 +30,7 @@ enum UdpFate {
 }
 
 #[inline]
-fn udp_classify(w: &Worker, s: &Skb, v6: bool) -> UdpFate {
+fn udp_classify(net: &Net, w: &Worker, s: &Skb, v6: bool) -> UdpFate {
     let data = w.bufs.data(s.pkt);
     let l3 = s.network_off as usize;
     let l4 = s.transport_off as usize;
@@ -61,7 +61,12 @@ fn udp_classify(w: &Worker, s: &Skb, v6: bool) -> UdpFate {
     if dport == UDP_ECHO_PORT {
         return UdpFate::Echo;
     }
-    match w.sockets.lookup(dport) {
+    let sock = w.sockets.lookup(dport);
+    if sock.is_some() {
+        // RFS: the flow is consumed where the socket's reader runs (sock_rps_record_flow).
+        net.rps.sock_flow.record(s.hash, w.sockets.reader_cpu.unwrap_or(w.id));
+    }
+    match sock {
         // A chain's payload keeps its fragments (the socket reader frees them with the head).
         Some(i) if s.pkt.is_chained() => UdpFate::Socket(i, Pkt { off: s.pkt.off + l4 as u16 + 8, len: (udp.len() - 8) as u16, ..s.pkt }),
         Some(i) => UdpFate::Socket(i, Pkt { off: s.pkt.off + l4 as u16 + 8, len: ulen as u16 - 8, frag_len: 0, ..s.pkt }),
@@ -126,7 +131,7 @@ fn deliver_one_v4(net: &Net, w: &mut Worker, s: Skb) {
     }
     match s.ip_proto {
         IPPROTO_ICMP => icmp_rcv(net, w, s),
-        IPPROTO_UDP => match udp_classify(w, &s, false) {
+        IPPROTO_UDP => match udp_classify(net, w, &s, false) {
             UdpFate::Socket(i, p) => socket_enqueue(w, i, &[p]),
             UdpFate::Echo => udp_echo_v4(net, w, s),
             UdpFate::Drop(r) => w.drop_pkt(s.pkt, r),
@@ -283,7 +288,7 @@ fn deliver_list(net: &Net, w: &mut Worker, run: &mut [Skb], v6: bool) {
     for &s in run.iter() {
         // (IPv6 extension headers take the one-packet path, which processes them first.)
         let plain = if v6 { s.transport_off - s.network_off == 40 } else { !is_frag_v4(&w.bufs, &s) };
-        let fate = (s.ip_proto == IPPROTO_UDP && plain).then(|| udp_classify(w, &s, v6));
+        let fate = (s.ip_proto == IPPROTO_UDP && plain).then(|| udp_classify(net, w, &s, v6));
         match fate {
             Some(UdpFate::Socket(i, p)) => {
                 if (i != batch_sock || nb == batch.len()) && nb > 0 {
@@ -374,7 +379,7 @@ fn strip_ext_headers_v6(bufs: &mut BufCache, s: &mut Skb) {
 fn deliver_upper_v6(net: &Net, w: &mut Worker, s: Skb) {
     match s.ip_proto {
         IPPROTO_ICMPV6 => icmp6_rcv(net, w, s),
-        IPPROTO_UDP => match udp_classify(w, &s, true) {
+        IPPROTO_UDP => match udp_classify(net, w, &s, true) {
             UdpFate::Socket(i, p) => socket_enqueue(w, i, &[p]),
             UdpFate::Echo => udp_echo_v6(net, w, s),
             UdpFate::Drop(r) => w.drop_pkt(s.pkt, r),

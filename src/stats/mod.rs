@@ -192,6 +192,8 @@ pub struct Counters {
     pub rps_steered: u64,
     pub backlog_processed: u64,
     pub rps_wakeups: u64,
+    /// RFS: flows moved to the worker that consumes them.
+    pub rfs_moves: u64,
 }
 
 impl Default for Counters {
@@ -219,6 +221,7 @@ impl Default for Counters {
             rps_steered: 0,
             backlog_processed: 0,
             rps_wakeups: 0,
+            rfs_moves: 0,
             list_len_log2: [0; 12],
             xdp_actions: [0; 6],
         }
@@ -322,6 +325,7 @@ impl Counters {
         self.rps_steered += o.rps_steered;
         self.backlog_processed += o.backlog_processed;
         self.rps_wakeups += o.rps_wakeups;
+        self.rfs_moves += o.rfs_moves;
         for (a, b) in self.list_len_log2.iter_mut().zip(o.list_len_log2.iter()) {
             *a += b;
         }
