@@ -8,10 +8,12 @@ use crate::xdp::ebpf::{EbpfProgram, EngineKind};
 use crate::xdp::env::SluiceEnv;
 use crate::xdp::{XdpBuff, XdpMode, XdpProgram};
 use serde_json::{json, Value};
-use sluice_ebpf::maps::MapDump;
+use sluice_ebpf::maps::{DumpScope, MapDump, MapDumpEntry};
 use sluice_ebpf::xdp::LowMem;
-use sluice_ebpf::PageFrags;
+use sluice_ebpf::{Maps, PageFrags};
+use std::io::Write;
 use std::path::Path;
+use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
 pub enum XdpToolError {
@@ -66,8 +68,17 @@ pub struct ToolRun {
     /// Frames per return value outside 0..=4, by value (the kernel's test run reports the
     /// raw value; the datapath drops them as aborted).
     pub unknown: std::collections::BTreeMap<u32, u64>,
-    pub maps: Vec<MapDump>,
+    /// The object's maps after the run (dumped lazily, entry by entry, with `scope`).
+    pub maps: Arc<Maps>,
+    pub scope: DumpScope,
     pub faults: u64,
+}
+
+impl ToolRun {
+    /// Every map's dump with the run's scope (in memory: for tests and small maps).
+    pub fn dumps(&self) -> Vec<MapDump> {
+        self.maps.dump_with(self.scope)
+    }
 }
 
 pub fn main(cmd: XdpCommand) -> Result<(), XdpToolError> {
@@ -82,7 +93,7 @@ pub fn main(cmd: XdpCommand) -> Result<(), XdpToolError> {
     let run = execute(&args)?;
     print_counts(&run);
     if dump {
-        print_maps(&run.maps);
+        print_maps(&run.maps, run.scope);
     }
     Ok(())
 }
@@ -138,19 +149,11 @@ pub fn execute(args: &XdpRunArgs) -> Result<ToolRun, XdpToolError> {
         sluice_ebpf::verifier::VerifyOptions::default()
     };
     let mut prog = EbpfProgram::load_selected(&args.object, args.section.as_deref(), force_xdp, &verify_opts, kind, false)?;
+    if let Some(path) = &args.maps_file {
+        apply_maps_file(&prog, path)?;
+    }
     for u in &args.map_updates {
-        let bad = || XdpToolError::Usage(format!("--map `{u}`: expected NAME:KEYHEX=VALUEHEX"));
-        let (name, kv) = u.split_once(':').ok_or_else(bad)?;
-        let (k, v) = kv.split_once('=').ok_or_else(bad)?;
-        let map = prog.maps.by_name(name).ok_or_else(|| XdpToolError::Usage(format!("--map: no map named `{name}`")))?;
-        // A PROG_ARRAY slot may name a program of the object (as libbpf fills it with the fd).
-        let by_name = (map.map_type() == sluice_ebpf::program::map_type::PROG_ARRAY)
-            .then(|| prog.program_index(v))
-            .flatten()
-            .map(|i| i.to_le_bytes().to_vec());
-        let (k, v) = (parse_hex(k).ok_or_else(bad)?, by_name.or_else(|| parse_hex(v)).ok_or_else(bad)?);
-        check_devmap_value(map.map_type(), &v).map_err(|e| XdpToolError::Usage(format!("--map `{u}`: {e}")))?;
-        map.update(&k, &v, 0).map_err(|e| XdpToolError::Usage(format!("--map `{u}`: {e}")))?;
+        apply_map_flag(&prog, u).map_err(|e| XdpToolError::Usage(format!("--map `{u}`: {e}")))?;
     }
     if args.events.is_some() {
         for m in prog.maps.iter() {
@@ -217,7 +220,8 @@ pub fn execute(args: &XdpRunArgs) -> Result<ToolRun, XdpToolError> {
     if let Some(p) = &args.events {
         write_events(p, &prog.maps)?;
     }
-    let run = ToolRun { program: prog.name(), results, counts, unknown, maps: prog.maps.dump(), faults: prog.faults };
+    let scope = if args.all_entries { DumpScope::All } else { DumpScope::NonZero };
+    let run = ToolRun { program: prog.name(), results, counts, unknown, maps: prog.maps.clone(), scope, faults: prog.faults };
     if let Some(j) = &args.json {
         write_json(j, &args.object, &run)?;
     }
@@ -241,8 +245,21 @@ fn hex_list(b: &[u8]) -> Value {
     Value::Array(b.iter().map(|x| Value::String(format!("0x{x:02x}"))).collect())
 }
 
-/// The oracle's JSON: runs plus maps in `bpftool -j map dump` form.
-pub fn to_json(object: &Path, run: &ToolRun) -> Value {
+/// One map entry in `bpftool -j map dump` form (maps of maps: `inner_map` by name).
+fn entry_json(e: &MapDumpEntry) -> Value {
+    match (&e.value, &e.values, &e.inner_map) {
+        (_, _, Some(inner)) => json!({ "key": hex_list(&e.key), "inner_map": inner }),
+        (Some(v), _, _) => json!({ "key": hex_list(&e.key), "value": hex_list(v) }),
+        (None, Some(vs), _) => {
+            json!({ "key": hex_list(&e.key), "values": vs.iter().enumerate().map(|(cpu, v)| json!({"cpu": cpu, "value": hex_list(v)})).collect::<Vec<_>>() })
+        }
+        _ => json!({ "key": hex_list(&e.key) }),
+    }
+}
+
+/// The oracle's JSON: runs, maps in `bpftool -j map dump` form and `map_info` (type, sizes),
+/// written as it is produced: a map's entries go out one by one, never a whole dump in memory.
+pub fn write_json_to(w: &mut dyn Write, object: &Path, run: &ToolRun) -> std::io::Result<()> {
     let runs: Vec<Value> = run
         .results
         .iter()
@@ -254,25 +271,49 @@ pub fn to_json(object: &Path, run: &ToolRun) -> Value {
             v
         })
         .collect();
-    let mut maps = serde_json::Map::new();
-    for m in &run.maps {
-        let entries: Vec<Value> = m
-            .entries
-            .iter()
-            .map(|e| match (&e.value, &e.values) {
-                (Some(v), _) => json!({ "key": hex_list(&e.key), "value": hex_list(v) }),
-                (None, Some(vs)) => json!({ "key": hex_list(&e.key), "values": vs.iter().enumerate().map(|(cpu, v)| json!({"cpu": cpu, "value": hex_list(v)})).collect::<Vec<_>>() }),
-                _ => json!({ "key": hex_list(&e.key) }),
-            })
-            .collect();
-        maps.insert(m.name.clone(), Value::Array(entries));
+    let program = object.file_name().map(|f| f.to_string_lossy().into_owned());
+    writeln!(w, "{{\"program\": {}, \"engine\": {},", json!(program), json!(run.program))?;
+    writeln!(w, "\"runs\": {},", Value::Array(runs))?;
+    write!(w, "\"maps\": {{")?;
+    let mut failed = None;
+    for (i, m) in run.maps.iter().enumerate() {
+        write!(w, "{}\n {}: [", if i == 0 { "" } else { "," }, json!(m.name()))?;
+        let mut first = true;
+        run.maps.for_each_entry(i, run.scope, |e| {
+            if failed.is_none() {
+                let sep = if first { "\n  " } else { ",\n  " };
+                first = false;
+                if let Err(err) = write!(w, "{sep}{}", entry_json(&e)) {
+                    failed = Some(err);
+                }
+            }
+        });
+        if let Some(e) = failed.take() {
+            return Err(e);
+        }
+        write!(w, "]")?;
     }
-    json!({ "program": object.file_name().map(|f| f.to_string_lossy().into_owned()), "engine": run.program, "runs": runs, "maps": maps })
+    write!(w, "}},\n\"map_info\": {{")?;
+    for (i, m) in run.maps.iter().enumerate() {
+        let d = m.def();
+        let info = json!({ "type": sluice_ebpf::maps::map_type_name(d.map_type), "bytes_key": d.key_size, "bytes_value": d.value_size, "max_entries": d.max_entries, "flags": d.flags });
+        write!(w, "{}\n {}: {}", if i == 0 { "" } else { "," }, json!(m.name()), info)?;
+    }
+    writeln!(w, "}}}}")
+}
+
+/// [`write_json_to`] as a `Value` (tests).
+pub fn to_json(object: &Path, run: &ToolRun) -> Value {
+    let mut buf = Vec::new();
+    write_json_to(&mut buf, object, run).expect("writing to memory");
+    serde_json::from_slice(&buf).expect("valid JSON")
 }
 
 fn write_json(path: &Path, object: &Path, run: &ToolRun) -> Result<(), XdpToolError> {
-    let text = serde_json::to_string_pretty(&to_json(object, run)).unwrap_or_default();
-    std::fs::write(path, text).map_err(|source| XdpToolError::Io { path: path.display().to_string(), source })
+    let io = |source| XdpToolError::Io { path: path.display().to_string(), source };
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path).map_err(io)?);
+    write_json_to(&mut w, object, run).map_err(io)?;
+    w.flush().map_err(io)
 }
 
 fn print_counts(run: &ToolRun) {
@@ -333,26 +374,162 @@ pub fn list(object: &Path) -> Result<String, XdpToolError> {
     Ok(out)
 }
 
-fn print_maps(maps: &[MapDump]) {
-    for m in maps {
+/// Prints every map entry by entry (`xdp maps`): array slots that hold zero are left out
+/// unless `--all-entries`.
+fn print_maps(maps: &Maps, scope: DumpScope) {
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    for (i, m) in maps.iter().enumerate() {
+        let d = m.def();
         crate::outln!(
-            "map {} ({}, key {} B, value {} B, max {}): {} entries",
-            m.name,
-            m.type_name,
-            m.key_size,
-            m.value_size,
-            m.max_entries,
-            m.entries.len()
+            "map {} ({}, key {} B, value {} B, max {}):",
+            d.name,
+            sluice_ebpf::maps::map_type_name(d.map_type),
+            d.key_size,
+            d.value_size,
+            d.max_entries
         );
-        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
-        for e in &m.entries {
-            match (&e.value, &e.values) {
-                (Some(v), _) => crate::outln!("  {} => {}", hex(&e.key), hex(v)),
-                (None, Some(vs)) => crate::outln!("  {} => [{}]", hex(&e.key), vs.iter().map(|v| hex(v)).collect::<Vec<_>>().join(", ")),
+        let mut n = 0u64;
+        maps.for_each_entry(i, scope, |e| {
+            n += 1;
+            match (&e.value, &e.values, &e.inner_map) {
+                (_, _, Some(inner)) => crate::outln!("  {} => map {inner}", hex(&e.key)),
+                (Some(v), _, _) => crate::outln!("  {} => {}", hex(&e.key), hex(v)),
+                (None, Some(vs), _) => crate::outln!("  {} => [{}]", hex(&e.key), vs.iter().map(|v| hex(v)).collect::<Vec<_>>().join(", ")),
                 _ => crate::outln!("  {}", hex(&e.key)),
             }
+        });
+        let what = if scope == DumpScope::NonZero && matches!(d.map_type, 2 | 6) { "non-zero entries" } else { "entries" };
+        crate::outln!("  ({n} {what})");
+    }
+}
+
+// ---- map setup from the command line and from files -------------------------------------
+
+/// A value to put in a map, as user space gives it.
+enum SetValue {
+    Bytes(Vec<u8>),
+    /// Per-CPU values (CPU i gets element i; missing CPUs get zero).
+    PerCpu(Vec<Vec<u8>>),
+    /// A program of the object (PROG_ARRAY) or an inner map (map of maps), by name.
+    Named(String),
+}
+
+/// Puts `value` at `key` of map `name` (None deletes), as user space does with
+/// bpf_map_update_elem / bpf_map_delete_elem.
+fn set_entry(prog: &EbpfProgram, name: &str, key: &[u8], value: Option<SetValue>) -> Result<(), String> {
+    use sluice_ebpf::program::map_type;
+    let maps = &prog.maps;
+    let idx = maps.index_of(name).ok_or_else(|| format!("no map named `{name}`"))?;
+    let map = maps.get(idx).ok_or_else(|| format!("no map named `{name}`"))?;
+    let d = map.def();
+    let Some(value) = value else {
+        return map.delete(key).map_err(|e| e.to_string());
+    };
+    let bytes = match value {
+        SetValue::Named(n) if d.is_map_of_maps() => {
+            let inner = maps.index_of(&n).ok_or_else(|| format!("no map named `{n}` to put in `{name}`"))?;
+            return maps.set_inner(idx, key, inner, 0).map_err(|e| e.to_string());
+        }
+        SetValue::Named(n) if d.map_type == map_type::PROG_ARRAY => {
+            prog.program_index(&n).ok_or_else(|| format!("no program named `{n}`"))?.to_le_bytes().to_vec()
+        }
+        SetValue::Named(n) => parse_hex(&n).ok_or_else(|| format!("`{n}` is not hex bytes"))?,
+        SetValue::Bytes(b) => b,
+        SetValue::PerCpu(vs) => {
+            let stride = (d.value_size as usize).div_ceil(8) * 8;
+            let copies = map.copies() as usize;
+            if !map.is_percpu() || vs.len() > copies {
+                return Err(format!("{} per-CPU values for a map with {copies} CPU copies", vs.len()));
+            }
+            let mut all = vec![0u8; stride * copies];
+            for (c, v) in vs.iter().enumerate() {
+                if v.len() != d.value_size as usize {
+                    return Err(format!("CPU {c}: value of {} bytes, the map's are {}", v.len(), d.value_size));
+                }
+                all[c * stride..c * stride + v.len()].copy_from_slice(v);
+            }
+            all
+        }
+    };
+    check_devmap_value(d.map_type, &bytes)?;
+    map.update(key, &bytes, 0).map_err(|e| e.to_string())
+}
+
+/// `--map NAME:KEYHEX=VALUE`: VALUE is hex bytes, a program (PROG_ARRAY) or inner map (map of
+/// maps) by name; empty deletes the entry.
+fn apply_map_flag(prog: &EbpfProgram, u: &str) -> Result<(), String> {
+    let bad = || "expected NAME:KEYHEX=VALUE".to_owned();
+    let (name, kv) = u.split_once(':').ok_or_else(bad)?;
+    let (k, v) = kv.split_once('=').ok_or_else(bad)?;
+    let key = parse_hex(k).ok_or_else(bad)?;
+    let value = (!v.is_empty()).then(|| SetValue::Named(v.to_owned()));
+    set_entry(prog, name, &key, value)
+}
+
+/// Bytes from JSON: a hex string ("0a000001", "0x0a000001" is taken as the same bytes), a list
+/// of bytes (numbers or "0x.." strings, bpftool's form), or an unsigned number (`size` bytes,
+/// little-endian).
+fn json_bytes(v: &Value, size: usize) -> Result<Vec<u8>, String> {
+    match v {
+        Value::String(s) => parse_hex(s.trim_start_matches("0x")).ok_or_else(|| format!("`{s}` is not hex bytes")),
+        Value::Array(items) => items
+            .iter()
+            .map(|x| match x {
+                Value::Number(n) => n.as_u64().and_then(|n| u8::try_from(n).ok()).ok_or_else(|| format!("{n} is not a byte")),
+                Value::String(s) => u8::from_str_radix(s.trim_start_matches("0x"), 16).map_err(|_| format!("`{s}` is not a byte")),
+                other => Err(format!("{other} is not a byte")),
+            })
+            .collect(),
+        Value::Number(n) => {
+            let n = n.as_u64().ok_or_else(|| format!("{n} is not an unsigned number"))?;
+            if size < 8 && n >> (8 * size) != 0 {
+                return Err(format!("{n} does not fit in {size} bytes"));
+            }
+            let mut b = n.to_le_bytes().to_vec();
+            b.resize(size, 0);
+            Ok(b)
+        }
+        other => Err(format!("{other}: expected hex bytes, a byte list or a number")),
+    }
+}
+
+/// `--maps FILE`: entries for several maps at once (see the flag's help); `xdp run --json`
+/// output is valid input.
+fn apply_maps_file(prog: &EbpfProgram, path: &Path) -> Result<(), XdpToolError> {
+    let text = std::fs::read_to_string(path).map_err(|source| XdpToolError::Io { path: path.display().to_string(), source })?;
+    let bad = |m: String| XdpToolError::Usage(format!("--maps {}: {m}", path.display()));
+    let doc: Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    let maps = doc.get("maps").filter(|m| m.is_object()).unwrap_or(&doc);
+    let maps = maps.as_object().ok_or_else(|| bad("expected an object of maps".into()))?;
+    // Plain maps first: inner maps are filled before they are put in their outer maps
+    // (the order does not matter for the result, only for messages).
+    let mut names: Vec<&String> = maps.keys().collect();
+    names.sort_by_key(|n| prog.maps.by_name(n).is_some_and(|m| m.def().is_map_of_maps()));
+    for name in names {
+        let map = prog.maps.by_name(name).ok_or_else(|| bad(format!("no map named `{name}`")))?;
+        let (ks, vs) = (map.def().key_size as usize, map.def().value_size as usize);
+        let entries = maps[name].as_array().ok_or_else(|| bad(format!("`{name}`: expected a list of entries")))?;
+        for (n, e) in entries.iter().enumerate() {
+            let at = |m: String| bad(format!("`{name}` entry {n}: {m}"));
+            let key = json_bytes(e.get("key").ok_or_else(|| at("no key".into()))?, ks).map_err(at)?;
+            let value = if let Some(inner) = e.get("inner_map").or_else(|| e.get("prog")) {
+                Some(SetValue::Named(inner.as_str().ok_or_else(|| at("inner_map / prog: expected a name".into()))?.to_owned()))
+            } else if let Some(v) = e.get("values") {
+                let list = v.as_array().ok_or_else(|| at("values: expected a list".into()))?;
+                let mut per = Vec::with_capacity(list.len());
+                for x in list {
+                    per.push(json_bytes(x.get("value").unwrap_or(x), vs).map_err(at)?);
+                }
+                Some(SetValue::PerCpu(per))
+            } else if e.get("delete").and_then(Value::as_bool) == Some(true) {
+                None
+            } else {
+                Some(SetValue::Bytes(json_bytes(e.get("value").ok_or_else(|| at("no value".into()))?, vs).map_err(at)?))
+            };
+            set_entry(prog, name, &key, value).map_err(at)?;
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -377,6 +554,8 @@ mod tests {
             mode: "native".into(),
             engine: "interp".into(),
             map_updates: Vec::new(),
+            maps_file: None,
+            all_entries: false,
             json: None,
         }
     }
@@ -423,7 +602,7 @@ mod tests {
     #[test]
     fn event_output_with_and_without_a_consumer() {
         let results = |run: &ToolRun| -> Vec<i64> {
-            let m = run.maps.iter().find(|m| m.name == "results").unwrap();
+            let m = run.dumps().into_iter().find(|m| m.name == "results").unwrap();
             m.entries.iter().map(|e| i64::from_le_bytes(e.value.clone().unwrap()[..8].try_into().unwrap())).collect()
         };
         let run = execute(&args("obj/xdp_events.o", None, None)).unwrap();
