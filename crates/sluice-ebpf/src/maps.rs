@@ -1673,7 +1673,9 @@ mod tests {
 
     #[test]
     fn bad_defs() {
-        assert!(matches!(Map::new(&def(12, 4, 4, 4), 1, 1 << 20), Err(MapError::UnsupportedType { .. })));
+        assert!(matches!(Map::new(&def(15, 4, 4, 4), 1, 1 << 20), Err(MapError::UnsupportedType { .. })));
+        // A map of maps without an inner-map template.
+        assert!(matches!(Map::new(&def(map_type::ARRAY_OF_MAPS, 4, 4, 4), 1, 1 << 20), Err(MapError::InvalidDef { .. })));
         assert!(Map::new(&def(map_type::ARRAY, 8, 4, 4), 1, 1 << 20).is_err());
         assert!(Map::new(&def(map_type::ARRAY, 4, 0, 4), 1, 1 << 20).is_err());
         assert!(Map::new(&def(map_type::HASH, 4, 4, 0), 1, 1 << 20).is_err());
