@@ -560,6 +560,52 @@ mod tests {
         }
     }
 
+    /// bpf/xdp_map_in_map.o: inner maps inserted with --map, deleted with an empty value; the
+    /// --json output, given back with --maps over no frames, recreates every map (round
+    /// trip); --maps takes numbers, hex strings and byte lists and refuses misfit inner maps.
+    #[test]
+    fn map_in_map_setup_and_maps_file_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = args("obj/xdp_map_in_map.o", None, None);
+        a.map_updates = vec!["by_class:02000000=class_arp".into(), "by_l4:06000000=l4_tcp".into()];
+        a.json = Some(dir.path().join("a.json"));
+        let run = execute(&a).unwrap();
+        assert_eq!(run.counts[1], 4, "the 4 frames of class 'other' find no inner map");
+        let by_class = run.dumps().into_iter().find(|m| m.name == "by_class").unwrap();
+        let inner: Vec<&str> = by_class.entries.iter().filter_map(|e| e.inner_map.as_deref()).collect();
+        assert_eq!(inner, ["class_v4", "class_v6", "class_arp"]);
+        // An empty value deletes: ARP frames drop again.
+        let mut d = args("obj/xdp_map_in_map.o", None, None);
+        d.map_updates = vec!["by_class:02000000=class_arp".into(), "by_class:02000000=".into()];
+        assert_eq!(execute(&d).unwrap().counts[1], 5);
+        // Round trip over no frames.
+        std::fs::create_dir(dir.path().join("none")).unwrap();
+        let mut b = args("obj/xdp_map_in_map.o", None, None);
+        b.packets_dir = Some(dir.path().join("none"));
+        b.maps_file = a.json.clone();
+        b.json = Some(dir.path().join("b.json"));
+        execute(&b).unwrap();
+        let read = |f: &str| -> Value { serde_json::from_str(&std::fs::read_to_string(dir.path().join(f)).unwrap()).unwrap() };
+        assert_eq!(read("a.json")["maps"], read("b.json")["maps"]);
+        // Hand-written: numbers, hex, byte lists.
+        let f = dir.path().join("setup.json");
+        std::fs::write(
+            &f,
+            r#"{"misses": [{"key": 1, "value": 258}, {"key": "02000000", "value": ["0x05", 0, 0, 0, 0, 0, 0, 0]}],
+                "by_l4": [{"key": 1, "inner_map": "l4_tcp"}]}"#,
+        )
+        .unwrap();
+        b.maps_file = Some(f.clone());
+        let run = execute(&b).unwrap();
+        let misses = run.maps.by_name("misses").unwrap();
+        assert_eq!(misses.lookup(&1u32.to_le_bytes(), 0), Some(258u64.to_le_bytes().to_vec()));
+        assert_eq!(misses.lookup(&2u32.to_le_bytes(), 0), Some(5u64.to_le_bytes().to_vec()));
+        assert_eq!(run.maps.inner_map_name(run.maps.index_of("by_l4").unwrap(), &1u32.to_le_bytes()), Some("l4_tcp"));
+        std::fs::write(&f, r#"{"by_l4": [{"key": 1, "inner_map": "class_v4"}]}"#).unwrap();
+        let e = execute(&b).err().unwrap().to_string();
+        assert!(e.contains("does not match the template"), "{e}");
+    }
+
     #[test]
     fn unknown_return_values_are_reported_by_number() {
         let run = execute(&args("obj/xdp_unknown_action.o", None, None)).unwrap();
@@ -602,7 +648,8 @@ mod tests {
     #[test]
     fn event_output_with_and_without_a_consumer() {
         let results = |run: &ToolRun| -> Vec<i64> {
-            let m = run.dumps().into_iter().find(|m| m.name == "results").unwrap();
+            // Every slot (zeros included), as --all-entries dumps them.
+            let m = run.maps.dump().into_iter().find(|m| m.name == "results").unwrap();
             m.entries.iter().map(|e| i64::from_le_bytes(e.value.clone().unwrap()[..8].try_into().unwrap())).collect()
         };
         let run = execute(&args("obj/xdp_events.o", None, None)).unwrap();
