@@ -1317,13 +1317,18 @@ impl Map {
         match &self.kind {
             Kind::Array => {
                 let span = self.copies as usize * self.stride;
-                for i in 0..self.def.max_entries {
+                let visit = |i: u32| {
                     if scope == DumpScope::NonZero && self.slot_is_zero(i, span) {
-                        continue;
+                        return;
                     }
                     if let Some(e) = entry(i.to_le_bytes().to_vec()) {
                         f(e);
                     }
+                };
+                if scope == DumpScope::NonZero && self.region.len >= MMAP_MIN {
+                    self.for_each_resident_slot(span, visit);
+                } else {
+                    (0..self.def.max_entries).for_each(visit);
                 }
             }
             Kind::Hash(_) => {
@@ -1332,6 +1337,41 @@ impl Map {
                 keys.into_iter().filter_map(entry).for_each(f);
             }
             _ => self.keys().into_iter().filter_map(entry).for_each(f),
+        }
+    }
+
+    /// Calls `visit` in ascending order with every slot of an mmapped array region that lies
+    /// (partly) on a resident page: a page never touched is not resident and holds zeros
+    /// only, so a sparse dump of a huge array reads the pages written and no others
+    /// (`mincore`; if it fails every slot is visited).
+    fn for_each_resident_slot(&self, span: usize, mut visit: impl FnMut(u32)) {
+        const PAGE: usize = 4096;
+        const CHUNK: usize = 1 << 16;
+        let n_slots = self.def.max_entries;
+        let npages = self.region.len.div_ceil(PAGE);
+        let mut resident = vec![0u8; npages.min(CHUNK)];
+        let mut next = 0u32;
+        let mut start = 0usize;
+        while start < npages {
+            let n = (npages - start).min(CHUNK);
+            // SAFETY: [base + start pages, + n pages) lies in the mapping (mmap rounds its
+            // length up to whole pages; the base is page-aligned); `resident` has n bytes.
+            let rc = unsafe {
+                libc::mincore(self.region.ptr.as_ptr().add(start * PAGE) as *mut libc::c_void, n * PAGE, resident.as_mut_ptr())
+            };
+            for (j, r) in resident[..n].iter().enumerate() {
+                if rc == 0 && r & 1 == 0 {
+                    continue;
+                }
+                let page = start + j;
+                let first = next.max((page * PAGE / span) as u32);
+                let last = n_slots.min(((page + 1) * PAGE).div_ceil(span) as u32);
+                for i in first..last {
+                    visit(i);
+                }
+                next = next.max(last);
+            }
+            start += n;
         }
     }
 
