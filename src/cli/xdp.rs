@@ -8,6 +8,7 @@ use crate::xdp::ebpf::{EbpfProgram, EngineKind};
 use crate::xdp::env::SluiceEnv;
 use crate::xdp::{XdpBuff, XdpMode, XdpProgram};
 use serde_json::{json, Value};
+use sluice_ebpf::btf_types::{MapTypes, TypeDesc};
 use sluice_ebpf::maps::{DumpScope, MapDump, MapDumpEntry};
 use sluice_ebpf::xdp::LowMem;
 use sluice_ebpf::{Maps, PageFrags};
@@ -245,16 +246,35 @@ fn hex_list(b: &[u8]) -> Value {
     Value::Array(b.iter().map(|x| Value::String(format!("0x{x:02x}"))).collect())
 }
 
-/// One map entry in `bpftool -j map dump` form (maps of maps: `inner_map` by name).
-fn entry_json(e: &MapDumpEntry) -> Value {
-    match (&e.value, &e.values, &e.inner_map) {
-        (_, _, Some(inner)) => json!({ "key": hex_list(&e.key), "inner_map": inner }),
+/// One map entry in `bpftool -j map dump` form (maps of maps: `inner_map` by name); with
+/// BTF types, also bpftool's `formatted` key and value (struct fields by name).
+fn entry_json(e: &MapDumpEntry, types: Option<&MapTypes>) -> Value {
+    let mut v = match (&e.value, &e.values, &e.inner_map) {
+        (_, _, Some(inner)) => return json!({ "key": hex_list(&e.key), "inner_map": inner }),
         (Some(v), _, _) => json!({ "key": hex_list(&e.key), "value": hex_list(v) }),
         (None, Some(vs), _) => {
             json!({ "key": hex_list(&e.key), "values": vs.iter().enumerate().map(|(cpu, v)| json!({"cpu": cpu, "value": hex_list(v)})).collect::<Vec<_>>() })
         }
         _ => json!({ "key": hex_list(&e.key) }),
+    };
+    if let Some(f) = formatted(e, types) {
+        v["formatted"] = f;
     }
+    v
+}
+
+/// An entry's key and value decoded by their BTF types (None without types).
+fn formatted(e: &MapDumpEntry, types: Option<&MapTypes>) -> Option<Value> {
+    let t = types?;
+    let (kt, vt) = (t.key.as_ref()?, t.value.as_ref()?);
+    let key = kt.format(&e.key);
+    Some(match (&e.value, &e.values) {
+        (Some(v), _) => json!({ "key": key, "value": vt.format(v) }),
+        (None, Some(vs)) => {
+            json!({ "key": key, "values": vs.iter().enumerate().map(|(cpu, v)| json!({"cpu": cpu, "value": vt.format(v)})).collect::<Vec<_>>() })
+        }
+        _ => json!({ "key": key }),
+    })
 }
 
 /// The oracle's JSON: runs, maps in `bpftool -j map dump` form and `map_info` (type, sizes),
@@ -283,7 +303,7 @@ pub fn write_json_to(w: &mut dyn Write, object: &Path, run: &ToolRun) -> std::io
             if failed.is_none() {
                 let sep = if first { "\n  " } else { ",\n  " };
                 first = false;
-                if let Err(err) = write!(w, "{sep}{}", entry_json(&e)) {
+                if let Err(err) = write!(w, "{sep}{}", entry_json(&e, run.maps.types(i))) {
                     failed = Some(err);
                 }
             }
@@ -391,6 +411,10 @@ fn print_maps(maps: &Maps, scope: DumpScope) {
         let mut n = 0u64;
         maps.for_each_entry(i, scope, |e| {
             n += 1;
+            if let Some(f) = formatted(&e, maps.types(i)) {
+                crate::outln!("  {f}");
+                return;
+            }
             match (&e.value, &e.values, &e.inner_map) {
                 (_, _, Some(inner)) => crate::outln!("  {} => map {inner}", hex(&e.key)),
                 (Some(v), _, _) => crate::outln!("  {} => {}", hex(&e.key), hex(v)),
@@ -493,6 +517,28 @@ fn json_bytes(v: &Value, size: usize) -> Result<Vec<u8>, String> {
     }
 }
 
+/// Bytes of a key or value from JSON: bpftool's raw forms (a hex string, a list of "0x.."
+/// bytes) as they are, anything else (objects by field name, numbers, addresses) through
+/// the map's BTF type when it has one.
+fn entry_bytes(v: &Value, size: usize, ty: Option<&TypeDesc>) -> Result<Vec<u8>, String> {
+    let raw_list = v.as_array().is_some_and(|a| a.iter().all(|x| x.as_str().is_some_and(|s| s.starts_with("0x"))));
+    let hex_str = v.as_str().is_some_and(|s| parse_hex(s.trim_start_matches("0x")).is_some_and(|b| b.len() == size));
+    match ty {
+        Some(t) if !raw_list && !hex_str => {
+            let mut out = vec![0u8; size.max(t.size())];
+            match t.encode(v, &mut out) {
+                Ok(()) => {
+                    out.truncate(size);
+                    Ok(out)
+                }
+                // A plain byte list (numbers and "0x.." strings mixed) is still raw bytes.
+                Err(e) => json_bytes(v, size).ok().filter(|b| b.len() == size).ok_or(e),
+            }
+        }
+        _ => json_bytes(v, size),
+    }
+}
+
 /// `--maps FILE`: entries for several maps at once (see the flag's help); `xdp run --json`
 /// output is valid input.
 fn apply_maps_file(prog: &EbpfProgram, path: &Path) -> Result<(), XdpToolError> {
@@ -508,23 +554,25 @@ fn apply_maps_file(prog: &EbpfProgram, path: &Path) -> Result<(), XdpToolError> 
     for name in names {
         let map = prog.maps.by_name(name).ok_or_else(|| bad(format!("no map named `{name}`")))?;
         let (ks, vs) = (map.def().key_size as usize, map.def().value_size as usize);
+        let types = prog.maps.index_of(name).and_then(|i| prog.maps.types(i));
+        let (kt, vt) = (types.and_then(|t| t.key.as_ref()), types.and_then(|t| t.value.as_ref()));
         let entries = maps[name].as_array().ok_or_else(|| bad(format!("`{name}`: expected a list of entries")))?;
         for (n, e) in entries.iter().enumerate() {
             let at = |m: String| bad(format!("`{name}` entry {n}: {m}"));
-            let key = json_bytes(e.get("key").ok_or_else(|| at("no key".into()))?, ks).map_err(at)?;
+            let key = entry_bytes(e.get("key").ok_or_else(|| at("no key".into()))?, ks, kt).map_err(at)?;
             let value = if let Some(inner) = e.get("inner_map").or_else(|| e.get("prog")) {
                 Some(SetValue::Named(inner.as_str().ok_or_else(|| at("inner_map / prog: expected a name".into()))?.to_owned()))
             } else if let Some(v) = e.get("values") {
                 let list = v.as_array().ok_or_else(|| at("values: expected a list".into()))?;
                 let mut per = Vec::with_capacity(list.len());
                 for x in list {
-                    per.push(json_bytes(x.get("value").unwrap_or(x), vs).map_err(at)?);
+                    per.push(entry_bytes(x.get("value").unwrap_or(x), vs, vt).map_err(at)?);
                 }
                 Some(SetValue::PerCpu(per))
             } else if e.get("delete").and_then(Value::as_bool) == Some(true) {
                 None
             } else {
-                Some(SetValue::Bytes(json_bytes(e.get("value").ok_or_else(|| at("no value".into()))?, vs).map_err(at)?))
+                Some(SetValue::Bytes(entry_bytes(e.get("value").ok_or_else(|| at("no value".into()))?, vs, vt).map_err(at)?))
             };
             set_entry(prog, name, &key, value).map_err(at)?;
         }
@@ -604,6 +652,30 @@ mod tests {
         std::fs::write(&f, r#"{"by_l4": [{"key": 1, "inner_map": "class_v4"}]}"#).unwrap();
         let e = execute(&b).err().unwrap().to_string();
         assert!(e.contains("does not match the template"), "{e}");
+    }
+
+    /// BTF-typed maps: `--json` carries bpftool's "formatted" key and value (struct fields by
+    /// name; the `__be32` source address in network order), and `--maps` takes typed entries
+    /// (an address string, an object by field name, fields left out are zero).
+    #[test]
+    fn typed_dumps_and_typed_map_setup() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("none")).unwrap();
+        let f = dir.path().join("typed.json");
+        std::fs::write(&f, r#"{"src_budget": [{"key": "10.0.0.9", "value": {"first_seen_ns": 5, "packets": 2}}]}"#).unwrap();
+        let mut a = args("obj/xdp_lru_ratelimit.o", None, None);
+        a.packets_dir = Some(dir.path().join("none"));
+        a.maps_file = Some(f);
+        a.json = Some(dir.path().join("out.json"));
+        let run = execute(&a).unwrap();
+        let mut want = 5u64.to_le_bytes().to_vec();
+        want.extend(2u64.to_le_bytes());
+        assert_eq!(run.maps.by_name("src_budget").unwrap().lookup(&[10, 0, 0, 9], 0), Some(want));
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("out.json")).unwrap()).unwrap();
+        let e = &v["maps"]["src_budget"][0];
+        assert_eq!(e["formatted"]["key"], 0x0a00_0009u32);
+        assert_eq!(e["formatted"]["value"]["packets"], 2);
+        assert_eq!(e["formatted"]["value"]["first_seen_ns"], 5);
     }
 
     #[test]

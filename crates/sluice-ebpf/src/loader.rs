@@ -248,7 +248,20 @@ impl Object {
                 inner,
             });
         }
-        let maps = Maps::with_limit(&defs, opts.ncpus.max(1), opts.max_map_bytes)?;
+        let mut maps = Maps::with_limit(&defs, opts.ncpus.max(1), opts.max_map_bytes)?;
+        // Key and value types from BTF, for typed dumps and typed map setup.
+        maps.set_types(
+            named
+                .iter()
+                .map(|(_, m)| match m {
+                    aya_obj::Map::Btf(b) => Some(crate::btf_types::MapTypes {
+                        key: crate::btf_types::type_of(&elf, b.def.btf_key_type_id),
+                        value: crate::btf_types::type_of(&elf, b.def.btf_value_type_id),
+                    }),
+                    aya_obj::Map::Legacy(_) => None,
+                })
+                .collect(),
+        );
         for (i, (_, m)) in named.iter().enumerate() {
             let data = m.data();
             let is_init = matches!(m.section_kind(), EbpfSectionKind::Data | EbpfSectionKind::Rodata);

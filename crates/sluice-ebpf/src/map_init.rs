@@ -49,15 +49,17 @@ const KIND_TYPE_TAG: u32 = 18;
 /// One BTF type record: kind, name, vlen, the size/type word, and where its trailing data
 /// starts (offset in the type area).
 #[derive(Clone, Copy)]
-struct BtfType {
-    kind: u32,
-    name_off: u32,
-    vlen: usize,
-    size_or_type: u32,
-    extra: usize,
+pub(crate) struct BtfType {
+    pub kind: u32,
+    pub name_off: u32,
+    pub vlen: usize,
+    pub size_or_type: u32,
+    pub extra: usize,
+    /// The info word's kind_flag (struct members with bitfield sizes, signed enums).
+    pub kflag: bool,
 }
 
-struct Btf<'a> {
+pub(crate) struct Btf<'a> {
     elf: &'a Elf<'a>,
     types: &'a [u8],
     strings: &'a [u8],
@@ -69,7 +71,7 @@ struct Btf<'a> {
 
 impl<'a> Btf<'a> {
     /// Reads `.BTF` (already checked by `Elf::parse`: header, areas and records in bounds).
-    fn parse(elf: &'a Elf<'a>) -> Option<Btf<'a>> {
+    pub(crate) fn parse(elf: &'a Elf<'a>) -> Option<Btf<'a>> {
         let sec = elf.section_named(".BTF")?;
         let (b, file_off) = elf.section_bytes(sec);
         let hdr_len = elf.u32_at(b, 4)? as usize;
@@ -77,7 +79,7 @@ impl<'a> Btf<'a> {
         let (str_off, str_len) = (elf.u32_at(b, 16)? as usize, elf.u32_at(b, 20)? as usize);
         let types = b.get(hdr_len + type_off..hdr_len + type_off + type_len)?;
         let strings = b.get(hdr_len + str_off..hdr_len + str_off + str_len)?;
-        let mut list = vec![BtfType { kind: 0, name_off: 0, vlen: 0, size_or_type: 0, extra: 0 }];
+        let mut list = vec![BtfType { kind: 0, name_off: 0, vlen: 0, size_or_type: 0, extra: 0, kflag: false }];
         let mut at = 0usize;
         while at + 12 <= types.len() {
             let info = elf.u32_at(types, at + 4)?;
@@ -90,23 +92,30 @@ impl<'a> Btf<'a> {
                 6 | 13 => vlen * 8,
                 _ => 0,
             };
-            list.push(BtfType { kind, name_off: elf.u32_at(types, at)?, vlen, size_or_type: elf.u32_at(types, at + 8)?, extra: at + 12 });
+            list.push(BtfType {
+                kind,
+                name_off: elf.u32_at(types, at)?,
+                vlen,
+                size_or_type: elf.u32_at(types, at + 8)?,
+                extra: at + 12,
+                kflag: info >> 31 != 0,
+            });
             at += 12 + extra_len;
         }
         Some(Btf { elf, types, strings, types_file_off: file_off + hdr_len + type_off, list })
     }
 
-    fn get(&self, id: u32) -> Option<BtfType> {
+    pub(crate) fn get(&self, id: u32) -> Option<BtfType> {
         self.list.get(id as usize).copied()
     }
 
-    fn name(&self, off: u32) -> &'a str {
+    pub(crate) fn name(&self, off: u32) -> &'a str {
         let s = self.strings.get(off as usize..).unwrap_or(&[]);
         std::str::from_utf8(&s[..s.iter().position(|&c| c == 0).unwrap_or(s.len())]).unwrap_or("")
     }
 
     /// Follows typedefs and qualifiers (bounded: a cycle in bad BTF ends the walk).
-    fn resolve(&self, mut id: u32) -> Option<BtfType> {
+    pub(crate) fn resolve(&self, mut id: u32) -> Option<BtfType> {
         for _ in 0..32 {
             let t = self.get(id)?;
             match t.kind {
@@ -117,7 +126,7 @@ impl<'a> Btf<'a> {
         None
     }
 
-    fn u32_in(&self, off: usize) -> u32 {
+    pub(crate) fn u32_in(&self, off: usize) -> u32 {
         self.elf.u32_at(self.types, off).unwrap_or(0)
     }
 

@@ -1356,9 +1356,8 @@ impl Map {
             let n = (npages - start).min(CHUNK);
             // SAFETY: [base + start pages, + n pages) lies in the mapping (mmap rounds its
             // length up to whole pages; the base is page-aligned); `resident` has n bytes.
-            let rc = unsafe {
-                libc::mincore(self.region.ptr.as_ptr().add(start * PAGE) as *mut libc::c_void, n * PAGE, resident.as_mut_ptr())
-            };
+            let rc =
+                unsafe { libc::mincore(self.region.ptr.as_ptr().add(start * PAGE) as *mut libc::c_void, n * PAGE, resident.as_mut_ptr()) };
             for (j, r) in resident[..n].iter().enumerate() {
                 if rc == 0 && r & 1 == 0 {
                     continue;
@@ -1439,6 +1438,8 @@ pub struct Maps {
     maps: Vec<Map>,
     ncpus: u32,
     regions: Vec<MemRegion>,
+    /// BTF key and value types per map, when the object has them.
+    types: Vec<Option<crate::btf_types::MapTypes>>,
 }
 
 impl Maps {
@@ -1460,11 +1461,21 @@ impl Maps {
 
     fn from_maps(maps: Vec<Map>, ncpus: u32) -> Maps {
         let regions = maps.iter().map(Map::region).collect();
-        Maps { maps, ncpus: ncpus.max(1), regions }
+        Maps { maps, ncpus: ncpus.max(1), regions, types: Vec::new() }
     }
 
     pub fn len(&self) -> usize {
         self.maps.len()
+    }
+
+    /// Sets the BTF key and value types of the maps (by index; the loader's).
+    pub fn set_types(&mut self, types: Vec<Option<crate::btf_types::MapTypes>>) {
+        self.types = types;
+    }
+
+    /// The BTF key and value types of map `index`, if the object described them.
+    pub fn types(&self, index: usize) -> Option<&crate::btf_types::MapTypes> {
+        self.types.get(index)?.as_ref()
     }
 
     pub fn is_empty(&self) -> bool {
