@@ -12,8 +12,9 @@
 //! * Regions of 64 KiB and more are anonymous private mappings (`MAP_NORESERVE`): the kernel
 //!   backs a page only once it is written, so a 33M-entry array costs the pages a program or
 //!   user space touched, not `max_entries × stride` (reads of untouched pages map the shared
-//!   zero page). Dumps skip zero array slots by default ([`Map::for_each_entry`]) so reading
-//!   a huge map back does not touch it either.
+//!   zero page). Dumps skip zero array slots by default ([`Map::for_each_entry`]) and only
+//!   read pages that were ever touched (`/proc/self/pagemap`), so reading a huge map back
+//!   does not touch it either.
 //! * Maps of maps (ARRAY_OF_MAPS, HASH_OF_MAPS) hold the index of an inner map of the same
 //!   [`Maps`] in a 4-byte value; every inner map matches the outer map's template
 //!   ([`MapDef::inner`], checked by [`Maps::set_inner`]); a program's lookup returns the inner
@@ -1326,7 +1327,7 @@ impl Map {
                     }
                 };
                 if scope == DumpScope::NonZero && self.region.len >= MMAP_MIN {
-                    self.for_each_resident_slot(span, visit);
+                    self.for_each_touched_slot(span, visit);
                 } else {
                     (0..self.def.max_entries).for_each(visit);
                 }
@@ -1341,25 +1342,31 @@ impl Map {
     }
 
     /// Calls `visit` in ascending order with every slot of an mmapped array region that lies
-    /// (partly) on a resident page: a page never touched is not resident and holds zeros
-    /// only, so a sparse dump of a huge array reads the pages written and no others
-    /// (`mincore`; if it fails every slot is visited).
-    fn for_each_resident_slot(&self, span: usize, mut visit: impl FnMut(u32)) {
+    /// (partly) on a page that was ever touched: a page neither present nor swapped out
+    /// (`/proc/self/pagemap` bits 63 and 62) was never written and holds zeros only, so a
+    /// sparse dump of a huge array reads the pages written and no others. (`mincore` would
+    /// not do: a written page that was swapped out is not resident.) Without pagemap every
+    /// slot is visited.
+    fn for_each_touched_slot(&self, span: usize, mut visit: impl FnMut(u32)) {
+        use std::os::unix::fs::FileExt;
         const PAGE: usize = 4096;
-        const CHUNK: usize = 1 << 16;
+        const CHUNK: usize = 1 << 14;
         let n_slots = self.def.max_entries;
+        let Ok(pagemap) = std::fs::File::open("/proc/self/pagemap") else {
+            (0..n_slots).for_each(visit);
+            return;
+        };
+        let first_page = self.region.ptr.as_ptr() as usize / PAGE;
         let npages = self.region.len.div_ceil(PAGE);
-        let mut resident = vec![0u8; npages.min(CHUNK)];
+        let mut buf = vec![0u8; CHUNK * 8];
         let mut next = 0u32;
         let mut start = 0usize;
         while start < npages {
             let n = (npages - start).min(CHUNK);
-            // SAFETY: [base + start pages, + n pages) lies in the mapping (mmap rounds its
-            // length up to whole pages; the base is page-aligned); `resident` has n bytes.
-            let rc =
-                unsafe { libc::mincore(self.region.ptr.as_ptr().add(start * PAGE) as *mut libc::c_void, n * PAGE, resident.as_mut_ptr()) };
-            for (j, r) in resident[..n].iter().enumerate() {
-                if rc == 0 && r & 1 == 0 {
+            let ok = pagemap.read_exact_at(&mut buf[..n * 8], ((first_page + start) * 8) as u64).is_ok();
+            for j in 0..n {
+                let e = u64::from_le_bytes(buf[j * 8..j * 8 + 8].try_into().unwrap_or([0xff; 8]));
+                if ok && e >> 62 == 0 {
                     continue;
                 }
                 let page = start + j;

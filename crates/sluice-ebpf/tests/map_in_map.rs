@@ -178,5 +178,5 @@ fn sparse_dumps_skip_zero_array_slots_of_huge_arrays() {
     assert_eq!(keys, vec![3, 9_999_999]);
     assert_eq!(d[1].entries.len(), 1);
     assert_eq!(d[1].entries[0].values.as_ref().unwrap()[1], 7u64.to_le_bytes().to_vec());
-    assert_eq!(m.dump_with(DumpScope::All)[1].entries.len(), 4);
+    assert_eq!(m.get(1).unwrap().dump_with(DumpScope::All).entries.len(), 4);
 }
