@@ -180,3 +180,46 @@ fn sparse_dumps_skip_zero_array_slots_of_huge_arrays() {
     assert_eq!(d[1].entries[0].values.as_ref().unwrap()[1], 7u64.to_le_bytes().to_vec());
     assert_eq!(m.get(1).unwrap().dump_with(DumpScope::All).entries.len(), 4);
 }
+
+/// A per-CPU inner map reached only through an outer map (the program never asks for its
+/// CPU): both engines update the running CPU's copy.
+#[test]
+fn per_cpu_inner_maps_use_the_running_cpu() {
+    let mut outer = map("outer", map_type::ARRAY_OF_MAPS, 4, 4, 1);
+    outer.inner = Some(Box::new(map("t", map_type::PERCPU_ARRAY, 4, 8, 1)));
+    let defs = vec![outer, map("pc", map_type::PERCPU_ARRAY, 4, 8, 1)];
+    let src = "
+        *(u32 *)(r10 - 4) = 0
+        r2 = r10
+        r2 += -4
+        r1 = map[0] ll
+        call 1
+        if r0 == 0 goto out
+        r1 = r0
+        r2 = r10
+        r2 += -4
+        call 1
+        if r0 == 0 goto out
+        r1 = 5
+        atomic u64 r0 + 0 add r1
+      out:
+        r0 = 2
+        exit";
+    let p = Arc::new(program(asm(src), defs.clone()));
+    verify(&p, &VerifyOptions::default()).unwrap_or_else(|e| panic!("refused: {e}"));
+    for jit in [false, true] {
+        let maps = Arc::new(Maps::new(&defs, 3).unwrap());
+        maps.set_inner(0, &0u32.to_le_bytes(), 1, BPF_ANY).unwrap();
+        let mut mem = LowMem::new(4096).unwrap();
+        let mut xdp = XdpBuff::new(mem.as_mut_slice(), 256, 60);
+        let mut env = NullEnv { cpu: 2, ..NullEnv::default() };
+        let r = if jit {
+            Jit::compile(p.clone(), maps.clone()).unwrap().run(&mut xdp, &mut env)
+        } else {
+            Interpreter::new(p.clone(), maps.clone()).unwrap().run(&mut xdp, &mut env)
+        };
+        assert_eq!(r.unwrap().action, 2);
+        let per = maps.get(1).unwrap().lookup_percpu(&0u32.to_le_bytes()).unwrap();
+        assert_eq!(per, vec![vec![0; 8], vec![0; 8], 5u64.to_le_bytes().to_vec()], "jit {jit}: CPU 2's copy");
+    }
+}
