@@ -1109,7 +1109,7 @@ const OUTER_LOOKUP: &str = "
 fn inner_map_must_be_null_checked_before_use() {
     // The lookup result goes to bpf_map_lookup_elem as a map without a null check.
     let src = format!("{OUTER_LOOKUP} r1 = r0\n r2 = r10\n r2 += -8\n call 1\n r0 = 2\n exit");
-    rejects_with(&src, map_in_map_maps(), VerifyOptions::default(), 9, "map_ptr_or_null expected=map_ptr");
+    rejects_with(&src, map_in_map_maps(), VerifyOptions::default(), 9, "type=map_value_or_null expected=map_ptr");
     // Nor is it memory.
     let src = format!("{OUTER_LOOKUP} if r0 == 0 goto out\n r0 = *(u64 *)(r0 + 0)\n out:\n r0 = 2\n exit");
     rejects_with(&src, map_in_map_maps(), VerifyOptions::default(), 7, "invalid mem access 'map_ptr'");

@@ -920,7 +920,7 @@ impl<'a> Verifier<'a> {
                     if r.ty == RegType::MapPtrOrNull {
                         return Err(err(
                             pc,
-                            format!("R{regno} type=map_ptr_or_null expected=map_ptr ({name}): null-check the inner map first"),
+                            format!("R{regno} type=map_value_or_null expected=map_ptr ({name}): null-check the inner map first"),
                         ));
                     }
                     if r.ty != RegType::MapPtr {

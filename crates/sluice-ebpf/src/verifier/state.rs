@@ -42,7 +42,9 @@ impl RegType {
             RegType::PacketEnd => "pkt_end",
             RegType::Stack => "fp",
             RegType::MapPtr => "map_ptr",
-            RegType::MapPtrOrNull => "map_ptr_or_null",
+            // The kernel types the lookup result PTR_TO_MAP_VALUE_OR_NULL until the null check
+            // makes it CONST_PTR_TO_MAP: its messages say map_value_or_null.
+            RegType::MapPtrOrNull => "map_value_or_null",
             RegType::MapValue => "map_value",
             RegType::MapValueOrNull => "map_value_or_null",
             RegType::RingbufMem => "ringbuf_mem",
