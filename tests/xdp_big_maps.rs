@@ -1,6 +1,7 @@
 //! Production-sized maps at the kernel's memory cost: `bpf/obj/xdp_big_arrays.o` holds a
-//! 33,554,432-entry and a 16,777,216-entry u64 array (384 MiB, which the kernel allocates
-//! whole). sluice maps them lazily and dumps only the written slots, streaming: the run
+//! 33,554,432-entry and a 16,777,216-entry u64 array and a 4,194,304-entry hash (704 MiB,
+//! which the kernel allocates whole). sluice maps them lazily and dumps only the written
+//! slots and present hash entries, streaming: the run
 //! passes under an address-space limit of 800 MB, its peak RSS stays far below the maps'
 //! size, and `--json` / `xdp maps` hold exactly the slots the frames wrote.
 
@@ -41,6 +42,11 @@ fn fifty_million_array_slots_under_a_memory_limit() {
     assert!(!conn.is_empty() && conn.len() < 20, "only written slots are dumped: {}", conn.len());
     assert!(conn.iter().all(|e| u64_of(e) > 0));
     assert_eq!(v["map_info"]["conn_slots"]["max_entries"], 1 << 25);
+    // conn_table: one entry per IPv4 source, counting its frames: as many as conn_slots has
+    // slots (one slot per source), and the same total of frames as IPv4 frames hashed there.
+    let table = v["maps"]["conn_table"].as_array().unwrap();
+    assert_eq!(table.len(), conn.len());
+    assert!(table.iter().all(|e| u64_of(e) > 0));
 
     // `xdp maps` prints the same slots, entry by entry.
     let o = limited(800_000, &format!("xdp maps {obj} --packets-dir {pkts} --engine interp"));
