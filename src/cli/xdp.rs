@@ -8,10 +8,13 @@ use crate::xdp::ebpf::{EbpfProgram, EngineKind};
 use crate::xdp::env::SluiceEnv;
 use crate::xdp::{XdpBuff, XdpMode, XdpProgram};
 use serde_json::{json, Value};
-use sluice_ebpf::maps::MapDump;
+use sluice_ebpf::btf_types::{MapTypes, TypeDesc};
+use sluice_ebpf::maps::{DumpScope, MapDump, MapDumpEntry};
 use sluice_ebpf::xdp::LowMem;
-use sluice_ebpf::PageFrags;
+use sluice_ebpf::{Maps, PageFrags};
+use std::io::Write;
 use std::path::Path;
+use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
 pub enum XdpToolError {
@@ -66,8 +69,17 @@ pub struct ToolRun {
     /// Frames per return value outside 0..=4, by value (the kernel's test run reports the
     /// raw value; the datapath drops them as aborted).
     pub unknown: std::collections::BTreeMap<u32, u64>,
-    pub maps: Vec<MapDump>,
+    /// The object's maps after the run (dumped lazily, entry by entry, with `scope`).
+    pub maps: Arc<Maps>,
+    pub scope: DumpScope,
     pub faults: u64,
+}
+
+impl ToolRun {
+    /// Every map's dump with the run's scope (in memory: for tests and small maps).
+    pub fn dumps(&self) -> Vec<MapDump> {
+        self.maps.dump_with(self.scope)
+    }
 }
 
 pub fn main(cmd: XdpCommand) -> Result<(), XdpToolError> {
@@ -82,7 +94,7 @@ pub fn main(cmd: XdpCommand) -> Result<(), XdpToolError> {
     let run = execute(&args)?;
     print_counts(&run);
     if dump {
-        print_maps(&run.maps);
+        print_maps(&run.maps, run.scope);
     }
     Ok(())
 }
@@ -138,19 +150,11 @@ pub fn execute(args: &XdpRunArgs) -> Result<ToolRun, XdpToolError> {
         sluice_ebpf::verifier::VerifyOptions::default()
     };
     let mut prog = EbpfProgram::load_selected(&args.object, args.section.as_deref(), force_xdp, &verify_opts, kind, false)?;
+    if let Some(path) = &args.maps_file {
+        apply_maps_file(&prog, path)?;
+    }
     for u in &args.map_updates {
-        let bad = || XdpToolError::Usage(format!("--map `{u}`: expected NAME:KEYHEX=VALUEHEX"));
-        let (name, kv) = u.split_once(':').ok_or_else(bad)?;
-        let (k, v) = kv.split_once('=').ok_or_else(bad)?;
-        let map = prog.maps.by_name(name).ok_or_else(|| XdpToolError::Usage(format!("--map: no map named `{name}`")))?;
-        // A PROG_ARRAY slot may name a program of the object (as libbpf fills it with the fd).
-        let by_name = (map.map_type() == sluice_ebpf::program::map_type::PROG_ARRAY)
-            .then(|| prog.program_index(v))
-            .flatten()
-            .map(|i| i.to_le_bytes().to_vec());
-        let (k, v) = (parse_hex(k).ok_or_else(bad)?, by_name.or_else(|| parse_hex(v)).ok_or_else(bad)?);
-        check_devmap_value(map.map_type(), &v).map_err(|e| XdpToolError::Usage(format!("--map `{u}`: {e}")))?;
-        map.update(&k, &v, 0).map_err(|e| XdpToolError::Usage(format!("--map `{u}`: {e}")))?;
+        apply_map_flag(&prog, u).map_err(|e| XdpToolError::Usage(format!("--map `{u}`: {e}")))?;
     }
     if args.events.is_some() {
         for m in prog.maps.iter() {
@@ -217,7 +221,8 @@ pub fn execute(args: &XdpRunArgs) -> Result<ToolRun, XdpToolError> {
     if let Some(p) = &args.events {
         write_events(p, &prog.maps)?;
     }
-    let run = ToolRun { program: prog.name(), results, counts, unknown, maps: prog.maps.dump(), faults: prog.faults };
+    let scope = if args.all_entries { DumpScope::All } else { DumpScope::NonZero };
+    let run = ToolRun { program: prog.name(), results, counts, unknown, maps: prog.maps.clone(), scope, faults: prog.faults };
     if let Some(j) = &args.json {
         write_json(j, &args.object, &run)?;
     }
@@ -241,8 +246,40 @@ fn hex_list(b: &[u8]) -> Value {
     Value::Array(b.iter().map(|x| Value::String(format!("0x{x:02x}"))).collect())
 }
 
-/// The oracle's JSON: runs plus maps in `bpftool -j map dump` form.
-pub fn to_json(object: &Path, run: &ToolRun) -> Value {
+/// One map entry in `bpftool -j map dump` form (maps of maps: `inner_map` by name); with
+/// BTF types, also bpftool's `formatted` key and value (struct fields by name).
+fn entry_json(e: &MapDumpEntry, types: Option<&MapTypes>) -> Value {
+    let mut v = match (&e.value, &e.values, &e.inner_map) {
+        (_, _, Some(inner)) => return json!({ "key": hex_list(&e.key), "inner_map": inner }),
+        (Some(v), _, _) => json!({ "key": hex_list(&e.key), "value": hex_list(v) }),
+        (None, Some(vs), _) => {
+            json!({ "key": hex_list(&e.key), "values": vs.iter().enumerate().map(|(cpu, v)| json!({"cpu": cpu, "value": hex_list(v)})).collect::<Vec<_>>() })
+        }
+        _ => json!({ "key": hex_list(&e.key) }),
+    };
+    if let Some(f) = formatted(e, types) {
+        v["formatted"] = f;
+    }
+    v
+}
+
+/// An entry's key and value decoded by their BTF types (None without types).
+fn formatted(e: &MapDumpEntry, types: Option<&MapTypes>) -> Option<Value> {
+    let t = types?;
+    let (kt, vt) = (t.key.as_ref()?, t.value.as_ref()?);
+    let key = kt.format(&e.key);
+    Some(match (&e.value, &e.values) {
+        (Some(v), _) => json!({ "key": key, "value": vt.format(v) }),
+        (None, Some(vs)) => {
+            json!({ "key": key, "values": vs.iter().enumerate().map(|(cpu, v)| json!({"cpu": cpu, "value": vt.format(v)})).collect::<Vec<_>>() })
+        }
+        _ => json!({ "key": key }),
+    })
+}
+
+/// The oracle's JSON: runs, maps in `bpftool -j map dump` form and `map_info` (type, sizes),
+/// written as it is produced: a map's entries go out one by one, never a whole dump in memory.
+pub fn write_json_to(w: &mut dyn Write, object: &Path, run: &ToolRun) -> std::io::Result<()> {
     let runs: Vec<Value> = run
         .results
         .iter()
@@ -254,25 +291,49 @@ pub fn to_json(object: &Path, run: &ToolRun) -> Value {
             v
         })
         .collect();
-    let mut maps = serde_json::Map::new();
-    for m in &run.maps {
-        let entries: Vec<Value> = m
-            .entries
-            .iter()
-            .map(|e| match (&e.value, &e.values) {
-                (Some(v), _) => json!({ "key": hex_list(&e.key), "value": hex_list(v) }),
-                (None, Some(vs)) => json!({ "key": hex_list(&e.key), "values": vs.iter().enumerate().map(|(cpu, v)| json!({"cpu": cpu, "value": hex_list(v)})).collect::<Vec<_>>() }),
-                _ => json!({ "key": hex_list(&e.key) }),
-            })
-            .collect();
-        maps.insert(m.name.clone(), Value::Array(entries));
+    let program = object.file_name().map(|f| f.to_string_lossy().into_owned());
+    writeln!(w, "{{\"program\": {}, \"engine\": {},", json!(program), json!(run.program))?;
+    writeln!(w, "\"runs\": {},", Value::Array(runs))?;
+    write!(w, "\"maps\": {{")?;
+    let mut failed = None;
+    for (i, m) in run.maps.iter().enumerate() {
+        write!(w, "{}\n {}: [", if i == 0 { "" } else { "," }, json!(m.name()))?;
+        let mut first = true;
+        run.maps.for_each_entry(i, run.scope, |e| {
+            if failed.is_none() {
+                let sep = if first { "\n  " } else { ",\n  " };
+                first = false;
+                if let Err(err) = write!(w, "{sep}{}", entry_json(&e, run.maps.types(i))) {
+                    failed = Some(err);
+                }
+            }
+        });
+        if let Some(e) = failed.take() {
+            return Err(e);
+        }
+        write!(w, "]")?;
     }
-    json!({ "program": object.file_name().map(|f| f.to_string_lossy().into_owned()), "engine": run.program, "runs": runs, "maps": maps })
+    write!(w, "}},\n\"map_info\": {{")?;
+    for (i, m) in run.maps.iter().enumerate() {
+        let d = m.def();
+        let info = json!({ "type": sluice_ebpf::maps::map_type_name(d.map_type), "bytes_key": d.key_size, "bytes_value": d.value_size, "max_entries": d.max_entries, "flags": d.flags });
+        write!(w, "{}\n {}: {}", if i == 0 { "" } else { "," }, json!(m.name()), info)?;
+    }
+    writeln!(w, "}}}}")
+}
+
+/// [`write_json_to`] as a `Value` (tests).
+pub fn to_json(object: &Path, run: &ToolRun) -> Value {
+    let mut buf = Vec::new();
+    write_json_to(&mut buf, object, run).expect("writing to memory");
+    serde_json::from_slice(&buf).expect("valid JSON")
 }
 
 fn write_json(path: &Path, object: &Path, run: &ToolRun) -> Result<(), XdpToolError> {
-    let text = serde_json::to_string_pretty(&to_json(object, run)).unwrap_or_default();
-    std::fs::write(path, text).map_err(|source| XdpToolError::Io { path: path.display().to_string(), source })
+    let io = |source| XdpToolError::Io { path: path.display().to_string(), source };
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path).map_err(io)?);
+    write_json_to(&mut w, object, run).map_err(io)?;
+    w.flush().map_err(io)
 }
 
 fn print_counts(run: &ToolRun) {
@@ -333,26 +394,190 @@ pub fn list(object: &Path) -> Result<String, XdpToolError> {
     Ok(out)
 }
 
-fn print_maps(maps: &[MapDump]) {
-    for m in maps {
+/// Prints every map entry by entry (`xdp maps`): array slots that hold zero are left out
+/// unless `--all-entries`.
+fn print_maps(maps: &Maps, scope: DumpScope) {
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    for (i, m) in maps.iter().enumerate() {
+        let d = m.def();
         crate::outln!(
-            "map {} ({}, key {} B, value {} B, max {}): {} entries",
-            m.name,
-            m.type_name,
-            m.key_size,
-            m.value_size,
-            m.max_entries,
-            m.entries.len()
+            "map {} ({}, key {} B, value {} B, max {}):",
+            d.name,
+            sluice_ebpf::maps::map_type_name(d.map_type),
+            d.key_size,
+            d.value_size,
+            d.max_entries
         );
-        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
-        for e in &m.entries {
-            match (&e.value, &e.values) {
-                (Some(v), _) => crate::outln!("  {} => {}", hex(&e.key), hex(v)),
-                (None, Some(vs)) => crate::outln!("  {} => [{}]", hex(&e.key), vs.iter().map(|v| hex(v)).collect::<Vec<_>>().join(", ")),
+        let mut n = 0u64;
+        maps.for_each_entry(i, scope, |e| {
+            n += 1;
+            if let Some(f) = formatted(&e, maps.types(i)) {
+                crate::outln!("  {f}");
+                return;
+            }
+            match (&e.value, &e.values, &e.inner_map) {
+                (_, _, Some(inner)) => crate::outln!("  {} => map {inner}", hex(&e.key)),
+                (Some(v), _, _) => crate::outln!("  {} => {}", hex(&e.key), hex(v)),
+                (None, Some(vs), _) => crate::outln!("  {} => [{}]", hex(&e.key), vs.iter().map(|v| hex(v)).collect::<Vec<_>>().join(", ")),
                 _ => crate::outln!("  {}", hex(&e.key)),
             }
+        });
+        let what = if scope == DumpScope::NonZero && matches!(d.map_type, 2 | 6) { "non-zero entries" } else { "entries" };
+        crate::outln!("  ({n} {what})");
+    }
+}
+
+// ---- map setup from the command line and from files -------------------------------------
+
+/// A value to put in a map, as user space gives it.
+enum SetValue {
+    Bytes(Vec<u8>),
+    /// Per-CPU values (CPU i gets element i; missing CPUs get zero).
+    PerCpu(Vec<Vec<u8>>),
+    /// A program of the object (PROG_ARRAY) or an inner map (map of maps), by name.
+    Named(String),
+}
+
+/// Puts `value` at `key` of map `name` (None deletes), as user space does with
+/// bpf_map_update_elem / bpf_map_delete_elem.
+fn set_entry(prog: &EbpfProgram, name: &str, key: &[u8], value: Option<SetValue>) -> Result<(), String> {
+    use sluice_ebpf::program::map_type;
+    let maps = &prog.maps;
+    let idx = maps.index_of(name).ok_or_else(|| format!("no map named `{name}`"))?;
+    let map = maps.get(idx).ok_or_else(|| format!("no map named `{name}`"))?;
+    let d = map.def();
+    let Some(value) = value else {
+        return map.delete(key).map_err(|e| e.to_string());
+    };
+    let bytes = match value {
+        SetValue::Named(n) if d.is_map_of_maps() => {
+            let inner = maps.index_of(&n).ok_or_else(|| format!("no map named `{n}` to put in `{name}`"))?;
+            return maps.set_inner(idx, key, inner, 0).map_err(|e| e.to_string());
+        }
+        SetValue::Named(n) if d.map_type == map_type::PROG_ARRAY => {
+            prog.program_index(&n).ok_or_else(|| format!("no program named `{n}`"))?.to_le_bytes().to_vec()
+        }
+        SetValue::Named(n) => parse_hex(&n).ok_or_else(|| format!("`{n}` is not hex bytes"))?,
+        SetValue::Bytes(b) => b,
+        SetValue::PerCpu(vs) => {
+            let stride = (d.value_size as usize).div_ceil(8) * 8;
+            let copies = map.copies() as usize;
+            if !map.is_percpu() || vs.len() > copies {
+                return Err(format!("{} per-CPU values for a map with {copies} CPU copies", vs.len()));
+            }
+            let mut all = vec![0u8; stride * copies];
+            for (c, v) in vs.iter().enumerate() {
+                if v.len() != d.value_size as usize {
+                    return Err(format!("CPU {c}: value of {} bytes, the map's are {}", v.len(), d.value_size));
+                }
+                all[c * stride..c * stride + v.len()].copy_from_slice(v);
+            }
+            all
+        }
+    };
+    check_devmap_value(d.map_type, &bytes)?;
+    map.update(key, &bytes, 0).map_err(|e| e.to_string())
+}
+
+/// `--map NAME:KEYHEX=VALUE`: VALUE is hex bytes, a program (PROG_ARRAY) or inner map (map of
+/// maps) by name; empty deletes the entry.
+fn apply_map_flag(prog: &EbpfProgram, u: &str) -> Result<(), String> {
+    let bad = || "expected NAME:KEYHEX=VALUE".to_owned();
+    let (name, kv) = u.split_once(':').ok_or_else(bad)?;
+    let (k, v) = kv.split_once('=').ok_or_else(bad)?;
+    let key = parse_hex(k).ok_or_else(bad)?;
+    let value = (!v.is_empty()).then(|| SetValue::Named(v.to_owned()));
+    set_entry(prog, name, &key, value)
+}
+
+/// Bytes from JSON: a hex string ("0a000001", "0x0a000001" is taken as the same bytes), a list
+/// of bytes (numbers or "0x.." strings, bpftool's form), or an unsigned number (`size` bytes,
+/// little-endian).
+fn json_bytes(v: &Value, size: usize) -> Result<Vec<u8>, String> {
+    match v {
+        Value::String(s) => parse_hex(s.trim_start_matches("0x")).ok_or_else(|| format!("`{s}` is not hex bytes")),
+        Value::Array(items) => items
+            .iter()
+            .map(|x| match x {
+                Value::Number(n) => n.as_u64().and_then(|n| u8::try_from(n).ok()).ok_or_else(|| format!("{n} is not a byte")),
+                Value::String(s) => u8::from_str_radix(s.trim_start_matches("0x"), 16).map_err(|_| format!("`{s}` is not a byte")),
+                other => Err(format!("{other} is not a byte")),
+            })
+            .collect(),
+        Value::Number(n) => {
+            let n = n.as_u64().ok_or_else(|| format!("{n} is not an unsigned number"))?;
+            if size < 8 && n >> (8 * size) != 0 {
+                return Err(format!("{n} does not fit in {size} bytes"));
+            }
+            let mut b = n.to_le_bytes().to_vec();
+            b.resize(size, 0);
+            Ok(b)
+        }
+        other => Err(format!("{other}: expected hex bytes, a byte list or a number")),
+    }
+}
+
+/// Bytes of a key or value from JSON: bpftool's raw forms (a hex string, a list of "0x.."
+/// bytes) as they are, anything else (objects by field name, numbers, addresses) through
+/// the map's BTF type when it has one.
+fn entry_bytes(v: &Value, size: usize, ty: Option<&TypeDesc>) -> Result<Vec<u8>, String> {
+    let raw_list = v.as_array().is_some_and(|a| a.iter().all(|x| x.as_str().is_some_and(|s| s.starts_with("0x"))));
+    let hex_str = v.as_str().is_some_and(|s| parse_hex(s.trim_start_matches("0x")).is_some_and(|b| b.len() == size));
+    match ty {
+        Some(t) if !raw_list && !hex_str => {
+            let mut out = vec![0u8; size.max(t.size())];
+            match t.encode(v, &mut out) {
+                Ok(()) => {
+                    out.truncate(size);
+                    Ok(out)
+                }
+                // A plain byte list (numbers and "0x.." strings mixed) is still raw bytes.
+                Err(e) => json_bytes(v, size).ok().filter(|b| b.len() == size).ok_or(e),
+            }
+        }
+        _ => json_bytes(v, size),
+    }
+}
+
+/// `--maps FILE`: entries for several maps at once (see the flag's help); `xdp run --json`
+/// output is valid input.
+fn apply_maps_file(prog: &EbpfProgram, path: &Path) -> Result<(), XdpToolError> {
+    let text = std::fs::read_to_string(path).map_err(|source| XdpToolError::Io { path: path.display().to_string(), source })?;
+    let bad = |m: String| XdpToolError::Usage(format!("--maps {}: {m}", path.display()));
+    let doc: Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    let maps = doc.get("maps").filter(|m| m.is_object()).unwrap_or(&doc);
+    let maps = maps.as_object().ok_or_else(|| bad("expected an object of maps".into()))?;
+    // Plain maps first: inner maps are filled before they are put in their outer maps
+    // (the order does not matter for the result, only for messages).
+    let mut names: Vec<&String> = maps.keys().collect();
+    names.sort_by_key(|n| prog.maps.by_name(n).is_some_and(|m| m.def().is_map_of_maps()));
+    for name in names {
+        let map = prog.maps.by_name(name).ok_or_else(|| bad(format!("no map named `{name}`")))?;
+        let (ks, vs) = (map.def().key_size as usize, map.def().value_size as usize);
+        let types = prog.maps.index_of(name).and_then(|i| prog.maps.types(i));
+        let (kt, vt) = (types.and_then(|t| t.key.as_ref()), types.and_then(|t| t.value.as_ref()));
+        let entries = maps[name].as_array().ok_or_else(|| bad(format!("`{name}`: expected a list of entries")))?;
+        for (n, e) in entries.iter().enumerate() {
+            let at = |m: String| bad(format!("`{name}` entry {n}: {m}"));
+            let key = entry_bytes(e.get("key").ok_or_else(|| at("no key".into()))?, ks, kt).map_err(at)?;
+            let value = if let Some(inner) = e.get("inner_map").or_else(|| e.get("prog")) {
+                Some(SetValue::Named(inner.as_str().ok_or_else(|| at("inner_map / prog: expected a name".into()))?.to_owned()))
+            } else if let Some(v) = e.get("values") {
+                let list = v.as_array().ok_or_else(|| at("values: expected a list".into()))?;
+                let mut per = Vec::with_capacity(list.len());
+                for x in list {
+                    per.push(entry_bytes(x.get("value").unwrap_or(x), vs, vt).map_err(at)?);
+                }
+                Some(SetValue::PerCpu(per))
+            } else if e.get("delete").and_then(Value::as_bool) == Some(true) {
+                None
+            } else {
+                Some(SetValue::Bytes(entry_bytes(e.get("value").ok_or_else(|| at("no value".into()))?, vs, vt).map_err(at)?))
+            };
+            set_entry(prog, name, &key, value).map_err(at)?;
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -377,8 +602,80 @@ mod tests {
             mode: "native".into(),
             engine: "interp".into(),
             map_updates: Vec::new(),
+            maps_file: None,
+            all_entries: false,
             json: None,
         }
+    }
+
+    /// bpf/xdp_map_in_map.o: inner maps inserted with --map, deleted with an empty value; the
+    /// --json output, given back with --maps over no frames, recreates every map (round
+    /// trip); --maps takes numbers, hex strings and byte lists and refuses misfit inner maps.
+    #[test]
+    fn map_in_map_setup_and_maps_file_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = args("obj/xdp_map_in_map.o", None, None);
+        a.map_updates = vec!["by_class:02000000=class_arp".into(), "by_l4:06000000=l4_tcp".into()];
+        a.json = Some(dir.path().join("a.json"));
+        let run = execute(&a).unwrap();
+        assert_eq!(run.counts[1], 4, "the 4 frames of class 'other' find no inner map");
+        let by_class = run.dumps().into_iter().find(|m| m.name == "by_class").unwrap();
+        let inner: Vec<&str> = by_class.entries.iter().filter_map(|e| e.inner_map.as_deref()).collect();
+        assert_eq!(inner, ["class_v4", "class_v6", "class_arp"]);
+        // An empty value deletes: ARP frames drop again.
+        let mut d = args("obj/xdp_map_in_map.o", None, None);
+        d.map_updates = vec!["by_class:02000000=class_arp".into(), "by_class:02000000=".into()];
+        assert_eq!(execute(&d).unwrap().counts[1], 5);
+        // Round trip over no frames.
+        std::fs::create_dir(dir.path().join("none")).unwrap();
+        let mut b = args("obj/xdp_map_in_map.o", None, None);
+        b.packets_dir = Some(dir.path().join("none"));
+        b.maps_file = a.json.clone();
+        b.json = Some(dir.path().join("b.json"));
+        execute(&b).unwrap();
+        let read = |f: &str| -> Value { serde_json::from_str(&std::fs::read_to_string(dir.path().join(f)).unwrap()).unwrap() };
+        assert_eq!(read("a.json")["maps"], read("b.json")["maps"]);
+        // Hand-written: numbers, hex, byte lists.
+        let f = dir.path().join("setup.json");
+        std::fs::write(
+            &f,
+            r#"{"misses": [{"key": 1, "value": 258}, {"key": "02000000", "value": ["0x05", 0, 0, 0, 0, 0, 0, 0]}],
+                "by_l4": [{"key": 1, "inner_map": "l4_tcp"}]}"#,
+        )
+        .unwrap();
+        b.maps_file = Some(f.clone());
+        let run = execute(&b).unwrap();
+        let misses = run.maps.by_name("misses").unwrap();
+        assert_eq!(misses.lookup(&1u32.to_le_bytes(), 0), Some(258u64.to_le_bytes().to_vec()));
+        assert_eq!(misses.lookup(&2u32.to_le_bytes(), 0), Some(5u64.to_le_bytes().to_vec()));
+        assert_eq!(run.maps.inner_map_name(run.maps.index_of("by_l4").unwrap(), &1u32.to_le_bytes()), Some("l4_tcp"));
+        std::fs::write(&f, r#"{"by_l4": [{"key": 1, "inner_map": "class_v4"}]}"#).unwrap();
+        let e = execute(&b).err().unwrap().to_string();
+        assert!(e.contains("does not match the template"), "{e}");
+    }
+
+    /// BTF-typed maps: `--json` carries bpftool's "formatted" key and value (struct fields by
+    /// name; the `__be32` source address in network order), and `--maps` takes typed entries
+    /// (an address string, an object by field name, fields left out are zero).
+    #[test]
+    fn typed_dumps_and_typed_map_setup() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("none")).unwrap();
+        let f = dir.path().join("typed.json");
+        std::fs::write(&f, r#"{"src_budget": [{"key": "10.0.0.9", "value": {"first_seen_ns": 5, "packets": 2}}]}"#).unwrap();
+        let mut a = args("obj/xdp_lru_ratelimit.o", None, None);
+        a.packets_dir = Some(dir.path().join("none"));
+        a.maps_file = Some(f);
+        a.json = Some(dir.path().join("out.json"));
+        let run = execute(&a).unwrap();
+        let mut want = 5u64.to_le_bytes().to_vec();
+        want.extend(2u64.to_le_bytes());
+        assert_eq!(run.maps.by_name("src_budget").unwrap().lookup(&[10, 0, 0, 9], 0), Some(want));
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("out.json")).unwrap()).unwrap();
+        let e = &v["maps"]["src_budget"][0];
+        assert_eq!(e["formatted"]["key"], 0x0a00_0009u32);
+        assert_eq!(e["formatted"]["value"]["packets"], 2);
+        assert_eq!(e["formatted"]["value"]["first_seen_ns"], 5);
     }
 
     #[test]
@@ -423,7 +720,8 @@ mod tests {
     #[test]
     fn event_output_with_and_without_a_consumer() {
         let results = |run: &ToolRun| -> Vec<i64> {
-            let m = run.maps.iter().find(|m| m.name == "results").unwrap();
+            // Every slot (zeros included), as --all-entries dumps them.
+            let m = run.maps.dump().into_iter().find(|m| m.name == "results").unwrap();
             m.entries.iter().map(|e| i64::from_le_bytes(e.value.clone().unwrap()[..8].try_into().unwrap())).collect()
         };
         let run = execute(&args("obj/xdp_events.o", None, None)).unwrap();
