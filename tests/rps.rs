@@ -371,3 +371,21 @@ fn busy_polling_workers_pick_up_packets_without_being_woken() {
     assert!(dp.workers[1].c.busy_poll_hits > 0, "worker 1 found packets while spinning instead of sleeping");
     assert_per_flow_order(&captured(&dp, 1));
 }
+
+#[test]
+fn xdp_maps_set_up_from_the_config_are_shared_by_every_workers_instance() {
+    let obj = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bpf/obj/xdp_drop_count.o");
+    let (mut c, tun) = rss_lab(100, 2, &[]);
+    let seed = "drop_stats:00000000=e803000000000000".to_string() + "0000000000000000";
+    let xdp = format!("program = {:?}\nmode = \"native\"\nmap = [{seed:?}]", obj.display().to_string());
+    c.xdp = Some(toml::from_str(&xdp).expect("xdp table"));
+    let dp = run_checked(&c, tun.clone(), 1_000);
+    let maps = dp.workers[1].xdp.native[0].as_ref().and_then(|p| p.maps()).expect("worker 1's instance");
+    let rec = maps.by_name("drop_stats").expect("drop_stats").lookup(&0u32.to_ne_bytes(), 0).expect("key 0");
+    assert_eq!(u64::from_ne_bytes(rec[..8].try_into().unwrap()), 1_000 + 1_000, "the preset 1000 plus every packet");
+    // A bad entry is refused, naming the setting.
+    c.xdp.as_mut().unwrap().map = vec!["no_such_map:00=00".into()];
+    let pool = Pool::new(1024).unwrap();
+    let e = c.build(tun, &pool).err().expect("refused").to_string();
+    assert!(e.starts_with("xdp.map") && e.contains("no_such_map"), "{e}");
+}

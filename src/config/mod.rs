@@ -256,6 +256,13 @@ pub struct XdpConfig {
     pub engine: EngineKind,
     #[serde(default)]
     pub section: Option<String>,
+    /// Map entries set up before the program runs: a JSON file as `sluice xdp run --maps`
+    /// takes it (relative to the config file), ...
+    #[serde(default)]
+    pub maps: Option<PathBuf>,
+    /// ... and single entries as `--map NAME:KEY=VALUE` takes them.
+    #[serde(default)]
+    pub map: Vec<String>,
 }
 
 fn default_xdp_mode() -> XdpMode {
@@ -311,8 +318,9 @@ impl Config {
         let p = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError::File { path: p.clone(), msg: e.to_string() })?;
         let mut cfg = Self::from_toml(&text, &p)?;
-        if let (Some(f), Some(dir)) = (cfg.routes_file.as_mut(), path.parent()) {
-            if f.is_relative() {
+        let maps_file = cfg.xdp.as_mut().and_then(|x| x.maps.as_mut());
+        for f in [cfg.routes_file.as_mut(), maps_file].into_iter().flatten() {
+            if let (true, Some(dir)) = (f.is_relative(), path.parent()) {
                 *f = dir.join(&*f);
             }
         }
@@ -483,6 +491,9 @@ impl Config {
                 let load_error = |e: crate::xdp::ebpf::XdpLoadError| field("xdp.program", e.to_string());
                 let mut progs: Vec<Box<dyn XdpProgram>> = Vec::with_capacity(runners.len());
                 if x.program.starts_with("builtin:") {
+                    if x.maps.is_some() || !x.map.is_empty() {
+                        return Err(field("xdp.maps", "built-in programs have no maps"));
+                    }
                     for _ in &runners {
                         progs.push(crate::xdp::builtin::parse(&x.program, self.ports.len()).map_err(|e| field("xdp.program", e))?);
                     }
@@ -496,6 +507,12 @@ impl Config {
                         runners.len() as u32,
                     )
                     .map_err(load_error)?;
+                    if let Some(path) = &x.maps {
+                        crate::xdp::map_setup::apply_maps_file(&first, path).map_err(|e| field("xdp.maps", e))?;
+                    }
+                    for entry in &x.map {
+                        crate::xdp::map_setup::apply_map_flag(&first, entry).map_err(|e| field("xdp.map", format!("`{entry}`: {e}")))?;
+                    }
                     for _ in 1..runners.len() {
                         progs.push(Box::new(first.instance().map_err(load_error)?));
                     }
@@ -922,11 +939,24 @@ mod tests {
         });
         assert!(build(&c).contains("address space"), "{}", build(&c));
         let mut c = lab(Pipeline::Io);
-        c.xdp = Some(XdpConfig { program: "builtin:drop".into(), mode: XdpMode::Native, engine: EngineKind::Jit, section: None });
+        c.xdp = Some(XdpConfig {
+            program: "builtin:drop".into(),
+            mode: XdpMode::Native,
+            engine: EngineKind::Jit,
+            section: None,
+            maps: None,
+            map: Vec::new(),
+        });
         assert!(build(&c).contains("would never run"), "{}", build(&c));
         let mut c = lab(Pipeline::L3fwd);
-        c.xdp =
-            Some(XdpConfig { program: "builtin:drop".into(), mode: XdpMode::Native, engine: EngineKind::Jit, section: Some("xdp".into()) });
+        c.xdp = Some(XdpConfig {
+            program: "builtin:drop".into(),
+            mode: XdpMode::Native,
+            engine: EngineKind::Jit,
+            section: Some("xdp".into()),
+            maps: None,
+            map: Vec::new(),
+        });
         assert!(build(&c).contains("no sections"), "{}", build(&c));
         let mut c = lab(Pipeline::L3fwd);
         c.xdp = Some(XdpConfig {
@@ -934,6 +964,8 @@ mod tests {
             mode: XdpMode::Native,
             engine: EngineKind::Jit,
             section: None,
+            maps: None,
+            map: Vec::new(),
         });
         assert!(build(&c).contains("no such ifindex"), "{}", build(&c));
     }

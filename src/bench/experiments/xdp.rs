@@ -26,7 +26,7 @@ fn lab_with(program: &str, mode: XdpMode, engine: EngineKind) -> Result<Config, 
     let sink = c.ports.get_mut(1).ok_or_else(|| BenchError::Experiment("lab has no sink".into()))?;
     sink.kind = PortKind::Null;
     sink.check = None;
-    c.xdp = Some(XdpConfig { program: program.to_string(), mode, engine, section: None });
+    c.xdp = Some(XdpConfig { program: program.to_string(), mode, engine, section: None, maps: None, map: Vec::new() });
     Ok(c)
 }
 
