@@ -17,12 +17,7 @@ use crate::stats::{DropReason, Stage};
 use crate::worker::Worker;
 use backlog::FlowLimit;
 
-/// Maps a 32-bit hash onto `0..n` without a division: `(hash * n) >> 32`, the kernel's
-/// `reciprocal_scale` (what `get_rps_cpu` indexes the CPU map with).
-#[inline(always)]
-pub fn reciprocal_scale(hash: u32, n: u32) -> u32 {
-    ((hash as u64 * n as u64) >> 32) as u32
-}
+pub use hash::reciprocal_scale;
 
 /// The packet's flow hash: the port's (skb.hash) or a software one over the addresses and,
 /// for TCP/UDP/SCTP not fragmented, the ports (`skb_get_hash`). Set in `skb.hash`.
