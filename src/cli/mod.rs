@@ -150,7 +150,8 @@ pub struct XdpRunArgs {
     /// Set map entries before the run from a JSON file: {"NAME": [{"key": K, "value": V}, ...]}
     /// (or a whole `--json` output, whose "maps" are taken), K and V as hex strings, byte lists,
     /// or numbers; per-CPU "values": [{"cpu", "value"}]; maps of maps "inner_map": NAME.
-    /// Applied before --map.
+    /// Or a bpftool batch file of `map update name NAME key [hex] B... value [hex] B...`
+    /// (`value name INNER`) and `map delete name NAME key ...` lines. Applied before --map.
     #[arg(long = "maps", value_name = "FILE")]
     pub maps_file: Option<std::path::PathBuf>,
     /// Dump every array slot (default: only slots with a non-zero value, as they are the ones

@@ -143,9 +143,64 @@ fn entry_bytes(v: &Value, size: usize, ty: Option<&TypeDesc>) -> Result<Vec<u8>,
 
 /// `--maps FILE` (and `maps` in a config's `[xdp]` table): entries for several maps at once;
 /// `xdp run --json` output is valid input.
+/// A `bpftool batch file` of map commands, one a line (`#` comments):
+/// `map update name NAME key [hex] BYTES… value [hex] BYTES…`, `value name INNER_OR_PROG`
+/// for maps of maps and program arrays, and `map delete name NAME key [hex] BYTES…`. Bytes
+/// are decimal or `0x` hex, or hex without prefix after `hex`, as bpftool takes them.
+fn apply_batch(prog: &EbpfProgram, text: &str) -> Result<(), String> {
+    for (n, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let at = |m: String| format!("line {}: {m}", n + 1);
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let (update, rest) = match words.as_slice() {
+            ["map", "update", "name", rest @ ..] => (true, rest),
+            ["map", "delete", "name", rest @ ..] => (false, rest),
+            _ => return Err(at(format!("`{line}`: expected `map update name ...` or `map delete name ...`"))),
+        };
+        let (name, rest) = rest.split_first().ok_or_else(|| at("no map name".into()))?;
+        let rest = rest.strip_prefix(&["key"]).ok_or_else(|| at("expected `key`".into()))?;
+        let split = rest.iter().position(|w| *w == "value").unwrap_or(rest.len());
+        let key = batch_bytes(&rest[..split]).map_err(at)?;
+        let value = match (&rest[split..], update) {
+            ([], false) => None,
+            (["value", "name", inner], true) => Some(SetValue::Named((*inner).to_owned())),
+            (["value", data @ ..], true) => Some(SetValue::Bytes(batch_bytes(data).map_err(at)?)),
+            (_, true) => return Err(at("expected `value`".into())),
+            (_, false) => return Err(at("`map delete` takes no value".into())),
+        };
+        set_entry(prog, name, &key, value).map_err(|e| at(format!("`{name}`: {e}")))?;
+    }
+    Ok(())
+}
+
+/// bpftool's byte list: `hex` then bytes in hex, or each byte decimal or `0x` hex.
+fn batch_bytes(words: &[&str]) -> Result<Vec<u8>, String> {
+    let (hex, words) = match words.split_first() {
+        Some((&"hex", rest)) => (true, rest),
+        _ => (false, words),
+    };
+    words
+        .iter()
+        .map(|w| {
+            let parsed = match w.strip_prefix("0x") {
+                Some(h) => u8::from_str_radix(h, 16),
+                None if hex => u8::from_str_radix(w, 16),
+                None => w.parse::<u8>(),
+            };
+            parsed.map_err(|_| format!("`{w}` is not a byte"))
+        })
+        .collect()
+}
+
 pub fn apply_maps_file(prog: &EbpfProgram, path: &Path) -> Result<(), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let bad = |m: String| format!("{}: {m}", path.display());
+    if !text.trim_start().starts_with('{') {
+        return apply_batch(prog, &text).map_err(bad);
+    }
     let doc: Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
     let maps = doc.get("maps").filter(|m| m.is_object()).unwrap_or(&doc);
     let maps = maps.as_object().ok_or_else(|| bad("expected an object of maps".into()))?;
@@ -180,4 +235,37 @@ pub fn apply_maps_file(prog: &EbpfProgram, path: &Path) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::xdp::ebpf::EngineKind;
+
+    fn drop_count() -> EbpfProgram {
+        let obj = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bpf/obj/xdp_drop_count.o");
+        EbpfProgram::load(&obj, None, EngineKind::Interp).expect("object")
+    }
+
+    fn packets(prog: &EbpfProgram) -> u64 {
+        let v = prog.maps.by_name("drop_stats").expect("map").lookup(&[0; 4], 0).expect("key 0");
+        u64::from_ne_bytes(v[..8].try_into().unwrap())
+    }
+
+    #[test]
+    fn a_bpftool_batch_file_sets_and_deletes_entries() {
+        let prog = drop_count();
+        let batch = "# as bpftool batch file takes it\n\
+                     map update name drop_stats key hex 00 00 00 00 value hex 2a 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00\n";
+        apply_batch(&prog, batch).expect("batch");
+        assert_eq!(packets(&prog), 42);
+        apply_batch(&prog, "map update name drop_stats key 0 0 0 0 value 7 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0x01").expect("decimal");
+        assert_eq!(packets(&prog), 7);
+        let e = apply_batch(&prog, "\n\nmap update name nope key 0 0 0 0 value 1").unwrap_err();
+        assert!(e.starts_with("line 3: `nope`"), "{e}");
+        let e = apply_batch(&prog, "prog load x.o").unwrap_err();
+        assert!(e.contains("line 1") && e.contains("expected `map update"), "{e}");
+        let e = apply_batch(&prog, "map update name drop_stats key hex zz value 1").unwrap_err();
+        assert!(e.contains("`zz` is not a byte"), "{e}");
+    }
 }
