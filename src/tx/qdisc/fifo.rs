@@ -27,23 +27,35 @@ fn added(stats: &mut QdiscStats, p: &Pkt) {
     stats.backlog_bytes += p.total_len() as u64;
 }
 
-/// `pfifo limit N` (and `noqueue`, which is a FIFO of 0 that the transmit path never fills).
-pub struct Pfifo {
+/// `pfifo limit N` (a packet limit), `bfifo limit BYTES` (a byte limit), and `noqueue` (a
+/// FIFO of 0 that the transmit path never fills): one FIFO, two limits.
+pub struct Fifo {
     kind: QdiscKind,
     q: VecDeque<Pkt>,
-    limit: usize,
+    limit_pkts: usize,
+    limit_bytes: u64,
     stats: QdiscStats,
 }
 
-impl Pfifo {
-    pub fn new(kind: QdiscKind, limit: u32) -> Pfifo {
-        Pfifo { kind, q: VecDeque::with_capacity((limit as usize).min(MAX_PREALLOC)), limit: limit as usize, stats: QdiscStats::default() }
+impl Fifo {
+    /// `pfifo` (or `noqueue`) of `limit` packets.
+    pub fn packets(kind: QdiscKind, limit: u32) -> Fifo {
+        Fifo::new(kind, limit as usize, u64::MAX, limit as usize)
+    }
+
+    /// `bfifo` of `limit_bytes` bytes.
+    pub fn bytes(limit_bytes: u32) -> Fifo {
+        Fifo::new(QdiscKind::Bfifo, usize::MAX, limit_bytes as u64, limit_bytes as usize / 64)
+    }
+
+    fn new(kind: QdiscKind, limit_pkts: usize, limit_bytes: u64, prealloc: usize) -> Fifo {
+        Fifo { kind, q: VecDeque::with_capacity(prealloc.min(MAX_PREALLOC)), limit_pkts, limit_bytes, stats: QdiscStats::default() }
     }
 }
 
-impl Qdisc for Pfifo {
+impl Qdisc for Fifo {
     fn limit_pkts(&self) -> usize {
-        self.limit
+        self.limit_pkts
     }
 
     fn kind(&self) -> QdiscKind {
@@ -51,56 +63,7 @@ impl Qdisc for Pfifo {
     }
 
     fn enqueue(&mut self, p: Pkt, cx: &mut QCtx<'_>) {
-        if self.q.len() >= self.limit {
-            return tail_drop(&mut self.stats, p, cx);
-        }
-        added(&mut self.stats, &p);
-        self.q.push_back(p);
-    }
-
-    fn dequeue(&mut self, _cx: &mut QCtx<'_>) -> Option<Pkt> {
-        let p = self.q.pop_front()?;
-        took(&mut self.stats, &p);
-        Some(p)
-    }
-
-    fn peek_len(&self) -> Option<usize> {
-        self.q.front().map(Pkt::total_len)
-    }
-
-    fn stats(&self) -> &QdiscStats {
-        &self.stats
-    }
-
-    fn stats_mut(&mut self) -> &mut QdiscStats {
-        &mut self.stats
-    }
-}
-
-/// `bfifo limit BYTES`.
-pub struct Bfifo {
-    q: VecDeque<Pkt>,
-    limit_bytes: u64,
-    stats: QdiscStats,
-}
-
-impl Bfifo {
-    pub fn new(limit_bytes: u32) -> Bfifo {
-        Bfifo {
-            q: VecDeque::with_capacity((limit_bytes as usize / 64).min(MAX_PREALLOC)),
-            limit_bytes: limit_bytes as u64,
-            stats: QdiscStats::default(),
-        }
-    }
-}
-
-impl Qdisc for Bfifo {
-    fn kind(&self) -> QdiscKind {
-        QdiscKind::Bfifo
-    }
-
-    fn enqueue(&mut self, p: Pkt, cx: &mut QCtx<'_>) {
-        if self.stats.backlog_bytes + p.total_len() as u64 > self.limit_bytes {
+        if self.q.len() >= self.limit_pkts || self.stats.backlog_bytes + p.total_len() as u64 > self.limit_bytes {
             return tail_drop(&mut self.stats, p, cx);
         }
         added(&mut self.stats, &p);

@@ -10,7 +10,7 @@
 mod fifo;
 mod fq_codel;
 
-pub use fifo::{Bfifo, Pfifo, PfifoFast};
+pub use fifo::{Fifo, PfifoFast};
 pub use fq_codel::FqCodel;
 
 use crate::buf::{BufCache, Pkt};
@@ -123,9 +123,9 @@ impl QdiscSpec {
         let txqueuelen = txqueuelen.max(1);
         match self.kind {
             QdiscKind::PfifoFast => Box::new(PfifoFast::new(self.limit.unwrap_or(txqueuelen))),
-            QdiscKind::Noqueue => Box::new(Pfifo::new(QdiscKind::Noqueue, 0)),
-            QdiscKind::Pfifo => Box::new(Pfifo::new(QdiscKind::Pfifo, self.limit.unwrap_or(txqueuelen))),
-            QdiscKind::Bfifo => Box::new(Bfifo::new(self.limit.unwrap_or(txqueuelen.saturating_mul(mtu)))),
+            QdiscKind::Noqueue => Box::new(Fifo::packets(QdiscKind::Noqueue, 0)),
+            QdiscKind::Pfifo => Box::new(Fifo::packets(QdiscKind::Pfifo, self.limit.unwrap_or(txqueuelen))),
+            QdiscKind::Bfifo => Box::new(Fifo::bytes(self.limit.unwrap_or(txqueuelen.saturating_mul(mtu)))),
             QdiscKind::FqCodel => Box::new(FqCodel::new(self, mtu)),
         }
     }

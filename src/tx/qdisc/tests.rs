@@ -100,8 +100,8 @@ fn pfifo_counts_packets_and_bfifo_bytes() {
     let pool = Pool::new(64).unwrap();
     let mut bufs = pool.cache();
     let mut dropped = Vec::new();
-    let mut pf = Pfifo::new(QdiscKind::Pfifo, 3);
-    let mut bf = Bfifo::new(250);
+    let mut pf = Fifo::packets(QdiscKind::Pfifo, 3);
+    let mut bf = Fifo::bytes(250);
     let mut cx = QCtx { bufs: &mut bufs, now_ns: 0, dropped: &mut dropped };
     for s in 0..5 {
         let p = frame(cx.bufs, 0, 1, s, 100);
