@@ -96,7 +96,7 @@ impl Rss {
 /// Parses a key as `ethtool -X hkey` takes it (`6d:5a:...`) or as plain hex.
 pub fn parse_key(s: &str) -> Result<Vec<u8>, RssError> {
     let hex: String = s.chars().filter(|&c| c != ':').collect();
-    if hex.len() % 2 != 0 || !hex.bytes().all(|c| c.is_ascii_hexdigit()) {
+    if !hex.len().is_multiple_of(2) || !hex.bytes().all(|c| c.is_ascii_hexdigit()) {
         return Err(RssError::KeySyntax(s.to_string()));
     }
     let key: Vec<u8> = (0..hex.len())
