@@ -48,6 +48,8 @@ pub struct Worker {
     pub(crate) rps_tx: Vec<Option<crate::rps::backlog::BacklogTx>>,
     pub(crate) backlog_rx: Vec<crate::rps::backlog::BacklogRx>,
     pub(crate) flow_limit: Vec<FlowLimit>,
+    /// GRO tables, one per rx port this worker polls (each worker is that queue's NAPI instance).
+    pub(crate) gro: Vec<crate::gro::GroTable>,
     /// This worker's thread CPU time (user, system seconds) over its last run.
     pub cpu_time: Option<(f64, f64)>,
 }
@@ -76,6 +78,7 @@ impl Worker {
             rps_tx: Vec::new(),
             backlog_rx: Vec::new(),
             flow_limit: Vec::new(),
+            gro: Vec::new(),
             cpu_time: None,
         }
     }
@@ -145,6 +148,7 @@ impl Worker {
         self.txq.iter().map(|q| q.len() as u64).sum::<u64>()
             + self.xdp.in_flight()
             + self.backlog_rx.iter().map(|r| r.slots() as u64).sum::<u64>()
+            + self.gro.iter().map(|t| (t.held() + t.pending()) as u64).sum::<u64>()
     }
 
     /// Buffers taken from the pool through this worker's cache and not freed through it.

@@ -70,6 +70,10 @@ pub fn napi_poll(net: &Net, w: &mut Worker, port: u16, weight: usize) -> usize {
     w.rx_quota = w.rx_quota.saturating_sub(n as u64 + too_long);
     if n == 0 {
         w.rx_scratch = rx;
+        // An empty poll completes (napi_complete_done): GRO delivers what it holds.
+        if crate::gro::poll_done(net, w, port, false) > 0 {
+            poll_end(net, w);
+        }
         return too_long as usize;
     }
     w.c.napi_polls += 1;
@@ -84,6 +88,10 @@ pub fn napi_poll(net: &Net, w: &mut Worker, port: u16, weight: usize) -> usize {
             let mut skbs = std::mem::take(&mut w.skb_scratch);
             build_meta(net, w, port, &rx, &mut skbs);
             crate::xdp::run_generic(net, w, &mut skbs);
+            if crate::gro::enabled(net) {
+                crate::gro::receive_burst(net, w, port, &mut skbs);
+                crate::gro::poll_done(net, w, port, n == weight);
+            }
             crate::rps::steer(net, w, &mut skbs);
             if skbs.is_empty() {
                 // Everything was consumed by XDP.
@@ -344,6 +352,7 @@ pub fn run_worker(net: &Net, w: &mut Worker, limit: &RunLimit) {
 /// buffers: after it, nothing is in flight. Returns the ports whose output could not be
 /// finished (a capture that could not be written), by name.
 pub fn drain(net: &Net, w: &mut Worker) -> Vec<(String, std::io::Error)> {
+    crate::gro::flush_all(net, w);
     poll_end(net, w);
     crate::tx::drain_qdiscs(net, w);
     w.sockets.drain_all(&mut w.bufs);

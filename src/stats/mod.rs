@@ -192,6 +192,8 @@ pub struct Counters {
     pub rps_steered: u64,
     pub backlog_processed: u64,
     pub rps_wakeups: u64,
+    /// GRO and its normal list; `gro.merged` segments ended inside another packet (ledger).
+    pub gro: crate::gro::GroStats,
 }
 
 impl Default for Counters {
@@ -221,6 +223,7 @@ impl Default for Counters {
             rps_wakeups: 0,
             list_len_log2: [0; 12],
             xdp_actions: [0; 6],
+            gro: Default::default(),
         }
     }
 }
@@ -273,11 +276,12 @@ impl Counters {
         }
     }
 
-    /// `rx + originated = tx + local + Σ drops + in_flight`, where `in_flight` is what the
-    /// datapath still holds (GRO, backlogs, tx queues) — zero after a full flush.
+    /// `rx + originated = tx + local + Σ drops + gro.merged + in_flight`, where `in_flight`
+    /// is what the datapath still holds (GRO, backlogs, tx queues) — zero after a full
+    /// flush — and `gro.merged` counts segments whose payload GRO moved into another packet.
     pub fn conservation(&self, in_flight: u64) -> Result<(), ConservationError> {
         let ins = self.rx + self.originated;
-        let outs = self.tx + self.local + self.total_drops() + in_flight;
+        let outs = self.tx + self.local + self.total_drops() + self.gro.merged + in_flight;
         if ins == outs {
             Ok(())
         } else {
@@ -322,6 +326,7 @@ impl Counters {
         self.rps_steered += o.rps_steered;
         self.backlog_processed += o.backlog_processed;
         self.rps_wakeups += o.rps_wakeups;
+        self.gro.merge(&o.gro);
         for (a, b) in self.list_len_log2.iter_mut().zip(o.list_len_log2.iter()) {
             *a += b;
         }
