@@ -50,6 +50,7 @@ pub struct Worker {
     pub(crate) flow_limit: Vec<FlowLimit>,
     /// GRO tables, one per rx port this worker polls (each worker is that queue's NAPI instance).
     pub(crate) gro: Vec<crate::gro::GroTable>,
+    pub(crate) gso_scratch: Vec<Pkt>,
     /// This worker's thread CPU time (user, system seconds) over its last run.
     pub cpu_time: Option<(f64, f64)>,
 }
@@ -79,6 +80,7 @@ impl Worker {
             backlog_rx: Vec::new(),
             flow_limit: Vec::new(),
             gro: Vec::new(),
+            gso_scratch: Vec::new(),
             cpu_time: None,
         }
     }

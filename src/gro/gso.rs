@@ -11,12 +11,15 @@
 use super::gso_type;
 use crate::buf::skb::Skb;
 use crate::buf::{BufCache, Pkt, MAX_DATA};
+use crate::net::Net;
+use crate::stats::DropReason;
 use crate::wire::checksum::{fold, pseudo_header_v4, pseudo_header_v6, sum_be16};
 use crate::wire::ethernet::HEADER_LEN as ETH_LEN;
 use crate::wire::ipv4::Ipv4Packet;
 use crate::wire::ipv6::{Ipv6Packet, HEADER_LEN as IPV6_LEN};
 use crate::wire::tcp::{flags, TcpPacket};
 use crate::wire::IPPROTO_TCP;
+use crate::worker::Worker;
 
 /// Why a packet could not be segmented (the caller drops it with the matching reason).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -108,4 +111,46 @@ pub fn segment(bufs: &mut BufCache, skb: &Skb, out: &mut Vec<Pkt>) -> Result<usi
     }
     bufs.free(skb.pkt);
     Ok(nsegs)
+}
+
+/// Length of each segment's IP datagram for a GSO packet (`skb_gso_validate_network_len`),
+/// from its IP header `ip`; None for a packet that is not one.
+pub fn network_len(ip: &[u8], skb: &Skb) -> Option<usize> {
+    if skb.gso_segs <= 1 || skb.gso_size == 0 {
+        return None;
+    }
+    let l3 = if skb.gso_type & gso_type::TCPV4 != 0 { 20 } else { IPV6_LEN };
+    let doff = *ip.get(l3 + 12)? as usize >> 4;
+    Some(l3 + doff * 4 + skb.gso_size as usize)
+}
+
+/// True when GRO may have built a packet of `run` (the fast path's check).
+#[inline]
+pub fn any_gso(net: &Net, run: &[Skb]) -> bool {
+    super::enabled(net) && run.iter().any(|s| s.gso_segs > 1)
+}
+
+/// `validate_xmit_skb`: queues `skb` on `port`, split by GSO first when it is a GRO packet
+/// and the port cannot segment (no TSO). The ledger sees the segments past the first as
+/// originated, as IPv4 fragmentation counts its fragments.
+pub fn xmit(net: &Net, w: &mut Worker, port: u16, skb: &Skb) {
+    if skb.gso_segs <= 1 || w.port_queue(port).is_some_and(|p| p.tso()) {
+        return crate::tx::enqueue(net, w, port, skb.pkt);
+    }
+    let mut segs = std::mem::take(&mut w.gso_scratch);
+    segs.clear();
+    match segment(&mut w.bufs, skb, &mut segs) {
+        Ok(n) => {
+            w.c.originated += n as u64 - 1;
+            w.c.gro.gso_packets += 1;
+            w.c.gro.gso_segs += n as u64;
+            for &p in &segs {
+                crate::tx::enqueue(net, w, port, p);
+            }
+        }
+        Err(GsoError::NoBuffer) => w.drop_pkt(skb.pkt, DropReason::NoBuffer),
+        Err(GsoError::Malformed) => w.drop_pkt(skb.pkt, DropReason::PktTooSmall),
+    }
+    segs.clear();
+    w.gso_scratch = segs;
 }

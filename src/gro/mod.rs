@@ -103,6 +103,9 @@ pub struct GroStats {
     /// segments they carried.
     pub lists: u64,
     pub list_segs: u64,
+    /// GSO on transmit: packets split, and the segments made.
+    pub gso_packets: u64,
+    pub gso_segs: u64,
 }
 
 impl GroStats {
@@ -118,6 +121,8 @@ impl GroStats {
         }
         self.lists += o.lists;
         self.list_segs += o.list_segs;
+        self.gso_packets += o.gso_packets;
+        self.gso_segs += o.gso_segs;
     }
 
     fn record_segs(&mut self, segs: u16) {
@@ -259,6 +264,8 @@ pub struct GroTable {
     normal_segs: u32,
     /// The list being delivered (swapped with `normal`, so neither allocates per poll).
     spare: Vec<Skb>,
+    /// A part of the list being delivered (when a flush completed more than a batch).
+    chunk: Vec<Skb>,
 }
 
 /// Settings GRO reads (from the tunables; a struct so tests can run GRO without a `Net`).
@@ -556,12 +563,40 @@ pub fn receive_burst(net: &Net, w: &mut Worker, port: u16, skbs: &mut Vec<Skb>) 
     skbs.clear();
 }
 
-/// `gro_normal_list`: hands the normal list to the receive path. Returns packets delivered.
+/// `gro_normal_list`: hands the normal list to the receive path, cut where it reached
+/// `gro_normal_batch` segments (a flush completes many packets at once; the kernel's
+/// `gro_normal_one` would have delivered at each of those points). Returns packets delivered.
 fn normal_list(net: &Net, w: &mut Worker, t: &mut GroTable) -> usize {
     let mut list = std::mem::take(&mut t.spare);
+    let segs = t.normal_segs;
     t.take_normal(&mut w.c.gro, &mut list);
     let n = list.len();
-    deliver(net, w, &mut list);
+    let batch = net.tun.gro_normal_batch;
+    if segs <= batch || n == 1 {
+        deliver(net, w, &mut list);
+    } else {
+        let mut chunk = std::mem::take(&mut t.chunk);
+        let mut in_chunk = 0u32;
+        let mut cuts = 0u64;
+        for &skb in &list {
+            chunk.push(skb);
+            in_chunk += skb.gso_segs.max(1) as u32;
+            if in_chunk >= batch {
+                deliver(net, w, &mut chunk);
+                chunk.clear();
+                in_chunk = 0;
+                cuts += 1;
+            }
+        }
+        if !chunk.is_empty() {
+            deliver(net, w, &mut chunk);
+            chunk.clear();
+            cuts += 1;
+        }
+        t.chunk = chunk;
+        // take_normal counted one delivery; each cut is one.
+        w.c.gro.lists += cuts.saturating_sub(1);
+    }
     list.clear();
     t.spare = list;
     n

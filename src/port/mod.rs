@@ -97,6 +97,12 @@ pub trait Port: Send {
         0
     }
 
+    /// The port segments TCP GSO packets itself (TSO): GRO packets go to it whole. Ports
+    /// without it (the default: sinks, the pcap writer) get them split by GSO first.
+    fn tso(&self) -> bool {
+        false
+    }
+
     /// Flushes buffered output (pcap writer).
     fn finish(&mut self) -> std::io::Result<()> {
         Ok(())
