@@ -82,3 +82,30 @@ fn gro_normal_batch_and_single_receive_keep_the_ledger() {
         }
     }
 }
+
+/// The generator's patterns that defeat GRO (the seed's uncoalescable case and its kin):
+/// forwarded frames stay the same as with GRO off, and GRO merges what the kernel would.
+#[test]
+fn generator_patterns_defeat_gro_as_the_kernel_s_rules_say() {
+    let cases: [(&str, fn(&mut sluice::port::gen::GenConfig), fn(&sluice::gro::GroStats) -> bool); 3] = [
+        // A changing timestamp on every segment: options differ, nothing merges.
+        ("ts every 1", |g| g.tcp_ts_every = 1, |s| s.merged == 0),
+        // PSH every 4th segment: GRO packets of at most 4 segments.
+        ("psh every 4", |g| g.tcp_psh_every = 4, |s| s.merged > 0 && s.segs_log2[3..].iter().all(|&n| n == 0)),
+        // The last two of every 8 swapped: the out-of-order one completes the packet.
+        ("reorder every 8", |g| g.tcp_reorder_every = 8, |s| s.merged > 0 && s.flushed[sluice::gro::FlushCause::Mismatch as usize] > 0),
+    ];
+    for (name, pattern, check) in cases {
+        let mut out = Vec::new();
+        for gro in ["gro=0", "gro=1"] {
+            let (mut c, tun) = tcp_lab(2, 16, IpVersion::Mix, &[gro]);
+            pattern(c.ports[0].gen.as_mut().expect("generator"));
+            let (dp, got) = run(&c, tun, 2_000);
+            if gro == "gro=1" {
+                assert!(check(&dp.counters().gro), "{name}: {:?}", dp.counters().gro);
+            }
+            out.push(per_flow(&got));
+        }
+        assert_eq!(out[0], out[1], "{name}: the same frames with GRO on and off");
+    }
+}
