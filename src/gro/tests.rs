@@ -657,3 +657,38 @@ fn checksum_helper_agrees() {
     assert_eq!(checksum(&f[14..34]), 0);
     assert_valid(&f);
 }
+
+#[test]
+fn gso_of_any_chain_layout_copies_and_gives_the_same_segments_tcp_gso_segment() {
+    let mut r = Rig::new();
+    let tr = train(5, 1300);
+    for t in &tr {
+        r.rx(t);
+    }
+    let merged = r.out()[0];
+    let bytes = r.bytes(&merged);
+    // The same packet in a plain chain (head frame full, then whole frames): not the
+    // frames GRO kept, so GSO copies.
+    let mut copy = merged;
+    copy.pkt = r.bufs.alloc_chain_copy(&bytes).unwrap();
+    let want: Vec<Vec<u8>> = tr.iter().map(|t| t.frame()).collect();
+    assert_eq!(r.segments(&copy), want);
+    assert_eq!(r.segments(&merged), want);
+    assert_eq!(r.bufs.in_use(), 0);
+}
+
+#[test]
+fn gso_rewrites_a_segment_header_that_is_not_the_one_the_head_implies_skb_segment_list() {
+    let mut r = Rig::new();
+    let tr = train(3, 1000);
+    for t in &tr {
+        r.rx(t);
+    }
+    let merged = r.out()[0];
+    // Scribble on the second segment's old TCP header (in its frame, before its payload).
+    let (id, m) = r.bufs.frags(merged.pkt).next().unwrap();
+    let at = m.off as usize - 20 + 4;
+    r.bufs.frame_mut(id)[at] ^= 0xff;
+    let want: Vec<Vec<u8>> = tr.iter().map(|t| t.frame()).collect();
+    assert_eq!(r.segments(&merged), want);
+}
