@@ -159,9 +159,9 @@ struct Seg {
 
 /// Reads a frame as an untagged IPv4/IPv6 TCP segment GRO can take: IPv4 with IHL 5, a valid
 /// header checksum, no fragment; IPv6 with TCP as the next header; the IP length covering
-/// the frame exactly (no padding, no lie); a valid TCP checksum (`skb_gro_checksum_validate`).
-/// None = NORMAL.
-fn parse(data: &[u8]) -> Option<Seg> {
+/// the frame exactly (no padding, no lie); a valid TCP checksum (`skb_gro_checksum_validate`),
+/// summed here unless the port verified it (`verified`). None = NORMAL.
+fn parse(data: &[u8], verified: bool) -> Option<Seg> {
     let eth = EthernetFrame::new_checked(data).ok()?;
     let ethertype = eth.ethertype();
     let l3 = &data[ETH_LEN..];
@@ -201,10 +201,18 @@ fn parse(data: &[u8]) -> Option<Seg> {
         pseudo_header_v6(&src, &dst, IPPROTO_TCP, seg_len as u32)
     };
     // The header is a whole number of 32-bit words, so the payload's sum starts aligned.
-    let payload_sum = fold(sum_be16(&data[hdr_len..]));
-    if fold(pseudo + sum_be16(&data[l4..hdr_len]) + payload_sum as u64) != 0xffff {
-        return None;
-    }
+    let hdr_sum = sum_be16(&data[l4..hdr_len]);
+    let payload_sum = if verified {
+        // A valid checksum makes pseudo + header + payload sum to 0xffff: the payload's sum
+        // is what the other two lack, with no pass over the payload.
+        !fold(pseudo + hdr_sum)
+    } else {
+        let s = fold(sum_be16(&data[hdr_len..]));
+        if fold(pseudo + hdr_sum + s as u64) != 0xffff {
+            return None;
+        }
+        s
+    };
     let h = &data[l4..];
     Some(Seg {
         v4,
@@ -288,7 +296,8 @@ impl GroTable {
     /// `dev_gro_receive` for one packet. NORMAL packets and completed packets go on the
     /// normal list (see [`GroTable::take_normal`]).
     pub fn receive(&mut self, bufs: &mut BufCache, st: &mut GroStats, cfg: GroConfig, now_ns: u64, skb: Skb) -> GroResult {
-        let seg = if skb.drop.is_none() && !skb.pkt.is_chained() { parse(bufs.data(skb.pkt)) } else { None };
+        let verified = skb.ip_summed == Csum::Unnecessary;
+        let seg = if skb.drop.is_none() && !skb.pkt.is_chained() { parse(bufs.data(skb.pkt), verified) } else { None };
         let Some(seg) = seg else {
             return self.normal_one(st, skb, 1);
         };
@@ -299,8 +308,7 @@ impl GroTable {
             .rposition(|p| p.skb.hash == skb.hash && same_flow(&p.first, &seg) && first12(bufs.data(p.skb.pkt)) == mac);
         let control = seg.flags & (flags::URG | flags::PSH | flags::RST | flags::SYN | flags::FIN) != 0;
         if let Some(i) = found {
-            let p = self.buckets[bucket][i];
-            match can_merge(bufs, &p, &skb, &seg, cfg) {
+            match can_merge(bufs, &self.buckets[bucket][i], &skb, &seg, cfg) {
                 Ok(()) => {
                     let p = &mut self.buckets[bucket][i];
                     merge(bufs, p, &skb, &seg);

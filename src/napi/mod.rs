@@ -1,8 +1,8 @@
 //! NAPI-style polling: each rx port is a NAPI instance polled with a weight
 //! (`net.core.dev_weight`); a softirq round (net_rx_action) ends when `netdev_budget`
 //! packets or `netdev_budget_usecs` have been spent. `poll_end` is the hook at the end of
-//! every poll: XDP redirect flush and transmit flush hang there (GRO flush and list
-//! delivery will too).
+//! every poll: XDP redirect flush and transmit flush hang there; GRO's flush and list
+//! delivery run just before it (`gro::poll_done`).
 
 use crate::buf::skb::Skb;
 use crate::net::{Net, Pipeline};
@@ -116,6 +116,9 @@ fn build_meta(net: &Net, w: &mut Worker, port: u16, rx: &[crate::buf::Pkt], skbs
     skbs.clear();
     let queue = w.id as u16; // queue q of a port belongs to worker q
     skbs.extend(rx.iter().map(|&p| Skb::build(p, w.bufs.data(p), port, queue, &mac)));
+    if w.port_queue(port).is_some_and(|p| p.rx_csum_verified()) {
+        skbs.iter_mut().for_each(|s| s.ip_summed = crate::buf::skb::Csum::Unnecessary);
+    }
     w.stage_done(Stage::Meta, rx.len(), t0);
 }
 

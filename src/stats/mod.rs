@@ -235,13 +235,14 @@ fn as_slice<S: serde::Serializer>(a: &[u64; DropReason::COUNT], s: S) -> Result<
 
 /// The ledger does not balance: some packet was lost or counted twice.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("conservation violated: rx {rx} + originated {originated} != tx {tx} + local {local} + drops {drops} (+ in flight {in_flight})")]
+#[error("conservation violated: rx {rx} + originated {originated} != tx {tx} + local {local} + drops {drops} + gro merged {gro_merged} (+ in flight {in_flight})")]
 pub struct ConservationError {
     pub rx: u64,
     pub originated: u64,
     pub tx: u64,
     pub local: u64,
     pub drops: u64,
+    pub gro_merged: u64,
     pub in_flight: u64,
 }
 
@@ -291,6 +292,7 @@ impl Counters {
                 tx: self.tx,
                 local: self.local,
                 drops: self.total_drops(),
+                gro_merged: self.gro.merged,
                 in_flight,
             })
         }
