@@ -87,7 +87,8 @@ fn gro_normal_batch_and_single_receive_keep_the_ledger() {
 /// forwarded frames stay the same as with GRO off, and GRO merges what the kernel would.
 #[test]
 fn generator_patterns_defeat_gro_as_the_kernel_s_rules_say() {
-    let cases: [(&str, fn(&mut sluice::port::gen::GenConfig), fn(&sluice::gro::GroStats) -> bool); 3] = [
+    type Case = (&'static str, fn(&mut sluice::port::gen::GenConfig), fn(&sluice::gro::GroStats) -> bool);
+    let cases: [Case; 3] = [
         // A changing timestamp on every segment: options differ, nothing merges.
         ("ts every 1", |g| g.tcp_ts_every = 1, |s| s.merged == 0),
         // PSH every 4th segment: GRO packets of at most 4 segments.

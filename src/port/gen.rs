@@ -379,11 +379,11 @@ impl Generator {
             frame[l4 + 13] |= crate::wire::tcp::flags::PSH;
             csum = checksum::update16(csum, old, u16::from_be_bytes([frame[l4 + 12], frame[l4 + 13]]));
         }
-        if self.cfg.tcp_ts_every > 0 {
+        if let Some(ticks) = idx.checked_div(self.cfg.tcp_ts_every) {
             // TSval after NOP, NOP, kind, length.
             let at = l4 + 24;
             let old = u32::from_be_bytes([frame[at], frame[at + 1], frame[at + 2], frame[at + 3]]);
-            let tsval = 1 + idx / self.cfg.tcp_ts_every;
+            let tsval = 1 + ticks;
             frame[at..at + 4].copy_from_slice(&tsval.to_be_bytes());
             csum = checksum::update32(csum, old, tsval);
         }
