@@ -33,8 +33,10 @@ use serde::Serialize;
 pub const GRO_HASH_BUCKETS: usize = 8;
 /// Packets held per bucket (`MAX_GRO_SKBS`): holding a ninth completes the oldest.
 pub const MAX_GRO_SKBS: usize = 8;
-/// Segments one GRO packet may carry (`skb_gro_receive`'s limit with frags).
-pub const MAX_GRO_SEGS: u16 = 64;
+/// Segments one GRO packet may carry. The kernel bounds TCP GRO by `gro_max_size` only
+/// (64 segments is its fraglist limit); a sluice chain holds at most `MAX_FRAGS` frames, so
+/// past 128 segments (an MSS under 512 bytes) a packet completes early.
+pub const MAX_GRO_SEGS: u16 = (crate::buf::chain::MAX_FRAGS - 1) as u16;
 /// A coarse clock tick (one jiffy at HZ=1000): a poll that used its whole budget completes
 /// packets held longer than this (`napi_gro_flush(napi, true)`).
 pub const TICK_NS: u64 = 1_000_000;
@@ -71,7 +73,7 @@ pub enum FlushCause {
     /// The next segment did not continue it (seq, ack, window, flags, options, IP ID,
     /// TTL/TOS/DF, longer than the MSS, empty).
     Mismatch,
-    /// `gro_max_size` bytes or 64 segments reached.
+    /// `gro_max_size` bytes or [`MAX_GRO_SEGS`] segments reached.
     Full,
     /// A ninth flow was held in its bucket (gro_flush_oldest).
     Evicted,
