@@ -295,6 +295,42 @@ fn sport(f: &[u8]) -> u16 {
     u16::from_be_bytes([f[34], f[35]])
 }
 
+/// Sends each scenario through the veth (a capture per call) and returns, per scenario, why
+/// the kernel's output differs from sluice's (None = the same).
+fn compare_once(veth: &Veth, mac: [u8; 6], scen: &[(&'static str, Vec<Seg>)], attempt: usize) -> Vec<Option<String>> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cap = dir.path().join(format!("kernel{attempt}.pcap"));
+    let mut dump = tcpdump(&veth.rx, &cap);
+    let sock = RawSocket::open(&veth.tx);
+    std::thread::sleep(Duration::from_millis(50));
+    let mut ours = Vec::new();
+    for (_, segs) in scen {
+        let frames: Vec<Vec<u8>> = segs.iter().map(|s| frame(s, mac)).collect();
+        for f in &frames {
+            sock.send(f);
+        }
+        // Past gro_flush_timeout (2 ms) and a jiffy: the kernel completes what it holds.
+        std::thread::sleep(Duration::from_millis(40));
+        ours.push(sluice_gro(&frames, mac));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    // SAFETY: signalling the child we started.
+    unsafe { libc::kill(dump.id() as i32, libc::SIGINT) };
+    dump.wait().expect("tcpdump exit");
+    let kernel = read_pcap(&cap);
+    scen.iter()
+        .zip(ours)
+        .map(|((name, segs), ours)| {
+            let ports: Vec<u16> = segs.iter().map(|s| s.sport).collect();
+            let theirs: Vec<Vec<u8>> =
+                kernel.iter().filter(|f| f.len() > 35 && ports.contains(&sport(f))).cloned().map(comparable).collect();
+            let ours: Vec<Vec<u8>> = ours.into_iter().map(comparable).collect();
+            let sizes = |v: &[Vec<u8>]| v.iter().map(|f| f.len()).collect::<Vec<_>>();
+            (theirs != ours).then(|| format!("{name}: kernel sizes {:?}, sluice sizes {:?}", sizes(&theirs), sizes(&ours)))
+        })
+        .collect()
+}
+
 #[test]
 fn kernel_gro_and_sluice_gro_deliver_the_same_packets() {
     if !preconditions() {
@@ -302,35 +338,18 @@ fn kernel_gro_and_sluice_gro_deliver_the_same_packets() {
     }
     let veth = Veth::new();
     let mac = veth.rx_mac();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let cap = dir.path().join("kernel.pcap");
-    let mut dump = tcpdump(&veth.rx, &cap);
-    let sock = RawSocket::open(&veth.tx);
-    let scen = scenarios();
-    std::thread::sleep(Duration::from_millis(50));
-    let mut want = Vec::new();
-    for (name, segs) in &scen {
-        let frames: Vec<Vec<u8>> = segs.iter().map(|s| frame(s, mac)).collect();
-        for f in &frames {
-            sock.send(f);
-        }
-        // Past gro_flush_timeout (2 ms) and a jiffy: the kernel completes what it holds.
-        std::thread::sleep(Duration::from_millis(40));
-        want.push((*name, sluice_gro(&frames, mac)));
-    }
-    std::thread::sleep(Duration::from_millis(100));
-    // SAFETY: signalling the child we started.
-    unsafe { libc::kill(dump.id() as i32, libc::SIGINT) };
-    dump.wait().expect("tcpdump exit");
-    let kernel = read_pcap(&cap);
+    let mut pending = scenarios();
     let mut failures = Vec::new();
-    for ((name, ours), (_, segs)) in want.iter().zip(scen.iter()) {
-        let ports: Vec<u16> = segs.iter().map(|s| s.sport).collect();
-        let theirs: Vec<Vec<u8>> = kernel.iter().filter(|f| f.len() > 35 && ports.contains(&sport(f))).cloned().map(comparable).collect();
-        let ours: Vec<Vec<u8>> = ours.iter().cloned().map(comparable).collect();
-        let sizes = |v: &[Vec<u8>]| v.iter().map(|f| f.len()).collect::<Vec<_>>();
-        if theirs != ours {
-            failures.push(format!("{name}: kernel sizes {:?}, sluice sizes {:?}", sizes(&theirs), sizes(&ours)));
+    // A sender preempted for more than a jiffy mid-train lets the kernel complete a packet
+    // early (flush_old): a scenario that differs is sent again, up to three times; a real
+    // difference differs every time.
+    for attempt in 0..3 {
+        let verdicts = compare_once(&veth, mac, &pending, attempt);
+        failures = verdicts.iter().flatten().cloned().collect();
+        let mut keep = verdicts.iter().map(Option::is_some);
+        pending.retain(|_| keep.next().unwrap_or(false));
+        if pending.is_empty() {
+            break;
         }
     }
     assert!(failures.is_empty(), "GRO differs from the kernel's:\n{}", failures.join("\n"));
