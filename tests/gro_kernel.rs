@@ -125,6 +125,8 @@ struct Seg {
     df: bool,
     ts: Option<u32>,
     bad_csum: bool,
+    /// IPv6 (`tos` is the traffic class, `ttl` the hop limit), with this flow label.
+    v6: Option<u32>,
 }
 
 fn seg(sport: u16, i: usize) -> Seg {
@@ -141,6 +143,7 @@ fn seg(sport: u16, i: usize) -> Seg {
         df: true,
         ts: None,
         bad_csum: false,
+        v6: None,
     }
 }
 
@@ -149,12 +152,23 @@ fn train(sport: u16, n: usize) -> Vec<Seg> {
 }
 
 fn frame(s: &Seg, dst_mac: [u8; 6]) -> Vec<u8> {
-    let hdr = 14 + 20 + 20 + if s.ts.is_some() { 12 } else { 0 };
+    let hdr = 14 + if s.v6.is_some() { 40 } else { 20 } + 20 + if s.ts.is_some() { 12 } else { 0 };
+    let l3 = match s.v6 {
+        Some(flow_label) => {
+            let (mut src, mut dst) = ([0u8; 16], [0u8; 16]);
+            src[..2].copy_from_slice(&[0x20, 0x01]);
+            src[15] = 1;
+            dst[..2].copy_from_slice(&[0x20, 0x01]);
+            dst[15] = 2;
+            L3Spec::V6 { src, dst, traffic_class: s.tos, flow_label }
+        }
+        None => L3Spec::V4 { src: [198, 18, 0, 1], dst: [10, 0, 0, 1], tos: s.tos, ident: s.id, dont_frag: s.df },
+    };
     let spec = PacketSpec {
         src_mac: SRC_MAC,
         dst_mac,
         vlan: None,
-        l3: L3Spec::V4 { src: [198, 18, 0, 1], dst: [10, 0, 0, 1], tos: s.tos, ident: s.id, dont_frag: s.df },
+        l3,
         l4: L4Spec::Tcp {
             src_port: s.sport,
             dst_port: 80,
@@ -171,7 +185,7 @@ fn frame(s: &Seg, dst_mac: [u8; 6]) -> Vec<u8> {
     let n = build(&spec, &mut out).expect("build");
     out.truncate(n);
     if s.bad_csum {
-        let l4 = 34;
+        let l4 = l4_of(&out);
         out[l4 + 16] ^= 0x5a;
     }
     out
@@ -227,7 +241,37 @@ fn scenarios() -> Vec<(&'static str, Vec<Seg>)> {
     let flows: Vec<Vec<Seg>> = (0..9).map(|f| train(2100 + f, 3)).collect();
     v.push(("nine flows in one bucket", (0..3).flat_map(|i| flows.iter().map(move |f| f[i].clone())).collect()));
     v.push(("past 64 KB", train(2015, 70)));
+    // IPv6: a train, then hop limit, traffic class and flow label changes.
+    let v6 = |sport: u16, n: usize| -> Vec<Seg> {
+        let mut t = train(sport, n);
+        for s in &mut t {
+            s.v6 = Some(7);
+        }
+        t
+    };
+    let mut t = v6(2201, 8);
+    t[7].flags |= flags::PSH;
+    v.push(("ipv6 train with psh", t));
+    let mut t = v6(2202, 5);
+    t[3].ttl = 63;
+    v.push(("ipv6 hop limit change", t));
+    let mut t = v6(2203, 5);
+    t[3].tos = 8;
+    v.push(("ipv6 traffic class change", t));
+    let mut t = v6(2204, 5);
+    t[3].v6 = Some(8);
+    v.push(("ipv6 flow label change", t));
+    v.push(("ipv6 past 64 KB", v6(2205, 70)));
     v
+}
+
+/// Offset of the TCP header in an untagged IPv4 or IPv6 frame.
+fn l4_of(f: &[u8]) -> usize {
+    if f.get(12..14) == Some(&[0x86, 0xdd]) {
+        54
+    } else {
+        34
+    }
 }
 
 /// sluice's GRO over `frames`, everything completed at the end.
@@ -283,16 +327,21 @@ fn read_pcap(file: &std::path::Path) -> Vec<Vec<u8>> {
 
 /// A merged packet's TCP checksum is partial in the kernel's capture: compare without it.
 fn comparable(mut f: Vec<u8>) -> Vec<u8> {
-    let tcp_payload = f.len().saturating_sub(34 + ((f.get(46).copied().unwrap_or(0x50) >> 4) as usize * 4));
-    if tcp_payload > MSS && f.len() > 52 {
-        f[50] = 0;
-        f[51] = 0;
+    let l4 = l4_of(&f);
+    if f.len() < l4 + 20 {
+        return f;
+    }
+    let tcp_payload = f.len() - l4 - (f[l4 + 12] >> 4) as usize * 4;
+    if tcp_payload > MSS {
+        f[l4 + 16] = 0;
+        f[l4 + 17] = 0;
     }
     f
 }
 
 fn sport(f: &[u8]) -> u16 {
-    u16::from_be_bytes([f[34], f[35]])
+    let l4 = l4_of(f);
+    u16::from_be_bytes([f[l4], f[l4 + 1]])
 }
 
 /// Sends each scenario through the veth (a capture per call) and returns, per scenario, why
@@ -323,7 +372,7 @@ fn compare_once(veth: &Veth, mac: [u8; 6], scen: &[(&'static str, Vec<Seg>)], at
         .map(|((name, segs), ours)| {
             let ports: Vec<u16> = segs.iter().map(|s| s.sport).collect();
             let theirs: Vec<Vec<u8>> =
-                kernel.iter().filter(|f| f.len() > 35 && ports.contains(&sport(f))).cloned().map(comparable).collect();
+                kernel.iter().filter(|f| f.len() > 56 && ports.contains(&sport(f))).cloned().map(comparable).collect();
             let ours: Vec<Vec<u8>> = ours.into_iter().map(comparable).collect();
             let sizes = |v: &[Vec<u8>]| v.iter().map(|f| f.len()).collect::<Vec<_>>();
             (theirs != ours).then(|| format!("{name}: kernel sizes {:?}, sluice sizes {:?}", sizes(&theirs), sizes(&ours)))
