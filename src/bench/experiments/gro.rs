@@ -61,6 +61,12 @@ pub fn build() -> Result<Experiment, BenchError> {
                 .at("uncoalescable, GRO on", b as f64),
         );
     }
+    let mut tso = tcp(1, 64, 1514, 0)?;
+    if let Some(sink) = tso.ports.get_mut(1) {
+        sink.tso = true;
+    }
+    arms.push(Arm::sluice("1s-tso", "TCP 1 stream, GRO on, TSO egress", tso, &["gro=1"]));
+    let tso_arm = arms.len() - 1;
     let batch = |b: u32| 7 + BATCHES.iter().position(|&x| x == b).unwrap_or(0);
     Ok(Experiment {
         name: "gro",
@@ -69,7 +75,7 @@ pub fn build() -> Result<Experiment, BenchError> {
              segment (no TSO). **TCP 1 / 4 streams**: in-order trains of 1514-byte frames (MSS 1448, IP IDs \
              incrementing), GRO off (`gro=0`: each segment walks the stack) vs on (`gro=1`: the GRO table merges \
              each stream's segments into packets of up to 64 KB, which walk the stack once and are split again by \
-             GSO before the sink). **Heavy stack**: the 1-stream arms with `rx.extra_work=150` \
+             GSO before the sink; the **TSO egress** arm's sink takes them whole). **Heavy stack**: the 1-stream arms with `rx.extra_work=150` \
              (a busy loop of about 250 ns per packet in the receive path: a kernel-like per-packet cost, which \
              GRO pays once per merged packet). **Uncoalescable**: 16 TCP flows of 66-byte frames (headers with the timestamp \
              option, no payload, like pure ACKs): GRO passes each on as it is (the seed's \"GRO off\" case); GRO on with \
@@ -81,6 +87,7 @@ pub fn build() -> Result<Experiment, BenchError> {
         comparisons: vec![
             Comparison { a: 0, b: 1, title: "TCP 1 stream: GRO on (GSO on egress) vs off".into(), ratio: true },
             Comparison { a: 2, b: 3, title: "TCP 4 streams: GRO on (GSO on egress) vs off".into(), ratio: true },
+            Comparison { a: 0, b: tso_arm, title: "TCP 1 stream: GRO on into a TSO egress (GRO packets leave whole) vs GRO off".into(), ratio: true },
             Comparison { a: 4, b: 5, title: "TCP 1 stream, heavy stack: GRO on (GSO on egress) vs off".into(), ratio: true },
             Comparison { a: batch(1), b: batch(8), title: "uncoalescable: gro_normal_batch 8 vs 1".into(), ratio: true },
             Comparison { a: batch(8), b: 6, title: "uncoalescable: GRO stage off (one list per poll) vs batch 8".into(), ratio: true },
@@ -94,16 +101,16 @@ pub fn build() -> Result<Experiment, BenchError> {
             result: 7.351,
             stated_change_pct: Some(13.3),
             unit: "Gbit/s",
-            comparison: 3,
+            comparison: 4,
         }),
         cap: None,
         default_runs: 6,
         quick_runs: None,
         sweep: Some(Sweep { x_label: "net.core.gro_normal_batch (segments)".into(), metric: "mpps" }),
         notes: vec![
-            "GSO copies each segment's payload into a fresh frame (the merged packet's payload sits in the received \
-             frames, each after its own headers); a TSO-capable egress would take the GRO packet whole. No in-memory \
-             port has TSO yet, so the seed's TSO case is not measured."
+            "GSO splits a GRO packet in place: each received frame becomes a segment again (the head's Ethernet and \
+             IP headers copied in front of its payload, its own TCP header kept). The TSO arm's null sink takes GRO \
+             packets whole (`tso = true`)."
                 .into(),
             "The seed's GRO-off runs are throughput of real TCP through a NIC; sluice forwards generated segments, so \
              compare relative changes."
