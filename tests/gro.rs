@@ -141,3 +141,24 @@ fn a_tso_pcap_writer_records_gro_packets_whole() {
         }
     }
 }
+
+/// Two workers (RSS, two queues each side) and RPS with GRO on: every worker's GRO table
+/// delivers what it holds before the run ends, the ledger balances over both, and each
+/// flow's frames come out as with GRO off.
+#[test]
+fn gro_on_two_workers_with_rss_and_rps_keeps_flows_and_the_ledger() {
+    let mut outs = Vec::new();
+    for gro in ["gro=0", "gro=1"] {
+        let (mut c, tun) = tcp_lab(8, 16, IpVersion::Mix, &[gro, "rps_cpus=0-1", "net.core.netdev_max_backlog=100000"]);
+        c.ports[0].rss_queues = Some(2);
+        c.ports[1].rss_queues = Some(2);
+        let (dp, got) = run(&c, tun, 6_000);
+        assert_eq!(dp.workers.len(), 2);
+        assert_eq!(dp.counters().tx, 6_000, "{:?}", dp.counters().nonzero_drops());
+        if gro == "gro=1" {
+            assert!(dp.workers.iter().all(|w| w.c.gro.merged > 0), "both workers merged");
+        }
+        outs.push(per_flow(&got));
+    }
+    assert_eq!(outs[0], outs[1]);
+}

@@ -245,6 +245,8 @@ pub fn run_until(
         }
     };
     if others > 0 {
+        // What GRO holds may be steered to another worker: deliver it while they serve.
+        crate::gro::flush_all(net, w);
         wait_for_other_workers(net, w);
     }
     let failed = drain(net, w);
@@ -311,6 +313,8 @@ pub fn run_worker(net: &Net, w: &mut Worker, limit: &RunLimit) {
             // Stopping: no more receiving; serve the backlog until every worker has stopped
             // receiving (so nobody steers here any more) and it is empty.
             if !rx_stopped {
+                // No more receiving: GRO delivers what it holds while the others still serve.
+                crate::gro::flush_all(net, w);
                 rx_stopped = true;
                 net.rps.rx_stopped.fetch_add(1, Ordering::AcqRel);
             }
