@@ -704,3 +704,25 @@ fn gso_rewrites_a_segment_header_that_is_not_the_one_the_head_implies_skb_segmen
     let want: Vec<Vec<u8>> = tr.iter().map(|t| t.frame()).collect();
     assert_eq!(r.segments(&merged), want);
 }
+
+#[test]
+fn flush_old_completes_only_packets_held_before_the_tick_napi_gro_flush() {
+    let mut r = Rig::new();
+    let mut a = T::new(1, 1000);
+    a.sport = 1;
+    let mut b = T::new(1, 1000);
+    b.sport = 2;
+    for (t, at) in [(&a, 0), (&b, 2 * TICK_NS)] {
+        let p = r.bufs.alloc_copy(&t.frame()).unwrap();
+        let skb = Skb::build(p, r.bufs.data(p), 0, 0, &MAC);
+        assert_eq!(r.t.receive(&mut r.bufs, &mut r.st, r.cfg, at, skb), GroResult::Held);
+    }
+    // A poll that used its budget at 3 ticks: what is older than one tick goes.
+    r.t.flush(&mut r.bufs, &mut r.st, Some(3 * TICK_NS - TICK_NS), FlushCause::Aged);
+    let d = r.delivered();
+    assert_eq!(d.len(), 1);
+    assert_eq!(TcpPacket::new_checked(&r.bytes(&d[0])[34..]).unwrap().src_port(), 1);
+    assert_eq!((r.t.held(), r.st.flushed[FlushCause::Aged as usize]), (1, 1));
+    r.bufs.free(d[0].pkt);
+    assert_eq!(r.out().len(), 1, "completion takes the rest");
+}
