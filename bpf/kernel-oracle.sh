@@ -14,7 +14,9 @@
 #    CPUMAP key 0 -> queue size 192 (CPU 0), every PROG_ARRAY the slots of
 #    $ORACLE_PROG_ARRAY ("0=prog,1=prog": programs of the object, with ORACLE_PROG)
 #    (default 1 = "lo" of the current netns; test_run never transmits, so no
-#    frame leaves; an empty devmap makes bpf_redirect_map fail instead)
+#    frame leaves; an empty devmap makes bpf_redirect_map fail instead), and
+#    every ARRAY_OF_MAPS / HASH_OF_MAPS the inner maps of $ORACLE_MAP_IN_MAP
+#    ("outer:KEY=inner,...": KEY a u32, inner a map of the object, by pin name)
 # 3. for each PKT_DIR/*.bin in name order (one raw frame per file):
 #        bpftool -j prog run pinned ... data_in F data_out T data_size_out 4096 repeat 1
 #    pinned to one CPU (the lowest CPU we may run on) with taskset, so per-CPU
@@ -104,6 +106,16 @@ for m in "$MAPDIR"/*; do
 			bpftool map update pinned "$m" key $key value pinned "$PIN/${s#*=}"
 		done
 		;;
+	array_of_maps|hash_of_maps)
+		IFS=, read -ra slots <<<"${ORACLE_MAP_IN_MAP:-}"
+		for s in "${slots[@]}"; do
+			[ "${s%%:*}" = "$(basename "$m")" ] || continue
+			s="${s#*:}"
+			key="$(python3 -c 'import struct,sys; print(" ".join(str(b) for b in struct.pack("<I", int(sys.argv[1]))))' "${s%%=*}")"
+			# shellcheck disable=SC2086
+			bpftool map update pinned "$m" key $key value pinned "$MAPDIR/${s#*=}"
+		done
+		;;
 	cpumap)
 		# key u32 0 (CPU 0): value u32 qsize 192 (+ u32 prog fd 0 for struct bpf_cpumap_val)
 		val="$(python3 -c 'import struct,sys; v=struct.pack("<I", 192) + bytes(int(sys.argv[1]) - 4); print(" ".join(str(b) for b in v))' "$vsz")"
@@ -155,6 +167,12 @@ for name in sorted(f for f in os.listdir(rdir) if f.endswith(".name")):
         run.update(retval=None, error=err, data_out=None)
     runs.append(run)
 maps, info = {}, {}
+# Outer maps hold kernel map ids: named by the inner map's name instead (ids differ per load).
+names = {}
+for f in sorted(os.listdir(work)):
+    if f.startswith("info_"):
+        i = json.load(open(os.path.join(work, f)))
+        names[i["id"]] = i["name"]
 for f in sorted(os.listdir(work)):
     if f.startswith("info_"):
         pin = f[5:-5]
@@ -162,7 +180,14 @@ for f in sorted(os.listdir(work)):
         i.pop("id", None); i.pop("btf_id", None); i.pop("pinned", None)
         i["pin"] = pin
         info[i["name"]] = i
-        maps[i["name"]] = json.load(open(os.path.join(work, "dump_" + pin + ".json")))
+        dump = json.load(open(os.path.join(work, "dump_" + pin + ".json")))
+        if i.get("type") in ("array_of_maps", "hash_of_maps"):
+            for e in dump:
+                mid = e.pop("inner_map_id", None)
+                if isinstance(e.get("value"), list):
+                    mid = int.from_bytes(bytes(int(x, 16) for x in e.pop("value")), "little")
+                e["inner_map"] = names.get(mid, "?")
+        maps[i["name"]] = dump
 ver = subprocess.run(["bpftool", "version"], capture_output=True, text=True).stdout.splitlines()[0]
 doc = {
     "program": os.path.basename(prog),

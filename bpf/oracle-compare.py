@@ -31,7 +31,11 @@ Normalisation:
     rate limiter's first_seen_ns (bytes 0..7 of each value) comes from
     bpf_ktime_get_ns and differs between any two runs; only "non-zero" is
     required of it.
-Ignored: "kernel", "bpftool", "cpu", "map_info", "len"/"data_out_len" (implied
+  * ARRAY / PERCPU_ARRAY slots (by either side's map_info "type") whose value is
+    zero count as absent: sluice dumps only non-zero array slots by default.
+  * maps of maps: an entry names its inner map ("inner_map"; the kernel oracle
+    turns bpftool's inner map id into the inner map's name).
+Ignored: "kernel", "bpftool", "cpu", "map_info" (beyond the types above), "len"/"data_out_len" (implied
 by data_in/data_out), and the top-level "program" name.
 """
 import json
@@ -74,6 +78,8 @@ def norm_map(name, dump):
                 out[key] = "percpu-sum:" + norm_value(name, b"".join(x.to_bytes(8, "little") for x in lanes))
             else:
                 out[key] = "percpu:" + ",".join(sorted(norm_value(name, v) for v in vals if any(v)))
+        elif "inner_map" in e:  # ARRAY_OF_MAPS / HASH_OF_MAPS: the inner map by name
+            out[key] = "map:" + e["inner_map"]
         elif isinstance(e.get("value"), list):
             out[key] = norm_value(name, hexbytes(e["value"]))
         # else: {"error": ...} -> absent
@@ -85,7 +91,17 @@ def prog_arrays_of(doc):
     return {norm_name(n) for n, i in (doc.get("map_info") or {}).items() if isinstance(i, dict) and i.get("type") == "prog_array"}
 
 
-def normalise(doc, prog_arrays=frozenset()):
+def arrays_of(doc):
+    """Maps reported as ARRAY / PERCPU_ARRAY (map_info "type"; bpftool's or sluice's)."""
+    return {norm_name(n) for n, i in (doc.get("map_info") or {}).items()
+            if isinstance(i, dict) and i.get("type") in ("array", "percpu_array")}
+
+
+def is_zero(v):
+    return not v.replace("percpu-sum:", "").replace("percpu:", "").strip("0")
+
+
+def normalise(doc, prog_arrays=frozenset(), arrays=frozenset()):
     runs = []
     for r in doc.get("runs", []):
         runs.append({"packet": r.get("packet"), "retval": r.get("retval"),
@@ -98,6 +114,10 @@ def normalise(doc, prog_arrays=frozenset()):
         # the other: only which slots are filled compares (the runs show where calls went).
         if n in prog_arrays:
             maps[n] = {k: "filled" for k in maps[n]}
+        # An array slot holding zero is the same as one left out (sluice dumps only the
+        # non-zero slots of arrays by default, bpftool every slot).
+        if n in arrays:
+            maps[n] = {k: v for k, v in maps[n].items() if not is_zero(v)}
     return {"runs": runs, "maps": maps}
 
 
@@ -111,7 +131,8 @@ def main():
         return 2
     da, db = json.load(open(args[0])), json.load(open(args[1]))
     progs = prog_arrays_of(da) | prog_arrays_of(db)
-    a, b = normalise(da, progs), normalise(db, progs)
+    arrays = arrays_of(da) | arrays_of(db)
+    a, b = normalise(da, progs, arrays), normalise(db, progs, arrays)
     diffs = []
     if len(a["runs"]) != len(b["runs"]):
         diffs.append("number of runs: %d vs %d" % (len(a["runs"]), len(b["runs"])))

@@ -80,9 +80,15 @@ impl Datapath {
             .map(|(id, (tx, rx))| {
                 let mut w = Worker::new(id, pool);
                 w.set_epoch(net.epoch);
-                if net.rps.workers() > 1 {
+                let n = net.rps.workers();
+                if n > 1 {
                     w.rps_tx = tx;
                     w.backlog_rx = rx;
+                    w.backlog_src = (0..n).filter(|&s| s != id).collect();
+                    w.ring_queued = vec![0; n];
+                    if net.rps.sock_flow.enabled() && net.tun.rps_flow_cnt > 0 {
+                        w.rps_flows = vec![Default::default(); net.tun.rps_flow_cnt.next_power_of_two() as usize];
+                    }
                 }
                 w
             })

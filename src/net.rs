@@ -67,6 +67,7 @@ impl Net {
             cpus_of_mask(tun.rps_cpus),
             tun.netdev_max_backlog as usize,
             tun.flow_limit_cpu_bitmap,
+            tun.rps_sock_flow_entries,
         );
         Net {
             tun,

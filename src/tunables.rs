@@ -221,6 +221,12 @@ tunables! {
     flow_limit_cpu_bitmap: u64 = 0, "net.core.flow_limit_cpu_bitmap", min 0, max u64::MAX;
     /// Receive Packet Steering: workers the receive path spreads flows over (a CPU list like 0-1, or a 0x mask; 0 = off). One worker per CPU up to the highest one.
     rps_cpus: u64 = 0, "rps_cpus", min 0, max u64::MAX;
+    /// Microseconds an idle worker keeps polling its backlog before it sleeps (0 = sleep at once and be woken by the producer; like net.core.busy_poll, trading CPU for wake-up latency).
+    busy_poll: u32 = 0, "net.core.busy_poll", min 0, max 1_000_000;
+    /// RFS: entries of the global socket flow table (rounded up to a power of two; 0 = RFS off).
+    rps_sock_flow_entries: u32 = 0, "net.core.rps_sock_flow_entries", min 0, max 1 << 26;
+    /// RFS: entries of each worker's flow table (the kernel's per-queue `rps_flow_cnt`; 0 = RFS off).
+    rps_flow_cnt: u32 = 0, "rps_flow_cnt", min 0, max 1 << 20;
     /// Queues of the in-memory ports (generator receive queues by RSS, sink and capture transmit queues) that do not set `rss_queues` themselves (`ethtool -L combined N`); queue q belongs to worker q.
     rss_queues: u32 = 1, "rss_queues", min 1, max 64;
     /// Forward IPv4 packets not addressed to us.

@@ -47,6 +47,14 @@ pub struct Worker {
     /// and the consumer ends of this worker's backlog, one per other worker.
     pub(crate) rps_tx: Vec<Option<crate::rps::backlog::BacklogTx>>,
     pub(crate) backlog_rx: Vec<crate::rps::backlog::BacklogRx>,
+    /// The producing worker of each ring in `backlog_rx`.
+    pub(crate) backlog_src: Vec<usize>,
+    /// Packets this worker has queued on each target's ring (its backlog tail, for RFS).
+    pub(crate) ring_queued: Vec<u64>,
+    /// RFS: this worker's flow table (`rps_flow_cnt` entries, a power of two; empty = off),
+    /// and its steering rounds.
+    pub(crate) rps_flows: Vec<crate::rps::rfs::DevFlow>,
+    pub(crate) steer_round: u64,
     pub(crate) flow_limit: Vec<FlowLimit>,
     /// GRO tables, one per rx port this worker polls (each worker is that queue's NAPI instance).
     pub(crate) gro: Vec<crate::gro::GroTable>,
@@ -78,6 +86,10 @@ impl Worker {
             wake_pending: 0,
             rps_tx: Vec::new(),
             backlog_rx: Vec::new(),
+            backlog_src: Vec::new(),
+            ring_queued: Vec::new(),
+            rps_flows: Vec::new(),
+            steer_round: 0,
             flow_limit: Vec::new(),
             gro: Vec::new(),
             gso_scratch: Vec::new(),

@@ -216,51 +216,45 @@ mod scenarios {
     pub fn ipv6_inhdr() -> Scenario {
         let mut version4 = udp6(SRC_V6, DST1_V6, 1, 9).build();
         version4[14] = 0x40;
-        // Hop-by-Hop after a Destination Options header (RFC 8200 §4.1: only first).
-        let hbh_not_first =
-            with_ipv6_ext(with_ipv6_ext(udp6(SRC_V6, DST1_V6, 1, 9).build(), 0, &[1, 4, 0, 0, 0, 0]), 60, &[1, 4, 0, 0, 0, 0]);
-        // A Routing header claiming 201 * 8 bytes.
-        let mut truncated_ext = with_ipv6_ext(udp6(SRC_V6, DST1_V6, 1, 9).build(), 43, &[0, 0, 0, 0, 0, 0]);
-        truncated_ext[14 + 40 + 1] = 200;
-        // Nine Destination Options headers.
-        let mut nine = udp6(SRC_V6, DST1_V6, 1, 9).build();
-        for _ in 0..9 {
-            nine = with_ipv6_ext(nine, 60, &[1, 4, 0, 0, 0, 0]);
-        }
-        sc(vec![version4, hbh_not_first, truncated_ext, nine], &[(DropReason::Ipv6Inhdr, 4)], |o, _| no_output(o))
+        // Hop-by-hop options (read when forwarding too, ip6_parse_tlv): PadN with data, a
+        // header claiming 201 * 8 bytes, an unknown option whose type says "discard" (01).
+        let bad_padn = with_ipv6_ext(udp6(SRC_V6, DST1_V6, 1, 9).build(), 0, &[1, 4, 0, 9, 0, 0]);
+        let mut truncated_hbh = with_ipv6_ext(udp6(SRC_V6, DST1_V6, 1, 9).build(), 0, &[1, 4, 0, 0, 0, 0]);
+        truncated_hbh[14 + 40 + 1] = 200;
+        let discard = with_ipv6_ext(udp6(SRC_V6, DST1_V6, 1, 9).build(), 0, &[0x7e, 4, 0, 0, 0, 0]);
+        sc(vec![version4, bad_padn, truncated_hbh, discard], &[(DropReason::Ipv6Inhdr, 4)], |o, _| no_output(o))
     }
 
-    /// ip_route_input_slow's martian sources (multicast, limited broadcast, 0/8) and
-    /// ipv6_rcv's (multicast, loopback, IPv4-mapped). Class E (240/4) is not one of them.
+    /// ip_route_input_slow's martian sources (multicast, limited broadcast, 0.0.0.0) and
+    /// ipv6_rcv's (multicast, loopback). Class E (240/4), the rest of 0/8 and IPv4-mapped
+    /// IPv6 sources are not among them (the kernel forwards them).
     pub fn ip_invalid_source() -> Scenario {
         let frames = vec![
-            udp4([0, 0, 0, 7], DST1_V4, 1, 9).build(),
+            udp4([0, 0, 0, 0], DST1_V4, 1, 9).build(),
             udp4([224, 0, 0, 5], DST1_V4, 1, 9).build(),
             udp4([255, 255, 255, 255], IN_V4, 1, 5001).build(),
             udp6(v6([0xff02, 0, 0, 0, 0, 0, 0, 1]), DST1_V6, 1, 9).build(),
             udp6(v6([0, 0, 0, 0, 0, 0, 0, 1]), DST1_V6, 1, 9).build(),
-            udp6(v6([0, 0, 0, 0, 0, 0xffff, 0xc612, 1]), DST1_V6, 1, 9).build(), // ::ffff:198.18.0.1
         ];
-        sc(frames, &[(DropReason::IpInvalidSource, 6)], |o, _| no_output(o))
+        sc(frames, &[(DropReason::IpInvalidSource, 5)], |o, _| no_output(o))
     }
 
     /// Martian destinations are dropped silently, never answered with ICMP net unreachable
     /// (RFC 1812 4.3.2.7): a multicast group sluice has not joined, the limited broadcast,
-    /// 0/8; IPv6 `::`, `::1`, IPv4-mapped.
+    /// 0.0.0.0; IPv6 `::1` and a group the interface has not joined (ip6_mc_input). (The
+    /// rest of 0/8, IPv6 `::` and IPv4-mapped destinations are routed, as by the kernel.)
     pub fn ip_invalid_dest() -> Scenario {
         let frames = vec![
             udp4(SRC_V4, [224, 0, 0, 5], 1, 9).build(),
             udp4(SRC_V4, [239, 1, 2, 3], 1, 9).build(),
             udp4(SRC_V4, [255, 255, 255, 255], 1, 9).dst_mac(MAC_BCAST).build(),
             udp4(SRC_V4, [255, 255, 255, 255], 1, 9).build(),
-            udp4(SRC_V4, [0, 0, 0, 1], 1, 9).build(),
             udp4([0, 0, 0, 0], [0, 0, 0, 0], 68, 67).build(),
             ping4(SRC_V4, [224, 0, 0, 1], 1, 1).build(),
-            udp6(SRC_V6, [0; 16], 1, 9).build(),
             udp6(SRC_V6, v6([0, 0, 0, 0, 0, 0, 0, 1]), 1, 9).build(),
-            udp6(SRC_V6, v6([0, 0, 0, 0, 0, 0xffff, 0x0a01, 5]), 1, 9).build(), // ::ffff:10.1.0.5
+            ping6(SRC_V6, v6([0xff02, 0, 0, 0, 0, 0, 0, 0x77]), 1, 1).dst_mac([0x33, 0x33, 0, 0, 0, 0x77]).build(),
         ];
-        sc(frames, &[(DropReason::IpInvalidDest, 10)], |o, _| no_output(o))
+        sc(frames, &[(DropReason::IpInvalidDest, 8)], |o, _| no_output(o))
     }
 
     /// 127/8 on the wire, as source or destination (route_localnet off).
@@ -480,8 +474,9 @@ mod scenarios {
         let frames = vec![raw4(SRC_V4, IN_V4, 253).build(), raw6(SRC_V6, IN_V6, 253).build(), raw6(SRC_V6, IN_V6, 59).build()];
         sc(frames, &[(DropReason::UnhandledL4, 3)], |o, f| {
             let e = o.port(P_IN);
-            assert_eq!(e.len(), 1, "ICMP protocol unreachable (IPv4 only)");
+            assert_eq!(e.len(), 2, "ICMP protocol unreachable, ICMPv6 unrecognized next header; nothing for 'no next header'");
             assert_icmp4_error(&e[0], 3, 2, IN_V4, &f[0]);
+            assert_eq!(assert_icmp6_error(&e[1], 4, 1, IN_V6, &f[1]), 6, "points at the next header field");
         })
     }
 
@@ -544,7 +539,8 @@ mod scenarios {
             icmp4(SRC_V4, IN_V4, 0, 0, [0, 1, 0, 1], &[0; 16]),                // echo reply
             icmp4(SRC_V4, IN_V4, 3, 1, [0; 4], &[0; 28]),                      // destination unreachable
             icmp6(MAC_HOST, MAC_IN, SRC_V6, IN_V6, 64, 129, 0, &[0, 1, 0, 1]), // echo reply
-            neighbour_solicit(MAC_HOST, HOST_V6, not_ours),
+            // (Unicast to us: the target's solicited-node group is not one sluice joined.)
+            icmp6(MAC_HOST, MAC_IN, HOST_V6, IN_V6, 255, 135, 0, &[[0u8; 4].as_slice(), &not_ours, &[1, 1], &MAC_HOST].concat()),
             dad,
             icmp6(MAC_HOST, [0x33, 0x33, 0, 0, 0, 2], HOST_V6, v6([0xff02, 0, 0, 0, 0, 0, 0, 2]), 255, 133, 0, &[0; 4]), // RS
             hop64,
@@ -1178,11 +1174,12 @@ fn arp_request_to_another_hosts_mac_is_not_answered() {
 }
 
 #[test]
-fn zero_source_is_a_martian() {
+fn zero_source_is_a_martian_the_rest_of_0_8_is_not_as_ip_route_input_slow() {
     let frames = vec![udp4([0, 0, 0, 0], DST1_V4, 1, 9).build(), udp4([0, 1, 2, 3], DST1_V4, 1, 9).build()];
     let o = run_both(&frames, &Setup::default());
-    assert_eq!(o.drops(), BTreeMap::from([("ip_invalid_source", 2)]));
-    assert!(o.port(P_OUT1).is_empty(), "not forwarded");
+    assert_eq!(o.drops(), BTreeMap::from([("ip_invalid_source", 1)]));
+    assert_eq!(o.port(P_OUT1).len(), 1, "0.1.2.3 is forwarded");
+    assert_forwarded(&o.port(P_OUT1)[0], &frames[1], MAC_OUT1, MAC_NH1);
 }
 
 #[test]

@@ -323,7 +323,8 @@ fn xdp_programs_on_a_damaged_wire() {
         for mode in [XdpMode::Native, XdpMode::Generic] {
             let mut cfg = lab(Pipeline::L3fwd);
             cfg.ports[PORT_GEN].fault = Some(damage.clone());
-            cfg.xdp = Some(XdpConfig { program: program.clone(), mode, engine: EngineKind::Jit, section: None });
+            cfg.xdp =
+                Some(XdpConfig { program: program.clone(), mode, engine: EngineKind::Jit, section: None, maps: None, map: Vec::new() });
             let pool = Pool::new(cfg.pool_frames).unwrap();
             let mut dp = cfg.build(cfg.tunables(&[]).unwrap(), &pool).unwrap();
             dp.run(RunLimit::default(), Duration::from_secs(3600), |_, _| {});

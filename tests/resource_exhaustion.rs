@@ -180,8 +180,16 @@ fn hash_filler_program() -> Arc<Program> {
         exit(),
     ]);
     let maps = vec![
-        MapDef { name: "state".into(), map_type: map_type::ARRAY, key_size: 4, value_size: 24, max_entries: 1, flags: 0 },
-        MapDef { name: "flows".into(), map_type: map_type::HASH, key_size: 8, value_size: 8, max_entries: FLOW_SLOTS, flags: 0 },
+        MapDef { name: "state".into(), map_type: map_type::ARRAY, key_size: 4, value_size: 24, max_entries: 1, flags: 0, inner: None },
+        MapDef {
+            name: "flows".into(),
+            map_type: map_type::HASH,
+            key_size: 8,
+            value_size: 8,
+            max_entries: FLOW_SLOTS,
+            flags: 0,
+            inner: None,
+        },
     ];
     Arc::new(Program { name: "hash_filler".into(), section: "xdp".into(), insns, maps })
 }

@@ -273,3 +273,119 @@ fn bad_queue_settings_are_refused_by_name() {
     let e = c.build(Default::default(), &pool).err().expect("refused").to_string();
     assert!(e.contains("ports[1] (sink0).rss_queues") && e.contains("one queue"), "{e}");
 }
+
+// ---------------------------------------------------------------------------------------
+// RFS: flows follow the worker that reads their socket, in order
+// ---------------------------------------------------------------------------------------
+
+/// The router on two workers delivering to a UDP socket on port 5001 of every worker, with
+/// RFS on and the socket's reader on worker `reader`; `flows` flows × `rounds` datagrams
+/// whose payload says (round << 16 | flow).
+fn rfs_router(listified: &str, reader: usize, flows: u16, rounds: u32) -> (Datapath, usize) {
+    let mut setup = rps_setup("0-1");
+    setup.pipeline = sluice::datapath::Pipeline::Local;
+    let sets = [
+        ("net.core.rps_sock_flow_entries", "32768"),
+        ("rps_flow_cnt", "4096"),
+        ("rx.listified", listified),
+        ("net.core.netdev_max_backlog", "100000"),
+    ];
+    for (k, v) in sets {
+        setup.tun.set(k, v).expect("tunable");
+    }
+    let mut frames = Vec::new();
+    for round in 0..rounds {
+        for f in 0..flows {
+            frames.push(udp4(SRC_V4, IN_V4, 20_000 + f, 5001).seq(round << 16 | f as u32).build());
+        }
+    }
+    let pool = Pool::new(setup.pool_frames).expect("pool");
+    let mut dp = build_router(frames.clone(), &setup, &pool);
+    for w in &mut dp.workers {
+        w.sockets.bind_udp(5001, 1 << 16).expect("bind");
+        w.sockets.reader_cpu = Some(reader);
+    }
+    (dp, frames.len())
+}
+
+#[test]
+fn rfs_moves_a_flow_only_after_its_old_worker_processed_what_it_queued() {
+    for listified in ["1", "0"] {
+        // Stepped on this thread, in phases: worker 0 polls and steers ten rounds for each
+        // round of worker 1 (worker 1 lags by more than a flow's spacing: a flow moving off it
+        // must wait until it has processed what the flow queued there), then the other way
+        // round (worker 1 catches up, and the waiting flows move). Each worker's socket is
+        // read right after its round.
+        let (mut dp, total) = rfs_router(listified, 0, 200, 40);
+        let mut order: HashMap<u32, Vec<u32>> = HashMap::new();
+        let id = sluice::rx::local::SocketId(0);
+        let mut step = |dp: &mut Datapath, k: usize| {
+            let Datapath { net, workers } = dp;
+            let w = &mut workers[k];
+            let did = sluice::napi::softirq_round(net, w);
+            while w.sockets.recv_batch(&mut w.bufs, id, 256, |d| {
+                let v = u32::from_be_bytes([d[0], d[1], d[2], d[3]]);
+                order.entry(v & 0xffff).or_default().push(v >> 16);
+            }) > 0
+            {}
+            did
+        };
+        for cycle in 0..100_000 {
+            let (w0, w1) = if cycle / 4 % 2 == 0 { (10, 1) } else { (1, 10) };
+            let did = (0..w0).map(|_| step(&mut dp, 0)).sum::<usize>() + (0..w1).map(|_| step(&mut dp, 1)).sum::<usize>();
+            if did == 0 && dp.counters().rx == total as u64 && dp.in_flight() == 0 {
+                break;
+            }
+        }
+        finish(&mut dp, total);
+        let c = dp.counters();
+        assert_eq!(c.local, total as u64, "{:?}", c.nonzero_drops());
+        assert!(c.rfs_moves > 50, "flows the map put on worker 1 moved to the reader's worker 0: {}", c.rfs_moves);
+        for f in 0..200u32 {
+            let rounds = &order[&f];
+            assert_eq!(rounds, &(0..40).collect::<Vec<u32>>(), "flow {f} delivered out of order");
+        }
+    }
+}
+
+#[test]
+fn rfs_on_two_threads_steers_flows_to_the_readers_worker() {
+    let (mut dp, total) = rfs_router("1", 1, 1000, 8);
+    dp.run_until(&RunLimit::default(), Duration::ZERO, |_, _| {});
+    finish(&mut dp, total);
+    let c = dp.counters();
+    assert_eq!(c.local, total as u64, "{:?}", c.nonzero_drops());
+    assert!(c.rfs_moves > 0);
+    let on_reader = dp.workers[1].c.local;
+    assert!(on_reader >= 7000, "after the first datagram of each flow, worker 1 takes them: {on_reader}");
+}
+
+#[test]
+fn busy_polling_workers_pick_up_packets_without_being_woken() {
+    // A paced generator (200 kpps: a packet every 5 µs): between packets worker 1 is idle,
+    // and spinning up to 1 ms it sees the next ones arrive without sleeping.
+    let (mut c, tun) = rss_lab(500, 1, &["rps_cpus=0-1", "net.core.busy_poll=1000"]);
+    c.ports[0].gen.as_mut().expect("generator").rate_pps = Some(200_000.0);
+    let dp = run_checked(&c, tun, 20_000);
+    assert_eq!(dp.counters().tx, 20_000, "{:?}", dp.counters().nonzero_drops());
+    assert!(dp.workers[1].c.busy_poll_hits > 0, "worker 1 found packets while spinning instead of sleeping");
+    assert_per_flow_order(&captured(&dp, 1));
+}
+
+#[test]
+fn xdp_maps_set_up_from_the_config_are_shared_by_every_workers_instance() {
+    let obj = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bpf/obj/xdp_drop_count.o");
+    let (mut c, tun) = rss_lab(100, 2, &[]);
+    let seed = "drop_stats:00000000=e803000000000000".to_string() + "0000000000000000";
+    let xdp = format!("program = {:?}\nmode = \"native\"\nmap = [{seed:?}]", obj.display().to_string());
+    c.xdp = Some(toml::from_str(&xdp).expect("xdp table"));
+    let dp = run_checked(&c, tun.clone(), 1_000);
+    let maps = dp.workers[1].xdp.native[0].as_ref().and_then(|p| p.maps()).expect("worker 1's instance");
+    let rec = maps.by_name("drop_stats").expect("drop_stats").lookup(&0u32.to_ne_bytes(), 0).expect("key 0");
+    assert_eq!(u64::from_ne_bytes(rec[..8].try_into().unwrap()), 1_000 + 1_000, "the preset 1000 plus every packet");
+    // A bad entry is refused, naming the setting.
+    c.xdp.as_mut().unwrap().map = vec!["no_such_map:00=00".into()];
+    let pool = Pool::new(1024).unwrap();
+    let e = c.build(tun, &pool).err().expect("refused").to_string();
+    assert!(e.starts_with("xdp.map") && e.contains("no_such_map"), "{e}");
+}

@@ -6,6 +6,13 @@ use std::process::{Command, Stdio};
 #[derive(Debug, Clone, Serialize)]
 pub struct Machine {
     pub cpu_model: String,
+    /// `/proc/cpuinfo`'s vendor, family, model and stepping (x86): the same model name can
+    /// hide different cores (Zen 1 and Zen 5 both say "AMD EPYC" in some VMs).
+    pub cpu_id: Option<CpuId>,
+    /// `/proc/cpuinfo`'s "cpu MHz" of the first CPU (what the hypervisor reports).
+    pub cpu_mhz: Option<f64>,
+    /// Cache sizes by level and type as sysfs gives them for CPU 0 (e.g. "L1d 48K").
+    pub caches: Vec<String>,
     pub logical_cpus: usize,
     pub kernel: String,
     pub tsc_ghz: f64,
@@ -47,6 +54,53 @@ fn cpu_model() -> String {
         .unwrap_or_else(|| std::env::consts::ARCH.to_string())
 }
 
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct CpuId {
+    pub vendor: String,
+    pub family: u32,
+    pub model: u32,
+    pub stepping: u32,
+}
+
+/// The value of the first `/proc/cpuinfo` line starting with `key`.
+fn cpuinfo_field(cpuinfo: &str, key: &str) -> Option<String> {
+    cpuinfo
+        .lines()
+        .find(|l| l.split(':').next().is_some_and(|k| k.trim() == key))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_string())
+}
+
+fn cpu_id(cpuinfo: &str) -> Option<CpuId> {
+    let num = |k: &str| cpuinfo_field(cpuinfo, k)?.parse::<u32>().ok();
+    Some(CpuId {
+        vendor: cpuinfo_field(cpuinfo, "vendor_id")?,
+        family: num("cpu family")?,
+        model: num("model")?,
+        stepping: num("stepping")?,
+    })
+}
+
+/// CPU 0's caches from sysfs: "L1d 48K", "L2 1024K", ...
+fn caches() -> Vec<String> {
+    let mut out = Vec::new();
+    for i in 0..8 {
+        let dir = format!("/sys/devices/system/cpu/cpu0/cache/index{i}");
+        let (Some(level), Some(kind), Some(size)) =
+            (read_trim(&format!("{dir}/level")), read_trim(&format!("{dir}/type")), read_trim(&format!("{dir}/size")))
+        else {
+            continue;
+        };
+        let kind = match kind.as_str() {
+            "Data" => "d",
+            "Instruction" => "i",
+            _ => "",
+        };
+        out.push(format!("L{level}{kind} {size}"));
+    }
+    out
+}
+
 fn loadavg() -> Option<[f64; 3]> {
     let s = read_trim("/proc/loadavg")?;
     let mut it = s.split_whitespace().map(|x| x.parse::<f64>().ok());
@@ -59,8 +113,12 @@ pub fn describe() -> Machine {
         Ok(()) => "available".to_string(),
         Err(e) => format!("unavailable: {e}"),
     };
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     Machine {
         cpu_model: cpu_model(),
+        cpu_id: cpu_id(&cpuinfo),
+        cpu_mhz: cpuinfo_field(&cpuinfo, "cpu MHz").and_then(|v| v.parse().ok()),
+        caches: caches(),
         logical_cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         kernel: read_trim("/proc/sys/kernel/osrelease").unwrap_or_else(|| "unknown".into()),
         tsc_ghz: crate::stats::tsc::tsc_hz() / 1e9,
@@ -73,5 +131,18 @@ pub fn describe() -> Machine {
             .and_then(|_| Command::new("git").args(["diff", "--quiet", "HEAD"]).stdin(Stdio::null()).stderr(Stdio::null()).status().ok())
             .map(|s| !s.success()),
         hw_counters: hw,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_identity_is_read_from_cpuinfo() {
+        let info = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 23\nmodel\t\t: 1\nmodel name\t: AMD EPYC\nstepping\t: 2\ncpu MHz\t\t: 1996.2\n";
+        assert_eq!(cpu_id(info), Some(CpuId { vendor: "AuthenticAMD".into(), family: 23, model: 1, stepping: 2 }));
+        assert_eq!(cpuinfo_field(info, "cpu MHz").as_deref(), Some("1996.2"));
+        assert_eq!(cpu_id("model name: x\n"), None);
     }
 }

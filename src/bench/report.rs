@@ -214,6 +214,13 @@ pub fn markdown(r: &Results, out: &Path) -> String {
     let _ = writeln!(s, "Command: `{}`\n", r.command);
     let _ = writeln!(s, "| machine | |\n|---|---|");
     let _ = writeln!(s, "| CPU | {} ({} logical CPUs) |", md_escape(&m.cpu_model), m.logical_cpus);
+    if let Some(id) = &m.cpu_id {
+        let mhz = m.cpu_mhz.map(|f| format!(", {f:.0} MHz")).unwrap_or_default();
+        let _ = writeln!(s, "| CPU id | {} family {} model {} stepping {}{mhz} |", md_escape(&id.vendor), id.family, id.model, id.stepping);
+    }
+    if !m.caches.is_empty() {
+        let _ = writeln!(s, "| caches (CPU 0) | {} |", m.caches.join(", "));
+    }
     let _ = writeln!(s, "| kernel | {} |", m.kernel);
     let _ = writeln!(s, "| TSC | {:.3} GHz |", m.tsc_ghz);
     if let Some(l) = m.loadavg_at_start {

@@ -147,8 +147,21 @@ pub struct XdpRunArgs {
     #[arg(long, default_value = "jit")]
     pub engine: String,
     /// Set a map entry before the run: NAME:KEYHEX=VALUEHEX (little-endian bytes, as in memory).
+    /// For a PROG_ARRAY the value may name a program, for a map of maps (ARRAY_OF_MAPS,
+    /// HASH_OF_MAPS) it names the inner map; an empty value (NAME:KEYHEX=) deletes the entry.
     #[arg(long = "map", value_name = "NAME:KEY=VALUE")]
     pub map_updates: Vec<String>,
+    /// Set map entries before the run from a JSON file: {"NAME": [{"key": K, "value": V}, ...]}
+    /// (or a whole `--json` output, whose "maps" are taken), K and V as hex strings, byte lists,
+    /// or numbers; per-CPU "values": [{"cpu", "value"}]; maps of maps "inner_map": NAME.
+    /// Or a bpftool batch file of `map update name NAME key [hex] B... value [hex] B...`
+    /// (`value name INNER`) and `map delete name NAME key ...` lines. Applied before --map.
+    #[arg(long = "maps", value_name = "FILE")]
+    pub maps_file: Option<std::path::PathBuf>,
+    /// Dump every array slot (default: only slots with a non-zero value, as they are the ones
+    /// written; hash maps always dump every entry).
+    #[arg(long)]
+    pub all_entries: bool,
     /// Listen on every perf event array and ring buffer of the object and write the records
     /// the program sends (bpf_perf_event_output, bpf_ringbuf_output / reserve + submit) to this file, one JSON
     /// object per line: {"map", "cpu", "data" (hex)}. Without it nobody listens, and the

@@ -157,14 +157,14 @@ pub fn summary(r: &RunReport) -> String {
     if r.workers.len() > 1 {
         let _ = writeln!(
             s,
-            "\n{:<8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10} {:>9} {:>8}",
-            "worker", "polled rx", "steered", "backlog", "tx", "local", "drops", "wake-ups", "cpu s"
+            "\n{:<8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10} {:>9} {:>9} {:>8}",
+            "worker", "polled rx", "steered", "backlog", "tx", "local", "drops", "wake-ups", "rfs moves", "cpu s"
         );
         for w in &r.workers {
             let c = &w.counters;
             let _ = writeln!(
                 s,
-                "{:<8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10} {:>9} {:>8}",
+                "{:<8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10} {:>9} {:>9} {:>8}",
                 w.id,
                 c.rx,
                 c.rps_steered,
@@ -173,6 +173,7 @@ pub fn summary(r: &RunReport) -> String {
                 c.local,
                 c.total_drops(),
                 c.rps_wakeups,
+                c.rfs_moves,
                 w.cpu_seconds.map_or("-".to_string(), |t| format!("{t:.2}"))
             );
         }

@@ -117,6 +117,8 @@ pub fn resolve_config(args: &RunArgs) -> Result<Config, RunError> {
             mode: args.xdp_mode.as_deref().unwrap_or("native").parse().map_err(RunError::Other)?,
             engine: args.xdp_engine.as_deref().unwrap_or("jit").parse().map_err(RunError::Other)?,
             section: args.xdp_section.clone(),
+            maps: None,
+            map: Vec::new(),
         });
     } else if let Some(x) = cfg.xdp.as_mut() {
         // The config file's program, with the command line's choices on top.

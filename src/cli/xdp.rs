@@ -6,12 +6,16 @@ use super::{XdpCommand, XdpRunArgs};
 use crate::rx::route::RouteTable;
 use crate::xdp::ebpf::{EbpfProgram, EngineKind};
 use crate::xdp::env::SluiceEnv;
+use crate::xdp::map_setup::{apply_map_flag, apply_maps_file};
 use crate::xdp::{XdpBuff, XdpMode, XdpProgram};
 use serde_json::{json, Value};
-use sluice_ebpf::maps::MapDump;
+use sluice_ebpf::btf_types::MapTypes;
+use sluice_ebpf::maps::{DumpScope, MapDump, MapDumpEntry};
 use sluice_ebpf::xdp::LowMem;
-use sluice_ebpf::PageFrags;
+use sluice_ebpf::{Maps, PageFrags};
+use std::io::Write;
 use std::path::Path;
+use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
 pub enum XdpToolError {
@@ -34,21 +38,6 @@ const MAX_SKB_FRAGS: usize = 17;
 
 pub const ACTION_NAMES: [&str; 5] = ["ABORTED", "DROP", "PASS", "TX", "REDIRECT"];
 
-/// A DEVMAP / DEVMAP_HASH value starts with an ifindex: the kernel refuses an update naming no
-/// device (ifindexes are positive ints). The test run has no device list to check against
-/// beyond that, as the redirect itself is not carried out.
-fn check_devmap_value(map_type: u32, value: &[u8]) -> Result<(), String> {
-    use sluice_ebpf::program::map_type::{DEVMAP, DEVMAP_HASH};
-    if map_type != DEVMAP && map_type != DEVMAP_HASH {
-        return Ok(());
-    }
-    let ifindex = value.get(..4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).unwrap_or(0);
-    if ifindex == 0 || ifindex > i32::MAX as u32 {
-        return Err(format!("ifindex {ifindex:#x} names no device (ifindexes are 1..=2147483647)"));
-    }
-    Ok(())
-}
-
 /// One frame's result.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct FrameResult {
@@ -66,8 +55,17 @@ pub struct ToolRun {
     /// Frames per return value outside 0..=4, by value (the kernel's test run reports the
     /// raw value; the datapath drops them as aborted).
     pub unknown: std::collections::BTreeMap<u32, u64>,
-    pub maps: Vec<MapDump>,
+    /// The object's maps after the run (dumped lazily, entry by entry, with `scope`).
+    pub maps: Arc<Maps>,
+    pub scope: DumpScope,
     pub faults: u64,
+}
+
+impl ToolRun {
+    /// Every map's dump with the run's scope (in memory: for tests and small maps).
+    pub fn dumps(&self) -> Vec<MapDump> {
+        self.maps.dump_with(self.scope)
+    }
 }
 
 pub fn main(cmd: XdpCommand) -> Result<(), XdpToolError> {
@@ -82,7 +80,7 @@ pub fn main(cmd: XdpCommand) -> Result<(), XdpToolError> {
     let run = execute(&args)?;
     print_counts(&run);
     if dump {
-        print_maps(&run.maps);
+        print_maps(&run.maps, run.scope);
     }
     Ok(())
 }
@@ -114,14 +112,6 @@ pub fn load_frames(args: &XdpRunArgs) -> Result<Vec<(String, Vec<u8>)>, XdpToolE
     }
 }
 
-fn parse_hex(s: &str) -> Option<Vec<u8>> {
-    let s = s.trim_start_matches("0x");
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
-}
-
 /// Runs the program over the frames.
 pub fn execute(args: &XdpRunArgs) -> Result<ToolRun, XdpToolError> {
     let _mode: XdpMode = args.mode.parse().map_err(XdpToolError::Usage)?;
@@ -138,19 +128,11 @@ pub fn execute(args: &XdpRunArgs) -> Result<ToolRun, XdpToolError> {
         sluice_ebpf::verifier::VerifyOptions::default()
     };
     let mut prog = EbpfProgram::load_selected(&args.object, args.section.as_deref(), force_xdp, &verify_opts, kind, false)?;
+    if let Some(path) = &args.maps_file {
+        apply_maps_file(&prog, path).map_err(|e| XdpToolError::Usage(format!("--maps {e}")))?;
+    }
     for u in &args.map_updates {
-        let bad = || XdpToolError::Usage(format!("--map `{u}`: expected NAME:KEYHEX=VALUEHEX"));
-        let (name, kv) = u.split_once(':').ok_or_else(bad)?;
-        let (k, v) = kv.split_once('=').ok_or_else(bad)?;
-        let map = prog.maps.by_name(name).ok_or_else(|| XdpToolError::Usage(format!("--map: no map named `{name}`")))?;
-        // A PROG_ARRAY slot may name a program of the object (as libbpf fills it with the fd).
-        let by_name = (map.map_type() == sluice_ebpf::program::map_type::PROG_ARRAY)
-            .then(|| prog.program_index(v))
-            .flatten()
-            .map(|i| i.to_le_bytes().to_vec());
-        let (k, v) = (parse_hex(k).ok_or_else(bad)?, by_name.or_else(|| parse_hex(v)).ok_or_else(bad)?);
-        check_devmap_value(map.map_type(), &v).map_err(|e| XdpToolError::Usage(format!("--map `{u}`: {e}")))?;
-        map.update(&k, &v, 0).map_err(|e| XdpToolError::Usage(format!("--map `{u}`: {e}")))?;
+        apply_map_flag(&prog, u).map_err(|e| XdpToolError::Usage(format!("--map `{u}`: {e}")))?;
     }
     if args.events.is_some() {
         for m in prog.maps.iter() {
@@ -217,7 +199,8 @@ pub fn execute(args: &XdpRunArgs) -> Result<ToolRun, XdpToolError> {
     if let Some(p) = &args.events {
         write_events(p, &prog.maps)?;
     }
-    let run = ToolRun { program: prog.name(), results, counts, unknown, maps: prog.maps.dump(), faults: prog.faults };
+    let scope = if args.all_entries { DumpScope::All } else { DumpScope::NonZero };
+    let run = ToolRun { program: prog.name(), results, counts, unknown, maps: prog.maps.clone(), scope, faults: prog.faults };
     if let Some(j) = &args.json {
         write_json(j, &args.object, &run)?;
     }
@@ -241,8 +224,40 @@ fn hex_list(b: &[u8]) -> Value {
     Value::Array(b.iter().map(|x| Value::String(format!("0x{x:02x}"))).collect())
 }
 
-/// The oracle's JSON: runs plus maps in `bpftool -j map dump` form.
-pub fn to_json(object: &Path, run: &ToolRun) -> Value {
+/// One map entry in `bpftool -j map dump` form (maps of maps: `inner_map` by name); with
+/// BTF types, also bpftool's `formatted` key and value (struct fields by name).
+fn entry_json(e: &MapDumpEntry, types: Option<&MapTypes>) -> Value {
+    let mut v = match (&e.value, &e.values, &e.inner_map) {
+        (_, _, Some(inner)) => return json!({ "key": hex_list(&e.key), "inner_map": inner }),
+        (Some(v), _, _) => json!({ "key": hex_list(&e.key), "value": hex_list(v) }),
+        (None, Some(vs), _) => {
+            json!({ "key": hex_list(&e.key), "values": vs.iter().enumerate().map(|(cpu, v)| json!({"cpu": cpu, "value": hex_list(v)})).collect::<Vec<_>>() })
+        }
+        _ => json!({ "key": hex_list(&e.key) }),
+    };
+    if let Some(f) = formatted(e, types) {
+        v["formatted"] = f;
+    }
+    v
+}
+
+/// An entry's key and value decoded by their BTF types (None without types).
+fn formatted(e: &MapDumpEntry, types: Option<&MapTypes>) -> Option<Value> {
+    let t = types?;
+    let (kt, vt) = (t.key.as_ref()?, t.value.as_ref()?);
+    let key = kt.format(&e.key);
+    Some(match (&e.value, &e.values) {
+        (Some(v), _) => json!({ "key": key, "value": vt.format(v) }),
+        (None, Some(vs)) => {
+            json!({ "key": key, "values": vs.iter().enumerate().map(|(cpu, v)| json!({"cpu": cpu, "value": vt.format(v)})).collect::<Vec<_>>() })
+        }
+        _ => json!({ "key": key }),
+    })
+}
+
+/// The oracle's JSON: runs, maps in `bpftool -j map dump` form and `map_info` (type, sizes),
+/// written as it is produced: a map's entries go out one by one, never a whole dump in memory.
+pub fn write_json_to(w: &mut dyn Write, object: &Path, run: &ToolRun) -> std::io::Result<()> {
     let runs: Vec<Value> = run
         .results
         .iter()
@@ -254,25 +269,49 @@ pub fn to_json(object: &Path, run: &ToolRun) -> Value {
             v
         })
         .collect();
-    let mut maps = serde_json::Map::new();
-    for m in &run.maps {
-        let entries: Vec<Value> = m
-            .entries
-            .iter()
-            .map(|e| match (&e.value, &e.values) {
-                (Some(v), _) => json!({ "key": hex_list(&e.key), "value": hex_list(v) }),
-                (None, Some(vs)) => json!({ "key": hex_list(&e.key), "values": vs.iter().enumerate().map(|(cpu, v)| json!({"cpu": cpu, "value": hex_list(v)})).collect::<Vec<_>>() }),
-                _ => json!({ "key": hex_list(&e.key) }),
-            })
-            .collect();
-        maps.insert(m.name.clone(), Value::Array(entries));
+    let program = object.file_name().map(|f| f.to_string_lossy().into_owned());
+    writeln!(w, "{{\"program\": {}, \"engine\": {},", json!(program), json!(run.program))?;
+    writeln!(w, "\"runs\": {},", Value::Array(runs))?;
+    write!(w, "\"maps\": {{")?;
+    let mut failed = None;
+    for (i, m) in run.maps.iter().enumerate() {
+        write!(w, "{}\n {}: [", if i == 0 { "" } else { "," }, json!(m.name()))?;
+        let mut first = true;
+        run.maps.for_each_entry(i, run.scope, |e| {
+            if failed.is_none() {
+                let sep = if first { "\n  " } else { ",\n  " };
+                first = false;
+                if let Err(err) = write!(w, "{sep}{}", entry_json(&e, run.maps.types(i))) {
+                    failed = Some(err);
+                }
+            }
+        });
+        if let Some(e) = failed.take() {
+            return Err(e);
+        }
+        write!(w, "]")?;
     }
-    json!({ "program": object.file_name().map(|f| f.to_string_lossy().into_owned()), "engine": run.program, "runs": runs, "maps": maps })
+    write!(w, "}},\n\"map_info\": {{")?;
+    for (i, m) in run.maps.iter().enumerate() {
+        let d = m.def();
+        let info = json!({ "type": sluice_ebpf::maps::map_type_name(d.map_type), "bytes_key": d.key_size, "bytes_value": d.value_size, "max_entries": d.max_entries, "flags": d.flags });
+        write!(w, "{}\n {}: {}", if i == 0 { "" } else { "," }, json!(m.name()), info)?;
+    }
+    writeln!(w, "}}}}")
+}
+
+/// [`write_json_to`] as a `Value` (tests).
+pub fn to_json(object: &Path, run: &ToolRun) -> Value {
+    let mut buf = Vec::new();
+    write_json_to(&mut buf, object, run).expect("writing to memory");
+    serde_json::from_slice(&buf).expect("valid JSON")
 }
 
 fn write_json(path: &Path, object: &Path, run: &ToolRun) -> Result<(), XdpToolError> {
-    let text = serde_json::to_string_pretty(&to_json(object, run)).unwrap_or_default();
-    std::fs::write(path, text).map_err(|source| XdpToolError::Io { path: path.display().to_string(), source })
+    let io = |source| XdpToolError::Io { path: path.display().to_string(), source };
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path).map_err(io)?);
+    write_json_to(&mut w, object, run).map_err(io)?;
+    w.flush().map_err(io)
 }
 
 fn print_counts(run: &ToolRun) {
@@ -333,25 +372,36 @@ pub fn list(object: &Path) -> Result<String, XdpToolError> {
     Ok(out)
 }
 
-fn print_maps(maps: &[MapDump]) {
-    for m in maps {
+/// Prints every map entry by entry (`xdp maps`): array slots that hold zero are left out
+/// unless `--all-entries`.
+fn print_maps(maps: &Maps, scope: DumpScope) {
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    for (i, m) in maps.iter().enumerate() {
+        let d = m.def();
         crate::outln!(
-            "map {} ({}, key {} B, value {} B, max {}): {} entries",
-            m.name,
-            m.type_name,
-            m.key_size,
-            m.value_size,
-            m.max_entries,
-            m.entries.len()
+            "map {} ({}, key {} B, value {} B, max {}):",
+            d.name,
+            sluice_ebpf::maps::map_type_name(d.map_type),
+            d.key_size,
+            d.value_size,
+            d.max_entries
         );
-        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
-        for e in &m.entries {
-            match (&e.value, &e.values) {
-                (Some(v), _) => crate::outln!("  {} => {}", hex(&e.key), hex(v)),
-                (None, Some(vs)) => crate::outln!("  {} => [{}]", hex(&e.key), vs.iter().map(|v| hex(v)).collect::<Vec<_>>().join(", ")),
+        let mut n = 0u64;
+        maps.for_each_entry(i, scope, |e| {
+            n += 1;
+            if let Some(f) = formatted(&e, maps.types(i)) {
+                crate::outln!("  {f}");
+                return;
+            }
+            match (&e.value, &e.values, &e.inner_map) {
+                (_, _, Some(inner)) => crate::outln!("  {} => map {inner}", hex(&e.key)),
+                (Some(v), _, _) => crate::outln!("  {} => {}", hex(&e.key), hex(v)),
+                (None, Some(vs), _) => crate::outln!("  {} => [{}]", hex(&e.key), vs.iter().map(|v| hex(v)).collect::<Vec<_>>().join(", ")),
                 _ => crate::outln!("  {}", hex(&e.key)),
             }
-        }
+        });
+        let what = if scope == DumpScope::NonZero && matches!(d.map_type, 2 | 6) { "non-zero entries" } else { "entries" };
+        crate::outln!("  ({n} {what})");
     }
 }
 
@@ -377,8 +427,80 @@ mod tests {
             mode: "native".into(),
             engine: "interp".into(),
             map_updates: Vec::new(),
+            maps_file: None,
+            all_entries: false,
             json: None,
         }
+    }
+
+    /// bpf/xdp_map_in_map.o: inner maps inserted with --map, deleted with an empty value; the
+    /// --json output, given back with --maps over no frames, recreates every map (round
+    /// trip); --maps takes numbers, hex strings and byte lists and refuses misfit inner maps.
+    #[test]
+    fn map_in_map_setup_and_maps_file_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = args("obj/xdp_map_in_map.o", None, None);
+        a.map_updates = vec!["by_class:02000000=class_arp".into(), "by_l4:06000000=l4_tcp".into()];
+        a.json = Some(dir.path().join("a.json"));
+        let run = execute(&a).unwrap();
+        assert_eq!(run.counts[1], 4, "the 4 frames of class 'other' find no inner map");
+        let by_class = run.dumps().into_iter().find(|m| m.name == "by_class").unwrap();
+        let inner: Vec<&str> = by_class.entries.iter().filter_map(|e| e.inner_map.as_deref()).collect();
+        assert_eq!(inner, ["class_v4", "class_v6", "class_arp"]);
+        // An empty value deletes: ARP frames drop again.
+        let mut d = args("obj/xdp_map_in_map.o", None, None);
+        d.map_updates = vec!["by_class:02000000=class_arp".into(), "by_class:02000000=".into()];
+        assert_eq!(execute(&d).unwrap().counts[1], 5);
+        // Round trip over no frames.
+        std::fs::create_dir(dir.path().join("none")).unwrap();
+        let mut b = args("obj/xdp_map_in_map.o", None, None);
+        b.packets_dir = Some(dir.path().join("none"));
+        b.maps_file = a.json.clone();
+        b.json = Some(dir.path().join("b.json"));
+        execute(&b).unwrap();
+        let read = |f: &str| -> Value { serde_json::from_str(&std::fs::read_to_string(dir.path().join(f)).unwrap()).unwrap() };
+        assert_eq!(read("a.json")["maps"], read("b.json")["maps"]);
+        // Hand-written: numbers, hex, byte lists.
+        let f = dir.path().join("setup.json");
+        std::fs::write(
+            &f,
+            r#"{"misses": [{"key": 1, "value": 258}, {"key": "02000000", "value": ["0x05", 0, 0, 0, 0, 0, 0, 0]}],
+                "by_l4": [{"key": 1, "inner_map": "l4_tcp"}]}"#,
+        )
+        .unwrap();
+        b.maps_file = Some(f.clone());
+        let run = execute(&b).unwrap();
+        let misses = run.maps.by_name("misses").unwrap();
+        assert_eq!(misses.lookup(&1u32.to_le_bytes(), 0), Some(258u64.to_le_bytes().to_vec()));
+        assert_eq!(misses.lookup(&2u32.to_le_bytes(), 0), Some(5u64.to_le_bytes().to_vec()));
+        assert_eq!(run.maps.inner_map_name(run.maps.index_of("by_l4").unwrap(), &1u32.to_le_bytes()), Some("l4_tcp"));
+        std::fs::write(&f, r#"{"by_l4": [{"key": 1, "inner_map": "class_v4"}]}"#).unwrap();
+        let e = execute(&b).err().unwrap().to_string();
+        assert!(e.contains("does not match the template"), "{e}");
+    }
+
+    /// BTF-typed maps: `--json` carries bpftool's "formatted" key and value (struct fields by
+    /// name; the `__be32` source address in network order), and `--maps` takes typed entries
+    /// (an address string, an object by field name, fields left out are zero).
+    #[test]
+    fn typed_dumps_and_typed_map_setup() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("none")).unwrap();
+        let f = dir.path().join("typed.json");
+        std::fs::write(&f, r#"{"src_budget": [{"key": "10.0.0.9", "value": {"first_seen_ns": 5, "packets": 2}}]}"#).unwrap();
+        let mut a = args("obj/xdp_lru_ratelimit.o", None, None);
+        a.packets_dir = Some(dir.path().join("none"));
+        a.maps_file = Some(f);
+        a.json = Some(dir.path().join("out.json"));
+        let run = execute(&a).unwrap();
+        let mut want = 5u64.to_le_bytes().to_vec();
+        want.extend(2u64.to_le_bytes());
+        assert_eq!(run.maps.by_name("src_budget").unwrap().lookup(&[10, 0, 0, 9], 0), Some(want));
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("out.json")).unwrap()).unwrap();
+        let e = &v["maps"]["src_budget"][0];
+        assert_eq!(e["formatted"]["key"], 0x0a00_0009u32);
+        assert_eq!(e["formatted"]["value"]["packets"], 2);
+        assert_eq!(e["formatted"]["value"]["first_seen_ns"], 5);
     }
 
     #[test]
@@ -423,7 +545,8 @@ mod tests {
     #[test]
     fn event_output_with_and_without_a_consumer() {
         let results = |run: &ToolRun| -> Vec<i64> {
-            let m = run.maps.iter().find(|m| m.name == "results").unwrap();
+            // Every slot (zeros included), as --all-entries dumps them.
+            let m = run.maps.dump().into_iter().find(|m| m.name == "results").unwrap();
             m.entries.iter().map(|e| i64::from_le_bytes(e.value.clone().unwrap()[..8].try_into().unwrap())).collect()
         };
         let run = execute(&args("obj/xdp_events.o", None, None)).unwrap();

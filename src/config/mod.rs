@@ -238,6 +238,11 @@ pub struct Config {
     /// Local pipeline: UDP ports with a bound socket (drained by the lab's application).
     #[serde(default)]
     pub udp_sockets: Vec<u16>,
+    /// The worker the application reading those sockets runs on (RFS steers their flows
+    /// there when `net.core.rps_sock_flow_entries` and `rps_flow_cnt` are set); default: the
+    /// worker that delivers each datagram.
+    #[serde(default)]
+    pub udp_reader_cpu: Option<usize>,
     /// An XDP program attached to every receiving port.
     #[serde(default)]
     pub xdp: Option<XdpConfig>,
@@ -255,6 +260,13 @@ pub struct XdpConfig {
     pub engine: EngineKind,
     #[serde(default)]
     pub section: Option<String>,
+    /// Map entries set up before the program runs: a JSON file as `sluice xdp run --maps`
+    /// takes it (relative to the config file), ...
+    #[serde(default)]
+    pub maps: Option<PathBuf>,
+    /// ... and single entries as `--map NAME:KEY=VALUE` takes them.
+    #[serde(default)]
+    pub map: Vec<String>,
 }
 
 fn default_xdp_mode() -> XdpMode {
@@ -310,8 +322,9 @@ impl Config {
         let p = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError::File { path: p.clone(), msg: e.to_string() })?;
         let mut cfg = Self::from_toml(&text, &p)?;
-        if let (Some(f), Some(dir)) = (cfg.routes_file.as_mut(), path.parent()) {
-            if f.is_relative() {
+        let maps_file = cfg.xdp.as_mut().and_then(|x| x.maps.as_mut());
+        for f in [cfg.routes_file.as_mut(), maps_file].into_iter().flatten() {
+            if let (true, Some(dir)) = (f.is_relative(), path.parent()) {
                 *f = dir.join(&*f);
             }
         }
@@ -455,6 +468,17 @@ impl Config {
                 return Err(field("routes_file", format!("{}: no routes in the file", path.display())));
             }
         }
+        if let Some(cpu) = self.udp_reader_cpu {
+            if cpu >= dp.workers.len() {
+                return Err(field(
+                    "udp_reader_cpu",
+                    format!("worker {cpu} does not exist (this datapath has workers 0-{})", dp.workers.len() - 1),
+                ));
+            }
+            for w in &mut dp.workers {
+                w.sockets.reader_cpu = Some(cpu);
+            }
+        }
         for &p in &self.udp_sockets {
             // Each worker has its own socket on the port (like SO_REUSEPORT, one per CPU).
             for w in &mut dp.workers {
@@ -471,6 +495,9 @@ impl Config {
                 let load_error = |e: crate::xdp::ebpf::XdpLoadError| field("xdp.program", e.to_string());
                 let mut progs: Vec<Box<dyn XdpProgram>> = Vec::with_capacity(runners.len());
                 if x.program.starts_with("builtin:") {
+                    if x.maps.is_some() || !x.map.is_empty() {
+                        return Err(field("xdp.maps", "built-in programs have no maps"));
+                    }
                     for _ in &runners {
                         progs.push(crate::xdp::builtin::parse(&x.program, self.ports.len()).map_err(|e| field("xdp.program", e))?);
                     }
@@ -484,6 +511,12 @@ impl Config {
                         runners.len() as u32,
                     )
                     .map_err(load_error)?;
+                    if let Some(path) = &x.maps {
+                        crate::xdp::map_setup::apply_maps_file(&first, path).map_err(|e| field("xdp.maps", e))?;
+                    }
+                    for entry in &x.map {
+                        crate::xdp::map_setup::apply_map_flag(&first, entry).map_err(|e| field("xdp.map", format!("`{entry}`: {e}")))?;
+                    }
                     for _ in 1..runners.len() {
                         progs.push(Box::new(first.instance().map_err(load_error)?));
                     }
@@ -918,11 +951,24 @@ mod tests {
         });
         assert!(build(&c).contains("address space"), "{}", build(&c));
         let mut c = lab(Pipeline::Io);
-        c.xdp = Some(XdpConfig { program: "builtin:drop".into(), mode: XdpMode::Native, engine: EngineKind::Jit, section: None });
+        c.xdp = Some(XdpConfig {
+            program: "builtin:drop".into(),
+            mode: XdpMode::Native,
+            engine: EngineKind::Jit,
+            section: None,
+            maps: None,
+            map: Vec::new(),
+        });
         assert!(build(&c).contains("would never run"), "{}", build(&c));
         let mut c = lab(Pipeline::L3fwd);
-        c.xdp =
-            Some(XdpConfig { program: "builtin:drop".into(), mode: XdpMode::Native, engine: EngineKind::Jit, section: Some("xdp".into()) });
+        c.xdp = Some(XdpConfig {
+            program: "builtin:drop".into(),
+            mode: XdpMode::Native,
+            engine: EngineKind::Jit,
+            section: Some("xdp".into()),
+            maps: None,
+            map: Vec::new(),
+        });
         assert!(build(&c).contains("no sections"), "{}", build(&c));
         let mut c = lab(Pipeline::L3fwd);
         c.xdp = Some(XdpConfig {
@@ -930,6 +976,8 @@ mod tests {
             mode: XdpMode::Native,
             engine: EngineKind::Jit,
             section: None,
+            maps: None,
+            map: Vec::new(),
         });
         assert!(build(&c).contains("no such ifindex"), "{}", build(&c));
     }

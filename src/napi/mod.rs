@@ -344,15 +344,37 @@ pub fn run_worker(net: &Net, w: &mut Worker, limit: &RunLimit) {
         if did > 0 || backlog.idle(|| w.backlog_rx.iter().any(|r| !r.is_empty())) {
             continue;
         }
-        if input_done {
-            std::thread::park_timeout(Duration::from_millis(1));
-        } else {
+        if !input_done {
             std::thread::yield_now();
+        } else if net.tun.busy_poll == 0 || !busy_wait(net, w) {
+            std::thread::park_timeout(Duration::from_millis(1));
         }
     }
     drain(net, w);
     publish(w);
     net.rps.finished.fetch_add(1, Ordering::Release);
+}
+
+/// `net.core.busy_poll`: spins up to that many microseconds watching this worker's backlog
+/// rings and the stop flag instead of sleeping; true when something arrived (then the
+/// worker goes on without a wake-up).
+fn busy_wait(net: &Net, w: &mut Worker) -> bool {
+    let until = Instant::now() + Duration::from_micros(net.tun.busy_poll as u64);
+    let backlog = &net.rps.backlogs[w.id];
+    loop {
+        if w.backlog_rx.iter().any(|r| !r.is_empty()) {
+            backlog.schedule();
+            w.c.busy_poll_hits += 1;
+            return true;
+        }
+        if net.rps.stop.load(std::sync::atomic::Ordering::Acquire) {
+            return true;
+        }
+        if Instant::now() >= until {
+            return false;
+        }
+        std::hint::spin_loop();
+    }
 }
 
 /// Flushes everything still held (transmit queues, redirect queues) and returns socket

@@ -137,6 +137,7 @@ struct Template {
     v4: bool,
 }
 
+#[derive(Clone)]
 pub struct Generator {
     name: String,
     cfg: GenConfig,
@@ -284,26 +285,12 @@ impl Generator {
             .into_iter()
             .enumerate()
             .map(|(q, order)| {
-                let mut cfg = all.cfg.clone();
-                cfg.rate_pps = cfg.rate_pps.map(|r| r * order.len() as f64 / all.cfg.flows as f64);
-                Generator {
-                    name: all.name.clone(),
-                    packets: if all.cfg.packets.is_some() { Some(share(q).unwrap_or(0)) } else { None },
-                    cfg,
-                    templates: all.templates.clone(),
-                    order,
-                    hashes: if supply_hash { hashes.clone() } else { Arc::new(Vec::new()) },
-                    sizes: all.sizes,
-                    seq: all.seq.clone(),
-                    ident: all.ident.clone(),
-                    segno: all.segno.clone(),
-                    flow: 0,
-                    in_burst: 0,
-                    size_idx: 0,
-                    sent: 0,
-                    started: None,
-                    stats: PortStats::default(),
-                }
+                let mut g = all.clone();
+                g.cfg.rate_pps = all.cfg.rate_pps.map(|r| r * order.len() as f64 / all.cfg.flows as f64);
+                g.packets = all.cfg.packets.map(|_| share(q).unwrap_or(0));
+                g.order = order;
+                g.hashes = if supply_hash { hashes.clone() } else { Arc::new(Vec::new()) };
+                g
             })
             .collect();
         Ok(queues)

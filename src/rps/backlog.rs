@@ -97,6 +97,10 @@ pub struct Steering {
     pub backlogs: Vec<Backlog>,
     /// Each backlog ring's capacity (`net.core.netdev_max_backlog`).
     pub max_backlog: usize,
+    /// RFS: who consumes which flow (empty: RFS off).
+    pub sock_flow: super::rfs::SockFlowTable,
+    /// `[target][source]`: packets the target has processed from the source's ring.
+    pub ring_done: Vec<Vec<std::sync::atomic::AtomicU64>>,
     /// One per port: packets for the port's owner to transmit.
     pub tx_handoff: Vec<ArrayQueue<Pkt>>,
     /// Raised by worker 0 when the run ends: the others finish their backlog and stop.
@@ -113,12 +117,14 @@ pub struct Steering {
 
 impl Steering {
     /// `workers` workers, RPS over `cpus`, backlogs of `max_backlog` packets.
-    pub fn new(workers: usize, cpus: Vec<u16>, max_backlog: usize, flow_limit_cpus: u64) -> Steering {
+    pub fn new(workers: usize, cpus: Vec<u16>, max_backlog: usize, flow_limit_cpus: u64, sock_flow_entries: u32) -> Steering {
         Steering {
             cpus,
             flow_limit_cpus,
             backlogs: (0..workers).map(|_| Backlog::new()).collect(),
             max_backlog: max_backlog.max(1),
+            sock_flow: super::rfs::SockFlowTable::new(sock_flow_entries, workers),
+            ring_done: (0..workers).map(|_| (0..workers).map(|_| Default::default()).collect()).collect(),
             tx_handoff: Vec::new(),
             stop: AtomicBool::new(false),
             finished: AtomicUsize::new(0),

@@ -3,6 +3,13 @@
 
 use std::net::IpAddr;
 
+/// Maps a 32-bit hash onto `0..n` without a division: `(hash * n) >> 32`, the kernel's
+/// `reciprocal_scale` (what `get_rps_cpu` indexes the CPU map with).
+#[inline(always)]
+pub fn reciprocal_scale(hash: u32, n: u32) -> u32 {
+    ((hash as u64 * n as u64) >> 32) as u32
+}
+
 /// The key of Microsoft's RSS specification and verification suite; many NICs ship it.
 pub const MS_RSS_KEY: [u8; 40] = [
     0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0, 0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b,

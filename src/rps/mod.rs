@@ -8,6 +8,7 @@
 
 pub mod backlog;
 pub mod hash;
+pub mod rfs;
 
 use crate::buf::skb::Skb;
 use crate::buf::BufCache;
@@ -16,12 +17,7 @@ use crate::stats::{DropReason, Stage};
 use crate::worker::Worker;
 use backlog::FlowLimit;
 
-/// Maps a 32-bit hash onto `0..n` without a division: `(hash * n) >> 32`, the kernel's
-/// `reciprocal_scale` (what `get_rps_cpu` indexes the CPU map with).
-#[inline(always)]
-pub fn reciprocal_scale(hash: u32, n: u32) -> u32 {
-    ((hash as u64 * n as u64) >> 32) as u32
-}
+pub use hash::reciprocal_scale;
 
 /// The packet's flow hash: the port's (skb.hash) or a software one over the addresses and,
 /// for TCP/UDP/SCTP not fragmented, the ports (`skb_get_hash`). Set in `skb.hash`.
@@ -85,9 +81,14 @@ pub fn steer(net: &Net, w: &mut Worker, skbs: &mut Vec<Skb>) {
         w.rps_out.resize_with(st.workers(), Vec::new);
     }
     let mut n = 0;
+    let rfs = st.sock_flow.enabled() && !w.rps_flows.is_empty();
+    w.steer_round += 1;
     for i in 0..skbs.len() {
         let hash = skb_hash(&w.bufs, &mut skbs[i]);
-        let target = st.cpus[reciprocal_scale(hash, st.cpus.len() as u32) as usize] as usize;
+        let mut target = st.cpus[reciprocal_scale(hash, st.cpus.len() as u32) as usize] as usize;
+        if rfs {
+            target = rfs_target(net, w, hash, target);
+        }
         if target == w.id {
             if n != i {
                 skbs[n] = skbs[i];
@@ -104,6 +105,41 @@ pub fn steer(net: &Net, w: &mut Worker, skbs: &mut Vec<Skb>) {
         }
     }
     w.stage_done(Stage::Rps, total, t0);
+}
+
+/// RFS: the worker for flow `hash`. A flow the socket flow table does not know yet goes
+/// where the CPU map sends it (`map_target`); once a reader on another worker has consumed
+/// it, it moves there, but only after everything it queued on its current worker has been
+/// processed. Stricter than the kernel, the flow table also notes flows placed by the map,
+/// so that first move keeps the order too.
+fn rfs_target(net: &Net, w: &mut Worker, hash: u32, map_target: usize) -> usize {
+    let desired = net.rps.sock_flow.desired(hash).filter(|&c| c < net.rps.workers());
+    let slot = hash as usize & (w.rps_flows.len() - 1);
+    let f = w.rps_flows[slot];
+    let cpu = match (f.cpu, desired) {
+        (rfs::NO_CPU, d) => d.unwrap_or(map_target),
+        (cur, Some(next)) if cur as usize != next && drained(net, w, cur as usize, f.last_qtail) => {
+            w.c.rfs_moves += 1;
+            next
+        }
+        (cur, _) => cur as usize,
+    };
+    // Where this packet will stand: this worker's steering round, or its place in the ring.
+    let qtail = if cpu == w.id { w.steer_round } else { w.ring_queued[cpu] + w.rps_out.get(cpu).map_or(0, Vec::len) as u64 + 1 };
+    w.rps_flows[slot] = rfs::DevFlow { cpu: cpu as u16, last_qtail: qtail };
+    cpu
+}
+
+/// True when worker `cpu` has processed every packet this worker queued for it up to
+/// `qtail` (for this worker itself: when `qtail` was an earlier steering round, whose kept
+/// packets went through the receive path before this one began).
+fn drained(net: &Net, w: &Worker, cpu: usize, qtail: u64) -> bool {
+    if cpu == w.id {
+        return qtail < w.steer_round;
+    }
+    let done = net.rps.ring_done.get(cpu).and_then(|r| r.get(w.id)).map_or(u64::MAX, |d| d.load(std::sync::atomic::Ordering::Acquire));
+    // Packets a full ring refused never went in: the tail is at most what was queued.
+    done >= qtail.min(w.ring_queued.get(cpu).copied().unwrap_or(0))
 }
 
 /// Appends this worker's staged packets for `target` to its backlog ring, a run at once: a
@@ -149,6 +185,7 @@ fn enqueue_to_backlog(net: &Net, w: &mut Worker, target: usize) {
     }
     w.rps_tx[target] = Some(ring);
     w.rps_out[target] = staged;
+    w.ring_queued[target] += queued;
     w.c.rps_steered += queued;
     if queued > 0 && st.backlogs[target].schedule() {
         w.wake_pending |= 1 << target;
@@ -177,7 +214,8 @@ pub fn process_backlog(net: &Net, w: &mut Worker, quota: usize) -> usize {
     w.clock.next_poll(net.tun.clock_sample);
     let mut skbs = std::mem::take(&mut w.skb_scratch);
     skbs.clear();
-    for ring in &mut w.backlog_rx {
+    let mut taken = [0u32; 64];
+    for (src, ring) in w.backlog_rx.iter_mut().enumerate() {
         let want = quota.saturating_sub(skbs.len()).min(ring.slots());
         if want == 0 {
             continue;
@@ -187,6 +225,7 @@ pub fn process_backlog(net: &Net, w: &mut Worker, quota: usize) -> usize {
         let (got, _) = ring.pop_partial_slice(&mut skbs[start..]);
         let got = got.len();
         skbs.truncate(start + got);
+        taken[src] = got as u32;
     }
     let n = skbs.len();
     w.c.backlog_processed += n as u64;
@@ -198,6 +237,13 @@ pub fn process_backlog(net: &Net, w: &mut Worker, quota: usize) -> usize {
     }
     skbs.clear();
     w.skb_scratch = skbs;
+    // Processed (RFS reads how far each producer's packets have got): one store per ring.
+    for (i, &t) in taken.iter().enumerate().take(w.backlog_src.len()) {
+        if t > 0 {
+            let d = &net.rps.ring_done[w.id][w.backlog_src[i]];
+            d.store(d.load(std::sync::atomic::Ordering::Relaxed) + t as u64, std::sync::atomic::Ordering::Release);
+        }
+    }
     n
 }
 

@@ -22,8 +22,9 @@ pub(crate) trait IpFamily {
     fn route(net: &Net, w: &mut Worker, d: Self::Addr) -> u32;
     fn resolve(neigh: &Neighbours, nh: &NextHop, d: Self::Addr) -> Option<(u16, [u8; 6])>;
     /// TTL / hop limit, checksum, MTU, MACs (`macs`: destination then source): one packet
-    /// rewritten in place for output.
-    fn rewrite(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 12]) -> Result<(), FwdError>;
+    /// rewritten in place for output (`out_addr`: the egress port's IPv4 address, recorded
+    /// by a Record Route option).
+    fn rewrite(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 12], out_addr: [u8; 4]) -> Result<(), FwdError>;
     /// A packet forwarding refused: the ICMP error if one is due, then the drop.
     fn fail(net: &Net, w: &mut Worker, skb: Skb, e: FwdError);
     /// No route to the destination: the ICMP error, then the drop.
@@ -60,8 +61,8 @@ impl IpFamily for V4 {
         neigh.resolve_v4(nh, d)
     }
     #[inline(always)]
-    fn rewrite(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 12]) -> Result<(), FwdError> {
-        forward::rewrite_v4(bufs, skb, mtu, macs)
+    fn rewrite(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 12], out_addr: [u8; 4]) -> Result<(), FwdError> {
+        forward::rewrite_v4(bufs, skb, mtu, macs, out_addr)
     }
     fn fail(net: &Net, w: &mut Worker, skb: Skb, e: FwdError) {
         forward::fail_v4(net, w, skb, e)
@@ -100,8 +101,8 @@ impl IpFamily for V6 {
         neigh.resolve_v6(nh, d)
     }
     #[inline(always)]
-    fn rewrite(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 12]) -> Result<(), FwdError> {
-        forward::rewrite_v6(bufs, skb, mtu, macs)
+    fn rewrite(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 12], out_addr: [u8; 4]) -> Result<(), FwdError> {
+        forward::rewrite_v6(bufs, skb, mtu, macs, out_addr)
     }
     fn fail(net: &Net, w: &mut Worker, skb: Skb, e: FwdError) {
         forward::fail_v6(net, w, skb, e)

@@ -67,7 +67,8 @@ fn eth_addrs(dst: &[u8; 6], src: &[u8; 6]) -> [u8; 12] {
 /// Rewrites one IPv4 packet in place for output: TTL, header checksum, MACs (`macs`:
 /// destination then source).
 #[inline]
-pub(crate) fn rewrite_v4(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 12]) -> Result<(), FwdError> {
+/// `out_addr`: the egress port's address, for a Record Route option.
+pub(crate) fn rewrite_v4(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 12], out_addr: [u8; 4]) -> Result<(), FwdError> {
     let l3 = skb.network_off as usize;
     let data = bufs.data_mut(skb.pkt);
     if data.len() < l3 + 20 {
@@ -88,6 +89,9 @@ pub(crate) fn rewrite_v4(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 1
     let new = u16::from_be_bytes([ttl - 1, ip[9]]);
     let csum = checksum::update16(u16::from_be_bytes([ip[10], ip[11]]), old, new);
     ip[10..12].copy_from_slice(&csum.to_be_bytes());
+    if ip[0] != 0x45 {
+        super::ipv4::record_route(ip, out_addr);
+    }
     // Two 6-byte halves, as `eth_addrs` wrote them: a 12-byte copy of a fresh array would
     // read it back wider than it was stored (a store-forwarding stall per packet).
     data[0..6].copy_from_slice(&macs[..6]);
@@ -96,7 +100,7 @@ pub(crate) fn rewrite_v4(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 1
 }
 
 #[inline]
-pub(crate) fn rewrite_v6(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 12]) -> Result<(), FwdError> {
+pub(crate) fn rewrite_v6(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 12], _out_addr: [u8; 4]) -> Result<(), FwdError> {
     let l3 = skb.network_off as usize;
     let data = bufs.data_mut(skb.pkt);
     if data.len() < l3 + 40 {
@@ -127,7 +131,7 @@ pub(crate) fn fail_v4(net: &Net, w: &mut Worker, skb: Skb, e: FwdError) {
             w.drop_pkt(skb.pkt, DropReason::TtlExpired);
         }
         FwdError::TooBig { mtu } => {
-            icmp4_error(net, w, &skb, 3, 4, mtu);
+            icmp4_error(net, w, &skb, 3, 4, mtu as u32);
             w.drop_pkt(skb.pkt, DropReason::PktTooBig);
         }
         // IPv6 only.
@@ -161,6 +165,11 @@ fn out_params(net: &Net, port: u16) -> (u16, [u8; 6]) {
     net.ifaces.get(port as usize).map(|i| (i.mtu, i.mac)).unwrap_or((0, [0; 6]))
 }
 
+/// The egress port's IPv4 address (what a Record Route option records).
+fn out_addr_v4(net: &Net, port: u16) -> [u8; 4] {
+    net.ifaces.get(port as usize).and_then(|i| i.primary_v4()).unwrap_or([0; 4])
+}
+
 /// Single mode: forward one IPv4 packet.
 pub(crate) fn forward_v4(net: &Net, w: &mut Worker, skb: Skb, nh: &NextHop) {
     if net.tun.ip_forward == 0 {
@@ -173,7 +182,7 @@ pub(crate) fn forward_v4(net: &Net, w: &mut Worker, skb: Skb, nh: &NextHop) {
         return w.drop_pkt(skb.pkt, DropReason::NeighFailed);
     };
     let (mtu, src) = out_params(net, port);
-    match rewrite_v4(&mut w.bufs, &skb, mtu, &eth_addrs(&mac, &src)) {
+    match rewrite_v4(&mut w.bufs, &skb, mtu, &eth_addrs(&mac, &src), out_addr_v4(net, port)) {
         Ok(()) => crate::gro::gso::xmit(net, w, port, &skb),
         Err(FwdError::NeedsFragment { mtu, macs }) => fragment_v4(net, w, skb, port, mtu, &macs),
         Err(e) => fail_v4(net, w, skb, e),
@@ -191,7 +200,7 @@ pub(crate) fn forward_v6(net: &Net, w: &mut Worker, skb: Skb, nh: &NextHop) {
         return w.drop_pkt(skb.pkt, DropReason::NeighFailed);
     };
     let (mtu, src) = out_params(net, port);
-    match rewrite_v6(&mut w.bufs, &skb, mtu, &eth_addrs(&mac, &src)) {
+    match rewrite_v6(&mut w.bufs, &skb, mtu, &eth_addrs(&mac, &src), [0; 4]) {
         Ok(()) => crate::gro::gso::xmit(net, w, port, &skb),
         Err(e) => fail_v6(net, w, skb, e),
     }
@@ -216,12 +225,13 @@ pub(crate) fn forward_list<F: IpFamily>(net: &Net, w: &mut Worker, run: &mut [Sk
         // One gateway for the whole run: resolve the output once, rewrite in a tight loop.
         let (mtu, src) = out_params(net, port);
         let macs = eth_addrs(&mac, &src);
+        let out_addr = out_addr_v4(net, port);
         // ICMP errors go out as they happen: what the run forwarded before them goes first,
         // so the output order is the single path's.
         let mut flushed = 0;
         for i in 0..run.len() {
             let rewritten = match l2_unicast(&run[i]) {
-                Ok(()) => F::rewrite(&mut w.bufs, &run[i], mtu, &macs),
+                Ok(()) => F::rewrite(&mut w.bufs, &run[i], mtu, &macs, out_addr),
                 Err(e) => Err(e),
             };
             match rewritten {
@@ -255,7 +265,7 @@ pub(crate) fn forward_list<F: IpFamily>(net: &Net, w: &mut Worker, run: &mut [Sk
             continue;
         };
         let (mtu, src) = out_params(net, port);
-        match F::rewrite(&mut w.bufs, &s, mtu, &eth_addrs(&mac, &src)) {
+        match F::rewrite(&mut w.bufs, &s, mtu, &eth_addrs(&mac, &src), out_addr_v4(net, port)) {
             Ok(()) => {
                 run[n] = s;
                 run[n].out_port = port;
@@ -306,6 +316,10 @@ pub(crate) fn fragment_v4(net: &Net, w: &mut Worker, skb: Skb, port: u16, mtu: u
         return w.drop_pkt(skb.pkt, DropReason::PktTooBig);
     }
     hdr[8] = hdr[8].saturating_sub(1);
+    if ihl > 20 {
+        // ip_forward_options runs before ip_fragment: every fragment's header starts from it.
+        super::ipv4::record_route(&mut hdr[..ihl], out_addr_v4(net, port));
+    }
     let frag = u16::from_be_bytes([hdr[6], hdr[7]]);
     let (base_off, more_after) = ((frag & 0x1fff) as usize * 8, frag & 0x2000 != 0);
     let payload = tot_len - ihl;
@@ -416,7 +430,9 @@ pub(crate) fn no_route_v6(net: &Net, w: &mut Worker, skb: Skb) {
 
 /// Originates an ICMPv4 error about `orig` (RFC 1812 rules: never about an ICMP error, a
 /// non-first fragment, or a packet not unicast to us at L2).
-pub(crate) fn icmp4_error(net: &Net, w: &mut Worker, orig: &Skb, typ: u8, code: u8, mtu: u16) {
+/// `info` is the second word of the ICMP header (the next-hop MTU of "fragmentation needed",
+/// the pointer of a parameter problem in its top byte).
+pub(crate) fn icmp4_error(net: &Net, w: &mut Worker, orig: &Skb, typ: u8, code: u8, info: u32) {
     let l3 = orig.network_off as usize;
     // About a packet addressed to us, the error comes from the address it was sent to (as
     // icmp_send does); about a forwarded one, from the interface it arrived on.
@@ -444,8 +460,9 @@ pub(crate) fn icmp4_error(net: &Net, w: &mut Worker, orig: &Skb, typ: u8, code: 
         if ip[9] == 1 && !icmp4_may_answer(ip.get(ihl).copied()) {
             return;
         }
-        let q = (ihl + 8).min(ip.len());
-        let mut quote = [0u8; 68];
+        // As much as fits in 576 bytes (RFC 1812 4.3.2.3, icmp_send's room).
+        let q = ip.len().min(ICMP4_QUOTE_MAX);
+        let mut quote = [0u8; ICMP4_QUOTE_MAX];
         quote[..q].copy_from_slice(&ip[..q]);
         (quote, q, [ip[12], ip[13], ip[14], ip[15]])
     };
@@ -475,13 +492,17 @@ pub(crate) fn icmp4_error(net: &Net, w: &mut Worker, orig: &Skb, typ: u8, code: 
     ip[10..12].copy_from_slice(&c.to_be_bytes());
     let icmp = &mut ip[20..];
     icmp[..8].copy_from_slice(&[typ, code, 0, 0, 0, 0, 0, 0]);
-    icmp[6..8].copy_from_slice(&mtu.to_be_bytes());
+    icmp[4..8].copy_from_slice(&info.to_be_bytes());
     icmp[8..].copy_from_slice(quote);
     let c = checksum::checksum(icmp);
     icmp[2..4].copy_from_slice(&c.to_be_bytes());
     w.c.originated += 1;
     send_v4(net, w, Pkt::new(id, len), dst);
 }
+
+/// Bytes of the offending datagram an ICMPv4 error quotes at most: what fits in 576 bytes
+/// after the error's IPv4 and ICMP headers.
+const ICMP4_QUOTE_MAX: usize = 576 - 20 - 8;
 
 /// Whether an ICMP message of type `t` may be answered with an ICMP error, as icmp_send
 /// decides: only the informational types (echo and echo reply, 13–18: timestamp,

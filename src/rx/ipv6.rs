@@ -1,55 +1,237 @@
 //! IPv6 receive: validation as ipv6_rcv, extension headers skipped safely, route lookup
 //! (with the route hint in list mode), then forward or local delivery.
 
+use super::ipv4::RcvError;
 use super::route::{NextHop, NO_ROUTE};
-use super::{forward, local, retain_run};
+use super::{forward, local};
 use crate::buf::skb::{PktType, Skb};
 use crate::buf::BufCache;
 use crate::net::Net;
-use crate::stats::{DropReason, Stage};
-use crate::wire::ipv6::skip_extension_headers;
+use crate::stats::DropReason;
+use crate::wire::ipv6::{NEXT_HEADER_AUTH, NEXT_HEADER_DEST_OPTS, NEXT_HEADER_FRAGMENT, NEXT_HEADER_HOP_BY_HOP, NEXT_HEADER_ROUTING};
 use crate::worker::Worker;
 
+/// ipv6_rcv: the fixed header's checks, the hop-by-hop options (the only extension header
+/// a router reads; an unknown option acts as its type's top bits say), then multicast groups
+/// sluice has not joined are dropped (ip6_mc_input). The other extension headers are walked
+/// leniently for local delivery's sake: forwarding never looks at them, so a chain the walk
+/// cannot follow (truncated, a later hop-by-hop) is forwarded untouched and only local
+/// delivery refuses it (`PROTO_UNPARSED`).
 #[inline]
-pub(crate) fn rcv_core(bufs: &mut BufCache, skb: &mut Skb) -> Result<(), DropReason> {
+pub(crate) fn rcv_core(net: &Net, bufs: &mut BufCache, skb: &mut Skb) -> Result<(), RcvError> {
     if skb.pkt_type == PktType::OtherHost {
-        return Err(DropReason::OtherHost);
+        return Err(DropReason::OtherHost.into());
     }
     let data = bufs.data(skb.pkt);
     let l3 = skb.network_off as usize;
     let ip = data.get(l3..).ok_or(DropReason::PktTooSmall)?;
     if ip.len() < 40 {
-        return Err(DropReason::PktTooSmall);
+        return Err(DropReason::PktTooSmall.into());
     }
     if ip[0] >> 4 != 6 {
-        return Err(DropReason::Ipv6Inhdr);
+        return Err(DropReason::Ipv6Inhdr.into());
     }
     martian(&ip[8..24], &ip[24..40])?;
     let plen = u16::from_be_bytes([ip[4], ip[5]]) as usize;
     if 40 + plen > ip.len() + skb.pkt.frag_len as usize {
-        return Err(DropReason::PktTooSmall);
+        return Err(DropReason::PktTooSmall.into());
     }
     // Extension headers are read in the linear part (a chain's head holds 1792 bytes).
-    let ext = skip_extension_headers(ip[6], &ip[40..(40 + plen).min(ip.len())]).map_err(|_| DropReason::Ipv6Inhdr)?;
-    // sluice does not reassemble: any fragment (first or later) is protocol 44 to local
-    // delivery, which drops it; forwarding does not look at it.
-    skb.ip_proto = if ext.fragment { 44 } else { ext.protocol };
-    skb.transport_off = (l3 + 40 + ext.offset) as u16;
+    let ext = &ip[40..(40 + plen).min(ip.len())];
+    if ip[6] == NEXT_HEADER_HOP_BY_HOP {
+        parse_options(ext, 40, true, ip[24] == 0xff)?;
+    }
+    if ip[24] == 0xff && !joined(net, skb.rx_port, &ip[24..40]) {
+        return Err(DropReason::IpInvalidDest.into());
+    }
+    match walk(ip[6], ext) {
+        // sluice does not reassemble: any fragment (first or later) is protocol 44 to local
+        // delivery, which drops it; forwarding does not look at it.
+        Some(w) => {
+            skb.ip_proto = if w.fragment { 44 } else { w.protocol };
+            skb.transport_off = (l3 + 40 + w.offset) as u16;
+        }
+        None => {
+            skb.ip_proto = PROTO_UNPARSED;
+            skb.transport_off = (l3 + 40) as u16;
+        }
+    }
     super::ipv4::trim_to(bufs, skb, l3 + 40 + plen);
     Ok(())
 }
 
-/// Addresses never valid on the wire (ipv6_rcv, RFC 4291): a multicast, loopback or
-/// IPv4-mapped source (2.5.5.2); a loopback, unspecified or IPv4-mapped destination.
+/// `ip_proto` of a packet whose extension headers the walk could not follow.
+pub(crate) const PROTO_UNPARSED: u8 = 255;
+
+/// Where a walk over the extension headers ended.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Walk {
+    /// The upper-layer protocol (or 44 for a later fragment, 0 for a hop-by-hop header
+    /// past the first place).
+    pub protocol: u8,
+    /// Offset of that protocol's header after the fixed header.
+    pub offset: usize,
+    pub fragment: bool,
+}
+
+/// [`walk`] over a received packet's headers.
+pub(crate) fn walk_of(bufs: &BufCache, skb: &Skb) -> Option<Walk> {
+    let ip = &bufs.data(skb.pkt)[skb.network_off as usize..];
+    let plen = u16::from_be_bytes([ip[4], ip[5]]) as usize;
+    walk(ip[6], &ip[40..(40 + plen).min(ip.len())])
+}
+
+/// ipv6_skip_exthdr's walk, without a count limit (the bytes bound it); a hop-by-hop header
+/// is an extension header only in the first place. `None` if a header runs past the end.
+pub(crate) fn walk(first: u8, ext: &[u8]) -> Option<Walk> {
+    let (mut nh, mut off, mut fragment) = (first, 0usize, false);
+    loop {
+        let len = match nh {
+            NEXT_HEADER_HOP_BY_HOP if off == 0 => (*ext.get(1)? as usize + 1) * 8,
+            NEXT_HEADER_ROUTING | NEXT_HEADER_DEST_OPTS => (*ext.get(off + 1)? as usize + 1) * 8,
+            NEXT_HEADER_AUTH => (*ext.get(off + 1)? as usize + 2) * 4,
+            NEXT_HEADER_FRAGMENT => {
+                let field = u16::from_be_bytes([*ext.get(off + 2)?, *ext.get(off + 3)?]);
+                fragment = field & 0xfff9 != 0;
+                if field & 0xfff8 != 0 {
+                    return Some(Walk { protocol: NEXT_HEADER_FRAGMENT, offset: off, fragment });
+                }
+                8
+            }
+            _ => return Some(Walk { protocol: nh, offset: off, fragment }),
+        };
+        ext.get(off..off + len)?;
+        nh = ext[off];
+        off += len;
+    }
+}
+
+/// ip6_parse_tlv over one options header (`hdr` starts at it; `at`: its offset from the IPv6
+/// header). Padding must be zeros and at most 7 bytes in a row, at most 8 options; router
+/// alert must be 2 bytes long; any other option is unknown, and its type's top two bits
+/// say what to do (ip6_tlvopt_unknown): skip it, drop, or drop with a parameter problem
+/// (unless the destination is multicast, for 11).
+pub(crate) fn parse_options(hdr: &[u8], at: usize, hop_by_hop: bool, dst_multicast: bool) -> Result<(), RcvError> {
+    const PAD1: u8 = 0;
+    const PADN: u8 = 1;
+    const ROUTER_ALERT: u8 = 5;
+    const CALIPSO: u8 = 7;
+    const IOAM: u8 = 0x31;
+    const JUMBO: u8 = 0xc2;
+    const MAX_OPTIONS: usize = 8;
+    let bad = RcvError::Drop(DropReason::Ipv6Inhdr);
+    let len = (*hdr.get(1).ok_or(bad)? as usize + 1) * 8;
+    let hdr = hdr.get(..len).ok_or(bad)?;
+    let (mut off, mut padlen, mut count) = (2usize, 0usize, 0usize);
+    while off < len {
+        let t = hdr[off];
+        if t == PAD1 {
+            padlen += 1;
+            if padlen > 7 {
+                return Err(bad);
+            }
+            off += 1;
+            continue;
+        }
+        let optlen = *hdr.get(off + 1).ok_or(bad)? as usize + 2;
+        if off + optlen > len {
+            return Err(bad);
+        }
+        if t == PADN {
+            padlen += optlen;
+            if padlen > 7 || hdr[off + 2..off + optlen].iter().any(|b| *b != 0) {
+                return Err(bad);
+            }
+        } else {
+            count += 1;
+            if count > MAX_OPTIONS {
+                return Err(bad);
+            }
+            let pp = |code: u8, p: usize| RcvError::ParamProblem { code, pointer: (at + p) as u32, reason: DropReason::Ipv6Inhdr };
+            match t {
+                ROUTER_ALERT if hop_by_hop && optlen != 4 => return Err(bad),
+                CALIPSO | IOAM | ROUTER_ALERT if hop_by_hop => {}
+                // sluice takes no jumbograms: the kernel's checks, then a drop.
+                JUMBO if hop_by_hop => {
+                    if optlen != 6 || (at + off) & 3 != 2 {
+                        return Err(pp(0, off + 1));
+                    }
+                    return Err(pp(0, off + 2));
+                }
+                _ => match t >> 6 {
+                    0 => {}
+                    1 => return Err(bad),
+                    3 if dst_multicast => return Err(bad),
+                    _ => return Err(pp(2, off)),
+                },
+            }
+            padlen = 0;
+        }
+        off += optlen;
+    }
+    Ok(())
+}
+
+/// ip6_input_finish's walk over the extension headers of a packet addressed to us (the
+/// hop-by-hop header was read on receive): destination options are parsed as options are
+/// (unknown ones act by their type), a routing header with segments left is refused with a
+/// parameter problem at its type (sluice routes no source route: RFC 5095 for type 0), one
+/// without is skipped; a hop-by-hop header past the first place is an unknown next header.
+/// `Ok(nhoff)`: the offset of the byte naming the upper-layer protocol.
+pub(crate) fn local_headers(bufs: &BufCache, skb: &Skb) -> Result<usize, RcvError> {
+    let bad = RcvError::Drop(DropReason::Ipv6Inhdr);
+    let ip = &bufs.data(skb.pkt)[skb.network_off as usize..];
+    let plen = u16::from_be_bytes([ip[4], ip[5]]) as usize;
+    let ext = &ip[40..(40 + plen).min(ip.len())];
+    let pp = |code: u8, p: usize| RcvError::ParamProblem { code, pointer: p as u32, reason: DropReason::Ipv6Inhdr };
+    let (mut nh, mut off, mut nhoff) = (ip[6], 0usize, 6usize);
+    loop {
+        let len = match nh {
+            NEXT_HEADER_HOP_BY_HOP if off == 0 => (*ext.get(1).ok_or(bad)? as usize + 1) * 8,
+            NEXT_HEADER_HOP_BY_HOP => return Err(pp(1, nhoff)),
+            NEXT_HEADER_DEST_OPTS => {
+                parse_options(&ext[off..], 40 + off, false, ip[24] == 0xff)?;
+                (ext[off + 1] as usize + 1) * 8
+            }
+            NEXT_HEADER_ROUTING => {
+                let h = ext.get(off..off + 8).ok_or(bad)?;
+                if h[3] != 0 {
+                    return Err(pp(0, 40 + off + 2));
+                }
+                (h[1] as usize + 1) * 8
+            }
+            NEXT_HEADER_AUTH => (*ext.get(off + 1).ok_or(bad)? as usize + 2) * 4,
+            _ => return Ok(nhoff),
+        };
+        ext.get(off..off + len).ok_or(bad)?;
+        nhoff = 40 + off;
+        nh = ext[off];
+        off += len;
+    }
+}
+
+/// Multicast groups an IPv6 router's interface is in: all-nodes and all-routers
+/// (interface-, link- and, for routers, site-local scope) and the solicited-node group of each
+/// of its addresses.
+fn joined(net: &Net, port: u16, dst: &[u8]) -> bool {
+    let zero_mid = dst[2..15].iter().all(|b| *b == 0);
+    if zero_mid && matches!((dst[1], dst[15]), (0x01 | 0x02, 1) | (0x01 | 0x02 | 0x05, 2)) {
+        return true;
+    }
+    let solicited = dst[1] == 0x02 && dst[2..11].iter().all(|b| *b == 0) && dst[11] == 1 && dst[12] == 0xff;
+    solicited && net.ifaces.get(port as usize).is_some_and(|i| i.v6.iter().any(|(a, _)| a[13..] == dst[13..]))
+}
+
+/// Addresses never valid on the wire (ipv6_rcv, RFC 4291): a multicast or loopback source,
+/// a loopback destination. (The unspecified and IPv4-mapped destinations are routed like any
+/// other, as the kernel does: no route, an ICMPv6 error.)
 #[inline]
 fn martian(src: &[u8], dst: &[u8]) -> Result<(), DropReason> {
-    let zero_prefix = |a: &[u8], n: usize| a[..n].iter().all(|b| *b == 0);
-    let loopback = |a: &[u8]| zero_prefix(a, 15) && a[15] == 1;
-    let v4_mapped = |a: &[u8]| zero_prefix(a, 10) && a[10] == 0xff && a[11] == 0xff;
-    if src[0] == 0xff || loopback(src) || v4_mapped(src) {
+    let loopback = |a: &[u8]| a[..15].iter().all(|b| *b == 0) && a[15] == 1;
+    if src[0] == 0xff || loopback(src) {
         return Err(DropReason::IpInvalidSource);
     }
-    if zero_prefix(dst, 10) && (loopback(dst) || v4_mapped(dst) || zero_prefix(dst, 16)) {
+    if loopback(dst) {
         return Err(DropReason::IpInvalidDest);
     }
     Ok(())
@@ -95,10 +277,20 @@ pub(crate) fn route(net: &Net, w: &mut Worker, d: [u8; 16]) -> u32 {
     nh
 }
 
+/// A packet receive refused: the parameter problem if one is due, then the drop.
+pub(crate) fn refuse(net: &Net, w: &mut Worker, skb: Skb, e: RcvError) {
+    match e {
+        RcvError::Drop(r) => w.drop_pkt(skb.pkt, r),
+        RcvError::ParamProblem { code, pointer, reason } => {
+            forward::icmp6_error(net, w, &skb, 4, code, pointer);
+            w.drop_pkt(skb.pkt, reason);
+        }
+    }
+}
+
 pub(crate) fn rcv_one(net: &Net, w: &mut Worker, mut skb: Skb) {
-    if let Err(r) = rcv_core(&mut w.bufs, &mut skb) {
-        w.drop_pkt(skb.pkt, r);
-        return;
+    if let Err(e) = rcv_core(net, &mut w.bufs, &mut skb) {
+        return refuse(net, w, skb, e);
     }
     skb.nh = route(net, w, daddr(&w.bufs, &skb));
     match net.routes.get(skb.nh).copied() {
@@ -110,8 +302,5 @@ pub(crate) fn rcv_one(net: &Net, w: &mut Worker, mut skb: Skb) {
 }
 
 pub(crate) fn list_rcv(net: &Net, w: &mut Worker, run: &mut [Skb]) {
-    let t0 = w.clock();
-    let n = retain_run(w, run, rcv_core);
-    w.stage_done(Stage::Ip, run.len(), t0);
-    super::list_rcv_finish::<super::family::V6>(net, w, &mut run[..n]);
+    super::ipv4::rcv_list(net, w, run, |bufs, s| rcv_core(net, bufs, s), refuse, super::list_rcv_finish::<super::family::V6>);
 }

@@ -30,7 +30,7 @@ enum UdpFate {
 }
 
 #[inline]
-fn udp_classify(w: &Worker, s: &Skb, v6: bool) -> UdpFate {
+fn udp_classify(net: &Net, w: &Worker, s: &Skb, v6: bool) -> UdpFate {
     let data = w.bufs.data(s.pkt);
     let l3 = s.network_off as usize;
     let l4 = s.transport_off as usize;
@@ -61,7 +61,12 @@ fn udp_classify(w: &Worker, s: &Skb, v6: bool) -> UdpFate {
     if dport == UDP_ECHO_PORT {
         return UdpFate::Echo;
     }
-    match w.sockets.lookup(dport) {
+    let sock = w.sockets.lookup(dport);
+    if sock.is_some() {
+        // RFS: the flow is consumed where the socket's reader runs (sock_rps_record_flow).
+        net.rps.sock_flow.record(s.hash, w.sockets.reader_cpu.unwrap_or(w.id));
+    }
+    match sock {
         // A chain's payload keeps its fragments (the socket reader frees them with the head).
         Some(i) if s.pkt.is_chained() => UdpFate::Socket(i, Pkt { off: s.pkt.off + l4 as u16 + 8, len: (udp.len() - 8) as u16, ..s.pkt }),
         Some(i) => UdpFate::Socket(i, Pkt { off: s.pkt.off + l4 as u16 + 8, len: ulen as u16 - 8, frag_len: 0, ..s.pkt }),
@@ -94,9 +99,11 @@ fn socket_enqueue(w: &mut Worker, sock: u32, pkts: &[Pkt]) {
     }
 }
 
-/// Turns an IPv4 packet around in place (echo replies): swap addresses, fresh TTL and
-/// header checksum. The request is delivered; the reply is a packet we originate.
-fn reply_v4(net: &Net, w: &mut Worker, s: &Skb) -> [u8; 4] {
+/// Turns an IPv4 packet around in place (echo replies): swap addresses, fresh TTL, the
+/// flags of the stack that answers (`dont_frag`: the ICMP socket sends without DF, a UDP
+/// socket with it) and header checksum. The request is delivered; the reply is a packet we
+/// originate.
+fn reply_v4(net: &Net, w: &mut Worker, s: &Skb, dont_frag: bool) -> [u8; 4] {
     let ttl = net.tun.ip_default_ttl;
     let l3 = s.network_off as usize;
     let ip = &mut w.bufs.data_mut(s.pkt)[l3..];
@@ -104,6 +111,7 @@ fn reply_v4(net: &Net, w: &mut Worker, s: &Skb) -> [u8; 4] {
     let (src, dst) = (addr4(&ip[12..]), addr4(&ip[16..]));
     ip[12..16].copy_from_slice(&dst);
     ip[16..20].copy_from_slice(&src);
+    ip[6..8].copy_from_slice(&if dont_frag { [0x40, 0] } else { [0, 0] });
     ip[8] = ttl;
     ip[10..12].copy_from_slice(&[0, 0]);
     let c = checksum::checksum(&ip[..ihl]);
@@ -123,7 +131,7 @@ fn deliver_one_v4(net: &Net, w: &mut Worker, s: Skb) {
     }
     match s.ip_proto {
         IPPROTO_ICMP => icmp_rcv(net, w, s),
-        IPPROTO_UDP => match udp_classify(w, &s, false) {
+        IPPROTO_UDP => match udp_classify(net, w, &s, false) {
             UdpFate::Socket(i, p) => socket_enqueue(w, i, &[p]),
             UdpFate::Echo => udp_echo_v4(net, w, s),
             UdpFate::Drop(r) => w.drop_pkt(s.pkt, r),
@@ -141,7 +149,47 @@ fn deliver_one_v4(net: &Net, w: &mut Worker, s: Skb) {
     }
 }
 
-fn icmp_rcv(net: &Net, w: &mut Worker, s: Skb) {
+/// Replaces the options of a packet about to be answered in place with `opts` (a multiple of
+/// 4 bytes, no longer than the options it had): the transport part moves up, lengths follow.
+/// A chain keeps its options (it is not reshaped in place).
+#[cold]
+#[inline(never)]
+fn set_reply_options_v4(bufs: &mut BufCache, s: &mut Skb, opts: &[u8]) {
+    let l3 = s.network_off as usize;
+    let (old_l4, new_l4) = (s.transport_off as usize, l3 + 20 + opts.len());
+    if s.pkt.is_chained() || new_l4 > old_l4 {
+        return;
+    }
+    let d = bufs.data_mut(s.pkt);
+    let end = d.len();
+    d.copy_within(old_l4..end, new_l4);
+    d[l3 + 20..new_l4].copy_from_slice(opts);
+    d[l3] = 0x40 | ((20 + opts.len()) / 4) as u8;
+    let shrink = old_l4 - new_l4;
+    d[l3 + 2..l3 + 4].copy_from_slice(&((end - shrink - l3) as u16).to_be_bytes());
+    s.pkt.len -= shrink as u16;
+    s.transport_off = new_l4 as u16;
+}
+
+/// ip_options_echo for an echo reply: the request's Record Route, with the address it was
+/// sent to recorded as the kernel records it on receive and again on output if room is left;
+/// no other option comes back.
+#[cold]
+#[inline(never)]
+fn echo_reply_options_v4(bufs: &mut BufCache, s: &mut Skb) {
+    let l3 = s.network_off as usize;
+    let (opts, n) = {
+        let ip = &mut bufs.data_mut(s.pkt)[l3..];
+        let ours = addr4(&ip[16..]);
+        if super::ipv4::record_route(ip, ours) {
+            super::ipv4::record_route(ip, ours);
+        }
+        super::ipv4::echo_options(ip)
+    };
+    set_reply_options_v4(bufs, s, &opts[..n]);
+}
+
+fn icmp_rcv(net: &Net, w: &mut Worker, mut s: Skb) {
     let l4 = s.transport_off as usize;
     let (typ, ok) = {
         let d = w.bufs.data(s.pkt);
@@ -153,10 +201,17 @@ fn icmp_rcv(net: &Net, w: &mut Worker, s: Skb) {
     if !ok {
         return w.drop_pkt(s.pkt, DropReason::L4Csum);
     }
+    if typ == 13 {
+        return icmp_timestamp(net, w, s);
+    }
     if typ != 8 {
         return w.drop_pkt(s.pkt, DropReason::IcmpIgnored);
     }
-    let dst = reply_v4(net, w, &s);
+    if s.transport_off - s.network_off > 20 {
+        echo_reply_options_v4(&mut w.bufs, &mut s);
+    }
+    let l4 = s.transport_off as usize;
+    let dst = reply_v4(net, w, &s, false);
     let icmp = &mut w.bufs.data_mut(s.pkt)[l4..];
     icmp[0] = 0;
     let c = checksum::update16(u16::from_be_bytes([icmp[2], icmp[3]]), 0x0800, 0x0000);
@@ -164,8 +219,43 @@ fn icmp_rcv(net: &Net, w: &mut Worker, s: Skb) {
     send_v4(net, w, s.pkt, dst);
 }
 
-fn udp_echo_v4(net: &Net, w: &mut Worker, s: Skb) {
-    let dst = reply_v4(net, w, &s);
+/// icmp_timestamp: a timestamp reply (type 14) carrying the request's originate time and
+/// our receive and transmit times, milliseconds since midnight UTC (RFC 792). The reply is
+/// 20 bytes of ICMP whatever the request carried after them; options come back as for an
+/// echo. (A request shorter than 20 bytes, or a chain, is not answered.)
+#[cold]
+#[inline(never)]
+fn icmp_timestamp(net: &Net, w: &mut Worker, mut s: Skb) {
+    const REPLY_LEN: usize = 20;
+    if s.pkt.is_chained() || w.bufs.data(s.pkt).len() < s.transport_off as usize + REPLY_LEN {
+        return w.drop_pkt(s.pkt, DropReason::PktTooSmall);
+    }
+    if s.transport_off - s.network_off > 20 {
+        echo_reply_options_v4(&mut w.bufs, &mut s);
+    }
+    let (l3, l4) = (s.network_off as usize, s.transport_off as usize);
+    s.pkt.len = (l4 + REPLY_LEN) as u16;
+    w.bufs.data_mut(s.pkt)[l3 + 2..l3 + 4].copy_from_slice(&((l4 + REPLY_LEN - l3) as u16).to_be_bytes());
+    let dst = reply_v4(net, w, &s, false);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let ms = ((now.as_secs() % 86_400) * 1000 + u64::from(now.subsec_millis())) as u32;
+    let icmp = &mut w.bufs.data_mut(s.pkt)[l4..l4 + REPLY_LEN];
+    icmp[0] = 14;
+    icmp[1] = 0;
+    icmp[12..16].copy_from_slice(&ms.to_be_bytes());
+    icmp[16..20].copy_from_slice(&ms.to_be_bytes());
+    icmp[2..4].copy_from_slice(&[0, 0]);
+    let c = checksum::checksum(icmp);
+    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    send_v4(net, w, s.pkt, dst);
+}
+
+fn udp_echo_v4(net: &Net, w: &mut Worker, mut s: Skb) {
+    // A socket's answer carries no IP options.
+    if s.transport_off - s.network_off > 20 {
+        set_reply_options_v4(&mut w.bufs, &mut s, &[]);
+    }
+    let dst = reply_v4(net, w, &s, true);
     let l4 = s.transport_off as usize;
     let udp = &mut w.bufs.data_mut(s.pkt)[l4..];
     // Swapping ports and addresses leaves the UDP checksum's sum unchanged.
@@ -196,7 +286,9 @@ fn deliver_list(net: &Net, w: &mut Worker, run: &mut [Skb], v6: bool) {
     let mut nb = 0usize;
     let mut batch_sock = u32::MAX;
     for &s in run.iter() {
-        let fate = (s.ip_proto == IPPROTO_UDP && (v6 || !is_frag_v4(&w.bufs, &s))).then(|| udp_classify(w, &s, v6));
+        // (IPv6 extension headers take the one-packet path, which processes them first.)
+        let plain = if v6 { s.transport_off - s.network_off == 40 } else { !is_frag_v4(&w.bufs, &s) };
+        let fate = (s.ip_proto == IPPROTO_UDP && plain).then(|| udp_classify(net, w, &s, v6));
         match fate {
             Some(UdpFate::Socket(i, p)) => {
                 if (i != batch_sock || nb == batch.len()) && nb > 0 {
@@ -237,9 +329,57 @@ pub(crate) fn deliver_v6(net: &Net, w: &mut Worker, s: Skb) {
 }
 
 fn deliver_one_v6(net: &Net, w: &mut Worker, s: Skb) {
+    if s.transport_off - s.network_off > 40 || !matches!(s.ip_proto, IPPROTO_ICMPV6 | IPPROTO_UDP | IPPROTO_TCP) {
+        return deliver_v6_slow(net, w, s);
+    }
+    deliver_upper_v6(net, w, s);
+}
+
+/// Local IPv6 delivery past the fixed header: extension headers processed in order, an
+/// unknown upper-layer protocol answered with a parameter problem (unrecognized next header,
+/// ip6_protocol_deliver_rcu), "no next header" (59) dropped silently.
+#[cold]
+#[inline(never)]
+fn deliver_v6_slow(net: &Net, w: &mut Worker, s: Skb) {
+    let nhoff = match super::ipv6::local_headers(&w.bufs, &s) {
+        Ok(n) => n,
+        Err(e) => return super::ipv6::refuse(net, w, s, e),
+    };
+    match s.ip_proto {
+        IPPROTO_ICMPV6 | IPPROTO_UDP | IPPROTO_TCP | 44 => deliver_upper_v6(net, w, s),
+        super::ipv6::PROTO_UNPARSED if super::ipv6::walk_of(&w.bufs, &s).is_none() => w.drop_pkt(s.pkt, DropReason::Ipv6Inhdr),
+        59 => w.drop_pkt(s.pkt, DropReason::UnhandledL4),
+        _ => {
+            icmp6_error(net, w, &s, 4, 1, nhoff as u32);
+            w.drop_pkt(s.pkt, DropReason::UnhandledL4);
+        }
+    }
+}
+
+/// Moves the upper-layer header of a packet about to be answered in place right after the
+/// fixed header: replies are built fresh, as icmpv6_echo_reply builds them, without the
+/// request's extension headers. A chain keeps them (it is not reshaped in place).
+#[cold]
+#[inline(never)]
+fn strip_ext_headers_v6(bufs: &mut BufCache, s: &mut Skb) {
+    let l3 = s.network_off as usize;
+    let (old_l4, new_l4) = (s.transport_off as usize, l3 + 40);
+    if s.pkt.is_chained() || old_l4 <= new_l4 {
+        return;
+    }
+    let d = bufs.data_mut(s.pkt);
+    let end = d.len();
+    d.copy_within(old_l4..end, new_l4);
+    d[l3 + 6] = s.ip_proto;
+    d[l3 + 4..l3 + 6].copy_from_slice(&((end - old_l4) as u16).to_be_bytes());
+    s.pkt.len -= (old_l4 - new_l4) as u16;
+    s.transport_off = new_l4 as u16;
+}
+
+fn deliver_upper_v6(net: &Net, w: &mut Worker, s: Skb) {
     match s.ip_proto {
         IPPROTO_ICMPV6 => icmp6_rcv(net, w, s),
-        IPPROTO_UDP => match udp_classify(w, &s, true) {
+        IPPROTO_UDP => match udp_classify(net, w, &s, true) {
             UdpFate::Socket(i, p) => socket_enqueue(w, i, &[p]),
             UdpFate::Echo => udp_echo_v6(net, w, s),
             UdpFate::Drop(r) => w.drop_pkt(s.pkt, r),
@@ -306,6 +446,11 @@ fn icmp6_rcv(net: &Net, w: &mut Worker, s: Skb) {
     }
     match typ {
         128 => {
+            let mut s = s;
+            if l4 > 40 {
+                strip_ext_headers_v6(&mut w.bufs, &mut s);
+            }
+            let l4 = s.transport_off as usize - l3;
             let (dst, _) = reply_v6(net, w, &s, 64);
             w.bufs.data_mut(s.pkt)[l3 + l4] = 129;
             icmp6_checksum(&mut w.bufs, s.pkt, l3, l4);
@@ -411,7 +556,10 @@ fn retag(w: &mut Worker, s: &Skb, mut p: Pkt) -> Pkt {
     p
 }
 
-fn udp_echo_v6(net: &Net, w: &mut Worker, s: Skb) {
+fn udp_echo_v6(net: &Net, w: &mut Worker, mut s: Skb) {
+    if s.transport_off - s.network_off > 40 {
+        strip_ext_headers_v6(&mut w.bufs, &mut s);
+    }
     let (dst, changed) = reply_v6(net, w, &s, 64);
     let l3 = s.network_off as usize;
     let l4 = s.transport_off as usize;

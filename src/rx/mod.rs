@@ -160,29 +160,6 @@ pub(crate) fn for_each_run<K: PartialEq>(list: &mut [Skb], key: impl Fn(&Skb) ->
     }
 }
 
-/// Keeps the packets for which `keep` returns Ok, in order, at the front of `run`; drops the
-/// others with their reason. Returns how many were kept.
-#[inline]
-pub(crate) fn retain_run(
-    w: &mut Worker,
-    run: &mut [Skb],
-    mut keep: impl FnMut(&mut crate::buf::BufCache, &mut Skb) -> Result<(), DropReason>,
-) -> usize {
-    let mut n = 0;
-    for i in 0..run.len() {
-        match keep(&mut w.bufs, &mut run[i]) {
-            Ok(()) => {
-                if n != i {
-                    run[n] = run[i];
-                }
-                n += 1;
-            }
-            Err(r) => w.drop_pkt(run[i].pkt, r),
-        }
-    }
-    n
-}
-
 /// ip_list_rcv_finish / ip6_list_rcv_finish: route each packet, reusing the previous lookup
 /// for consecutive packets with the same (daddr, tos) — the route hint, not for per-destination
 /// (connected) routes — then cut the run by route and hand each piece to dst_input as a list.

@@ -33,11 +33,14 @@ pub struct Sockets {
     port_map: Vec<u32>,
     /// A chained datagram's payload, copied for the reader (reused).
     linear: Vec<u8>,
+    /// The worker the sockets' reader runs on, when it is not the one delivering (RFS
+    /// records it as where their flows are consumed).
+    pub reader_cpu: Option<usize>,
 }
 
 impl Default for Sockets {
     fn default() -> Self {
-        Sockets { udp: Vec::new(), port_map: vec![u32::MAX; 65536], linear: Vec::new() }
+        Sockets { udp: Vec::new(), port_map: vec![u32::MAX; 65536], linear: Vec::new(), reader_cpu: None }
     }
 }
 

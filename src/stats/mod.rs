@@ -194,6 +194,10 @@ pub struct Counters {
     pub rps_wakeups: u64,
     /// GRO and its normal list; `gro.merged` segments ended inside another packet (ledger).
     pub gro: crate::gro::GroStats,
+    /// RFS: flows moved to the worker that consumes them.
+    pub rfs_moves: u64,
+    /// Idle spells a busy-polling worker (net.core.busy_poll) ended without sleeping.
+    pub busy_poll_hits: u64,
 }
 
 impl Default for Counters {
@@ -221,6 +225,8 @@ impl Default for Counters {
             rps_steered: 0,
             backlog_processed: 0,
             rps_wakeups: 0,
+            rfs_moves: 0,
+            busy_poll_hits: 0,
             list_len_log2: [0; 12],
             xdp_actions: [0; 6],
             gro: Default::default(),
@@ -329,6 +335,8 @@ impl Counters {
         self.backlog_processed += o.backlog_processed;
         self.rps_wakeups += o.rps_wakeups;
         self.gro.merge(&o.gro);
+        self.rfs_moves += o.rfs_moves;
+        self.busy_poll_hits += o.busy_poll_hits;
         for (a, b) in self.list_len_log2.iter_mut().zip(o.list_len_log2.iter()) {
             *a += b;
         }

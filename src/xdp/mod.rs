@@ -13,6 +13,7 @@ pub mod builtin;
 pub mod ebpf;
 pub mod env;
 pub mod hooks;
+pub mod map_setup;
 
 use crate::buf::skb::Skb;
 use crate::buf::{Pkt, FRAME_SIZE, HEADROOM};

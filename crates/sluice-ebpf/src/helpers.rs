@@ -19,7 +19,8 @@
 //!
 //! Map arguments are *map handles*: the value `lddw` with `BPF_PSEUDO_MAP_FD` loads, i.e.
 //! [`map_handle`]`(index)` (a non-canonical address, so a stray dereference can never hit
-//! memory). Helpers validate the handle against the run's maps.
+//! memory). Helpers validate the handle against the run's maps. A lookup on a map of maps
+//! returns the inner map's handle (inner maps are maps of the same object).
 
 use std::mem::MaybeUninit;
 
@@ -256,10 +257,17 @@ macro_rules! fault {
 
 // ---- maps ----------------------------------------------------------------------------------
 
-/// `void *bpf_map_lookup_elem(map, key)`.
+/// `void *bpf_map_lookup_elem(map, key)`. On a map of maps: the inner map's handle (NULL
+/// for an empty slot), as the kernel returns the inner map.
 pub extern "C" fn bpf_map_lookup_elem(st: &mut RunState<'_>, r1: u64, r2: u64, _: u64, _: u64, _: u64) -> u64 {
     let Some(m) = map_of(st, r1) else { fault!(st, id::MAP_LOOKUP_ELEM, HelperFault::BadMap) };
     let cpu = st.cpu;
+    if m.def().is_map_of_maps() {
+        return match with_key(st, r2, m.def().key_size as usize, |k| m.inner_index(k)) {
+            Some(i) => i.map_or(0, map_handle),
+            None => fault!(st, id::MAP_LOOKUP_ELEM, HelperFault::BadPointer),
+        };
+    }
     match with_key(st, r2, m.def().key_size as usize, |k| m.prog_lookup(k, cpu)) {
         Some(p) => p.map_or(0, |p| p as u64),
         None => fault!(st, id::MAP_LOOKUP_ELEM, HelperFault::BadPointer),

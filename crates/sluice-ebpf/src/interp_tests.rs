@@ -421,7 +421,7 @@ fn calls_pass_stack_pointers_and_limit_depth() {
 }
 
 fn array_def(name: &str, vs: u32, n: u32, flags: u32) -> MapDef {
-    MapDef { name: name.into(), map_type: map_type::ARRAY, key_size: 4, value_size: vs, max_entries: n, flags }
+    MapDef { name: name.into(), map_type: map_type::ARRAY, key_size: 4, value_size: vs, max_entries: n, flags, inner: None }
 }
 
 fn maps_of(defs: &[MapDef], ncpus: u32) -> Arc<Maps> {
@@ -522,7 +522,7 @@ fn globals_rodata_is_read_only() {
 #[test]
 fn map_helpers() {
     let defs = [
-        MapDef { name: "h".into(), map_type: map_type::HASH, key_size: 4, value_size: 8, max_entries: 4, flags: 0 },
+        MapDef { name: "h".into(), map_type: map_type::HASH, key_size: 4, value_size: 8, max_entries: 4, flags: 0, inner: None },
         array_def("a", 8, 4, 0),
     ];
     let maps = maps_of(&defs, 1);
@@ -594,7 +594,8 @@ fn map_helpers() {
 
 #[test]
 fn percpu_lookup_uses_env_cpu() {
-    let defs = [MapDef { name: "pc".into(), map_type: map_type::PERCPU_ARRAY, key_size: 4, value_size: 8, max_entries: 1, flags: 0 }];
+    let defs =
+        [MapDef { name: "pc".into(), map_type: map_type::PERCPU_ARRAY, key_size: 4, value_size: 8, max_entries: 1, flags: 0, inner: None }];
     let maps = maps_of(&defs, 4);
     let p = flat(&[
         &[st(BPF_W, 10, -4, 0)],
@@ -739,8 +740,8 @@ fn adjust_tail_bounds() {
 #[test]
 fn redirect_helpers() {
     let defs = [
-        MapDef { name: "dev".into(), map_type: map_type::DEVMAP, key_size: 4, value_size: 4, max_entries: 8, flags: 0 },
-        MapDef { name: "xsk".into(), map_type: map_type::XSKMAP, key_size: 4, value_size: 4, max_entries: 8, flags: 0 },
+        MapDef { name: "dev".into(), map_type: map_type::DEVMAP, key_size: 4, value_size: 4, max_entries: 8, flags: 0, inner: None },
+        MapDef { name: "xsk".into(), map_type: map_type::XSKMAP, key_size: 4, value_size: 4, max_entries: 8, flags: 0, inner: None },
         array_def("arr", 4, 8, 0),
     ];
     let maps = maps_of(&defs, 1);

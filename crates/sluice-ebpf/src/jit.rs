@@ -93,7 +93,7 @@ use crate::env::Env;
 use crate::helpers::{helper_fn, id as helper_id, resolve_map_refs};
 use crate::insn::*;
 use crate::interp::{BPF_LOAD_ACQ, BPF_STORE_REL, FRAME_STACK_SIZE, MAX_CALL_FRAMES};
-use crate::maps::{Map, Maps};
+use crate::maps::Maps;
 use crate::program::{map_type, Program};
 use crate::state::{xdp_context, Engine, RunConfig, RunError, RunErrorKind, RunHead, RunState, OFF_CPU, OFF_CTX, OFF_FAULT, OFF_FAULT_PC};
 use crate::verifier::{verify, SubprogInfo, VerifiedProgram, VerifyError, VerifyOptions};
@@ -529,7 +529,8 @@ impl Plan {
             // Per-CPU map lookups and updates use the run's CPU. (Verified programs only get
             // map handles from `lddw`.)
             if insn.code == (BPF_LD | BPF_IMM | BPF_DW) && insn.src == BPF_PSEUDO_MAP_FD {
-                needs_cpu |= maps.get(insn.imm as u32 as usize).is_some_and(Map::is_percpu);
+                // An inner map reached through a map of maps may be per-CPU.
+                needs_cpu |= maps.get(insn.imm as u32 as usize).is_some_and(|m| m.is_percpu() || m.def().is_map_of_maps());
             }
         }
         let zero_stack = helpers.iter().any(|&(_, id)| id == helper_id::TRACE_PRINTK as i32 || id == helper_id::TRACE_VPRINTK as i32);

@@ -5,6 +5,7 @@
 //! `jit` (native code, verified programs only). `maps` and `helpers` are shared by both engines.
 
 pub mod asm;
+pub mod btf_types;
 pub mod burst;
 mod elf;
 pub mod env;

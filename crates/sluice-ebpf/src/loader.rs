@@ -15,11 +15,12 @@
 //! ([`crate::program::section_kind`]); programs of other types are loaded and listed, and
 //! [`Object::select_xdp`] picks the one to run.
 //!
-//! Program arrays initialised in the object (`.values = { [0] = &prog }`) are filled at load,
-//! as libbpf does (`map_init.rs`).
+//! Program arrays and maps of maps initialised in the object (`.values = { [0] = &prog }`,
+//! `.values = { [0] = &inner_map }`) are filled at load, as libbpf does (`map_init.rs`).
+//! A map of maps carries its inner-map template in [`MapDef::inner`].
 //!
 //! Not supported: CO-RE relocations (left at their compile-time values, which is right for
-//! the packet-header types XDP programs use), `.kconfig`/`.ksyms` externs, map-in-map.
+//! the packet-header types XDP programs use), `.kconfig`/`.ksyms` externs.
 
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
@@ -67,7 +68,7 @@ pub enum LoadError {
     Malformed(String),
     #[error("relocating: {0}")]
     Relocation(String),
-    #[error("map `{name}`: map-in-map is not supported")]
+    #[error("map `{name}`: an inner-map template belongs to ARRAY_OF_MAPS / HASH_OF_MAPS maps only (and they need one: `__array(values, struct ...)`)")]
     MapInMap { name: String },
     #[error(transparent)]
     Map(#[from] MapError),
@@ -202,7 +203,21 @@ impl Object {
         });
         let mut defs = Vec::with_capacity(named.len());
         for (name, m) in &named {
-            if m.inner().is_some() {
+            // A map of maps: its inner-map template (BTF `__array(values, ...)` or legacy
+            // `inner_map_idx`). libbpf gives the outer map 4-byte values (map fds).
+            let inner = m.inner().map(|i| {
+                Box::new(MapDef {
+                    name: format!("{name}.inner"),
+                    map_type: i.map_type(),
+                    key_size: i.key_size(),
+                    value_size: i.value_size(),
+                    max_entries: i.max_entries(),
+                    flags: i.map_flags(),
+                    inner: None,
+                })
+            });
+            let is_outer = matches!(m.map_type(), crate::program::map_type::ARRAY_OF_MAPS | crate::program::map_type::HASH_OF_MAPS);
+            if is_outer != inner.is_some() {
                 return Err(LoadError::MapInMap { name: name.clone() });
             }
             // libbpf sizes a perf event array left at 0 entries to the number of CPUs.
@@ -211,7 +226,10 @@ impl Object {
                 n => n,
             };
             let mut value_size = m.value_size();
-            if prog_inits.iter().any(|i| &i.map == name) {
+            if is_outer && value_size == 0 {
+                value_size = 4;
+            }
+            if prog_inits.iter().any(|i| &i.map == name && !i.maps) {
                 if m.map_type() != crate::program::map_type::PROG_ARRAY {
                     return Err(LoadError::Invalid(format!("map `{name}`: programs in `values` of a map that is not a PROG_ARRAY")));
                 }
@@ -227,9 +245,23 @@ impl Object {
                 value_size,
                 max_entries,
                 flags: m.map_flags(),
+                inner,
             });
         }
-        let maps = Maps::with_limit(&defs, opts.ncpus.max(1), opts.max_map_bytes)?;
+        let mut maps = Maps::with_limit(&defs, opts.ncpus.max(1), opts.max_map_bytes)?;
+        // Key and value types from BTF, for typed dumps and typed map setup.
+        maps.set_types(
+            named
+                .iter()
+                .map(|(_, m)| match m {
+                    aya_obj::Map::Btf(b) => Some(crate::btf_types::MapTypes {
+                        key: crate::btf_types::type_of(&elf, b.def.btf_key_type_id),
+                        value: crate::btf_types::type_of(&elf, b.def.btf_value_type_id),
+                    }),
+                    aya_obj::Map::Legacy(_) => None,
+                })
+                .collect(),
+        );
         for (i, (_, m)) in named.iter().enumerate() {
             let data = m.data();
             let is_init = matches!(m.section_kind(), EbpfSectionKind::Data | EbpfSectionKind::Rodata);
@@ -271,7 +303,16 @@ impl Object {
         }
         // Fill the statically initialised program arrays as libbpf does at load (a slot holds
         // the program's index in the object).
-        for init in &prog_inits {
+        for init in prog_inits.iter().filter(|i| i.maps) {
+            let outer = maps.index_of(&init.map).ok_or_else(|| LoadError::Invalid(format!("map `{}` not found", init.map)))?;
+            for (slot, inner) in &init.slots {
+                let idx = maps.index_of(inner).ok_or_else(|| {
+                    LoadError::Invalid(format!("map `{}`: slot {slot} names `{inner}`, which is not a map of this object", init.map))
+                })?;
+                maps.set_inner(outer, &slot.to_le_bytes(), idx, BPF_ANY)?;
+            }
+        }
+        for init in prog_inits.iter().filter(|i| !i.maps) {
             let map = maps.by_name(&init.map).ok_or_else(|| LoadError::Invalid(format!("map `{}` not found", init.map)))?;
             for (slot, prog) in &init.slots {
                 let idx = programs.iter().position(|p| &p.name == prog).ok_or_else(|| {

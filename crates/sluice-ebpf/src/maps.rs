@@ -1,5 +1,5 @@
 //! Map storage: ARRAY, PERCPU_ARRAY, HASH, PERCPU_HASH, LRU_HASH, LRU_PERCPU_HASH, DEVMAP,
-//! DEVMAP_HASH, CPUMAP and XSKMAP.
+//! DEVMAP_HASH, CPUMAP, XSKMAP, ARRAY_OF_MAPS and HASH_OF_MAPS.
 //!
 //! # Memory model
 //!
@@ -9,6 +9,16 @@
 //!   `c` lives at `base + (i × copies + c) × stride`. Programs receive raw pointers into this
 //!   region from `bpf_map_lookup_elem` and keep using them (like the kernel's preallocated
 //!   maps), so the region stays valid as long as the [`Maps`] lives.
+//! * Regions of 64 KiB and more are anonymous private mappings (`MAP_NORESERVE`): the kernel
+//!   backs a page only once it is written, so a 33M-entry array costs the pages a program or
+//!   user space touched, not `max_entries × stride` (reads of untouched pages map the shared
+//!   zero page). Dumps skip zero array slots by default ([`Map::for_each_entry`]) and only
+//!   read pages that were ever touched (`/proc/self/pagemap`), so reading a huge map back
+//!   does not touch it either.
+//! * Maps of maps (ARRAY_OF_MAPS, HASH_OF_MAPS) hold the index of an inner map of the same
+//!   [`Maps`] in a 4-byte value; every inner map matches the outer map's template
+//!   ([`MapDef::inner`], checked by [`Maps::set_inner`]); a program's lookup returns the inner
+//!   map's handle, as the kernel returns the inner map pointer.
 //! * Programs access value memory with plain loads/stores and BPF atomics (the interpreter
 //!   uses relaxed / sequentially consistent atomics on it, which compile to plain moves and
 //!   locked instructions); concurrent programs racing on the same value see the same
@@ -159,7 +169,43 @@ pub fn is_supported_map_type(t: u32) -> bool {
             | map_type::PERF_EVENT_ARRAY
             | map_type::RINGBUF
             | map_type::PROG_ARRAY
+            | map_type::ARRAY_OF_MAPS
+            | map_type::HASH_OF_MAPS
     )
+}
+
+/// `BPF_F_INNER_MAP`: an inner array map may differ in `max_entries` from the template.
+pub const BPF_F_INNER_MAP: u32 = 1 << 12;
+
+/// Whether `inner` may be an inner map of an outer map whose template is `template` (the
+/// kernel's `bpf_map_meta_equal`: same type, key and value sizes and flags; arrays also the
+/// same `max_entries` unless the template has `BPF_F_INNER_MAP`).
+pub fn inner_map_fits(template: &MapDef, inner: &MapDef) -> Result<(), String> {
+    if inner.is_map_of_maps() {
+        return Err(format!("`{}` is itself a map of maps", inner.name));
+    }
+    let same = template.map_type == inner.map_type
+        && template.key_size == inner.key_size
+        && template.value_size == inner.value_size
+        && template.flags == inner.flags;
+    let arrays = matches!(inner.map_type, map_type::ARRAY | map_type::PERCPU_ARRAY);
+    if !same || (arrays && template.flags & BPF_F_INNER_MAP == 0 && template.max_entries != inner.max_entries) {
+        return Err(format!(
+            "`{}` ({}, key {} B, value {} B, max_entries {}, flags {:#x}) does not match the template ({}, key {} B, value {} B, max_entries {}, flags {:#x})",
+            inner.name,
+            map_type_name(inner.map_type),
+            inner.key_size,
+            inner.value_size,
+            inner.max_entries,
+            inner.flags,
+            map_type_name(template.map_type),
+            template.key_size,
+            template.value_size,
+            template.max_entries,
+            template.flags
+        ));
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -228,8 +274,28 @@ unsafe impl Send for ValueRegion {}
 // SAFETY: as above.
 unsafe impl Sync for ValueRegion {}
 
+/// Regions from this size on are their own anonymous mapping (pages allocated on first write).
+const MMAP_MIN: usize = 64 << 10;
+
 impl ValueRegion {
     fn new(len: usize) -> Option<ValueRegion> {
+        if len >= MMAP_MIN {
+            // SAFETY: a fresh private anonymous mapping; no existing memory is affected.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                    -1,
+                    0,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                return None;
+            }
+            return NonNull::new(p as *mut u8).map(|ptr| ValueRegion { ptr, len });
+        }
         let layout = std::alloc::Layout::from_size_align(len.max(8), 8).ok()?;
         // SAFETY: the layout has a non-zero size.
         let p = unsafe { std::alloc::alloc_zeroed(layout) };
@@ -239,7 +305,10 @@ impl ValueRegion {
 
 impl Drop for ValueRegion {
     fn drop(&mut self) {
-        if let Ok(layout) = std::alloc::Layout::from_size_align(self.len.max(8), 8) {
+        if self.len >= MMAP_MIN {
+            // SAFETY: mapped in `new` with exactly this length, unmapped once.
+            unsafe { libc::munmap(self.ptr.as_ptr() as *mut libc::c_void, self.len) };
+        } else if let Ok(layout) = std::alloc::Layout::from_size_align(self.len.max(8), 8) {
             // SAFETY: allocated in `new` with exactly this layout, freed once.
             unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) };
         }
@@ -557,8 +626,17 @@ impl Map {
         }
         let ks = def.key_size as usize;
         let vs = def.value_size as usize;
+        if def.is_map_of_maps() {
+            match def.inner.as_deref() {
+                None => return Err(invalid(def, "a map of maps needs an inner-map template (`__array(values, struct ...)`)")),
+                Some(i) if i.is_map_of_maps() || !is_supported_map_type(i.map_type) => {
+                    return Err(invalid(def, format!("inner maps of type {} are not supported", map_type_name(i.map_type))))
+                }
+                Some(_) => {}
+            }
+        }
         match t {
-            map_type::HASH | map_type::PERCPU_HASH | map_type::LRU_HASH | map_type::LRU_PERCPU_HASH => {
+            map_type::HASH | map_type::PERCPU_HASH | map_type::LRU_HASH | map_type::LRU_PERCPU_HASH | map_type::HASH_OF_MAPS => {
                 if ks == 0 || ks > MAX_KEY_SIZE {
                     return Err(invalid(def, format!("key_size {ks} not in 1..={MAX_KEY_SIZE}")));
                 }
@@ -573,7 +651,7 @@ impl Map {
             map_type::DEVMAP | map_type::DEVMAP_HASH | map_type::CPUMAP if vs != 4 && vs != 8 => {
                 return Err(invalid(def, format!("value_size must be 4 or 8, not {vs}")));
             }
-            map_type::XSKMAP | map_type::PROG_ARRAY if vs != 4 => {
+            map_type::XSKMAP | map_type::PROG_ARRAY | map_type::ARRAY_OF_MAPS | map_type::HASH_OF_MAPS if vs != 4 => {
                 return Err(invalid(def, format!("value_size must be 4, not {vs}")));
             }
             _ => {}
@@ -585,8 +663,15 @@ impl Map {
             .checked_mul(copies as usize)
             .and_then(|n| n.checked_mul(stride))
             .ok_or_else(|| invalid(def, "map too large"))?;
-        let is_hash =
-            matches!(t, map_type::HASH | map_type::PERCPU_HASH | map_type::LRU_HASH | map_type::LRU_PERCPU_HASH | map_type::DEVMAP_HASH);
+        let is_hash = matches!(
+            t,
+            map_type::HASH
+                | map_type::PERCPU_HASH
+                | map_type::LRU_HASH
+                | map_type::LRU_PERCPU_HASH
+                | map_type::DEVMAP_HASH
+                | map_type::HASH_OF_MAPS
+        );
         let index_len = if is_hash {
             HashIndex::bytes(ks, def.max_entries).ok_or_else(|| invalid(def, "map too large"))?
         } else {
@@ -606,7 +691,8 @@ impl Map {
             Kind::Slots { present: (0..def.max_entries).map(|_| AtomicU8::new(0)).collect() }
         };
         let prog_writable = def.flags & BPF_F_RDONLY_PROG == 0
-            && !matches!(t, map_type::DEVMAP | map_type::DEVMAP_HASH | map_type::CPUMAP | map_type::XSKMAP | map_type::PROG_ARRAY);
+            && !matches!(t, map_type::DEVMAP | map_type::DEVMAP_HASH | map_type::CPUMAP | map_type::XSKMAP | map_type::PROG_ARRAY)
+            && !def.is_map_of_maps();
         Ok(Map { def: def.clone(), copies, stride, region, prog_writable, kind })
     }
 
@@ -907,7 +993,7 @@ impl Map {
                 Ok(())
             }
             Kind::Slots { .. } => Err(MapError::NotSupported),
-            Kind::Hash(_) if self.def.map_type == map_type::DEVMAP_HASH => Err(MapError::NotSupported),
+            Kind::Hash(_) if self.def.map_type == map_type::DEVMAP_HASH || self.def.is_map_of_maps() => Err(MapError::NotSupported),
             Kind::Hash(m) => {
                 let copies = self.copies;
                 self.hash_update(m, key, flags, |slot, is_new| {
@@ -933,9 +1019,19 @@ impl Map {
             Kind::Events(_) => Err(MapError::NotSupported),
             Kind::Array => Err(MapError::InvalidValue("array elements cannot be deleted")),
             Kind::Slots { .. } => Err(MapError::NotSupported),
-            Kind::Hash(_) if self.def.map_type == map_type::DEVMAP_HASH => Err(MapError::NotSupported),
+            Kind::Hash(_) if self.def.map_type == map_type::DEVMAP_HASH || self.def.is_map_of_maps() => Err(MapError::NotSupported),
             Kind::Hash(m) => self.hash_delete(m, key),
         }
+    }
+
+    /// For a map of maps: the index (in the object's [`Maps`]) of the inner map at `key`.
+    pub fn inner_index(&self, key: &[u8]) -> Option<u32> {
+        if !self.def.is_map_of_maps() {
+            return None;
+        }
+        let ptr = self.prog_lookup(key, 0)?;
+        // SAFETY: ptr is an 8-byte aligned value slot of at least 4 bytes in our region.
+        Some(unsafe { AtomicU64::from_ptr(ptr as *mut u64).load(Ordering::Relaxed) } as u32)
     }
 
     /// The redirect target of entry `key` of a DEVMAP / DEVMAP_HASH / CPUMAP / XSKMAP, or
@@ -1057,6 +1153,14 @@ impl Map {
     /// `BPF_NOEXIST` or `BPF_EXIST`. DEVMAP values must name a non-zero ifindex (and no
     /// program: `bpf_prog.fd <= 0`); a CPUMAP entry with qsize 0 is deleted, as in the kernel.
     pub fn update(&self, key: &[u8], value: &[u8], flags: u64) -> Result<(), MapError> {
+        if self.def.is_map_of_maps() {
+            return Err(MapError::InvalidValue("a map of maps holds maps: insert one with Maps::set_inner"));
+        }
+        self.write_entry(key, value, flags)
+    }
+
+    /// [`Map::update`] without the map-of-maps check ([`Maps::set_inner`] checked the value).
+    fn write_entry(&self, key: &[u8], value: &[u8], flags: u64) -> Result<(), MapError> {
         self.check_key(key)?;
         if flags > BPF_EXIST {
             return Err(MapError::Flags(flags));
@@ -1173,25 +1277,16 @@ impl Map {
         }
     }
 
-    /// A snapshot of the whole map (entries sorted by key bytes for hash maps).
+    /// A snapshot of the whole map (every array slot; hash entries sorted by key bytes).
     pub fn dump(&self) -> MapDump {
-        let mut keys = self.keys();
-        if matches!(self.kind, Kind::Hash(_)) {
-            keys.sort();
-        }
-        let percpu = self.is_percpu();
-        let entries = keys
-            .into_iter()
-            .filter_map(|k| {
-                if percpu {
-                    let values = self.lookup_percpu(&k)?;
-                    Some(MapDumpEntry { key: k, value: None, values: Some(values) })
-                } else {
-                    let value = self.lookup(&k, 0)?;
-                    Some(MapDumpEntry { key: k, value: Some(value), values: None })
-                }
-            })
-            .collect();
+        self.dump_with(DumpScope::All)
+    }
+
+    /// A snapshot of the map: with [`DumpScope::NonZero`], array slots whose value is zero on
+    /// every CPU are left out (a huge, mostly empty array dumps what was written).
+    pub fn dump_with(&self, scope: DumpScope) -> MapDump {
+        let mut entries = Vec::new();
+        self.for_each_entry(scope, |e| entries.push(e));
         MapDump {
             name: self.def.name.clone(),
             map_type: self.def.map_type,
@@ -1204,6 +1299,113 @@ impl Map {
             entries,
         }
     }
+
+    /// Calls `f` with every present entry, in key order for arrays and key-byte order for
+    /// hash maps, without building the whole dump: an array is walked slot by slot (zero
+    /// slots read the untouched pages without allocating them). For a map of maps `value`
+    /// holds the inner map's index (4 bytes); [`Maps::for_each_entry`] names it.
+    pub fn for_each_entry(&self, scope: DumpScope, mut f: impl FnMut(MapDumpEntry)) {
+        let percpu = self.is_percpu();
+        let entry = |k: Vec<u8>| -> Option<MapDumpEntry> {
+            if percpu {
+                let values = self.lookup_percpu(&k)?;
+                Some(MapDumpEntry { key: k, value: None, values: Some(values), inner_map: None })
+            } else {
+                let value = self.lookup(&k, 0)?;
+                Some(MapDumpEntry { key: k, value: Some(value), values: None, inner_map: None })
+            }
+        };
+        match &self.kind {
+            Kind::Array => {
+                let span = self.copies as usize * self.stride;
+                let visit = |i: u32| {
+                    if scope == DumpScope::NonZero && self.slot_is_zero(i, span) {
+                        return;
+                    }
+                    if let Some(e) = entry(i.to_le_bytes().to_vec()) {
+                        f(e);
+                    }
+                };
+                if scope == DumpScope::NonZero && self.region.len >= MMAP_MIN {
+                    self.for_each_touched_slot(span, visit);
+                } else {
+                    (0..self.def.max_entries).for_each(visit);
+                }
+            }
+            Kind::Hash(_) => {
+                let mut keys = self.keys();
+                keys.sort();
+                keys.into_iter().filter_map(entry).for_each(f);
+            }
+            _ => self.keys().into_iter().filter_map(entry).for_each(f),
+        }
+    }
+
+    /// Calls `visit` in ascending order with every slot of an mmapped array region that lies
+    /// (partly) on a page that was ever touched: a page neither present nor swapped out
+    /// (`/proc/self/pagemap` bits 63 and 62) was never written and holds zeros only, so a
+    /// sparse dump of a huge array reads the pages written and no others. (`mincore` would
+    /// not do: a written page that was swapped out is not resident.) Without pagemap every
+    /// slot is visited.
+    fn for_each_touched_slot(&self, span: usize, mut visit: impl FnMut(u32)) {
+        use std::os::unix::fs::FileExt;
+        const PAGE: usize = 4096;
+        const CHUNK: usize = 1 << 14;
+        let n_slots = self.def.max_entries;
+        let Ok(pagemap) = std::fs::File::open("/proc/self/pagemap") else {
+            (0..n_slots).for_each(visit);
+            return;
+        };
+        let first_page = self.region.ptr.as_ptr() as usize / PAGE;
+        let npages = self.region.len.div_ceil(PAGE);
+        let mut buf = vec![0u8; CHUNK * 8];
+        let mut next = 0u32;
+        let mut start = 0usize;
+        while start < npages {
+            let n = (npages - start).min(CHUNK);
+            let ok = pagemap.read_exact_at(&mut buf[..n * 8], ((first_page + start) * 8) as u64).is_ok();
+            for j in 0..n {
+                let e = u64::from_le_bytes(buf[j * 8..j * 8 + 8].try_into().unwrap_or([0xff; 8]));
+                if ok && e >> 62 == 0 {
+                    continue;
+                }
+                let page = start + j;
+                let first = next.max((page * PAGE / span) as u32);
+                let last = n_slots.min(((page + 1) * PAGE).div_ceil(span) as u32);
+                for i in first..last {
+                    visit(i);
+                }
+                next = next.max(last);
+            }
+            start += n;
+        }
+    }
+
+    /// Whether all `span` bytes of slot `i` (every CPU's copy) are zero.
+    fn slot_is_zero(&self, i: u32, span: usize) -> bool {
+        let base = self.value_ptr(i, 0);
+        let mut off = 0;
+        while off < span {
+            // SAFETY: the slot's `span` bytes lie in the region (i < max_entries), 8-byte
+            // aligned (region and stride are), so each u64 read is in bounds and aligned.
+            let w = unsafe { AtomicU64::from_ptr(base.add(off) as *mut u64).load(Ordering::Relaxed) };
+            if w != 0 {
+                return false;
+            }
+            off += 8;
+        }
+        true
+    }
+}
+
+/// Which entries a dump holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DumpScope {
+    /// Every array slot and every hash entry (the kernel's `bpftool map dump`).
+    All,
+    /// Array slots with a non-zero value on some CPU, every hash entry.
+    #[default]
+    NonZero,
 }
 
 /// Serializable snapshot of a map (`sluice xdp maps`).
@@ -1225,6 +1427,9 @@ pub struct MapDump {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MapDumpEntry {
     pub key: Vec<u8>,
+    /// Maps of maps: the inner map's name (`value` and `values` are then absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inner_map: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<Vec<u8>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1240,6 +1445,8 @@ pub struct Maps {
     maps: Vec<Map>,
     ncpus: u32,
     regions: Vec<MemRegion>,
+    /// BTF key and value types per map, when the object has them.
+    types: Vec<Option<crate::btf_types::MapTypes>>,
 }
 
 impl Maps {
@@ -1261,11 +1468,21 @@ impl Maps {
 
     fn from_maps(maps: Vec<Map>, ncpus: u32) -> Maps {
         let regions = maps.iter().map(Map::region).collect();
-        Maps { maps, ncpus: ncpus.max(1), regions }
+        Maps { maps, ncpus: ncpus.max(1), regions, types: Vec::new() }
     }
 
     pub fn len(&self) -> usize {
         self.maps.len()
+    }
+
+    /// Sets the BTF key and value types of the maps (by index; the loader's).
+    pub fn set_types(&mut self, types: Vec<Option<crate::btf_types::MapTypes>>) {
+        self.types = types;
+    }
+
+    /// The BTF key and value types of map `index`, if the object described them.
+    pub fn types(&self, index: usize) -> Option<&crate::btf_types::MapTypes> {
+        self.types.get(index)?.as_ref()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -1302,9 +1519,58 @@ impl Maps {
         &self.regions
     }
 
-    /// Snapshot of every map.
+    /// Snapshot of every map (every array slot).
     pub fn dump(&self) -> Vec<MapDump> {
-        self.maps.iter().map(Map::dump).collect()
+        self.dump_with(DumpScope::All)
+    }
+
+    /// Snapshot of every map with `scope` (see [`Map::dump_with`]); maps of maps name their
+    /// inner maps.
+    pub fn dump_with(&self, scope: DumpScope) -> Vec<MapDump> {
+        self.maps
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let mut d = m.dump_with(DumpScope::All);
+                d.entries.clear();
+                self.for_each_entry(i, scope, |e| d.entries.push(e));
+                d
+            })
+            .collect()
+    }
+
+    /// [`Map::for_each_entry`] of map `index`, with the inner map of a map-of-maps entry
+    /// given by name.
+    pub fn for_each_entry(&self, index: usize, scope: DumpScope, mut f: impl FnMut(MapDumpEntry)) {
+        let Some(m) = self.maps.get(index) else { return };
+        let outer = m.def.is_map_of_maps();
+        m.for_each_entry(scope, |mut e| {
+            if outer {
+                let idx = e.value.take().and_then(|v| v.get(..4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])));
+                e.inner_map = Some(idx.and_then(|i| self.maps.get(i as usize)).map_or_else(|| "?".to_owned(), |m| m.def.name.clone()));
+            }
+            f(e)
+        });
+    }
+
+    /// Puts inner map `inner` at `key` of the map of maps `outer` (both indices in these
+    /// maps), as user space does with an inner map's fd. The inner map must match the outer
+    /// map's template ([`inner_map_fits`]).
+    pub fn set_inner(&self, outer: usize, key: &[u8], inner: usize, flags: u64) -> Result<(), MapError> {
+        let o = self.maps.get(outer).ok_or(MapError::NotFound)?;
+        let Some(template) = o.def.inner.as_deref().filter(|_| o.def.is_map_of_maps()) else {
+            return Err(MapError::InvalidValue("not a map of maps"));
+        };
+        let i = self.maps.get(inner).ok_or(MapError::InvalidValue("no such inner map"))?;
+        inner_map_fits(template, &i.def).map_err(|reason| MapError::InvalidDef { name: o.def.name.clone(), reason })?;
+        let idx = u32::try_from(inner).map_err(|_| MapError::InvalidValue("inner map index"))?;
+        o.write_entry(key, &idx.to_le_bytes(), flags)
+    }
+
+    /// The name of the inner map at `key` of the map of maps `outer`, if any.
+    pub fn inner_map_name(&self, outer: usize, key: &[u8]) -> Option<&str> {
+        let i = self.maps.get(outer)?.inner_index(key)?;
+        self.maps.get(i as usize).map(|m| m.def.name.as_str())
     }
 }
 
@@ -1313,7 +1579,7 @@ mod tests {
     use super::*;
 
     fn def(t: u32, ks: u32, vs: u32, n: u32) -> MapDef {
-        MapDef { name: "m".into(), map_type: t, key_size: ks, value_size: vs, max_entries: n, flags: 0 }
+        MapDef { name: "m".into(), map_type: t, key_size: ks, value_size: vs, max_entries: n, flags: 0, inner: None }
     }
 
     #[test]
@@ -1465,7 +1731,9 @@ mod tests {
 
     #[test]
     fn bad_defs() {
-        assert!(matches!(Map::new(&def(12, 4, 4, 4), 1, 1 << 20), Err(MapError::UnsupportedType { .. })));
+        assert!(matches!(Map::new(&def(15, 4, 4, 4), 1, 1 << 20), Err(MapError::UnsupportedType { .. })));
+        // A map of maps without an inner-map template.
+        assert!(matches!(Map::new(&def(map_type::ARRAY_OF_MAPS, 4, 4, 4), 1, 1 << 20), Err(MapError::InvalidDef { .. })));
         assert!(Map::new(&def(map_type::ARRAY, 8, 4, 4), 1, 1 << 20).is_err());
         assert!(Map::new(&def(map_type::ARRAY, 4, 0, 4), 1, 1 << 20).is_err());
         assert!(Map::new(&def(map_type::HASH, 4, 4, 0), 1, 1 << 20).is_err());

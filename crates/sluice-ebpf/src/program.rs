@@ -12,6 +12,8 @@ pub mod map_type {
     pub const PERCPU_ARRAY: u32 = 6;
     pub const LRU_HASH: u32 = 9;
     pub const LRU_PERCPU_HASH: u32 = 10;
+    pub const ARRAY_OF_MAPS: u32 = 12;
+    pub const HASH_OF_MAPS: u32 = 13;
     pub const DEVMAP: u32 = 14;
     pub const CPUMAP: u32 = 16;
     pub const XSKMAP: u32 = 17;
@@ -20,7 +22,7 @@ pub mod map_type {
 }
 
 /// The static description of a map, as declared in the object (BTF-defined or legacy `maps` section).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct MapDef {
     pub name: String,
     pub map_type: u32,
@@ -28,6 +30,16 @@ pub struct MapDef {
     pub value_size: u32,
     pub max_entries: u32,
     pub flags: u32,
+    /// ARRAY_OF_MAPS / HASH_OF_MAPS: the inner-map template (BTF `__array(values, ...)`):
+    /// every inner map must match it, and the verifier checks programs against it.
+    pub inner: Option<Box<MapDef>>,
+}
+
+impl MapDef {
+    /// ARRAY_OF_MAPS or HASH_OF_MAPS: values are maps.
+    pub fn is_map_of_maps(&self) -> bool {
+        matches!(self.map_type, map_type::ARRAY_OF_MAPS | map_type::HASH_OF_MAPS)
+    }
 }
 
 /// A program after relocation and linking:

@@ -648,7 +648,7 @@ fn atomics_on_stack_and_map() {
 }
 
 fn array_def(name: &str, vs: u32, n: u32, flags: u32) -> MapDef {
-    MapDef { name: name.into(), map_type: map_type::ARRAY, key_size: 4, value_size: vs, max_entries: n, flags }
+    MapDef { name: name.into(), map_type: map_type::ARRAY, key_size: 4, value_size: vs, max_entries: n, flags, inner: None }
 }
 
 #[test]
@@ -686,7 +686,7 @@ fn globals_and_rodata() {
 #[test]
 fn map_helpers() {
     let defs = [
-        MapDef { name: "h".into(), map_type: map_type::HASH, key_size: 4, value_size: 8, max_entries: 4, flags: 0 },
+        MapDef { name: "h".into(), map_type: map_type::HASH, key_size: 4, value_size: 8, max_entries: 4, flags: 0, inner: None },
         array_def("a", 8, 4, 0),
     ];
     let mut p = flat(&[
@@ -804,7 +804,8 @@ fn printk_programs_see_a_zeroed_stack() {
 
 #[test]
 fn percpu_maps_use_the_env_cpu() {
-    let defs = [MapDef { name: "pc".into(), map_type: map_type::PERCPU_ARRAY, key_size: 4, value_size: 8, max_entries: 1, flags: 0 }];
+    let defs =
+        [MapDef { name: "pc".into(), map_type: map_type::PERCPU_ARRAY, key_size: 4, value_size: 8, max_entries: 1, flags: 0, inner: None }];
     let p = flat(&[
         &[st(BPF_W, 10, -4, 0)],
         &lddw_map(1, 0),
@@ -925,8 +926,8 @@ fn adjust_head_meta_tail() {
 #[test]
 fn redirect_helpers() {
     let defs = [
-        MapDef { name: "dev".into(), map_type: map_type::DEVMAP, key_size: 4, value_size: 4, max_entries: 8, flags: 0 },
-        MapDef { name: "xsk".into(), map_type: map_type::XSKMAP, key_size: 4, value_size: 4, max_entries: 8, flags: 0 },
+        MapDef { name: "dev".into(), map_type: map_type::DEVMAP, key_size: 4, value_size: 4, max_entries: 8, flags: 0, inner: None },
+        MapDef { name: "xsk".into(), map_type: map_type::XSKMAP, key_size: 4, value_size: 4, max_entries: 8, flags: 0, inner: None },
     ];
     let setup = |m: &Maps| {
         m.get(0).unwrap().update(&3u32.to_le_bytes(), &12u32.to_le_bytes(), 0).unwrap();

@@ -17,7 +17,7 @@ use sluice_ebpf::verifier::{verify, VerifyOptions};
 use sluice_ebpf::{Interpreter, LowMem, MapDef, Maps, NullEnv, RunErrorKind, XdpBuff};
 
 fn def(name: &str, t: u32, key_size: u32, value_size: u32, max_entries: u32) -> MapDef {
-    MapDef { name: name.into(), map_type: t, key_size, value_size, max_entries, flags: 0 }
+    MapDef { name: name.into(), map_type: t, key_size, value_size, max_entries, flags: 0, inner: None }
 }
 
 fn compiled(insns: &[Insn], defs: &[MapDef], ncpus: u32) -> JitProgram {

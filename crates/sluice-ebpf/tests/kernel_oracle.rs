@@ -74,6 +74,9 @@ fn oracle_maps(doc: &Value) -> MapContents {
                 let vals: Vec<Vec<u8>> =
                     values.as_array().unwrap().iter().filter(|v| v["value"].is_array()).map(|v| byte_list(&v["value"])).collect();
                 entries.insert(key, norm_value(name, &sum_lanes(&vals)));
+            } else if let Some(inner) = e["inner_map"].as_str() {
+                // A map of maps: the inner map by name (kernel-oracle.sh names the ids).
+                entries.insert(key, format!("map:{inner}").into_bytes());
             } else if e["value"].is_array() {
                 entries.insert(key, norm_value(name, &byte_list(&e["value"])));
             }
@@ -85,9 +88,17 @@ fn oracle_maps(doc: &Value) -> MapContents {
 
 fn our_maps(maps: &Maps) -> MapContents {
     let mut out = MapContents::new();
-    for m in maps.iter() {
+    for (i, m) in maps.iter().enumerate() {
         let name = m.name().to_owned();
         let mut entries = BTreeMap::new();
+        if m.def().is_map_of_maps() {
+            for k in m.keys() {
+                let inner = maps.inner_map_name(i, &k).unwrap();
+                entries.insert(k, format!("map:{inner}").into_bytes());
+            }
+            out.insert(name, entries);
+            continue;
+        }
         for k in m.keys() {
             let v = if m.is_percpu() { sum_lanes(&m.lookup_percpu(&k).unwrap()) } else { m.lookup(&k, 0).unwrap() };
             entries.insert(k, norm_value(&name, &v));
@@ -116,6 +127,13 @@ fn check(obj_path: &Path, oracle_path: &Path) -> Vec<String> {
             let mut v = vec![0u8; m.def().value_size as usize];
             v[..4].copy_from_slice(&first.to_le_bytes());
             m.update(&0u32.to_le_bytes(), &v, BPF_ANY).unwrap();
+        }
+    }
+    // Inner maps inserted from user space, as bpf/oracle-all.sh's ORACLE_MAP_IN_MAP.
+    if name_of(obj_path) == "xdp_map_in_map.o" {
+        for (outer, key, inner) in [("by_class", 2u32, "class_arp"), ("flows_by_cpu", 1, "flows_cpu1"), ("by_l4", 6, "l4_tcp")] {
+            let (o, i) = (obj.maps.index_of(outer).unwrap(), obj.maps.index_of(inner).unwrap());
+            obj.maps.set_inner(o, &key.to_le_bytes(), i, BPF_ANY).unwrap();
         }
     }
     // The program the oracle ran (bpf/oracle-all.sh): by section for legacy section names.

@@ -25,6 +25,7 @@ pub fn load_elf(data: &[u8]) -> Result<Vec<Program>, String> {
             value_size: m.value_size(),
             max_entries: m.max_entries(),
             flags: m.map_flags(),
+            inner: None,
         })
         .collect();
     let text: HashSet<usize> = obj.functions.keys().map(|(s, _)| *s).collect();

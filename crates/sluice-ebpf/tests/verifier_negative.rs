@@ -1084,3 +1084,69 @@ fn ringbuf_reserve_submit_accepted() {
     verify(&p, &VerifyOptions::default()).unwrap_or_else(|e| panic!("{e}"));
     verify(&p, &VerifyOptions::unprivileged()).unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// Maps of maps: [0] ARRAY_OF_MAPS whose inner template is an ARRAY of 16-byte values,
+/// [1] HASH_OF_MAPS (same template).
+fn map_in_map_maps() -> Vec<MapDef> {
+    let template = Box::new(map("inner", map_type::ARRAY, 4, 16, 4));
+    let mut outer = map("outer", map_type::ARRAY_OF_MAPS, 4, 4, 4);
+    outer.inner = Some(template.clone());
+    let mut houter = map("houter", map_type::HASH_OF_MAPS, 4, 4, 8);
+    houter.inner = Some(template);
+    vec![outer, houter]
+}
+
+/// Key 0 on the stack, r0 = lookup in map 0 (the outer array). Insns 0-6 (lddw is two).
+const OUTER_LOOKUP: &str = "
+    r2 = r10
+    r2 += -8
+    *(u32 *)(r2 + 0) = 0
+    r1 = map[0] ll
+    call 1
+";
+
+#[test]
+fn inner_map_must_be_null_checked_before_use() {
+    // The lookup result goes to bpf_map_lookup_elem as a map without a null check.
+    let src = format!("{OUTER_LOOKUP} r1 = r0\n r2 = r10\n r2 += -8\n call 1\n r0 = 2\n exit");
+    rejects_with(&src, map_in_map_maps(), VerifyOptions::default(), 9, "type=map_value_or_null expected=map_ptr");
+    // Nor is it memory.
+    let src = format!("{OUTER_LOOKUP} if r0 == 0 goto out\n r0 = *(u64 *)(r0 + 0)\n out:\n r0 = 2\n exit");
+    rejects_with(&src, map_in_map_maps(), VerifyOptions::default(), 7, "invalid mem access 'map_ptr'");
+}
+
+#[test]
+fn inner_map_values_are_bounded_by_the_template() {
+    // The inner map's values are 16 bytes (the template's): offset 16 is past the end.
+    let src = format!(
+        "{OUTER_LOOKUP}
+        if r0 == 0 goto out
+        r1 = r0
+        r2 = r10
+        r2 += -8
+        call 1
+        if r0 == 0 goto out
+        r0 = *(u64 *)(r0 + 16)
+      out:
+        r0 = 2
+        exit"
+    );
+    rejects_with(&src, map_in_map_maps(), VerifyOptions::default(), 12, "value_size=16 off=16");
+}
+
+#[test]
+fn programs_cannot_update_maps_of_maps() {
+    let src = "
+        r2 = r10
+        r2 += -8
+        *(u32 *)(r2 + 0) = 0
+        r3 = r10
+        r3 += -16
+        *(u64 *)(r3 + 0) = 0
+        r1 = map[1] ll
+        r4 = 0
+        call 2
+        r0 = 2
+        exit";
+    rejects_with(src, map_in_map_maps(), VerifyOptions::default(), 9, "cannot pass map_type 13");
+}

@@ -28,8 +28,19 @@ fn router() -> Result<Config, BenchError> {
     Ok(c)
 }
 
+/// The router for RPS: one receive queue whose NIC supplies the RSS hash (as most do, even
+/// with one queue), and a sink with a transmit queue per worker (XPS), so the RPS target
+/// sends what it processed itself instead of handing it back to worker 0.
+fn router_rps() -> Result<Config, BenchError> {
+    let mut c = router()?;
+    c.ports[0].rx_hash = Some(true);
+    c.ports[1].rss_queues = Some(2);
+    Ok(c)
+}
+
 pub fn build() -> Result<Experiment, BenchError> {
     let r = router()?;
+    let r_rps = router_rps()?;
     let heavy = format!("rx.extra_work={HEAVY_WORK}");
     // A backlog deep enough that worker 0 rarely outruns worker 1 between wake-ups.
     let backlog = "net.core.netdev_max_backlog=8192";
@@ -41,7 +52,7 @@ pub fn build() -> Result<Experiment, BenchError> {
              the l3fwd pipeline into a null sink. **1 worker**: everything on one thread. **RPS 0-1**: worker 0 \
              polls, builds metadata, hashes each flow and keeps its flows or appends them to worker 1's backlog \
              (a second pinned thread, woken at most once per round); worker 1 runs the receive path on its share \
-             and hands its output back to the port's owner. **RSS 2 queues**: the generator's port has two receive \
+             and sends it on its own transmit queue of the sink (XPS); the port supplies the RSS hash. **RSS 2 queues**: the generator's port has two receive \
              queues (Toeplitz hash, 128-entry indirection table) and the sink two transmit queues, a worker per \
              queue, each running the whole path on its share (no steering, no handoff). The **heavy** arms add `rx.extra_work={HEAVY_WORK}` per \
              packet (a dependent busy loop in the receive path: protocol work that RPS can spread); the **light** \
@@ -50,10 +61,10 @@ pub fn build() -> Result<Experiment, BenchError> {
         ),
         arms: vec![
             Arm::sluice("heavy-1", "heavy, 1 worker", r.clone(), &[&heavy]),
-            Arm::sluice("heavy-rps", "heavy, RPS 0-1", r.clone(), &[&heavy, "rps_cpus=0-1", backlog]),
+            Arm::sluice("heavy-rps", "heavy, RPS 0-1", r_rps.clone(), &[&heavy, "rps_cpus=0-1", backlog]),
             Arm::sluice("heavy-rss", "heavy, RSS 2 queues", r.clone(), &[&heavy, "rss_queues=2"]),
             Arm::sluice("light-1", "light, 1 worker", r.clone(), &[]),
-            Arm::sluice("light-rps", "light, RPS 0-1", r, &["rps_cpus=0-1", backlog]),
+            Arm::sluice("light-rps", "light, RPS 0-1", r_rps, &["rps_cpus=0-1", backlog]),
         ],
         comparisons: vec![
             Comparison { a: 0, b: 1, title: "heavy per-packet work: RPS over 2 workers vs 1 worker".into(), ratio: true },

@@ -26,7 +26,7 @@ fn lab_with(program: &str, mode: XdpMode, engine: EngineKind) -> Result<Config, 
     let sink = c.ports.get_mut(1).ok_or_else(|| BenchError::Experiment("lab has no sink".into()))?;
     sink.kind = PortKind::Null;
     sink.check = None;
-    c.xdp = Some(XdpConfig { program: program.to_string(), mode, engine, section: None });
+    c.xdp = Some(XdpConfig { program: program.to_string(), mode, engine, section: None, maps: None, map: Vec::new() });
     Ok(c)
 }
 
@@ -62,6 +62,16 @@ pub fn build() -> Result<Experiment, BenchError> {
         lab_with(&object("xdp_drop_count"), XdpMode::Native, EngineKind::Jit)?,
         &["xdp.locked_atomics=1"],
     ));
+    // A production-shaped program (issue 17): per-class counters and a per-CPU LRU flow table
+    // reached through ARRAY_OF_MAPS / HASH_OF_MAPS lookups (the lab's IPv4 UDP flow finds
+    // the inner maps the object fills: class_v4, flows_cpu0, l4_udp).
+    for (name, label, mode, engine) in [
+        ("native-map-in-map-jit", "native map-in-map LRU, JIT", XdpMode::Native, EngineKind::Jit),
+        ("native-map-in-map-interp", "native map-in-map LRU, interpreter", XdpMode::Native, EngineKind::Interp),
+        ("generic-map-in-map-jit", "generic map-in-map LRU, JIT", XdpMode::Generic, EngineKind::Jit),
+    ] {
+        arms.push(Arm::sluice(name, label, lab_with(&object("xdp_map_in_map"), mode, engine)?, &[]));
+    }
     let cmp = |a: usize, b: usize, t: &str| Comparison { a, b, title: t.into(), ratio: true };
     Ok(Experiment {
         name: "xdp",
@@ -81,6 +91,8 @@ pub fn build() -> Result<Experiment, BenchError> {
             cmp(0, 2, "native DROP: read vs no_touch"),
             cmp(9, 8, "drop counter: JIT vs interpreter"),
             cmp(10, 8, "drop counter JIT: single-writer vs locked atomics"),
+            cmp(12, 11, "map-in-map LRU: JIT vs interpreter"),
+            cmp(13, 11, "map-in-map LRU JIT: generic vs native"),
         ],
         arms,
         seed: Some(SeedFigure {

@@ -101,7 +101,7 @@ impl FqCodel {
 
     /// The flow queue a hash maps to.
     pub fn flow_of(&self, hash: u32) -> usize {
-        crate::rps::reciprocal_scale(hash, self.flows.len() as u32) as usize
+        crate::rps::hash::reciprocal_scale(hash, self.flows.len() as u32) as usize
     }
 
     /// Packets queued in flow `f`.

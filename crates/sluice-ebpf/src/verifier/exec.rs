@@ -5,7 +5,7 @@ use super::cfg::{Kind, MAX_CALL_FRAMES};
 use super::helpers::{self, Arg, Ret};
 use super::mem;
 use super::scalar::{alu32, alu64, refine32, refine64, AluOp, Cmp, Scalar};
-use super::state::{stack_pos, Frame, RefState, Reg, RegType, Slot, State, MAX_BPF_STACK, SB};
+use super::state::{stack_pos, Frame, RefState, Reg, RegType, Slot, State, INNER_MAP, MAX_BPF_STACK, SB};
 use super::{err, Verifier, VerifyError};
 use crate::insn::*;
 use crate::program::MapDef;
@@ -147,6 +147,14 @@ impl<'a> Verifier<'a> {
 
     fn map(&self, pc: usize, idx: u32) -> Result<&'a MapDef, VerifyError> {
         let prog = self.prog;
+        if idx & INNER_MAP != 0 {
+            let outer = (idx & !INNER_MAP) as usize;
+            return prog
+                .maps
+                .get(outer)
+                .and_then(|m| m.inner.as_deref())
+                .ok_or_else(|| err(pc, format!("internal: map {outer} has no inner-map template")));
+        }
         prog.maps.get(idx as usize).ok_or_else(|| err(pc, format!("map index {idx} out of range")))
     }
 
@@ -293,7 +301,7 @@ impl<'a> Verifier<'a> {
             RegType::PacketEnd | RegType::MapPtr => {
                 return Err(err(pc, format!("R{dst} pointer arithmetic on {} prohibited", p.ty.name())));
             }
-            RegType::MapValueOrNull | RegType::RingbufMemOrNull => {
+            RegType::MapValueOrNull | RegType::RingbufMemOrNull | RegType::MapPtrOrNull => {
                 return Err(err(pc, format!("R{dst} pointer arithmetic on {} prohibited, null-check it first", p.ty.name())));
             }
             _ => {}
@@ -426,7 +434,9 @@ impl<'a> Verifier<'a> {
         let (bit, r) = match base.ty {
             RegType::NotInit => return Err(err(pc, format!("R{regno} !read_ok (uninitialized register)"))),
             RegType::Scalar => return Err(err(pc, format!("R{regno} invalid mem access 'scalar'"))),
-            RegType::PacketEnd | RegType::MapPtr => return Err(err(pc, format!("R{regno} invalid mem access '{}'", base.ty.name()))),
+            RegType::PacketEnd | RegType::MapPtr | RegType::MapPtrOrNull => {
+                return Err(err(pc, format!("R{regno} invalid mem access '{}'", base.ty.name())))
+            }
             RegType::MapValueOrNull => {
                 return Err(err(pc, format!("R{regno} invalid mem access 'map_value_or_null' (null-check the map lookup result first)")))
             }
@@ -816,7 +826,7 @@ impl<'a> Verifier<'a> {
         }
         match cmp {
             Cmp::Eq | Cmp::Ne => {
-                let (null, nonnull) = if matches!(p.ty, RegType::MapValueOrNull | RegType::RingbufMemOrNull) {
+                let (null, nonnull) = if matches!(p.ty, RegType::MapValueOrNull | RegType::RingbufMemOrNull | RegType::MapPtrOrNull) {
                     let mut n = st.clone();
                     mark_or_null(&mut n, p.id, true);
                     let mut nn = st.clone();
@@ -907,6 +917,12 @@ impl<'a> Verifier<'a> {
                 Arg::AnythingOrUninit => {}
                 Arg::MapPtr => {
                     self.read(st, pc, regno)?;
+                    if r.ty == RegType::MapPtrOrNull {
+                        return Err(err(
+                            pc,
+                            format!("R{regno} type=map_value_or_null expected=map_ptr ({name}): null-check the inner map first"),
+                        ));
+                    }
                     if r.ty != RegType::MapPtr {
                         return Err(err(pc, format!("R{regno} type={} expected=map_ptr ({name})", r.ty.name())));
                     }
@@ -1035,9 +1051,14 @@ impl<'a> Verifier<'a> {
             Ret::Scalar => Reg::scalar(Scalar::UNKNOWN),
             Ret::U32 => Reg::scalar(Scalar::bounded(32)),
             Ret::MapValueOrNull => {
-                let (idx, _) = map.ok_or_else(|| err(pc, "internal: map argument missing"))?;
+                let (idx, m) = map.ok_or_else(|| err(pc, "internal: map argument missing"))?;
                 let id = self.fresh_id();
-                Reg { id, ..Reg::ptr(RegType::MapValueOrNull, idx) }
+                if m.is_map_of_maps() {
+                    // The inner map (or NULL), checked against the outer map's template.
+                    Reg { id, ..Reg::ptr(RegType::MapPtrOrNull, INNER_MAP | idx) }
+                } else {
+                    Reg { id, ..Reg::ptr(RegType::MapValueOrNull, idx) }
+                }
             }
         };
         st.cur_mut().regs[0] = r0;
@@ -1127,7 +1148,7 @@ impl<'a> Verifier<'a> {
                 }
                 self.ringbuf_bounds(pc, regno, r, 0, size)
             }
-            RegType::MapValueOrNull | RegType::RingbufMemOrNull => {
+            RegType::MapValueOrNull | RegType::RingbufMemOrNull | RegType::MapPtrOrNull => {
                 Err(err(pc, format!("R{regno} type={} expected=fp, pkt, map_value or ringbuf_mem (null-check it first)", r.ty.name())))
             }
             other => Err(err(pc, format!("R{regno} type={} expected=fp, pkt, pkt_meta or map_value", other.name()))),
@@ -1258,7 +1279,11 @@ fn mark_or_null(st: &mut State, id: u32, is_null: bool) {
             return;
         }
         match q.ty {
-            RegType::MapValueOrNull | RegType::RingbufMemOrNull if is_null => *q = Reg::konst(0),
+            RegType::MapValueOrNull | RegType::RingbufMemOrNull | RegType::MapPtrOrNull if is_null => *q = Reg::konst(0),
+            RegType::MapPtrOrNull => {
+                q.ty = RegType::MapPtr;
+                q.id = 0;
+            }
             RegType::MapValueOrNull => {
                 q.ty = RegType::MapValue;
                 q.id = 0;

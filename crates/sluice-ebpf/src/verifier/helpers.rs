@@ -159,6 +159,8 @@ pub(crate) fn is_known_map(t: u32) -> bool {
                 | map_type::PERF_EVENT_ARRAY
                 | map_type::RINGBUF
                 | map_type::PROG_ARRAY
+                | map_type::ARRAY_OF_MAPS
+                | map_type::HASH_OF_MAPS
         )
 }
 
@@ -166,7 +168,13 @@ pub(crate) fn map_allowed(use_: MapUse, t: u32) -> bool {
     match use_ {
         MapUse::None => false,
         MapUse::Data => is_data_map(t),
-        MapUse::Lookup => is_data_map(t) || matches!(t, map_type::DEVMAP | map_type::DEVMAP_HASH | map_type::XSKMAP),
+        MapUse::Lookup => {
+            is_data_map(t)
+                || matches!(
+                    t,
+                    map_type::DEVMAP | map_type::DEVMAP_HASH | map_type::XSKMAP | map_type::ARRAY_OF_MAPS | map_type::HASH_OF_MAPS
+                )
+        }
         MapUse::Redirect => {
             matches!(t, map_type::DEVMAP | map_type::DEVMAP_HASH | map_type::CPUMAP | map_type::XSKMAP)
         }

@@ -6,6 +6,9 @@ use super::scalar::Scalar;
 pub(crate) const MAX_BPF_STACK: i64 = 512;
 pub(crate) const STACK_SLOTS: usize = (MAX_BPF_STACK as usize) / 8;
 pub(crate) const NREGS: usize = 11;
+/// Set in a map pointer's or map value's `aux` when the map is the inner map of the outer map
+/// whose index is in the low bits (its template, [`crate::program::MapDef::inner`]).
+pub(crate) const INNER_MAP: u32 = 1 << 31;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum RegType {
@@ -17,6 +20,9 @@ pub(crate) enum RegType {
     PacketEnd,
     Stack,
     MapPtr,
+    /// A map of maps' lookup result (kernel CONST_PTR_TO_MAP | PTR_MAYBE_NULL): `aux` is
+    /// [`INNER_MAP`] | the outer map's index, whose template the inner map is checked against.
+    MapPtrOrNull,
     MapValue,
     MapValueOrNull,
     /// A ring buffer record from `bpf_ringbuf_reserve` (kernel PTR_TO_MEM | MEM_RINGBUF):
@@ -36,6 +42,9 @@ impl RegType {
             RegType::PacketEnd => "pkt_end",
             RegType::Stack => "fp",
             RegType::MapPtr => "map_ptr",
+            // The kernel types the lookup result PTR_TO_MAP_VALUE_OR_NULL until the null check
+            // makes it CONST_PTR_TO_MAP: its messages say map_value_or_null.
+            RegType::MapPtrOrNull => "map_value_or_null",
             RegType::MapValue => "map_value",
             RegType::MapValueOrNull => "map_value_or_null",
             RegType::RingbufMem => "ringbuf_mem",
@@ -284,6 +293,7 @@ pub(crate) fn regsafe(old: &Reg, cur: &Reg, ids: &mut IdMap, exact: bool) -> boo
         }
         RegType::Ctx | RegType::PacketEnd => old.off == cur.off && old.var == cur.var,
         RegType::MapPtr => old.aux == cur.aux,
+        RegType::MapPtrOrNull => old.aux == cur.aux && ids.check(old.id, cur.id),
         RegType::Stack | RegType::MapValue => old.aux == cur.aux && old.off == cur.off && old.var.contains(&cur.var),
         RegType::Packet | RegType::PacketMeta => {
             old.off == cur.off && cur.range >= old.range && old.var.contains(&cur.var) && ids.check(old.id, cur.id)

@@ -1,0 +1,256 @@
+//! The kernel rules the forwarding differential test (tests/kernel_router_diff.rs) found
+//! sluice not following, one test each, named after the kernel function whose rule it
+//! mirrors. Every run is in both receive modes (`run_both`: same output, byte for byte).
+
+mod common;
+
+use common::*;
+use std::collections::BTreeMap;
+
+fn drops(o: &Outcome) -> BTreeMap<&'static str, u64> {
+    o.drops()
+}
+
+/// The ICMPv4 message of an IPv4 frame: (type, code, rest of header, data).
+fn icmp4_of(f: &[u8]) -> (u8, u8, [u8; 4], Vec<u8>) {
+    let ip = ipv4_of(f);
+    let p = ip.payload();
+    (p[0], p[1], [p[4], p[5], p[6], p[7]], p[8..].to_vec())
+}
+
+/// The ICMPv6 message of an IPv6 frame (no extension headers): (type, code, rest, data).
+fn icmp6_of(f: &[u8]) -> (u8, u8, u32, Vec<u8>) {
+    let ip = ipv6_of(f);
+    assert_eq!(ip.next_header(), 58, "ICMPv6 right after the fixed header");
+    let p = ip.payload();
+    (p[0], p[1], u32::from_be_bytes([p[4], p[5], p[6], p[7]]), p[8..].to_vec())
+}
+
+fn opts_udp(opts: &[u8]) -> Vec<u8> {
+    with_ipv4_options(udp4(SRC_V4, DST1_V4, 1000, 53).len(100).build(), opts)
+}
+
+#[test]
+fn ip_options_compile_answers_malformed_options_with_a_parameter_problem() {
+    let frames = vec![
+        opts_udp(&[7, 40, 4, 0]),                  // length past the options: points at the option
+        opts_udp(&[1, 7, 7, 2, 0, 0, 0, 0]),       // Record Route pointer < 4: points at the pointer
+        opts_udp(&[0x94, 4, 0, 0, 0x44, 2, 0, 0]), // Timestamp shorter than 4: points at its length
+        with_ipv4_options(ping4(SRC_V4, IN_V4, 1, 1).build(), &[7, 40, 4, 0]), // to us alike
+    ];
+    let o = run_both(&frames, &Setup::default());
+    assert_eq!(drops(&o), BTreeMap::from([("ip_inhdr", 4)]));
+    let e = o.port(P_IN);
+    assert_eq!(e.len(), 4);
+    for (err, (frame, pointer)) in e.iter().zip(frames.iter().zip([20u8, 23, 25, 20])) {
+        let (t, c, rest, quote) = icmp4_of(err);
+        assert_eq!((t, c, rest[0]), (12, 0, pointer));
+        assert_eq!(quote, ip_datagram(frame), "the whole datagram is quoted (it fits in 576 bytes)");
+    }
+    assert!(o.port(P_OUT1).is_empty());
+}
+
+#[test]
+fn ip_rcv_options_drops_source_routes_as_accept_source_route_0() {
+    let lsrr = [1, 0x83, 7, 4, 10, 1, 0, 9];
+    let ssrr = [1, 0x89, 7, 4, 10, 1, 0, 9];
+    let frames = vec![opts_udp(&lsrr), opts_udp(&ssrr), with_ipv4_options(ping4(SRC_V4, IN_V4, 1, 1).build(), &lsrr)];
+    let o = run_both(&frames, &Setup::default());
+    assert_eq!(drops(&o), BTreeMap::from([("ip_inhdr", 3)]));
+    assert!(o.out.iter().all(|p| p.is_empty()), "silently: no ICMP, not forwarded, not answered");
+}
+
+#[test]
+fn ip_forward_options_records_the_egress_address_in_record_route() {
+    let frames = vec![opts_udp(&[1, 7, 11, 4, 0, 0, 0, 0, 0, 0, 0, 0]), opts_udp(&[1, 7, 7, 8, 1, 2, 3, 4])];
+    let o = run_both(&frames, &Setup::default());
+    assert_eq!(drops(&o), BTreeMap::new());
+    let out = o.port(P_OUT1);
+    let ip = ipv4_of(&out[0]);
+    assert!(ip.verify_checksum());
+    assert_eq!(&out[0][34..46], &[1, 7, 11, 8, 198, 51, 100, 1, 0, 0, 0, 0], "out1's address in the first slot");
+    assert_eq!(&out[1][34..42], &[1, 7, 7, 8, 1, 2, 3, 4], "a full option is left alone");
+}
+
+#[test]
+fn ip_options_echo_returns_record_route_in_echo_replies() {
+    // NOP + Record Route with two slots: the reply records our address on receive and on
+    // output, the NOP does not come back (only RR is echoed, padded with End).
+    let req = with_ipv4_options(ping4(SRC_V4, IN_V4, 1, 1).build(), &[1, 7, 11, 4, 0, 0, 0, 0, 0, 0, 0, 0]);
+    let o = run_both(std::slice::from_ref(&req), &Setup::default());
+    let r = &o.port(P_IN)[0];
+    let ip = ipv4_of(r);
+    assert_eq!(ip.header_len(), 32);
+    assert_eq!(&r[34..46], &[7, 11, 12, 192, 0, 2, 1, 192, 0, 2, 1, 0]);
+    assert_eq!(ip.payload()[0], 0, "echo reply");
+    assert_eq!(&ip.payload()[4..], &ip_datagram(&req)[36..], "the echo body");
+    assert_eq!(u16::from_be_bytes([r[20], r[21]]), 0, "no DF on an ICMP socket's reply");
+    assert!(Icmpv4Packet::new_checked(ip.payload()).unwrap().verify_checksum());
+}
+
+#[test]
+fn icmp_send_quotes_as_much_as_fits_in_576_bytes() {
+    let big = udp4(SRC_V4, DST1_V4, 1000, 53).ttl(1).len(1400).build();
+    let small = udp4(SRC_V4, DST1_V4, 1000, 53).ttl(1).len(200).build();
+    let o = run_both(&[big.clone(), small.clone()], &Setup::default());
+    let e = o.port(P_IN);
+    assert_eq!(ipv4_of(&e[0]).total_len(), 576);
+    assert_eq!(icmp4_of(&e[0]).3, ip_datagram(&big)[..548]);
+    assert_eq!(icmp4_of(&e[1]).3, ip_datagram(&small));
+}
+
+#[test]
+fn ip_route_input_routes_0_8_destinations_other_than_0_0_0_0() {
+    let f = udp4(SRC_V4, [0, 1, 2, 3], 1000, 53).build();
+    let o = run_both(std::slice::from_ref(&f), &Setup::default());
+    assert_eq!(drops(&o), BTreeMap::from([("ip_noroute", 1)]));
+    assert_icmp4_error(&o.port(P_IN)[0], 3, 0, IN_V4, &f);
+}
+
+fn hbh(opt: &[u8]) -> Vec<u8> {
+    with_ipv6_ext(udp6(SRC_V6, DST1_V6, 1000, 53).len(120).build(), 0, opt)
+}
+
+#[test]
+fn ip6_parse_tlv_acts_on_unknown_hop_by_hop_options_by_their_type() {
+    let skip = hbh(&[0x3e, 4, 0, 0, 0, 0]);
+    let discard = hbh(&[0x7e, 4, 0, 0, 0, 0]);
+    let param = hbh(&[0xbe, 4, 0, 0, 0, 0]);
+    let param_unless_mcast = hbh(&[0xfe, 4, 0, 0, 0, 0]);
+    let router_alert = hbh(&[5, 2, 0, 0, 1, 0]);
+    let frames = vec![skip.clone(), discard, param.clone(), param_unless_mcast.clone(), router_alert.clone()];
+    let o = run_both(&frames, &Setup::default());
+    assert_eq!(drops(&o), BTreeMap::from([("ipv6_inhdr", 3)]));
+    let out = o.port(P_OUT1);
+    assert_eq!(out.len(), 2, "the skipped option and router alert are forwarded");
+    assert_forwarded(&out[0], &skip, MAC_OUT1, MAC_NH1);
+    assert_forwarded(&out[1], &router_alert, MAC_OUT1, MAC_NH1);
+    let e = o.port(P_IN);
+    assert_eq!(e.len(), 2);
+    assert_eq!(assert_icmp6_error(&e[0], 4, 2, IN_V6, &param), 42, "points at the option");
+    assert_eq!(assert_icmp6_error(&e[1], 4, 2, IN_V6, &param_unless_mcast), 42);
+}
+
+#[test]
+fn ip6_forward_leaves_the_other_extension_headers_untouched() {
+    let d = |f| with_ipv6_ext(f, 60, &[1, 4, 0, 0, 0, 0]);
+    let late_hbh = d(with_ipv6_ext(udp6(SRC_V6, DST1_V6, 1, 53).build(), 0, &[1, 4, 0, 0, 0, 0]));
+    let nine = (0..9).fold(udp6(SRC_V6, DST1_V6, 1, 53).build(), |f, _| d(f));
+    let mut truncated = d(udp6(SRC_V6, DST1_V6, 1, 53).build());
+    truncated[55] = 200;
+    let rh0 = with_ipv6_ext(
+        udp6(SRC_V6, DST1_V6, 1, 53).build(),
+        43,
+        &[0, 1, 0, 0, 0, 0, 0x20, 1, 0xd, 0xb8, 0, 0xa2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5],
+    );
+    let frames = vec![late_hbh, nine, truncated, rh0];
+    let o = run_both(&frames, &Setup::default());
+    assert_eq!(drops(&o), BTreeMap::new());
+    for (out, f) in o.port(P_OUT1).iter().zip(&frames) {
+        assert_forwarded(out, f, MAC_OUT1, MAC_NH1);
+    }
+    assert_eq!(o.port(P_OUT1).len(), 4);
+}
+
+#[test]
+fn ip6_mc_input_answers_joined_groups_only() {
+    let group = |last: u16| v6([0xff02, 0, 0, 0, 0, 0, 0, last]);
+    let mac = |last: u8| [0x33, 0x33, 0, 0, 0, last];
+    let solicited = v6([0xff02, 0, 0, 0, 0, 1, 0xff00, 1]);
+    let frames = vec![
+        ping6(SRC_V6, group(1), 1, 1).dst_mac(mac(1)).build(),
+        ping6(SRC_V6, group(2), 1, 2).dst_mac(mac(2)).build(),
+        ping6(SRC_V6, solicited, 1, 3).dst_mac([0x33, 0x33, 0xff, 0, 0, 1]).build(),
+        ping6(SRC_V6, group(0x77), 1, 4).dst_mac(mac(0x77)).build(),
+        ping6(SRC_V6, v6([0xff02, 0, 0, 0, 0, 1, 0xff00, 0x99]), 1, 5).dst_mac([0x33, 0x33, 0xff, 0, 0, 0x99]).build(),
+    ];
+    let o = run_both(&frames, &Setup::default());
+    assert_eq!(drops(&o), BTreeMap::from([("ip_invalid_dest", 2)]));
+    let r = o.port(P_IN);
+    assert_eq!(r.len(), 3, "all-nodes, all-routers and our solicited-node group answer");
+    for (i, f) in r.iter().enumerate() {
+        let ip = ipv6_of(f);
+        assert_eq!(ip.src_addr(), IN_V6, "from the interface's address");
+        assert_eq!(icmp6_of(f).0, 129);
+        assert_eq!(u16::from_be_bytes([f[60], f[61]]), i as u16 + 1, "sequence");
+    }
+}
+
+#[test]
+fn ip6_protocol_deliver_rcu_answers_an_unknown_next_header() {
+    let direct = raw6(SRC_V6, IN_V6, 253).build();
+    let after_opts = with_ipv6_ext(raw6(SRC_V6, IN_V6, 253).build(), 60, &[1, 4, 0, 0, 0, 0]);
+    let late_hbh = with_ipv6_ext(with_ipv6_ext(ping6(SRC_V6, IN_V6, 1, 1).build(), 0, &[1, 4, 0, 0, 0, 0]), 60, &[1, 4, 0, 0, 0, 0]);
+    let frames = vec![direct.clone(), after_opts.clone(), late_hbh.clone()];
+    let o = run_both(&frames, &Setup::default());
+    assert_eq!(drops(&o), BTreeMap::from([("unhandled_l4", 2), ("ipv6_inhdr", 1)]));
+    let e = o.port(P_IN);
+    assert_eq!(assert_icmp6_error(&e[0], 4, 1, IN_V6, &direct), 6, "the fixed header's next header");
+    assert_eq!(assert_icmp6_error(&e[1], 4, 1, IN_V6, &after_opts), 40, "the options header's next header");
+    assert_eq!(assert_icmp6_error(&e[2], 4, 1, IN_V6, &late_hbh), 40, "a hop-by-hop header past the first place");
+}
+
+#[test]
+fn ipv6_rthdr_rcv_refuses_a_routing_header_with_segments_left() {
+    let seg1 = with_ipv6_ext(
+        ping6(SRC_V6, IN_V6, 1, 1).build(),
+        43,
+        &[0, 1, 0, 0, 0, 0, 0x20, 1, 0xd, 0xb8, 0, 0xa1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5],
+    );
+    let seg0 = with_ipv6_ext(ping6(SRC_V6, IN_V6, 1, 2).build(), 43, &[0, 0, 0, 0, 0, 0]);
+    let o = run_both(&[seg1.clone(), seg0], &Setup::default());
+    assert_eq!(drops(&o), BTreeMap::from([("ipv6_inhdr", 1)]));
+    let e = o.port(P_IN);
+    assert_eq!(assert_icmp6_error(&e[0], 4, 0, IN_V6, &seg1), 42, "points at the routing type");
+    assert_eq!(icmp6_of(&e[1]).0, 129, "no segments left: skipped, the echo is answered");
+}
+
+#[test]
+fn icmpv6_echo_reply_is_built_without_the_requests_extension_headers() {
+    let req = with_ipv6_ext(ping6(SRC_V6, IN_V6, 7, 9).build(), 60, &[1, 4, 0, 0, 0, 0]);
+    let udp = with_ipv6_ext(udp6(SRC_V6, IN_V6, 1000, 7).build(), 60, &[1, 4, 0, 0, 0, 0]);
+    let o = run_both(&[req.clone(), udp], &Setup::default());
+    let r = o.port(P_IN);
+    let ip = ipv6_of(&r[0]);
+    assert_eq!(ip.payload_len() as usize, ip_datagram(&req).len() - 48, "echo body without the 8-byte header");
+    let icmp = Icmpv6Packet::new_checked(ip.payload()).unwrap();
+    assert!(icmp.verify_checksum(&ip.src_addr(), &ip.dst_addr()));
+    assert_eq!(icmp.msg_type(), 129);
+    let uip = ipv6_of(&r[1]);
+    assert_eq!(uip.next_header(), 17);
+    assert_eq!(&uip.payload()[..4], &[0, 7, 0x03, 0xe8], "ports swapped");
+}
+
+#[test]
+fn ipv6_rcv_routes_unspecified_and_v4_mapped_destinations_and_forwards_v4_mapped_sources() {
+    let unspec = udp6(SRC_V6, [0; 16], 1, 9).build();
+    let mapped = udp6(SRC_V6, v6([0, 0, 0, 0, 0, 0xffff, 0x0a01, 5]), 1, 9).build();
+    let mapped_src = udp6(v6([0, 0, 0, 0, 0, 0xffff, 0xc612, 1]), DST1_V6, 1, 9).build();
+    let o = run_both(&[unspec.clone(), mapped.clone(), mapped_src.clone()], &Setup::default());
+    assert_eq!(drops(&o), BTreeMap::from([("ip_noroute", 2)]));
+    assert_icmp6_error(&o.port(P_IN)[0], 1, 0, IN_V6, &unspec);
+    assert_icmp6_error(&o.port(P_IN)[1], 1, 0, IN_V6, &mapped);
+    assert_forwarded(&o.port(P_OUT1)[0], &mapped_src, MAC_OUT1, MAC_NH1);
+}
+
+use sluice::wire::{Icmpv4Packet, Icmpv6Packet};
+
+#[test]
+fn icmp_timestamp_answers_with_originate_receive_and_transmit_times() {
+    let req = icmp4(SRC_V4, IN_V4, 13, 0, [0, 9, 0, 4], &[0x11, 0x22, 0x33, 0x44, 0, 0, 0, 0, 0, 0, 0, 0, 7, 7, 7, 7]);
+    let short = icmp4(SRC_V4, IN_V4, 13, 0, [0, 9, 0, 5], &[0x11, 0x22, 0x33, 0x44]);
+    let o = run_both(&[req, short], &Setup::default());
+    assert_eq!(drops(&o), BTreeMap::from([("pkt_too_small", 1)]));
+    let r = &o.port(P_IN)[0];
+    let ip = ipv4_of(r);
+    assert_eq!((ip.src_addr(), ip.dst_addr(), ip.total_len()), (IN_V4, SRC_V4, 40), "20 bytes of ICMP, whatever followed");
+    let p = ip.payload();
+    assert_eq!(checksum::checksum(p), 0, "checksum");
+    assert_eq!(&p[..2], &[14, 0]);
+    assert_eq!(&p[4..12], &[0, 9, 0, 4, 0x11, 0x22, 0x33, 0x44], "identifier, sequence, originate time");
+    let (recv, xmit) = (u32::from_be_bytes([p[12], p[13], p[14], p[15]]), u32::from_be_bytes([p[16], p[17], p[18], p[19]]));
+    assert_eq!(recv, xmit);
+    assert!(recv < 86_400_000, "milliseconds since midnight UTC");
+}
+
+use sluice::wire::checksum;
