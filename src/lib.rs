@@ -11,6 +11,7 @@ pub mod buf;
 pub mod cli;
 pub mod config;
 pub mod datapath;
+pub mod gro;
 pub mod napi;
 pub mod net;
 pub mod port;

@@ -206,6 +206,13 @@ tunables! {
     netdev_max_backlog: u32 = 1000, "net.core.netdev_max_backlog", min 1, max 1_000_000;
     /// GRO_NORMAL packets (segments) batched before list delivery.
     gro_normal_batch: u32 = 8, "net.core.gro_normal_batch", min 1, max 65536;
+    /// Generic receive offload on every port (`ethtool -K <dev> gro on`). Off by default until
+    /// forwarding segments GRO packets on transmit (see src/gro/README.md).
+    gro: u8 = 0, "gro", min 0, max 1;
+    /// Largest packet GRO builds, IP header included (the device's gro_max_size; no BIG TCP).
+    gro_max_size: u32 = 65536, "gro_max_size", min 1, max 65536;
+    /// Nanoseconds a completed poll may keep GRO packets held (the device's gro_flush_timeout; 0 = complete all).
+    gro_flush_timeout: u64 = 0, "gro_flush_timeout", min 0, max 1_000_000_000;
     /// Packets one qdisc run may dequeue before rescheduling.
     dev_tx_weight: u32 = 64, "net.core.dev_tx_weight", min 1, max 65536;
     /// Flow-limit table buckets per CPU.

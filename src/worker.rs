@@ -56,6 +56,9 @@ pub struct Worker {
     pub(crate) rps_flows: Vec<crate::rps::rfs::DevFlow>,
     pub(crate) steer_round: u64,
     pub(crate) flow_limit: Vec<FlowLimit>,
+    /// GRO tables, one per rx port this worker polls (each worker is that queue's NAPI instance).
+    pub(crate) gro: Vec<crate::gro::GroTable>,
+    pub(crate) gso_scratch: Vec<Pkt>,
     /// This worker's thread CPU time (user, system seconds) over its last run.
     pub cpu_time: Option<(f64, f64)>,
 }
@@ -88,6 +91,8 @@ impl Worker {
             rps_flows: Vec::new(),
             steer_round: 0,
             flow_limit: Vec::new(),
+            gro: Vec::new(),
+            gso_scratch: Vec::new(),
             cpu_time: None,
         }
     }
@@ -157,6 +162,7 @@ impl Worker {
         self.txq.iter().map(|q| q.len() as u64).sum::<u64>()
             + self.xdp.in_flight()
             + self.backlog_rx.iter().map(|r| r.slots() as u64).sum::<u64>()
+            + self.gro.iter().map(|t| (t.held() + t.pending()) as u64).sum::<u64>()
     }
 
     /// Buffers taken from the pool through this worker's cache and not freed through it.

@@ -52,6 +52,10 @@ pub struct RunArgs {
     /// Replace the last (transmitting) port with a capture writer.
     #[arg(long)]
     pub pcap_out: Option<PathBuf>,
+    /// The --pcap-out writer segments TCP "in hardware" (TSO): with `--set gro=1` it writes
+    /// GRO packets whole (as tcpdump on a receiving veth shows them), not split by GSO.
+    #[arg(long, requires = "pcap_out")]
+    pub pcap_out_tso: bool,
     /// No per-second lines or progress bar, only the summary.
     #[arg(long, short)]
     pub quiet: bool,

@@ -90,6 +90,22 @@ pub fn summary(r: &RunReport) -> String {
             c.route_hint_hits
         );
     }
+    if c.gro.held + c.gro.normal > 0 {
+        let g = &c.gro;
+        let completed: u64 = g.flushed.iter().sum();
+        let _ = writeln!(
+            s,
+            "gro        merged {}  held {}  normal {}  segs/packet {:.1}  normal lists {} (avg {:.1} segs)  gso packets {} -> {} segs",
+            g.merged,
+            g.held,
+            g.normal,
+            (g.held + g.merged) as f64 / completed.max(1) as f64,
+            g.lists,
+            g.list_segs as f64 / g.lists.max(1) as f64,
+            g.gso_packets,
+            g.gso_segs
+        );
+    }
     let _ = writeln!(s, "\n{:<12}{:>12}{:>14}{:>10}{:>12}{:>10}{:>8}", "stage", "calls", "packets", "vec/call", "clk/pkt", "ns/pkt", "%");
     let rows = stage_rows(c);
     let total: f64 = rows.iter().map(|r| r.5 * r.2 as f64).sum::<f64>().max(1e-9);
@@ -181,7 +197,7 @@ pub fn summary(r: &RunReport) -> String {
     }
     match &r.conservation {
         Ok(()) => {
-            let _ = writeln!(s, "conservation: ok (rx + originated = tx + local + drops)");
+            let _ = writeln!(s, "conservation: ok (rx + originated = tx + local + drops + gro merged)");
         }
         Err(e) => {
             let _ = writeln!(s, "conservation: FAILED: {e}");

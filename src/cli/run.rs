@@ -148,6 +148,7 @@ pub fn resolve_config(args: &RunArgs) -> Result<Config, RunError> {
         let last = cfg.ports.last_mut().ok_or_else(|| RunError::Other("config has no ports".into()))?;
         last.kind = PortKind::PcapOut;
         last.pcap = Some(pout.clone());
+        last.tso = args.pcap_out_tso;
         last.check = None;
         last.gen = None;
     }

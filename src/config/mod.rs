@@ -98,6 +98,10 @@ pub struct PortConfig {
     /// `sim` ports: the NIC model's line rate, ring, doorbell cost, moderation, BQL.
     #[serde(default)]
     pub sim: Option<crate::port::sim::SimConfig>,
+    /// Sinks and pcap-out: the port segments TCP in "hardware" (TSO), so GRO packets reach it
+    /// whole instead of split by GSO.
+    #[serde(default)]
+    pub tso: bool,
     /// `[ports.qdisc]`: this port's qdisc (default: `net.core.default_qdisc`).
     #[serde(default)]
     pub qdisc: Option<QdiscConfig>,
@@ -593,7 +597,13 @@ impl Config {
                     Some(c) => check_spec(c, &format!("{what}.check"))?,
                     None => CheckSpec::default(),
                 };
-                (0..queues).map(|_| Box::new(Sink::new(&pc.name, kind, spec.clone())) as Box<dyn Port>).collect()
+                (0..queues)
+                    .map(|_| {
+                        let mut s = Sink::new(&pc.name, kind, spec.clone());
+                        s.tso = pc.tso;
+                        Box::new(s) as Box<dyn Port>
+                    })
+                    .collect()
             }
             PortKind::PcapIn => {
                 let path = pc.pcap.as_ref().ok_or_else(|| field(format!("{what}.pcap"), "pcap-in needs a `pcap` file"))?;
@@ -603,7 +613,9 @@ impl Config {
             }
             PortKind::PcapOut => {
                 let path = pc.pcap.as_ref().ok_or_else(|| field(format!("{what}.pcap"), "pcap-out needs a `pcap` file"))?;
-                vec![Box::new(PcapOut::create(&pc.name, path).map_err(|e| field(format!("{what}.pcap"), e.to_string()))?)]
+                let mut out = PcapOut::create(&pc.name, path).map_err(|e| field(format!("{what}.pcap"), e.to_string()))?;
+                out.tso = pc.tso;
+                vec![Box::new(out)]
             }
             PortKind::Sim => {
                 let sc = pc.sim.clone().unwrap_or_default();

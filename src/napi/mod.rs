@@ -1,8 +1,8 @@
 //! NAPI-style polling: each rx port is a NAPI instance polled with a weight
 //! (`net.core.dev_weight`); a softirq round (net_rx_action) ends when `netdev_budget`
 //! packets or `netdev_budget_usecs` have been spent. `poll_end` is the hook at the end of
-//! every poll: XDP redirect flush and transmit flush hang there (GRO flush and list
-//! delivery will too).
+//! every poll: XDP redirect flush and transmit flush hang there; GRO's flush and list
+//! delivery run just before it (`gro::poll_done`).
 
 use crate::buf::skb::Skb;
 use crate::net::{Net, Pipeline};
@@ -70,6 +70,10 @@ pub fn napi_poll(net: &Net, w: &mut Worker, port: u16, weight: usize) -> usize {
     w.rx_quota = w.rx_quota.saturating_sub(n as u64 + too_long);
     if n == 0 {
         w.rx_scratch = rx;
+        // An empty poll completes (napi_complete_done): GRO delivers what it holds.
+        if crate::gro::poll_done(net, w, port, false) > 0 {
+            poll_end(net, w);
+        }
         return too_long as usize;
     }
     w.c.napi_polls += 1;
@@ -84,6 +88,10 @@ pub fn napi_poll(net: &Net, w: &mut Worker, port: u16, weight: usize) -> usize {
             let mut skbs = std::mem::take(&mut w.skb_scratch);
             build_meta(net, w, port, &rx, &mut skbs);
             crate::xdp::run_generic(net, w, &mut skbs);
+            if crate::gro::enabled(net) {
+                crate::gro::receive_burst(net, w, port, &mut skbs);
+                crate::gro::poll_done(net, w, port, n == weight);
+            }
             crate::rps::steer(net, w, &mut skbs);
             if skbs.is_empty() {
                 // Everything was consumed by XDP.
@@ -108,6 +116,9 @@ fn build_meta(net: &Net, w: &mut Worker, port: u16, rx: &[crate::buf::Pkt], skbs
     skbs.clear();
     let queue = w.id as u16; // queue q of a port belongs to worker q
     skbs.extend(rx.iter().map(|&p| Skb::build(p, w.bufs.data(p), port, queue, &mac)));
+    if w.port_queue(port).is_some_and(|p| p.rx_csum_verified()) {
+        skbs.iter_mut().for_each(|s| s.ip_summed = crate::buf::skb::Csum::Unnecessary);
+    }
     w.stage_done(Stage::Meta, rx.len(), t0);
 }
 
@@ -234,6 +245,8 @@ pub fn run_until(
         }
     };
     if others > 0 {
+        // What GRO holds may be steered to another worker: deliver it while they serve.
+        crate::gro::flush_all(net, w);
         wait_for_other_workers(net, w);
     }
     let failed = drain(net, w);
@@ -300,6 +313,8 @@ pub fn run_worker(net: &Net, w: &mut Worker, limit: &RunLimit) {
             // Stopping: no more receiving; serve the backlog until every worker has stopped
             // receiving (so nobody steers here any more) and it is empty.
             if !rx_stopped {
+                // No more receiving: GRO delivers what it holds while the others still serve.
+                crate::gro::flush_all(net, w);
                 rx_stopped = true;
                 net.rps.rx_stopped.fetch_add(1, Ordering::AcqRel);
             }
@@ -366,6 +381,7 @@ fn busy_wait(net: &Net, w: &mut Worker) -> bool {
 /// buffers: after it, nothing is in flight. Returns the ports whose output could not be
 /// finished (a capture that could not be written), by name.
 pub fn drain(net: &Net, w: &mut Worker) -> Vec<(String, std::io::Error)> {
+    crate::gro::flush_all(net, w);
     poll_end(net, w);
     crate::tx::drain_qdiscs(net, w);
     w.sockets.drain_all(&mut w.bufs);

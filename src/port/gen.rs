@@ -55,6 +55,14 @@ pub struct GenConfig {
     /// TCP only: consecutive segments of a flow form a train (seq advances by the payload
     /// length, IP ID by one, same flags), so GRO can merge them. 0 = no patching.
     pub tcp_train: u32,
+    /// Trains: PSH on every k-th segment of a flow (0 = never); each PSH ends a GRO packet.
+    pub tcp_psh_every: u32,
+    /// Trains: carry the timestamp option (NOP, NOP, TS as Linux sends), TSval advancing
+    /// every k segments of a flow (0 = no option; 1 = every segment's differs, so GRO
+    /// merges nothing: the uncoalescable case).
+    pub tcp_ts_every: u32,
+    /// Trains: every k segments of a flow, the last two are sent swapped (0 = in order).
+    pub tcp_reorder_every: u32,
     /// Packets per second, or None for flat out.
     pub rate_pps: Option<f64>,
     /// Stop after this many packets.
@@ -84,6 +92,9 @@ impl Default for GenConfig {
             size: FrameSize::Fixed(60),
             vlan: None,
             tcp_train: 0,
+            tcp_psh_every: 0,
+            tcp_ts_every: 0,
+            tcp_reorder_every: 0,
             rate_pps: None,
             packets: None,
             src_mac: "02:00:00:00:00:aa".into(),
@@ -142,6 +153,8 @@ pub struct Generator {
     /// Per-flow TCP sequence / IP ID state for trains.
     seq: Vec<u32>,
     ident: Vec<u16>,
+    /// Per-flow segment number (PSH, timestamp and reordering patterns).
+    segno: Vec<u32>,
     flow: u32,
     in_burst: u32,
     size_idx: usize,
@@ -209,7 +222,7 @@ impl Generator {
                     ack: 1,
                     flags: crate::wire::tcp::flags::ACK,
                     window: 512,
-                    timestamp: None,
+                    timestamp: (cfg.tcp_ts_every > 0).then_some((1, 0)),
                 },
                 L4Proto::Icmp => L4Spec::IcmpEcho { ident: f as u16, seq: 0 },
             };
@@ -236,6 +249,7 @@ impl Generator {
             templates: Arc::new(templates),
             seq: vec![1; flows],
             ident: vec![0; flows],
+            segno: vec![0; flows],
             flow: 0,
             in_burst: 0,
             size_idx: 0,
@@ -324,19 +338,44 @@ impl Generator {
         (flow, flow * self.sizes + size_class)
     }
 
-    /// TCP trains: advance this flow's sequence number and IP ID, patching the copy.
+    /// TCP trains: advance this flow's sequence number and IP ID, patching the copy (and
+    /// the PSH, timestamp and reordering patterns the configuration asks for).
     fn patch_train(&mut self, flow: usize, t: usize, frame: &mut [u8]) {
         let tpl = &self.templates[t];
-        let seq = self.seq[flow];
-        self.seq[flow] = seq.wrapping_add(tpl.payload_len);
+        let len = tpl.payload_len;
+        let idx = self.segno[flow];
+        self.segno[flow] = idx.wrapping_add(1);
+        let mut seq = self.seq[flow];
+        self.seq[flow] = seq.wrapping_add(len);
+        let mut id = self.ident[flow];
+        self.ident[flow] = id.wrapping_add(1);
+        let k = self.cfg.tcp_reorder_every;
+        if k >= 2 && idx % k == k - 2 {
+            (seq, id) = (seq.wrapping_add(len), id.wrapping_add(1));
+        } else if k >= 2 && idx % k == k - 1 {
+            (seq, id) = (seq.wrapping_sub(len), id.wrapping_sub(1));
+        }
         let (l3, l4) = (tpl.l3, tpl.l4);
+        let mut csum = u16::from_be_bytes([frame[l4 + 16], frame[l4 + 17]]);
         let old_seq = u32::from_be_bytes([frame[l4 + 4], frame[l4 + 5], frame[l4 + 6], frame[l4 + 7]]);
         frame[l4 + 4..l4 + 8].copy_from_slice(&seq.to_be_bytes());
-        let csum = u16::from_be_bytes([frame[l4 + 16], frame[l4 + 17]]);
-        frame[l4 + 16..l4 + 18].copy_from_slice(&checksum::update32(csum, old_seq, seq).to_be_bytes());
+        csum = checksum::update32(csum, old_seq, seq);
+        let psh = self.cfg.tcp_psh_every;
+        if psh > 0 && (idx + 1).is_multiple_of(psh) {
+            let old = u16::from_be_bytes([frame[l4 + 12], frame[l4 + 13]]);
+            frame[l4 + 13] |= crate::wire::tcp::flags::PSH;
+            csum = checksum::update16(csum, old, u16::from_be_bytes([frame[l4 + 12], frame[l4 + 13]]));
+        }
+        if let Some(ticks) = idx.checked_div(self.cfg.tcp_ts_every) {
+            // TSval after NOP, NOP, kind, length.
+            let at = l4 + 24;
+            let old = u32::from_be_bytes([frame[at], frame[at + 1], frame[at + 2], frame[at + 3]]);
+            let tsval = 1 + ticks;
+            frame[at..at + 4].copy_from_slice(&tsval.to_be_bytes());
+            csum = checksum::update32(csum, old, tsval);
+        }
+        frame[l4 + 16..l4 + 18].copy_from_slice(&csum.to_be_bytes());
         if tpl.v4 {
-            let id = self.ident[flow];
-            self.ident[flow] = id.wrapping_add(1);
             let old = u16::from_be_bytes([frame[l3 + 4], frame[l3 + 5]]);
             frame[l3 + 4..l3 + 6].copy_from_slice(&id.to_be_bytes());
             let c = u16::from_be_bytes([frame[l3 + 10], frame[l3 + 11]]);
@@ -424,6 +463,11 @@ impl Port for Generator {
 
     fn rx_done(&self) -> bool {
         self.packets.is_some_and(|n| self.sent >= n) || self.order.is_empty()
+    }
+
+    /// Its checksums are right by construction, as a NIC with rx checksum offload reports.
+    fn rx_csum_verified(&self) -> bool {
+        true
     }
 
     fn rx_bounded(&self) -> bool {

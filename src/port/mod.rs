@@ -97,6 +97,18 @@ pub trait Port: Send {
         0
     }
 
+    /// The port verified the TCP/UDP checksums of what it delivers (rx checksum offload:
+    /// `CHECKSUM_UNNECESSARY`), so GRO need not sum the payloads again.
+    fn rx_csum_verified(&self) -> bool {
+        false
+    }
+
+    /// The port segments TCP GSO packets itself (TSO): GRO packets go to it whole. Ports
+    /// without it (the default: sinks, the pcap writer) get them split by GSO first.
+    fn tso(&self) -> bool {
+        false
+    }
+
     /// Flushes buffered output (pcap writer).
     fn finish(&mut self) -> std::io::Result<()> {
         Ok(())

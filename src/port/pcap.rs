@@ -233,6 +233,9 @@ pub struct PcapOut {
     /// The first write error, reported by `finish`.
     error: Option<std::io::Error>,
     ts: u64,
+    /// Segments GRO packets "in hardware" (TSO): they are written whole, as tcpdump on a
+    /// receiving veth shows them.
+    pub tso: bool,
 }
 
 /// Little-endian, µs timestamps: what tcpdump writes on x86.
@@ -285,6 +288,7 @@ impl PcapOut {
             stats: PortStats::default(),
             error: None,
             ts: 0,
+            tso: false,
         })
     }
 }
@@ -292,6 +296,10 @@ impl PcapOut {
 impl Port for PcapOut {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn tso(&self) -> bool {
+        self.tso
     }
 
     fn rx_burst(&mut self, _bufs: &mut BufCache, _out: &mut Vec<Pkt>, _max: usize) -> usize {

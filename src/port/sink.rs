@@ -38,6 +38,8 @@ pub struct Sink {
     linear: Vec<u8>,
     /// Frames per ethertype seen by `count`: IPv4, IPv6, ARP, other.
     pub per_type: [u64; 4],
+    /// Takes GRO packets whole (TSO) instead of having them split by GSO.
+    pub tso: bool,
 }
 
 impl Sink {
@@ -51,6 +53,7 @@ impl Sink {
             captured: Vec::new(),
             linear: Vec::new(),
             per_type: [0; 4],
+            tso: false,
         }
     }
 
@@ -145,6 +148,10 @@ pub fn check_frame(spec: &CheckSpec, data: &[u8]) -> Result<(), String> {
 impl Port for Sink {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn tso(&self) -> bool {
+        self.tso
     }
 
     fn rx_burst(&mut self, _bufs: &mut BufCache, _out: &mut Vec<Pkt>, _max: usize) -> usize {

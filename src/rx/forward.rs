@@ -79,8 +79,8 @@ pub(crate) fn rewrite_v4(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 1
     if ttl <= 1 {
         return Err(FwdError::TtlExceeded);
     }
-    let tot_len = u16::from_be_bytes([ip[2], ip[3]]);
-    if tot_len > mtu {
+    let tot_len = crate::gro::gso::network_len(ip, skb).unwrap_or(u16::from_be_bytes([ip[2], ip[3]]) as usize);
+    if tot_len > mtu as usize {
         let df = ip[6] & 0x40 != 0;
         return Err(if df { FwdError::TooBig { mtu } } else { FwdError::NeedsFragment { mtu, macs: *macs } });
     }
@@ -111,8 +111,8 @@ pub(crate) fn rewrite_v6(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 1
         return Err(FwdError::TtlExceeded);
     }
     forwardable_source_v6(&ip[8..24])?;
-    // The whole datagram counts, fragments of a chain included.
-    if ip.len() + skb.pkt.frag_len as usize > mtu as usize {
+    // The whole datagram counts, fragments of a chain included (a GSO packet: each segment).
+    if crate::gro::gso::network_len(ip, skb).unwrap_or(ip.len() + skb.pkt.frag_len as usize) > mtu as usize {
         return Err(FwdError::TooBig { mtu });
     }
     ip[7] -= 1;
@@ -183,7 +183,7 @@ pub(crate) fn forward_v4(net: &Net, w: &mut Worker, skb: Skb, nh: &NextHop) {
     };
     let (mtu, src) = out_params(net, port);
     match rewrite_v4(&mut w.bufs, &skb, mtu, &eth_addrs(&mac, &src), out_addr_v4(net, port)) {
-        Ok(()) => crate::tx::enqueue(net, w, port, skb.pkt),
+        Ok(()) => crate::gro::gso::xmit(net, w, port, &skb),
         Err(FwdError::NeedsFragment { mtu, macs }) => fragment_v4(net, w, skb, port, mtu, &macs),
         Err(e) => fail_v4(net, w, skb, e),
     }
@@ -201,7 +201,7 @@ pub(crate) fn forward_v6(net: &Net, w: &mut Worker, skb: Skb, nh: &NextHop) {
     };
     let (mtu, src) = out_params(net, port);
     match rewrite_v6(&mut w.bufs, &skb, mtu, &eth_addrs(&mac, &src), [0; 4]) {
-        Ok(()) => crate::tx::enqueue(net, w, port, skb.pkt),
+        Ok(()) => crate::gro::gso::xmit(net, w, port, &skb),
         Err(e) => fail_v6(net, w, skb, e),
     }
 }
@@ -389,10 +389,12 @@ fn nop_uncopied_options(opts: &mut [u8]) {
 fn transmit_run_to(net: &Net, w: &mut Worker, port: u16, run: &[Skb]) {
     let t0 = w.clock();
     match w.txq.get_mut(port as usize) {
-        Some(q) if q.pkts.len() + run.len() < crate::tx::QUEUE_SOFT_LIMIT => q.pkts.extend(run.iter().map(|s| s.pkt)),
+        Some(q) if q.pkts.len() + run.len() < crate::tx::QUEUE_SOFT_LIMIT && !crate::gro::gso::any_gso(net, run) => {
+            q.pkts.extend(run.iter().map(|s| s.pkt))
+        }
         _ => {
             for s in run {
-                crate::tx::enqueue(net, w, port, s.pkt);
+                crate::gro::gso::xmit(net, w, port, s);
             }
         }
     }
@@ -403,7 +405,7 @@ fn transmit_run_to(net: &Net, w: &mut Worker, port: u16, run: &[Skb]) {
 fn transmit_run(net: &Net, w: &mut Worker, run: &[Skb]) {
     let t0 = w.clock();
     for s in run {
-        crate::tx::enqueue(net, w, s.out_port, s.pkt);
+        crate::gro::gso::xmit(net, w, s.out_port, s);
     }
     w.stage_done(Stage::Tx, run.len(), t0);
 }

@@ -192,6 +192,8 @@ pub struct Counters {
     pub rps_steered: u64,
     pub backlog_processed: u64,
     pub rps_wakeups: u64,
+    /// GRO and its normal list; `gro.merged` segments ended inside another packet (ledger).
+    pub gro: crate::gro::GroStats,
     /// RFS: flows moved to the worker that consumes them.
     pub rfs_moves: u64,
     /// Idle spells a busy-polling worker (net.core.busy_poll) ended without sleeping.
@@ -227,6 +229,7 @@ impl Default for Counters {
             busy_poll_hits: 0,
             list_len_log2: [0; 12],
             xdp_actions: [0; 6],
+            gro: Default::default(),
         }
     }
 }
@@ -238,13 +241,14 @@ fn as_slice<S: serde::Serializer>(a: &[u64; DropReason::COUNT], s: S) -> Result<
 
 /// The ledger does not balance: some packet was lost or counted twice.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("conservation violated: rx {rx} + originated {originated} != tx {tx} + local {local} + drops {drops} (+ in flight {in_flight})")]
+#[error("conservation violated: rx {rx} + originated {originated} != tx {tx} + local {local} + drops {drops} + gro merged {gro_merged} (+ in flight {in_flight})")]
 pub struct ConservationError {
     pub rx: u64,
     pub originated: u64,
     pub tx: u64,
     pub local: u64,
     pub drops: u64,
+    pub gro_merged: u64,
     pub in_flight: u64,
 }
 
@@ -279,11 +283,12 @@ impl Counters {
         }
     }
 
-    /// `rx + originated = tx + local + Σ drops + in_flight`, where `in_flight` is what the
-    /// datapath still holds (GRO, backlogs, tx queues) — zero after a full flush.
+    /// `rx + originated = tx + local + Σ drops + gro.merged + in_flight`, where `in_flight`
+    /// is what the datapath still holds (GRO, backlogs, tx queues) — zero after a full
+    /// flush — and `gro.merged` counts segments whose payload GRO moved into another packet.
     pub fn conservation(&self, in_flight: u64) -> Result<(), ConservationError> {
         let ins = self.rx + self.originated;
-        let outs = self.tx + self.local + self.total_drops() + in_flight;
+        let outs = self.tx + self.local + self.total_drops() + self.gro.merged + in_flight;
         if ins == outs {
             Ok(())
         } else {
@@ -293,6 +298,7 @@ impl Counters {
                 tx: self.tx,
                 local: self.local,
                 drops: self.total_drops(),
+                gro_merged: self.gro.merged,
                 in_flight,
             })
         }
@@ -328,6 +334,7 @@ impl Counters {
         self.rps_steered += o.rps_steered;
         self.backlog_processed += o.backlog_processed;
         self.rps_wakeups += o.rps_wakeups;
+        self.gro.merge(&o.gro);
         self.rfs_moves += o.rfs_moves;
         self.busy_poll_hits += o.busy_poll_hits;
         for (a, b) in self.list_len_log2.iter_mut().zip(o.list_len_log2.iter()) {

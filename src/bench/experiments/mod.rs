@@ -1,7 +1,7 @@
-//! The experiment registry: name → builder. Later issues add `gro`
-//! here (one file each, one line in [`registry`]); `sluice bench all` picks them up and stops
-//! listing them as "not implemented yet".
+//! The experiment registry: name → builder. New experiments are one file each and one line
+//! in [`registry`]; `sluice bench all` picks them up.
 
+mod gro;
 mod io;
 mod listify;
 pub mod qdisc;
@@ -23,7 +23,7 @@ pub fn registry() -> Vec<(&'static str, &'static str, Builder)> {
         ("xdp", "native vs generic XDP, DROP/TX x no_touch/read, JIT vs interpreter (generic-xdp-eval.rst)", xdp::build),
         ("rps", "receive packet steering over 2 workers vs 1, heavy and light per-packet work (rps.txt)", rps::build),
         ("selfcheck", "harness self-test: A vs identical A', A vs A + rx.extra_work, and an extra_work sweep", selfcheck::build),
-        // ("gro", "...", gro::build),     issue: GRO_NORMAL batching (gro-normal-batch.txt)
+        ("gro", "GRO on/off for TCP streams (GSO on egress) and the gro_normal_batch sweep (gro-normal-batch.txt)", gro::build),
         ("qdisc", "qdisc bulk dequeue off vs on, pfifo_fast into a 10G NIC model (qdisc-bulk-dequeue.txt)", qdisc::build),
     ]
 }

@@ -1,0 +1,670 @@
+//! Generic receive offload (the kernel's `dev_gro_receive` / `inet_gro_receive` /
+//! `tcp_gro_receive`) and the GRO_NORMAL list (`gro_normal_one` / `gro_normal_list`).
+//!
+//! Each worker keeps one [`GroTable`] per receive port it polls (a NAPI instance). TCP
+//! segments of one flow that arrive in order are merged into one packet: the first
+//! segment's frame stays the head (headers and its payload), every later segment's frame
+//! becomes a fragment of the chain whose bounds cover only its payload, so a merge copies
+//! nothing and allocates nothing. Packets GRO does not merge (NORMAL) and completed merged
+//! packets go on the table's normal list, delivered to the receive path (RPS, then the
+//! listified or single receive) when it holds `net.core.gro_normal_batch` segments and at
+//! the end of each poll.
+//!
+//! Ledger: a segment merged into another packet is counted once in `GroStats::merged` (it
+//! ended inside the packet that carries its payload), so `rx = tx + local + drops + merged`;
+//! a held packet counts one packet in flight. See README.md.
+
+pub mod gso;
+
+use crate::buf::chain::{SegMeta, NO_SEG};
+use crate::buf::skb::{Csum, Skb};
+use crate::buf::{BufCache, BufId};
+use crate::net::Net;
+use crate::wire::checksum::{fold, pseudo_header_v4, pseudo_header_v6, sum_be16};
+use crate::wire::ethernet::{EthernetFrame, HEADER_LEN as ETH_LEN};
+use crate::wire::ipv4::Ipv4Packet;
+use crate::wire::ipv6::{Ipv6Packet, HEADER_LEN as IPV6_LEN};
+use crate::wire::tcp::{flags, TcpPacket};
+use crate::wire::{EtherType, IPPROTO_TCP};
+use crate::worker::Worker;
+use serde::Serialize;
+
+/// Hash buckets of a table (`GRO_HASH_BUCKETS`); a packet's bucket is its rx hash & 7.
+pub const GRO_HASH_BUCKETS: usize = 8;
+/// Packets held per bucket (`MAX_GRO_SKBS`): holding a ninth completes the oldest.
+pub const MAX_GRO_SKBS: usize = 8;
+/// Segments one GRO packet may carry. The kernel bounds TCP GRO by `gro_max_size` only
+/// (64 segments is its fraglist limit); a sluice chain holds at most `MAX_FRAGS` frames, so
+/// past 128 segments (an MSS under 512 bytes) a packet completes early.
+pub const MAX_GRO_SEGS: u16 = (crate::buf::chain::MAX_FRAGS - 1) as u16;
+/// A coarse clock tick (one jiffy at HZ=1000): a poll that used its whole budget completes
+/// packets held longer than this (`napi_gro_flush(napi, true)`).
+pub const TICK_NS: u64 = 1_000_000;
+
+/// `skb_shinfo(skb)->gso_type` bits (the kernel's values).
+pub mod gso_type {
+    pub const TCPV4: u8 = 1 << 0;
+    pub const TCP_ECN: u8 = 1 << 2;
+    pub const TCP_FIXEDID: u8 = 1 << 3;
+    pub const TCPV6: u8 = 1 << 4;
+}
+
+/// What GRO did with a packet (`enum gro_result`). Merging always keeps the segment's frame
+/// as a fragment, so there is no MERGED_FREE here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroResult {
+    /// Its payload joined a held packet.
+    Merged,
+    /// It is held as the head of a new flow.
+    Held,
+    /// Delivered as it is (not TCP, not mergeable, or flagged).
+    Normal,
+}
+
+/// Why a held packet was completed (delivered).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[repr(u8)]
+pub enum FlushCause {
+    /// PSH, FIN, URG, RST or SYN merged: the segment ends the train (tcp_gro_receive's
+    /// out_check_final).
+    Flags,
+    /// A short segment merged: less than the MSS ends the train.
+    Short,
+    /// The next segment did not continue it (seq, ack, window, flags, options, IP ID,
+    /// TTL/TOS/DF, longer than the MSS, empty).
+    Mismatch,
+    /// `gro_max_size` bytes or [`MAX_GRO_SEGS`] segments reached.
+    Full,
+    /// A ninth flow was held in its bucket (gro_flush_oldest).
+    Evicted,
+    /// Held over a tick at the end of a poll that used its whole budget.
+    Aged,
+    /// The poll completed (napi_complete_done), or the run drained.
+    PollDone,
+}
+
+impl FlushCause {
+    pub const COUNT: usize = 7;
+}
+
+/// GRO and normal-list counters of one worker.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct GroStats {
+    /// Segments whose payload joined another packet (each ends there: the ledger's
+    /// "rx merged").
+    pub merged: u64,
+    /// Packets held as the head of a flow.
+    pub held: u64,
+    /// Packets GRO passed as they are.
+    pub normal: u64,
+    /// Held packets completed, by [`FlushCause`].
+    pub flushed: [u64; FlushCause::COUNT],
+    /// Segments per completed packet: bucket i counts packets of [2^i, 2^(i+1)) segments.
+    pub segs_log2: [u64; 7],
+    /// Normal-list deliveries (gro_normal_list calls with something on the list) and the
+    /// segments they carried.
+    pub lists: u64,
+    pub list_segs: u64,
+    /// GSO on transmit: packets split, and the segments made.
+    pub gso_packets: u64,
+    pub gso_segs: u64,
+}
+
+impl GroStats {
+    pub fn merge(&mut self, o: &GroStats) {
+        self.merged += o.merged;
+        self.held += o.held;
+        self.normal += o.normal;
+        for (a, b) in self.flushed.iter_mut().zip(o.flushed.iter()) {
+            *a += b;
+        }
+        for (a, b) in self.segs_log2.iter_mut().zip(o.segs_log2.iter()) {
+            *a += b;
+        }
+        self.lists += o.lists;
+        self.list_segs += o.list_segs;
+        self.gso_packets += o.gso_packets;
+        self.gso_segs += o.gso_segs;
+    }
+
+    fn record_segs(&mut self, segs: u16) {
+        let b = (u16::BITS - 1 - segs.max(1).leading_zeros()) as usize;
+        self.segs_log2[b.min(6)] += 1;
+    }
+}
+
+/// The headers of one TCP segment GRO may merge, read through the checked views.
+#[derive(Debug, Clone, Copy)]
+struct Seg {
+    v4: bool,
+    /// Offset of the TCP header and of the payload in the frame.
+    l4: usize,
+    hdr_len: usize,
+    payload_len: usize,
+    seq: u32,
+    ack: u32,
+    /// Bytes 12..16 of the TCP header: data offset, flags, window.
+    flag_word: u32,
+    flags: u8,
+    ip_id: u16,
+    df: bool,
+    ttl: u8,
+    /// TOS (IPv4) or traffic class (IPv6).
+    tos: u8,
+    flow_label: u32,
+    src: [u8; 16],
+    dst: [u8; 16],
+    ports: u32,
+    /// Folded sum of the payload bytes (for the merged packet's checksum).
+    payload_sum: u16,
+}
+
+/// Reads a frame as an untagged IPv4/IPv6 TCP segment GRO can take: IPv4 with IHL 5, a valid
+/// header checksum, no fragment; IPv6 with TCP as the next header; the IP length covering
+/// the frame exactly (no padding, no lie); a valid TCP checksum (`skb_gro_checksum_validate`),
+/// summed here unless the port verified it (`verified`). None = NORMAL.
+fn parse(data: &[u8], verified: bool) -> Option<Seg> {
+    let eth = EthernetFrame::new_checked(data).ok()?;
+    let ethertype = eth.ethertype();
+    let l3 = &data[ETH_LEN..];
+    let (v4, l4, src, dst, ip_id, df, ttl, tos, flow_label) = match ethertype {
+        EtherType::IPV4 => {
+            let ip = Ipv4Packet::new_checked(l3).ok()?;
+            if ip.header_len() != 20
+                || !ip.verify_checksum()
+                || ip.is_fragment()
+                || ip.protocol() != IPPROTO_TCP
+                || ETH_LEN + ip.total_len() as usize != data.len()
+            {
+                return None;
+            }
+            let mut src = [0u8; 16];
+            let mut dst = [0u8; 16];
+            src[..4].copy_from_slice(&ip.src_addr());
+            dst[..4].copy_from_slice(&ip.dst_addr());
+            (true, ETH_LEN + 20, src, dst, ip.ident(), ip.dont_frag(), ip.ttl(), ip.tos(), 0)
+        }
+        EtherType::IPV6 => {
+            let ip = Ipv6Packet::new_checked(l3).ok()?;
+            if ip.next_header() != IPPROTO_TCP || ETH_LEN + IPV6_LEN + ip.payload_len() as usize != data.len() {
+                return None;
+            }
+            (false, ETH_LEN + IPV6_LEN, ip.src_addr(), ip.dst_addr(), 0, false, ip.hop_limit(), ip.traffic_class(), ip.flow_label())
+        }
+        _ => return None,
+    };
+    let tcp = TcpPacket::new_checked(&data[l4..]).ok()?;
+    let hdr_len = l4 + tcp.header_len();
+    let seg_len = data.len() - l4;
+    let pseudo = if v4 {
+        let (s, d) = (v4_of(&src), v4_of(&dst));
+        pseudo_header_v4(&s, &d, IPPROTO_TCP, seg_len as u16)
+    } else {
+        pseudo_header_v6(&src, &dst, IPPROTO_TCP, seg_len as u32)
+    };
+    // The header is a whole number of 32-bit words, so the payload's sum starts aligned.
+    let hdr_sum = sum_be16(&data[l4..hdr_len]);
+    let payload_sum = if verified {
+        // A valid checksum makes pseudo + header + payload sum to 0xffff: the payload's sum
+        // is what the other two lack, with no pass over the payload.
+        !fold(pseudo + hdr_sum)
+    } else {
+        let s = fold(sum_be16(&data[hdr_len..]));
+        if fold(pseudo + hdr_sum + s as u64) != 0xffff {
+            return None;
+        }
+        s
+    };
+    let h = &data[l4..];
+    Some(Seg {
+        v4,
+        l4,
+        hdr_len,
+        payload_len: data.len() - hdr_len,
+        seq: tcp.seq(),
+        ack: tcp.ack(),
+        flag_word: u32::from_be_bytes([h[12], h[13], h[14], h[15]]),
+        flags: tcp.flags(),
+        ip_id,
+        df,
+        ttl,
+        tos,
+        flow_label,
+        src,
+        dst,
+        ports: (tcp.src_port() as u32) << 16 | tcp.dst_port() as u32,
+        payload_sum,
+    })
+}
+
+fn v4_of(a: &[u8; 16]) -> [u8; 4] {
+    [a[0], a[1], a[2], a[3]]
+}
+
+/// A packet held in a bucket: the head segment and what later segments must match.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    skb: Skb,
+    /// Last frame of the chain (where the next payload is linked).
+    tail: BufId,
+    first: Seg,
+    /// Payload of the first segment: the MSS (`gso_size`).
+    mss: u16,
+    count: u16,
+    /// Payload bytes so far, and the sequence number the next segment must carry.
+    payload: u32,
+    next_seq: u32,
+    /// IPv4: the IDs stay fixed (decided by the second segment, with DF set).
+    fixed_id: bool,
+    /// FIN/PSH of merged segments (folded into the head's flags on completion).
+    extra_flags: u8,
+    /// Sum of the merged payload (each segment's sum byte-swapped when it starts at an odd
+    /// offset of the whole).
+    payload_sum: u64,
+    age_ns: u64,
+}
+
+/// One NAPI instance's GRO state: held flows by bucket, and the normal list.
+#[derive(Debug, Default)]
+pub struct GroTable {
+    /// Oldest first in each bucket.
+    buckets: [Vec<Held>; GRO_HASH_BUCKETS],
+    held: usize,
+    normal: Vec<Skb>,
+    normal_segs: u32,
+    /// The list being delivered (swapped with `normal`, so neither allocates per poll).
+    spare: Vec<Skb>,
+    /// A part of the list being delivered (when a flush completed more than a batch).
+    chunk: Vec<Skb>,
+}
+
+/// Settings GRO reads (from the tunables; a struct so tests can run GRO without a `Net`).
+#[derive(Debug, Clone, Copy)]
+pub struct GroConfig {
+    pub max_size: u32,
+}
+
+impl GroTable {
+    /// Packets held (each a packet in flight for the ledger).
+    pub fn held(&self) -> usize {
+        self.held
+    }
+
+    /// Packets on the normal list (delivered before the poll ends).
+    pub fn pending(&self) -> usize {
+        self.normal.len()
+    }
+
+    /// `dev_gro_receive` for one packet. NORMAL packets and completed packets go on the
+    /// normal list (see [`GroTable::take_normal`]).
+    pub fn receive(&mut self, bufs: &mut BufCache, st: &mut GroStats, cfg: GroConfig, now_ns: u64, skb: Skb) -> GroResult {
+        let verified = skb.ip_summed == Csum::Unnecessary;
+        let seg = if skb.drop.is_none() && !skb.pkt.is_chained() { parse(bufs.data(skb.pkt), verified) } else { None };
+        let Some(seg) = seg else {
+            return self.normal_one(st, skb, 1);
+        };
+        let bucket = (skb.hash as usize) & (GRO_HASH_BUCKETS - 1);
+        let mac: [u8; 12] = first12(bufs.data(skb.pkt));
+        let found = self.buckets[bucket]
+            .iter()
+            .rposition(|p| p.skb.hash == skb.hash && same_flow(&p.first, &seg) && first12(bufs.data(p.skb.pkt)) == mac);
+        let control = seg.flags & (flags::URG | flags::PSH | flags::RST | flags::SYN | flags::FIN) != 0;
+        if let Some(i) = found {
+            match can_merge(bufs, &self.buckets[bucket][i], &skb, &seg, cfg) {
+                Ok(()) => {
+                    let p = &mut self.buckets[bucket][i];
+                    merge(bufs, p, &skb, &seg);
+                    st.merged += 1;
+                    let short = seg.payload_len < p.mss as usize;
+                    if control || short {
+                        let p = self.buckets[bucket].remove(i);
+                        self.held -= 1;
+                        self.complete(bufs, st, p, if control { FlushCause::Flags } else { FlushCause::Short });
+                    }
+                    return GroResult::Merged;
+                }
+                Err(cause) => {
+                    let p = self.buckets[bucket].remove(i);
+                    self.held -= 1;
+                    self.complete(bufs, st, p, cause);
+                }
+            }
+        }
+        // No flow to join: hold it unless it carries no data or a control flag (mss = 1 in
+        // tcp_gro_receive's out_check_final).
+        if seg.payload_len == 0 || control {
+            return self.normal_one(st, skb, 1);
+        }
+        if self.buckets[bucket].len() >= MAX_GRO_SKBS {
+            let oldest = self.buckets[bucket].remove(0);
+            self.held -= 1;
+            self.complete(bufs, st, oldest, FlushCause::Evicted);
+        }
+        if self.buckets[bucket].capacity() == 0 {
+            self.buckets[bucket].reserve_exact(MAX_GRO_SKBS);
+        }
+        self.buckets[bucket].push(Held {
+            skb,
+            tail: skb.pkt.buf,
+            first: seg,
+            mss: seg.payload_len as u16,
+            count: 1,
+            payload: seg.payload_len as u32,
+            next_seq: seg.seq.wrapping_add(seg.payload_len as u32),
+            fixed_id: false,
+            extra_flags: 0,
+            payload_sum: seg.payload_sum as u64,
+            age_ns: now_ns,
+        });
+        self.held += 1;
+        st.held += 1;
+        GroResult::Held
+    }
+
+    fn normal_one(&mut self, st: &mut GroStats, skb: Skb, segs: u16) -> GroResult {
+        st.normal += 1;
+        self.push_normal(skb, segs);
+        GroResult::Normal
+    }
+
+    /// `gro_normal_one`: the list counts segments.
+    fn push_normal(&mut self, skb: Skb, segs: u16) {
+        if self.normal.capacity() == 0 {
+            self.normal.reserve(256);
+        }
+        self.normal.push(skb);
+        self.normal_segs += segs as u32;
+    }
+
+    /// True when the normal list holds `batch` segments (time for `gro_normal_list`).
+    pub fn list_full(&self, batch: u32) -> bool {
+        self.normal_segs >= batch
+    }
+
+    /// Moves the normal list into `out` (emptied first) and resets its segment count.
+    pub fn take_normal(&mut self, st: &mut GroStats, out: &mut Vec<Skb>) {
+        out.clear();
+        if out.capacity() == 0 {
+            out.reserve(256);
+        }
+        if self.normal.is_empty() {
+            return;
+        }
+        st.lists += 1;
+        st.list_segs += self.normal_segs as u64;
+        std::mem::swap(&mut self.normal, out);
+        self.normal_segs = 0;
+    }
+
+    /// Completes held packets: all of them, or (`older_than`) those held since before it.
+    /// Buckets in order, oldest first in each (napi_gro_flush).
+    pub fn flush(&mut self, bufs: &mut BufCache, st: &mut GroStats, older_than: Option<u64>, cause: FlushCause) {
+        if self.held == 0 {
+            return;
+        }
+        for b in 0..GRO_HASH_BUCKETS {
+            let mut i = 0;
+            while i < self.buckets[b].len() {
+                if older_than.is_some_and(|t| self.buckets[b][i].age_ns >= t) {
+                    i += 1;
+                    continue;
+                }
+                let p = self.buckets[b].remove(i);
+                self.held -= 1;
+                self.complete(bufs, st, p, cause);
+            }
+        }
+    }
+
+    /// `napi_gro_complete`: fixes the headers of a merged packet and puts it on the list.
+    fn complete(&mut self, bufs: &mut BufCache, st: &mut GroStats, p: Held, cause: FlushCause) {
+        st.flushed[cause as usize] += 1;
+        st.record_segs(p.count);
+        let mut skb = p.skb;
+        if p.count > 1 {
+            finish_merged(bufs, &p, &mut skb);
+        }
+        self.push_normal(skb, p.count);
+    }
+}
+
+fn first12(d: &[u8]) -> [u8; 12] {
+    let mut m = [0u8; 12];
+    let n = d.len().min(12);
+    m[..n].copy_from_slice(&d[..n]);
+    m
+}
+
+/// Same flow at the IP and TCP layers: family, addresses, ports (and the IPv6 flow label,
+/// which `ipv6_gro_receive` treats as part of the flow).
+fn same_flow(a: &Seg, b: &Seg) -> bool {
+    a.v4 == b.v4 && a.src == b.src && a.dst == b.dst && a.ports == b.ports && a.flow_label == b.flow_label
+}
+
+/// The flush rules of `inet_gro_receive` / `ipv6_gro_receive` / `tcp_gro_receive` /
+/// `skb_gro_receive` for a segment of held flow `p`; Err = complete `p` first.
+fn can_merge(bufs: &BufCache, p: &Held, skb: &Skb, s: &Seg, cfg: GroConfig) -> Result<(), FlushCause> {
+    let f = &p.first;
+    let mismatch = Err(FlushCause::Mismatch);
+    // IP layer: TTL / hop limit, TOS / traffic class, DF.
+    if f.ttl != s.ttl || f.tos != s.tos || f.df != s.df {
+        return mismatch;
+    }
+    // IPv4 ID: incrementing by the count, or fixed (DF set) as the second segment decided.
+    if f.v4 {
+        let inc = s.ip_id == f.ip_id.wrapping_add(p.count);
+        let fixed = s.df && s.ip_id == f.ip_id && (p.count == 1 || p.fixed_id);
+        if !(inc && !p.fixed_id || fixed) {
+            return mismatch;
+        }
+    }
+    // TCP: CWR; flags other than CWR/FIN/PSH, data offset, window; ack; options.
+    const MASK: u32 = !(((flags::CWR | flags::FIN | flags::PSH) as u32) << 16);
+    if s.flags & flags::CWR != 0 || (s.flag_word ^ f.flag_word) & MASK != 0 || s.ack != f.ack {
+        return mismatch;
+    }
+    if !options_equal(bufs, p, skb, s) {
+        return mismatch;
+    }
+    // Length: 1..=mss, continuing the sequence.
+    if s.payload_len == 0 || s.payload_len > p.mss as usize || s.seq != p.next_seq {
+        return mismatch;
+    }
+    let ip_len = (f.hdr_len - ETH_LEN) as u32 + p.payload;
+    if ip_len + s.payload_len as u32 >= cfg.max_size || p.count >= MAX_GRO_SEGS {
+        return Err(FlushCause::Full);
+    }
+    Ok(())
+}
+
+/// Links the segment's payload to `p`'s chain and advances `p`.
+fn merge(bufs: &mut BufCache, p: &mut Held, skb: &Skb, s: &Seg) {
+    let frag = skb.pkt.buf;
+    bufs.set_seg_meta(frag, SegMeta { next: NO_SEG, off: skb.pkt.off + s.hdr_len as u16, len: s.payload_len as u16 });
+    let m = bufs.seg_meta(p.tail);
+    bufs.set_seg_meta(p.tail, SegMeta { next: frag.0, ..m });
+    p.tail = frag;
+    p.skb.pkt.frag_len += s.payload_len as u32;
+    let sum = if p.payload & 1 == 1 { s.payload_sum.swap_bytes() } else { s.payload_sum };
+    p.payload_sum += sum as u64;
+    p.payload += s.payload_len as u32;
+    p.next_seq = s.seq.wrapping_add(s.payload_len as u32);
+    if p.count == 1 && p.first.v4 && s.ip_id == p.first.ip_id {
+        p.fixed_id = true;
+    }
+    p.count += 1;
+    p.extra_flags |= s.flags & (flags::FIN | flags::PSH);
+}
+
+/// Completion fix-ups: IP lengths (and the IPv4 header checksum), the TCP flags gathered,
+/// a full TCP checksum over the merged packet, and the GSO fields.
+fn finish_merged(bufs: &mut BufCache, p: &Held, skb: &mut Skb) {
+    let f = &p.first;
+    let l4_len = f.hdr_len - f.l4 + p.payload as usize;
+    let d = bufs.data_mut(skb.pkt);
+    d[f.l4 + 13] |= p.extra_flags;
+    let pseudo = if f.v4 {
+        let mut ip = Ipv4Packet::new_unchecked(&mut d[ETH_LEN..f.l4]);
+        ip.set_total_len((f.l4 - ETH_LEN + l4_len) as u16);
+        ip.fill_checksum();
+        pseudo_header_v4(&v4_of(&f.src), &v4_of(&f.dst), IPPROTO_TCP, l4_len as u16)
+    } else {
+        let mut ip = Ipv6Packet::new_unchecked(&mut d[ETH_LEN..f.l4]);
+        ip.set_payload_len(l4_len as u16);
+        pseudo_header_v6(&f.src, &f.dst, IPPROTO_TCP, l4_len as u32)
+    };
+    d[f.l4 + 16] = 0;
+    d[f.l4 + 17] = 0;
+    let csum = !fold(pseudo + sum_be16(&d[f.l4..f.hdr_len]) + p.payload_sum);
+    d[f.l4 + 16..f.l4 + 18].copy_from_slice(&csum.to_be_bytes());
+    skb.gso_size = p.mss;
+    skb.gso_segs = p.count;
+    let cwr = d[f.l4 + 13] & flags::CWR != 0;
+    skb.gso_type = if f.v4 { gso_type::TCPV4 } else { gso_type::TCPV6 }
+        | if p.fixed_id { gso_type::TCP_FIXEDID } else { 0 }
+        | if cwr { gso_type::TCP_ECN } else { 0 };
+    skb.ip_summed = Csum::Unnecessary;
+}
+
+/// TCP options of the held head and of a new segment, byte for byte.
+fn options_equal(bufs: &BufCache, p: &Held, skb: &Skb, s: &Seg) -> bool {
+    let a = bufs.data(p.skb.pkt).get(p.first.l4 + 20..p.first.hdr_len);
+    let b = bufs.data(skb.pkt).get(s.l4 + 20..s.hdr_len);
+    a.is_some() && a == b
+}
+
+// ---- the NAPI side: per-port tables on the worker, list delivery ----
+
+/// True when GRO runs on receive (`ethtool -K gro on` for every port).
+#[inline]
+pub fn enabled(net: &Net) -> bool {
+    net.tun.gro != 0
+}
+
+fn config(net: &Net) -> GroConfig {
+    GroConfig { max_size: net.tun.gro_max_size }
+}
+
+/// The table of rx port `port` on this worker (made on first use).
+fn table(w: &mut Worker, port: u16) -> GroTable {
+    let i = port as usize;
+    if w.gro.len() <= i {
+        w.gro.resize_with(i + 1, GroTable::default);
+    }
+    std::mem::take(&mut w.gro[i])
+}
+
+/// `napi_gro_receive` for a poll's burst: every packet through GRO; the normal list goes to
+/// the receive path each time it holds `gro_normal_batch` segments.
+pub fn receive_burst(net: &Net, w: &mut Worker, port: u16, skbs: &mut Vec<Skb>) {
+    let t0 = w.clock();
+    let n = skbs.len();
+    let mut t = table(w, port);
+    let cfg = config(net);
+    let batch = net.tun.gro_normal_batch;
+    for &skb in skbs.iter() {
+        t.receive(&mut w.bufs, &mut w.c.gro, cfg, w.now_ns, skb);
+        if t.list_full(batch) {
+            normal_list(net, w, &mut t);
+        }
+    }
+    w.gro[port as usize] = t;
+    w.stage_done(crate::stats::Stage::Gro, n, t0);
+    skbs.clear();
+}
+
+/// `gro_normal_list`: hands the normal list to the receive path, cut where it reached
+/// `gro_normal_batch` segments (a flush completes many packets at once; the kernel's
+/// `gro_normal_one` would have delivered at each of those points). Returns packets delivered.
+fn normal_list(net: &Net, w: &mut Worker, t: &mut GroTable) -> usize {
+    let mut list = std::mem::take(&mut t.spare);
+    let segs = t.normal_segs;
+    t.take_normal(&mut w.c.gro, &mut list);
+    let n = list.len();
+    let batch = net.tun.gro_normal_batch;
+    if segs <= batch || n == 1 {
+        deliver(net, w, &mut list);
+    } else {
+        let mut chunk = std::mem::take(&mut t.chunk);
+        let mut in_chunk = 0u32;
+        let mut cuts = 0u64;
+        for &skb in &list {
+            chunk.push(skb);
+            in_chunk += skb.gso_segs.max(1) as u32;
+            if in_chunk >= batch {
+                deliver(net, w, &mut chunk);
+                chunk.clear();
+                in_chunk = 0;
+                cuts += 1;
+            }
+        }
+        if !chunk.is_empty() {
+            deliver(net, w, &mut chunk);
+            chunk.clear();
+            cuts += 1;
+        }
+        t.chunk = chunk;
+        // take_normal counted one delivery; each cut is one.
+        w.c.gro.lists += cuts.saturating_sub(1);
+    }
+    list.clear();
+    t.spare = list;
+    n
+}
+
+/// `gro_normal_list`'s delivery: RPS, then the listified or single receive path.
+fn deliver(net: &Net, w: &mut Worker, list: &mut Vec<Skb>) {
+    crate::rps::steer(net, w, list);
+    if list.is_empty() {
+        return;
+    }
+    if net.tun.listified != 0 {
+        crate::rx::receive_list(net, w, list);
+    } else {
+        crate::rx::receive_single(net, w, list);
+    }
+    list.clear();
+}
+
+/// End of a poll of `port`: a poll that used its whole budget completes only packets held
+/// over a tick; a completed poll (napi_complete_done) completes all of them, unless
+/// `gro_flush_timeout` defers that to packets older than the timeout. Then `gro_normal_list`.
+/// Returns packets delivered.
+pub fn poll_done(net: &Net, w: &mut Worker, port: u16, budget_used: bool) -> usize {
+    let Some(t) = w.gro.get(port as usize) else { return 0 };
+    if t.held == 0 && t.normal.is_empty() {
+        return 0;
+    }
+    let mut t = table(w, port);
+    let now = w.now_ns;
+    let timeout = net.tun.gro_flush_timeout;
+    let (older_than, cause) = if budget_used {
+        (Some(now.saturating_sub(TICK_NS)), FlushCause::Aged)
+    } else if timeout > 0 {
+        (Some(now.saturating_sub(timeout)), FlushCause::Aged)
+    } else {
+        (None, FlushCause::PollDone)
+    };
+    t.flush(&mut w.bufs, &mut w.c.gro, older_than, cause);
+    let n = normal_list(net, w, &mut t);
+    w.gro[port as usize] = t;
+    n
+}
+
+/// Completes everything held on every port (the end of a run).
+pub fn flush_all(net: &Net, w: &mut Worker) {
+    for port in 0..w.gro.len() {
+        if let Some(t) = w.gro.get_mut(port) {
+            if t.held == 0 && t.normal.is_empty() {
+                continue;
+            }
+        }
+        let mut t = table(w, port as u16);
+        t.flush(&mut w.bufs, &mut w.c.gro, None, FlushCause::PollDone);
+        normal_list(net, w, &mut t);
+        w.gro[port] = t;
+    }
+}
+
+#[cfg(test)]
+mod tests;

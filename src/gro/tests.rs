@@ -1,0 +1,728 @@
+//! GRO flush rules (one test per rule, named after the kernel function it mirrors), the
+//! normal list, GSO, and properties: GRO then GSO gives back the segments byte for byte;
+//! hostile trains are never merged wrongly and never panic.
+
+use super::*;
+use crate::buf::{Pool, MAX_DATA};
+use crate::wire::checksum::checksum;
+use proptest::prelude::*;
+
+const MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
+
+/// One TCP segment to build.
+#[derive(Debug, Clone)]
+struct T {
+    v6: bool,
+    seq: u32,
+    ack: u32,
+    flags: u8,
+    window: u16,
+    id: u16,
+    df: bool,
+    ttl: u8,
+    tos: u8,
+    flow_label: u32,
+    opts: Vec<u8>,
+    payload: Vec<u8>,
+    sport: u16,
+}
+
+impl T {
+    fn new(seq: u32, len: usize) -> T {
+        T {
+            v6: false,
+            seq,
+            ack: 7,
+            flags: flags::ACK,
+            window: 512,
+            id: 0,
+            df: true,
+            ttl: 64,
+            tos: 0,
+            flow_label: 0,
+            opts: vec![],
+            payload: (0..len).map(|i| (i as u32).wrapping_mul(seq | 1) as u8).collect(),
+            sport: 1000,
+        }
+    }
+
+    fn frame(&self) -> Vec<u8> {
+        let l3 = if self.v6 { 40 } else { 20 };
+        let tcp_len = 20 + self.opts.len() + self.payload.len();
+        let mut f = vec![0u8; 14 + l3 + tcp_len];
+        f[0..6].copy_from_slice(&MAC);
+        f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 0xaa]);
+        f[12..14].copy_from_slice(&if self.v6 { EtherType::IPV6 } else { EtherType::IPV4 }.to_be_bytes());
+        let (src4, dst4) = ([198, 18, 0, 1], [10, 0, 0, 1]);
+        let mut src6 = [0u8; 16];
+        src6[0] = 0x20;
+        src6[15] = 1;
+        let mut dst6 = src6;
+        dst6[15] = 2;
+        if self.v6 {
+            let mut ip = Ipv6Packet::new_unchecked(&mut f[14..54]);
+            ip.set_version();
+            ip.set_traffic_class(self.tos);
+            ip.set_flow_label(self.flow_label);
+            ip.set_payload_len(tcp_len as u16);
+            ip.set_next_header(IPPROTO_TCP);
+            ip.set_hop_limit(self.ttl);
+            ip.set_src_addr(&src6);
+            ip.set_dst_addr(&dst6);
+        } else {
+            let mut ip = Ipv4Packet::new_unchecked(&mut f[14..34]);
+            ip.set_version_and_header_len(20);
+            ip.set_tos(self.tos);
+            ip.set_total_len((20 + tcp_len) as u16);
+            ip.set_ident(self.id);
+            ip.set_dont_frag(self.df);
+            ip.set_ttl(self.ttl);
+            ip.set_protocol(IPPROTO_TCP);
+            ip.set_src_addr(&src4);
+            ip.set_dst_addr(&dst4);
+            ip.fill_checksum();
+        }
+        let mut t = TcpPacket::new_unchecked(&mut f[14 + l3..]);
+        t.set_src_port(self.sport);
+        t.set_dst_port(80);
+        t.set_seq(self.seq);
+        t.set_ack(self.ack);
+        t.set_header_len(20 + self.opts.len());
+        t.set_flags(self.flags);
+        t.set_window(self.window);
+        t.options_mut().copy_from_slice(&self.opts);
+        t.payload_mut().copy_from_slice(&self.payload);
+        if self.v6 {
+            t.fill_checksum_v6(&src6, &dst6);
+        } else {
+            t.fill_checksum_v4(&src4, &dst4);
+        }
+        f
+    }
+}
+
+/// A train of `n` in-order segments of `mss` bytes, IP IDs incrementing.
+fn train(n: usize, mss: usize) -> Vec<T> {
+    (0..n)
+        .map(|i| {
+            let mut t = T::new(1000 + (i * mss) as u32, mss);
+            t.id = 100 + i as u16;
+            t
+        })
+        .collect()
+}
+
+struct Rig {
+    _pool: Pool,
+    bufs: BufCache,
+    t: GroTable,
+    st: GroStats,
+    cfg: GroConfig,
+    /// Packets arrive with checksums the port verified (rx checksum offload).
+    verified: bool,
+}
+
+impl Rig {
+    fn new() -> Rig {
+        let pool = Pool::new(4096).unwrap();
+        let bufs = pool.cache();
+        Rig { _pool: pool, bufs, t: GroTable::default(), st: GroStats::default(), cfg: GroConfig { max_size: 65536 }, verified: false }
+    }
+
+    fn rx_frame(&mut self, f: &[u8], hash: u32) -> GroResult {
+        let mut p = self.bufs.alloc_copy(f).unwrap();
+        p.rss_hash = hash;
+        let mut skb = Skb::build(p, self.bufs.data(p), 0, 0, &MAC);
+        if self.verified {
+            skb.ip_summed = Csum::Unnecessary;
+        }
+        self.t.receive(&mut self.bufs, &mut self.st, self.cfg, 0, skb)
+    }
+
+    fn rx(&mut self, t: &T) -> GroResult {
+        self.rx_frame(&t.frame(), 0)
+    }
+
+    /// Completes everything and returns the delivered packets.
+    fn out(&mut self) -> Vec<Skb> {
+        self.t.flush(&mut self.bufs, &mut self.st, None, FlushCause::PollDone);
+        let mut v = Vec::new();
+        self.t.take_normal(&mut self.st, &mut v);
+        v
+    }
+
+    /// Delivered so far (without completing held packets).
+    fn delivered(&mut self) -> Vec<Skb> {
+        let mut v = Vec::new();
+        self.t.take_normal(&mut self.st, &mut v);
+        v
+    }
+
+    fn bytes(&self, s: &Skb) -> Vec<u8> {
+        self.bufs.to_vec(s.pkt)
+    }
+
+    /// The segments each delivered packet stands for (GSO of a merged one).
+    fn segments(&mut self, s: &Skb) -> Vec<Vec<u8>> {
+        if s.gso_segs <= 1 {
+            let b = self.bytes(s);
+            self.bufs.free(s.pkt);
+            return vec![b];
+        }
+        let mut out = Vec::new();
+        gso::segment(&mut self.bufs, s, &mut out).unwrap();
+        let v = out.iter().map(|p| self.bufs.to_vec(*p)).collect();
+        self.bufs.free_pkts(&out);
+        v
+    }
+}
+
+/// Checks a delivered packet is valid IP + TCP (lengths, IP and TCP checksums over the chain).
+fn assert_valid(bytes: &[u8]) {
+    let v6 = u16::from_be_bytes([bytes[12], bytes[13]]) == EtherType::IPV6;
+    let l4 = if v6 { 54 } else { 34 };
+    let tcp_len = bytes.len() - l4;
+    let pseudo = if v6 {
+        let ip = Ipv6Packet::new_checked(&bytes[14..]).unwrap();
+        assert_eq!(ip.payload_len() as usize, tcp_len);
+        pseudo_header_v6(&ip.src_addr(), &ip.dst_addr(), IPPROTO_TCP, tcp_len as u32)
+    } else {
+        let ip = Ipv4Packet::new_checked(&bytes[14..]).unwrap();
+        assert!(ip.verify_checksum());
+        assert_eq!(ip.total_len() as usize, bytes.len() - 14);
+        pseudo_header_v4(&ip.src_addr(), &ip.dst_addr(), IPPROTO_TCP, tcp_len as u16)
+    };
+    assert_eq!(fold(pseudo + sum_be16(&bytes[l4..])), 0xffff, "TCP checksum");
+}
+
+fn payload_of(bytes: &[u8]) -> &[u8] {
+    let v6 = u16::from_be_bytes([bytes[12], bytes[13]]) == EtherType::IPV6;
+    let l4 = if v6 { 54 } else { 34 };
+    &bytes[l4 + TcpPacket::new_checked(&bytes[l4..]).unwrap().header_len()..]
+}
+
+#[test]
+fn in_order_train_merges_into_one_chain_inet_gro_complete_tcp_gro_complete() {
+    let mut r = Rig::new();
+    let tr = train(10, 1400);
+    assert_eq!(r.rx(&tr[0]), GroResult::Held);
+    for t in &tr[1..] {
+        assert_eq!(r.rx(t), GroResult::Merged);
+    }
+    assert!(r.delivered().is_empty(), "a full-sized train stays held");
+    let out = r.out();
+    assert_eq!(out.len(), 1);
+    let s = out[0];
+    assert_eq!((s.gso_size, s.gso_segs, s.gso_type), (1400, 10, gso_type::TCPV4));
+    assert_eq!(s.ip_summed, Csum::Unnecessary);
+    assert!(s.pkt.is_chained(), "later payloads are fragments of the head's chain");
+    let b = r.bytes(&s);
+    assert_eq!(b.len(), 14 + 20 + 20 + 14_000);
+    assert_valid(&b);
+    let all: Vec<u8> = tr.iter().flat_map(|t| t.payload.clone()).collect();
+    assert_eq!(payload_of(&b), &all[..]);
+    assert_eq!((r.st.merged, r.st.held, r.st.flushed[FlushCause::PollDone as usize]), (9, 1, 1));
+    r.bufs.free(s.pkt);
+    assert_eq!(r.bufs.in_use(), 0, "the chain owned every segment's frame");
+}
+
+#[test]
+fn psh_is_merged_then_completes_tcp_gro_receive_out_check_final() {
+    let mut r = Rig::new();
+    let mut tr = train(4, 1000);
+    tr[2].flags |= flags::PSH;
+    r.rx(&tr[0]);
+    r.rx(&tr[1]);
+    assert_eq!(r.rx(&tr[2]), GroResult::Merged);
+    let d = r.delivered();
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].gso_segs, 3);
+    let b = r.bytes(&d[0]);
+    assert_ne!(b[34 + 13] & flags::PSH, 0, "the merged packet carries PSH");
+    assert_eq!(r.rx(&tr[3]), GroResult::Held, "the next segment starts a new packet");
+    assert_eq!(r.st.flushed[FlushCause::Flags as usize], 1);
+}
+
+#[test]
+fn fin_is_merged_then_completes_tcp_gro_receive_out_check_final() {
+    let mut r = Rig::new();
+    let mut tr = train(2, 1000);
+    tr[1].flags |= flags::FIN;
+    r.rx(&tr[0]);
+    assert_eq!(r.rx(&tr[1]), GroResult::Merged);
+    let d = r.delivered();
+    assert_eq!((d.len(), d[0].gso_segs), (1, 2));
+}
+
+#[test]
+fn a_control_flag_without_a_flow_is_normal_tcp_gro_receive() {
+    for f in [flags::PSH, flags::FIN, flags::SYN, flags::RST, flags::URG] {
+        let mut r = Rig::new();
+        let mut t = T::new(1, 100);
+        t.flags |= f;
+        assert_eq!(r.rx(&t), GroResult::Normal, "flag {f:#x}");
+        assert_eq!(r.t.held(), 0);
+    }
+}
+
+#[test]
+fn short_segment_is_merged_then_completes_tcp_gro_receive_len_below_mss() {
+    let mut r = Rig::new();
+    let mut tr = train(3, 1000);
+    tr[2].payload.truncate(300);
+    let tr2 = tr[2].clone();
+    r.rx(&tr[0]);
+    r.rx(&tr[1]);
+    assert_eq!(r.rx(&tr2), GroResult::Merged);
+    let d = r.delivered();
+    assert_eq!((d[0].gso_segs, d[0].gso_size), (3, 1000));
+    assert_eq!(r.st.flushed[FlushCause::Short as usize], 1);
+    assert_valid(&r.bytes(&d[0]));
+}
+
+#[test]
+fn longer_than_mss_completes_and_starts_anew_tcp_gro_receive_len_above_mss() {
+    let mut r = Rig::new();
+    r.rx(&T::new(1000, 500));
+    let mut t = T::new(1500, 600);
+    t.id = 1;
+    assert_eq!(r.rx(&t), GroResult::Held, "a longer segment completes p and is held itself");
+    assert_eq!(r.delivered().len(), 1);
+    assert_eq!(r.st.flushed[FlushCause::Mismatch as usize], 1);
+}
+
+#[test]
+fn sequence_gap_completes_tcp_gro_receive_seq_check() {
+    let mut r = Rig::new();
+    let tr = train(3, 1000);
+    r.rx(&tr[0]);
+    r.rx(&tr[2]); // skips tr[1]
+    assert_eq!(r.delivered().len(), 1);
+    assert_eq!(r.t.held(), 1);
+    let out = r.out();
+    assert!(out.iter().all(|s| s.gso_segs <= 1), "nothing merged across the gap");
+}
+
+#[test]
+fn overlapping_sequence_is_not_merged_tcp_gro_receive_seq_check() {
+    let mut r = Rig::new();
+    let mut tr = train(2, 1000);
+    tr[1].seq -= 10;
+    r.rx(&tr[0]);
+    assert_eq!(r.rx(&tr[1]), GroResult::Held);
+    assert_eq!(r.st.merged, 0);
+}
+
+#[test]
+fn option_change_completes_tcp_gro_receive_option_words() {
+    let mut r = Rig::new();
+    let mut tr = train(3, 1000);
+    for (i, t) in tr.iter_mut().enumerate() {
+        t.opts = vec![1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, if i < 2 { 5 } else { 6 }];
+    }
+    r.rx(&tr[0]);
+    assert_eq!(r.rx(&tr[1]), GroResult::Merged, "equal timestamps merge");
+    assert_eq!(r.rx(&tr[2]), GroResult::Held, "a changed timestamp completes the packet");
+    assert_eq!(r.delivered()[0].gso_segs, 2);
+}
+
+#[test]
+fn ack_window_doff_change_completes_tcp_gro_receive_flag_word_and_ack() {
+    let cases: [fn(&mut T); 3] = [|t| t.ack += 1, |t| t.window += 1, |t| t.opts = vec![1, 1, 1, 1]];
+    for change in cases {
+        let mut r = Rig::new();
+        let mut tr = train(2, 1000);
+        change(&mut tr[1]);
+        r.rx(&tr[0]);
+        assert_ne!(r.rx(&tr[1]), GroResult::Merged);
+        assert_eq!(r.st.merged, 0);
+    }
+}
+
+#[test]
+fn cwr_after_the_first_segment_completes_tcp_gro_receive_cwr() {
+    let mut r = Rig::new();
+    let mut tr = train(3, 1000);
+    tr[0].flags |= flags::CWR;
+    r.rx(&tr[0]);
+    assert_eq!(r.rx(&tr[1]), GroResult::Merged, "CWR on the head is allowed");
+    tr[2].flags |= flags::CWR;
+    assert_ne!(r.rx(&tr[2]), GroResult::Merged);
+    let d = r.delivered();
+    assert_eq!(d[0].gso_type, gso_type::TCPV4 | gso_type::TCP_ECN);
+}
+
+#[test]
+fn zero_length_segment_is_normal_and_never_merged_tcp_gro_receive_len_zero() {
+    let mut r = Rig::new();
+    let tr = train(1, 1000);
+    r.rx(&tr[0]);
+    let mut ack = T::new(2000, 0);
+    ack.id = 101;
+    assert_eq!(r.rx(&ack), GroResult::Normal);
+    assert_eq!(r.st.merged, 0);
+}
+
+#[test]
+fn ip_id_jump_completes_inet_gro_flush_id() {
+    let mut r = Rig::new();
+    let mut tr = train(3, 1000);
+    tr[2].id += 5;
+    r.rx(&tr[0]);
+    r.rx(&tr[1]);
+    assert_eq!(r.rx(&tr[2]), GroResult::Held);
+    assert_eq!(r.delivered()[0].gso_segs, 2);
+}
+
+#[test]
+fn fixed_ip_id_with_df_merges_inet_gro_flush_id_atomic() {
+    let mut r = Rig::new();
+    let mut tr = train(3, 1000);
+    for t in &mut tr {
+        t.id = 42;
+    }
+    for t in &tr {
+        r.rx(t);
+    }
+    let out = r.out();
+    assert_eq!((out.len(), out[0].gso_type), (1, gso_type::TCPV4 | gso_type::TCP_FIXEDID));
+    // Without DF a fixed ID is a jump.
+    let mut r = Rig::new();
+    for t in &mut tr {
+        t.df = false;
+    }
+    r.rx(&tr[0]);
+    assert_ne!(r.rx(&tr[1]), GroResult::Merged);
+}
+
+#[test]
+fn ttl_tos_df_change_completes_inet_gro_receive_network_flush() {
+    let cases: [fn(&mut T); 3] = [|t| t.ttl -= 1, |t| t.tos = 4, |t| t.df = false];
+    for change in cases {
+        let mut r = Rig::new();
+        let mut tr = train(2, 1000);
+        change(&mut tr[1]);
+        r.rx(&tr[0]);
+        assert_ne!(r.rx(&tr[1]), GroResult::Merged);
+    }
+}
+
+#[test]
+fn bad_checksums_ihl_and_fragments_are_normal_inet_gro_receive() {
+    let tr = train(2, 1000);
+    let base = tr[1].frame();
+    let mut bad_ip = base.clone();
+    bad_ip[24] ^= 1; // IPv4 header checksum
+    let mut bad_tcp = base.clone();
+    bad_tcp[60] ^= 1; // payload byte: TCP checksum no longer holds
+    let mut frag = base.clone();
+    frag[20] |= 0x20; // MF
+    let mut ihl = base.clone();
+    ihl[14] = 0x46;
+    let mut padded = base.clone();
+    padded.extend_from_slice(&[0; 4]); // IP length no longer covers the frame
+    for f in [bad_ip, bad_tcp, frag, ihl, padded] {
+        let mut r = Rig::new();
+        r.rx(&tr[0]);
+        assert_eq!(r.rx_frame(&f, 0), GroResult::Normal);
+        assert_eq!(r.t.held(), 1, "the held flow is untouched");
+        assert_eq!(r.st.merged, 0);
+    }
+}
+
+#[test]
+fn udp_and_other_traffic_is_normal_dev_gro_receive() {
+    let mut r = Rig::new();
+    let mut f = T::new(1, 100).frame();
+    f[14 + 9] = 17;
+    assert_eq!(r.rx_frame(&f, 0), GroResult::Normal);
+    assert_eq!(r.rx_frame(&[0u8; 60], 0), GroResult::Normal);
+}
+
+#[test]
+fn ninth_flow_in_a_bucket_completes_the_oldest_gro_flush_oldest() {
+    let mut r = Rig::new();
+    for i in 0..9u16 {
+        let mut t = T::new(1, 1000);
+        t.sport = 2000 + i;
+        assert_eq!(r.rx(&t), GroResult::Held);
+    }
+    assert_eq!(r.t.held(), 8);
+    let d = r.delivered();
+    assert_eq!(d.len(), 1);
+    assert_eq!(TcpPacket::new_checked(&r.bytes(&d[0])[34..]).unwrap().src_port(), 2000, "the oldest went");
+    assert_eq!(r.st.flushed[FlushCause::Evicted as usize], 1);
+    // Other buckets are separate.
+    let mut t = T::new(1, 1000);
+    t.sport = 3000;
+    r.rx_frame(&t.frame(), 1);
+    assert_eq!(r.t.held(), 9);
+}
+
+#[test]
+fn interleaved_flows_both_merge_dev_gro_receive_same_flow() {
+    let mut r = Rig::new();
+    let a = train(4, 1000);
+    let mut b = train(4, 1000);
+    for t in &mut b {
+        t.sport = 7;
+    }
+    for i in 0..4 {
+        r.rx(&a[i]);
+        r.rx(&b[i]);
+    }
+    let out = r.out();
+    assert_eq!(out.iter().map(|s| s.gso_segs).collect::<Vec<_>>(), vec![4, 4]);
+}
+
+#[test]
+fn gro_max_size_completes_a_train_past_64k_skb_gro_receive() {
+    let mut r = Rig::new();
+    let tr = train(50, 1400);
+    for t in &tr {
+        r.rx(t);
+    }
+    let out = r.out();
+    let lens: Vec<usize> = out.iter().map(|s| s.pkt.total_len() - 14).collect();
+    assert!(lens.iter().all(|&l| l < 65536), "{lens:?}");
+    assert_eq!(out[0].gso_segs, 46, "40 + 46 × 1400 < 65536 <= 40 + 47 × 1400");
+    assert_eq!(r.st.flushed[FlushCause::Full as usize], 1);
+}
+
+#[test]
+fn at_most_a_chain_of_segments_skb_gro_receive() {
+    let mut r = Rig::new();
+    let tr = train(140, 100);
+    for t in &tr {
+        r.rx(t);
+    }
+    let out = r.out();
+    assert_eq!(out.iter().map(|s| s.gso_segs).collect::<Vec<_>>(), vec![128, 12]);
+}
+
+#[test]
+fn ipv6_train_merges_and_flow_label_tc_hop_limit_rules_ipv6_gro_receive() {
+    let mut r = Rig::new();
+    let mut tr = train(4, 1000);
+    for t in &mut tr {
+        t.v6 = true;
+        t.flow_label = 9;
+    }
+    for t in &tr[..3] {
+        r.rx(t);
+    }
+    let mut other = tr[3].clone();
+    other.flow_label = 10;
+    assert_eq!(r.rx(&other), GroResult::Held, "another flow label is another flow");
+    let out = r.out();
+    assert_eq!(out[0].gso_type, gso_type::TCPV6);
+    assert_eq!(out[0].gso_segs, 3);
+    assert_valid(&r.bytes(&out[0]));
+    let mut r = Rig::new();
+    let mut changed = tr[1].clone();
+    changed.tos = 8;
+    r.rx(&tr[0]);
+    assert_ne!(r.rx(&changed), GroResult::Merged, "traffic class differs");
+}
+
+#[test]
+fn normal_list_counts_segments_gro_normal_one() {
+    let mut r = Rig::new();
+    let tr = train(5, 1000);
+    for t in &tr {
+        r.rx(t);
+    }
+    r.t.flush(&mut r.bufs, &mut r.st, None, FlushCause::PollDone);
+    assert!(r.t.list_full(5), "one packet of 5 segments fills a batch of 5");
+    assert!(!r.t.list_full(6));
+    let mut u = T::new(1, 10).frame();
+    u[14 + 9] = 17;
+    r.rx_frame(&u, 3);
+    assert!(r.t.list_full(6));
+    let d = r.delivered();
+    assert_eq!(d.len(), 2);
+    assert_eq!((r.st.lists, r.st.list_segs), (1, 6));
+}
+
+#[test]
+fn gso_splits_a_gro_packet_into_the_original_segments_tcp_gso_segment() {
+    for v6 in [false, true] {
+        let mut r = Rig::new();
+        let mut tr = train(7, 1200);
+        tr[6].payload.truncate(77);
+        tr[6].flags |= flags::PSH;
+        for t in &mut tr {
+            t.v6 = v6;
+        }
+        for t in &tr {
+            r.rx(t);
+        }
+        let out = r.out();
+        assert_eq!(out.len(), 1);
+        let segs = r.segments(&out[0]);
+        let want: Vec<Vec<u8>> = tr.iter().map(|t| t.frame()).collect();
+        assert_eq!(segs, want, "v6 = {v6}");
+        assert_eq!(r.bufs.in_use(), 0);
+    }
+}
+
+fn hostile_frame(t: &T, lie: u8) -> Vec<u8> {
+    let mut f = t.frame();
+    let l4 = if t.v6 { 54 } else { 34 };
+    match lie {
+        // IP length says more or less than the frame.
+        1 if !t.v6 => f[17] = f[17].wrapping_add(3),
+        1 => f[19] = f[19].wrapping_add(3),
+        2 if !t.v6 => f[17] = f[17].wrapping_sub(2),
+        // Data offset past the segment (options run past the header).
+        3 => f[l4 + 12] = 0xf0,
+        // Ethernet padding.
+        4 => f.extend_from_slice(&[0; 6]),
+        // Truncated.
+        5 => f.truncate(f.len() / 2),
+        _ => {}
+    }
+    f
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// GRO then GSO returns the original segments byte for byte (IPv4 and IPv6), for trains
+    /// with random MSS, counts, a short or PSH last segment, and fixed or incrementing IDs.
+    #[test]
+    fn gro_then_gso_round_trips(v6 in any::<bool>(), n in 1usize..140, mss in 1usize..1400, last in 0usize..1400,
+                                psh in any::<bool>(), fixed in any::<bool>(), seed in any::<u32>(), verified in any::<bool>()) {
+        let mut r = Rig::new();
+        r.verified = verified;
+        let mut tr = train(n, mss);
+        for (i, t) in tr.iter_mut().enumerate() {
+            t.v6 = v6;
+            if fixed { t.id = 9; }
+            t.payload.iter_mut().enumerate().for_each(|(j, b)| *b = (seed as usize ^ (i * 31 + j)) as u8);
+        }
+        let k = n - 1;
+        tr[k].payload.truncate(last.max(1).min(mss));
+        if psh { tr[k].flags |= flags::PSH; }
+        let want: Vec<Vec<u8>> = tr.iter().map(|t| t.frame()).collect();
+        let mut got = Vec::new();
+        for t in &tr {
+            r.rx(t);
+            for s in r.delivered() {
+                if s.gso_segs > 1 { assert_valid(&r.bytes(&s)); }
+                got.extend(r.segments(&s));
+            }
+        }
+        for s in r.out() {
+            if s.gso_segs > 1 { assert_valid(&r.bytes(&s)); }
+            got.extend(r.segments(&s));
+        }
+        prop_assert_eq!(got, want);
+        prop_assert_eq!(r.bufs.in_use(), 0);
+    }
+
+    /// Hostile trains (lying lengths, overlapping or gapped sequence numbers, options past the
+    /// header, zero-length and padded segments, flows interleaved): nothing panics, every
+    /// delivered packet that GRO built is valid, and splitting it again gives exactly frames
+    /// that came in: nothing merged wrongly, nothing lost or invented.
+    #[test]
+    fn hostile_trains_never_merge_wrongly(ops in proptest::collection::vec(
+        (0u8..3, -3i32..3, 0usize..600, 0u8..8, 0u8..6, any::<bool>()), 1..60), mss in 1usize..600) {
+        let mut r = Rig::new();
+        let mut next = [1000u32; 3];
+        let mut inputs = Vec::new();
+        let mut got = Vec::new();
+        for (i, (flow, seq_skew, len, flag_pick, lie, v6)) in ops.into_iter().enumerate() {
+            let f = flow as usize;
+            let len = if len % 5 == 0 { mss } else { len % (mss + 1) };
+            let mut t = T::new(next[f].wrapping_add(seq_skew as u32 * 500), len);
+            t.v6 = v6 && f == 2;
+            t.sport = 100 + flow as u16;
+            t.id = i as u16;
+            t.flags |= [0, 0, 0, 0, flags::PSH, flags::FIN, flags::CWR, flags::URG][flag_pick as usize];
+            if flag_pick == 7 { t.opts = vec![1, 1, 1, 1]; }
+            next[f] = t.seq.wrapping_add(len as u32);
+            let frame = hostile_frame(&t, lie);
+            if frame.len() > MAX_DATA { continue; }
+            inputs.push(frame.clone());
+            r.rx_frame(&frame, flow as u32);
+            for s in r.delivered() {
+                if s.gso_segs > 1 { assert_valid(&r.bytes(&s)); }
+                got.extend(r.segments(&s));
+            }
+        }
+        for s in r.out() {
+            if s.gso_segs > 1 { assert_valid(&r.bytes(&s)); }
+            got.extend(r.segments(&s));
+        }
+        inputs.sort();
+        got.sort();
+        prop_assert_eq!(got, inputs);
+        prop_assert_eq!(r.bufs.in_use(), 0);
+    }
+}
+
+#[test]
+fn checksum_helper_agrees() {
+    // The test builder's checksums are the wire module's: a frame verifies as built.
+    let f = T::new(5, 33).frame();
+    assert_eq!(checksum(&f[14..34]), 0);
+    assert_valid(&f);
+}
+
+#[test]
+fn gso_of_any_chain_layout_copies_and_gives_the_same_segments_tcp_gso_segment() {
+    let mut r = Rig::new();
+    let tr = train(5, 1300);
+    for t in &tr {
+        r.rx(t);
+    }
+    let merged = r.out()[0];
+    let bytes = r.bytes(&merged);
+    // The same packet in a plain chain (head frame full, then whole frames): not the
+    // frames GRO kept, so GSO copies.
+    let mut copy = merged;
+    copy.pkt = r.bufs.alloc_chain_copy(&bytes).unwrap();
+    let want: Vec<Vec<u8>> = tr.iter().map(|t| t.frame()).collect();
+    assert_eq!(r.segments(&copy), want);
+    assert_eq!(r.segments(&merged), want);
+    assert_eq!(r.bufs.in_use(), 0);
+}
+
+#[test]
+fn gso_rewrites_a_segment_header_that_is_not_the_one_the_head_implies_skb_segment_list() {
+    let mut r = Rig::new();
+    let tr = train(3, 1000);
+    for t in &tr {
+        r.rx(t);
+    }
+    let merged = r.out()[0];
+    // Scribble on the second segment's old TCP header (in its frame, before its payload).
+    let (id, m) = r.bufs.frags(merged.pkt).next().unwrap();
+    let at = m.off as usize - 20 + 4;
+    r.bufs.frame_mut(id)[at] ^= 0xff;
+    let want: Vec<Vec<u8>> = tr.iter().map(|t| t.frame()).collect();
+    assert_eq!(r.segments(&merged), want);
+}
+
+#[test]
+fn flush_old_completes_only_packets_held_before_the_tick_napi_gro_flush() {
+    let mut r = Rig::new();
+    let mut a = T::new(1, 1000);
+    a.sport = 1;
+    let mut b = T::new(1, 1000);
+    b.sport = 2;
+    for (t, at) in [(&a, 0), (&b, 2 * TICK_NS)] {
+        let p = r.bufs.alloc_copy(&t.frame()).unwrap();
+        let skb = Skb::build(p, r.bufs.data(p), 0, 0, &MAC);
+        assert_eq!(r.t.receive(&mut r.bufs, &mut r.st, r.cfg, at, skb), GroResult::Held);
+    }
+    // A poll that used its budget at 3 ticks: what is older than one tick goes.
+    r.t.flush(&mut r.bufs, &mut r.st, Some(3 * TICK_NS - TICK_NS), FlushCause::Aged);
+    let d = r.delivered();
+    assert_eq!(d.len(), 1);
+    assert_eq!(TcpPacket::new_checked(&r.bytes(&d[0])[34..]).unwrap().src_port(), 1);
+    assert_eq!((r.t.held(), r.st.flushed[FlushCause::Aged as usize]), (1, 1));
+    r.bufs.free(d[0].pkt);
+    assert_eq!(r.out().len(), 1, "completion takes the rest");
+}
