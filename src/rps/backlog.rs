@@ -270,4 +270,18 @@ mod tests {
         assert!(s.enabled() && s.workers() == 3);
         assert!(!Steering::new(1, vec![], 16, 0, 0).enabled());
     }
+
+    #[test]
+    fn packets_in_handoff_queues_are_in_flight_and_snapshots_sum_every_worker() {
+        let mut s = Steering::new(2, vec![0, 1], 16, 0, 0);
+        s.tx_handoff = (0..2).map(|_| ArrayQueue::new(8)).collect();
+        assert_eq!(s.in_flight(), 0);
+        for i in 0..3 {
+            s.tx_handoff[i % 2].push(Pkt::new(crate::buf::BufId(i as u32), 60)).unwrap();
+        }
+        assert_eq!(s.in_flight(), 3);
+        s.snapshots[0].lock().unwrap().rx = 5;
+        s.snapshots[1].lock().unwrap().rx = 7;
+        assert_eq!(s.snapshot_sum().rx, 12);
+    }
 }

@@ -110,4 +110,10 @@ mod tests {
         assert_eq!(t.desired(0x0000_0064), Some(1));
         assert_eq!(DevFlow::default().cpu, NO_CPU);
     }
+
+    #[test]
+    fn a_table_of_zero_entries_is_rfs_off() {
+        assert!(!SockFlowTable::new(0, 4).enabled());
+        assert!(SockFlowTable::new(1, 4).enabled());
+    }
 }
