@@ -211,4 +211,72 @@ mod tests {
         assert_eq!(rss.hash_frame(&arp), 0);
         assert_eq!(rss.hash_frame(&[0u8; 5]), 0);
     }
+
+    fn udp6(src: [u8; 16], dst: [u8; 16], sport: u16, dport: u16) -> Vec<u8> {
+        let spec = PacketSpec {
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            vlan: None,
+            l3: L3Spec::V6 { src, dst, traffic_class: 0, flow_label: 0 },
+            l4: L4Spec::Udp { src_port: sport, dst_port: dport },
+            ttl: 64,
+            frame_len: 80,
+        };
+        let mut buf = vec![0u8; 128];
+        let (n, _) = build_with_offsets(&spec, &mut buf).expect("frame");
+        buf.truncate(n);
+        buf
+    }
+
+    #[test]
+    fn ipv6_frames_hash_as_the_microsoft_verification_vector() {
+        // 3ffe:2501:200:1fff::7 port 2794 -> 3ffe:2501:200:3::1 port 1766: 0x40207d3d with ports.
+        let mut src = [0u8; 16];
+        src[..8].copy_from_slice(&[0x3f, 0xfe, 0x25, 0x01, 0x02, 0x00, 0x1f, 0xff]);
+        src[15] = 7;
+        let mut dst = [0u8; 16];
+        dst[..8].copy_from_slice(&[0x3f, 0xfe, 0x25, 0x01, 0x02, 0x00, 0x00, 0x03]);
+        dst[15] = 1;
+        let rss = Rss::new(4).unwrap();
+        assert_eq!(rss.hash_frame(&udp6(src, dst, 2794, 1766)), 0x4020_7d3d);
+    }
+
+    #[test]
+    fn ipv4_fragments_hash_over_the_addresses_only() {
+        // The spec's vector without ports is 0x323e8fc2: a first fragment (more fragments set)
+        // and a later one (offset set) both hash so, as their ports are not in every fragment.
+        let rss = Rss::new(4).unwrap();
+        let whole = udp4([66, 9, 149, 187], [161, 142, 100, 80], 2794, 1766);
+        let mut first = whole.clone();
+        first[14 + 6] = 0x20; // flags: MF, offset 0
+        first[14 + 7] = 0;
+        assert_eq!(rss.hash_frame(&first), 0x323e_8fc2);
+        let mut later = whole.clone();
+        later[14 + 6] = 0;
+        later[14 + 7] = 1; // offset 8 bytes, no MF
+        assert_eq!(rss.hash_frame(&later), 0x323e_8fc2);
+        // Other protocols than TCP/UDP hash without ports too.
+        let mut icmp = whole;
+        icmp[14 + 9] = 1;
+        assert_eq!(rss.hash_frame(&icmp), 0x323e_8fc2);
+    }
+
+    #[test]
+    fn keys_and_queue_counts_at_the_limits_are_accepted() {
+        assert_eq!(Rss::new(MAX_QUEUES).unwrap().queues(), MAX_QUEUES);
+        assert_eq!(Rss::new(1).unwrap().queues(), 1);
+        // The key as `ethtool -X hkey` prints it, with colons, 40 bytes; and a 52-byte one.
+        let colons = vec!["6d"; 40].join(":");
+        let key = parse_key(&colons).unwrap();
+        assert_eq!(key, vec![0x6d; 40]);
+        assert!(matches!(parse_key("abc"), Err(RssError::KeySyntax(_))), "odd digit count");
+        let rss = Rss::new(2).unwrap().with_key(&key).unwrap();
+        let f = udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2);
+        assert_ne!(rss.hash_frame(&f), Rss::new(2).unwrap().hash_frame(&f), "the key is used");
+        assert!(Rss::new(2).unwrap().with_key(&[1; 52]).is_ok());
+        // A table that names every queue is taken as given.
+        let table: Vec<u16> = (0..INDIR_LEN as u16).map(|i| (i / 64) % 2).collect();
+        let rss = Rss::new(2).unwrap().with_indir(&table).unwrap();
+        assert_eq!((rss.queue_of(63), rss.queue_of(64), rss.queue_of(128 + 64)), (0, 1, 1));
+    }
 }

@@ -198,3 +198,90 @@ impl FlowLimit {
         self.buckets[new] as usize > FLOW_LIMIT_HISTORY / 2
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flow_is_over_the_limit_with_more_than_half_of_the_last_128_packets() {
+        let mut fl = FlowLimit::new(4096);
+        let (elephant, mouse) = (7u32, 9u32);
+        // Packets 1-64 of one flow are at most half of the history; the 65th is more.
+        for i in 1..=64 {
+            assert!(!fl.over_limit(elephant), "packet {i}");
+        }
+        assert!(fl.over_limit(elephant), "packet 65");
+        for _ in 66..=128 {
+            assert!(fl.over_limit(elephant));
+        }
+        // 64 packets of another flow push 64 of the elephant's out of the history: it has
+        // 64 of the last 128 again, and its next packet replaces one of its own.
+        for _ in 0..64 {
+            assert!(!fl.over_limit(mouse));
+        }
+        assert!(!fl.over_limit(elephant), "64 of 128 after the mouse's packets");
+        // Flows in one bucket of the table count as one (the table is 4096 buckets).
+        let mut fl = FlowLimit::new(4096);
+        for i in 0..65u32 {
+            let over = fl.over_limit(5 + (i % 2) * 4096);
+            assert_eq!(over, i == 64, "packet {i}");
+        }
+    }
+
+    #[test]
+    fn a_backlog_wakes_its_worker_once_until_it_goes_idle() {
+        let b = Backlog::new();
+        assert!(b.schedule(), "the first packet wakes the worker");
+        assert!(!b.schedule(), "already scheduled: no second wake-up");
+        assert!(!b.idle(|| false), "nothing pending: idle");
+        assert!(b.schedule(), "idle again: the next packet wakes it");
+        assert!(b.idle(|| true), "packets arrived while going idle: keep working");
+        assert!(!b.schedule(), "and it stays scheduled");
+    }
+
+    #[test]
+    fn every_pair_of_distinct_workers_has_one_ring_of_the_backlog_length() {
+        let (tx, rx) = backlog_rings(3, 8);
+        for (s, row) in tx.iter().enumerate() {
+            for (d, p) in row.iter().enumerate() {
+                assert_eq!(p.is_some(), s != d, "[{s}][{d}]");
+                if let Some(p) = p {
+                    assert_eq!(p.slots(), 8);
+                }
+            }
+        }
+        assert!(rx.iter().all(|r| r.len() == 2));
+        let (tx, _) = backlog_rings(2, 0);
+        assert_eq!(tx[0][1].as_ref().unwrap().slots(), 1, "a ring holds at least one packet");
+        assert_eq!(Steering::new(2, vec![1], 0, 0, 0).max_backlog, 1);
+    }
+
+    #[test]
+    fn an_rps_mask_names_its_workers_and_needs_one_per_cpu_up_to_the_highest() {
+        assert_eq!(cpus_of_mask(0b1010), vec![1, 3]);
+        assert_eq!(cpus_of_mask(0), Vec::<u16>::new());
+        assert_eq!(cpus_of_mask(1 << 63), vec![63]);
+        assert_eq!(workers_for(0), 1);
+        assert_eq!(workers_for(1), 1);
+        assert_eq!(workers_for(0b1010), 4);
+        assert_eq!(workers_for(1 << 63), 64);
+        let s = Steering::new(3, vec![0, 2], 16, 0, 0);
+        assert!(s.enabled() && s.workers() == 3);
+        assert!(!Steering::new(1, vec![], 16, 0, 0).enabled());
+    }
+
+    #[test]
+    fn packets_in_handoff_queues_are_in_flight_and_snapshots_sum_every_worker() {
+        let mut s = Steering::new(2, vec![0, 1], 16, 0, 0);
+        s.tx_handoff = (0..2).map(|_| ArrayQueue::new(8)).collect();
+        assert_eq!(s.in_flight(), 0);
+        for i in 0..3 {
+            s.tx_handoff[i % 2].push(Pkt::new(crate::buf::BufId(i as u32), 60)).unwrap();
+        }
+        assert_eq!(s.in_flight(), 3);
+        s.snapshots[0].lock().unwrap().rx = 5;
+        s.snapshots[1].lock().unwrap().rx = 7;
+        assert_eq!(s.snapshot_sum().rx, 12);
+    }
+}

@@ -86,4 +86,34 @@ mod tests {
         off.record(5, 1);
         assert_eq!(off.desired(5), None);
     }
+
+    #[test]
+    fn a_flow_with_hash_zero_is_not_recorded_and_a_new_table_knows_no_flow() {
+        // Hash 0 means "no hash" (sock_rps_record_flow skips it).
+        let t = SockFlowTable::new(128, 2);
+        assert_eq!(t.desired(0x0000_0005), None, "a new table knows no flow");
+        t.record(0, 1);
+        assert_eq!(t.desired(0), None);
+        // The worker is kept in the low bits: with four workers, worker 3 of a flow whose
+        // hash has those bits clear or set comes back as 3.
+        let t = SockFlowTable::new(128, 4);
+        t.record(0x1234_5670, 3);
+        t.record(0x1234_5683, 2);
+        assert_eq!(t.desired(0x1234_5670), Some(3));
+        assert_eq!(t.desired(0x1234_5683), Some(2));
+        // The table is rounded up to a power of two: 100 entries are 128 buckets, so hashes
+        // 128 apart share one and tell each other apart by the tag.
+        let t = SockFlowTable::new(100, 2);
+        t.record(0x0000_0002, 1);
+        assert_eq!(t.desired(0x0000_0082), None);
+        t.record(0x0000_0064, 1);
+        assert_eq!(t.desired(0x0000_0064), Some(1));
+        assert_eq!(DevFlow::default().cpu, NO_CPU);
+    }
+
+    #[test]
+    fn a_table_of_zero_entries_is_rfs_off() {
+        assert!(!SockFlowTable::new(0, 4).enabled());
+        assert!(SockFlowTable::new(1, 4).enabled());
+    }
 }
