@@ -83,11 +83,17 @@ fn xmit_direct(net: &Net, q: &mut TxQueue, dev: &mut dyn Port, bufs: &mut BufCac
         sent_total += sent;
     }
     q.pkts.clear();
-    c.tx += sent_total as u64;
+    count_sent(q, c, sent_total, bytes);
+}
+
+/// Counts `sent` packets of `bytes` the port took: the worker's ledger and the qdisc's
+/// `tc -s` figures.
+fn count_sent(q: &mut TxQueue, c: &mut Counters, sent: usize, bytes: u64) {
+    c.tx += sent as u64;
     c.tx_bytes += bytes;
     if let Some(qd) = q.qdisc.as_mut() {
         let st = qd.stats_mut();
-        st.packets += sent_total as u64;
+        st.packets += sent as u64;
         st.bytes += bytes;
     }
 }
@@ -180,13 +186,7 @@ pub fn qdisc_run(net: &Net, q: &mut TxQueue, dev: &mut dyn Port, bufs: &mut BufC
             q.stats.add_bulk(sent);
         }
         let bytes = chain[..sent].iter().map(|p| p.total_len() as u64).sum::<u64>();
-        c.tx += sent as u64;
-        c.tx_bytes += bytes;
-        if let Some(qd) = q.qdisc.as_mut() {
-            let st = qd.stats_mut();
-            st.packets += sent as u64;
-            st.bytes += bytes;
-        }
+        count_sent(q, c, sent, bytes);
         sent_total += sent;
         let refused = chain.len() - sent;
         if refused > 0 {
