@@ -55,6 +55,30 @@ fn exercise(s: Scenario) -> Outcome {
     o
 }
 
+/// A broadcast ARP request of ours: from `mac` / `spa`, for `tpa`.
+fn assert_arp_request(f: &[u8], mac: [u8; 6], spa: [u8; 4], tpa: [u8; 4]) {
+    let eth = EthernetFrame::new_checked(f).unwrap();
+    assert_eq!((eth.dst(), eth.src(), eth.ethertype()), (MAC_BCAST, mac, 0x0806));
+    let a = ArpPacket::new_checked(eth.payload()).unwrap();
+    assert_eq!((a.operation(), a.sender_hw(), a.sender_ip(), a.target_hw(), a.target_ip()), (1, mac, spa, [0; 6], tpa));
+}
+
+/// A neighbour solicitation of ours for `target`: to its solicited-node address, hop limit
+/// 255, our link-layer address in the option, checksum right.
+fn assert_solicitation(f: &[u8], mac: [u8; 6], target: [u8; 16]) {
+    let (group, group_mac) = solicited_node(&target);
+    let eth = EthernetFrame::new_checked(f).unwrap();
+    assert_eq!((eth.dst(), eth.src()), (group_mac, mac));
+    let ip = ipv6_of(f);
+    assert_eq!((ip.dst_addr(), ip.hop_limit(), ip.next_header()), (group, 255, 58));
+    let icmp = Icmpv6Packet::new_checked(ip.payload()).unwrap();
+    assert!(icmp.verify_checksum(&ip.src_addr(), &ip.dst_addr()), "ICMPv6 checksum");
+    let body = ip.payload();
+    assert_eq!((body[0], body[1]), (135, 0));
+    assert_eq!(&body[8..24], &target);
+    assert_eq!(&body[24..32], &[1, 1, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]]);
+}
+
 fn no_output(o: &Outcome) {
     for p in 0..3 {
         assert!(o.port(p).is_empty(), "port {p} sent {} frames", o.port(p).len());
@@ -420,23 +444,65 @@ mod scenarios {
         s
     }
 
-    pub fn neigh_failed() -> Scenario {
-        let frames = vec![
+    /// Frames for destinations without a neighbour entry (on-link, v4 and v6), two with one,
+    /// and an ICMP error whose own destination is unresolved.
+    fn unresolved_frames() -> Vec<Vec<u8>> {
+        vec![
             udp4(SRC_V4, UNRESOLVED_V4, 1, 9).build(),
             udp6(SRC_V6, UNRESOLVED_V6, 1, 9).build(),
             udp4(SRC_V4, NH2_V4, 1, 9).build(), // connected, neighbour known
             udp6(SRC_V6, NH2_V6, 1, 9).build(),
             // TTL expires, but the source is on in0's link with no neighbour entry: the
-            // ICMP error itself cannot be resolved.
+            // ICMP error itself waits for resolution.
             udp4([192, 0, 2, 77], DST1_V4, 1, 9).ttl(1).build(),
-        ];
-        sc(frames, &[(DropReason::NeighFailed, 3), (DropReason::TtlExpired, 1)], |o, f| {
+        ]
+    }
+
+    /// With `mcast_solicit = 0` nothing is asked: resolution fails at once.
+    pub fn neigh_failed() -> Scenario {
+        let mut s = sc(unresolved_frames(), &[(DropReason::NeighFailed, 3), (DropReason::TtlExpired, 1)], |o, f| {
             assert_eq!(o.port(P_OUT2).len(), 2);
             assert_forwarded(&o.port(P_OUT2)[0], &f[2], MAC_OUT2, MAC_NH2);
             assert_forwarded(&o.port(P_OUT2)[1], &f[3], MAC_OUT2, MAC_NH2);
             assert!(o.port(P_IN).is_empty());
             assert_eq!(o.c.originated, 1);
+            assert_eq!(o.c.neigh_probes, 0);
+        });
+        s.setup.tun.mcast_solicit = 0;
+        s
+    }
+
+    /// By default the unresolved packets wait while ARP requests and neighbour solicitations
+    /// go out; the run ends before any answer, so they die with the datapath (`neigh_dead`).
+    pub fn neigh_dead() -> Scenario {
+        sc(unresolved_frames(), &[(DropReason::NeighDead, 3), (DropReason::TtlExpired, 1)], |o, f| {
+            let out2 = o.port(P_OUT2);
+            assert_eq!(out2.len(), 4, "two forwarded, one ARP request, one solicitation");
+            let fwd: Vec<_> = out2.iter().filter(|p| p[12..14] != [8, 6] && p.get(54) != Some(&135)).collect();
+            assert_eq!(fwd.len(), 2);
+            assert_forwarded(fwd[0], &f[2], MAC_OUT2, MAC_NH2);
+            assert_forwarded(fwd[1], &f[3], MAC_OUT2, MAC_NH2);
+            let req = out2.iter().find(|p| p[12..14] == [8, 6]).expect("an ARP request on out2");
+            assert_arp_request(req, MAC_OUT2, OUT2_V4, UNRESOLVED_V4);
+            let ns = out2.iter().find(|p| p.get(54) == Some(&135)).expect("a solicitation on out2");
+            assert_solicitation(ns, MAC_OUT2, UNRESOLVED_V6);
+            let back = o.port(P_IN);
+            assert_eq!(back.len(), 1, "the time exceeded error waits; its ARP request goes");
+            assert_arp_request(&back[0], MAC_IN, IN_V4, [192, 0, 2, 77]);
+            assert_eq!(o.c.originated, 1 + 3);
+            assert_eq!(o.c.neigh_probes, 3);
         })
+    }
+
+    /// One packet may wait per neighbour (`unres_qlen = 1`): of three, the two oldest go.
+    pub fn neigh_queuefull() -> Scenario {
+        let frames = (0..3).map(|i| udp4(SRC_V4, UNRESOLVED_V4, 1, 9).seq(i).build()).collect();
+        let mut s = sc(frames, &[(DropReason::NeighQueuefull, 2), (DropReason::NeighDead, 1)], |o, _| {
+            assert_eq!(o.port(P_OUT2).len(), 1, "one ARP request, however many packets wait");
+            assert_arp_request(&o.port(P_OUT2)[0], MAC_OUT2, OUT2_V4, UNRESOLVED_V4);
+        });
+        s.setup.tun.unres_qlen = 1;
+        s
     }
 
     pub fn pkt_too_big() -> Scenario {
@@ -690,6 +756,8 @@ scenario_tests! {
     ip_ttl_expired => TtlExpired,
     ip_frag_local => IpFragLocal,
     neigh_failed => NeighFailed,
+    neigh_dead => NeighDead,
+    neigh_queuefull => NeighQueuefull,
     pkt_too_big => PktTooBig,
     unhandled_l4 => UnhandledL4,
     l4_csum => L4Csum,

@@ -18,6 +18,9 @@ pub fn softirq_round(net: &Net, w: &mut Worker) -> usize {
     if net.neigh_log.len() != w.neigh_seen {
         net.neigh_log.sync_into(&mut w.neigh_seen, &mut w.neigh);
     }
+    if crate::rx::neigh::timers(net, w) {
+        poll_end(net, w);
+    }
     let deadline = now + Duration::from_micros(net.tun.netdev_budget_usecs as u64);
     let mut done = 0;
     if net.rps.workers() > 1 {
@@ -381,6 +384,7 @@ fn busy_wait(net: &Net, w: &mut Worker) -> bool {
 /// buffers: after it, nothing is in flight. Returns the ports whose output could not be
 /// finished (a capture that could not be written), by name.
 pub fn drain(net: &Net, w: &mut Worker) -> Vec<(String, std::io::Error)> {
+    crate::rx::neigh::drain(w);
     crate::gro::flush_all(net, w);
     poll_end(net, w);
     crate::tx::drain_qdiscs(net, w);

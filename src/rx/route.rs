@@ -239,6 +239,9 @@ pub struct NeighLog {
 pub enum NeighEntry {
     V4(u16, [u8; 4], [u8; 6]),
     V6(u16, [u8; 16], [u8; 6]),
+    /// A learned entry aged out (no answer to its probes).
+    Forget4(u16, [u8; 4]),
+    Forget6(u16, [u8; 16]),
 }
 
 impl NeighLog {
@@ -274,6 +277,8 @@ impl Neighbours {
         match e {
             NeighEntry::V4(port, a, mac) => self.v4.insert((port, a), mac) != Some(mac),
             NeighEntry::V6(port, a, mac) => self.v6.insert((port, a), mac) != Some(mac),
+            NeighEntry::Forget4(port, a) => self.v4.remove(&(port, a)).is_some(),
+            NeighEntry::Forget6(port, a) => self.v6.remove(&(port, a)).is_some(),
         }
     }
 }
