@@ -1,7 +1,7 @@
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
-use sluice::cli::{out, report, run, Cli, Command, RunArgs};
+use sluice::cli::{lab, out, report, run, Cli, Command, LabCommand, RunArgs};
 use sluice::config::TUNABLES;
 use sluice::{out, outln};
 use std::process::ExitCode;
@@ -27,10 +27,47 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Run(args) => cmd_run(args),
         Command::Xdp(cmd) => sluice::cli::xdp::main(cmd).map_err(Into::into),
         Command::Bench(args) => sluice::bench::main(&args).map(|_| ()).map_err(Into::into),
+        Command::Lab(cmd) => cmd_lab(cmd),
         Command::Tunables => {
             for (name, doc, default) in TUNABLES {
                 outln!("{name:<34} {default:>8}  {doc}");
             }
+            Ok(())
+        }
+    }
+}
+
+fn cmd_lab(cmd: LabCommand) -> Result<()> {
+    match cmd {
+        LabCommand::Up { prefix, topology } => {
+            lab::up(&prefix, topology)?;
+            let [a, b] = lab::SIDES;
+            outln!("lab `{prefix}` up: host a {} (netns {}), host b {} (netns {})", a.host_v4(), a.netns(&prefix), b.host_v4(), b.netns(&prefix));
+            match topology {
+                lab::Topology::Router => outln!(
+                    "route it: sluice lab config --prefix {prefix} > lab.toml && sluice run --config lab.toml --seconds 3600\n\
+                     then: ip netns exec {} ping {}",
+                    a.netns(&prefix),
+                    b.host_v4()
+                ),
+                lab::Topology::Kernel => outln!("the kernel routes it in netns {}", lab::router_netns(&prefix)),
+            }
+            Ok(())
+        }
+        LabCommand::Down { prefix } => {
+            let removed = lab::down(&prefix)?;
+            if removed.is_empty() {
+                outln!("lab `{prefix}`: nothing to remove");
+            } else {
+                outln!("lab `{prefix}` down: removed {}", removed.join(", "));
+            }
+            Ok(())
+        }
+        LabCommand::Config { prefix, kind } => {
+            if kind != "afxdp" && kind != "afpacket" {
+                bail!("--kind {kind}: the lab's ports are afxdp or afpacket");
+            }
+            out!("{}", lab::config_toml(&prefix, &kind));
             Ok(())
         }
     }
