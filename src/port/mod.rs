@@ -109,6 +109,13 @@ pub trait Port: Send {
         false
     }
 
+    /// A descriptor that becomes readable when the port has frames to receive (a packet or
+    /// XDP socket): an idle worker sleeps in poll() on it, as NAPI re-enables the interrupt,
+    /// instead of spinning. None: the port is polled only (in-memory ports).
+    fn rx_wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
+
     /// Flushes buffered output (pcap writer).
     fn finish(&mut self) -> std::io::Result<()> {
         Ok(())

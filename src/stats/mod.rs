@@ -206,6 +206,8 @@ pub struct Counters {
     /// stale entries, `arp_notify`), and learned entries forgotten after unanswered probes.
     pub neigh_probes: u64,
     pub neigh_forgotten: u64,
+    /// Times an idle worker sleeping on its ports' descriptors was woken by frames.
+    pub idle_wakeups: u64,
 }
 
 impl Default for Counters {
@@ -236,6 +238,7 @@ impl Default for Counters {
             rfs_moves: 0,
             neigh_probes: 0,
             neigh_forgotten: 0,
+            idle_wakeups: 0,
             busy_poll_hits: 0,
             list_len_log2: [0; 12],
             xdp_actions: [0; 6],
@@ -348,6 +351,7 @@ impl Counters {
         self.rfs_moves += o.rfs_moves;
         self.neigh_probes += o.neigh_probes;
         self.neigh_forgotten += o.neigh_forgotten;
+        self.idle_wakeups += o.idle_wakeups;
         self.busy_poll_hits += o.busy_poll_hits;
         for (a, b) in self.list_len_log2.iter_mut().zip(o.list_len_log2.iter()) {
             *a += b;
