@@ -28,6 +28,24 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Xdp(cmd) => sluice::cli::xdp::main(cmd).map_err(Into::into),
         Command::Bench(args) => sluice::bench::main(&args).map(|_| ()).map_err(Into::into),
         Command::Lab(cmd) => cmd_lab(cmd),
+        Command::Gen(args) => {
+            let stop = stop_on_signals()?;
+            let rep = sluice::cli::gen::run(&args, stop)?;
+            if args.json {
+                outln!("{}", serde_json::to_string_pretty(&rep)?);
+            } else {
+                outln!(
+                    "{}: sent {} packets in {:.2} s ({:.3} Mpps), {} refused, {} doorbells",
+                    rep.iface,
+                    rep.sent,
+                    rep.seconds,
+                    rep.pps / 1e6,
+                    rep.refused,
+                    rep.doorbells
+                );
+            }
+            Ok(())
+        }
         Command::Tunables => {
             for (name, doc, default) in TUNABLES {
                 outln!("{name:<34} {default:>8}  {doc}");

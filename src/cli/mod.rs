@@ -1,5 +1,6 @@
 //! Command-line interface (`sluice run`, `sluice bench`, `sluice xdp`, `sluice lab`, `sluice tunables`).
 
+pub mod gen;
 pub mod lab;
 pub mod out;
 pub mod report;
@@ -27,6 +28,8 @@ pub enum Command {
     Xdp(XdpCommand),
     /// Reproduce the seed experiments with statistics (listify, xdp, io, selfcheck, all).
     Bench(crate::bench::BenchArgs),
+    /// Send generated UDP traffic on a real interface (AF_PACKET), like pktgen.
+    Gen(gen::GenArgs),
     /// A namespace lab of real hosts for sluice to route between (root).
     #[command(subcommand)]
     Lab(LabCommand),
