@@ -15,6 +15,7 @@ pub mod analysis;
 pub mod experiment;
 pub mod experiments;
 pub mod hw;
+pub mod lab;
 pub mod machine;
 pub mod plot;
 pub mod report;
@@ -227,6 +228,7 @@ pub fn list_text() -> String {
         s.push_str(&format!("  {m:<10} not implemented yet\n"));
     }
     s.push_str("  all        every experiment above that exists\n");
+    s.push_str("  lab        (root, runs alone) the namespace lab routed by the kernel, sluice over AF_PACKET and AF_XDP, testpmd\n");
     s
 }
 
@@ -246,6 +248,26 @@ pub fn main(args: &BenchArgs) -> Result<BenchOutcome, BenchError> {
             },
             out: args.out.clone(),
             files: Vec::new(),
+        });
+    }
+    if args.experiments.iter().any(|e| e == "lab") {
+        // Real interfaces and external routers (root): its own runner and lab.json.
+        if args.experiments.len() > 1 {
+            return Err(BenchError::Settings("`lab` runs alone (it needs root and brings up namespaces)".into()));
+        }
+        lab::main(args)?;
+        return Ok(BenchOutcome {
+            results: Results {
+                schema: 1,
+                command: command_line(),
+                started_unix: 0,
+                machine: machine::describe(),
+                settings: Settings::from_args(args)?,
+                experiments: Vec::new(),
+                not_implemented: Vec::new(),
+            },
+            out: args.out.clone(),
+            files: vec![args.out.join("lab.json")],
         });
     }
     let settings = Settings::from_args(args)?;
