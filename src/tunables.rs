@@ -227,7 +227,7 @@ tunables! {
     rps_sock_flow_entries: u32 = 0, "net.core.rps_sock_flow_entries", min 0, max 1 << 26;
     /// RFS: entries of each worker's flow table (the kernel's per-queue `rps_flow_cnt`; 0 = RFS off).
     rps_flow_cnt: u32 = 0, "rps_flow_cnt", min 0, max 1 << 20;
-    /// Queues of the in-memory ports (generator receive queues by RSS, sink and capture transmit queues) that do not set `rss_queues` themselves (`ethtool -L combined N`); queue q belongs to worker q.
+    /// Queues of the in-memory ports (generator receive queues by RSS, sink, capture and NIC-model transmit queues) that do not set `rss_queues` themselves (`ethtool -L combined N`); queue q belongs to worker q.
     rss_queues: u32 = 1, "rss_queues", min 1, max 64;
     /// Forward IPv4 packets not addressed to us.
     ip_forward: u8 = 1, "net.ipv4.ip_forward", min 0, max 1;

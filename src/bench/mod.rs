@@ -414,7 +414,11 @@ pub fn run_experiment(e: &Experiment, s: &Settings, use_hw: bool, quiet: bool) -
             let res = match &arm.kind {
                 ArmKind::Sluice { config, set } => {
                     let all: Vec<String> = s.set.iter().chain(set.iter()).cloned().collect();
-                    Some(runner::run_sluice(config, &all, warm, meas, use_hw, set_pos)?)
+                    let mut x = runner::run_sluice(config, &all, warm, meas, use_hw, set_pos)?;
+                    if arm.rate_is_tx {
+                        x.mpps = x.tx_packets as f64 / x.seconds.max(1e-9) / 1e6;
+                    }
+                    Some(x)
                 }
                 ArmKind::Testpmd { args, .. } => {
                     let prog = programs[i].clone().unwrap_or_default();

@@ -47,6 +47,8 @@ pub struct RunReport {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct QdiscLine {
     pub port: String,
+    /// The transmit queue, for a port with several (`mq`: one qdisc per queue).
+    pub queue: Option<usize>,
     pub kind: &'static str,
     pub qdisc: crate::tx::qdisc::QdiscStats,
     pub txq: crate::tx::queue::TxqStats,
@@ -58,12 +60,15 @@ pub struct QdiscLine {
 /// The qdisc lines of the ports that have a ring, from the worker that owns each.
 fn qdisc_lines(dp: &Datapath) -> Vec<QdiscLine> {
     let mut out = Vec::new();
+    let queues = |i: usize| dp.workers.iter().filter(|w| w.ports.get(i).is_some_and(Option::is_some)).count();
     for w in &dp.workers {
-        for (port, q) in w.ports.iter().zip(&w.txq) {
+        for (i, (port, q)) in w.ports.iter().zip(&w.txq).enumerate() {
             let (Some(port), Some(qd)) = (port, q.qdisc.as_ref()) else { continue };
             let Some(t) = port.tx_queue() else { continue };
             out.push(QdiscLine {
                 port: port.name().to_string(),
+                // Queue q of a multi-queue port belongs to worker q.
+                queue: (queues(i) > 1).then_some(w.id),
                 kind: qd.kind().name(),
                 qdisc: *qd.stats(),
                 txq: q.stats,

@@ -549,7 +549,7 @@ impl Config {
     /// How many queues port `pc` has: its own `rss_queues`, else the tunable's for the kinds
     /// that take queues (the generator, null/count/check sinks), else one.
     fn queues_of(&self, pc: &PortConfig, what: &str, default: u32) -> Result<u16, ConfigError> {
-        let multi = matches!(pc.kind, PortKind::Gen | PortKind::Null | PortKind::Count | PortKind::Check | PortKind::Capture);
+        let multi = matches!(pc.kind, PortKind::Gen | PortKind::Null | PortKind::Count | PortKind::Check | PortKind::Capture | PortKind::Sim);
         match pc.rss_queues {
             Some(q) if q == 0 || q > crate::port::rss::MAX_QUEUES => {
                 Err(field(format!("{what}.rss_queues"), crate::port::rss::RssError::Queues(q as u32).to_string()))
@@ -620,7 +620,10 @@ impl Config {
             PortKind::Sim => {
                 let sc = pc.sim.clone().unwrap_or_default();
                 sc.validate().map_err(|(p, msg)| field(format!("{what}.sim.{p}"), msg))?;
-                vec![Box::new(crate::port::sim::SimNic::new(&pc.name, sc, pc.mtu))]
+                crate::port::sim::SimNic::queues(&pc.name, sc, pc.mtu, queues as usize)
+                    .into_iter()
+                    .map(|q| Box::new(q) as Box<dyn Port>)
+                    .collect()
             }
         };
         handles

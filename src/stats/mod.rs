@@ -208,6 +208,11 @@ pub struct Counters {
     pub neigh_forgotten: u64,
     /// Times an idle worker sleeping on its ports' descriptors was woken by frames.
     pub idle_wakeups: u64,
+    /// Packets this worker sent to a port whose transmit queue another worker owns: handed
+    /// to the owner, which alone runs that queue's qdisc (the kernel's contended
+    /// `__QDISC_STATE_RUNNING`: the others only enqueue). An `mq` port with a queue per
+    /// worker has none.
+    pub tx_handoffs: u64,
 }
 
 impl Default for Counters {
@@ -239,6 +244,7 @@ impl Default for Counters {
             neigh_probes: 0,
             neigh_forgotten: 0,
             idle_wakeups: 0,
+            tx_handoffs: 0,
             busy_poll_hits: 0,
             list_len_log2: [0; 12],
             xdp_actions: [0; 6],
@@ -352,6 +358,7 @@ impl Counters {
         self.neigh_probes += o.neigh_probes;
         self.neigh_forgotten += o.neigh_forgotten;
         self.idle_wakeups += o.idle_wakeups;
+        self.tx_handoffs += o.tx_handoffs;
         self.busy_poll_hits += o.busy_poll_hits;
         for (a, b) in self.list_len_log2.iter_mut().zip(o.list_len_log2.iter()) {
             *a += b;
