@@ -148,5 +148,8 @@ pub fn run(args: &GenArgs, stop: Arc<AtomicBool>) -> Result<GenReport, GenCmdErr
 
 /// The interface as a transmit port (AF_PACKET with qdisc bypass).
 fn open_tx_port(iface: &str) -> Result<Box<dyn Port>, GenCmdError> {
-    Err(GenCmdError::Port { iface: iface.to_string(), msg: "AF_PACKET ports are not built yet".into() })
+    let cfg = crate::port::afpacket::AfPacketConfig::new(iface);
+    let mut queues = crate::port::afpacket::open(iface, &cfg).map_err(|e| GenCmdError::Port { iface: iface.to_string(), msg: e.to_string() })?;
+    let q = queues.pop().ok_or_else(|| GenCmdError::Port { iface: iface.to_string(), msg: "no socket opened".into() })?;
+    Ok(Box::new(q))
 }

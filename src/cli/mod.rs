@@ -89,6 +89,14 @@ pub struct RunArgs {
     /// GRO packets whole (as tcpdump on a receiving veth shows them), not split by GSO.
     #[arg(long, requires = "pcap_out")]
     pub pcap_out_tso: bool,
+    /// Attach a real interface: KIND:IFACE[@QUEUES], KIND afpacket (or afxdp). A config port
+    /// on that interface (its `iface` or name) becomes this kind; otherwise a port named
+    /// IFACE is added. Repeatable.
+    #[arg(long = "port", value_name = "KIND:IFACE[@QUEUES]")]
+    pub ports: Vec<String>,
+    /// Write a pcap of everything port PORT receives and transmits. Repeatable.
+    #[arg(long = "capture", value_name = "PORT=FILE")]
+    pub captures: Vec<String>,
     /// No per-second lines or progress bar, only the summary.
     #[arg(long, short)]
     pub quiet: bool,

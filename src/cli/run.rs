@@ -157,7 +157,97 @@ pub fn resolve_config(args: &RunArgs) -> Result<Config, RunError> {
         last.check = None;
         last.gen = None;
     }
+    for spec in &args.ports {
+        apply_port_flag(&mut cfg, spec).map_err(|e| RunError::Other(format!("--port {spec}: {e}")))?;
+    }
+    for spec in &args.captures {
+        let (port, file) = spec
+            .split_once('=')
+            .filter(|(p, f)| !p.is_empty() && !f.is_empty())
+            .ok_or_else(|| RunError::Other(format!("--capture {spec}: expected PORT=FILE")))?;
+        let names: Vec<&str> = cfg.ports.iter().map(|p| p.name.as_str()).collect();
+        let Some(i) = names.iter().position(|n| *n == port) else {
+            return Err(RunError::Other(format!("--capture {spec}: no port named `{port}` (ports: {})", names.join(", "))));
+        };
+        cfg.ports[i].capture = Some(file.into());
+    }
     Ok(cfg)
+}
+
+/// A real interface on the command line: `KIND:IFACE[@QUEUES]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortFlag {
+    pub kind: PortKind,
+    pub iface: String,
+    pub queues: Option<u16>,
+}
+
+/// Parses `--port KIND:IFACE[@QUEUES]`.
+pub fn parse_port_flag(spec: &str) -> Result<PortFlag, String> {
+    let (kind, rest) = spec.split_once(':').ok_or("expected KIND:IFACE[@QUEUES], e.g. afpacket:eth1 or afpacket:veth0@2")?;
+    let kind = match kind {
+        "afpacket" => PortKind::Afpacket,
+        "afxdp" => return Err("afxdp ports are not built yet in this version (use afpacket)".into()),
+        k => return Err(format!("unknown port kind `{k}` (afpacket, afxdp)")),
+    };
+    let (iface, queues) = match rest.split_once('@') {
+        Some((i, q)) => {
+            let n: u16 = q.parse().map_err(|_| format!("`{q}` is not a queue count"))?;
+            if n == 0 || n > crate::port::rss::MAX_QUEUES {
+                return Err(format!("{n} queues: between 1 and {}", crate::port::rss::MAX_QUEUES));
+            }
+            (i, Some(n))
+        }
+        None => (rest, None),
+    };
+    if iface.is_empty() {
+        return Err("no interface name".into());
+    }
+    Ok(PortFlag { kind, iface: iface.to_string(), queues })
+}
+
+/// Applies one `--port`: the config's port on that interface changes kind, or a port is added.
+fn apply_port_flag(cfg: &mut Config, spec: &str) -> Result<(), String> {
+    let f = parse_port_flag(spec)?;
+    let at = cfg
+        .ports
+        .iter()
+        .position(|p| p.iface.as_deref() == Some(f.iface.as_str()))
+        .or_else(|| cfg.ports.iter().position(|p| p.name == f.iface && p.iface.is_none()));
+    match at {
+        Some(i) => {
+            let pc = &mut cfg.ports[i];
+            if !pc.kind.is_real() {
+                // The in-memory port's addresses stay; what described its simulated link
+                // (made-up MAC, MTU, generator, check, capture file) goes: the interface has its own.
+                pc.mac.clear();
+                pc.mtu = None;
+                pc.gen = None;
+                pc.check = None;
+                pc.pcap = None;
+                pc.repeat = None;
+                pc.sim = None;
+                pc.tso = false;
+            }
+            pc.kind = f.kind;
+            if pc.name != f.iface {
+                pc.iface = Some(f.iface.clone());
+            }
+            if f.queues.is_some() {
+                pc.rss_queues = f.queues;
+            }
+        }
+        None => {
+            let mut text = format!("name = {:?}\nkind = \"afpacket\"\n", f.iface);
+            if let Some(q) = f.queues {
+                text.push_str(&format!("rss_queues = {q}\n"));
+            }
+            let mut pc: config::PortConfig = toml::from_str(&text).map_err(|e| e.to_string())?;
+            pc.kind = f.kind;
+            cfg.ports.push(pc);
+        }
+    }
+    Ok(())
 }
 
 /// Builds the datapath for a resolved config.

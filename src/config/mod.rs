@@ -47,6 +47,15 @@ pub enum PortKind {
     PcapOut,
     /// The NIC model (`port::sim`): a transmit ring drained at a line rate.
     Sim,
+    /// A Linux interface through AF_PACKET rings (`port::afpacket`).
+    Afpacket,
+}
+
+impl PortKind {
+    /// A real Linux interface: its MAC and MTU default to the interface's.
+    pub fn is_real(self) -> bool {
+        matches!(self, PortKind::Afpacket)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -54,13 +63,26 @@ pub enum PortKind {
 pub struct PortConfig {
     pub name: String,
     pub kind: PortKind,
+    /// Required for in-memory ports; a real interface's (`afpacket`) defaults to its own.
+    #[serde(default)]
     pub mac: String,
+    /// Real interfaces: the Linux interface (default: the port's name).
+    #[serde(default)]
+    pub iface: Option<String>,
+    /// Real interfaces: receive every frame on the link (PACKET_MR_PROMISC; the kernel
+    /// restores the interface when the socket closes).
+    #[serde(default)]
+    pub promisc: bool,
+    /// Write a pcap of everything the port receives and transmits (`port::tap`).
+    #[serde(default)]
+    pub capture: Option<PathBuf>,
     #[serde(default)]
     pub ipv4: Vec<String>,
     #[serde(default)]
     pub ipv6: Vec<String>,
-    #[serde(default = "default_mtu")]
-    pub mtu: u16,
+    /// Default 1500; a real interface's defaults to its own.
+    #[serde(default)]
+    pub mtu: Option<u16>,
     #[serde(default)]
     pub vlans: Vec<u16>,
     /// io / macswap: the port received packets go out of.
@@ -169,6 +191,35 @@ impl QdiscConfig {
 
 fn default_mtu() -> u16 {
     1500
+}
+
+impl PortConfig {
+    /// The Linux interface a real port is on: `iface`, else the port's name.
+    pub fn iface_name(&self) -> &str {
+        self.iface.as_deref().unwrap_or(&self.name)
+    }
+
+    /// The port's MAC: the configured one, else (real interfaces) the interface's.
+    pub fn resolved_mac(&self, what: &str) -> Result<[u8; 6], ConfigError> {
+        if self.mac.is_empty() {
+            if self.kind.is_real() {
+                return crate::port::afpacket::iface_mac(self.iface_name()).map_err(|e| field(format!("{what}.iface"), e.to_string()));
+            }
+            return Err(field(format!("{what}.mac"), format!("a port of kind {:?} needs a `mac`", self.kind)));
+        }
+        parse_mac(&self.mac).ok_or_else(|| field(format!("{what}.mac"), format!("`{}` is not a MAC address", self.mac)))
+    }
+
+    /// The port's MTU: the configured one, else (real interfaces) the interface's, else 1500.
+    pub fn resolved_mtu(&self, what: &str) -> Result<u16, ConfigError> {
+        match self.mtu {
+            Some(m) => Ok(m),
+            None if self.kind.is_real() => {
+                crate::port::afpacket::iface_mtu(self.iface_name()).map_err(|e| field(format!("{what}.iface"), e.to_string()))
+            }
+            None => Ok(default_mtu()),
+        }
+    }
 }
 
 /// The `check` sink's expectations, in config form (MACs as strings).
@@ -365,9 +416,9 @@ impl Config {
         self.validate(locked_atomics)?;
         for (i, pc) in self.ports.iter().enumerate() {
             let what = format!("ports[{i}] ({})", pc.name);
-            let mac = parse_mac(&pc.mac).ok_or_else(|| field(format!("{what}.mac"), format!("`{}` is not a MAC address", pc.mac)))?;
+            let mac = pc.resolved_mac(&what)?;
             let mut iface = Iface::new(&pc.name, mac);
-            iface.mtu = pc.mtu;
+            iface.mtu = pc.resolved_mtu(&what)?;
             iface.vlans = pc.vlans.clone();
             for a in &pc.ipv4 {
                 match parse_prefix(a, &format!("{what}.ipv4"))? {
@@ -550,11 +601,13 @@ impl Config {
     /// that take queues (the generator, null/count/check sinks), else one.
     fn queues_of(&self, pc: &PortConfig, what: &str, default: u32) -> Result<u16, ConfigError> {
         let multi = matches!(pc.kind, PortKind::Gen | PortKind::Null | PortKind::Count | PortKind::Check | PortKind::Capture | PortKind::Sim);
+        // A real interface takes `rss_queues` sockets in one fanout group; one by default.
+        let multi_explicit = multi || pc.kind.is_real();
         match pc.rss_queues {
             Some(q) if q == 0 || q > crate::port::rss::MAX_QUEUES => {
                 Err(field(format!("{what}.rss_queues"), crate::port::rss::RssError::Queues(q as u32).to_string()))
             }
-            Some(q) if q > 1 && !multi => {
+            Some(q) if q > 1 && !multi_explicit => {
                 Err(field(format!("{what}.rss_queues"), format!("{q}: a port of kind {:?} has one queue", pc.kind)))
             }
             Some(q) => Ok(q),
@@ -620,11 +673,26 @@ impl Config {
             PortKind::Sim => {
                 let sc = pc.sim.clone().unwrap_or_default();
                 sc.validate().map_err(|(p, msg)| field(format!("{what}.sim.{p}"), msg))?;
-                crate::port::sim::SimNic::queues(&pc.name, sc, pc.mtu, queues as usize)
+                crate::port::sim::SimNic::queues(&pc.name, sc, pc.resolved_mtu(what)?, queues as usize)
                     .into_iter()
                     .map(|q| Box::new(q) as Box<dyn Port>)
                     .collect()
             }
+            PortKind::Afpacket => {
+                let mut ac = crate::port::afpacket::AfPacketConfig::new(pc.iface_name());
+                ac.queues = queues;
+                ac.promisc = pc.promisc;
+                ac.mtu = pc.resolved_mtu(what)?;
+                crate::port::afpacket::open(&pc.name, &ac)
+                    .map_err(|e| field(format!("{what}.iface"), e.to_string()))?
+                    .into_iter()
+                    .map(|p| Box::new(p) as Box<dyn Port>)
+                    .collect()
+            }
+        };
+        let handles = match &pc.capture {
+            Some(path) => crate::port::tap::wrap_queues(handles, path).map_err(|e| field(format!("{what}.capture"), e.to_string()))?,
+            None => handles,
         };
         handles
             .into_iter()
@@ -647,11 +715,18 @@ impl Config {
             if let Some(j) = names.insert(pc.name.as_str(), i) {
                 return Err(field(format!("{what}.name"), format!("`{}` is also the name of ports[{j}] (names must be unique)", pc.name)));
             }
-            if !MTU_RANGE.contains(&pc.mtu) {
-                return Err(field(format!("{what}.mtu"), format!("{} outside {}..={}", pc.mtu, MTU_RANGE.start(), MTU_RANGE.end())));
+            let mtu = pc.resolved_mtu(&what)?;
+            if !MTU_RANGE.contains(&mtu) {
+                return Err(field(format!("{what}.mtu"), format!("{mtu} outside {}..={}", MTU_RANGE.start(), MTU_RANGE.end())));
             }
-            if !pc.ipv6.is_empty() && pc.mtu < IPV6_MIN_MTU {
-                return Err(field(format!("{what}.mtu"), format!("{} is below IPv6's minimum link MTU {IPV6_MIN_MTU}", pc.mtu)));
+            if !pc.ipv6.is_empty() && mtu < IPV6_MIN_MTU {
+                return Err(field(format!("{what}.mtu"), format!("{mtu} is below IPv6's minimum link MTU {IPV6_MIN_MTU}")));
+            }
+            if !pc.kind.is_real() && (pc.iface.is_some() || pc.promisc) {
+                return Err(field(
+                    format!("{what}.iface"),
+                    format!("`iface` and `promisc` are for real interfaces (afpacket), not a port of kind {:?}", pc.kind),
+                ));
             }
             let mut vlans = std::collections::HashSet::new();
             for &v in &pc.vlans {
@@ -924,7 +999,7 @@ mod tests {
         assert!(build(&c).contains("names must be unique"), "{}", build(&c));
         for (mtu, word) in [(0u16, "outside"), (1000, "IPv6")] {
             let mut c = lab(Pipeline::L3fwd);
-            c.ports[0].mtu = mtu;
+            c.ports[0].mtu = Some(mtu);
             assert!(build(&c).contains(word), "mtu {mtu}: {}", build(&c));
         }
         let mut c = lab(Pipeline::L3fwd);

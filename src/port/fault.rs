@@ -582,6 +582,10 @@ impl Port for FaultPort {
         self.inner.take_rx_dropped()
     }
 
+    fn take_tx_failed(&mut self) -> (u64, u64) {
+        self.inner.take_tx_failed()
+    }
+
     fn flush_held(&mut self, bufs: &mut BufCache) -> usize {
         let rx = self.rx.held.len();
         for h in self.rx.held.drain(..) {

@@ -4,12 +4,14 @@
 //! Transmit follows the kernel's `xmit_more`: `tx_burst(.., more = true)` queues without
 //! notifying the "hardware"; the doorbell rings only on a burst with `more = false`.
 
+pub mod afpacket;
 pub mod fault;
 pub mod gen;
 pub mod pcap;
 pub mod rss;
 pub mod sim;
 pub mod sink;
+pub mod tap;
 
 use crate::buf::{BufCache, Pkt};
 use serde::Serialize;
@@ -95,6 +97,13 @@ pub trait Port: Send {
     /// holds): the datapath counts them as received and dropped (`rx_length_error`).
     fn take_rx_dropped(&mut self) -> u64 {
         0
+    }
+
+    /// Packets the port accepted since the last call whose transmission then failed (a
+    /// kernel ring refused them at the doorbell), and their bytes: the transmit path moves
+    /// them from transmitted to dropped (`tx_error`), so a failed send never counts as sent.
+    fn take_tx_failed(&mut self) -> (u64, u64) {
+        (0, 0)
     }
 
     /// The port verified the TCP/UDP checksums of what it delivers (rx checksum offload:

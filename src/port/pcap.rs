@@ -239,13 +239,13 @@ pub struct PcapOut {
 }
 
 /// Little-endian, µs timestamps: what tcpdump writes on x86.
-fn pcap_header() -> PcapHeader {
+pub(crate) fn pcap_header() -> PcapHeader {
     PcapHeader { datalink: DataLink::ETHERNET, snaplen: MAX_SNAPLEN, endianness: pcap_file::Endianness::Little, ..Default::default() }
 }
 
 /// Appends one record in [`pcap_header`]'s byte order (synthetic timestamps 1 µs apart: a
 /// capture records order, not time). Frames are whole: caplen = orig_len.
-fn push_record<'a>(out: &mut Vec<u8>, ts_us: u64, segments: impl Iterator<Item = &'a [u8]>, len: usize) {
+pub(crate) fn push_record<'a>(out: &mut Vec<u8>, ts_us: u64, segments: impl Iterator<Item = &'a [u8]>, len: usize) {
     let len = len as u32;
     for field in [(ts_us / 1_000_000) as u32, (ts_us % 1_000_000) as u32, len, len] {
         out.extend_from_slice(&field.to_le_bytes());
@@ -256,7 +256,7 @@ fn push_record<'a>(out: &mut Vec<u8>, ts_us: u64, segments: impl Iterator<Item =
 }
 
 /// Writes `buf`, returning how many bytes reached the file before an error.
-fn write_counted(file: &mut File, buf: &[u8]) -> (usize, Option<std::io::Error>) {
+pub(crate) fn write_counted(file: &mut File, buf: &[u8]) -> (usize, Option<std::io::Error>) {
     let mut done = 0;
     while done < buf.len() {
         match file.write(&buf[done..]) {

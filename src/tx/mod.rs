@@ -83,7 +83,10 @@ fn xmit_direct(net: &Net, q: &mut TxQueue, dev: &mut dyn Port, bufs: &mut BufCac
         sent_total += sent;
     }
     q.pkts.clear();
-    count_sent(q, c, sent_total, bytes);
+    let (failed, failed_bytes) = dev.take_tx_failed();
+    let failed = failed.min(sent_total as u64);
+    c.drop_n(DropReason::TxError, failed);
+    count_sent(q, c, sent_total - failed as usize, bytes.saturating_sub(failed_bytes));
 }
 
 /// Counts `sent` packets of `bytes` the port took: the worker's ledger and the qdisc's
@@ -186,7 +189,10 @@ pub fn qdisc_run(net: &Net, q: &mut TxQueue, dev: &mut dyn Port, bufs: &mut BufC
             q.stats.add_bulk(sent);
         }
         let bytes = chain[..sent].iter().map(|p| p.total_len() as u64).sum::<u64>();
-        count_sent(q, c, sent, bytes);
+        let (failed, failed_bytes) = dev.take_tx_failed();
+        let failed = failed.min(sent as u64);
+        c.drop_n(DropReason::TxError, failed);
+        count_sent(q, c, sent - failed as usize, bytes.saturating_sub(failed_bytes));
         sent_total += sent;
         let refused = chain.len() - sent;
         if refused > 0 {

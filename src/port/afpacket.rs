@@ -1,0 +1,582 @@
+//! AF_PACKET port: a Linux interface through mmap'd packet rings (`PACKET_MMAP`).
+//!
+//! One socket per queue. Receive is a TPACKET_V3 ring: the kernel fills blocks of frames and
+//! hands a block over when it is full or its retire timer (`tp_retire_blk_tov`) expires; we
+//! copy each frame into a pool buffer (a chain when longer than one buffer) and give the
+//! block back. Transmit is a frame ring on the same socket: `tx_burst` copies frames into
+//! free slots, and the doorbell — `send()`, which makes the kernel walk the ring — rings only
+//! when no more packets follow (`xmit_more`). `PACKET_QDISC_BYPASS` hands frames straight to
+//! the driver (as sluice has its own qdiscs), which also keeps them from coming back to our
+//! own receive ring as outgoing copies. Several queues join one `PACKET_FANOUT` group
+//! (hash): the kernel spreads flows over them, each flow on one queue.
+//!
+//! Promiscuous mode is a packet-socket membership (`PACKET_MR_PROMISC`): the kernel drops it
+//! when the socket closes, so the interface is restored however the process ends.
+
+use super::{Port, PortStats};
+use crate::buf::chain::MAX_CHAIN_BYTES;
+use crate::buf::{BufCache, Pkt};
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{fence, AtomicU16, Ordering};
+
+/// Size of the kernel's TPACKET_V3 frame header, aligned: where the `sockaddr_ll` starts in
+/// a received frame and where the data starts in a transmit slot.
+const TP3_HDR: usize = tpacket_align(std::mem::size_of::<libc::tpacket3_hdr>());
+/// `ETH_P_ALL`, in network order for `socket`/`bind`.
+const ETH_P_ALL_BE: u16 = (libc::ETH_P_ALL as u16).to_be();
+/// The largest frame a transmit slot must hold beyond the MTU: Ethernet header + one VLAN tag.
+const L2_OVERHEAD: usize = 18;
+/// Attempts at pushing a flush the kernel answered with a transient error (ENOBUFS, EAGAIN).
+const SEND_RETRIES: usize = 4;
+
+const fn tpacket_align(x: usize) -> usize {
+    (x + libc::TPACKET_ALIGNMENT - 1) & !(libc::TPACKET_ALIGNMENT - 1)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AfPacketError {
+    #[error("no interface named `{0}` (`ip link` lists them)")]
+    NoSuchInterface(String),
+    #[error(
+        "{iface}: opening an AF_PACKET socket was refused ({source}): it needs root or CAP_NET_RAW \
+         (run as root, or `setcap cap_net_raw,cap_net_admin+ep` on the binary)"
+    )]
+    Permission { iface: String, source: io::Error },
+    #[error("interface {0} is down: bring it up with `ip link set {0} up`")]
+    Down(String),
+    #[error("{iface}: {what}: {source}")]
+    Sys { iface: String, what: &'static str, source: io::Error },
+    #[error("{iface}: {msg}")]
+    Invalid { iface: String, msg: String },
+}
+
+/// How to open an interface.
+#[derive(Debug, Clone)]
+pub struct AfPacketConfig {
+    pub iface: String,
+    /// Sockets (receive queues) in one fanout group; queue q belongs to worker q.
+    pub queues: u16,
+    pub promisc: bool,
+    /// The interface's MTU: transmit slots hold MTU + 18 bytes.
+    pub mtu: u16,
+    /// Receive ring: bytes per block (a multiple of the page size) and blocks.
+    pub rx_block_size: u32,
+    pub rx_blocks: u32,
+    /// Milliseconds after which the kernel hands over a block that is not full.
+    pub retire_ms: u32,
+    /// Transmit ring slots.
+    pub tx_frames: u32,
+}
+
+impl AfPacketConfig {
+    pub fn new(iface: &str) -> AfPacketConfig {
+        AfPacketConfig {
+            iface: iface.to_string(),
+            queues: 1,
+            promisc: false,
+            mtu: 1500,
+            rx_block_size: 1 << 17,
+            rx_blocks: 32,
+            retire_ms: 2,
+            tx_frames: 512,
+        }
+    }
+}
+
+/// The interface's index, or a clear error when there is none by that name.
+pub fn ifindex(iface: &str) -> Result<u32, AfPacketError> {
+    let missing = || AfPacketError::NoSuchInterface(iface.to_string());
+    if iface.is_empty() || iface.len() >= libc::IFNAMSIZ || iface.contains('/') {
+        return Err(missing());
+    }
+    let c = CString::new(iface).map_err(|_| missing())?;
+    // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
+    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if idx == 0 {
+        return Err(missing());
+    }
+    Ok(idx)
+}
+
+fn sys_attr(iface: &str, attr: &str) -> Option<String> {
+    std::fs::read_to_string(format!("/sys/class/net/{iface}/{attr}")).ok().map(|s| s.trim().to_string())
+}
+
+/// The interface's MAC address (`/sys/class/net/IF/address`).
+pub fn iface_mac(iface: &str) -> Result<[u8; 6], AfPacketError> {
+    ifindex(iface)?;
+    sys_attr(iface, "address")
+        .and_then(|s| super::parse_mac(&s))
+        .ok_or_else(|| AfPacketError::Invalid { iface: iface.into(), msg: "has no Ethernet address".into() })
+}
+
+/// The interface's MTU (`/sys/class/net/IF/mtu`).
+pub fn iface_mtu(iface: &str) -> Result<u16, AfPacketError> {
+    ifindex(iface)?;
+    sys_attr(iface, "mtu")
+        .and_then(|s| s.parse::<u32>().ok())
+        .map(|m| m.min(u16::MAX as u32) as u16)
+        .ok_or_else(|| AfPacketError::Invalid { iface: iface.into(), msg: "its MTU cannot be read".into() })
+}
+
+/// True when the interface is administratively up (IFF_UP in `/sys/class/net/IF/flags`).
+pub fn iface_up(iface: &str) -> Result<bool, AfPacketError> {
+    ifindex(iface)?;
+    let flags = sys_attr(iface, "flags").and_then(|s| u32::from_str_radix(s.trim_start_matches("0x"), 16).ok());
+    Ok(flags.is_some_and(|f| f & libc::IFF_UP as u32 != 0))
+}
+
+/// The mapped rings of one socket (receive first, then transmit, as the kernel lays them out).
+struct Ring {
+    base: *mut u8,
+    bytes: usize,
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // SAFETY: base/bytes are exactly our successful mmap; nothing uses them after drop.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.bytes) };
+    }
+}
+
+/// One queue of an interface: one packet socket with its rings.
+pub struct AfPacketPort {
+    name: String,
+    iface: String,
+    queue: u16,
+    // Field order: the mapping goes before the socket closes.
+    ring: Ring,
+    fd: OwnedFd,
+    block_size: usize,
+    blocks: usize,
+    /// Receive cursor: the block being read, the next frame's offset in it and frames left.
+    blk: usize,
+    blk_off: usize,
+    blk_left: u32,
+    /// Transmit ring: slot size and count, where it starts in the mapping, the next slot.
+    tx_off: usize,
+    tx_slot: usize,
+    tx_slots: usize,
+    tx_next: usize,
+    /// Slots filled since the last doorbell.
+    tx_pending: usize,
+    stats: PortStats,
+    /// Frames the kernel cut (longer than a ring block holds) since the datapath last asked.
+    too_long: u64,
+    /// Frames the kernel refused at a flush (counted, never reported as sent).
+    pub tx_errors: u64,
+    /// Refused since the datapath last asked: packets, bytes.
+    failed: (u64, u64),
+}
+
+// SAFETY: the mapping and the socket belong to this port alone; moving it to the worker
+// thread that polls it moves them with it (no other handle to either exists).
+unsafe impl Send for AfPacketPort {}
+
+fn setsockopt<T>(fd: &OwnedFd, level: libc::c_int, opt: libc::c_int, val: &T) -> io::Result<()> {
+    // SAFETY: `val` points to a live T of the size passed.
+    let r = unsafe {
+        libc::setsockopt(fd.as_raw_fd(), level, opt, val as *const T as *const libc::c_void, std::mem::size_of::<T>() as libc::socklen_t)
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// A fanout group id not used by another port of this process; the kernel's UNIQUEID flag
+/// makes it unique across processes (the first socket asks for a fresh one).
+static FANOUT_SEQ: AtomicU16 = AtomicU16::new(0);
+
+/// Opens `cfg.queues` sockets on the interface, in one fanout group when there are several.
+pub fn open(name: &str, cfg: &AfPacketConfig) -> Result<Vec<AfPacketPort>, AfPacketError> {
+    let ifx = ifindex(&cfg.iface)?;
+    if !iface_up(&cfg.iface)? {
+        return Err(AfPacketError::Down(cfg.iface.clone()));
+    }
+    let queues = cfg.queues.max(1);
+    let mut ports = Vec::with_capacity(queues as usize);
+    for q in 0..queues {
+        ports.push(AfPacketPort::open_one(name, cfg, ifx, q)?);
+    }
+    if queues > 1 {
+        let sys = |what, source| AfPacketError::Sys { iface: cfg.iface.clone(), what, source };
+        let _ = FANOUT_SEQ.fetch_add(1, Ordering::Relaxed);
+        let first = (libc::PACKET_FANOUT_HASH | libc::PACKET_FANOUT_FLAG_UNIQUEID) << 16;
+        setsockopt(&ports[0].fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &first).map_err(|e| sys("PACKET_FANOUT (create)", e))?;
+        let mut arg: u32 = 0;
+        let mut len = std::mem::size_of::<u32>() as libc::socklen_t;
+        // SAFETY: `arg`/`len` are live and sized for the u32 the kernel writes.
+        let r = unsafe {
+            libc::getsockopt(
+                ports[0].fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_FANOUT,
+                &mut arg as *mut u32 as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        if r < 0 {
+            return Err(sys("PACKET_FANOUT (read the group id)", io::Error::last_os_error()));
+        }
+        let join = (arg & 0xffff) | (libc::PACKET_FANOUT_HASH << 16);
+        for p in &ports[1..] {
+            setsockopt(&p.fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &join).map_err(|e| sys("PACKET_FANOUT (join)", e))?;
+        }
+    }
+    // Every socket received nothing so far (a drop-all filter): with the group complete,
+    // let frames in.
+    for p in &ports {
+        let none = 0i32;
+        setsockopt(&p.fd, libc::SOL_SOCKET, libc::SO_DETACH_FILTER, &none).map_err(|e| AfPacketError::Sys {
+            iface: cfg.iface.clone(),
+            what: "SO_DETACH_FILTER",
+            source: e,
+        })?;
+    }
+    Ok(ports)
+}
+
+impl AfPacketPort {
+    fn open_one(name: &str, cfg: &AfPacketConfig, ifx: u32, queue: u16) -> Result<AfPacketPort, AfPacketError> {
+        let iface = cfg.iface.clone();
+        let sys = |what, source| AfPacketError::Sys { iface: iface.clone(), what, source };
+        // Protocol 0: the socket receives nothing until it is bound, after the rings exist.
+        // SAFETY: plain socket(2); the result is checked.
+        let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK, 0) };
+        if raw < 0 {
+            let e = io::Error::last_os_error();
+            return Err(match e.raw_os_error() {
+                Some(libc::EPERM) | Some(libc::EACCES) => AfPacketError::Permission { iface, source: e },
+                Some(libc::EAFNOSUPPORT) => AfPacketError::Invalid { iface, msg: "this kernel has no AF_PACKET sockets".into() },
+                _ => sys("socket(AF_PACKET)", e),
+            });
+        }
+        // SAFETY: `raw` is a fresh descriptor we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // Drop everything until the fanout group is complete (else the first sockets would
+        // each see every frame for a moment: duplicates).
+        let mut drop_all = [libc::sock_filter { code: (libc::BPF_RET | libc::BPF_K) as u16, jt: 0, jf: 0, k: 0 }];
+        let prog = libc::sock_fprog { len: 1, filter: drop_all.as_mut_ptr() };
+        setsockopt(&fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &prog).map_err(|e| sys("SO_ATTACH_FILTER", e))?;
+        let v3 = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
+        setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_VERSION, &v3).map_err(|e| sys("PACKET_VERSION (TPACKET_V3)", e))?;
+
+        let page = 4096usize;
+        let block_size = (cfg.rx_block_size as usize).max(page).next_multiple_of(page);
+        let blocks = cfg.rx_blocks.max(2) as usize;
+        let rx_frame = 2048usize;
+        let rx = libc::tpacket_req3 {
+            tp_block_size: block_size as u32,
+            tp_block_nr: blocks as u32,
+            tp_frame_size: rx_frame as u32,
+            tp_frame_nr: (block_size / rx_frame * blocks) as u32,
+            tp_retire_blk_tov: cfg.retire_ms.max(1),
+            tp_sizeof_priv: 0,
+            tp_feature_req_word: libc::TP_FT_REQ_FILL_RXHASH,
+        };
+        setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &rx).map_err(|e| sys("PACKET_RX_RING", e))?;
+
+        // Transmit slots: header + the largest frame, 16-byte aligned; a block of several.
+        let tx_slot = tpacket_align(TP3_HDR + cfg.mtu as usize + L2_OVERHEAD).max(2048);
+        let tx_block = (tx_slot * 16).next_multiple_of(page);
+        let per_block = tx_block / tx_slot;
+        let tx_blocks = (cfg.tx_frames.max(16) as usize).div_ceil(per_block);
+        let tx = libc::tpacket_req3 {
+            tp_block_size: tx_block as u32,
+            tp_block_nr: tx_blocks as u32,
+            tp_frame_size: tx_slot as u32,
+            tp_frame_nr: (per_block * tx_blocks) as u32,
+            tp_retire_blk_tov: 0,
+            tp_sizeof_priv: 0,
+            tp_feature_req_word: 0,
+        };
+        setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_TX_RING, &tx).map_err(|e| sys("PACKET_TX_RING", e))?;
+
+        let rx_bytes = block_size * blocks;
+        let bytes = rx_bytes + tx_block * tx_blocks;
+        // SAFETY: maps the socket's rings (sizes as just configured); the result is checked.
+        let base =
+            unsafe { libc::mmap(std::ptr::null_mut(), bytes, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd.as_raw_fd(), 0) };
+        if base == libc::MAP_FAILED {
+            return Err(sys("mmap of the packet rings", io::Error::last_os_error()));
+        }
+        let ring = Ring { base: base as *mut u8, bytes };
+
+        let one = 1i32;
+        setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, &one).map_err(|e| sys("PACKET_QDISC_BYPASS", e))?;
+        // Other senders' outgoing frames are not ours to forward (best effort: older kernels
+        // lack it, and the receive loop skips PACKET_OUTGOING frames anyway).
+        let _ = setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, &one);
+
+        // SAFETY: sockaddr_ll is plain data; all-zero is a valid starting value.
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = ETH_P_ALL_BE;
+        sll.sll_ifindex = ifx as i32;
+        // SAFETY: `sll` is a live sockaddr_ll of the size passed.
+        let r = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return Err(match e.raw_os_error() {
+                Some(libc::ENODEV) => AfPacketError::NoSuchInterface(cfg.iface.clone()),
+                Some(libc::ENETDOWN) => AfPacketError::Down(cfg.iface.clone()),
+                _ => sys("bind", e),
+            });
+        }
+        if cfg.promisc {
+            let mreq =
+                libc::packet_mreq { mr_ifindex: ifx as i32, mr_type: libc::PACKET_MR_PROMISC as u16, mr_alen: 0, mr_address: [0; 8] };
+            setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, &mreq).map_err(|e| sys("PACKET_ADD_MEMBERSHIP (promisc)", e))?;
+        }
+        Ok(AfPacketPort {
+            name: name.to_string(),
+            iface: cfg.iface.clone(),
+            queue,
+            ring,
+            fd,
+            block_size,
+            blocks,
+            blk: 0,
+            blk_off: 0,
+            blk_left: 0,
+            tx_off: rx_bytes,
+            tx_slot,
+            tx_slots: per_block * tx_blocks,
+            tx_next: 0,
+            tx_pending: 0,
+            stats: PortStats::default(),
+            too_long: 0,
+            tx_errors: 0,
+            failed: (0, 0),
+        })
+    }
+
+    /// The interface this queue is on.
+    pub fn iface(&self) -> &str {
+        &self.iface
+    }
+
+    /// This socket's queue index in the port.
+    pub fn queue(&self) -> u16 {
+        self.queue
+    }
+
+    /// Block `i`'s descriptor.
+    fn block(&self, i: usize) -> *mut libc::tpacket_block_desc {
+        // SAFETY: i < blocks, so the block lies inside the receive part of the mapping.
+        unsafe { self.ring.base.add(i * self.block_size) as *mut libc::tpacket_block_desc }
+    }
+
+    /// Opens the current block if the kernel has handed it over. True when frames are left.
+    fn open_block(&mut self) -> bool {
+        if self.blk_left > 0 {
+            return true;
+        }
+        let b = self.block(self.blk);
+        // SAFETY: `b` points to a block descriptor in the mapping; the status word is shared
+        // with the kernel, so it is read volatile, then fenced before the block's frames.
+        let status = unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*b).hdr.bh1.block_status)) };
+        if status & libc::TP_STATUS_USER == 0 {
+            return false;
+        }
+        fence(Ordering::Acquire);
+        // SAFETY: the block is ours (TP_STATUS_USER) until we write TP_STATUS_KERNEL back.
+        let (n, first) = unsafe { ((*b).hdr.bh1.num_pkts, (*b).hdr.bh1.offset_to_first_pkt) };
+        if n == 0 {
+            self.release_block();
+            return false;
+        }
+        self.blk_left = n;
+        self.blk_off = first as usize;
+        true
+    }
+
+    /// Hands the current block back to the kernel and moves to the next.
+    fn release_block(&mut self) {
+        let b = self.block(self.blk);
+        fence(Ordering::Release);
+        // SAFETY: as in open_block: the status word of a block we own, written volatile
+        // after every read of its frames (the fence orders them).
+        unsafe { std::ptr::write_volatile(std::ptr::addr_of_mut!((*b).hdr.bh1.block_status), libc::TP_STATUS_KERNEL) };
+        self.blk = (self.blk + 1) % self.blocks;
+        self.blk_left = 0;
+        self.blk_off = 0;
+    }
+
+    /// Slot `i` of the transmit ring.
+    fn tx_hdr(&self, i: usize) -> *mut libc::tpacket3_hdr {
+        // SAFETY: i < tx_slots: the slot lies inside the transmit part of the mapping.
+        unsafe { self.ring.base.add(self.tx_off + i * self.tx_slot) as *mut libc::tpacket3_hdr }
+    }
+
+    fn tx_status(&self, i: usize) -> u32 {
+        // SAFETY: the status word of slot i, shared with the kernel: read volatile.
+        unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*self.tx_hdr(i)).tp_status)) }
+    }
+
+    fn set_tx_status(&self, i: usize, s: u32) {
+        // SAFETY: as tx_status; a slot we own (AVAILABLE or WRONG_FORMAT), or one still
+        // SEND_REQUEST after send() returned (the kernel is not walking the ring then).
+        unsafe { std::ptr::write_volatile(std::ptr::addr_of_mut!((*self.tx_hdr(i)).tp_status), s) };
+    }
+
+    /// Rings the doorbell: the kernel sends every requested slot. Slots it could not send
+    /// are taken back and counted in `tx_errors`.
+    fn kick(&mut self) {
+        if self.tx_pending == 0 {
+            return;
+        }
+        self.stats.doorbells += 1;
+        let mut tries = 0;
+        loop {
+            // SAFETY: send(2) with no data: the kernel walks the transmit ring.
+            let r = unsafe { libc::send(self.fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT) };
+            if r >= 0 {
+                break;
+            }
+            let e = io::Error::last_os_error().raw_os_error();
+            tries += 1;
+            if !matches!(e, Some(libc::EINTR | libc::EAGAIN | libc::ENOBUFS)) || tries >= SEND_RETRIES {
+                break;
+            }
+        }
+        // Whatever the kernel left requested or refused (WRONG_FORMAT) was not sent: take
+        // the slots back and report the packets as failed (`take_tx_failed`).
+        for k in 0..self.tx_pending {
+            let i = (self.tx_next + self.tx_slots - self.tx_pending + k) % self.tx_slots;
+            let s = self.tx_status(i);
+            if s & (libc::TP_STATUS_SEND_REQUEST | libc::TP_STATUS_WRONG_FORMAT) != 0 && s & libc::TP_STATUS_SENDING == 0 {
+                // SAFETY: the length word of a slot the kernel gave up on (still ours).
+                let len = unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*self.tx_hdr(i)).tp_len)) } as u64;
+                self.set_tx_status(i, libc::TP_STATUS_AVAILABLE);
+                self.tx_errors += 1;
+                self.failed.0 += 1;
+                self.failed.1 += len;
+                self.stats.tx_packets -= 1;
+                self.stats.tx_bytes -= len;
+            }
+        }
+        self.tx_pending = 0;
+    }
+}
+
+impl Port for AfPacketPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn rx_burst(&mut self, bufs: &mut BufCache, out: &mut Vec<Pkt>, max: usize) -> usize {
+        let mut n = 0;
+        let mut seen = 0;
+        while seen < max && self.open_block() {
+            let blk_base = self.block(self.blk) as *const u8;
+            // SAFETY: the frame lies in a block we own; the kernel wrote its header and data
+            // before handing the block over (ordered by open_block's fence).
+            let (hdr, frame) = unsafe {
+                let h = blk_base.add(self.blk_off) as *const libc::tpacket3_hdr;
+                let hdr = std::ptr::read_unaligned(h);
+                let sll = std::ptr::read_unaligned(blk_base.add(self.blk_off + TP3_HDR) as *const libc::sockaddr_ll);
+                let data_at = self.blk_off + hdr.tp_mac as usize;
+                let len = (hdr.tp_snaplen as usize).min(self.block_size.saturating_sub(data_at));
+                (hdr, (sll.sll_pkttype, std::slice::from_raw_parts(blk_base.add(data_at), len)))
+            };
+            let (pkttype, bytes) = frame;
+            self.blk_left -= 1;
+            self.blk_off += hdr.tp_next_offset as usize;
+            let last = self.blk_left == 0;
+            if pkttype != libc::PACKET_OUTGOING {
+                seen += 1;
+                if (hdr.tp_snaplen as usize) < hdr.tp_len as usize || hdr.tp_len as usize > MAX_CHAIN_BYTES {
+                    // Longer than a ring block holds: the kernel cut it. Received and dropped
+                    // (rx_length_errors), never passed on cut.
+                    self.stats.rx_length_errors += 1;
+                    self.too_long += 1;
+                } else if let Some(mut p) = bufs.alloc_copy(bytes) {
+                    p.rss_hash = hdr.hv1.tp_rxhash;
+                    self.stats.rx_packets += 1;
+                    self.stats.rx_bytes += p.total_len() as u64;
+                    out.push(p);
+                    n += 1;
+                } else {
+                    // No buffer: the frame never enters (as a NIC out of descriptors).
+                    self.stats.rx_nobuf += 1;
+                }
+            }
+            if last {
+                self.release_block();
+            }
+        }
+        n
+    }
+
+    fn tx_burst(&mut self, bufs: &mut BufCache, pkts: &[Pkt], more: bool) -> usize {
+        let room = self.tx_slot - TP3_HDR;
+        let mut accepted = 0;
+        for p in pkts {
+            let len = p.total_len();
+            if len > room {
+                // Larger than MTU + L2 header: the caller drops it and the rest (`tx_error`).
+                break;
+            }
+            if self.tx_status(self.tx_next) != libc::TP_STATUS_AVAILABLE {
+                // The ring is full until the kernel catches up: flush what is queued, and
+                // give up (the caller drops the rest) if that frees nothing.
+                self.kick();
+                if self.tx_status(self.tx_next) != libc::TP_STATUS_AVAILABLE {
+                    break;
+                }
+            }
+            let i = self.tx_next;
+            let h = self.tx_hdr(i);
+            // SAFETY: slot i is ours (AVAILABLE) and holds TP3_HDR + room bytes; the data
+            // goes right after the header, where the kernel's V3 transmit reads it.
+            let dst = unsafe { std::slice::from_raw_parts_mut((h as *mut u8).add(TP3_HDR), room) };
+            let copied = bufs.copy_out(*p, 0, &mut dst[..len]);
+            // SAFETY: header fields of our slot; the status is published last (Release).
+            unsafe {
+                std::ptr::write_volatile(std::ptr::addr_of_mut!((*h).tp_len), copied as u32);
+                std::ptr::write_volatile(std::ptr::addr_of_mut!((*h).tp_snaplen), copied as u32);
+                std::ptr::write_volatile(std::ptr::addr_of_mut!((*h).tp_next_offset), 0);
+            }
+            fence(Ordering::Release);
+            self.set_tx_status(i, libc::TP_STATUS_SEND_REQUEST);
+            self.tx_next = (i + 1) % self.tx_slots;
+            self.tx_pending += 1;
+            self.stats.tx_packets += 1;
+            self.stats.tx_bytes += copied as u64;
+            bufs.free(*p);
+            accepted += 1;
+        }
+        if !more || accepted < pkts.len() {
+            self.kick();
+        }
+        accepted
+    }
+
+    fn take_rx_dropped(&mut self) -> u64 {
+        std::mem::take(&mut self.too_long)
+    }
+
+    fn take_tx_failed(&mut self) -> (u64, u64) {
+        std::mem::take(&mut self.failed)
+    }
+
+    fn finish(&mut self) -> io::Result<()> {
+        self.kick();
+        Ok(())
+    }
+
+    fn stats(&self) -> PortStats {
+        self.stats
+    }
+}

@@ -1,0 +1,173 @@
+//! A tap: wraps any port and writes a pcap of every frame it received and transmitted
+//! (`--capture PORT=FILE`, `capture = "FILE"` on a port), as tcpdump on an interface would.
+//!
+//! All queues of a port write to one file: each queue builds a burst's records in its own
+//! buffer and appends them with one write under a lock (once per burst, never per packet).
+//! Received frames are recorded as the wrapped port hands them over, transmitted frames as
+//! the wrapped port accepts them. Timestamps are wall-clock time, one per burst.
+
+use super::pcap::{pcap_header, push_record, write_counted, PcapError};
+use super::{Port, PortStats};
+use crate::buf::{BufCache, Pkt};
+use std::fs::File;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+/// The capture file, shared by a port's queues.
+struct TapFile {
+    path: String,
+    file: File,
+    /// The first write error: later bursts are not written, `finish` reports it.
+    error: Option<std::io::Error>,
+    frames: u64,
+}
+
+pub struct Tap {
+    inner: Box<dyn Port>,
+    out: Arc<Mutex<TapFile>>,
+    scratch: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+/// Wraps each queue of a port in a tap writing to `path` (created, or truncated).
+pub fn wrap_queues(queues: Vec<Box<dyn Port>>, path: &Path) -> Result<Vec<Box<dyn Port>>, PcapError> {
+    let p = path.display().to_string();
+    let io = |source| PcapError::Io { path: p.clone(), source };
+    let mut file = File::create(path).map_err(io)?;
+    let mut header = Vec::with_capacity(24);
+    pcap_header().write_to(&mut header).map_err(|e| PcapError::Format { path: p.clone(), msg: e.to_string() })?;
+    if let (_, Some(e)) = write_counted(&mut file, &header) {
+        return Err(io(e));
+    }
+    let out = Arc::new(Mutex::new(TapFile { path: p.clone(), file, error: None, frames: 0 }));
+    Ok(queues
+        .into_iter()
+        .map(|inner| {
+            Box::new(Tap { inner, out: out.clone(), scratch: Vec::with_capacity(64 * 1024), ends: Vec::with_capacity(256) })
+                as Box<dyn Port>
+        })
+        .collect())
+}
+
+fn now_us() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
+}
+
+impl Tap {
+    /// Appends the records of `pkts` to the burst buffer.
+    fn record(&mut self, bufs: &BufCache, pkts: &[Pkt]) {
+        let ts = now_us();
+        for p in pkts {
+            push_record(&mut self.scratch, ts, bufs.segments(*p), p.total_len());
+            self.ends.push(self.scratch.len());
+        }
+    }
+
+    /// Writes the first `n` buffered records and clears the buffer.
+    fn write(&mut self, n: usize) {
+        let upto = if n == 0 { 0 } else { self.ends[n - 1] };
+        if upto > 0 {
+            if let Ok(mut f) = self.out.lock() {
+                if f.error.is_none() {
+                    let (_, err) = write_counted(&mut f.file, &self.scratch[..upto]);
+                    f.error = err;
+                    f.frames += n as u64;
+                }
+            }
+        }
+        self.scratch.clear();
+        self.ends.clear();
+    }
+
+    /// Frames written to the capture so far, by all queues of the port.
+    pub fn frames_written(&self) -> u64 {
+        self.out.lock().map_or(0, |f| f.frames)
+    }
+}
+
+impl Port for Tap {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn rx_burst(&mut self, bufs: &mut BufCache, out: &mut Vec<Pkt>, max: usize) -> usize {
+        let start = out.len();
+        let n = self.inner.rx_burst(bufs, out, max);
+        if n > 0 {
+            let got = &out[start..];
+            self.record(bufs, got);
+            self.write(got.len());
+        }
+        n
+    }
+
+    fn tx_burst(&mut self, bufs: &mut BufCache, pkts: &[Pkt], more: bool) -> usize {
+        // Recorded before the port frees the buffers; written for the ones it accepted.
+        self.record(bufs, pkts);
+        let accepted = self.inner.tx_burst(bufs, pkts, more).min(pkts.len());
+        self.write(accepted);
+        accepted
+    }
+
+    fn tx_queue(&self) -> Option<&crate::tx::bql::TxqState> {
+        self.inner.tx_queue()
+    }
+
+    fn tx_completions(&mut self, bufs: &mut BufCache) -> usize {
+        self.inner.tx_completions(bufs)
+    }
+
+    fn rx_done(&self) -> bool {
+        self.inner.rx_done()
+    }
+
+    fn flush_held(&mut self, bufs: &mut BufCache) -> usize {
+        self.inner.flush_held(bufs)
+    }
+
+    fn rx_bounded(&self) -> bool {
+        self.inner.rx_bounded()
+    }
+
+    fn take_rx_dropped(&mut self) -> u64 {
+        self.inner.take_rx_dropped()
+    }
+
+    fn take_tx_failed(&mut self) -> (u64, u64) {
+        self.inner.take_tx_failed()
+    }
+
+    fn rx_csum_verified(&self) -> bool {
+        self.inner.rx_csum_verified()
+    }
+
+    fn tso(&self) -> bool {
+        self.inner.tso()
+    }
+
+    fn finish(&mut self) -> std::io::Result<()> {
+        let inner = self.inner.finish();
+        if let Ok(f) = self.out.lock() {
+            if let Some(e) = &f.error {
+                return Err(std::io::Error::new(e.kind(), format!("capture {}: {e}", f.path)));
+            }
+        }
+        inner
+    }
+
+    fn stats(&self) -> PortStats {
+        self.inner.stats()
+    }
+
+    fn check_report(&self) -> Vec<String> {
+        self.inner.check_report()
+    }
+
+    fn fault_stats(&self) -> Option<super::fault::FaultStats> {
+        self.inner.fault_stats()
+    }
+
+    fn captured(&self) -> Option<&[Vec<u8>]> {
+        self.inner.captured()
+    }
+}

@@ -1,0 +1,385 @@
+//! The AF_PACKET port on a veth pair made for the test (issue 14): frames sent into the peer
+//! with a plain packet socket arrive through the port byte for byte (chains for jumbo
+//! frames); frames the port sends arrive at the peer; `xmit_more` batches doorbells; two
+//! queues in a fanout group receive every frame, each flow on one queue; bad interfaces
+//! get clear errors; a config port reads its MAC and MTU from the interface. Also the tap
+//! wrapper (`--capture`): its pcap holds what the wrapped port received and sent.
+//!
+//! Needs root and `ip`. Under CI (`CI=true`) a missing precondition fails the test;
+//! elsewhere it is skipped with a message.
+
+use sluice::buf::{BufCache, Pkt, Pool};
+use sluice::port::afpacket::{self, AfPacketConfig, AfPacketError};
+use sluice::port::Port;
+use sluice::wire::build::{build, L3Spec, L4Spec, PacketSpec};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The source MAC of every frame the tests make: anything else on the link is not ours.
+const TEST_MAC: [u8; 6] = [0x02, 0x5a, 0, 0, 0, 0x01];
+/// How long a test waits for frames before it gives up (a bound, not a timing assertion).
+const PATIENCE: Duration = Duration::from_secs(10);
+
+fn sh(cmd: &str) -> bool {
+    Command::new("sh").arg("-c").arg(cmd).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+}
+
+fn preconditions() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let ip = sh("command -v ip");
+    if root && ip {
+        return true;
+    }
+    let why = format!("root: {root}, ip present: {ip}");
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("the AF_PACKET tests cannot run under CI: {why}");
+    }
+    eprintln!("skipping the AF_PACKET test ({why})");
+    false
+}
+
+/// A veth pair with names unique to this process and test, deleted on drop (even when the
+/// test fails).
+struct Veth {
+    /// The end sluice's port opens.
+    port: String,
+    /// The end the test's plain packet socket uses.
+    peer: String,
+}
+
+impl Veth {
+    fn new(tag: char, mtu: u16) -> Veth {
+        let id = std::process::id() % 100_000;
+        let v = Veth { port: format!("sap{id}{tag}p"), peer: format!("sap{id}{tag}q") };
+        sh(&format!("ip link del {}", v.port));
+        let cmds = [
+            format!("ip link add {} type veth peer name {}", v.port, v.peer),
+            format!("sysctl -qw net.ipv6.conf.{}.disable_ipv6=1", v.port),
+            format!("sysctl -qw net.ipv6.conf.{}.disable_ipv6=1", v.peer),
+            format!("ip link set {} mtu {mtu}", v.port),
+            format!("ip link set {} mtu {mtu}", v.peer),
+            format!("ip link set {} up", v.port),
+            format!("ip link set {} up", v.peer),
+        ];
+        for c in &cmds {
+            assert!(sh(c), "setting up the veth pair failed at: {c}");
+        }
+        v
+    }
+}
+
+impl Drop for Veth {
+    fn drop(&mut self) {
+        sh(&format!("ip link del {}", self.port));
+    }
+}
+
+/// A plain packet socket on an interface (the test's side of the wire).
+struct Raw {
+    fd: OwnedFd,
+}
+
+impl Raw {
+    fn open(iface: &str) -> Raw {
+        let proto = (libc::ETH_P_ALL as u16).to_be();
+        // SAFETY: socket(2); the result is checked.
+        let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, proto as i32) };
+        assert!(raw >= 0, "packet socket: {}", std::io::Error::last_os_error());
+        // SAFETY: a fresh descriptor we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // SAFETY: sockaddr_ll is plain data.
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = proto;
+        sll.sll_ifindex = afpacket::ifindex(iface).unwrap() as i32;
+        // SAFETY: a live sockaddr_ll of the size passed.
+        let r = unsafe {
+            libc::bind(fd.as_raw_fd(), &sll as *const _ as *const libc::sockaddr, std::mem::size_of::<libc::sockaddr_ll>() as u32)
+        };
+        assert_eq!(r, 0, "bind: {}", std::io::Error::last_os_error());
+        let tv = libc::timeval { tv_sec: 0, tv_usec: 200_000 };
+        // SAFETY: a live timeval of the size passed.
+        unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                &tv as *const _ as *const libc::c_void,
+                std::mem::size_of::<libc::timeval>() as u32,
+            )
+        };
+        Raw { fd }
+    }
+
+    fn send(&self, frame: &[u8]) {
+        // SAFETY: the frame is a live slice of the length passed.
+        let r = unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr() as *const libc::c_void, frame.len(), 0) };
+        assert_eq!(r, frame.len() as isize, "send: {}", std::io::Error::last_os_error());
+    }
+
+    /// Our frames (source TEST_MAC) received within PATIENCE, until `n` arrived.
+    fn recv_ours(&self, n: usize) -> Vec<Vec<u8>> {
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 65536];
+        let end = Instant::now() + PATIENCE;
+        while got.len() < n && Instant::now() < end {
+            // SAFETY: buf is a live, writable buffer of the length passed.
+            let r = unsafe { libc::recv(self.fd.as_raw_fd(), buf.as_mut_ptr() as *mut libc::c_void, buf.len(), 0) };
+            if r > 0 && buf[6..12] == TEST_MAC {
+                got.push(buf[..r as usize].to_vec());
+            }
+        }
+        got
+    }
+}
+
+/// A UDP frame of flow `flow` and length `len`, its sequence number `seq` in the payload.
+fn frame(dst: [u8; 6], flow: u16, seq: u32, len: usize) -> Vec<u8> {
+    let spec = PacketSpec {
+        src_mac: TEST_MAC,
+        dst_mac: dst,
+        vlan: None,
+        l3: L3Spec::V4 { src: [198, 51, 100, 1], dst: [203, 0, 113, 1], tos: 0, ident: 0, dont_frag: true },
+        l4: L4Spec::Udp { src_port: 10_000 + flow, dst_port: 7 },
+        ttl: 64,
+        frame_len: len,
+    };
+    let mut out = vec![0u8; len.max(64)];
+    let n = build(&spec, &mut out).unwrap();
+    out.truncate(n);
+    let tail = out.len() - 4;
+    out[tail..].copy_from_slice(&seq.to_be_bytes());
+    out
+}
+
+/// Polls the queues until `n` of our frames arrived (or PATIENCE ran out): each frame with
+/// the queue that received it.
+fn rx_ours(ports: &mut [afpacket::AfPacketPort], bufs: &mut BufCache, n: usize) -> Vec<(usize, Vec<u8>)> {
+    let mut got = Vec::new();
+    let mut burst: Vec<Pkt> = Vec::new();
+    let end = Instant::now() + PATIENCE;
+    while got.len() < n && Instant::now() < end {
+        for (q, port) in ports.iter_mut().enumerate() {
+            burst.clear();
+            port.rx_burst(bufs, &mut burst, 64);
+            for p in &burst {
+                let bytes = bufs.to_vec(*p);
+                if bytes.len() >= 12 && bytes[6..12] == TEST_MAC {
+                    got.push((q, bytes));
+                }
+            }
+            bufs.free_pkts(&burst);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    got
+}
+
+fn open(iface: &str, queues: u16, mtu: u16) -> Vec<afpacket::AfPacketPort> {
+    let mut cfg = AfPacketConfig::new(iface);
+    cfg.queues = queues;
+    cfg.mtu = mtu;
+    afpacket::open("p0", &cfg).unwrap()
+}
+
+#[test]
+fn received_frames_arrive_byte_exact_jumbo_frames_as_chains() {
+    if !preconditions() {
+        return;
+    }
+    let veth = Veth::new('r', 9000);
+    let mac = afpacket::iface_mac(&veth.port).unwrap();
+    let pool = Pool::new(4096).unwrap();
+    let mut bufs = pool.cache();
+    let mut ports = open(&veth.port, 1, 9000);
+    let raw = Raw::open(&veth.peer);
+    let sizes = [60usize, 61, 128, 1514, 1515, 2000, 4000, 9014];
+    let sent: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(i, &len)| frame(mac, 1, i as u32, len)).collect();
+    for f in &sent {
+        raw.send(f);
+    }
+    let got = rx_ours(&mut ports, &mut bufs, sent.len());
+    let got: Vec<Vec<u8>> = got.into_iter().map(|(_, f)| f).collect();
+    assert_eq!(got, sent, "the port delivered other bytes than were sent");
+    let st = ports[0].stats();
+    assert!(st.rx_packets >= sent.len() as u64, "{st:?}");
+    assert_eq!(st.rx_length_errors, 0);
+    assert_eq!(bufs.in_use(), 0, "buffers leaked");
+}
+
+#[test]
+fn transmitted_frames_arrive_and_xmit_more_batches_doorbells() {
+    if !preconditions() {
+        return;
+    }
+    let veth = Veth::new('t', 1500);
+    let peer_mac = afpacket::iface_mac(&veth.peer).unwrap();
+    let pool = Pool::new(4096).unwrap();
+    let mut bufs = pool.cache();
+    let mut ports = open(&veth.port, 1, 1500);
+    let raw = Raw::open(&veth.peer);
+    let frames: Vec<Vec<u8>> = (0..32u32).map(|i| frame(peer_mac, 2, i, 60 + (i as usize * 45) % 1455)).collect();
+    let pkts: Vec<Pkt> = frames.iter().map(|f| bufs.alloc_copy(f).unwrap()).collect();
+    // Four bursts of eight: `more` on all but the last, so one doorbell for 32 packets.
+    let mut accepted = 0;
+    for (k, chunk) in pkts.chunks(8).enumerate() {
+        accepted += ports[0].tx_burst(&mut bufs, chunk, k < 3);
+    }
+    assert_eq!(accepted, 32);
+    let st = ports[0].stats();
+    assert_eq!(st.tx_packets, 32, "{st:?}");
+    assert_eq!(st.doorbells, 1, "xmit_more: one doorbell for the flush ({st:?})");
+    assert!(st.doorbells < st.tx_packets);
+    assert_eq!(ports[0].take_tx_failed(), (0, 0));
+    let got = raw.recv_ours(frames.len());
+    assert_eq!(got, frames, "the peer received other bytes than the port sent");
+    assert_eq!(bufs.in_use(), 0, "transmitted buffers were not returned");
+
+    // A frame larger than MTU + L2 header is refused (the caller's tx_error), never cut.
+    let big = bufs.alloc_copy(&frame(peer_mac, 2, 99, 3000)).unwrap();
+    assert_eq!(ports[0].tx_burst(&mut bufs, &[big], false), 0);
+    bufs.free(big);
+}
+
+#[test]
+fn failed_sends_are_reported_not_counted_as_sent() {
+    if !preconditions() {
+        return;
+    }
+    let veth = Veth::new('f', 1500);
+    let peer_mac = afpacket::iface_mac(&veth.peer).unwrap();
+    let pool = Pool::new(256).unwrap();
+    let mut bufs = pool.cache();
+    let mut ports = open(&veth.port, 1, 1500);
+    // The interface goes down under the open port: the kernel refuses the flush.
+    assert!(sh(&format!("ip link set {} down", veth.port)));
+    let pkts: Vec<Pkt> = (0..4u32).map(|i| bufs.alloc_copy(&frame(peer_mac, 3, i, 100)).unwrap()).collect();
+    let accepted = ports[0].tx_burst(&mut bufs, &pkts, false);
+    assert_eq!(accepted, 4, "the ring had room: the port takes the burst, the kernel refuses it");
+    let (failed, bytes) = ports[0].take_tx_failed();
+    assert_eq!(failed, accepted as u64, "a send to a down interface counted as sent");
+    assert_eq!(bytes, 100 * accepted as u64);
+    assert_eq!(ports[0].stats().tx_packets, 0);
+    bufs.free_pkts(&pkts[accepted..]);
+    assert_eq!(bufs.in_use(), 0);
+}
+
+#[test]
+fn fanout_spreads_flows_over_queues_each_flow_on_one() {
+    if !preconditions() {
+        return;
+    }
+    let veth = Veth::new('h', 1500);
+    let mac = afpacket::iface_mac(&veth.port).unwrap();
+    let pool = Pool::new(8192).unwrap();
+    let mut bufs = pool.cache();
+    let mut ports = open(&veth.port, 2, 1500);
+    let raw = Raw::open(&veth.peer);
+    let (flows, per_flow) = (64u16, 8u32);
+    for seq in 0..per_flow {
+        for flow in 0..flows {
+            raw.send(&frame(mac, flow, seq, 100));
+        }
+    }
+    let total = flows as usize * per_flow as usize;
+    let got = rx_ours(&mut ports, &mut bufs, total);
+    assert_eq!(got.len(), total, "frames lost or duplicated across the fanout group");
+    let mut queue_of = std::collections::HashMap::new();
+    let mut per_queue = [0usize; 2];
+    for (q, f) in &got {
+        let flow = u16::from_be_bytes([f[34], f[35]]);
+        per_queue[*q] += 1;
+        let first = *queue_of.entry(flow).or_insert(*q);
+        assert_eq!(first, *q, "flow {flow} arrived on two queues");
+    }
+    assert_eq!(queue_of.len(), flows as usize);
+    assert!(per_queue.iter().all(|&n| n > 0), "one queue got every flow: {per_queue:?}");
+}
+
+#[test]
+fn bad_interfaces_get_clear_errors() {
+    if !preconditions() {
+        return;
+    }
+    let e = afpacket::open("x", &AfPacketConfig::new("sapnosuch0")).err().unwrap();
+    assert!(matches!(e, AfPacketError::NoSuchInterface(_)), "{e}");
+    assert!(e.to_string().contains("ip link"), "{e}");
+    let e = afpacket::open("x", &AfPacketConfig::new("a-name-much-too-long-for-linux")).err().unwrap();
+    assert!(e.to_string().contains("no interface named"), "{e}");
+    let veth = Veth::new('d', 1500);
+    assert!(sh(&format!("ip link set {} down", veth.port)));
+    let e = afpacket::open("x", &AfPacketConfig::new(&veth.port)).err().unwrap();
+    assert!(matches!(e, AfPacketError::Down(_)), "{e}");
+    assert!(e.to_string().contains(&format!("ip link set {} up", veth.port)), "{e}");
+}
+
+#[test]
+fn config_port_reads_mac_and_mtu_from_the_interface() {
+    if !preconditions() {
+        return;
+    }
+    let veth = Veth::new('c', 4000);
+    let text = format!(
+        "pipeline = \"l3fwd\"\n[[ports]]\nname = \"{}\"\nkind = \"afpacket\"\nipv4 = [\"192.0.2.1/24\"]\n\
+         [[ports]]\nname = \"wan\"\niface = \"{}\"\nkind = \"afpacket\"\nmtu = 1400\nrss_queues = 2\npromisc = true\n",
+        veth.port, veth.peer
+    );
+    let cfg = sluice::config::Config::from_toml(&text, "test.toml").unwrap();
+    let pool = Pool::new(1024).unwrap();
+    let dp = cfg.build(cfg.tunables(&[]).unwrap(), &pool).unwrap();
+    assert_eq!(dp.net.ifaces[0].mac, afpacket::iface_mac(&veth.port).unwrap());
+    assert_eq!(dp.net.ifaces[0].mtu, 4000);
+    assert_eq!(dp.net.ifaces[1].mac, afpacket::iface_mac(&veth.peer).unwrap());
+    assert_eq!(dp.net.ifaces[1].mtu, 1400);
+    assert_eq!(dp.port_queues(1).count(), 2);
+    // Promiscuous while the port is open, restored when it closes.
+    let promisc = |i: &str| std::fs::read_to_string(format!("/sys/class/net/{i}/flags")).unwrap();
+    let flags = |i: &str| u32::from_str_radix(promisc(i).trim().trim_start_matches("0x"), 16).unwrap();
+    assert_ne!(flags(&veth.peer) & libc::IFF_PROMISC as u32, 0, "promisc was not set");
+    drop(dp);
+    // Another test thread's fork may hold the socket for a moment (until its exec closes
+    // it): wait for the last reference to go.
+    let end = Instant::now() + PATIENCE;
+    while flags(&veth.peer) & libc::IFF_PROMISC as u32 != 0 && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(flags(&veth.peer) & libc::IFF_PROMISC as u32, 0, "promisc outlived the port");
+}
+
+#[test]
+fn tap_writes_what_the_port_received_and_sent() {
+    use sluice::port::pcap::{read_frames, PcapIn};
+    use sluice::port::sink::{CheckSpec, Sink, SinkKind};
+    let pool = Pool::new(256).unwrap();
+    let mut bufs = pool.cache();
+    let rx_frames: Vec<Vec<u8>> = (0..5u32).map(|i| frame([2, 0, 0, 0, 0, 9], 4, i, 60 + i as usize * 500)).collect();
+    let tx_frames: Vec<Vec<u8>> = (0..3u32).map(|i| frame([2, 0, 0, 0, 0, 8], 5, i, 3000 + i as usize)).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tap.pcap");
+    let queues: Vec<Box<dyn Port>> =
+        vec![Box::new(PcapIn::from_frames("p", rx_frames.clone(), 1)), Box::new(Sink::new("p", SinkKind::Capture, CheckSpec::default()))];
+    let mut taps = sluice::port::tap::wrap_queues(queues, &path).unwrap();
+    let mut got = Vec::new();
+    assert_eq!(taps[0].rx_burst(&mut bufs, &mut got, 64), 5);
+    assert_eq!(taps[0].stats().rx_packets, 5, "stats pass through");
+    bufs.free_pkts(&got);
+    let pkts: Vec<Pkt> = tx_frames.iter().map(|f| bufs.alloc_copy(f).unwrap()).collect();
+    assert_eq!(taps[1].tx_burst(&mut bufs, &pkts, false), 3);
+    assert_eq!(taps[1].captured().unwrap(), &tx_frames[..], "captured passes through");
+    for t in &mut taps {
+        t.finish().unwrap();
+    }
+    let written = read_frames(&path).unwrap();
+    let want: Vec<Vec<u8>> = rx_frames.iter().chain(&tx_frames).cloned().collect();
+    assert_eq!(written, want);
+    assert_eq!(bufs.in_use(), 0);
+    // A file that cannot be written is an error at finish, not a silent success.
+    let full = std::path::Path::new("/dev/full");
+    if let Ok(mut taps) = sluice::port::tap::wrap_queues(vec![Box::new(Sink::new("q", SinkKind::Null, CheckSpec::default()))], full) {
+        let p = bufs.alloc_copy(&tx_frames[0]).unwrap();
+        taps[0].tx_burst(&mut bufs, &[p], false);
+        assert!(taps[0].finish().is_err());
+    }
+}
