@@ -187,8 +187,12 @@ fn xdp_attached(ifname: &str) -> bool {
 fn capture_on_b_shows_ttl_minus_one_and_good_checksums(lab: &Lab) {
     let pcap = std::env::temp_dir().join(format!("{}-b.pcap", lab.prefix));
     let pcap_s = pcap.to_str().unwrap().to_string();
-    let mut dump = lab.spawn("b", &["tcpdump", "-U", "-n", "-i", "eth0", "-w", &pcap_s, "icmp"]);
-    std::thread::sleep(Duration::from_millis(700));
+    let mut dump = lab.spawn("b", &["tcpdump", "-U", "--immediate-mode", "-n", "-i", "eth0", "-w", &pcap_s, "icmp"]);
+    // tcpdump says "listening on eth0" once its socket is open: only then ping.
+    let mut line = String::new();
+    let mut err = std::io::BufReader::new(dump.stderr.take().expect("tcpdump stderr"));
+    std::io::BufRead::read_line(&mut err, &mut line).expect("tcpdump starts");
+    assert!(line.contains("listening on"), "tcpdump: {line}");
     let (ok, out) = lab.exec("a", &["ping", "-c", "3", "-i", "0.2", HOST_B_V4]);
     assert!(ok, "{out}");
     std::thread::sleep(Duration::from_millis(300));
