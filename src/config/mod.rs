@@ -47,6 +47,15 @@ pub enum PortKind {
     PcapOut,
     /// The NIC model (`port::sim`): a transmit ring drained at a line rate.
     Sim,
+    /// A Linux interface through AF_XDP sockets, one per receive queue (`port::afxdp`).
+    Afxdp,
+}
+
+impl PortKind {
+    /// A real Linux interface: its MAC and MTU default to the interface's.
+    pub fn is_real(self) -> bool {
+        matches!(self, PortKind::Afxdp)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -54,13 +63,19 @@ pub enum PortKind {
 pub struct PortConfig {
     pub name: String,
     pub kind: PortKind,
+    /// Required for in-memory ports; a real interface's (`afxdp`) defaults to its own.
+    #[serde(default)]
     pub mac: String,
+    /// Real interfaces: the Linux interface (default: the port's name).
+    #[serde(default)]
+    pub iface: Option<String>,
     #[serde(default)]
     pub ipv4: Vec<String>,
     #[serde(default)]
     pub ipv6: Vec<String>,
-    #[serde(default = "default_mtu")]
-    pub mtu: u16,
+    /// Default 1500; a real interface's defaults to its own.
+    #[serde(default)]
+    pub mtu: Option<u16>,
     #[serde(default)]
     pub vlans: Vec<u16>,
     /// io / macswap: the port received packets go out of.
@@ -105,6 +120,9 @@ pub struct PortConfig {
     /// `[ports.qdisc]`: this port's qdisc (default: `net.core.default_qdisc`).
     #[serde(default)]
     pub qdisc: Option<QdiscConfig>,
+    /// `[ports.afxdp]`: an `afxdp` port's bind mode, rings and attach mode.
+    #[serde(default)]
+    pub afxdp: Option<crate::port::afxdp::AfXdpConfig>,
 }
 
 /// `[ports.qdisc]`, tc-like: `kind` (pfifo_fast, noqueue, pfifo, bfifo, fq_codel) and the
@@ -169,6 +187,36 @@ impl QdiscConfig {
 
 fn default_mtu() -> u16 {
     1500
+}
+
+impl PortConfig {
+    /// The Linux interface a real port is on: `iface`, else the port's name.
+    pub fn iface_name(&self) -> &str {
+        self.iface.as_deref().unwrap_or(&self.name)
+    }
+
+    /// The port's MAC: the configured one, else (real interfaces) the interface's.
+    pub fn resolved_mac(&self, what: &str) -> Result<[u8; 6], ConfigError> {
+        if self.mac.is_empty() {
+            if self.kind.is_real() {
+                let info = crate::port::afxdp::iface_info(self.iface_name()).map_err(|e| field(format!("{what}.iface"), e.to_string()))?;
+                return Ok(info.mac);
+            }
+            return Err(field(format!("{what}.mac"), format!("a port of kind {:?} needs a `mac`", self.kind)));
+        }
+        parse_mac(&self.mac).ok_or_else(|| field(format!("{what}.mac"), format!("`{}` is not a MAC address", self.mac)))
+    }
+
+    /// The port's MTU: the configured one, else (real interfaces) the interface's, else 1500.
+    pub fn resolved_mtu(&self, what: &str) -> Result<u16, ConfigError> {
+        match self.mtu {
+            Some(m) => Ok(m),
+            None if self.kind.is_real() => {
+                crate::port::afxdp::iface_info(self.iface_name()).map(|i| i.mtu).map_err(|e| field(format!("{what}.iface"), e.to_string()))
+            }
+            None => Ok(default_mtu()),
+        }
+    }
 }
 
 /// The `check` sink's expectations, in config form (MACs as strings).
@@ -365,9 +413,9 @@ impl Config {
         self.validate(locked_atomics)?;
         for (i, pc) in self.ports.iter().enumerate() {
             let what = format!("ports[{i}] ({})", pc.name);
-            let mac = parse_mac(&pc.mac).ok_or_else(|| field(format!("{what}.mac"), format!("`{}` is not a MAC address", pc.mac)))?;
+            let mac = pc.resolved_mac(&what)?;
             let mut iface = Iface::new(&pc.name, mac);
-            iface.mtu = pc.mtu;
+            iface.mtu = pc.resolved_mtu(&what)?;
             iface.vlans = pc.vlans.clone();
             for a in &pc.ipv4 {
                 match parse_prefix(a, &format!("{what}.ipv4"))? {
@@ -381,7 +429,7 @@ impl Config {
                     _ => return Err(field(format!("{what}.ipv6"), format!("`{a}` is not IPv6"))),
                 }
             }
-            let handles = self.port_queues(pc, &what, dp.net.tun.rss_queues)?;
+            let handles = self.port_queues(pc, &what, dp.net.tun.rss_queues, pool)?;
             let qdisc = pc.qdisc.as_ref().map(|q| q.spec(&format!("{what}.qdisc"))).transpose()?;
             let idx = dp.add_port_queues(handles, iface.clone());
             for w in &mut dp.workers {
@@ -395,7 +443,12 @@ impl Config {
             }
         }
         if matches!(self.pipeline, Pipeline::Io | Pipeline::Macswap)
-            && dp.net.peer.iter().zip(&self.ports).any(|(p, c)| p.is_none() && matches!(c.kind, PortKind::Gen | PortKind::PcapIn))
+            && dp
+                .net
+                .peer
+                .iter()
+                .zip(&self.ports)
+                .any(|(p, c)| p.is_none() && matches!(c.kind, PortKind::Gen | PortKind::PcapIn | PortKind::Afxdp))
         {
             return Err(field("ports", "io/macswap pipelines need a `peer` on every receiving port"));
         }
@@ -487,7 +540,7 @@ impl Config {
         }
         if let Some(x) = &self.xdp {
             for (i, pc) in self.ports.iter().enumerate() {
-                if !matches!(pc.kind, PortKind::Gen | PortKind::PcapIn) {
+                if !matches!(pc.kind, PortKind::Gen | PortKind::PcapIn | PortKind::Afxdp) {
                     continue;
                 }
                 // Every worker that owns a queue of the port runs its own instance (same maps).
@@ -554,10 +607,14 @@ impl Config {
             Some(q) if q == 0 || q > crate::port::rss::MAX_QUEUES => {
                 Err(field(format!("{what}.rss_queues"), crate::port::rss::RssError::Queues(q as u32).to_string()))
             }
-            Some(q) if q > 1 && !multi => {
+            Some(q) if q > 1 && !multi && pc.kind != PortKind::Afxdp => {
                 Err(field(format!("{what}.rss_queues"), format!("{q}: a port of kind {:?} has one queue", pc.kind)))
             }
             Some(q) => Ok(q),
+            // An AF_XDP port takes a socket per receive queue of its interface.
+            None if pc.kind == PortKind::Afxdp => crate::port::afxdp::iface_info(pc.iface_name())
+                .map(|i| i.rx_queues.min(crate::port::rss::MAX_QUEUES as u32) as u16)
+                .map_err(|e| field(format!("{what}.iface"), e.to_string())),
             None if multi => Ok(default.clamp(1, crate::port::rss::MAX_QUEUES as u32) as u16),
             None => Ok(1),
         }
@@ -565,7 +622,7 @@ impl Config {
 
     /// The port's queue handles, queue 0 first: one `Port` per queue (a generator's flows
     /// spread over them by RSS), each wrapped in its fault injector when one is configured.
-    fn port_queues(&self, pc: &PortConfig, what: &str, default_queues: u32) -> Result<Vec<Box<dyn Port>>, ConfigError> {
+    fn port_queues(&self, pc: &PortConfig, what: &str, default_queues: u32, pool: &Pool) -> Result<Vec<Box<dyn Port>>, ConfigError> {
         let queues = self.queues_of(pc, what, default_queues)?;
         let rss_field = |f: &str, e: crate::port::rss::RssError| field(format!("{what}.{f}"), e.to_string());
         let mut rss = crate::port::rss::Rss::new(queues).map_err(|e| rss_field("rss_queues", e))?;
@@ -620,7 +677,15 @@ impl Config {
             PortKind::Sim => {
                 let sc = pc.sim.clone().unwrap_or_default();
                 sc.validate().map_err(|(p, msg)| field(format!("{what}.sim.{p}"), msg))?;
-                vec![Box::new(crate::port::sim::SimNic::new(&pc.name, sc, pc.mtu))]
+                vec![Box::new(crate::port::sim::SimNic::new(&pc.name, sc, pc.resolved_mtu(what)?))]
+            }
+            PortKind::Afxdp => {
+                let ac = pc.afxdp.clone().unwrap_or_default();
+                crate::port::afxdp::open(&pc.name, pc.iface_name(), Some(queues as u32), &ac, pool)
+                    .map_err(|e| field(format!("{what}.iface"), e.to_string()))?
+                    .into_iter()
+                    .map(|q| Box::new(q) as Box<dyn Port>)
+                    .collect()
             }
         };
         handles
@@ -644,11 +709,21 @@ impl Config {
             if let Some(j) = names.insert(pc.name.as_str(), i) {
                 return Err(field(format!("{what}.name"), format!("`{}` is also the name of ports[{j}] (names must be unique)", pc.name)));
             }
-            if !MTU_RANGE.contains(&pc.mtu) {
-                return Err(field(format!("{what}.mtu"), format!("{} outside {}..={}", pc.mtu, MTU_RANGE.start(), MTU_RANGE.end())));
+            let mtu = pc.resolved_mtu(&what)?;
+            if !MTU_RANGE.contains(&mtu) {
+                return Err(field(format!("{what}.mtu"), format!("{mtu} outside {}..={}", MTU_RANGE.start(), MTU_RANGE.end())));
             }
-            if !pc.ipv6.is_empty() && pc.mtu < IPV6_MIN_MTU {
-                return Err(field(format!("{what}.mtu"), format!("{} is below IPv6's minimum link MTU {IPV6_MIN_MTU}", pc.mtu)));
+            if !pc.ipv6.is_empty() && mtu < IPV6_MIN_MTU {
+                return Err(field(format!("{what}.mtu"), format!("{mtu} is below IPv6's minimum link MTU {IPV6_MIN_MTU}")));
+            }
+            if let Some(a) = &pc.afxdp {
+                if pc.kind != PortKind::Afxdp {
+                    return Err(field(
+                        format!("{what}.afxdp"),
+                        format!("an `afxdp` table on a port of kind {:?} would never be used", pc.kind),
+                    ));
+                }
+                a.validate().map_err(|(f, m)| field(format!("{what}.afxdp.{f}"), m))?;
             }
             let mut vlans = std::collections::HashSet::new();
             for &v in &pc.vlans {
@@ -921,7 +996,7 @@ mod tests {
         assert!(build(&c).contains("names must be unique"), "{}", build(&c));
         for (mtu, word) in [(0u16, "outside"), (1000, "IPv6")] {
             let mut c = lab(Pipeline::L3fwd);
-            c.ports[0].mtu = mtu;
+            c.ports[0].mtu = Some(mtu);
             assert!(build(&c).contains(word), "mtu {mtu}: {}", build(&c));
         }
         let mut c = lab(Pipeline::L3fwd);

@@ -4,6 +4,7 @@
 //! Transmit follows the kernel's `xmit_more`: `tx_burst(.., more = true)` queues without
 //! notifying the "hardware"; the doorbell rings only on a burst with `more = false`.
 
+pub mod afxdp;
 pub mod fault;
 pub mod gen;
 pub mod pcap;

@@ -1,0 +1,358 @@
+//! The `afxdp` port on veth pairs it creates (root only; under CI these tests fail, never
+//! skip, when not root). Each test makes its own pairs, named from the pid and a counter,
+//! and deletes them when done, failed or not (a Drop guard).
+
+use sluice::buf::{Pkt, Pool};
+use sluice::port::afxdp::{self, AfXdpConfig, AfXdpError, AfXdpQueue, BindMode};
+use sluice::port::Port;
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// True when the test can run; false (skip) only outside CI.
+fn root_or_skip() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root && std::env::var("CI").as_deref() == Ok("true") {
+        panic!("CI=true: the afxdp tests need root (veth pairs, XDP programs, AF_XDP sockets)");
+    }
+    if !root {
+        eprintln!("skipped: not root");
+    }
+    root
+}
+
+fn ip(args: &[&str]) -> String {
+    let out = Command::new("ip").args(args).output().expect("running `ip` (iproute2)");
+    assert!(out.status.success(), "ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+static PAIRS: AtomicU32 = AtomicU32::new(0);
+
+/// A veth pair `a` <-> `b`, up, with IPv6 off (no router solicitations or MLD reports on
+/// the wire); deleted on drop.
+struct Veth {
+    a: String,
+    b: String,
+}
+
+impl Veth {
+    fn new() -> Veth {
+        let n = PAIRS.fetch_add(1, Ordering::Relaxed);
+        let id = std::process::id() % 100_000;
+        let v = Veth { a: format!("sxa{id}x{n}"), b: format!("sxb{id}x{n}") };
+        ip(&["link", "add", &v.a, "type", "veth", "peer", "name", &v.b]);
+        for d in [&v.a, &v.b] {
+            let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{d}/disable_ipv6"), "1");
+            ip(&["link", "set", "dev", d, "up"]);
+        }
+        v
+    }
+}
+
+impl Drop for Veth {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["link", "del", &self.a]).output();
+    }
+}
+
+/// A plain AF_PACKET socket on an interface: the other end of the wire.
+struct Raw {
+    fd: i32,
+    ifindex: i32,
+}
+
+impl Raw {
+    fn open(iface: &str) -> Raw {
+        let proto = (libc::ETH_P_ALL as u16).to_be();
+        // SAFETY: plain socket(2); checked.
+        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK, proto as i32) };
+        assert!(fd >= 0, "AF_PACKET socket: {}", std::io::Error::last_os_error());
+        let ifindex = afxdp::iface_info(iface).unwrap().ifindex as i32;
+        // SAFETY: zeroed sockaddr_ll filled below.
+        let mut sa: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sa.sll_family = libc::AF_PACKET as u16;
+        sa.sll_protocol = proto;
+        sa.sll_ifindex = ifindex;
+        // SAFETY: sa is a sockaddr_ll of the size passed.
+        let r = unsafe { libc::bind(fd, &sa as *const _ as *const libc::sockaddr, std::mem::size_of::<libc::sockaddr_ll>() as u32) };
+        assert_eq!(r, 0, "bind AF_PACKET: {}", std::io::Error::last_os_error());
+        Raw { fd, ifindex }
+    }
+
+    fn send(&self, frame: &[u8]) {
+        // SAFETY: frame is a live buffer of the length passed.
+        let r = unsafe { libc::send(self.fd, frame.as_ptr() as *const libc::c_void, frame.len(), 0) };
+        assert_eq!(r, frame.len() as isize, "AF_PACKET send: {}", std::io::Error::last_os_error());
+    }
+
+    /// Frames that arrived on the interface (not those it sent) carrying `marker`, until
+    /// `n` are in or 5 s passed.
+    fn recv_marked(&self, marker: &[u8], n: usize) -> Vec<Vec<u8>> {
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 16384];
+        let end = Instant::now() + Duration::from_secs(5);
+        while got.len() < n && Instant::now() < end {
+            // SAFETY: zeroed sockaddr_ll the kernel fills.
+            let mut sa: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+            let mut len = std::mem::size_of::<libc::sockaddr_ll>() as u32;
+            // SAFETY: buf and sa are writable for the sizes passed.
+            let r = unsafe {
+                libc::recvfrom(
+                    self.fd,
+                    buf.as_mut_ptr() as *mut libc::c_void,
+                    buf.len(),
+                    0,
+                    &mut sa as *mut _ as *mut libc::sockaddr,
+                    &mut len,
+                )
+            };
+            if r < 0 {
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            }
+            let f = &buf[..r as usize];
+            if sa.sll_pkttype != libc::PACKET_OUTGOING && sa.sll_ifindex == self.ifindex && has(f, marker) {
+                got.push(f.to_vec());
+            }
+        }
+        got
+    }
+}
+
+impl Drop for Raw {
+    fn drop(&mut self) {
+        // SAFETY: our descriptor, closed once.
+        unsafe { libc::close(self.fd) };
+    }
+}
+
+fn has(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// A test frame: broadcast Ethernet, a local-experimental ethertype, `marker` and a
+/// sequence number, padded to `len`.
+fn frame(marker: &[u8], seq: u32, len: usize) -> Vec<u8> {
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
+    f.extend_from_slice(&[0x88, 0xb5]);
+    f.extend_from_slice(marker);
+    f.extend_from_slice(&seq.to_be_bytes());
+    while f.len() < len {
+        f.push((f.len() * 7) as u8);
+    }
+    f
+}
+
+fn copy_cfg() -> AfXdpConfig {
+    AfXdpConfig { xdp_mode: BindMode::Copy, ..AfXdpConfig::default() }
+}
+
+fn open1(iface: &str, pool: &Pool) -> AfXdpQueue {
+    let mut qs = afxdp::open(iface, iface, Some(1), &copy_cfg(), pool).unwrap_or_else(|e| panic!("opening {iface}: {e}"));
+    assert_eq!(qs.len(), 1);
+    qs.remove(0)
+}
+
+/// Polls `q` until `n` packets carrying `marker` came in (at most 5 s); the others are freed.
+fn rx_marked(q: &mut AfXdpQueue, bufs: &mut sluice::buf::BufCache, marker: &[u8], n: usize) -> Vec<Pkt> {
+    let mut got = Vec::new();
+    let mut v = Vec::new();
+    let end = Instant::now() + Duration::from_secs(5);
+    while got.len() < n && Instant::now() < end {
+        v.clear();
+        q.rx_burst(bufs, &mut v, 64);
+        for p in &v {
+            if has(&bufs.to_vec(*p), marker) {
+                got.push(*p);
+            } else {
+                bufs.free(*p);
+            }
+        }
+        if v.is_empty() {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    got
+}
+
+fn xdp_attached(iface: &str) -> bool {
+    ip(&["link", "show", "dev", iface]).contains("xdp")
+}
+
+#[test]
+fn frames_from_the_peer_arrive_byte_exact_and_frames_sent_arrive_at_the_peer() {
+    if !root_or_skip() {
+        return;
+    }
+    let v = Veth::new();
+    let pool = Pool::new(4096).unwrap();
+    let mut bufs = pool.cache();
+    let mut q = open1(&v.a, &pool);
+    assert!(!q.zerocopy(), "veth binds in copy mode");
+    assert!(xdp_attached(&v.a), "the redirect program is attached while the port is open");
+    let peer = Raw::open(&v.b);
+    let mut none = Vec::new();
+    q.rx_burst(&mut bufs, &mut none, 64); // stocks the fill ring
+    bufs.free_pkts(&none);
+
+    let sent: Vec<Vec<u8>> = (0..40).map(|i| frame(b"SLUICE-RX", i, 60 + i as usize * 37)).collect();
+    for f in &sent {
+        peer.send(f);
+    }
+    let got = rx_marked(&mut q, &mut bufs, b"SLUICE-RX", sent.len());
+    assert_eq!(got.len(), sent.len(), "every frame the peer sent came in");
+    for (p, f) in got.iter().zip(&sent) {
+        assert_eq!(&bufs.to_vec(*p), f, "received byte-exact, in order");
+        assert_eq!(p.off as usize, sluice::buf::HEADROOM, "data at XDP_PACKET_HEADROOM");
+    }
+    bufs.free_pkts(&got);
+
+    let out: Vec<Vec<u8>> = (0..20).map(|i| frame(b"SLUICE-TX", i, 64 + i as usize * 50)).collect();
+    let pkts: Vec<Pkt> = out.iter().map(|f| bufs.alloc_copy(f).unwrap()).collect();
+    assert_eq!(q.tx_burst(&mut bufs, &pkts, false), pkts.len(), "the port takes the whole burst");
+    let arrived = peer.recv_marked(b"SLUICE-TX", out.len());
+    assert_eq!(arrived, out, "what the port sent arrived at the peer, byte-exact and in order");
+    let before = bufs.in_use();
+    q.flush_held(&mut bufs);
+    assert_eq!(before - bufs.in_use(), out.len() as i64, "completions gave every sent frame back");
+    let s = q.stats();
+    assert_eq!((s.rx_packets >= 40, s.tx_packets), (true, 20));
+}
+
+#[test]
+fn forwarding_between_two_veths_shares_one_umem_without_copy() {
+    if !root_or_skip() {
+        return;
+    }
+    let (v1, v2) = (Veth::new(), Veth::new());
+    let pool = Pool::new(4096).unwrap();
+    let mut bufs = pool.cache();
+    let mut q1 = open1(&v1.a, &pool);
+    let mut q2 = open1(&v2.a, &pool);
+    assert!(q2.shares_umem(), "the second port binds with XDP_SHARED_UMEM");
+    let (src, dst) = (Raw::open(&v1.b), Raw::open(&v2.b));
+    let mut none = Vec::new();
+    q1.rx_burst(&mut bufs, &mut none, 64);
+    q2.rx_burst(&mut bufs, &mut none, 64);
+    bufs.free_pkts(&none);
+
+    let sent: Vec<Vec<u8>> = (0..32).map(|i| frame(b"SLUICE-FWD", i, 100 + i as usize * 40)).collect();
+    for f in &sent {
+        src.send(f);
+    }
+    let got = rx_marked(&mut q1, &mut bufs, b"SLUICE-FWD", sent.len());
+    assert_eq!(got.len(), sent.len());
+    let frames_rx: Vec<u32> = got.iter().map(|p| p.buf.0).collect();
+    let in_use = bufs.in_use();
+    // The very descriptors received go out of the other interface: no allocation, no copy.
+    assert_eq!(q2.tx_burst(&mut bufs, &got, false), got.len());
+    assert_eq!(bufs.in_use(), in_use, "forwarding allocated nothing");
+    let arrived = dst.recv_marked(b"SLUICE-FWD", sent.len());
+    assert_eq!(arrived, sent, "forwarded byte-exact");
+    q2.flush_held(&mut bufs);
+    assert_eq!(in_use - bufs.in_use(), frames_rx.len() as i64, "the received frames came back as q2's completions");
+}
+
+#[test]
+fn xmit_more_rings_fewer_doorbells_than_packets() {
+    if !root_or_skip() {
+        return;
+    }
+    let v = Veth::new();
+    let pool = Pool::new(4096).unwrap();
+    let mut bufs = pool.cache();
+    let mut q = open1(&v.a, &pool);
+    let peer = Raw::open(&v.b);
+    let n = 256;
+    let out: Vec<Vec<u8>> = (0..n).map(|i| frame(b"SLUICE-MORE", i, 80)).collect();
+    let pkts: Vec<Pkt> = out.iter().map(|f| bufs.alloc_copy(f).unwrap()).collect();
+    for (k, chunk) in pkts.chunks(32).enumerate() {
+        let last = (k + 1) * 32 >= pkts.len();
+        assert_eq!(q.tx_burst(&mut bufs, chunk, !last), chunk.len());
+        if !last {
+            assert_eq!(q.stats().doorbells, 0, "no doorbell while more packets follow");
+        }
+    }
+    let arrived = peer.recv_marked(b"SLUICE-MORE", n as usize);
+    assert_eq!(arrived.len(), n as usize, "every packet went out");
+    let bells = q.stats().doorbells;
+    assert!(bells >= 1 && bells < n as u64, "{bells} doorbells for {n} packets");
+    q.flush_held(&mut bufs);
+}
+
+#[test]
+fn nothing_stays_attached_after_drop_and_reopening_works() {
+    if !root_or_skip() {
+        return;
+    }
+    let v = Veth::new();
+    let pool = Pool::new(4096).unwrap();
+    let mut bufs = pool.cache();
+    let free0 = pool.shared_free();
+    for round in 0..3 {
+        let mut q = open1(&v.a, &pool);
+        assert!(xdp_attached(&v.a), "round {round}: attached while open");
+        let mut none = Vec::new();
+        q.rx_burst(&mut bufs, &mut none, 64);
+        let peer = Raw::open(&v.b);
+        let marker = format!("SLUICE-RE{round}");
+        peer.send(&frame(marker.as_bytes(), 0, 90));
+        let got = rx_marked(&mut q, &mut bufs, marker.as_bytes(), 1);
+        assert_eq!(got.len(), 1, "round {round}: a reopened port receives");
+        bufs.free_pkts(&got);
+        bufs.free_pkts(&none);
+        drop(q);
+        assert!(!xdp_attached(&v.a), "round {round}: no XDP program left after the port is dropped");
+    }
+    bufs.flush();
+    assert_eq!(pool.shared_free(), free0, "the fill rings' frames went back to the pool");
+}
+
+fn expect_busy(r: Result<Vec<AfXdpQueue>, AfXdpError>, iface: &str) {
+    match r {
+        Err(e @ AfXdpError::XdpBusy { .. }) => {
+            let msg = e.to_string();
+            assert!(msg.contains(&format!("ip link set dev {iface} xdp off")), "the error says what to do: {msg}");
+        }
+        Err(e) => panic!("expected XdpBusy, got: {e}"),
+        Ok(_) => panic!("a second program was attached over the first"),
+    }
+}
+
+#[test]
+fn an_interface_with_an_xdp_program_gives_a_clear_error_and_nothing_stays() {
+    if !root_or_skip() {
+        return;
+    }
+    let v = Veth::new();
+    let pool = Pool::new(4096).unwrap();
+    // A program attached the usual way (netlink, as `ip` or xdp-loader do).
+    let obj = concat!(env!("CARGO_MANIFEST_DIR"), "/crates/sluice-ebpf/tests/progs/xdp_adjust.o");
+    ip(&["link", "set", "dev", &v.a, "xdpgeneric", "obj", obj, "sec", "xdp"]);
+    expect_busy(afxdp::open("p", &v.a, Some(1), &copy_cfg(), &pool), &v.a);
+    ip(&["link", "set", "dev", &v.a, "xdpgeneric", "off"]);
+    assert!(!xdp_attached(&v.a), "the failed open left nothing attached");
+    // Another sluice port holding the interface.
+    let held = open1(&v.a, &pool);
+    expect_busy(afxdp::open("second", &v.a, Some(1), &copy_cfg(), &pool), &v.a);
+    drop(held);
+    assert!(!xdp_attached(&v.a));
+    // And the interface is usable again.
+    drop(open1(&v.a, &pool));
+}
+
+#[test]
+fn a_missing_interface_is_named() {
+    if !root_or_skip() {
+        return;
+    }
+    let pool = Pool::new(256).unwrap();
+    match afxdp::open("p", "sxnosuchif0", None, &AfXdpConfig::default(), &pool) {
+        Err(e @ AfXdpError::NoSuchInterface(_)) => assert!(e.to_string().contains("sxnosuchif0")),
+        Err(e) => panic!("expected NoSuchInterface, got: {e}"),
+        Ok(_) => panic!("opened a missing interface"),
+    }
+}
