@@ -9,8 +9,13 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-/// True when the test can run; false (skip) only outside CI.
-fn root_or_skip() -> bool {
+/// The tests run one at a time: a `fork` by a concurrent test (spawning `ip` or `sluice`)
+/// briefly holds copies of every descriptor, the BPF link's too, which would delay its
+/// detach past the check that nothing is attached.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Holds the serial lock when the test can run; None (skip) only outside CI.
+fn root_or_skip() -> Option<std::sync::MutexGuard<'static, ()>> {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     if !root && std::env::var("CI").as_deref() == Ok("true") {
@@ -18,8 +23,9 @@ fn root_or_skip() -> bool {
     }
     if !root {
         eprintln!("skipped: not root");
+        return None;
     }
-    root
+    Some(SERIAL.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
 fn ip(args: &[&str]) -> String {
@@ -78,6 +84,10 @@ impl Raw {
         // SAFETY: sa is a sockaddr_ll of the size passed.
         let r = unsafe { libc::bind(fd, &sa as *const _ as *const libc::sockaddr, std::mem::size_of::<libc::sockaddr_ll>() as u32) };
         assert_eq!(r, 0, "bind AF_PACKET: {}", std::io::Error::last_os_error());
+        // Room for every test burst (the default buffer holds ~100 frames' skbs).
+        let size: i32 = 16 << 20;
+        // SAFETY: an int option of the size passed.
+        unsafe { libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &size as *const i32 as *const libc::c_void, 4) };
         Raw { fd, ifindex }
     }
 
@@ -126,6 +136,17 @@ impl Drop for Raw {
         // SAFETY: our descriptor, closed once.
         unsafe { libc::close(self.fd) };
     }
+}
+
+/// Compares frame lists without printing kilobytes: the count, then the first difference.
+fn assert_frames(got: &[Vec<u8>], want: &[Vec<u8>], what: &str) {
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        if g != w {
+            let at = g.iter().zip(w).position(|(a, b)| a != b).unwrap_or(g.len().min(w.len()));
+            panic!("{what}: frame {i} differs ({} bytes, expected {}; first difference at byte {at})", g.len(), w.len());
+        }
+    }
+    assert_eq!(got.len(), want.len(), "{what}: frame count");
 }
 
 fn has(hay: &[u8], needle: &[u8]) -> bool {
@@ -184,9 +205,7 @@ fn xdp_attached(iface: &str) -> bool {
 
 #[test]
 fn frames_from_the_peer_arrive_byte_exact_and_frames_sent_arrive_at_the_peer() {
-    if !root_or_skip() {
-        return;
-    }
+    let Some(_serial) = root_or_skip() else { return };
     let v = Veth::new();
     let pool = Pool::new(4096).unwrap();
     let mut bufs = pool.cache();
@@ -214,7 +233,7 @@ fn frames_from_the_peer_arrive_byte_exact_and_frames_sent_arrive_at_the_peer() {
     let pkts: Vec<Pkt> = out.iter().map(|f| bufs.alloc_copy(f).unwrap()).collect();
     assert_eq!(q.tx_burst(&mut bufs, &pkts, false), pkts.len(), "the port takes the whole burst");
     let arrived = peer.recv_marked(b"SLUICE-TX", out.len());
-    assert_eq!(arrived, out, "what the port sent arrived at the peer, byte-exact and in order");
+    assert_frames(&arrived, &out, "what the port sent arrived at the peer, byte-exact and in order");
     let before = bufs.in_use();
     q.flush_held(&mut bufs);
     assert_eq!(before - bufs.in_use(), out.len() as i64, "completions gave every sent frame back");
@@ -224,9 +243,7 @@ fn frames_from_the_peer_arrive_byte_exact_and_frames_sent_arrive_at_the_peer() {
 
 #[test]
 fn forwarding_between_two_veths_shares_one_umem_without_copy() {
-    if !root_or_skip() {
-        return;
-    }
+    let Some(_serial) = root_or_skip() else { return };
     let (v1, v2) = (Veth::new(), Veth::new());
     let pool = Pool::new(4096).unwrap();
     let mut bufs = pool.cache();
@@ -251,16 +268,14 @@ fn forwarding_between_two_veths_shares_one_umem_without_copy() {
     assert_eq!(q2.tx_burst(&mut bufs, &got, false), got.len());
     assert_eq!(bufs.in_use(), in_use, "forwarding allocated nothing");
     let arrived = dst.recv_marked(b"SLUICE-FWD", sent.len());
-    assert_eq!(arrived, sent, "forwarded byte-exact");
+    assert_frames(&arrived, &sent, "forwarded byte-exact");
     q2.flush_held(&mut bufs);
     assert_eq!(in_use - bufs.in_use(), frames_rx.len() as i64, "the received frames came back as q2's completions");
 }
 
 #[test]
 fn xmit_more_rings_fewer_doorbells_than_packets() {
-    if !root_or_skip() {
-        return;
-    }
+    let Some(_serial) = root_or_skip() else { return };
     let v = Veth::new();
     let pool = Pool::new(4096).unwrap();
     let mut bufs = pool.cache();
@@ -285,9 +300,7 @@ fn xmit_more_rings_fewer_doorbells_than_packets() {
 
 #[test]
 fn nothing_stays_attached_after_drop_and_reopening_works() {
-    if !root_or_skip() {
-        return;
-    }
+    let Some(_serial) = root_or_skip() else { return };
     let v = Veth::new();
     let pool = Pool::new(4096).unwrap();
     let mut bufs = pool.cache();
@@ -324,9 +337,7 @@ fn expect_busy(r: Result<Vec<AfXdpQueue>, AfXdpError>, iface: &str) {
 
 #[test]
 fn an_interface_with_an_xdp_program_gives_a_clear_error_and_nothing_stays() {
-    if !root_or_skip() {
-        return;
-    }
+    let Some(_serial) = root_or_skip() else { return };
     let v = Veth::new();
     let pool = Pool::new(4096).unwrap();
     // A program attached the usual way (netlink, as `ip` or xdp-loader do).
@@ -346,13 +357,142 @@ fn an_interface_with_an_xdp_program_gives_a_clear_error_and_nothing_stays() {
 
 #[test]
 fn a_missing_interface_is_named() {
-    if !root_or_skip() {
-        return;
-    }
+    let Some(_serial) = root_or_skip() else { return };
     let pool = Pool::new(256).unwrap();
     match afxdp::open("p", "sxnosuchif0", None, &AfXdpConfig::default(), &pool) {
         Err(e @ AfXdpError::NoSuchInterface(_)) => assert!(e.to_string().contains("sxnosuchif0")),
         Err(e) => panic!("expected NoSuchInterface, got: {e}"),
         Ok(_) => panic!("opened a missing interface"),
     }
+}
+
+fn two_port_io_config(a1: &str, a2: &str) -> String {
+    format!(
+        r#"
+pipeline = "io"
+pool_frames = 8192
+
+[[ports]]
+name = "left"
+kind = "afxdp"
+iface = "{a1}"
+peer = "right"
+[ports.afxdp]
+xdp_mode = "copy"
+
+[[ports]]
+name = "right"
+kind = "afxdp"
+iface = "{a2}"
+peer = "left"
+[ports.afxdp]
+xdp_mode = "auto"
+"#
+    )
+}
+
+#[test]
+fn a_config_of_two_afxdp_ports_forwards_through_the_datapath() {
+    let Some(_serial) = root_or_skip() else { return };
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    let (v1, v2) = (Veth::new(), Veth::new());
+    let cfg = sluice::config::Config::from_toml(&two_port_io_config(&v1.a, &v2.a), "test").unwrap();
+    let pool = Pool::new(cfg.pool_frames).unwrap();
+    let mut dp = cfg.build(cfg.tunables(&[]).unwrap(), &pool).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(dp.net.ifaces[0].mac, afxdp::iface_info(&v1.a).unwrap().mac, "the MAC defaults to the interface's");
+    assert_eq!(dp.net.ifaces[1].mtu, 1500, "the MTU defaults to the interface's");
+
+    let n = 200;
+    let sent: Vec<Vec<u8>> = (0..n).map(|i| frame(b"SLUICE-DP", i, 64 + (i as usize * 13) % 1400)).collect();
+    let (src, dst) = (Raw::open(&v1.b), Raw::open(&v2.b));
+    let stop = Arc::new(AtomicBool::new(false));
+    let to_send = sent.clone();
+    let sender = std::thread::spawn(move || {
+        // The datapath stocks its fill rings on its first poll; frames before it would be
+        // dropped by the kernel (no buffer), so give it a moment.
+        std::thread::sleep(Duration::from_millis(200));
+        for f in &to_send {
+            src.send(f);
+        }
+    });
+    let stop2 = stop.clone();
+    let receiver = std::thread::spawn(move || {
+        let got = dst.recv_marked(b"SLUICE-DP", n as usize);
+        stop2.store(true, Ordering::Release);
+        got
+    });
+    let limit = sluice::napi::RunLimit { duration: Some(Duration::from_secs(20)), stop: Some(stop), ..Default::default() };
+    dp.run(limit, Duration::from_secs(1), |_, _| {});
+    sender.join().unwrap();
+    let got = receiver.join().unwrap();
+    assert_frames(&got, &sent, "every frame went left -> right through sluice, byte-exact and in order");
+    assert!(dp.port_stats(0).rx_packets >= n as u64);
+    assert!(dp.port_stats(1).tx_packets >= n as u64);
+    dp.conservation().unwrap();
+    drop(dp);
+    assert!(!xdp_attached(&v1.a) && !xdp_attached(&v2.a), "dropping the datapath detached both programs");
+}
+
+/// `sluice run` on an afxdp config, killed with `signal`: nothing stays attached, and a
+/// second run starts on the same interfaces.
+fn run_and_signal(signal: i32) {
+    let (v1, v2) = (Veth::new(), Veth::new());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("afxdp.toml");
+    std::fs::write(&path, two_port_io_config(&v1.a, &v2.a)).unwrap();
+    for round in 0..2 {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["run", "--quiet", "--config"])
+            .arg(&path)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let end = Instant::now() + Duration::from_secs(10);
+        while !(xdp_attached(&v1.a) && xdp_attached(&v2.a)) {
+            if let Some(st) = child.try_wait().unwrap() {
+                let mut err = String::new();
+                std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+                panic!("round {round}: sluice exited ({st}) before attaching: {err}");
+            }
+            assert!(Instant::now() < end, "round {round}: sluice did not attach within 10 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // SAFETY: signalling our own child by its pid.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
+        let st = child.wait().unwrap();
+        if signal == libc::SIGTERM {
+            assert!(st.success(), "round {round}: SIGTERM ends the run cleanly ({st})");
+        }
+        assert!(!xdp_attached(&v1.a) && !xdp_attached(&v2.a), "round {round}: nothing attached after signal {signal}");
+    }
+}
+
+#[test]
+fn sigterm_leaves_nothing_attached_and_a_restart_works() {
+    let Some(_serial) = root_or_skip() else { return };
+    run_and_signal(libc::SIGTERM);
+}
+
+#[test]
+fn sigkill_leaves_nothing_attached_and_a_restart_works() {
+    let Some(_serial) = root_or_skip() else { return };
+    run_and_signal(libc::SIGKILL);
+}
+
+#[test]
+fn zerocopy_on_veth_says_to_use_copy_and_auto_falls_back() {
+    let Some(_serial) = root_or_skip() else { return };
+    let v = Veth::new();
+    let pool = Pool::new(1024).unwrap();
+    let zc = AfXdpConfig { xdp_mode: BindMode::Zerocopy, ..AfXdpConfig::default() };
+    match afxdp::open("p", &v.a, Some(1), &zc, &pool) {
+        Err(e @ AfXdpError::NoZeroCopy { .. }) => assert!(e.to_string().contains("xdp_mode = \"copy\""), "{e}"),
+        Err(e) => panic!("expected NoZeroCopy, got: {e}"),
+        Ok(_) => panic!("veth has no zero-copy AF_XDP"),
+    }
+    assert!(!xdp_attached(&v.a), "the failed open left nothing attached");
+    let q = afxdp::open("p", &v.a, Some(1), &AfXdpConfig::default(), &pool).unwrap();
+    assert!(!q[0].zerocopy(), "auto fell back to copy");
 }

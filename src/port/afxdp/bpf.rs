@@ -30,6 +30,9 @@ const BPF_XDP: u32 = 37;
 const BPF_FUNC_REDIRECT_MAP: i32 = 51;
 const BPF_PSEUDO_MAP_FD: u8 = 1;
 const XDP_PASS: i32 = 2;
+/// `prog_flags`: the program handles multi-buffer frames (it reads no packet data at all),
+/// so drivers let it run on an MTU above a page (veth refuses a non-frags program then).
+const BPF_F_XDP_HAS_FRAGS: u32 = 1 << 5;
 /// `struct xdp_md`: offset of `rx_queue_index`.
 const XDP_MD_RX_QUEUE_INDEX: i16 = 16;
 
@@ -137,8 +140,14 @@ pub fn load_redirect_program(map: &OwnedFd) -> Result<OwnedFd, (io::Error, Strin
         .u32(4, prog.len() as u32)
         .u64(8, prog.as_ptr() as u64)
         .u64(16, license.as_ptr() as u64)
+        .u32(44, BPF_F_XDP_HAS_FRAGS)
         .name(48, "sluice_xsk")
         .u32(68, BPF_XDP);
+    if let Ok(fd) = bpf(BPF_PROG_LOAD, &mut a) {
+        return Ok(owned(fd));
+    }
+    // Kernels before 5.18 know no frags flag.
+    a.u32(44, 0);
     match bpf(BPF_PROG_LOAD, &mut a) {
         Ok(fd) => Ok(owned(fd)),
         Err(e) => {
