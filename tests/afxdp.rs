@@ -496,3 +496,38 @@ fn zerocopy_on_veth_says_to_use_copy_and_auto_falls_back() {
     let q = afxdp::open("p", &v.a, Some(1), &AfXdpConfig::default(), &pool).unwrap();
     assert!(!q[0].zerocopy(), "auto fell back to copy");
 }
+
+#[test]
+fn jumbo_frames_go_whole_as_multi_buffer_chains() {
+    let Some(_serial) = root_or_skip() else { return };
+    let v = Veth::new();
+    for d in [&v.a, &v.b] {
+        ip(&["link", "set", "dev", d, "mtu", "4000"]);
+    }
+    let pool = Pool::new(4096).unwrap();
+    let mut bufs = pool.cache();
+    let mut q = open1(&v.a, &pool);
+    assert!(q.multi_buffer(), "the socket is bound with XDP_USE_SG");
+    let peer = Raw::open(&v.b);
+    let mut none = Vec::new();
+    q.rx_burst(&mut bufs, &mut none, 64);
+    bufs.free_pkts(&none);
+
+    let sent: Vec<Vec<u8>> = [1500, 1900, 3000, 4014].iter().enumerate().map(|(i, &n)| frame(b"SLUICE-JUMBO", i as u32, n)).collect();
+    for f in &sent {
+        peer.send(f);
+    }
+    let got = rx_marked(&mut q, &mut bufs, b"SLUICE-JUMBO", sent.len());
+    let got_bytes: Vec<Vec<u8>> = got.iter().map(|p| bufs.to_vec(*p)).collect();
+    assert_frames(&got_bytes, &sent, "jumbo frames received whole");
+    assert!(got[2].is_chained() && got[3].is_chained(), "frames above one buffer arrive as chains");
+    let nframes: i64 = got.iter().map(|p| 1 + bufs.frags(*p).count() as i64).sum();
+    assert!(nframes > got.len() as i64);
+    // Transmitted whole too: the received chains go straight back out.
+    assert_eq!(q.tx_burst(&mut bufs, &got, false), got.len());
+    let back = peer.recv_marked(b"SLUICE-JUMBO", sent.len());
+    assert_frames(&back, &sent, "chains transmitted whole as multi-buffer descriptors");
+    let in_use = bufs.in_use();
+    q.flush_held(&mut bufs);
+    assert_eq!(in_use - bufs.in_use(), nframes, "every frame of every chain completed and went back");
+}
