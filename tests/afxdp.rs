@@ -531,3 +531,85 @@ fn jumbo_frames_go_whole_as_multi_buffer_chains() {
     q.flush_held(&mut bufs);
     assert_eq!(in_use - bufs.in_use(), nframes, "every frame of every chain completed and went back");
 }
+
+/// An IPv4/UDP frame of flow `port` (the kernel hashes the flow to pick a queue).
+fn udp_frame(marker: &[u8], port: u16) -> Vec<u8> {
+    let mut f = vec![0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00];
+    let payload = 8 + marker.len();
+    let ip_len = (20 + payload) as u16;
+    f.extend_from_slice(&[0x45, 0, (ip_len >> 8) as u8, ip_len as u8, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+    f.extend_from_slice(&port.to_be_bytes());
+    f.extend_from_slice(&9u16.to_be_bytes());
+    f.extend_from_slice(&(payload as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.extend_from_slice(marker);
+    f
+}
+
+#[test]
+fn one_socket_per_receive_queue() {
+    let Some(_serial) = root_or_skip() else { return };
+    let n = 2;
+    let id = std::process::id() % 100_000;
+    let v = Veth { a: format!("sxqa{id}"), b: format!("sxqb{id}") };
+    let (q, qs) = (n.to_string(), n.to_string());
+    ip(&[
+        "link",
+        "add",
+        &v.a,
+        "numrxqueues",
+        &q,
+        "numtxqueues",
+        &qs,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        &v.b,
+        "numrxqueues",
+        &q,
+        "numtxqueues",
+        &qs,
+    ]);
+    for d in [&v.a, &v.b] {
+        let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{d}/disable_ipv6"), "1");
+        ip(&["link", "set", "dev", d, "up"]);
+    }
+    assert_eq!(afxdp::iface_info(&v.a).unwrap().rx_queues, n);
+    let pool = Pool::new(8192).unwrap();
+    let mut bufs = pool.cache();
+    let mut queues = afxdp::open("mq", &v.a, None, &copy_cfg(), &pool).unwrap();
+    assert_eq!(queues.len(), n as usize, "a socket per receive queue by default");
+    assert_eq!(queues.iter().map(|q| q.queue()).collect::<Vec<_>>(), vec![0, 1]);
+    assert!(queues[1].shares_umem());
+    let mut none = Vec::new();
+    for q in &mut queues {
+        q.rx_burst(&mut bufs, &mut none, 64);
+    }
+    bufs.free_pkts(&none);
+    let flows = 64;
+    let peer = Raw::open(&v.b);
+    for port in 0..flows {
+        peer.send(&udp_frame(b"SLUICE-MQ", 1000 + port));
+    }
+    let mut counts = Vec::new();
+    let mut total = 0;
+    let end = Instant::now() + Duration::from_secs(5);
+    let mut per_queue = vec![0usize; n as usize];
+    while total < flows as usize && Instant::now() < end {
+        for (i, q) in queues.iter_mut().enumerate() {
+            let mut v = Vec::new();
+            q.rx_burst(&mut bufs, &mut v, 64);
+            for p in v {
+                if has(&bufs.to_vec(p), b"SLUICE-MQ") {
+                    per_queue[i] += 1;
+                    total += 1;
+                }
+                bufs.free(p);
+            }
+        }
+    }
+    counts.extend(per_queue.iter().copied());
+    assert_eq!(total, flows as usize, "every frame arrived on one of the queues: {counts:?}");
+    assert!(counts.iter().all(|&c| c > 0), "{flows} flows spread over both queues, each read by its own socket: {counts:?}");
+}
