@@ -187,7 +187,7 @@ pub fn parse_port_flag(spec: &str) -> Result<PortFlag, String> {
     let (kind, rest) = spec.split_once(':').ok_or("expected KIND:IFACE[@QUEUES], e.g. afpacket:eth1 or afpacket:veth0@2")?;
     let kind = match kind {
         "afpacket" => PortKind::Afpacket,
-        "afxdp" => return Err("afxdp ports are not built yet in this version (use afpacket)".into()),
+        "afxdp" => PortKind::Afxdp,
         k => return Err(format!("unknown port kind `{k}` (afpacket, afxdp)")),
     };
     let (iface, queues) = match rest.split_once('@') {
@@ -228,6 +228,12 @@ fn apply_port_flag(cfg: &mut Config, spec: &str) -> Result<(), String> {
                 pc.repeat = None;
                 pc.sim = None;
                 pc.tso = false;
+            }
+            if f.kind != PortKind::Afxdp {
+                pc.afxdp = None;
+            }
+            if f.kind != PortKind::Afpacket {
+                pc.promisc = false;
             }
             pc.kind = f.kind;
             if pc.name != f.iface {

@@ -49,12 +49,14 @@ pub enum PortKind {
     Sim,
     /// A Linux interface through AF_PACKET rings (`port::afpacket`).
     Afpacket,
+    /// A Linux interface through AF_XDP sockets, one per receive queue (`port::afxdp`).
+    Afxdp,
 }
 
 impl PortKind {
     /// A real Linux interface: its MAC and MTU default to the interface's.
     pub fn is_real(self) -> bool {
-        matches!(self, PortKind::Afpacket)
+        matches!(self, PortKind::Afpacket | PortKind::Afxdp)
     }
 }
 
@@ -63,7 +65,7 @@ impl PortKind {
 pub struct PortConfig {
     pub name: String,
     pub kind: PortKind,
-    /// Required for in-memory ports; a real interface's (`afpacket`) defaults to its own.
+    /// Required for in-memory ports; a real interface's (`afpacket`, `afxdp`) defaults to its own.
     #[serde(default)]
     pub mac: String,
     /// Real interfaces: the Linux interface (default: the port's name).
@@ -127,6 +129,9 @@ pub struct PortConfig {
     /// `[ports.qdisc]`: this port's qdisc (default: `net.core.default_qdisc`).
     #[serde(default)]
     pub qdisc: Option<QdiscConfig>,
+    /// `[ports.afxdp]`: an `afxdp` port's bind mode, rings and attach mode.
+    #[serde(default)]
+    pub afxdp: Option<crate::port::afxdp::AfXdpConfig>,
 }
 
 /// `[ports.qdisc]`, tc-like: `kind` (pfifo_fast, noqueue, pfifo, bfifo, fq_codel) and the
@@ -432,7 +437,7 @@ impl Config {
                     _ => return Err(field(format!("{what}.ipv6"), format!("`{a}` is not IPv6"))),
                 }
             }
-            let handles = self.port_queues(pc, &what, dp.net.tun.rss_queues)?;
+            let handles = self.port_queues(pc, &what, dp.net.tun.rss_queues, pool)?;
             let qdisc = pc.qdisc.as_ref().map(|q| q.spec(&format!("{what}.qdisc"))).transpose()?;
             let idx = dp.add_port_queues(handles, iface.clone());
             for w in &mut dp.workers {
@@ -446,7 +451,12 @@ impl Config {
             }
         }
         if matches!(self.pipeline, Pipeline::Io | Pipeline::Macswap)
-            && dp.net.peer.iter().zip(&self.ports).any(|(p, c)| p.is_none() && matches!(c.kind, PortKind::Gen | PortKind::PcapIn))
+            && dp
+                .net
+                .peer
+                .iter()
+                .zip(&self.ports)
+                .any(|(p, c)| p.is_none() && matches!(c.kind, PortKind::Gen | PortKind::PcapIn | PortKind::Afxdp))
         {
             return Err(field("ports", "io/macswap pipelines need a `peer` on every receiving port"));
         }
@@ -538,7 +548,7 @@ impl Config {
         }
         if let Some(x) = &self.xdp {
             for (i, pc) in self.ports.iter().enumerate() {
-                if !matches!(pc.kind, PortKind::Gen | PortKind::PcapIn) {
+                if !matches!(pc.kind, PortKind::Gen | PortKind::PcapIn | PortKind::Afxdp) {
                     continue;
                 }
                 // Every worker that owns a queue of the port runs its own instance (same maps).
@@ -611,6 +621,10 @@ impl Config {
                 Err(field(format!("{what}.rss_queues"), format!("{q}: a port of kind {:?} has one queue", pc.kind)))
             }
             Some(q) => Ok(q),
+            // An AF_XDP port takes a socket per receive queue of its interface.
+            None if pc.kind == PortKind::Afxdp => crate::port::afxdp::iface_info(pc.iface_name())
+                .map(|i| i.rx_queues.min(crate::port::rss::MAX_QUEUES as u32) as u16)
+                .map_err(|e| field(format!("{what}.iface"), e.to_string())),
             None if multi => Ok(default.clamp(1, crate::port::rss::MAX_QUEUES as u32) as u16),
             None => Ok(1),
         }
@@ -618,7 +632,7 @@ impl Config {
 
     /// The port's queue handles, queue 0 first: one `Port` per queue (a generator's flows
     /// spread over them by RSS), each wrapped in its fault injector when one is configured.
-    fn port_queues(&self, pc: &PortConfig, what: &str, default_queues: u32) -> Result<Vec<Box<dyn Port>>, ConfigError> {
+    fn port_queues(&self, pc: &PortConfig, what: &str, default_queues: u32, pool: &Pool) -> Result<Vec<Box<dyn Port>>, ConfigError> {
         let queues = self.queues_of(pc, what, default_queues)?;
         let rss_field = |f: &str, e: crate::port::rss::RssError| field(format!("{what}.{f}"), e.to_string());
         let mut rss = crate::port::rss::Rss::new(queues).map_err(|e| rss_field("rss_queues", e))?;
@@ -678,6 +692,14 @@ impl Config {
                     .map(|q| Box::new(q) as Box<dyn Port>)
                     .collect()
             }
+            PortKind::Afxdp => {
+                let ac = pc.afxdp.clone().unwrap_or_default();
+                crate::port::afxdp::open(&pc.name, pc.iface_name(), Some(queues as u32), &ac, pool)
+                    .map_err(|e| field(format!("{what}.iface"), e.to_string()))?
+                    .into_iter()
+                    .map(|q| Box::new(q) as Box<dyn Port>)
+                    .collect()
+            }
             PortKind::Afpacket => {
                 let mut ac = crate::port::afpacket::AfPacketConfig::new(pc.iface_name());
                 ac.queues = queues;
@@ -725,8 +747,17 @@ impl Config {
             if !pc.kind.is_real() && (pc.iface.is_some() || pc.promisc) {
                 return Err(field(
                     format!("{what}.iface"),
-                    format!("`iface` and `promisc` are for real interfaces (afpacket), not a port of kind {:?}", pc.kind),
+                    format!("`iface` and `promisc` are for real interfaces (afpacket, afxdp), not a port of kind {:?}", pc.kind),
                 ));
+            }
+            if let Some(a) = &pc.afxdp {
+                if pc.kind != PortKind::Afxdp {
+                    return Err(field(
+                        format!("{what}.afxdp"),
+                        format!("an `afxdp` table on a port of kind {:?} would never be used", pc.kind),
+                    ));
+                }
+                a.validate().map_err(|(f, m)| field(format!("{what}.afxdp.{f}"), m))?;
             }
             let mut vlans = std::collections::HashSet::new();
             for &v in &pc.vlans {

@@ -5,6 +5,7 @@
 //! notifying the "hardware"; the doorbell rings only on a burst with `more = false`.
 
 pub mod afpacket;
+pub mod afxdp;
 pub mod fault;
 pub mod gen;
 pub mod pcap;
