@@ -62,9 +62,10 @@ fn cmd_lab(cmd: LabCommand) -> Result<()> {
             let [a, b] = lab::SIDES;
             outln!("lab `{prefix}` up: host a {} (netns {}), host b {} (netns {})", a.host_v4(), a.netns(&prefix), b.host_v4(), b.netns(&prefix));
             match topology {
-                lab::Topology::Router => outln!(
-                    "route it: sluice lab config --prefix {prefix} > lab.toml && sluice run --config lab.toml --seconds 3600\n\
+                lab::Topology::Router | lab::Topology::Chain => outln!(
+                    "route it: sluice lab config --prefix {prefix}{} > lab.toml && sluice run --config lab.toml --seconds 3600\n\
                      then: ip netns exec {} ping {}",
+                    if topology == lab::Topology::Chain { " --topology chain" } else { "" },
                     a.netns(&prefix),
                     b.host_v4()
                 ),
@@ -81,11 +82,14 @@ fn cmd_lab(cmd: LabCommand) -> Result<()> {
             }
             Ok(())
         }
-        LabCommand::Config { prefix, kind } => {
+        LabCommand::Config { prefix, kind, topology } => {
             if kind != "afxdp" && kind != "afpacket" {
                 bail!("--kind {kind}: the lab's ports are afxdp or afpacket");
             }
-            out!("{}", lab::config_toml(&prefix, &kind));
+            if topology == lab::Topology::Kernel {
+                bail!("--topology kernel: the kernel routes that lab, sluice has no config for it");
+            }
+            out!("{}", lab::config_toml_for(&prefix, &kind, topology));
             Ok(())
         }
     }

@@ -47,15 +47,20 @@ fn preconditions() -> bool {
 /// A lab made for one test (a unique prefix), removed on drop.
 struct Lab {
     prefix: String,
+    topology: String,
 }
 
 impl Lab {
     fn up(tag: &str) -> Lab {
+        Lab::up_as(tag, "router")
+    }
+
+    fn up_as(tag: &str, topology: &str) -> Lab {
         let prefix = format!("t{tag}{}", std::process::id() % 100_000);
         let _ = run(&[SLUICE, "lab", "down", "--prefix", &prefix]);
-        let (ok, out) = run(&[SLUICE, "lab", "up", "--prefix", &prefix]);
+        let (ok, out) = run(&[SLUICE, "lab", "up", "--prefix", &prefix, "--topology", topology]);
         assert!(ok, "lab up: {out}");
-        Lab { prefix }
+        Lab { prefix, topology: topology.to_string() }
     }
 
     fn ns(&self, side: &str) -> String {
@@ -99,7 +104,7 @@ struct Router {
 impl Router {
     fn start(lab: &Lab, kind: &str) -> Router {
         let cfg = std::env::temp_dir().join(format!("{}-{kind}.toml", lab.prefix));
-        let (ok, toml) = run(&[SLUICE, "lab", "config", "--prefix", &lab.prefix, "--kind", kind]);
+        let (ok, toml) = run(&[SLUICE, "lab", "config", "--prefix", &lab.prefix, "--kind", kind, "--topology", &lab.topology]);
         assert!(ok, "lab config: {toml}");
         std::fs::write(&cfg, toml).unwrap();
         let child = Command::new(SLUICE)
@@ -306,4 +311,29 @@ fn sluice_routes_real_traffic_over_af_packet() {
 #[test]
 fn sluice_routes_real_traffic_over_af_xdp() {
     routes_real_traffic("afxdp", "x");
+}
+
+/// a → sluice → a kernel router → b: sluice resolves its gateway (the kernel router's
+/// 10.201.3.2 / 2001:db8:201:3::2) by ARP and NDP; traceroute shows both routers.
+#[test]
+fn sluice_routes_a_chain_through_a_gateway_it_resolves() {
+    if !preconditions() {
+        return;
+    }
+    let lab = Lab::up_as("c", "chain");
+    let mut r = Router::start(&lab, "afpacket");
+    wait_until_routed(&lab, &mut r);
+    let (ok, out) = lab.exec("a", &["ping", "-c", "3", "-i", "0.2", HOST_B_V4]);
+    assert!(ok, "{out}");
+    assert_no_loss(&out, "ping a → b through the chain");
+    assert!(out.contains("ttl=62"), "two routers on the way: {out}");
+    let _ = lab.exec("a", &["ping", "-6", "-c", "1", "-W", "3", HOST_B_V6]);
+    let (ok, out) = lab.exec("a", &["ping", "-6", "-c", "3", "-i", "0.2", HOST_B_V6]);
+    assert!(ok, "{out}");
+    assert_no_loss(&out, "ping6 a → b through the chain");
+    let (_, out) = lab.exec("a", &["ping", "-c", "1", "-t", "2", "-W", "2", HOST_B_V4]);
+    assert!(out.contains("From 10.201.3.2") && out.contains("Time to live exceeded"), "TTL 2 expires at the kernel router: {out}");
+    r.signal(libc::SIGTERM);
+    let (ok, out) = r.wait();
+    assert!(ok, "{out}");
 }

@@ -11,6 +11,10 @@
 //! Topology `kernel`: the same hosts and addresses, the router-side veths in a namespace
 //! `P-r` where the kernel forwards (`sluice bench lab` compares it with sluice).
 //!
+//! Topology `chain`: a → sluice → a kernel router (namespace `P-c`) → b. sluice's second
+//! port is `P-rc` on 10.201.3.0/24 (2001:db8:201:3::/64) and it reaches b's subnet through
+//! the kernel router's 10.201.3.2 / ::2, a gateway it resolves by ARP and NDP.
+//!
 //! The hosts send with checksum offload off (veth would otherwise hand partial checksums to
 //! a userspace router) and so without TSO: every frame on the wire is a real one.
 
@@ -35,6 +39,7 @@ pub enum LabError {
 pub enum Topology {
     Router,
     Kernel,
+    Chain,
 }
 
 impl std::str::FromStr for Topology {
@@ -43,7 +48,10 @@ impl std::str::FromStr for Topology {
         match s {
             "router" => Ok(Topology::Router),
             "kernel" => Ok(Topology::Kernel),
-            _ => Err(format!("unknown topology `{s}` (router: sluice routes; kernel: a router namespace)")),
+            "chain" => Ok(Topology::Chain),
+            _ => Err(format!(
+                "unknown topology `{s}` (router: sluice routes; kernel: a router namespace; chain: sluice, then a kernel router)"
+            )),
         }
     }
 }
@@ -89,6 +97,14 @@ impl Side {
 /// The kernel router's namespace (topology `kernel`).
 pub fn router_netns(prefix: &str) -> String {
     format!("{prefix}-r")
+}
+
+/// Topology `chain`: the link between sluice and the kernel router after it.
+pub const CHAIN: Side = Side { name: "c", subnet: 3, router_mac: [0x02, 0x5c, 0, 0, 3, 1] };
+
+/// Topology `chain`: the kernel router's namespace, between sluice and host b.
+pub fn chain_netns(prefix: &str) -> String {
+    format!("{prefix}-c")
 }
 
 fn check_prefix(prefix: &str) -> Result<(), LabError> {
@@ -140,6 +156,7 @@ pub fn up(prefix: &str, topology: Topology) -> Result<(), LabError> {
     check_prefix(prefix)?;
     check_root()?;
     let taken = SIDES.iter().any(|s| netns_exists(&s.netns(prefix)) || link_exists(&s.router_if(prefix)));
+    let taken = taken || link_exists(&CHAIN.router_if(prefix)) || netns_exists(&chain_netns(prefix));
     if taken || netns_exists(&router_netns(prefix)) {
         return Err(LabError::AlreadyUp(prefix.to_string()));
     }
@@ -150,13 +167,48 @@ pub fn up(prefix: &str, topology: Topology) -> Result<(), LabError> {
     made
 }
 
+/// The calling namespace's end of a link sluice opens: no IPv6 on it (no link-local
+/// address, router solicitations or MLD from this kernel onto the lab's links), up.
+fn sluice_side(rif: &str) -> Result<(), LabError> {
+    std::fs::write(format!("/proc/sys/net/ipv6/conf/{rif}/disable_ipv6"), "1")
+        .map_err(|e| LabError::Command { cmd: format!("disable IPv6 on {rif}"), msg: e.to_string() })?;
+    sh("ip", &["link", "set", rif, "up"])
+}
+
+/// A kernel router's interface `ifname` in `ns`, with the router address of `side`'s link.
+fn kernel_router_if(ns: &str, ifname: &str, v4: &str, v6: &str) -> Result<(), LabError> {
+    in_ns(ns, &["ip", "addr", "add", &format!("{v4}/24"), "dev", ifname])?;
+    in_ns(ns, &["ip", "-6", "addr", "add", &format!("{v6}/64"), "dev", ifname, "nodad"])?;
+    in_ns(ns, &["ip", "link", "set", ifname, "up"])
+}
+
+fn forwarding_netns(ns: &str) -> Result<(), LabError> {
+    sh("ip", &["netns", "add", ns])?;
+    in_ns(ns, &["ip", "link", "set", "lo", "up"])?;
+    in_ns(ns, &["sysctl", "-qw", "net.ipv4.ip_forward=1"])?;
+    in_ns(ns, &["sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"])
+}
+
 fn build(prefix: &str, topology: Topology) -> Result<(), LabError> {
-    let rns = router_netns(prefix);
-    if topology == Topology::Kernel {
-        sh("ip", &["netns", "add", &rns])?;
-        in_ns(&rns, &["ip", "link", "set", "lo", "up"])?;
-        in_ns(&rns, &["sysctl", "-qw", "net.ipv4.ip_forward=1"])?;
-        in_ns(&rns, &["sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"])?;
+    let rns = match topology {
+        Topology::Chain => chain_netns(prefix),
+        _ => router_netns(prefix),
+    };
+    if topology != Topology::Router {
+        forwarding_netns(&rns)?;
+    }
+    if topology == Topology::Chain {
+        // sluice's second link, to the kernel router, which routes a's subnet back via sluice.
+        let rif = CHAIN.router_if(prefix);
+        let cif = format!("{prefix}-hc");
+        sh("ip", &["link", "add", &rif, "type", "veth", "peer", "name", &cif])?;
+        sh("ip", &["link", "set", &cif, "netns", &rns])?;
+        in_ns(&rns, &["ethtool", "-K", &cif, "tx", "off"])?;
+        kernel_router_if(&rns, &cif, &CHAIN.host_v4(), &CHAIN.host_v6())?;
+        let a = SIDES[0];
+        in_ns(&rns, &["ip", "route", "add", &format!("10.201.{}.0/24", a.subnet), "via", &CHAIN.router_v4()])?;
+        in_ns(&rns, &["ip", "-6", "route", "add", &format!("2001:db8:201:{}::/64", a.subnet), "via", &CHAIN.router_v6()])?;
+        sluice_side(&rif)?;
     }
     for side in SIDES {
         let ns = side.netns(prefix);
@@ -174,23 +226,20 @@ fn build(prefix: &str, topology: Topology) -> Result<(), LabError> {
         in_ns(&ns, &["ip", "link", "set", "eth0", "up"])?;
         in_ns(&ns, &["ip", "route", "add", "default", "via", &side.router_v4()])?;
         in_ns(&ns, &["ip", "-6", "route", "add", "default", "via", &side.router_v6()])?;
-        // The router side.
-        match topology {
-            Topology::Router => {
-                // No IPv6 on it (no link-local address, router solicitations or MLD from this
-                // namespace's kernel onto the lab's links).
-                std::fs::write(format!("/proc/sys/net/ipv6/conf/{rif}/disable_ipv6"), "1")
-                    .map_err(|e| LabError::Command { cmd: format!("disable IPv6 on {rif}"), msg: e.to_string() })?;
-                sh("ip", &["link", "set", &rif, "up"])?;
-            }
-            Topology::Kernel => {
-                sh("ip", &["link", "set", &rif, "netns", &rns])?;
-                let mac = crate::port::fmt_mac(&side.router_mac);
-                in_ns(&rns, &["ip", "link", "set", &rif, "address", &mac])?;
-                in_ns(&rns, &["ip", "addr", "add", &format!("{}/24", side.router_v4()), "dev", &rif])?;
-                in_ns(&rns, &["ip", "-6", "addr", "add", &format!("{}/64", side.router_v6()), "dev", &rif, "nodad"])?;
-                in_ns(&rns, &["ip", "link", "set", &rif, "up"])?;
-            }
+        // The router side: sluice's, or a kernel router's (b's side of a chain).
+        let sluice_routes = match topology {
+            Topology::Router => true,
+            Topology::Kernel => false,
+            Topology::Chain => side.name == "a",
+        };
+        if sluice_routes {
+            sluice_side(&rif)?;
+        } else {
+            sh("ip", &["link", "set", &rif, "netns", &rns])?;
+            let mac = crate::port::fmt_mac(&side.router_mac);
+            in_ns(&rns, &["ip", "link", "set", &rif, "address", &mac])?;
+            in_ns(&rns, &["ethtool", "-K", &rif, "tx", "off"])?;
+            kernel_router_if(&rns, &rif, &side.router_v4(), &side.router_v6())?;
         }
     }
     Ok(())
@@ -202,7 +251,7 @@ pub fn down(prefix: &str) -> Result<Vec<String>, LabError> {
     check_root()?;
     let mut removed = Vec::new();
     let mut failed = None;
-    for side in SIDES {
+    for side in SIDES.iter().chain([&CHAIN]) {
         let rif = side.router_if(prefix);
         if link_exists(&rif) {
             // Deleting one end of a veth pair deletes both.
@@ -212,7 +261,7 @@ pub fn down(prefix: &str) -> Result<Vec<String>, LabError> {
             }
         }
     }
-    for ns in SIDES.iter().map(|s| s.netns(prefix)).chain([router_netns(prefix)]) {
+    for ns in SIDES.iter().map(|s| s.netns(prefix)).chain([router_netns(prefix), chain_netns(prefix)]) {
         if netns_exists(&ns) {
             match sh("ip", &["netns", "del", &ns]) {
                 Ok(()) => removed.push(ns),
@@ -230,12 +279,22 @@ pub fn down(prefix: &str) -> Result<Vec<String>, LabError> {
 /// (`afxdp` or `afpacket`). No neighbours: the hosts are found by ARP and NDP, and sluice
 /// announces itself at start (`arp_notify`, `ndisc_notify`).
 pub fn config_toml(prefix: &str, kind: &str) -> String {
+    config_toml_for(prefix, kind, Topology::Router)
+}
+
+/// [`config_toml`] for a topology: `chain` has sluice's second port on the link to the
+/// kernel router and routes b's subnet through it (a gateway resolved by ARP / NDP).
+pub fn config_toml_for(prefix: &str, kind: &str, topology: Topology) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# sluice routing the namespace lab `{prefix}`: `sluice lab up --prefix {prefix}`, then");
     let _ = writeln!(s, "# `sluice run --config THIS` (root). Made by `sluice lab config --prefix {prefix}`.");
     let _ = writeln!(s, "pipeline = \"l3fwd\"");
     let _ = writeln!(s, "\n[tunables]\n\"net.ipv4.conf.all.arp_notify\" = 1\n\"net.ipv6.conf.all.ndisc_notify\" = 1");
-    for side in SIDES {
+    let sides = match topology {
+        Topology::Chain => [SIDES[0], CHAIN],
+        _ => SIDES,
+    };
+    for side in sides {
         let _ = writeln!(s, "\n[[ports]]");
         let _ = writeln!(s, "name = \"{}\"", side.router_if(prefix));
         let _ = writeln!(s, "kind = \"{kind}\"");
@@ -243,6 +302,13 @@ pub fn config_toml(prefix: &str, kind: &str) -> String {
         let _ = writeln!(s, "mac = \"{}\"", crate::port::fmt_mac(&side.router_mac));
         let _ = writeln!(s, "ipv4 = [\"{}/24\"]", side.router_v4());
         let _ = writeln!(s, "ipv6 = [\"{}/64\"]", side.router_v6());
+    }
+    if topology == Topology::Chain {
+        let b = SIDES[1];
+        let port = CHAIN.router_if(prefix);
+        let _ = writeln!(s, "\n# Host b's subnet: through the kernel router on {port}.");
+        let _ = writeln!(s, "[[routes]]\nprefix = \"10.201.{}.0/24\"\nvia = \"{}\"\nport = \"{port}\"", b.subnet, CHAIN.host_v4());
+        let _ = writeln!(s, "\n[[routes]]\nprefix = \"2001:db8:201:{}::/64\"\nvia = \"{}\"\nport = \"{port}\"", b.subnet, CHAIN.host_v6());
     }
     s
 }

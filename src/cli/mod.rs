@@ -39,7 +39,9 @@ pub enum Command {
 pub enum LabCommand {
     /// Namespaces PREFIX-a and PREFIX-b (hosts 10.201.1.2 and 10.201.2.2), linked by veths
     /// PREFIX-ra / PREFIX-rb to this namespace, where sluice routes between them (topology
-    /// `router`), or to a namespace PREFIX-r where the kernel does (topology `kernel`).
+    /// `router`), or to a namespace PREFIX-r where the kernel does (topology `kernel`), or
+    /// a → sluice → a kernel router PREFIX-c → b (topology `chain`, sluice's ports PREFIX-ra
+    /// and PREFIX-rc).
     Up {
         #[arg(long, default_value = "sl")]
         prefix: String,
@@ -58,6 +60,9 @@ pub enum LabCommand {
         /// Port kind: afxdp or afpacket.
         #[arg(long, default_value = "afxdp")]
         kind: String,
+        /// The lab's topology (router or chain).
+        #[arg(long, default_value = "router")]
+        topology: lab::Topology,
     },
 }
 

@@ -871,9 +871,12 @@ impl Config {
             IpAddr::V4(a) => dp.workers[0].neigh.v4.get(&(port, a.octets())),
             IpAddr::V6(a) => dp.workers[0].neigh.v6.get(&(port, a.octets())),
         };
-        let mac =
-            mac.ok_or_else(|| field(format!("{what}.via"), format!("gateway {via} has no entry in `neighbours` on port `{port_name}`")))?;
-        Ok(NextHop::Gateway { port, mac: *mac })
+        // A configured gateway MAC is used as is; else ARP / NDP resolve it on the link.
+        Ok(match (mac, gw) {
+            (Some(mac), _) => NextHop::Gateway { port, mac: *mac },
+            (None, IpAddr::V4(a)) => NextHop::Via { port, gw: crate::rx::route::NeighAddr::V4(a.octets()) },
+            (None, IpAddr::V6(a)) => NextHop::Via { port, gw: crate::rx::route::NeighAddr::V6(a.octets()) },
+        })
     }
 }
 

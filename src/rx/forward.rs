@@ -221,6 +221,8 @@ pub(crate) fn forward_list<F: IpFamily>(net: &Net, w: &mut Worker, run: &mut [Sk
     }
     let fixed = match *nh {
         NextHop::Gateway { port, mac } => Some((port, mac)),
+        // A resolved gateway: one lookup for the whole run.
+        NextHop::Via { port, gw } => w.neigh.lookup(port, gw).map(|mac| (port, mac)),
         _ => None,
     };
     let mut n = 0;
@@ -595,18 +597,19 @@ pub(crate) fn send_v4(net: &Net, w: &mut Worker, p: Pkt, dst: [u8; 4]) {
     let nh = net.routes.lookup_v4(dst);
     let route = net.routes.get(nh).copied();
     match route.and_then(|n| w.neigh.resolve_v4(&n, dst)) {
-        None if matches!(route, Some(NextHop::Connected { .. })) => {
+        None if matches!(route, Some(NextHop::Connected { .. } | NextHop::Via { .. })) => {
             unresolved(net, w, &route.unwrap_or(NextHop::Blackhole), NeighAddr::V4(dst), Held::Originated(p))
         }
         out => send_resolved(net, w, p, out, unsent_reason(net, nh)),
     }
 }
 
-/// A next hop whose neighbour is unknown: an on-link destination waits for resolution;
-/// anything else (a gateway without a MAC cannot happen) is dropped.
+/// A next hop whose neighbour is unknown: the packet waits for the resolution of the
+/// on-link destination `addr` or of the route's gateway; anything else is dropped.
 fn unresolved(net: &Net, w: &mut Worker, nh: &NextHop, addr: NeighAddr, h: Held) {
     match *nh {
         NextHop::Connected { port } => neigh::hold(net, w, port, addr, h),
+        NextHop::Via { port, gw } => neigh::hold(net, w, port, gw, h),
         _ => {
             let p = match h {
                 Held::Forward(s, _) => s.pkt,
@@ -629,7 +632,7 @@ pub(crate) fn send_v6(net: &Net, w: &mut Worker, p: Pkt, dst: [u8; 16], in_port:
     let nh = net.routes.lookup_v6(dst);
     let route = net.routes.get(nh).copied();
     match route.and_then(|n| w.neigh.resolve_v6(&n, dst)) {
-        None if matches!(route, Some(NextHop::Connected { .. })) => {
+        None if matches!(route, Some(NextHop::Connected { .. } | NextHop::Via { .. })) => {
             unresolved(net, w, &route.unwrap_or(NextHop::Blackhole), NeighAddr::V6(dst), Held::Originated(p))
         }
         out => send_resolved(net, w, p, out, unsent_reason(net, nh)),
@@ -640,7 +643,7 @@ pub(crate) fn send_v6(net: &Net, w: &mut Worker, p: Pkt, dst: [u8; 16], in_port:
 /// there is no route.
 fn unsent_reason(net: &Net, nh: u32) -> DropReason {
     match net.routes.get(nh) {
-        Some(NextHop::Connected { .. }) | Some(NextHop::Gateway { .. }) => DropReason::NeighFailed,
+        Some(NextHop::Connected { .. }) | Some(NextHop::Gateway { .. }) | Some(NextHop::Via { .. }) => DropReason::NeighFailed,
         _ => DropReason::IpNoroute,
     }
 }

@@ -36,11 +36,7 @@ const AGING_PERIOD_NS: u64 = 100_000_000;
 const BROADCAST: [u8; 6] = [0xff; 6];
 const ALL_NODES: [u8; 16] = [0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum NeighAddr {
-    V4([u8; 4]),
-    V6([u8; 16]),
-}
+pub use super::route::NeighAddr;
 
 /// A packet waiting for its neighbour.
 #[derive(Debug, Clone, Copy)]
@@ -131,10 +127,7 @@ pub(crate) fn confirm(net: &Net, now_ns: u64, port: u16, addr: NeighAddr, mac: [
 }
 
 fn lookup(w: &Worker, port: u16, addr: NeighAddr) -> Option<[u8; 6]> {
-    match addr {
-        NeighAddr::V4(a) => w.neigh.v4.get(&(port, a)).copied(),
-        NeighAddr::V6(a) => w.neigh.v6.get(&(port, a)).copied(),
-    }
+    w.neigh.lookup(port, addr)
 }
 
 /// `addr` on `port` has no MAC yet: `h` waits for it (neigh_resolve_output → __neigh_event_send).
