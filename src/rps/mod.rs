@@ -89,7 +89,10 @@ fn l4_ports(d: &[u8], off: usize, proto: u8) -> Option<(u16, u16)> {
 /// round ([`send_wakeups`]).
 pub fn steer(net: &Net, w: &mut Worker, skbs: &mut Vec<Skb>) {
     let st = &net.rps;
-    if st.cpus.is_empty() || skbs.is_empty() {
+    // One poll's list comes from one receive queue: one map for all of it.
+    let Some(first) = skbs.first() else { return };
+    let map = st.map_for(first.rx_port, first.rx_queue);
+    if map.is_empty() {
         return;
     }
     let t0 = w.clock();
@@ -102,7 +105,7 @@ pub fn steer(net: &Net, w: &mut Worker, skbs: &mut Vec<Skb>) {
     w.steer_round += 1;
     for i in 0..skbs.len() {
         let hash = skb_hash(&w.bufs, &mut skbs[i]);
-        let mut target = st.cpus[reciprocal_scale(hash, st.cpus.len() as u32) as usize] as usize;
+        let mut target = map[reciprocal_scale(hash, map.len() as u32) as usize] as usize;
         if rfs {
             target = rfs_target(net, w, hash, target);
         }
