@@ -119,6 +119,10 @@ pub struct PortConfig {
     /// default on when the port has more than one queue.
     #[serde(default)]
     pub rx_hash: Option<bool>,
+    /// RPS per receive queue (sysfs `queues/rx-N/rps_cpus`): one CPU list per queue, e.g.
+    /// `["0-1", "1"]`, each overriding the `rps_cpus` tunable for its queue.
+    #[serde(default)]
+    pub rps_cpus: Option<Vec<String>>,
     /// `sim` ports: the NIC model's line rate, ring, doorbell cost, moderation, BQL.
     #[serde(default)]
     pub sim: Option<crate::port::sim::SimConfig>,
@@ -358,6 +362,27 @@ fn network_of(addr: IpAddr, len: u8, what: &str) -> Result<IpAddr, ConfigError> 
     Ok(addr)
 }
 
+/// A port's `rps_cpus`: one CPU list per receive queue (none: every queue uses the tunable).
+fn queue_rps_cpus(pc: &PortConfig, queues: u16, what: &str) -> Result<Vec<Vec<u16>>, ConfigError> {
+    let Some(lists) = &pc.rps_cpus else { return Ok(Vec::new()) };
+    if lists.len() != queues as usize {
+        return Err(field(
+            format!("{what}.rps_cpus"),
+            format!("{} CPU list(s) for {queues} receive queue(s): give one per queue", lists.len()),
+        ));
+    }
+    let present = std::thread::available_parallelism().map_or(1, |n| n.get()).min(64) as u32;
+    lists
+        .iter()
+        .enumerate()
+        .map(|(q, l)| {
+            crate::tunables::parse_cpu_list(l, present)
+                .map(|cpus| cpus.into_iter().map(|c| c as u16).collect())
+                .map_err(|e| field(format!("{what}.rps_cpus[{q}]"), format!("`{l}`: {e}")))
+        })
+        .collect()
+}
+
 fn parse_prefix(s: &str, what: &str) -> Result<(IpAddr, u8), ConfigError> {
     let (a, l) = s.split_once('/').ok_or_else(|| field(what, format!("`{s}` is not address/length")))?;
     let addr: IpAddr = a.parse().map_err(|_| field(what, format!("`{a}` is not an IP address")))?;
@@ -411,10 +436,17 @@ impl Config {
         let locked_atomics = tun.locked_atomics != 0;
         // A worker per RPS CPU and per queue of any port (queue q belongs to worker q).
         let mut workers = crate::rps::backlog::workers_for(tun.rps_cpus);
+        let mut queue_cpus = Vec::with_capacity(self.ports.len());
         for (i, pc) in self.ports.iter().enumerate() {
-            workers = workers.max(self.queues_of(pc, &format!("ports[{i}] ({})", pc.name), tun.rss_queues)? as usize);
+            let what = format!("ports[{i}] ({})", pc.name);
+            let queues = self.queues_of(pc, &what, tun.rss_queues)?;
+            let maps = queue_rps_cpus(pc, queues, &what)?;
+            let highest = maps.iter().flatten().map(|&c| c as usize + 1).max().unwrap_or(0);
+            workers = workers.max(queues as usize).max(highest);
+            queue_cpus.push(maps);
         }
         let mut dp = Datapath::with_workers(tun, self.pipeline, pool, workers);
+        dp.net.rps.queue_cpus = queue_cpus;
         if self.ports.is_empty() {
             return Err(field("ports", "at least one port is required"));
         }

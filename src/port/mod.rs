@@ -148,6 +148,11 @@ pub trait Port: Send {
     fn captured(&self) -> Option<&[Vec<u8>]> {
         None
     }
+
+    /// A closed-loop generator's transactions and latencies (`gen.request_response`).
+    fn request_response(&self) -> Option<gen::RequestResponse> {
+        None
+    }
 }
 
 /// Parses "aa:bb:cc:dd:ee:ff".
