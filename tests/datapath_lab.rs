@@ -250,7 +250,7 @@ fn cli_bad_config_names_the_field() {
         (MINIMAL.replace("\"02:00:00:00:00:01\"", "\"nope\""), "ports[0] (in0).mac"),
         (MINIMAL.replace("[\"192.0.2.1/24\"]", "[\"192.0.2.1/33\"]"), "ports[0] (in0).ipv4"),
         (format!("{MINIMAL}\n[[routes]]\nprefix = \"10.0.0.0/8\"\nport = \"nowhere\"\n"), "routes[0].port"),
-        (format!("{MINIMAL}\n[[routes]]\nprefix = \"10.0.0.0/8\"\nvia = \"192.0.2.9\"\nport = \"in0\"\n"), "routes[0].via"),
+        (format!("{MINIMAL}\n[[routes]]\nprefix = \"10.0.0.0/8\"\nvia = \"203.0.113.9\"\nport = \"in0\"\n"), "routes[0].via"),
         (format!("{MINIMAL}\n[[neighbours]]\nport = \"in0\"\nip = \"192.0.2.9\"\nmac = \"zz\"\n"), "neighbours[0].mac"),
         (MINIMAL.replace("pool_frames = 2048", "pool_frames = 2048\nbogus = 1"), "bogus"),
         (MINIMAL.replace("pool_frames = 2048", "pool_frames = 2048\n[tunables]\n\"net.core.dev_weight\" = 0"), "net.core.dev_weight"),

@@ -249,6 +249,27 @@ fn iperf3_tcp_and_udp(lab: &Lab) {
     let _ = server.wait();
 }
 
+fn rx_packets(lab: &Lab, side: &str) -> u64 {
+    let (ok, out) = lab.exec(side, &["cat", "/sys/class/net/eth0/statistics/rx_packets"]);
+    assert!(ok, "{out}");
+    out.trim().parse().unwrap()
+}
+
+/// `sluice gen` on host a sends 2000 frames to b through sluice: b receives every one.
+fn sluice_gen_traffic_arrives_at_b(lab: &Lab) {
+    let before = rx_packets(lab, "b");
+    let (ok, out) =
+        lab.exec("a", &[SLUICE, "gen", "--iface", "eth0", "--dst-mac", "02:5c:00:00:01:01", "--count", "2000", "--rate", "20000", "--json"]);
+    assert!(ok, "sluice gen: {out}");
+    let rep: serde_json::Value = serde_json::from_str(&out[out.find('{').unwrap()..]).unwrap();
+    assert_eq!(rep["sent"].as_u64(), Some(2000), "{out}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while rx_packets(lab, "b") < before + 2000 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(rx_packets(lab, "b") >= before + 2000, "b received what a generated");
+}
+
 fn routes_real_traffic(kind: &str, tag: &str) {
     if !preconditions() {
         return;
@@ -275,6 +296,7 @@ fn routes_real_traffic(kind: &str, tag: &str) {
     assert!(out.contains(&format!("From {ROUTER_A_V4}")) && out.contains("Time to live exceeded"), "TTL 1: {out}");
 
     iperf3_tcp_and_udp(&lab);
+    sluice_gen_traffic_arrives_at_b(&lab);
 
     // SIGTERM: a clean stop, the ledger balanced, nothing left attached.
     r.signal(libc::SIGTERM);

@@ -903,12 +903,33 @@ impl Config {
             IpAddr::V4(a) => dp.workers[0].neigh.v4.get(&(port, a.octets())),
             IpAddr::V6(a) => dp.workers[0].neigh.v6.get(&(port, a.octets())),
         };
-        // A configured gateway MAC is used as is; else ARP / NDP resolve it on the link.
+        // A configured gateway MAC is used as is; else ARP / NDP resolve it on the link, which
+        // must hold it (the kernel's "Nexthop has invalid gateway").
+        if mac.is_none() && !dp.net.ifaces.get(port as usize).is_some_and(|i| on_link(i, gw)) {
+            return Err(field(
+                format!("{what}.via"),
+                format!("gateway {via} is not on a subnet of port `{port_name}` and has no entry in `neighbours`"),
+            ));
+        }
         Ok(match (mac, gw) {
             (Some(mac), _) => NextHop::Gateway { port, mac: *mac },
             (None, IpAddr::V4(a)) => NextHop::Via { port, gw: crate::rx::route::NeighAddr::V4(a.octets()) },
             (None, IpAddr::V6(a)) => NextHop::Via { port, gw: crate::rx::route::NeighAddr::V6(a.octets()) },
         })
+    }
+}
+
+/// True when `a` is inside one of the interface's subnets.
+fn on_link(i: &Iface, a: IpAddr) -> bool {
+    match a {
+        IpAddr::V4(a) => i.v4.iter().any(|(p, len)| {
+            let mask = if *len == 0 { 0 } else { u32::MAX << (32 - *len as u32) };
+            u32::from_be_bytes(*p) & mask == u32::from(a) & mask
+        }),
+        IpAddr::V6(a) => i.v6.iter().any(|(p, len)| {
+            let mask = if *len == 0 { 0 } else { u128::MAX << (128 - *len as u32) };
+            u128::from_be_bytes(*p) & mask == u128::from(a) & mask
+        }),
     }
 }
 
@@ -1140,7 +1161,7 @@ mod tests {
         let mut c = lab(Pipeline::L3fwd);
         c.routes.push(RouteConfig { prefix: "10.0.0.0/8".into(), via: Some("1.2.3.4".into()), port: Some("sink0".into()), kind: None });
         let e = c.build(Tunables::default(), &pool).err().unwrap().to_string();
-        assert!(e.contains("neighbours"), "{e}");
+        assert!(e.contains("routes[") && e.contains("not on a subnet"), "{e}");
         let e = Config::from_toml("pipeline = \"l3fwd\"\nports = []\nbogus = 1\n", "x.toml").err().unwrap().to_string();
         assert!(e.contains("bogus"), "{e}");
         let mut c = lab(Pipeline::L3fwd);
