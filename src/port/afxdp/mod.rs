@@ -774,3 +774,21 @@ impl AfXdpQueue {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kernel without CONFIG_XDP_SOCKETS answers socket(AF_XDP) with EAFNOSUPPORT, a user
+    /// without the capabilities with EPERM: each becomes the error that says what to do.
+    #[test]
+    fn errno_becomes_an_error_that_says_what_to_do() {
+        let e = AfXdpError::sys("veth0", "socket(AF_XDP)", io::Error::from_raw_os_error(libc::EAFNOSUPPORT));
+        assert!(matches!(e, AfXdpError::NoAfXdp));
+        assert!(e.to_string().contains("use an `afpacket` port"), "{e}");
+        let e = AfXdpError::sys("veth0", "socket(AF_XDP)", io::Error::from_raw_os_error(libc::EPERM));
+        assert!(e.to_string().contains("needs root, or CAP_NET_ADMIN"), "{e}");
+        let e = AfXdpError::sys("veth0", "bind", io::Error::from_raw_os_error(libc::EINVAL));
+        assert!(e.to_string().starts_with("veth0: bind: "), "{e}");
+    }
+}
