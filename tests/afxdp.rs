@@ -613,3 +613,54 @@ fn one_socket_per_receive_queue() {
     assert_eq!(total, flows as usize, "every frame arrived on one of the queues: {counts:?}");
     assert!(counts.iter().all(|&c| c > 0), "{flows} flows spread over both queues, each read by its own socket: {counts:?}");
 }
+
+#[test]
+fn a_user_xdp_object_runs_in_front_of_the_sockets() {
+    let Some(_serial) = root_or_skip() else { return };
+    let v = Veth::new();
+    let pool = Pool::new(4096).unwrap();
+    let mut bufs = pool.cache();
+    let obj = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/progs/xdp_xsk_filter.o");
+    let cfg = AfXdpConfig { xdp_object: Some(obj.into()), ..copy_cfg() };
+    let mut q = afxdp::open("user", &v.a, Some(1), &cfg, &pool).unwrap_or_else(|e| panic!("{e}")).remove(0);
+    assert!(xdp_attached(&v.a));
+    let mut none = Vec::new();
+    q.rx_burst(&mut bufs, &mut none, 64);
+    bufs.free_pkts(&none);
+    // The stack's view of the interface: what the program passed.
+    let stack = Raw::open(&v.a);
+    let peer = Raw::open(&v.b);
+    let with_type = |ty: u16, seq: u32| {
+        let mut f = frame(b"SLUICE-USER", seq, 80);
+        f[12..14].copy_from_slice(&ty.to_be_bytes());
+        f
+    };
+    for i in 0..10 {
+        peer.send(&with_type(0x88b5, i)); // to the socket
+        peer.send(&with_type(0x88b6, i)); // dropped by the program
+        peer.send(&with_type(0x88b7, i)); // passed to the stack
+    }
+    let got = rx_marked(&mut q, &mut bufs, b"SLUICE-USER", 10);
+    let types: Vec<u16> = got.iter().map(|p| u16::from_be_bytes([bufs.data(*p)[12], bufs.data(*p)[13]])).collect();
+    assert_eq!(types, vec![0x88b5; 10], "only what the program redirects reaches the socket");
+    bufs.free_pkts(&got);
+    let passed = stack.recv_marked(b"SLUICE-USER", 10);
+    assert!(passed.iter().all(|f| f[12..14] == [0x88, 0xb7]), "the stack saw only the passed ethertype");
+    assert_eq!(passed.len(), 10, "XDP_PASS frames reached the stack");
+    let mut more = Vec::new();
+    q.rx_burst(&mut bufs, &mut more, 64);
+    assert!(more.iter().all(|p| !has(&bufs.to_vec(*p), b"SLUICE-USER")), "dropped frames never reach the socket");
+    bufs.free_pkts(&more);
+    drop(q);
+    assert!(!xdp_attached(&v.a), "the user program is detached with the port");
+
+    // An object without the XSKMAP says what it needs.
+    let bad = concat!(env!("CARGO_MANIFEST_DIR"), "/crates/sluice-ebpf/tests/progs/xdp_adjust.o");
+    let cfg = AfXdpConfig { xdp_object: Some(bad.into()), ..copy_cfg() };
+    match afxdp::open("user", &v.a, Some(1), &cfg, &pool) {
+        Err(e @ AfXdpError::Object { .. }) => assert!(e.to_string().contains("xsks_map"), "{e}"),
+        Err(e) => panic!("expected an object error, got: {e}"),
+        Ok(_) => panic!("an object without xsks_map was accepted"),
+    }
+    assert!(!xdp_attached(&v.a));
+}

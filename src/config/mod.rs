@@ -371,7 +371,8 @@ impl Config {
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError::File { path: p.clone(), msg: e.to_string() })?;
         let mut cfg = Self::from_toml(&text, &p)?;
         let maps_file = cfg.xdp.as_mut().and_then(|x| x.maps.as_mut());
-        for f in [cfg.routes_file.as_mut(), maps_file].into_iter().flatten() {
+        let objects = cfg.ports.iter_mut().filter_map(|p| p.afxdp.as_mut().and_then(|a| a.xdp_object.as_mut()));
+        for f in [cfg.routes_file.as_mut(), maps_file].into_iter().flatten().chain(objects) {
             if let (true, Some(dir)) = (f.is_relative(), path.parent()) {
                 *f = dir.join(&*f);
             }

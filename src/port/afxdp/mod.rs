@@ -17,6 +17,7 @@
 //! doorbell may take several calls; each call is counted in `PortStats::doorbells`.
 
 pub mod bpf;
+pub mod object;
 pub mod sys;
 
 use super::{Port, PortStats};
@@ -25,6 +26,7 @@ use crate::buf::{BufCache, BufId, Pkt, Pool, FRAME_SIZE, HEADROOM};
 use serde::{Deserialize, Serialize};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -64,11 +66,23 @@ pub struct AfXdpConfig {
     pub ring_size: u32,
     /// Frames each socket keeps in its fill ring (at most `ring_size`).
     pub fill_frames: u32,
+    /// A user XDP object (ELF) to put in the kernel in front of the sockets instead of the
+    /// built-in redirect program; its XSKMAP `xsks_map` gets the sockets.
+    pub xdp_object: Option<PathBuf>,
+    /// The object's program (function or section name; default its first XDP program).
+    pub xdp_section: Option<String>,
 }
 
 impl Default for AfXdpConfig {
     fn default() -> Self {
-        AfXdpConfig { xdp_mode: BindMode::Auto, attach: AttachMode::Auto, ring_size: 2048, fill_frames: 1024 }
+        AfXdpConfig {
+            xdp_mode: BindMode::Auto,
+            attach: AttachMode::Auto,
+            ring_size: 2048,
+            fill_frames: 1024,
+            xdp_object: None,
+            xdp_section: None,
+        }
     }
 }
 
@@ -80,6 +94,9 @@ impl AfXdpConfig {
         }
         if self.fill_frames == 0 || self.fill_frames > self.ring_size {
             return Err(("fill_frames", format!("{}: between 1 and ring_size ({})", self.fill_frames, self.ring_size)));
+        }
+        if self.xdp_section.is_some() && self.xdp_object.is_none() {
+            return Err(("xdp_section", "names a program of `xdp_object`, which is not set".into()));
         }
         Ok(())
     }
@@ -109,6 +126,8 @@ pub enum AfXdpError {
     QueueBusy { iface: String, queue: u32 },
     #[error("{iface} has {have} receive queue(s), {want} asked (`ethtool -L {iface} combined N` adds queues)")]
     Queues { iface: String, have: u32, want: u32 },
+    #[error("{iface}: XDP object {}: {msg}", path.display())]
+    Object { iface: String, path: PathBuf, msg: String },
     #[error("{iface}: the kernel refused the XDP redirect program ({source}): {log}")]
     Program { iface: String, source: io::Error, log: String },
     #[error("{iface}: {what}: {source}")]
@@ -168,7 +187,7 @@ pub fn iface_info(name: &str) -> Result<IfaceInfo, AfXdpError> {
 struct IfaceXdp {
     _link: OwnedFd,
     _prog: OwnedFd,
-    _map: OwnedFd,
+    _maps: Vec<OwnedFd>,
 }
 
 /// One AF_XDP socket with the frames it lent to the kernel (in its fill ring, or sent and
@@ -280,11 +299,28 @@ pub fn open(name: &str, iface: &str, queues: Option<u32>, cfg: &AfXdpConfig, poo
     if want == 0 || want > info.rx_queues {
         return Err(AfXdpError::Queues { iface: iface.to_string(), have: info.rx_queues, want });
     }
-    let map = bpf::create_xskmap(info.rx_queues).map_err(|e| AfXdpError::sys(iface, "creating the XSKMAP", e))?;
-    let prog = bpf::load_redirect_program(&map).map_err(|(e, log)| match e.raw_os_error() {
-        Some(libc::EPERM) | Some(libc::EACCES) => AfXdpError::Privileges { iface: iface.to_string(), what: "loading the XDP program" },
-        _ => AfXdpError::Program { iface: iface.to_string(), source: e, log },
-    })?;
+    // The program in front of the sockets and its maps; `maps[xsks]` is the XSKMAP.
+    let (prog, maps, xsks) = match &cfg.xdp_object {
+        None => {
+            let map = bpf::create_xskmap(info.rx_queues).map_err(|e| AfXdpError::sys(iface, "creating the XSKMAP", e))?;
+            let prog = bpf::load_redirect_program(&map).map_err(|(e, log)| match e.raw_os_error() {
+                Some(libc::EPERM) | Some(libc::EACCES) => {
+                    AfXdpError::Privileges { iface: iface.to_string(), what: "loading the XDP program" }
+                }
+                _ => AfXdpError::Program { iface: iface.to_string(), source: e, log },
+            })?;
+            (prog, vec![map], 0)
+        }
+        Some(path) => {
+            let u = object::load(path, cfg.xdp_section.as_deref()).map_err(|msg| AfXdpError::Object {
+                iface: iface.to_string(),
+                path: path.clone(),
+                msg,
+            })?;
+            (u.prog, u.maps, u.xsks)
+        }
+    };
+    let map = &maps[xsks];
     // Attached first: an interface that already has a program says so before any socket
     // is bound, and frames pass to the stack (XDP_PASS) until their queue's socket is in.
     let flags = match cfg.attach {
@@ -303,11 +339,11 @@ pub fn open(name: &str, iface: &str, queues: Option<u32>, cfg: &AfXdpConfig, poo
         umems.retain(|(_, w)| w.strong_count() > 0);
         for q in 0..want {
             let s = open_socket(iface, info.ifindex, q, cfg, pool, &mut umems)?;
-            bpf::xskmap_set(&map, q, s.0.raw()).map_err(|e| AfXdpError::sys(iface, "adding the socket to the XSKMAP", e))?;
+            bpf::xskmap_set(map, q, s.0.raw()).map_err(|e| AfXdpError::sys(iface, "adding the socket to the XSKMAP", e))?;
             socks.push(s);
         }
     }
-    let xdp = Arc::new(IfaceXdp { _link: link, _prog: prog, _map: map });
+    let xdp = Arc::new(IfaceXdp { _link: link, _prog: prog, _maps: maps });
     Ok(socks
         .into_iter()
         .enumerate()
