@@ -664,3 +664,47 @@ fn a_user_xdp_object_runs_in_front_of_the_sockets() {
     }
     assert!(!xdp_attached(&v.a));
 }
+
+/// A network namespace, deleted on drop.
+struct Netns(String);
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
+    }
+}
+
+/// A kernel stack behind a veth fills in L4 checksums late (CHECKSUM_PARTIAL: the frame
+/// holds only the pseudo-header sum), and an XDP frame carries no word of it: a sender
+/// routed through an afxdp port needs tx checksum offload off on its veth. With it off, the
+/// datagram arrives with its full checksum.
+#[test]
+fn a_kernel_sender_with_tx_checksum_offload_off_sends_full_checksums() {
+    let Some(_serial) = root_or_skip() else { return };
+    let v = Veth::new();
+    let ns = Netns(format!("sxns{}", std::process::id()));
+    ip(&["netns", "add", &ns.0]);
+    ip(&["link", "set", "dev", &v.b, "netns", &ns.0]);
+    let mac = sluice::port::fmt_mac(&afxdp::iface_info(&v.a).unwrap().mac);
+    ip(&["-n", &ns.0, "link", "set", "dev", &v.b, "up"]);
+    ip(&["-n", &ns.0, "addr", "add", "10.99.0.2/24", "dev", &v.b]);
+    ip(&["-n", &ns.0, "neigh", "add", "10.99.0.1", "lladdr", &mac, "dev", &v.b]);
+    let off = Command::new("ip").args(["netns", "exec", &ns.0, "ethtool", "-K", &v.b, "tx", "off"]).status().expect("ethtool");
+    assert!(off.success(), "ethtool -K {} tx off", v.b);
+    let pool = Pool::new(4096).unwrap();
+    let mut bufs = pool.cache();
+    let mut q = open1(&v.a, &pool);
+    let mut none = Vec::new();
+    q.rx_burst(&mut bufs, &mut none, 64);
+    bufs.free_pkts(&none);
+    let send = "import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'SLUICE-CSUM' * 3, ('10.99.0.1', 9))";
+    let st = Command::new("ip").args(["netns", "exec", &ns.0, "python3", "-c", send]).status().expect("python3");
+    assert!(st.success());
+    let got = rx_marked(&mut q, &mut bufs, b"SLUICE-CSUM", 1);
+    assert_eq!(got.len(), 1, "the datagram arrived");
+    let f = bufs.to_vec(got[0]);
+    let eth = sluice::wire::EthernetFrame::new_checked(&f[..]).unwrap();
+    let ip4 = sluice::wire::Ipv4Packet::new_checked(eth.payload()).unwrap();
+    let udp = sluice::wire::UdpPacket::new_checked(ip4.payload()).unwrap();
+    assert!(udp.verify_checksum_v4(&ip4.src_addr(), &ip4.dst_addr()), "the UDP checksum is complete");
+}
