@@ -261,6 +261,8 @@ pub struct AfXdpStats {
     pub tx_frags_refused: u64,
     /// Frames moved into the fill ring.
     pub fill_posted: u64,
+    /// Top-ups of the fill ring that found the pool empty.
+    pub fill_nobuf: u64,
     /// Frames the kernel gave back on the completion ring.
     pub tx_completed: u64,
     /// What the kernel counted on this socket (XDP_STATISTICS).
@@ -559,7 +561,7 @@ impl AfXdpQueue {
             self.fill_lent += n;
             self.xstats.fill_posted += n as u64;
         } else if room > 0 {
-            self.stats.rx_nobuf += 1;
+            self.xstats.fill_nobuf += 1;
         }
         if self.fill.needs_wakeup() {
             sys::kick_rx(self.sock.raw());
