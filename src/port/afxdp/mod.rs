@@ -724,7 +724,8 @@ impl Port for AfXdpQueue {
         }
         self.stats.tx_packets += sent as u64;
         self.stats.tx_bytes += bytes;
-        if !more || sent < pkts.len() {
+        // The doorbell: at the end of the bursts, or when the ring refused part of this one.
+        if (!more || sent < pkts.len()) && (used > 0 || self.tx.prod_pending() > 0) {
             self.doorbell(bufs);
         }
         sent
