@@ -692,3 +692,84 @@ fn a_kernel_sender_with_tx_checksum_offload_off_sends_full_checksums() {
     let udp = sluice::wire::UdpPacket::new_checked(ip4.payload()).unwrap();
     assert!(udp.verify_checksum_v4(&ip4.src_addr(), &ip4.dst_addr()), "the UDP checksum is complete");
 }
+
+/// Sluice's own XDP stage runs on the frames an afxdp port receives: `builtin:tx`
+/// (XDP_TX with the MACs swapped) sends each one back out of the port it came in on.
+#[test]
+fn sluice_xdp_runs_on_received_frames_and_xdp_tx_goes_back_out() {
+    let Some(_serial) = root_or_skip() else { return };
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    let v = Veth::new();
+    let toml = format!(
+        "pipeline = \"l3fwd\"\n[[ports]]\nname = \"p\"\nkind = \"afxdp\"\niface = \"{}\"\n[ports.afxdp]\nxdp_mode = \"copy\"\n[xdp]\nprogram = \"builtin:tx\"\n",
+        v.a
+    );
+    let cfg = sluice::config::Config::from_toml(&toml, "test").unwrap();
+    let pool = Pool::new(cfg.pool_frames).unwrap();
+    let mut dp = cfg.build(cfg.tunables(&[]).unwrap(), &pool).unwrap_or_else(|e| panic!("{e}"));
+    let mac = afxdp::iface_info(&v.a).unwrap().mac;
+    let n = 50;
+    let sent: Vec<Vec<u8>> = (0..n)
+        .map(|i| {
+            let mut f = frame(b"SLUICE-XDPTX", i, 90);
+            f[..6].copy_from_slice(&mac);
+            f
+        })
+        .collect();
+    let peer = Raw::open(&v.b);
+    let listen = Raw::open(&v.b);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (to_send, stop2) = (sent.clone(), stop.clone());
+    let sender = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        for f in &to_send {
+            peer.send(f);
+        }
+    });
+    let receiver = std::thread::spawn(move || {
+        let got = listen.recv_marked(b"SLUICE-XDPTX", n as usize);
+        stop2.store(true, Ordering::Release);
+        got
+    });
+    let limit = sluice::napi::RunLimit { duration: Some(Duration::from_secs(20)), stop: Some(stop), ..Default::default() };
+    dp.run(limit, Duration::from_secs(1), |_, _| {});
+    sender.join().unwrap();
+    let got = receiver.join().unwrap();
+    let want: Vec<Vec<u8>> = sent
+        .iter()
+        .map(|f| {
+            let mut w = f.clone();
+            w[..6].copy_from_slice(&f[6..12]);
+            w[6..12].copy_from_slice(&f[..6]);
+            w
+        })
+        .collect();
+    assert_frames(&got, &want, "every frame came back with its MACs swapped");
+    dp.conservation().unwrap();
+}
+
+#[test]
+fn generic_attach_mode_works_too() {
+    let Some(_serial) = root_or_skip() else { return };
+    let v = Veth::new();
+    let pool = Pool::new(4096).unwrap();
+    let mut bufs = pool.cache();
+    let cfg = AfXdpConfig { attach: afxdp::AttachMode::Generic, ..copy_cfg() };
+    let mut q = afxdp::open("g", &v.a, Some(1), &cfg, &pool).unwrap().remove(0);
+    assert!(ip(&["link", "show", "dev", &v.a]).contains("xdpgeneric"), "attached in generic (skb) mode");
+    let mut none = Vec::new();
+    q.rx_burst(&mut bufs, &mut none, 64);
+    bufs.free_pkts(&none);
+    let peer = Raw::open(&v.b);
+    let sent: Vec<Vec<u8>> = (0..10).map(|i| frame(b"SLUICE-GEN", i, 200)).collect();
+    for f in &sent {
+        peer.send(f);
+    }
+    let got = rx_marked(&mut q, &mut bufs, b"SLUICE-GEN", sent.len());
+    let bytes: Vec<Vec<u8>> = got.iter().map(|p| bufs.to_vec(*p)).collect();
+    assert_frames(&bytes, &sent, "received in generic mode");
+    bufs.free_pkts(&got);
+    drop(q);
+    assert!(!xdp_attached(&v.a));
+}
