@@ -753,8 +753,11 @@ impl Port for AfXdpQueue {
         std::mem::take(&mut self.rx_dropped)
     }
 
+    /// The queue's counters; `rx_nobuf` is the kernel's count of frames it had no fill
+    /// buffer for (XDP_STATISTICS, read now: reports call this, the fast path never does).
     fn stats(&self) -> PortStats {
-        self.stats
+        let kernel: XdpStatistics = sys::getsockopt(self.sock.raw(), sys::XDP_STATISTICS).unwrap_or_default();
+        PortStats { rx_nobuf: kernel.rx_fill_ring_empty_descs, ..self.stats }
     }
 }
 
