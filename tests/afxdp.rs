@@ -773,3 +773,66 @@ fn generic_attach_mode_works_too() {
     drop(q);
     assert!(!xdp_attached(&v.a));
 }
+
+/// A measurement, not a check (ignored; run it by hand as root):
+/// `cargo test --release --test afxdp forwarding_rate -- --ignored --nocapture`.
+/// examples/afxdp-io.toml on two veth pairs for 4 s while a thread floods 60-byte frames
+/// into the left pair with AF_PACKET `sendmmsg` (PACKET_QDISC_BYPASS); prints what was
+/// sent, forwarded, and the doorbells.
+#[test]
+#[ignore]
+fn forwarding_rate() {
+    let Some(_serial) = root_or_skip() else { return };
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    let (v1, v2) = (Veth::new(), Veth::new());
+    let cfg = sluice::config::Config::from_toml(&two_port_io_config(&v1.a, &v2.a), "bench").unwrap();
+    let pool = Pool::new(cfg.pool_frames).unwrap();
+    let mut dp = cfg.build(cfg.tunables(&[]).unwrap(), &pool).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (stop2, b1) = (stop.clone(), v1.b.clone());
+    let flood = std::thread::spawn(move || {
+        let raw = Raw::open(&b1);
+        let one: i32 = 1;
+        // SAFETY: an int option of the size passed (PACKET_QDISC_BYPASS = 20).
+        unsafe { libc::setsockopt(raw.fd, libc::SOL_PACKET, 20, &one as *const i32 as *const libc::c_void, 4) };
+        let mut f = frame(b"SLUICE-RATE", 0, 60);
+        let mut iov: Vec<libc::iovec> =
+            (0..64).map(|_| libc::iovec { iov_base: f.as_mut_ptr() as *mut libc::c_void, iov_len: f.len() }).collect();
+        let mut msgs: Vec<libc::mmsghdr> = iov
+            .iter_mut()
+            .map(|v| {
+                // SAFETY: a zeroed mmsghdr is valid; the iovec outlives the calls.
+                let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
+                m.msg_hdr.msg_iov = v;
+                m.msg_hdr.msg_iovlen = 1;
+                m
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        let mut sent = 0u64;
+        while !stop2.load(Ordering::Relaxed) {
+            // SAFETY: 64 initialised headers pointing at live iovecs.
+            let r = unsafe { libc::sendmmsg(raw.fd, msgs.as_mut_ptr(), 64, 0) };
+            sent += r.max(0) as u64;
+        }
+        sent
+    });
+    let t0 = Instant::now();
+    dp.run(sluice::napi::RunLimit { duration: Some(Duration::from_secs(4)), ..Default::default() }, Duration::from_secs(1), |_, _| {});
+    let secs = t0.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    let sent = flood.join().unwrap();
+    let (l, r) = (dp.port_stats(0), dp.port_stats(1));
+    println!(
+        "sent {sent} ({:.0}/s); left rx {} ({:.0}/s, kernel had no fill buffer for {}); right tx {} ({:.0}/s), {} doorbells ({:.1} packets each)",
+        sent as f64 / secs,
+        l.rx_packets,
+        l.rx_packets as f64 / secs,
+        l.rx_nobuf,
+        r.tx_packets,
+        r.tx_packets as f64 / secs,
+        r.doorbells,
+        r.tx_packets as f64 / r.doorbells.max(1) as f64
+    );
+}

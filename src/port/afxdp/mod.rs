@@ -64,7 +64,9 @@ pub struct AfXdpConfig {
     pub attach: AttachMode,
     /// Entries of each of the four rings (a power of two).
     pub ring_size: u32,
-    /// Frames each socket keeps in its fill ring (at most `ring_size`).
+    /// Frames each socket keeps lent to the kernel for receiving (in the fill ring, the rx
+    /// ring or the kernel's hands; at most `ring_size`). What absorbs the time the worker
+    /// is not polling: the kernel drops what finds the fill ring empty.
     pub fill_frames: u32,
     /// A user XDP object (ELF) to put in the kernel in front of the sockets instead of the
     /// built-in redirect program; its XSKMAP `xsks_map` gets the sockets.
@@ -79,7 +81,7 @@ impl Default for AfXdpConfig {
             xdp_mode: BindMode::Auto,
             attach: AttachMode::Auto,
             ring_size: 2048,
-            fill_frames: 1024,
+            fill_frames: 2048,
             xdp_object: None,
             xdp_section: None,
         }
