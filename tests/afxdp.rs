@@ -836,3 +836,32 @@ fn forwarding_rate() {
         r.tx_packets as f64 / r.doorbells.max(1) as f64
     );
 }
+
+/// Without privileges (`sluice run` as nobody, no capabilities) the error names what is
+/// missing, and nothing is attached.
+#[test]
+fn missing_privileges_are_named() {
+    let Some(_serial) = root_or_skip() else { return };
+    let (v1, v2) = (Veth::new(), Veth::new());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("afxdp.toml");
+    std::fs::write(&path, two_port_io_config(&v1.a, &v2.a)).unwrap();
+    // The unprivileged user must be able to read the config.
+    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    // A copy of the binary it can reach (the checkout may sit in a directory it cannot).
+    let bin = dir.path().join("sluice");
+    std::fs::copy(env!("CARGO_BIN_EXE_sluice"), &bin).unwrap();
+    std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+        .arg(&bin)
+        .args(["run", "--seconds", "1", "--config"])
+        .arg(&path)
+        .output()
+        .expect("setpriv (util-linux)");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "an unprivileged run must fail");
+    assert!(err.contains("permission denied") && err.contains("CAP_NET_ADMIN") && err.contains(&v1.a), "{err}");
+    assert!(!xdp_attached(&v1.a) && !xdp_attached(&v2.a));
+}

@@ -818,3 +818,34 @@ impl AfXdpQueue {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_say_what_to_do() {
+        let e = |n| AfXdpError::sys("eth9", "creating the AF_XDP socket", io::Error::from_raw_os_error(n));
+        assert!(matches!(e(libc::EPERM), AfXdpError::Privileges { .. }));
+        assert!(e(libc::EACCES).to_string().contains("CAP_NET_ADMIN + CAP_NET_RAW + CAP_BPF"));
+        assert!(matches!(e(libc::EAFNOSUPPORT), AfXdpError::NoAfXdp));
+        assert!(e(libc::EAFNOSUPPORT).to_string().contains("afpacket"));
+        let other = e(libc::EINVAL).to_string();
+        assert!(other.starts_with("eth9: creating the AF_XDP socket: "), "{other}");
+        let busy = AfXdpError::XdpBusy { iface: "eth9".into(), source: io::Error::from_raw_os_error(libc::EBUSY) }.to_string();
+        assert!(busy.contains("ip link set dev eth9 xdp off") && busy.contains("xdp-loader status eth9"), "{busy}");
+        assert!(matches!(iface_info("no/such"), Err(AfXdpError::NoSuchInterface(_))));
+        assert!(matches!(iface_info(""), Err(AfXdpError::NoSuchInterface(_))));
+    }
+
+    #[test]
+    fn config_sizes_are_checked() {
+        let ok = AfXdpConfig::default();
+        assert!(ok.validate().is_ok());
+        assert_eq!(AfXdpConfig { ring_size: 100, ..ok.clone() }.validate().unwrap_err().0, "ring_size");
+        assert_eq!(AfXdpConfig { ring_size: 1 << 16, ..ok.clone() }.validate().unwrap_err().0, "ring_size");
+        assert_eq!(AfXdpConfig { fill_frames: 0, ..ok.clone() }.validate().unwrap_err().0, "fill_frames");
+        assert_eq!(AfXdpConfig { fill_frames: 4096, ..ok.clone() }.validate().unwrap_err().0, "fill_frames");
+        assert_eq!(AfXdpConfig { xdp_section: Some("xdp".into()), ..ok }.validate().unwrap_err().0, "xdp_section");
+    }
+}
