@@ -100,9 +100,13 @@ impl Raw {
     /// Frames that arrived on the interface (not those it sent) carrying `marker`, until
     /// `n` are in or 5 s passed.
     fn recv_marked(&self, marker: &[u8], n: usize) -> Vec<Vec<u8>> {
+        self.recv_marked_within(marker, n, Duration::from_secs(5))
+    }
+
+    fn recv_marked_within(&self, marker: &[u8], n: usize, wait: Duration) -> Vec<Vec<u8>> {
         let mut got = Vec::new();
         let mut buf = vec![0u8; 16384];
-        let end = Instant::now() + Duration::from_secs(5);
+        let end = Instant::now() + wait;
         while got.len() < n && Instant::now() < end {
             // SAFETY: zeroed sockaddr_ll the kernel fills.
             let mut sa: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
@@ -147,6 +151,20 @@ fn assert_frames(got: &[Vec<u8>], want: &[Vec<u8>], what: &str) {
         }
     }
     assert_eq!(got.len(), want.len(), "{what}: frame count");
+}
+
+/// Sends probe frames from `src` until one arrives at `dst` (at most 20 s): the datapath is
+/// polling and forwarding, so what is sent next is not lost to a fill ring not yet stocked.
+/// `probe` is a frame carrying the marker `SLUICE-PROBE`.
+fn wait_until_forwarding(src: &Raw, dst: &Raw, probe: &[u8]) {
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        src.send(probe);
+        if !dst.recv_marked_within(b"SLUICE-PROBE", 1, Duration::from_millis(50)).is_empty() {
+            return;
+        }
+        assert!(Instant::now() < end, "the datapath never forwarded a probe");
+    }
 }
 
 fn has(hay: &[u8], needle: &[u8]) -> bool {
@@ -388,13 +406,13 @@ fn a_config_of_two_afxdp_ports_forwards_through_the_datapath() {
 
     let n = 200;
     let sent: Vec<Vec<u8>> = (0..n).map(|i| frame(b"SLUICE-DP", i, 64 + (i as usize * 13) % 1400)).collect();
-    let (src, dst) = (Raw::open(&v1.b), Raw::open(&v2.b));
+    let (src, dst, probe_dst) = (Raw::open(&v1.b), Raw::open(&v2.b), Raw::open(&v2.b));
     let stop = Arc::new(AtomicBool::new(false));
     let to_send = sent.clone();
     let sender = std::thread::spawn(move || {
         // The datapath stocks its fill rings on its first poll; frames before it would be
-        // dropped by the kernel (no buffer), so give it a moment.
-        std::thread::sleep(Duration::from_millis(200));
+        // dropped by the kernel (no buffer).
+        wait_until_forwarding(&src, &probe_dst, &frame(b"SLUICE-PROBE", 0, 60));
         for f in &to_send {
             src.send(f);
         }
@@ -717,12 +735,13 @@ fn sluice_xdp_runs_on_received_frames_and_xdp_tx_goes_back_out() {
             f
         })
         .collect();
-    let peer = Raw::open(&v.b);
-    let listen = Raw::open(&v.b);
+    let (peer, listen, probe_back) = (Raw::open(&v.b), Raw::open(&v.b), Raw::open(&v.b));
     let stop = Arc::new(AtomicBool::new(false));
     let (to_send, stop2) = (sent.clone(), stop.clone());
+    let mut probe = frame(b"SLUICE-PROBE", 0, 60);
+    probe[..6].copy_from_slice(&mac);
     let sender = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(200));
+        wait_until_forwarding(&peer, &probe_back, &probe);
         for f in &to_send {
             peer.send(f);
         }
