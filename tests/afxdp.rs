@@ -532,6 +532,11 @@ fn jumbo_frames_go_whole_as_multi_buffer_chains() {
     let in_use = bufs.in_use();
     q.flush_held(&mut bufs);
     assert_eq!(in_use - bufs.in_use(), nframes, "every frame of every chain completed and went back");
+    // A chain longer than the kernel takes (17 buffers) is refused whole, never cut.
+    let huge = bufs.alloc_copy(&frame(b"SLUICE-HUGE", 0, 40_000)).unwrap();
+    assert_eq!(q.tx_burst(&mut bufs, &[huge], false), 0, "refused: the caller drops it (tx_error)");
+    assert_eq!(q.xsk_stats().tx_frags_refused, 1);
+    bufs.free(huge);
 }
 
 /// An IPv4/UDP frame of flow `port` (the kernel hashes the flow to pick a queue).

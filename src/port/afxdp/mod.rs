@@ -259,7 +259,8 @@ pub struct AfXdpStats {
     pub tx_kicks_skipped: u64,
     /// `recvfrom` calls because the fill ring asked for a wakeup.
     pub rx_wakeups: u64,
-    /// Chained packets refused because the socket is not multi-buffer (XDP_USE_SG).
+    /// Chained packets refused: the socket is not multi-buffer (XDP_USE_SG), or the chain
+    /// has more than 17 buffers.
     pub tx_frags_refused: u64,
     /// Frames moved into the fill ring.
     pub fill_posted: u64,
@@ -371,6 +372,10 @@ pub fn open(name: &str, iface: &str, queues: Option<u32>, cfg: &AfXdpConfig, poo
         })
         .collect())
 }
+
+/// Most descriptors one multi-buffer packet may take (the kernel's MAX_SKB_FRAGS in copy
+/// mode; a longer chain is refused at `tx_burst`).
+const MAX_TX_DESCS: u32 = 17;
 
 /// How many times a bind that found the queue busy is tried (a socket closed a moment ago
 /// releases its queue in a deferred work).
@@ -637,6 +642,11 @@ impl AfXdpQueue {
             return None;
         }
         let nfrags = bufs.frags(*p).count() as u32;
+        if nfrags + 1 > MAX_TX_DESCS {
+            // The kernel would refuse it as invalid (EOVERFLOW) and never complete it.
+            self.xstats.tx_frags_refused += 1;
+            return None;
+        }
         if nfrags + 1 > room {
             return None;
         }
