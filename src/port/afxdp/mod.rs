@@ -626,7 +626,9 @@ impl AfXdpQueue {
     /// None (nothing written) when it does not fit in `room` slots or cannot be sent whole.
     fn put_pkt(&mut self, bufs: &BufCache, p: &Pkt, at: u32, room: u32) -> Option<u32> {
         let head = |p: &Pkt, options| XdpDesc { addr: p.buf.0 as u64 * FRAME_SIZE as u64 + p.off as u64, len: p.len as u32, options };
-        if p.off as usize + p.len as usize > FRAME_SIZE || p.buf.0 >= self.frames {
+        // What the kernel would find invalid (and then never complete): an empty or
+        // out-of-frame descriptor.
+        if p.len == 0 || p.off as usize + p.len as usize > FRAME_SIZE || p.buf.0 >= self.frames {
             return None;
         }
         if !p.is_chained() {
@@ -645,6 +647,9 @@ impl AfXdpQueue {
         if nfrags + 1 > MAX_TX_DESCS {
             // The kernel would refuse it as invalid (EOVERFLOW) and never complete it.
             self.xstats.tx_frags_refused += 1;
+            return None;
+        }
+        if bufs.frags(*p).any(|(id, m)| m.len == 0 || m.off as usize + m.len as usize > FRAME_SIZE || id.0 >= self.frames) {
             return None;
         }
         if nfrags + 1 > room {
