@@ -404,7 +404,8 @@ impl Config {
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError::File { path: p.clone(), msg: e.to_string() })?;
         let mut cfg = Self::from_toml(&text, &p)?;
         let maps_file = cfg.xdp.as_mut().and_then(|x| x.maps.as_mut());
-        for f in [cfg.routes_file.as_mut(), maps_file].into_iter().flatten() {
+        let objects = cfg.ports.iter_mut().filter_map(|p| p.afxdp.as_mut().and_then(|a| a.xdp_object.as_mut()));
+        for f in [cfg.routes_file.as_mut(), maps_file].into_iter().flatten().chain(objects) {
             if let (true, Some(dir)) = (f.is_relative(), path.parent()) {
                 *f = dir.join(&*f);
             }
@@ -1040,6 +1041,33 @@ mod tests {
             let dp = c.build(t, &pool).unwrap();
             assert_eq!(dp.ports().count(), 2);
         }
+    }
+
+    /// Builds a one-port config (`port` is the port's TOML body) and returns the error text.
+    fn build_error(port: &str) -> String {
+        let text = format!("pipeline = \"l3fwd\"\n[[ports]]\nname = \"p0\"\n{port}\n");
+        let c = Config::from_toml(&text, "t").unwrap();
+        let pool = Pool::new(64).unwrap();
+        match c.build(c.tunables(&[]).unwrap(), &pool) {
+            Ok(_) => panic!("built: {port}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn afxdp_ports_are_checked_before_anything_is_opened() {
+        let e = build_error("kind = \"afxdp\"\niface = \"sxnosuchif9\"");
+        assert!(e.contains("ports[0] (p0).iface") && e.contains("no network interface named `sxnosuchif9`"), "{e}");
+        let e = build_error("kind = \"afxdp\"\niface = \"lo\"\n[ports.afxdp]\nring_size = 1000");
+        assert!(e.contains("ports[0] (p0).afxdp.ring_size") && e.contains("power of two"), "{e}");
+        let e = build_error("kind = \"afxdp\"\niface = \"lo\"\n[ports.afxdp]\nfill_frames = 4096");
+        assert!(e.contains("afxdp.fill_frames"), "{e}");
+        let e = build_error("kind = \"null\"\nmac = \"02:00:00:00:00:01\"\n[ports.afxdp]\nxdp_mode = \"copy\"");
+        assert!(e.contains("ports[0] (p0).afxdp") && e.contains("never be used"), "{e}");
+        let e = build_error("kind = \"null\"");
+        assert!(e.contains("ports[0] (p0).mac") && e.contains("needs a `mac`"), "{e}");
+        let e = build_error("kind = \"afxdp\"\niface = \"lo\"\nrss_queues = 4");
+        assert!(e.contains("lo has 1 receive queue(s), 4 asked"), "{e}");
     }
 
     #[test]

@@ -114,48 +114,66 @@ fn owned(fd: libc::c_long) -> OwnedFd {
     unsafe { OwnedFd::from_raw_fd(fd as RawFd) }
 }
 
-/// An XSKMAP of `entries` slots (key: rx queue index, value: socket fd).
-pub fn create_xskmap(entries: u32) -> io::Result<OwnedFd> {
+/// A map in the kernel.
+pub fn create_map(map_type: u32, key_size: u32, value_size: u32, max_entries: u32, flags: u32, name: &str) -> io::Result<OwnedFd> {
     let mut a = Attr::new();
-    a.u32(0, BPF_MAP_TYPE_XSKMAP).u32(4, 4).u32(8, 4).u32(12, entries.max(1)).name(28, "sluice_xsks");
+    a.u32(0, map_type).u32(4, key_size).u32(8, value_size).u32(12, max_entries).u32(16, flags).name(28, name);
     bpf(BPF_MAP_CREATE, &mut a).map(owned)
 }
 
-/// Puts socket `sock` at `queue` in the XSKMAP.
-pub fn xskmap_set(map: &OwnedFd, queue: u32, sock: RawFd) -> io::Result<()> {
-    let key = queue;
-    let value = sock as u32;
+/// Sets `key` to `value` in map `map` (their sizes are the map's).
+pub fn map_update(map: &OwnedFd, key: &[u8], value: &[u8]) -> io::Result<()> {
     let mut a = Attr::new();
-    a.u32(0, map.as_raw_fd() as u32).u64(8, &key as *const u32 as u64).u64(16, &value as *const u32 as u64).u64(24, 0);
+    a.u32(0, map.as_raw_fd() as u32).u64(8, key.as_ptr() as u64).u64(16, value.as_ptr() as u64).u64(24, 0);
     bpf(BPF_MAP_UPDATE_ELEM, &mut a).map(|_| ())
+}
+
+/// An XSKMAP of `entries` slots (key: rx queue index, value: socket fd).
+pub fn create_xskmap(entries: u32) -> io::Result<OwnedFd> {
+    create_map(BPF_MAP_TYPE_XSKMAP, 4, 4, entries.max(1), 0, "sluice_xsks")
+}
+
+/// Puts socket `sock` at `queue` in an XSKMAP.
+pub fn xskmap_set(map: &OwnedFd, queue: u32, sock: RawFd) -> io::Result<()> {
+    map_update(map, &queue.to_ne_bytes(), &(sock as u32).to_ne_bytes())
 }
 
 /// Loads the redirect program; on a refusal the error carries the verifier's log.
 pub fn load_redirect_program(map: &OwnedFd) -> Result<OwnedFd, (io::Error, String)> {
-    let prog = redirect_program(map.as_raw_fd());
-    let license = b"Dual MIT/GPL\0";
-    let mut log = vec![0u8; 4096];
+    // It reads no packet data, so it is frags-aware.
+    load_xdp(&redirect_program(map.as_raw_fd()), "Dual MIT/GPL", "sluice_xsk", true)
+}
+
+/// Loads XDP program `insns` (map references already fds); on a refusal the error carries
+/// the verifier's log. `frags`: the program handles multi-buffer frames (tried without
+/// the flag on kernels before 5.18).
+pub fn load_xdp(insns: &[Insn], license: &str, name: &str, frags: bool) -> Result<OwnedFd, (io::Error, String)> {
+    let license = std::ffi::CString::new(license.trim_end_matches('\0')).unwrap_or_default();
+    let mut log = vec![0u8; 1 << 16];
     let mut a = Attr::new();
     a.u32(0, BPF_PROG_TYPE_XDP)
-        .u32(4, prog.len() as u32)
-        .u64(8, prog.as_ptr() as u64)
+        .u32(4, insns.len() as u32)
+        .u64(8, insns.as_ptr() as u64)
         .u64(16, license.as_ptr() as u64)
-        .u32(44, BPF_F_XDP_HAS_FRAGS)
-        .name(48, "sluice_xsk")
+        .u32(44, if frags { BPF_F_XDP_HAS_FRAGS } else { 0 })
+        .name(48, name)
         .u32(68, BPF_XDP);
-    if let Ok(fd) = bpf(BPF_PROG_LOAD, &mut a) {
-        return Ok(owned(fd));
+    let mut r = bpf(BPF_PROG_LOAD, &mut a);
+    if r.is_err() && frags {
+        a.u32(44, 0);
+        r = bpf(BPF_PROG_LOAD, &mut a);
     }
-    // Kernels before 5.18 know no frags flag.
-    a.u32(44, 0);
-    match bpf(BPF_PROG_LOAD, &mut a) {
+    match r {
         Ok(fd) => Ok(owned(fd)),
         Err(e) => {
             // Again with the verifier's log, to say why.
             a.u32(24, 1).u32(28, log.len() as u32).u64(32, log.as_mut_ptr() as u64);
             let _ = bpf(BPF_PROG_LOAD, &mut a).map(owned);
             let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-            Err((e, String::from_utf8_lossy(&log[..end]).trim().to_string()))
+            let text = String::from_utf8_lossy(&log[..end]);
+            // The end of the log says what failed.
+            let tail: Vec<&str> = text.lines().rev().take(8).collect();
+            Err((e, tail.into_iter().rev().collect::<Vec<_>>().join("\n")))
         }
     }
 }

@@ -17,6 +17,7 @@
 //! doorbell may take several calls; each call is counted in `PortStats::doorbells`.
 
 pub mod bpf;
+pub mod object;
 pub mod sys;
 
 use super::{Port, PortStats};
@@ -25,6 +26,7 @@ use crate::buf::{BufCache, BufId, Pkt, Pool, FRAME_SIZE, HEADROOM};
 use serde::{Deserialize, Serialize};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -62,13 +64,27 @@ pub struct AfXdpConfig {
     pub attach: AttachMode,
     /// Entries of each of the four rings (a power of two).
     pub ring_size: u32,
-    /// Frames each socket keeps in its fill ring (at most `ring_size`).
+    /// Frames each socket keeps lent to the kernel for receiving (in the fill ring, the rx
+    /// ring or the kernel's hands; at most `ring_size`). What absorbs the time the worker
+    /// is not polling: the kernel drops what finds the fill ring empty.
     pub fill_frames: u32,
+    /// A user XDP object (ELF) to put in the kernel in front of the sockets instead of the
+    /// built-in redirect program; its XSKMAP `xsks_map` gets the sockets.
+    pub xdp_object: Option<PathBuf>,
+    /// The object's program (function or section name; default its first XDP program).
+    pub xdp_section: Option<String>,
 }
 
 impl Default for AfXdpConfig {
     fn default() -> Self {
-        AfXdpConfig { xdp_mode: BindMode::Auto, attach: AttachMode::Auto, ring_size: 2048, fill_frames: 1024 }
+        AfXdpConfig {
+            xdp_mode: BindMode::Auto,
+            attach: AttachMode::Auto,
+            ring_size: 2048,
+            fill_frames: 2048,
+            xdp_object: None,
+            xdp_section: None,
+        }
     }
 }
 
@@ -80,6 +96,9 @@ impl AfXdpConfig {
         }
         if self.fill_frames == 0 || self.fill_frames > self.ring_size {
             return Err(("fill_frames", format!("{}: between 1 and ring_size ({})", self.fill_frames, self.ring_size)));
+        }
+        if self.xdp_section.is_some() && self.xdp_object.is_none() {
+            return Err(("xdp_section", "names a program of `xdp_object`, which is not set".into()));
         }
         Ok(())
     }
@@ -109,6 +128,8 @@ pub enum AfXdpError {
     QueueBusy { iface: String, queue: u32 },
     #[error("{iface} has {have} receive queue(s), {want} asked (`ethtool -L {iface} combined N` adds queues)")]
     Queues { iface: String, have: u32, want: u32 },
+    #[error("{iface}: XDP object {}: {msg}", path.display())]
+    Object { iface: String, path: PathBuf, msg: String },
     #[error("{iface}: the kernel refused the XDP redirect program ({source}): {log}")]
     Program { iface: String, source: io::Error, log: String },
     #[error("{iface}: {what}: {source}")]
@@ -168,7 +189,7 @@ pub fn iface_info(name: &str) -> Result<IfaceInfo, AfXdpError> {
 struct IfaceXdp {
     _link: OwnedFd,
     _prog: OwnedFd,
-    _map: OwnedFd,
+    _maps: Vec<OwnedFd>,
 }
 
 /// One AF_XDP socket with the frames it lent to the kernel (in its fill ring, or sent and
@@ -238,10 +259,13 @@ pub struct AfXdpStats {
     pub tx_kicks_skipped: u64,
     /// `recvfrom` calls because the fill ring asked for a wakeup.
     pub rx_wakeups: u64,
-    /// Chained packets refused because the socket is not multi-buffer (XDP_USE_SG).
+    /// Chained packets refused: the socket is not multi-buffer (XDP_USE_SG), or the chain
+    /// has more than 17 buffers.
     pub tx_frags_refused: u64,
     /// Frames moved into the fill ring.
     pub fill_posted: u64,
+    /// Top-ups of the fill ring that found the pool empty.
+    pub fill_nobuf: u64,
     /// Frames the kernel gave back on the completion ring.
     pub tx_completed: u64,
     /// What the kernel counted on this socket (XDP_STATISTICS).
@@ -280,11 +304,28 @@ pub fn open(name: &str, iface: &str, queues: Option<u32>, cfg: &AfXdpConfig, poo
     if want == 0 || want > info.rx_queues {
         return Err(AfXdpError::Queues { iface: iface.to_string(), have: info.rx_queues, want });
     }
-    let map = bpf::create_xskmap(info.rx_queues).map_err(|e| AfXdpError::sys(iface, "creating the XSKMAP", e))?;
-    let prog = bpf::load_redirect_program(&map).map_err(|(e, log)| match e.raw_os_error() {
-        Some(libc::EPERM) | Some(libc::EACCES) => AfXdpError::Privileges { iface: iface.to_string(), what: "loading the XDP program" },
-        _ => AfXdpError::Program { iface: iface.to_string(), source: e, log },
-    })?;
+    // The program in front of the sockets and its maps; `maps[xsks]` is the XSKMAP.
+    let (prog, maps, xsks) = match &cfg.xdp_object {
+        None => {
+            let map = bpf::create_xskmap(info.rx_queues).map_err(|e| AfXdpError::sys(iface, "creating the XSKMAP", e))?;
+            let prog = bpf::load_redirect_program(&map).map_err(|(e, log)| match e.raw_os_error() {
+                Some(libc::EPERM) | Some(libc::EACCES) => {
+                    AfXdpError::Privileges { iface: iface.to_string(), what: "loading the XDP program" }
+                }
+                _ => AfXdpError::Program { iface: iface.to_string(), source: e, log },
+            })?;
+            (prog, vec![map], 0)
+        }
+        Some(path) => {
+            let u = object::load(path, cfg.xdp_section.as_deref()).map_err(|msg| AfXdpError::Object {
+                iface: iface.to_string(),
+                path: path.clone(),
+                msg,
+            })?;
+            (u.prog, u.maps, u.xsks)
+        }
+    };
+    let map = &maps[xsks];
     // Attached first: an interface that already has a program says so before any socket
     // is bound, and frames pass to the stack (XDP_PASS) until their queue's socket is in.
     let flags = match cfg.attach {
@@ -303,11 +344,11 @@ pub fn open(name: &str, iface: &str, queues: Option<u32>, cfg: &AfXdpConfig, poo
         umems.retain(|(_, w)| w.strong_count() > 0);
         for q in 0..want {
             let s = open_socket(iface, info.ifindex, q, cfg, pool, &mut umems)?;
-            bpf::xskmap_set(&map, q, s.0.raw()).map_err(|e| AfXdpError::sys(iface, "adding the socket to the XSKMAP", e))?;
+            bpf::xskmap_set(map, q, s.0.raw()).map_err(|e| AfXdpError::sys(iface, "adding the socket to the XSKMAP", e))?;
             socks.push(s);
         }
     }
-    let xdp = Arc::new(IfaceXdp { _link: link, _prog: prog, _map: map });
+    let xdp = Arc::new(IfaceXdp { _link: link, _prog: prog, _maps: maps });
     Ok(socks
         .into_iter()
         .enumerate()
@@ -331,6 +372,10 @@ pub fn open(name: &str, iface: &str, queues: Option<u32>, cfg: &AfXdpConfig, poo
         })
         .collect())
 }
+
+/// Most descriptors one multi-buffer packet may take (the kernel's MAX_SKB_FRAGS in copy
+/// mode; a longer chain is refused at `tx_burst`).
+const MAX_TX_DESCS: u32 = 17;
 
 /// How many times a bind that found the queue busy is tried (a socket closed a moment ago
 /// releases its queue in a deferred work).
@@ -523,7 +568,7 @@ impl AfXdpQueue {
             self.fill_lent += n;
             self.xstats.fill_posted += n as u64;
         } else if room > 0 {
-            self.stats.rx_nobuf += 1;
+            self.xstats.fill_nobuf += 1;
         }
         if self.fill.needs_wakeup() {
             sys::kick_rx(self.sock.raw());
@@ -581,7 +626,9 @@ impl AfXdpQueue {
     /// None (nothing written) when it does not fit in `room` slots or cannot be sent whole.
     fn put_pkt(&mut self, bufs: &BufCache, p: &Pkt, at: u32, room: u32) -> Option<u32> {
         let head = |p: &Pkt, options| XdpDesc { addr: p.buf.0 as u64 * FRAME_SIZE as u64 + p.off as u64, len: p.len as u32, options };
-        if p.off as usize + p.len as usize > FRAME_SIZE || p.buf.0 >= self.frames {
+        // What the kernel would find invalid (and then never complete): an empty or
+        // out-of-frame descriptor.
+        if p.len == 0 || p.off as usize + p.len as usize > FRAME_SIZE || p.buf.0 >= self.frames {
             return None;
         }
         if !p.is_chained() {
@@ -597,6 +644,14 @@ impl AfXdpQueue {
             return None;
         }
         let nfrags = bufs.frags(*p).count() as u32;
+        if nfrags + 1 > MAX_TX_DESCS {
+            // The kernel would refuse it as invalid (EOVERFLOW) and never complete it.
+            self.xstats.tx_frags_refused += 1;
+            return None;
+        }
+        if bufs.frags(*p).any(|(id, m)| m.len == 0 || m.off as usize + m.len as usize > FRAME_SIZE || id.0 >= self.frames) {
+            return None;
+        }
         if nfrags + 1 > room {
             return None;
         }
@@ -686,7 +741,8 @@ impl Port for AfXdpQueue {
         }
         self.stats.tx_packets += sent as u64;
         self.stats.tx_bytes += bytes;
-        if !more || sent < pkts.len() {
+        // The doorbell: at the end of the bursts, or when the ring refused part of this one.
+        if (!more || sent < pkts.len()) && (used > 0 || self.tx.prod_pending() > 0) {
             self.doorbell(bufs);
         }
         sent
@@ -714,8 +770,11 @@ impl Port for AfXdpQueue {
         std::mem::take(&mut self.rx_dropped)
     }
 
+    /// The queue's counters; `rx_nobuf` is the kernel's count of frames it had no fill
+    /// buffer for (XDP_STATISTICS, read now: reports call this, the fast path never does).
     fn stats(&self) -> PortStats {
-        self.stats
+        let kernel: XdpStatistics = sys::getsockopt(self.sock.raw(), sys::XDP_STATISTICS).unwrap_or_default();
+        PortStats { rx_nobuf: kernel.rx_fill_ring_empty_descs, ..self.stats }
     }
 }
 
@@ -779,16 +838,29 @@ impl AfXdpQueue {
 mod tests {
     use super::*;
 
-    /// A kernel without CONFIG_XDP_SOCKETS answers socket(AF_XDP) with EAFNOSUPPORT, a user
-    /// without the capabilities with EPERM: each becomes the error that says what to do.
     #[test]
-    fn errno_becomes_an_error_that_says_what_to_do() {
-        let e = AfXdpError::sys("veth0", "socket(AF_XDP)", io::Error::from_raw_os_error(libc::EAFNOSUPPORT));
-        assert!(matches!(e, AfXdpError::NoAfXdp));
-        assert!(e.to_string().contains("use an `afpacket` port"), "{e}");
-        let e = AfXdpError::sys("veth0", "socket(AF_XDP)", io::Error::from_raw_os_error(libc::EPERM));
-        assert!(e.to_string().contains("needs root, or CAP_NET_ADMIN"), "{e}");
-        let e = AfXdpError::sys("veth0", "bind", io::Error::from_raw_os_error(libc::EINVAL));
-        assert!(e.to_string().starts_with("veth0: bind: "), "{e}");
+    fn errors_say_what_to_do() {
+        let e = |n| AfXdpError::sys("eth9", "creating the AF_XDP socket", io::Error::from_raw_os_error(n));
+        assert!(matches!(e(libc::EPERM), AfXdpError::Privileges { .. }));
+        assert!(e(libc::EACCES).to_string().contains("CAP_NET_ADMIN + CAP_NET_RAW + CAP_BPF"));
+        assert!(matches!(e(libc::EAFNOSUPPORT), AfXdpError::NoAfXdp));
+        assert!(e(libc::EAFNOSUPPORT).to_string().contains("afpacket"));
+        let other = e(libc::EINVAL).to_string();
+        assert!(other.starts_with("eth9: creating the AF_XDP socket: "), "{other}");
+        let busy = AfXdpError::XdpBusy { iface: "eth9".into(), source: io::Error::from_raw_os_error(libc::EBUSY) }.to_string();
+        assert!(busy.contains("ip link set dev eth9 xdp off") && busy.contains("xdp-loader status eth9"), "{busy}");
+        assert!(matches!(iface_info("no/such"), Err(AfXdpError::NoSuchInterface(_))));
+        assert!(matches!(iface_info(""), Err(AfXdpError::NoSuchInterface(_))));
+    }
+
+    #[test]
+    fn config_sizes_are_checked() {
+        let ok = AfXdpConfig::default();
+        assert!(ok.validate().is_ok());
+        assert_eq!(AfXdpConfig { ring_size: 100, ..ok.clone() }.validate().unwrap_err().0, "ring_size");
+        assert_eq!(AfXdpConfig { ring_size: 1 << 16, ..ok.clone() }.validate().unwrap_err().0, "ring_size");
+        assert_eq!(AfXdpConfig { fill_frames: 0, ..ok.clone() }.validate().unwrap_err().0, "fill_frames");
+        assert_eq!(AfXdpConfig { fill_frames: 4096, ..ok.clone() }.validate().unwrap_err().0, "fill_frames");
+        assert_eq!(AfXdpConfig { xdp_section: Some("xdp".into()), ..ok }.validate().unwrap_err().0, "xdp_section");
     }
 }
