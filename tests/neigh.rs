@@ -133,8 +133,9 @@ fn an_unanswered_neighbour_fails_its_packets_after_mcast_solicit_requests() {
 
 #[test]
 fn a_learned_neighbour_that_stops_answering_is_probed_by_unicast_then_forgotten() {
-    // The peer asks for our address: we answer and learn it.
-    let frames = vec![arp_request(MAC_PEER, PEER_V4, IN_V4)];
+    // The peer asks for our address: we answer and learn it. So does a configured neighbour,
+    // whose entry stays permanent however long it is silent.
+    let frames = vec![arp_request(MAC_PEER, PEER_V4, IN_V4), arp_request(MAC_HOST, HOST_V4, IN_V4)];
     let pool = Pool::new(1024).unwrap();
     let mut setup = Setup::default();
     setup.tun.base_reachable_time_ms = 1;
@@ -149,7 +150,8 @@ fn a_learned_neighbour_that_stops_answering_is_probed_by_unicast_then_forgotten(
     assert!(dp.workers[0].neigh.v4.contains_key(&(P_IN as u16, HOST_V4)), "configured entries never age");
     let sent = out(&dp, P_IN);
     assert_eq!(arp_fields(&sent[0]), (2, MAC_PEER, IN_V4, PEER_V4), "the reply");
-    let probes: Vec<_> = sent[1..].iter().map(|f| arp_fields(f)).collect();
+    assert_eq!(arp_fields(&sent[1]), (2, MAC_HOST, IN_V4, HOST_V4), "the reply");
+    let probes: Vec<_> = sent[2..].iter().map(|f| arp_fields(f)).collect();
     assert_eq!(probes, vec![(1, MAC_PEER, IN_V4, PEER_V4); 2], "ucast_solicit unicast probes to the known MAC");
 }
 
@@ -191,4 +193,22 @@ fn nothing_is_announced_by_default() {
     }
     finish(&mut dp, 0);
     assert_eq!(dp.counters().tx, 0);
+}
+
+#[test]
+fn waiting_packets_are_in_flight_until_they_leave_or_die() {
+    let frames: Vec<Vec<u8>> = (0..3).map(|i| udp4(SRC_V4, PEER_V4, 5, 9).seq(i).build()).collect();
+    let pool = Pool::new(1024).unwrap();
+    let mut dp = build_router(frames.clone(), &Setup::default(), &pool);
+    {
+        let Datapath { net, workers } = &mut dp;
+        for _ in 0..5 {
+            softirq_round(net, &mut workers[0]);
+        }
+    }
+    assert_eq!(dp.workers[0].resolver.held(), 3);
+    assert_eq!(dp.in_flight(), 3, "held packets count as in flight");
+    dp.conservation().expect("the ledger balances while packets wait");
+    finish(&mut dp, frames.len());
+    assert_eq!(dp.counters().nonzero_drops(), vec![("neigh_dead", 3)]);
 }

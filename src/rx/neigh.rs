@@ -110,11 +110,6 @@ impl NeighAges {
         self.permanent.insert((port, addr));
         self.learned.remove(&(port, addr));
     }
-
-    /// Learned entries being aged.
-    pub fn learned(&self) -> usize {
-        self.learned.len()
-    }
 }
 
 /// An ARP/NDP packet confirmed `addr` on `port` (called where entries are learned).

@@ -504,9 +504,31 @@ pub fn finish(dp: &mut Datapath, expected_rx: usize) {
     assert_eq!(dp.in_flight(), 0, "nothing in flight after drain");
     assert!(dp.workers.iter().all(|w| w.sockets.queued() == 0), "sockets drained");
     assert_eq!(dp.buffers_in_use(), 0, "buffer leak");
+    every_buffer_back_once(dp);
     // Cross-check the ledger's tx against what the ports saw.
     let port_tx: u64 = dp.all_queues().map(|p| p.stats().tx_packets).sum();
     assert_eq!(port_tx, c.tx, "ports accepted exactly what the datapath counted as transmitted");
+}
+
+/// Counting is not enough (a buffer freed twice and another never freed balance): every
+/// frame of the pool must be free exactly once. Takes them all through the workers' caches,
+/// checks they are distinct and complete, and gives them back.
+pub fn every_buffer_back_once(dp: &mut Datapath) {
+    let capacity = dp.workers[0].bufs.pool().capacity();
+    let mut seen = vec![false; capacity];
+    let mut taken = Vec::new();
+    for w in dp.workers.iter_mut() {
+        while let Some(id) = w.bufs.alloc() {
+            assert!(!std::mem::replace(&mut seen[id.0 as usize], true), "buffer {} was free twice", id.0);
+            taken.push(id);
+        }
+    }
+    assert_eq!(taken.len(), capacity, "every frame of the pool is free after the run");
+    let w = &mut dp.workers[0];
+    for id in taken {
+        w.bufs.free(sluice::buf::Pkt::new(id, 0));
+    }
+    w.bufs.flush();
 }
 
 /// The counters that say what happened to packets (not how: route lookups, stage cycles
