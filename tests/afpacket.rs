@@ -210,6 +210,79 @@ fn received_frames_arrive_byte_exact_jumbo_frames_as_chains() {
 }
 
 #[test]
+fn vlan_tags_the_kernel_took_out_are_put_back() {
+    if !preconditions() {
+        return;
+    }
+    let veth = Veth::new('v', 1500);
+    let mac = afpacket::iface_mac(&veth.port).unwrap();
+    let pool = Pool::new(1024).unwrap();
+    let mut bufs = pool.cache();
+    let mut ports = open(&veth.port, 1, 1500);
+    let raw = Raw::open(&veth.peer);
+    // 802.1Q (VID 42, priority 5) and 802.1ad outer tags: the receive path strips both
+    // into tp_vlan_tci / tp_vlan_tpid.
+    let mut sent = Vec::new();
+    for (i, (tpid, tci)) in [(0x8100u16, 0xa02au16), (0x88a8, 0x0064)].into_iter().enumerate() {
+        let plain = frame(mac, 6, i as u32, 200);
+        let mut tagged = plain[..12].to_vec();
+        tagged.extend_from_slice(&tpid.to_be_bytes());
+        tagged.extend_from_slice(&tci.to_be_bytes());
+        tagged.extend_from_slice(&plain[12..]);
+        raw.send(&tagged);
+        sent.push(tagged);
+    }
+    let got: Vec<Vec<u8>> = rx_ours(&mut ports, &mut bufs, sent.len()).into_iter().map(|(_, f)| f).collect();
+    assert_eq!(got, sent, "tagged frames did not arrive as sent");
+}
+
+#[test]
+fn checksums_a_local_sender_left_to_hardware_are_completed() {
+    if !preconditions() {
+        return;
+    }
+    // The kernel's own UDP over the peer veth: it leaves the checksum for "hardware"
+    // (CHECKSUM_PARTIAL), and AF_PACKET shows it unfinished (TP_STATUS_CSUMNOTREADY).
+    let veth = Veth::new('k', 1500);
+    let mac = afpacket::iface_mac(&veth.port).unwrap();
+    let id = std::process::id() % 250 + 1;
+    let (ours, theirs) = (format!("198.18.{id}.1"), format!("198.18.{id}.2"));
+    assert!(sh(&format!("ip addr add {ours}/30 dev {}", veth.peer)));
+    assert!(sh(&format!("ip neigh replace {theirs} lladdr {} dev {} nud permanent", sluice::port::fmt_mac(&mac), veth.peer)));
+    let pool = Pool::new(1024).unwrap();
+    let mut bufs = pool.cache();
+    let mut ports = open(&veth.port, 1, 1500);
+    let sock = std::net::UdpSocket::bind(format!("{ours}:0")).unwrap();
+    let payload = vec![0x3cu8; 333];
+    let end = Instant::now() + PATIENCE;
+    let mut burst = Vec::new();
+    let mut checked = 0;
+    while checked < 3 && Instant::now() < end {
+        sock.send_to(&payload, format!("{theirs}:9")).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        burst.clear();
+        ports[0].rx_burst(&mut bufs, &mut burst, 64);
+        for p in &burst {
+            let f = bufs.to_vec(*p);
+            // IPv4 UDP to port 9: ours.
+            if f.len() >= 42 && f[12..14] == [8, 0] && f[23] == 17 && f[36..38] == [0, 9] {
+                let ihl = (f[14] & 0xf) as usize * 4;
+                let udp = &f[14 + ihl..];
+                let len = u16::from_be_bytes([udp[4], udp[5]]) as usize;
+                let src: [u8; 4] = f[26..30].try_into().unwrap();
+                let dst: [u8; 4] = f[30..34].try_into().unwrap();
+                use sluice::wire::checksum;
+                let sum = checksum::pseudo_header_v4(&src, &dst, 17, len as u16) + checksum::sum_be16(&udp[..len]);
+                assert_eq!(checksum::fold(sum), 0xffff, "the UDP checksum of a locally sent datagram is not complete");
+                checked += 1;
+            }
+        }
+        bufs.free_pkts(&burst);
+    }
+    assert!(checked >= 3, "the kernel's datagrams did not arrive");
+}
+
+#[test]
 fn transmitted_frames_arrive_and_xmit_more_batches_doorbells() {
     if !preconditions() {
         return;

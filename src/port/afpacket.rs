@@ -79,7 +79,7 @@ impl AfPacketConfig {
             mtu: 1500,
             rx_block_size: 1 << 17,
             rx_blocks: 32,
-            retire_ms: 2,
+            retire_ms: 1,
             tx_frames: 512,
         }
     }
@@ -169,6 +169,8 @@ pub struct AfPacketPort {
     pub tx_errors: u64,
     /// Refused since the datapath last asked: packets, bytes.
     failed: (u64, u64),
+    /// A frame being mended (VLAN tag put back, checksum completed) before the copy.
+    scratch: Vec<u8>,
 }
 
 // SAFETY: the mapping and the socket belong to this port alone; moving it to the worker
@@ -358,6 +360,7 @@ impl AfPacketPort {
             too_long: 0,
             tx_errors: 0,
             failed: (0, 0),
+            scratch: Vec::with_capacity(MAX_CHAIN_BYTES),
         })
     }
 
@@ -470,6 +473,92 @@ impl AfPacketPort {
     }
 }
 
+impl AfPacketPort {
+    /// Copies a received frame into a pool buffer as it was on the wire: the kernel took
+    /// the VLAN tag out into the header (`tp_vlan_tci`), and a frame from a local sender
+    /// may carry a checksum the sender left for "hardware" (TP_STATUS_CSUMNOTREADY, as
+    /// veth passes CHECKSUM_PARTIAL on): put the tag back and complete the checksum, or
+    /// the frame would leave sluice with a wrong one.
+    fn take_frame(&mut self, bufs: &mut BufCache, hdr: &libc::tpacket3_hdr, bytes: &[u8]) -> Option<Pkt> {
+        let status = hdr.tp_status;
+        let tagged = status & libc::TP_STATUS_VLAN_VALID != 0;
+        let partial = status & libc::TP_STATUS_CSUMNOTREADY != 0;
+        if !tagged && !partial {
+            return bufs.alloc_copy(bytes);
+        }
+        self.scratch.clear();
+        self.scratch.extend_from_slice(bytes);
+        if partial {
+            complete_l4_checksum(&mut self.scratch);
+        }
+        if tagged && self.scratch.len() >= 12 {
+            let tpid = if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 { hdr.hv1.tp_vlan_tpid } else { 0x8100 };
+            let tci = hdr.hv1.tp_vlan_tci as u16;
+            let mut tag = [0u8; 4];
+            tag[..2].copy_from_slice(&tpid.to_be_bytes());
+            tag[2..].copy_from_slice(&tci.to_be_bytes());
+            self.scratch.splice(12..12, tag);
+        }
+        if self.scratch.len() > MAX_CHAIN_BYTES {
+            return None;
+        }
+        bufs.alloc_copy(&self.scratch)
+    }
+}
+
+/// Writes the full TCP/UDP checksum of an untagged IPv4/IPv6 frame whose sender left only
+/// the pseudo-header sum in it (CHECKSUM_PARTIAL). Other frames are left as they are.
+pub fn complete_l4_checksum(frame: &mut [u8]) {
+    use crate::wire::{EtherType, EthernetFrame, Ipv4Packet, Ipv6Packet, TcpPacket, UdpPacket, IPPROTO_TCP, IPPROTO_UDP};
+    let Ok(mut eth) = EthernetFrame::new_checked(frame) else { return };
+    match eth.ethertype() {
+        EtherType::IPV4 => {
+            let Ok(mut ip) = Ipv4Packet::new_checked(eth.payload_mut()) else { return };
+            if ip.is_fragment() {
+                return;
+            }
+            let (src, dst, proto) = (ip.src_addr(), ip.dst_addr(), ip.protocol());
+            let l4 = ip.payload_mut();
+            match proto {
+                IPPROTO_TCP => {
+                    if let Ok(mut t) = TcpPacket::new_checked(l4) {
+                        t.fill_checksum_v4(&src, &dst);
+                    }
+                }
+                IPPROTO_UDP => {
+                    if let Ok(mut u) = UdpPacket::new_checked(l4) {
+                        u.fill_checksum_v4(&src, &dst);
+                    }
+                }
+                _ => {}
+            }
+        }
+        EtherType::IPV6 => {
+            let Ok(mut ip) = Ipv6Packet::new_checked(eth.payload_mut()) else { return };
+            let Ok(ext) = ip.ext_headers() else { return };
+            if ext.fragment {
+                return;
+            }
+            let (src, dst) = (ip.src_addr(), ip.dst_addr());
+            let Some(l4) = ip.payload_mut().get_mut(ext.offset..) else { return };
+            match ext.protocol {
+                IPPROTO_TCP => {
+                    if let Ok(mut t) = TcpPacket::new_checked(l4) {
+                        t.fill_checksum_v6(&src, &dst);
+                    }
+                }
+                IPPROTO_UDP => {
+                    if let Ok(mut u) = UdpPacket::new_checked(l4) {
+                        u.fill_checksum_v6(&src, &dst);
+                    }
+                }
+                _ => {}
+            }
+        }
+        _ => {}
+    }
+}
+
 impl Port for AfPacketPort {
     fn name(&self) -> &str {
         &self.name
@@ -501,7 +590,7 @@ impl Port for AfPacketPort {
                     // (rx_length_errors), never passed on cut.
                     self.stats.rx_length_errors += 1;
                     self.too_long += 1;
-                } else if let Some(mut p) = bufs.alloc_copy(bytes) {
+                } else if let Some(mut p) = self.take_frame(bufs, &hdr, bytes) {
                     p.rss_hash = hdr.hv1.tp_rxhash;
                     self.stats.rx_packets += 1;
                     self.stats.rx_bytes += p.total_len() as u64;
@@ -578,5 +667,52 @@ impl Port for AfPacketPort {
 
     fn stats(&self) -> PortStats {
         self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::build::{build, L3Spec, L4Spec, PacketSpec};
+    use crate::wire::checksum;
+
+    fn frame(l3: L3Spec, l4: L4Spec) -> Vec<u8> {
+        let spec = PacketSpec { src_mac: [2, 0, 0, 0, 0, 1], dst_mac: [2, 0, 0, 0, 0, 2], vlan: None, l3, l4, ttl: 64, frame_len: 300 };
+        let mut out = vec![0u8; 300];
+        let n = build(&spec, &mut out).unwrap();
+        out.truncate(n);
+        out
+    }
+
+    #[test]
+    fn partial_checksums_are_completed() {
+        let v4 = L3Spec::V4 { src: [10, 0, 0, 1], dst: [10, 0, 0, 2], tos: 0, ident: 1, dont_frag: true };
+        let v6 =
+            L3Spec::V6 { src: [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], dst: [0xfe; 16], traffic_class: 0, flow_label: 0 };
+        let tcp = L4Spec::Tcp { src_port: 1, dst_port: 2, seq: 3, ack: 4, flags: 0x10, window: 100, timestamp: None };
+        let udp = L4Spec::Udp { src_port: 1, dst_port: 2 };
+        for (l3, l4, l3_len, csum_at) in [(v4, tcp, 20, 16), (v4, udp, 20, 6), (v6, tcp, 40, 16), (v6, udp, 40, 6)] {
+            let good = frame(l3, l4);
+            let mut f = good.clone();
+            let at = 14 + l3_len + csum_at;
+            // What a sender offloading the checksum leaves: some other value (the pseudo-header sum).
+            f[at] ^= 0x5a;
+            f[at + 1] ^= 0xa5;
+            assert_ne!(f, good);
+            complete_l4_checksum(&mut f);
+            assert_eq!(f, good, "{l3:?} {l4:?}");
+            assert_ne!(checksum::fold(checksum::sum_be16(&f[at..at + 2])), 0);
+        }
+        // Not IP, or too short: untouched, no panic.
+        let mut arp = vec![0u8; 42];
+        arp[12] = 0x08;
+        arp[13] = 0x06;
+        let before = arp.clone();
+        complete_l4_checksum(&mut arp);
+        assert_eq!(arp, before);
+        let mut short = vec![0x45u8; 20];
+        short[12] = 0x08;
+        short[13] = 0x00;
+        complete_l4_checksum(&mut short);
     }
 }
