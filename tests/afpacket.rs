@@ -456,3 +456,20 @@ fn tap_writes_what_the_port_received_and_sent() {
         assert!(taps[0].finish().is_err());
     }
 }
+
+#[test]
+fn without_privileges_the_error_says_what_is_needed() {
+    if !preconditions() {
+        return;
+    }
+    assert!(sh("command -v setpriv"), "setpriv (util-linux) is needed to drop privileges");
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+        .arg(env!("CARGO_BIN_EXE_sluice"))
+        .args(["run", "--port", "afpacket:lo", "--seconds", "1", "-q"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("needs root or CAP_NET_RAW"), "{err}");
+}
