@@ -210,6 +210,58 @@ fn received_frames_arrive_byte_exact_jumbo_frames_as_chains() {
 }
 
 #[test]
+fn tcp_super_frames_are_split_to_the_mtu() {
+    if !preconditions() {
+        return;
+    }
+    // A sender's TSO (or a NIC's GRO) hands over TCP frames longer than the link's MTU: the
+    // port splits them into MTU-sized segments as the sender's TSO would have.
+    let veth = Veth::new('g', 9000);
+    let mac = afpacket::iface_mac(&veth.port).unwrap();
+    let pool = Pool::new(1024).unwrap();
+    let mut bufs = pool.cache();
+    let mut ports = open(&veth.port, 1, 1500);
+    let raw = Raw::open(&veth.peer);
+    let spec = PacketSpec {
+        src_mac: TEST_MAC,
+        dst_mac: mac,
+        vlan: None,
+        l3: L3Spec::V4 { src: [198, 51, 100, 1], dst: [203, 0, 113, 1], tos: 0, ident: 100, dont_frag: true },
+        l4: L4Spec::Tcp { src_port: 4000, dst_port: 5201, seq: 1000, ack: 1, flags: 0x18, window: 500, timestamp: Some((7, 8)) },
+        ttl: 64,
+        frame_len: 8014,
+    };
+    let mut big = vec![0u8; 8014];
+    build(&spec, &mut big).unwrap();
+    let hdr = 14 + 20 + 32;
+    for (i, b) in big[hdr..].iter_mut().enumerate() {
+        *b = (i % 251) as u8;
+    }
+    raw.send(&big);
+    let mss = 1500 - 20 - 32;
+    let want = (8014 - hdr).div_ceil(mss);
+    let got: Vec<Vec<u8>> = rx_ours(&mut ports, &mut bufs, want).into_iter().map(|(_, f)| f).collect();
+    assert_eq!(got.len(), want, "segments");
+    let mut payload = Vec::new();
+    use sluice::wire::checksum;
+    for (i, seg) in got.iter().enumerate() {
+        assert!(seg.len() <= 1514, "segment {i} of {} bytes", seg.len());
+        assert_eq!(checksum::fold(checksum::sum_be16(&seg[14..34])), 0xffff, "IPv4 header checksum of segment {i}");
+        let tcp_len = seg.len() - 34;
+        let pseudo = checksum::pseudo_header_v4(&seg[26..30].try_into().unwrap(), &seg[30..34].try_into().unwrap(), 6, tcp_len as u16);
+        assert_eq!(checksum::fold(pseudo + checksum::sum_be16(&seg[34..])), 0xffff, "TCP checksum of segment {i}");
+        let seq = u32::from_be_bytes(seg[38..42].try_into().unwrap());
+        assert_eq!(seq, 1000 + (i * mss) as u32);
+        let psh = seg[47] & 0x08 != 0;
+        assert_eq!(psh, i + 1 == want, "PSH only on the last segment");
+        payload.extend_from_slice(&seg[hdr..]);
+    }
+    assert_eq!(payload, big[hdr..], "the segments' payloads are not the frame's");
+    assert_eq!(ports[0].rx_split, 1);
+    assert_eq!(bufs.in_use(), 0);
+}
+
+#[test]
 fn vlan_tags_the_kernel_took_out_are_put_back() {
     if !preconditions() {
         return;

@@ -171,6 +171,10 @@ pub struct AfPacketPort {
     failed: (u64, u64),
     /// A frame being mended (VLAN tag put back, checksum completed) before the copy.
     scratch: Vec<u8>,
+    /// The link's MTU: longer TCP frames (a sender's TSO, a NIC's GRO) are split to it.
+    mtu: u16,
+    /// Frames split into MTU-sized segments on receive.
+    pub rx_split: u64,
 }
 
 // SAFETY: the mapping and the socket belong to this port alone; moving it to the worker
@@ -361,6 +365,8 @@ impl AfPacketPort {
             tx_errors: 0,
             failed: (0, 0),
             scratch: Vec::with_capacity(MAX_CHAIN_BYTES),
+            mtu: cfg.mtu,
+            rx_split: 0,
         })
     }
 
@@ -473,7 +479,98 @@ impl AfPacketPort {
     }
 }
 
+/// How to split a frame longer than the link's MTU: a TCP super-frame from a sender's TSO
+/// (a host on a veth hands 64 KiB frames over) or a NIC's GRO/LRO.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GsoPlan {
+    pub gso_size: u16,
+    pub gso_type: u8,
+    pub segs: u16,
+}
+
+/// The plan for a frame a router cannot forward whole: untagged IPv4 (no options) or IPv6
+/// (no extension headers) TCP longer than MTU + 14 bytes, cut into MTU-sized segments as
+/// the sender's TSO would have. None for everything else (delivered as it is).
+pub fn gso_plan(frame: &[u8], tp_status: u32, mtu: u16) -> Option<GsoPlan> {
+    use crate::gro::gso_type;
+    use crate::wire::{EtherType, EthernetFrame, Ipv4Packet, Ipv6Packet, TcpPacket, IPPROTO_TCP};
+    if frame.len() <= mtu as usize + 14 || tp_status & libc::TP_STATUS_VLAN_VALID != 0 {
+        return None;
+    }
+    let eth = EthernetFrame::new_checked(frame).ok()?;
+    let (l3_len, kind, ip_payload) = match eth.ethertype() {
+        EtherType::IPV4 => {
+            let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
+            if ip.header_len() != 20 || ip.protocol() != IPPROTO_TCP || ip.is_fragment() {
+                return None;
+            }
+            (20, gso_type::TCPV4, ip.payload().len())
+        }
+        EtherType::IPV6 => {
+            let ip = Ipv6Packet::new_checked(eth.payload()).ok()?;
+            if ip.next_header() != IPPROTO_TCP {
+                return None;
+            }
+            (40, gso_type::TCPV6, ip.payload().len())
+        }
+        _ => return None,
+    };
+    let tcp = TcpPacket::new_checked(eth.payload().get(l3_len..)?).ok()?;
+    let hdr = tcp.header_len();
+    let mss = (mtu as usize).checked_sub(l3_len + hdr).filter(|m| *m > 0)?;
+    let payload = ip_payload.checked_sub(hdr).filter(|p| *p > 0)?;
+    if 14 + l3_len + hdr + mss > crate::buf::MAX_DATA {
+        // Segments that need chains (jumbo MTU): GSO here builds one-frame segments only.
+        return None;
+    }
+    Some(GsoPlan { gso_size: mss as u16, gso_type: kind, segs: payload.div_ceil(mss) as u16 })
+}
+
 impl AfPacketPort {
+    /// Takes one received frame into `out`: whole, or split by `plan`. Returns the slots
+    /// of the poll it used (its packets; one when it could not be taken).
+    fn take(&mut self, bufs: &mut BufCache, hdr: &libc::tpacket3_hdr, bytes: &[u8], plan: Option<GsoPlan>, out: &mut Vec<Pkt>) -> usize {
+        let hash = hdr.hv1.tp_rxhash;
+        let Some(g) = plan else {
+            match self.take_frame(bufs, hdr, bytes) {
+                Some(mut p) => {
+                    p.rss_hash = hash;
+                    out.push(p);
+                }
+                // No buffer: the frame never enters (as a NIC out of descriptors).
+                None => self.stats.rx_nobuf += 1,
+            }
+            return 1;
+        };
+        let Some(whole) = bufs.alloc_copy(bytes) else {
+            self.stats.rx_nobuf += 1;
+            return 1;
+        };
+        let skb = crate::buf::skb::Skb { pkt: whole, gso_size: g.gso_size, gso_type: g.gso_type, gso_segs: g.segs, ..Default::default() };
+        let first = out.len();
+        match crate::gro::gso::segment(bufs, &skb, out) {
+            Ok(_) => {
+                self.rx_split += 1;
+                for p in &mut out[first..] {
+                    p.rss_hash = hash;
+                }
+                out.len() - first
+            }
+            Err(crate::gro::gso::GsoError::NoBuffer) => {
+                bufs.free(whole);
+                self.stats.rx_nobuf += 1;
+                1
+            }
+            Err(crate::gro::gso::GsoError::Malformed) => {
+                // Not splittable after all: as it came (the router decides: pkt_too_big).
+                let mut p = whole;
+                p.rss_hash = hash;
+                out.push(p);
+                1
+            }
+        }
+    }
+
     /// Copies a received frame into a pool buffer as it was on the wire: the kernel took
     /// the VLAN tag out into the header (`tp_vlan_tci`), and a frame from a local sender
     /// may carry a checksum the sender left for "hardware" (TP_STATUS_CSUMNOTREADY, as
@@ -565,46 +662,52 @@ impl Port for AfPacketPort {
     }
 
     fn rx_burst(&mut self, bufs: &mut BufCache, out: &mut Vec<Pkt>, max: usize) -> usize {
-        let mut n = 0;
+        let start = out.len();
+        // Slots of `max` used: a frame too long to take uses one, a split one its segments.
         let mut seen = 0;
         while seen < max && self.open_block() {
             let blk_base = self.block(self.blk) as *const u8;
             // SAFETY: the frame lies in a block we own; the kernel wrote its header and data
             // before handing the block over (ordered by open_block's fence).
-            let (hdr, frame) = unsafe {
+            let (hdr, pkttype, bytes) = unsafe {
                 let h = blk_base.add(self.blk_off) as *const libc::tpacket3_hdr;
                 let hdr = std::ptr::read_unaligned(h);
                 let sll = std::ptr::read_unaligned(blk_base.add(self.blk_off + TP3_HDR) as *const libc::sockaddr_ll);
                 let data_at = self.blk_off + hdr.tp_mac as usize;
                 let len = (hdr.tp_snaplen as usize).min(self.block_size.saturating_sub(data_at));
-                (hdr, (sll.sll_pkttype, std::slice::from_raw_parts(blk_base.add(data_at), len)))
+                (hdr, sll.sll_pkttype, std::slice::from_raw_parts(blk_base.add(data_at), len))
             };
-            let (pkttype, bytes) = frame;
+            let whole = (hdr.tp_snaplen as usize) >= hdr.tp_len as usize && hdr.tp_len as usize <= MAX_CHAIN_BYTES;
+            let plan = if whole && pkttype != libc::PACKET_OUTGOING { gso_plan(bytes, hdr.tp_status, self.mtu) } else { None };
+            let need = plan.map_or(1, |g| g.segs as usize);
+            if seen > 0 && seen + need > max {
+                // Its segments do not fit in this poll: the frame waits for the next one.
+                break;
+            }
             self.blk_left -= 1;
             self.blk_off += hdr.tp_next_offset as usize;
             let last = self.blk_left == 0;
             if pkttype != libc::PACKET_OUTGOING {
-                seen += 1;
-                if (hdr.tp_snaplen as usize) < hdr.tp_len as usize || hdr.tp_len as usize > MAX_CHAIN_BYTES {
-                    // Longer than a ring block holds: the kernel cut it. Received and dropped
-                    // (rx_length_errors), never passed on cut.
+                if !whole || need > max {
+                    // Longer than a ring block holds (the kernel cut it), or more segments
+                    // than a poll may take: received and dropped (rx_length_errors), never
+                    // passed on cut.
+                    seen += 1;
                     self.stats.rx_length_errors += 1;
                     self.too_long += 1;
-                } else if let Some(mut p) = self.take_frame(bufs, &hdr, bytes) {
-                    p.rss_hash = hdr.hv1.tp_rxhash;
-                    self.stats.rx_packets += 1;
-                    self.stats.rx_bytes += p.total_len() as u64;
-                    out.push(p);
-                    n += 1;
                 } else {
-                    // No buffer: the frame never enters (as a NIC out of descriptors).
-                    self.stats.rx_nobuf += 1;
+                    seen += self.take(bufs, &hdr, bytes, plan, out);
                 }
             }
             if last {
                 self.release_block();
             }
         }
+        for p in &mut out[start..] {
+            self.stats.rx_bytes += p.total_len() as u64;
+        }
+        let n = out.len() - start;
+        self.stats.rx_packets += n as u64;
         n
     }
 
