@@ -448,7 +448,8 @@ fn config_port_reads_mac_and_mtu_from_the_interface() {
     let veth = Veth::new('c', 4000);
     let text = format!(
         "pipeline = \"l3fwd\"\n[[ports]]\nname = \"{}\"\nkind = \"afpacket\"\nipv4 = [\"192.0.2.1/24\"]\n\
-         [[ports]]\nname = \"wan\"\niface = \"{}\"\nkind = \"afpacket\"\nmtu = 1400\nrss_queues = 2\npromisc = true\n",
+         [[ports]]\nname = \"wan\"\niface = \"{}\"\nkind = \"afpacket\"\nmtu = 1400\nrss_queues = 2\npromisc = true\n\
+         [ports.afpacket]\nblock_size = 65536\nblocks = 4\nretire_ms = 5\ntx_frames = 64\n",
         veth.port, veth.peer
     );
     let cfg = sluice::config::Config::from_toml(&text, "test.toml").unwrap();

@@ -224,6 +224,9 @@ fn apply_port_flag(cfg: &mut Config, spec: &str) -> Result<(), String> {
                 pc.sim = None;
                 pc.tso = false;
             }
+            if f.kind != PortKind::Afpacket {
+                pc.afpacket = None;
+            }
             pc.kind = f.kind;
             if pc.name != f.iface {
                 pc.iface = Some(f.iface.clone());

@@ -76,6 +76,9 @@ pub struct PortConfig {
     /// Write a pcap of everything the port receives and transmits (`port::tap`).
     #[serde(default)]
     pub capture: Option<PathBuf>,
+    /// `[ports.afpacket]`: ring sizes and the receive block timeout of an afpacket port.
+    #[serde(default)]
+    pub afpacket: Option<crate::port::afpacket::RingConfig>,
     #[serde(default)]
     pub ipv4: Vec<String>,
     #[serde(default)]
@@ -680,6 +683,9 @@ impl Config {
                 ac.queues = queues;
                 ac.promisc = pc.promisc;
                 ac.mtu = pc.resolved_mtu(what)?;
+                if let Some(r) = &pc.afpacket {
+                    r.apply(&mut ac).map_err(|(f, msg)| field(format!("{what}.afpacket.{f}"), msg))?;
+                }
                 crate::port::afpacket::open(&pc.name, &ac)
                     .map_err(|e| field(format!("{what}.iface"), e.to_string()))?
                     .into_iter()
@@ -718,6 +724,12 @@ impl Config {
             }
             if !pc.ipv6.is_empty() && mtu < IPV6_MIN_MTU {
                 return Err(field(format!("{what}.mtu"), format!("{mtu} is below IPv6's minimum link MTU {IPV6_MIN_MTU}")));
+            }
+            if pc.afpacket.is_some() && pc.kind != PortKind::Afpacket {
+                return Err(field(
+                    format!("{what}.afpacket"),
+                    format!("an `afpacket` table on a port of kind {:?} would never be used", pc.kind),
+                ));
             }
             if !pc.kind.is_real() && (pc.iface.is_some() || pc.promisc) {
                 return Err(field(

@@ -70,6 +70,55 @@ pub struct AfPacketConfig {
     pub tx_frames: u32,
 }
 
+/// `[ports.afpacket]`: the rings' sizes (like `ethtool -G`) and the receive block timeout.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RingConfig {
+    /// Receive ring block bytes: a multiple of 4096 (default 128 KiB).
+    pub block_size: Option<u32>,
+    /// Receive ring blocks (default 32).
+    pub blocks: Option<u32>,
+    /// Milliseconds before the kernel hands over a block that is not full (default 1): the
+    /// latency a lone frame may wait.
+    pub retire_ms: Option<u32>,
+    /// Transmit ring slots (default 512).
+    pub tx_frames: Option<u32>,
+}
+
+impl RingConfig {
+    /// Applies the settings to `cfg`; an error names the setting and its range.
+    pub fn apply(&self, cfg: &mut AfPacketConfig) -> Result<(), (&'static str, String)> {
+        if let Some(b) = self.block_size {
+            if b == 0 || b % 4096 != 0 || b > 1 << 26 {
+                return Err(("block_size", format!("{b}: a multiple of 4096 up to 64 MiB")));
+            }
+            cfg.rx_block_size = b;
+        }
+        if let Some(n) = self.blocks {
+            if !(2..=65536).contains(&n) {
+                return Err(("blocks", format!("{n}: 2..=65536")));
+            }
+            cfg.rx_blocks = n;
+        }
+        if cfg.rx_block_size as u64 * cfg.rx_blocks as u64 > 1 << 30 {
+            return Err(("blocks", "the receive ring would exceed 1 GiB (block_size × blocks)".into()));
+        }
+        if let Some(ms) = self.retire_ms {
+            if !(1..=1000).contains(&ms) {
+                return Err(("retire_ms", format!("{ms}: 1..=1000")));
+            }
+            cfg.retire_ms = ms;
+        }
+        if let Some(n) = self.tx_frames {
+            if !(16..=65536).contains(&n) {
+                return Err(("tx_frames", format!("{n}: 16..=65536")));
+            }
+            cfg.tx_frames = n;
+        }
+        Ok(())
+    }
+}
+
 impl AfPacketConfig {
     pub fn new(iface: &str) -> AfPacketConfig {
         AfPacketConfig {
@@ -785,6 +834,44 @@ mod tests {
         let n = build(&spec, &mut out).unwrap();
         out.truncate(n);
         out
+    }
+
+    #[test]
+    fn ring_settings_are_checked() {
+        let mut c = AfPacketConfig::new("x");
+        let r = RingConfig { block_size: Some(65536), blocks: Some(4), retire_ms: Some(5), tx_frames: Some(64) };
+        r.apply(&mut c).unwrap();
+        assert_eq!((c.rx_block_size, c.rx_blocks, c.retire_ms, c.tx_frames), (65536, 4, 5, 64));
+        for (bad, name) in [
+            (RingConfig { block_size: Some(5000), ..Default::default() }, "block_size"),
+            (RingConfig { blocks: Some(1), ..Default::default() }, "blocks"),
+            (RingConfig { block_size: Some(1 << 26), blocks: Some(64), ..Default::default() }, "blocks"),
+            (RingConfig { retire_ms: Some(0), ..Default::default() }, "retire_ms"),
+            (RingConfig { tx_frames: Some(1), ..Default::default() }, "tx_frames"),
+        ] {
+            assert_eq!(bad.apply(&mut AfPacketConfig::new("x")).unwrap_err().0, name);
+        }
+    }
+
+    #[test]
+    fn only_long_tcp_frames_are_split() {
+        let v4 = L3Spec::V4 { src: [10, 0, 0, 1], dst: [10, 0, 0, 2], tos: 0, ident: 1, dont_frag: true };
+        let tcp = L4Spec::Tcp { src_port: 1, dst_port: 2, seq: 3, ack: 4, flags: 0x10, window: 100, timestamp: None };
+        let build_len = |l4, len| {
+            let spec =
+                PacketSpec { src_mac: [2, 0, 0, 0, 0, 1], dst_mac: [2, 0, 0, 0, 0, 2], vlan: None, l3: v4, l4, ttl: 64, frame_len: len };
+            let mut out = vec![0u8; len];
+            build(&spec, &mut out).unwrap();
+            out
+        };
+        let big = build_len(tcp, 10_014);
+        let g = gso_plan(&big, 0, 1500).unwrap();
+        assert_eq!((g.gso_size, g.segs), (1460, 7));
+        assert_eq!(gso_plan(&big, libc::TP_STATUS_VLAN_VALID, 1500), None, "tagged");
+        assert_eq!(gso_plan(&big, 0, 9000), None, "jumbo segments need chains");
+        assert_eq!(gso_plan(&build_len(tcp, 1514), 0, 1500), None, "fits the MTU");
+        assert_eq!(gso_plan(&build_len(L4Spec::Udp { src_port: 1, dst_port: 2 }, 10_014), 0, 1500), None, "UDP");
+        assert_eq!(gso_plan(&big[..40], 0, 20), None, "cut headers");
     }
 
     #[test]
