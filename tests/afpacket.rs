@@ -526,3 +526,31 @@ fn without_privileges_the_error_says_what_is_needed() {
     assert!(!out.status.success());
     assert!(err.contains("needs root or CAP_NET_RAW"), "{err}");
 }
+
+#[test]
+fn a_datapath_over_afpacket_runs_xdp_and_keeps_the_ledger() {
+    if !preconditions() {
+        return;
+    }
+    use sluice::napi::RunLimit;
+    use sluice::stats::DropReason;
+    let veth = Veth::new('x', 1500);
+    let mac = afpacket::iface_mac(&veth.port).unwrap();
+    let text = format!(
+        "pipeline = \"l3fwd\"\n[xdp]\nprogram = \"builtin:drop\"\n[[ports]]\nname = \"{}\"\nkind = \"afpacket\"\nipv4 = [\"192.0.2.1/24\"]\n",
+        veth.port
+    );
+    let cfg = sluice::config::Config::from_toml(&text, "test.toml").unwrap();
+    let pool = Pool::new(1024).unwrap();
+    let mut dp = cfg.build(cfg.tunables(&[]).unwrap(), &pool).unwrap();
+    let raw = Raw::open(&veth.peer);
+    for i in 0..20 {
+        raw.send(&frame(mac, 7, i, 80));
+    }
+    let limit = RunLimit { duration: Some(PATIENCE), packets: Some(20), until_bounded_inputs_done: false, stop: None };
+    dp.run(limit, Duration::from_secs(1), |_, _| {});
+    let c = dp.counters();
+    assert_eq!(c.rx, 20, "the datapath received other than the 20 frames sent");
+    assert_eq!(c.dropped(DropReason::XdpDrop), 20, "the XDP program did not see the interface's frames");
+    dp.conservation().unwrap();
+}

@@ -56,6 +56,11 @@ impl PortKind {
     pub fn is_real(self) -> bool {
         matches!(self, PortKind::Afpacket)
     }
+
+    /// A port frames arrive on (an XDP program attaches to it; io/macswap need its peer).
+    pub fn receives(self) -> bool {
+        matches!(self, PortKind::Gen | PortKind::PcapIn) || self.is_real()
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -449,7 +454,7 @@ impl Config {
             }
         }
         if matches!(self.pipeline, Pipeline::Io | Pipeline::Macswap)
-            && dp.net.peer.iter().zip(&self.ports).any(|(p, c)| p.is_none() && matches!(c.kind, PortKind::Gen | PortKind::PcapIn))
+            && dp.net.peer.iter().zip(&self.ports).any(|(p, c)| p.is_none() && c.kind.receives())
         {
             return Err(field("ports", "io/macswap pipelines need a `peer` on every receiving port"));
         }
@@ -541,7 +546,7 @@ impl Config {
         }
         if let Some(x) = &self.xdp {
             for (i, pc) in self.ports.iter().enumerate() {
-                if !matches!(pc.kind, PortKind::Gen | PortKind::PcapIn) {
+                if !pc.kind.receives() {
                     continue;
                 }
                 // Every worker that owns a queue of the port runs its own instance (same maps).
