@@ -19,7 +19,7 @@ use crate::buf::{BufCache, Pkt};
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{fence, AtomicU16, Ordering};
+use std::sync::atomic::{fence, Ordering};
 
 /// Size of the kernel's TPACKET_V3 frame header, aligned: where the `sockaddr_ll` starts in
 /// a received frame and where the data starts in a transmit slot.
@@ -242,10 +242,6 @@ fn setsockopt<T>(fd: &OwnedFd, level: libc::c_int, opt: libc::c_int, val: &T) ->
     }
 }
 
-/// A fanout group id not used by another port of this process; the kernel's UNIQUEID flag
-/// makes it unique across processes (the first socket asks for a fresh one).
-static FANOUT_SEQ: AtomicU16 = AtomicU16::new(0);
-
 /// Opens `cfg.queues` sockets on the interface, in one fanout group when there are several.
 pub fn open(name: &str, cfg: &AfPacketConfig) -> Result<Vec<AfPacketPort>, AfPacketError> {
     let ifx = ifindex(&cfg.iface)?;
@@ -259,7 +255,8 @@ pub fn open(name: &str, cfg: &AfPacketConfig) -> Result<Vec<AfPacketPort>, AfPac
     }
     if queues > 1 {
         let sys = |what, source| AfPacketError::Sys { iface: cfg.iface.clone(), what, source };
-        let _ = FANOUT_SEQ.fetch_add(1, Ordering::Relaxed);
+        // The first socket asks the kernel for a group id no one uses (UNIQUEID: unique per
+        // port, across processes); the others join it.
         let first = (libc::PACKET_FANOUT_HASH | libc::PACKET_FANOUT_FLAG_UNIQUEID) << 16;
         setsockopt(&ports[0].fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &first).map_err(|e| sys("PACKET_FANOUT (create)", e))?;
         let mut arg: u32 = 0;
