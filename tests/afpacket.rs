@@ -262,6 +262,53 @@ fn tcp_super_frames_are_split_to_the_mtu() {
 }
 
 #[test]
+fn with_tso_long_tcp_packets_go_to_the_kernel_whole() {
+    if !preconditions() {
+        return;
+    }
+    // MTU 1500 on both ends: a 10 KB frame only passes as a GSO packet (the kernel refuses a
+    // plain one longer than the MTU), which the peer's packet socket then sees whole.
+    let veth = Veth::new('s', 1500);
+    let peer_mac = afpacket::iface_mac(&veth.peer).unwrap();
+    let pool = Pool::new(1024).unwrap();
+    let mut bufs = pool.cache();
+    let mut cfg = AfPacketConfig::new(&veth.port);
+    cfg.tso = true;
+    let mut ports = afpacket::open("p0", &cfg).unwrap();
+    assert!(ports[0].tso());
+    let raw = Raw::open(&veth.peer);
+    let spec = PacketSpec {
+        src_mac: TEST_MAC,
+        dst_mac: peer_mac,
+        vlan: None,
+        l3: L3Spec::V4 { src: [198, 51, 100, 1], dst: [203, 0, 113, 1], tos: 0, ident: 9, dont_frag: true },
+        l4: L4Spec::Tcp { src_port: 4000, dst_port: 5201, seq: 1, ack: 1, flags: 0x10, window: 500, timestamp: None },
+        ttl: 64,
+        frame_len: 10_014,
+    };
+    let mut big = vec![0u8; 10_014];
+    build(&spec, &mut big).unwrap();
+    for (i, b) in big[54..].iter_mut().enumerate() {
+        *b = (i % 253) as u8;
+    }
+    let small = frame(peer_mac, 8, 1, 100);
+    let pkts = [bufs.alloc_copy(&small).unwrap(), bufs.alloc_copy(&big).unwrap(), bufs.alloc_copy(&small).unwrap()];
+    assert_eq!(ports[0].tx_burst(&mut bufs, &pkts, false), 3);
+    assert_eq!(ports[0].take_tx_failed(), (0, 0));
+    assert_eq!((ports[0].stats().tx_packets, ports[0].tx_tso), (3, 1));
+    let got = raw.recv_ours(3);
+    assert_eq!(got.len(), 3, "the peer did not receive all three, in order");
+    assert_eq!(got[0], small);
+    assert_eq!(got[2], small);
+    // All but the TCP checksum, which holds the pseudo-header sum the kernel finishes per segment.
+    let csum = 14 + 20 + 16;
+    assert_eq!(got[1].len(), big.len());
+    assert_eq!(got[1][..csum], big[..csum]);
+    assert_eq!(got[1][csum + 2..], big[csum + 2..]);
+    assert_eq!(bufs.in_use(), 0);
+}
+
+#[test]
 fn vlan_tags_the_kernel_took_out_are_put_back() {
     if !preconditions() {
         return;

@@ -128,7 +128,7 @@ pub struct PortConfig {
     /// `sim` ports: the NIC model's line rate, ring, doorbell cost, moderation, BQL.
     #[serde(default)]
     pub sim: Option<crate::port::sim::SimConfig>,
-    /// Sinks and pcap-out: the port segments TCP in "hardware" (TSO), so GRO packets reach it
+    /// Sinks, pcap-out and afpacket: the port segments TCP in "hardware" (TSO), so GRO packets reach it
     /// whole instead of split by GSO.
     #[serde(default)]
     pub tso: bool,
@@ -688,6 +688,7 @@ impl Config {
                 ac.queues = queues;
                 ac.promisc = pc.promisc;
                 ac.mtu = pc.resolved_mtu(what)?;
+                ac.tso = pc.tso;
                 if let Some(r) = &pc.afpacket {
                     r.apply(&mut ac).map_err(|(f, msg)| field(format!("{what}.afpacket.{f}"), msg))?;
                 }

@@ -68,6 +68,9 @@ pub struct AfPacketConfig {
     pub retire_ms: u32,
     /// Transmit ring slots.
     pub tx_frames: u32,
+    /// TSO: TCP packets longer than the MTU (sluice's GRO packets) go to the kernel whole,
+    /// with a virtio-net header asking it to segment them (`PACKET_VNET_HDR`).
+    pub tso: bool,
 }
 
 /// `[ports.afpacket]`: the rings' sizes (like `ethtool -G`) and the receive block timeout.
@@ -130,6 +133,7 @@ impl AfPacketConfig {
             rx_blocks: 32,
             retire_ms: 1,
             tx_frames: 512,
+            tso: false,
         }
     }
 }
@@ -222,6 +226,12 @@ pub struct AfPacketPort {
     scratch: Vec<u8>,
     /// The link's MTU: longer TCP frames (a sender's TSO, a NIC's GRO) are split to it.
     mtu: u16,
+    /// TSO: a second socket (`PACKET_VNET_HDR`, receives nothing) that sends TCP packets
+    /// longer than the MTU whole, for the kernel to segment; and its iovec scratch.
+    tso_fd: Option<OwnedFd>,
+    iov: Vec<libc::iovec>,
+    /// Packets sent whole through it (each counted once in tx_packets).
+    pub tx_tso: u64,
     /// Frames split into MTU-sized segments on receive.
     pub rx_split: u64,
 }
@@ -292,7 +302,136 @@ pub fn open(name: &str, cfg: &AfPacketConfig) -> Result<Vec<AfPacketPort>, AfPac
     Ok(ports)
 }
 
+/// `struct virtio_net_hdr` (little-endian fields, as packet sockets use on x86/arm).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct VnetHdr {
+    flags: u8,
+    gso_type: u8,
+    hdr_len: u16,
+    gso_size: u16,
+    csum_start: u16,
+    csum_offset: u16,
+}
+
+const VIRTIO_NET_HDR_F_NEEDS_CSUM: u8 = 1;
+const VIRTIO_NET_HDR_GSO_TCPV4: u8 = 1;
+const VIRTIO_NET_HDR_GSO_TCPV6: u8 = 4;
+/// `PACKET_VNET_HDR` (linux/if_packet.h).
+const PACKET_VNET_HDR: libc::c_int = 15;
+
+/// The TSO socket: bound with protocol 0 (it never receives), qdisc bypass, vnet headers.
+fn open_tso_socket(cfg: &AfPacketConfig, ifx: u32) -> Result<OwnedFd, AfPacketError> {
+    let sys = |what, source| AfPacketError::Sys { iface: cfg.iface.clone(), what, source };
+    // SAFETY: plain socket(2); the result is checked.
+    let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK, 0) };
+    if raw < 0 {
+        return Err(sys("socket(AF_PACKET) for TSO", io::Error::last_os_error()));
+    }
+    // SAFETY: `raw` is a fresh descriptor we own.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let one = 1i32;
+    setsockopt(&fd, libc::SOL_PACKET, PACKET_VNET_HDR, &one).map_err(|e| sys("PACKET_VNET_HDR", e))?;
+    setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, &one).map_err(|e| sys("PACKET_QDISC_BYPASS", e))?;
+    // SAFETY: sockaddr_ll is plain data; all-zero is a valid starting value.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_ifindex = ifx as i32;
+    // SAFETY: `sll` is a live sockaddr_ll of the size passed.
+    let r = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(sys("bind (TSO socket)", io::Error::last_os_error()));
+    }
+    Ok(fd)
+}
+
+/// The virtio-net header asking the kernel to segment TCP packet `p` (longer than the
+/// MTU) into MTU-sized segments, and the pseudo-header sum its TCP checksum field must
+/// hold for that (CHECKSUM_PARTIAL). None for anything else.
+fn tso_header(frame_head: &[u8], total_len: usize, mtu: u16) -> Option<(VnetHdr, u16)> {
+    use crate::wire::checksum::{fold, pseudo_header_v4, pseudo_header_v6};
+    use crate::wire::{EtherType, EthernetFrame, Ipv4Packet, Ipv6Packet, TcpPacket, IPPROTO_TCP};
+    let eth = EthernetFrame::new_checked(frame_head).ok()?;
+    // The head holds the headers (GRO keeps them linear); lengths come from `total_len`.
+    enum Addrs {
+        V4([u8; 4], [u8; 4]),
+        V6([u8; 16], [u8; 16]),
+    }
+    let (l3, gso_type, addrs) = match eth.ethertype() {
+        EtherType::IPV4 => {
+            let ip = Ipv4Packet::new_unchecked(eth.payload());
+            if eth.payload().len() < 20 || ip.version() != 4 || ip.header_len() != 20 || ip.protocol() != IPPROTO_TCP || ip.is_fragment() {
+                return None;
+            }
+            (20, VIRTIO_NET_HDR_GSO_TCPV4, Addrs::V4(ip.src_addr(), ip.dst_addr()))
+        }
+        EtherType::IPV6 => {
+            let ip = Ipv6Packet::new_unchecked(eth.payload());
+            if eth.payload().len() < 40 || ip.version() != 6 || ip.next_header() != IPPROTO_TCP {
+                return None;
+            }
+            (40, VIRTIO_NET_HDR_GSO_TCPV6, Addrs::V6(ip.src_addr(), ip.dst_addr()))
+        }
+        _ => return None,
+    };
+    let tcp = TcpPacket::new_checked(eth.payload().get(l3..)?).ok()?;
+    let hdr_len = 14 + l3 + tcp.header_len();
+    let mss = (mtu as usize).checked_sub(l3 + tcp.header_len()).filter(|m| *m > 0)?;
+    let l4_len = total_len.checked_sub(14 + l3).filter(|l| *l > tcp.header_len() && *l <= u16::MAX as usize)?;
+    let vh = VnetHdr {
+        flags: VIRTIO_NET_HDR_F_NEEDS_CSUM,
+        gso_type,
+        hdr_len: (hdr_len as u16).to_le(),
+        gso_size: (mss as u16).to_le(),
+        csum_start: ((14 + l3) as u16).to_le(),
+        csum_offset: 16u16.to_le(),
+    };
+    let pseudo = match addrs {
+        Addrs::V4(src, dst) => pseudo_header_v4(&src, &dst, IPPROTO_TCP, l4_len as u16),
+        Addrs::V6(src, dst) => pseudo_header_v6(&src, &dst, IPPROTO_TCP, l4_len as u32),
+    };
+    Some((vh, fold(pseudo)))
+}
+
 impl AfPacketPort {
+    /// Sends TCP packet `p` (longer than the MTU) whole through the TSO socket: one
+    /// syscall, the kernel segments it. The ring's queued frames go first (order within a
+    /// flow). False when it is not a TCP packet TSO can take or the kernel refused it.
+    fn send_tso(&mut self, bufs: &mut BufCache, p: Pkt) -> bool {
+        let Some(fd) = self.tso_fd.as_ref().map(|f| f.as_raw_fd()) else { return false };
+        let Some((vh, pseudo)) = tso_header(bufs.data(p), p.total_len(), self.mtu) else { return false };
+        self.kick();
+        let csum_at = u16::from_le(vh.csum_start) as usize + 16;
+        if let Some(c) = bufs.data_mut(p).get_mut(csum_at..csum_at + 2) {
+            c.copy_from_slice(&pseudo.to_be_bytes());
+        }
+        self.iov.clear();
+        self.iov.push(libc::iovec { iov_base: &vh as *const VnetHdr as *mut libc::c_void, iov_len: std::mem::size_of::<VnetHdr>() });
+        for seg in bufs.segments(p) {
+            self.iov.push(libc::iovec { iov_base: seg.as_ptr() as *mut libc::c_void, iov_len: seg.len() });
+        }
+        // SAFETY: msghdr is plain data; all-zero is a valid starting value.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = self.iov.as_mut_ptr();
+        msg.msg_iovlen = self.iov.len();
+        self.stats.doorbells += 1;
+        // SAFETY: every iovec points into `vh` or the packet's frames, alive across the call.
+        let r = unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT) };
+        let want = std::mem::size_of::<VnetHdr>() + p.total_len();
+        if r < 0 || r as usize != want {
+            self.tx_errors += 1;
+            return false;
+        }
+        self.tx_tso += 1;
+        true
+    }
+
     fn open_one(name: &str, cfg: &AfPacketConfig, ifx: u32, queue: u16) -> Result<AfPacketPort, AfPacketError> {
         let iface = cfg.iface.clone();
         let sys = |what, source| AfPacketError::Sys { iface: iface.clone(), what, source };
@@ -413,6 +552,9 @@ impl AfPacketPort {
             scratch: Vec::with_capacity(MAX_CHAIN_BYTES),
             mtu: cfg.mtu,
             rx_split: 0,
+            tso_fd: if cfg.tso { Some(open_tso_socket(cfg, ifx)?) } else { None },
+            iov: Vec::with_capacity(crate::buf::chain::MAX_FRAGS + 2),
+            tx_tso: 0,
         })
     }
 
@@ -763,7 +905,15 @@ impl Port for AfPacketPort {
         for p in pkts {
             let len = p.total_len();
             if len > room {
-                // Larger than MTU + L2 header: the caller drops it and the rest (`tx_error`).
+                // Larger than MTU + L2 header: with TSO a TCP packet goes whole for the
+                // kernel to segment; anything else the caller drops, with the rest (`tx_error`).
+                if self.tso_fd.is_some() && self.send_tso(bufs, *p) {
+                    self.stats.tx_packets += 1;
+                    self.stats.tx_bytes += len as u64;
+                    bufs.free(*p);
+                    accepted += 1;
+                    continue;
+                }
                 break;
             }
             if self.tx_status(self.tx_next) != libc::TP_STATUS_AVAILABLE {
@@ -803,6 +953,10 @@ impl Port for AfPacketPort {
 
     fn take_rx_dropped(&mut self) -> u64 {
         std::mem::take(&mut self.too_long)
+    }
+
+    fn tso(&self) -> bool {
+        self.tso_fd.is_some()
     }
 
     fn take_tx_failed(&mut self) -> (u64, u64) {
