@@ -409,10 +409,14 @@ fn transmitted_frames_arrive_and_xmit_more_batches_doorbells() {
     assert_eq!(got, frames, "the peer received other bytes than the port sent");
     assert_eq!(bufs.in_use(), 0, "transmitted buffers were not returned");
 
-    // A frame larger than MTU + L2 header is refused (the caller's tx_error), never cut.
-    let big = bufs.alloc_copy(&frame(peer_mac, 2, 99, 3000)).unwrap();
+    // A frame longer than MTU + Ethernet header is refused (the caller's tx_error), never
+    // cut, and never put in the ring (the kernel would refuse it there and stop).
+    let big = bufs.alloc_copy(&frame(peer_mac, 2, 99, 1515)).unwrap();
     assert_eq!(ports[0].tx_burst(&mut bufs, &[big], false), 0);
     bufs.free(big);
+    let again = bufs.alloc_copy(&frames[0]).unwrap();
+    assert_eq!(ports[0].tx_burst(&mut bufs, &[again], false), 1);
+    assert_eq!(raw.recv_ours(1), vec![frames[0].clone()]);
 }
 
 #[test]
@@ -436,6 +440,18 @@ fn failed_sends_are_reported_not_counted_as_sent() {
     assert_eq!(ports[0].stats().tx_packets, 0);
     bufs.free_pkts(&pkts[accepted..]);
     assert_eq!(bufs.in_use(), 0);
+    // Up again: the ring goes on where the kernel stopped (it does not stall).
+    assert!(sh(&format!("ip link set {} up", veth.port)));
+    let end = Instant::now() + PATIENCE;
+    while std::fs::read_to_string(format!("/sys/class/net/{}/operstate", veth.port)).unwrap().trim() != "up" && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let raw = Raw::open(&veth.peer);
+    let later: Vec<Vec<u8>> = (10..14u32).map(|i| frame(peer_mac, 3, i, 100)).collect();
+    let pkts: Vec<Pkt> = later.iter().map(|f| bufs.alloc_copy(f).unwrap()).collect();
+    assert_eq!(ports[0].tx_burst(&mut bufs, &pkts, false), 4);
+    assert_eq!(ports[0].take_tx_failed(), (0, 0));
+    assert_eq!(raw.recv_ours(4), later, "the ring stalled after a failed send");
 }
 
 #[test]

@@ -643,16 +643,25 @@ impl AfPacketPort {
             }
             let e = io::Error::last_os_error().raw_os_error();
             tries += 1;
-            if !matches!(e, Some(libc::EINTR | libc::EAGAIN | libc::ENOBUFS)) || tries >= SEND_RETRIES {
+            // ENETDOWN too: after the link went down and up, the socket holds the stale error
+            // and returns it once (a link really down fails fast each time).
+            if !matches!(e, Some(libc::EINTR | libc::EAGAIN | libc::ENOBUFS | libc::ENETDOWN)) || tries >= SEND_RETRIES {
                 break;
             }
         }
-        // Whatever the kernel left requested or refused (WRONG_FORMAT) was not sent: take
-        // the slots back and report the packets as failed (`take_tx_failed`).
-        for k in 0..self.tx_pending {
-            let i = (self.tx_next + self.tx_slots - self.tx_pending + k) % self.tx_slots;
-            let s = self.tx_status(i);
-            if s & (libc::TP_STATUS_SEND_REQUEST | libc::TP_STATUS_WRONG_FORMAT) != 0 && s & libc::TP_STATUS_SENDING == 0 {
+        // Whatever the kernel left requested or refused (WRONG_FORMAT) was not sent. It
+        // walks the ring in order and stops at the first frame it cannot send, keeping its
+        // own position there: the unsent frames are the tail of the pending ones. Take them
+        // back, report them as failed (`take_tx_failed`), and write the next frame into the
+        // first of them, where the kernel will look (else the ring would stall for good).
+        let first_pending = (self.tx_next + self.tx_slots - self.tx_pending) % self.tx_slots;
+        let unsent = |k: usize| {
+            let s = self.tx_status((first_pending + k) % self.tx_slots);
+            s & (libc::TP_STATUS_SEND_REQUEST | libc::TP_STATUS_WRONG_FORMAT) != 0 && s & libc::TP_STATUS_SENDING == 0
+        };
+        if let Some(stop) = (0..self.tx_pending).find(|&k| unsent(k)) {
+            for k in stop..self.tx_pending {
+                let i = (first_pending + k) % self.tx_slots;
                 // SAFETY: the length word of a slot the kernel gave up on (still ours).
                 let len = unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*self.tx_hdr(i)).tp_len)) } as u64;
                 self.set_tx_status(i, libc::TP_STATUS_AVAILABLE);
@@ -662,6 +671,7 @@ impl AfPacketPort {
                 self.stats.tx_packets -= 1;
                 self.stats.tx_bytes -= len;
             }
+            self.tx_next = (first_pending + stop) % self.tx_slots;
         }
         self.tx_pending = 0;
     }
@@ -900,11 +910,13 @@ impl Port for AfPacketPort {
     }
 
     fn tx_burst(&mut self, bufs: &mut BufCache, pkts: &[Pkt], more: bool) -> usize {
-        let room = self.tx_slot - TP3_HDR;
         let mut accepted = 0;
         for p in pkts {
             let len = p.total_len();
-            if len > room {
+            // The kernel refuses a plain frame longer than MTU + Ethernet header (+ a tag).
+            let tagged = bufs.data(*p).get(12..14).is_some_and(|t| t == [0x81, 0x00] || t == [0x88, 0xa8]);
+            let limit = self.mtu as usize + 14 + if tagged { 4 } else { 0 };
+            if len > limit {
                 // Larger than MTU + L2 header: with TSO a TCP packet goes whole for the
                 // kernel to segment; anything else the caller drops, with the rest (`tx_error`).
                 if self.tso_fd.is_some() && self.send_tso(bufs, *p) {
@@ -926,9 +938,9 @@ impl Port for AfPacketPort {
             }
             let i = self.tx_next;
             let h = self.tx_hdr(i);
-            // SAFETY: slot i is ours (AVAILABLE) and holds TP3_HDR + room bytes; the data
+            // SAFETY: slot i is ours (AVAILABLE) and holds TP3_HDR + MTU + 18 bytes; the data
             // goes right after the header, where the kernel's V3 transmit reads it.
-            let dst = unsafe { std::slice::from_raw_parts_mut((h as *mut u8).add(TP3_HDR), room) };
+            let dst = unsafe { std::slice::from_raw_parts_mut((h as *mut u8).add(TP3_HDR), self.tx_slot - TP3_HDR) };
             let copied = bufs.copy_out(*p, 0, &mut dst[..len]);
             // SAFETY: header fields of our slot; the status is published last (Release).
             unsafe {
