@@ -127,12 +127,16 @@ impl Datapath {
         for w in &mut self.workers {
             w.neigh.v4.insert((port, addr), mac);
         }
+        let mut ages = self.net.neigh_ages.lock().unwrap_or_else(|p| p.into_inner());
+        ages.add_permanent(port, crate::rx::neigh::NeighAddr::V4(addr));
     }
 
     pub fn add_neigh_v6(&mut self, port: u16, addr: [u8; 16], mac: [u8; 6]) {
         for w in &mut self.workers {
             w.neigh.v6.insert((port, addr), mac);
         }
+        let mut ages = self.net.neigh_ages.lock().unwrap_or_else(|p| p.into_inner());
+        ages.add_permanent(port, crate::rx::neigh::NeighAddr::V6(addr));
     }
 
     /// Every worker's counters, summed.

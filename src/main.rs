@@ -1,7 +1,7 @@
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
-use sluice::cli::{out, report, run, Cli, Command, RunArgs};
+use sluice::cli::{lab, out, report, run, Cli, Command, LabCommand, RunArgs};
 use sluice::config::TUNABLES;
 use sluice::{out, outln};
 use std::process::ExitCode;
@@ -27,10 +27,75 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Run(args) => cmd_run(args),
         Command::Xdp(cmd) => sluice::cli::xdp::main(cmd).map_err(Into::into),
         Command::Bench(args) => sluice::bench::main(&args).map(|_| ()).map_err(Into::into),
+        Command::Lab(cmd) => cmd_lab(cmd),
+        Command::Gen(args) => {
+            let stop = stop_on_signals()?;
+            let rep = sluice::cli::gen::run(&args, stop)?;
+            if args.json {
+                outln!("{}", serde_json::to_string_pretty(&rep)?);
+            } else {
+                outln!(
+                    "{}: sent {} packets in {:.2} s ({:.3} Mpps), {} refused, {} doorbells",
+                    rep.iface,
+                    rep.sent,
+                    rep.seconds,
+                    rep.pps / 1e6,
+                    rep.refused,
+                    rep.doorbells
+                );
+            }
+            Ok(())
+        }
         Command::Tunables => {
             for (name, doc, default) in TUNABLES {
                 outln!("{name:<34} {default:>8}  {doc}");
             }
+            Ok(())
+        }
+    }
+}
+
+fn cmd_lab(cmd: LabCommand) -> Result<()> {
+    match cmd {
+        LabCommand::Up { prefix, topology } => {
+            lab::up(&prefix, topology)?;
+            let [a, b] = lab::SIDES;
+            outln!(
+                "lab `{prefix}` up: host a {} (netns {}), host b {} (netns {})",
+                a.host_v4(),
+                a.netns(&prefix),
+                b.host_v4(),
+                b.netns(&prefix)
+            );
+            match topology {
+                lab::Topology::Router | lab::Topology::Chain => outln!(
+                    "route it: sluice lab config --prefix {prefix}{} > lab.toml && sluice run --config lab.toml --seconds 3600\n\
+                     then: ip netns exec {} ping {}",
+                    if topology == lab::Topology::Chain { " --topology chain" } else { "" },
+                    a.netns(&prefix),
+                    b.host_v4()
+                ),
+                lab::Topology::Kernel => outln!("the kernel routes it in netns {}", lab::router_netns(&prefix)),
+            }
+            Ok(())
+        }
+        LabCommand::Down { prefix } => {
+            let removed = lab::down(&prefix)?;
+            if removed.is_empty() {
+                outln!("lab `{prefix}`: nothing to remove");
+            } else {
+                outln!("lab `{prefix}` down: removed {}", removed.join(", "));
+            }
+            Ok(())
+        }
+        LabCommand::Config { prefix, kind, topology } => {
+            if kind != "afxdp" && kind != "afpacket" {
+                bail!("--kind {kind}: the lab's ports are afxdp or afpacket");
+            }
+            if topology == lab::Topology::Kernel {
+                bail!("--topology kernel: the kernel routes that lab, sluice has no config for it");
+            }
+            out!("{}", lab::config_toml_for(&prefix, &kind, topology));
             Ok(())
         }
     }

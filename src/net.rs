@@ -47,6 +47,8 @@ pub struct Net {
     pub rps: Steering,
     /// Neighbours learned by any worker, for the others to learn too.
     pub neigh_log: NeighLog,
+    /// Learned neighbours' confirmations for aging, and the configured (permanent) ones.
+    pub neigh_ages: std::sync::Mutex<crate::rx::neigh::NeighAges>,
     /// ICMP error rate limits, host-wide and per destination as the kernel's (shared by the
     /// workers; taken only when an error is about to be sent, never on the forwarding path).
     pub icmp_rate: std::sync::Mutex<IcmpRateLimit>,
@@ -77,6 +79,7 @@ impl Net {
             routes: RouteTable::new(),
             rps,
             neigh_log: NeighLog::default(),
+            neigh_ages: Default::default(),
             icmp_rate: Default::default(),
             epoch: std::time::Instant::now(),
         }

@@ -227,12 +227,30 @@ tunables! {
     rps_sock_flow_entries: u32 = 0, "net.core.rps_sock_flow_entries", min 0, max 1 << 26;
     /// RFS: entries of each worker's flow table (the kernel's per-queue `rps_flow_cnt`; 0 = RFS off).
     rps_flow_cnt: u32 = 0, "rps_flow_cnt", min 0, max 1 << 20;
-    /// Queues of the in-memory ports (generator receive queues by RSS, sink and capture transmit queues) that do not set `rss_queues` themselves (`ethtool -L combined N`); queue q belongs to worker q.
+    /// Queues of the in-memory ports (generator receive queues by RSS, sink, capture and NIC-model transmit queues) that do not set `rss_queues` themselves (`ethtool -L combined N`); queue q belongs to worker q.
     rss_queues: u32 = 1, "rss_queues", min 1, max 64;
     /// Forward IPv4 packets not addressed to us.
     ip_forward: u8 = 1, "net.ipv4.ip_forward", min 0, max 1;
     /// Forward IPv6 packets not addressed to us.
     ipv6_forwarding: u8 = 1, "net.ipv6.conf.all.forwarding", min 0, max 1;
+    /// Packets held per unresolved neighbour while ARP/NDP resolves it (the oldest is dropped
+    /// as `neigh_queuefull` beyond it); NDP uses the same neighbour parameters.
+    unres_qlen: u32 = 101, "net.ipv4.neigh.default.unres_qlen", min 0, max 65_535;
+    /// Broadcast ARP requests (multicast solicitations) sent for an unresolved neighbour before
+    /// its held packets are dropped as `neigh_failed`.
+    mcast_solicit: u32 = 3, "net.ipv4.neigh.default.mcast_solicit", min 0, max 255;
+    /// Unicast probes sent to a stale neighbour before its entry is removed.
+    ucast_solicit: u32 = 3, "net.ipv4.neigh.default.ucast_solicit", min 0, max 255;
+    /// Milliseconds between ARP/NDP probes.
+    retrans_time_ms: u32 = 1000, "net.ipv4.neigh.default.retrans_time_ms", min 1, max 3_600_000;
+    /// Milliseconds a learned neighbour stays reachable after its last confirmation (then stale, probed).
+    base_reachable_time_ms: u32 = 30_000, "net.ipv4.neigh.default.base_reachable_time_ms", min 1, max 3_600_000;
+    /// Seconds a stale neighbour waits before its first unicast probe (DELAY state).
+    delay_first_probe_time: u32 = 5, "net.ipv4.neigh.default.delay_first_probe_time", min 0, max 3600;
+    /// Gratuitous ARP for every IPv4 address of a port when the datapath starts.
+    arp_notify: u8 = 0, "net.ipv4.conf.all.arp_notify", min 0, max 1;
+    /// Unsolicited neighbour advertisements for every IPv6 address of a port when the datapath starts.
+    ndisc_notify: u8 = 0, "net.ipv6.conf.all.ndisc_notify", min 0, max 1;
     /// TTL of IPv4 packets sluice originates (ICMP errors, echo replies; IPv6 uses hop limit 64,
     /// neighbour discovery 255).
     ip_default_ttl: u8 = 64, "net.ipv4.ip_default_ttl", min 1, max 255;

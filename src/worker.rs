@@ -26,6 +26,8 @@ pub struct Worker {
     pub neigh: Neighbours,
     /// Entries of `Net::neigh_log` already applied to `neigh`.
     pub neigh_seen: usize,
+    /// Neighbours being resolved and the packets waiting for them.
+    pub resolver: crate::rx::neigh::Resolver,
     pub c: Counters,
     /// A coarse clock, ns since the worker was made: read once per softirq round, like jiffies.
     pub now_ns: u64,
@@ -74,6 +76,7 @@ impl Worker {
             sockets: Sockets::default(),
             neigh: Neighbours::default(),
             neigh_seen: 0,
+            resolver: Default::default(),
             c: Counters::default(),
             now_ns: 0,
             epoch: std::time::Instant::now(),
@@ -163,6 +166,7 @@ impl Worker {
             + self.xdp.in_flight()
             + self.backlog_rx.iter().map(|r| r.slots() as u64).sum::<u64>()
             + self.gro.iter().map(|t| (t.held() + t.pending()) as u64).sum::<u64>()
+            + self.resolver.held() as u64
     }
 
     /// Buffers taken from the pool through this worker's cache and not freed through it.

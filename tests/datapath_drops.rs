@@ -55,6 +55,30 @@ fn exercise(s: Scenario) -> Outcome {
     o
 }
 
+/// A broadcast ARP request of ours: from `mac` / `spa`, for `tpa`.
+fn assert_arp_request(f: &[u8], mac: [u8; 6], spa: [u8; 4], tpa: [u8; 4]) {
+    let eth = EthernetFrame::new_checked(f).unwrap();
+    assert_eq!((eth.dst(), eth.src(), eth.ethertype()), (MAC_BCAST, mac, 0x0806));
+    let a = ArpPacket::new_checked(eth.payload()).unwrap();
+    assert_eq!((a.operation(), a.sender_hw(), a.sender_ip(), a.target_hw(), a.target_ip()), (1, mac, spa, [0; 6], tpa));
+}
+
+/// A neighbour solicitation of ours for `target`: to its solicited-node address, hop limit
+/// 255, our link-layer address in the option, checksum right.
+fn assert_solicitation(f: &[u8], mac: [u8; 6], target: [u8; 16]) {
+    let (group, group_mac) = solicited_node(&target);
+    let eth = EthernetFrame::new_checked(f).unwrap();
+    assert_eq!((eth.dst(), eth.src()), (group_mac, mac));
+    let ip = ipv6_of(f);
+    assert_eq!((ip.dst_addr(), ip.hop_limit(), ip.next_header()), (group, 255, 58));
+    let icmp = Icmpv6Packet::new_checked(ip.payload()).unwrap();
+    assert!(icmp.verify_checksum(&ip.src_addr(), &ip.dst_addr()), "ICMPv6 checksum");
+    let body = ip.payload();
+    assert_eq!((body[0], body[1]), (135, 0));
+    assert_eq!(&body[8..24], &target);
+    assert_eq!(&body[24..32], &[1, 1, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]]);
+}
+
 fn no_output(o: &Outcome) {
     for p in 0..3 {
         assert!(o.port(p).is_empty(), "port {p} sent {} frames", o.port(p).len());
@@ -322,16 +346,20 @@ mod scenarios {
             udp6(ll, DST1_V6, 1, 9).dst_mac(MAC_BCAST).build(), // then pkt_type: silent
             ping6(ll, IN_V6, 1, 1).build(),                     // to us: answered on the link
         ];
-        sc(frames, &[(DropReason::IpInaddrerrors, 2), (DropReason::TtlExpired, 1), (DropReason::UnicastInL2Multicast, 1)], |o, f| {
-            assert!(o.port(P_OUT1).is_empty() && o.port(P_OUT2).is_empty());
-            let e = o.port(P_IN);
-            assert_eq!(e.len(), 4, "NA, beyond-scope error, time exceeded, echo reply");
-            assert_eq!(Icmpv6Packet::new_checked(ipv6_of(&e[0]).payload()).unwrap().msg_type(), 136);
-            assert_icmp6_error(&e[1], 1, 2, IN_V6, &f[2]);
-            assert_icmp6_error(&e[2], 3, 0, IN_V6, &f[3]);
-            assert_eq!(Icmpv6Packet::new_checked(ipv6_of(&e[3]).payload()).unwrap().msg_type(), 129);
-            assert_eq!(&ipv6_of(&e[3]).dst_addr()[..], &LL[..]);
-        })
+        let mut s =
+            sc(frames, &[(DropReason::IpInaddrerrors, 2), (DropReason::TtlExpired, 1), (DropReason::UnicastInL2Multicast, 1)], |o, f| {
+                assert!(o.port(P_OUT1).is_empty() && o.port(P_OUT2).is_empty());
+                let e = o.port(P_IN);
+                assert_eq!(e.len(), 4, "NA, beyond-scope error, time exceeded, echo reply");
+                assert_eq!(Icmpv6Packet::new_checked(ipv6_of(&e[0]).payload()).unwrap().msg_type(), 136);
+                assert_icmp6_error(&e[1], 1, 2, IN_V6, &f[2]);
+                assert_icmp6_error(&e[2], 3, 0, IN_V6, &f[3]);
+                assert_eq!(Icmpv6Packet::new_checked(ipv6_of(&e[3]).payload()).unwrap().msg_type(), 129);
+                assert_eq!(&ipv6_of(&e[3]).dst_addr()[..], &LL[..]);
+            });
+        // The solicitation teaches the neighbour the other flows are answered through.
+        s.setup = s.setup.across_flows_in_order();
+        s
     }
 
     pub fn ip_noroute() -> Scenario {
@@ -420,23 +448,65 @@ mod scenarios {
         s
     }
 
-    pub fn neigh_failed() -> Scenario {
-        let frames = vec![
+    /// Frames for destinations without a neighbour entry (on-link, v4 and v6), two with one,
+    /// and an ICMP error whose own destination is unresolved.
+    fn unresolved_frames() -> Vec<Vec<u8>> {
+        vec![
             udp4(SRC_V4, UNRESOLVED_V4, 1, 9).build(),
             udp6(SRC_V6, UNRESOLVED_V6, 1, 9).build(),
             udp4(SRC_V4, NH2_V4, 1, 9).build(), // connected, neighbour known
             udp6(SRC_V6, NH2_V6, 1, 9).build(),
             // TTL expires, but the source is on in0's link with no neighbour entry: the
-            // ICMP error itself cannot be resolved.
+            // ICMP error itself waits for resolution.
             udp4([192, 0, 2, 77], DST1_V4, 1, 9).ttl(1).build(),
-        ];
-        sc(frames, &[(DropReason::NeighFailed, 3), (DropReason::TtlExpired, 1)], |o, f| {
+        ]
+    }
+
+    /// With `mcast_solicit = 0` nothing is asked: resolution fails at once.
+    pub fn neigh_failed() -> Scenario {
+        let mut s = sc(unresolved_frames(), &[(DropReason::NeighFailed, 3), (DropReason::TtlExpired, 1)], |o, f| {
             assert_eq!(o.port(P_OUT2).len(), 2);
             assert_forwarded(&o.port(P_OUT2)[0], &f[2], MAC_OUT2, MAC_NH2);
             assert_forwarded(&o.port(P_OUT2)[1], &f[3], MAC_OUT2, MAC_NH2);
             assert!(o.port(P_IN).is_empty());
             assert_eq!(o.c.originated, 1);
+            assert_eq!(o.c.neigh_probes, 0);
+        });
+        s.setup.tun.mcast_solicit = 0;
+        s
+    }
+
+    /// By default the unresolved packets wait while ARP requests and neighbour solicitations
+    /// go out; the run ends before any answer, so they die with the datapath (`neigh_dead`).
+    pub fn neigh_dead() -> Scenario {
+        sc(unresolved_frames(), &[(DropReason::NeighDead, 3), (DropReason::TtlExpired, 1)], |o, f| {
+            let out2 = o.port(P_OUT2);
+            assert_eq!(out2.len(), 4, "two forwarded, one ARP request, one solicitation");
+            let fwd: Vec<_> = out2.iter().filter(|p| p[12..14] != [8, 6] && p.get(54) != Some(&135)).collect();
+            assert_eq!(fwd.len(), 2);
+            assert_forwarded(fwd[0], &f[2], MAC_OUT2, MAC_NH2);
+            assert_forwarded(fwd[1], &f[3], MAC_OUT2, MAC_NH2);
+            let req = out2.iter().find(|p| p[12..14] == [8, 6]).expect("an ARP request on out2");
+            assert_arp_request(req, MAC_OUT2, OUT2_V4, UNRESOLVED_V4);
+            let ns = out2.iter().find(|p| p.get(54) == Some(&135)).expect("a solicitation on out2");
+            assert_solicitation(ns, MAC_OUT2, UNRESOLVED_V6);
+            let back = o.port(P_IN);
+            assert_eq!(back.len(), 1, "the time exceeded error waits; its ARP request goes");
+            assert_arp_request(&back[0], MAC_IN, IN_V4, [192, 0, 2, 77]);
+            assert_eq!(o.c.originated, 1 + 3);
+            assert_eq!(o.c.neigh_probes, 3);
         })
+    }
+
+    /// One packet may wait per neighbour (`unres_qlen = 1`): of three, the two oldest go.
+    pub fn neigh_queuefull() -> Scenario {
+        let frames = (0..3).map(|i| udp4(SRC_V4, UNRESOLVED_V4, 1, 9).seq(i).build()).collect();
+        let mut s = sc(frames, &[(DropReason::NeighQueuefull, 2), (DropReason::NeighDead, 1)], |o, _| {
+            assert_eq!(o.port(P_OUT2).len(), 1, "one ARP request, however many packets wait");
+            assert_arp_request(&o.port(P_OUT2)[0], MAC_OUT2, OUT2_V4, UNRESOLVED_V4);
+        });
+        s.setup.tun.unres_qlen = 1;
+        s
     }
 
     pub fn pkt_too_big() -> Scenario {
@@ -690,6 +760,8 @@ scenario_tests! {
     ip_ttl_expired => TtlExpired,
     ip_frag_local => IpFragLocal,
     neigh_failed => NeighFailed,
+    neigh_dead => NeighDead,
+    neigh_queuefull => NeighQueuefull,
     pkt_too_big => PktTooBig,
     unhandled_l4 => UnhandledL4,
     l4_csum => L4Csum,
@@ -764,7 +836,9 @@ fn neighbour_solicitation_is_answered_with_an_advertisement() {
     let mac_x = [2, 0, 0, 0, 0, 0x77];
     let ip_x = v6([0x2001, 0xdb8, 1, 0, 0, 0, 0, 7]);
     let frames = vec![neighbour_solicit(mac_x, ip_x, IN_V6), udp6(SRC_V6, ip_x, 1, 9).build()];
-    let o = run_both(&frames, &Setup::default());
+    // The solicitation teaches the neighbour the second flow is sent to: on two workers
+    // the second packet may be routed first (as with RPS in the kernel).
+    let o = run_both(&frames, &Setup::default().across_flows_in_order());
     assert_no_drops(&o);
     let out = o.port(P_IN);
     assert_eq!(out.len(), 2);
@@ -791,7 +865,9 @@ fn icmp_errors_are_rate_limited() {
     let mut frames: Vec<Vec<u8>> = (0..20).map(|i| udp4(SRC_V4, DST1_V4, 1, 9).seq(i).ttl(1).build()).collect();
     frames.extend((0..3).map(|i| udp4(HOST_V4, DST1_V4, 1, 9).seq(i).ttl(1).build()));
     frames.extend((0..10).map(|i| udp6(SRC_V6, DST1_V6, 1, 9).seq(i).ttl(1).build()));
-    let o = run_both(&frames, &Setup::default());
+    // The host-wide bucket is shared by all flows: which ones get the last tokens depends on
+    // the order across flows.
+    let o = run_both(&frames, &Setup::default().across_flows_in_order());
     let e = o.port(P_IN);
     assert_eq!(e.len(), 6 + 3 + 6, "six to each busy source, all three to the quiet one");
     assert_eq!(o.c.icmp_ratelimited, 14 + 4);
@@ -800,7 +876,7 @@ fn icmp_errors_are_rate_limited() {
 
     // Host-wide: 40 sources, one error each, against a burst of 10.
     let frames: Vec<Vec<u8>> = (0..40u8).map(|i| udp4([198, 18, 7, i], DST1_V4, 1, 9).ttl(1).build()).collect();
-    let mut setup = Setup::default();
+    let mut setup = Setup::default().across_flows_in_order();
     setup.tun.icmp_msgs_burst = 10;
     setup.tun.icmp_msgs_per_sec = 1; // no refill within the test
     let o = run_both(&frames, &setup);

@@ -415,7 +415,7 @@ fn hexall(b: &[u8]) -> String {
 }
 
 /// Frames the kernel sends on its own that no test frame caused: MLD reports, router
-/// solicitations, IGMP.
+/// solicitations, neighbour reachability probes, IGMP.
 fn is_noise(f: &[u8]) -> bool {
     let Some(l3) = l3_offset(f) else { return false };
     let ip = &f[l3..];
@@ -426,7 +426,10 @@ fn is_noise(f: &[u8]) -> bool {
                 nh = ip[40];
                 off += (ip[41] as usize + 1) * 8;
             }
-            nh == 58 && ip.get(off).is_some_and(|t| matches!(t, 130..=133 | 143))
+            // Also a neighbour solicitation to a unicast address: the kernel's NUD probe of a
+            // neighbour gone stale, whenever its timers say (resolution goes to multicast).
+            let nud_probe = |t: &u8| *t == 135 && ip[24] != 0xff;
+            nh == 58 && ip.get(off).is_some_and(|t| matches!(t, 130..=133 | 143) || nud_probe(t))
         }
         0x0800 if ip.len() >= 20 => ip[9] == 2,
         _ => false,

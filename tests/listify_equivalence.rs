@@ -336,7 +336,8 @@ fn the_comparison_detects_reordering() {
 
     // 1. A wrapper port that records every burst reversed, in list mode only: packets of
     //    one flow leave in the wrong order. Both comparisons must see it.
-    let mut reversing = Setup::default().listified(true);
+    // (The bursts a worker transmits, and so what is reversed, depend on the workers.)
+    let mut reversing = Setup::default().listified(true).across_flows_in_order();
     reversing.out = [OutKind::ReverseBursts, OutKind::Capture];
     let reordered = run(&frames, &reversing);
     assert_eq!(fates(&reordered.c), fates(&single.c), "same fates: only the order changed");

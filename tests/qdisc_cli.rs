@@ -68,6 +68,47 @@ fn the_ports_qdisc_table_picks_the_qdisc_and_the_summary_shows_it() {
     assert!(out.contains("qdisc bfifo on nic0: sent "), "{out}");
 }
 
+/// (tx, tx handoffs) per worker from the summary's worker table.
+fn worker_tx_and_handoffs(o: &Output) -> Vec<(u64, u64)> {
+    let out = String::from_utf8_lossy(&o.stdout);
+    let mut lines = out.lines().skip_while(|l| !l.starts_with("worker ")).skip(1);
+    let mut v = Vec::new();
+    while let Some(l) = lines.next().filter(|l| l.split_whitespace().next().is_some_and(|w| w.parse::<usize>().is_ok())) {
+        let w: Vec<u64> = l.split_whitespace().take(6).map(|x| x.parse().unwrap()).collect();
+        v.push((w[4], w[5]));
+    }
+    v
+}
+
+#[test]
+fn two_workers_share_one_tx_queue_by_handoff_or_get_one_each_with_mq() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::read_to_string(example()).unwrap().replacen("pool_frames = 512", "pool_frames = 8192", 1);
+    let two_gen_queues = base.replacen("kind = \"gen\"", "kind = \"gen\"\nrss_queues = 2", 1);
+    // One NIC queue: worker 1 hands what it forwards to worker 0, which runs the one qdisc.
+    let one = write(dir.path(), "one", &two_gen_queues.replacen("kind = \"sim\"", "kind = \"sim\"\nrss_queues = 1", 1));
+    let o = run(&["run", "--config", &one, "--seconds", "0.5"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.contains("conservation: ok"), "{out}");
+    let w = worker_tx_and_handoffs(&o);
+    assert_eq!(w.len(), 2, "{out}");
+    assert!(w[1].1 > 0 && w[1].0 == 0, "worker 1 only hands off: {w:?}\n{out}");
+    assert_eq!(w[0].1, 0);
+    assert_eq!(out.matches("qdisc pfifo_fast on nic0: sent").count(), 1, "{out}");
+    // mq: a queue (and qdisc) per worker, nothing handed over.
+    let mq = write(dir.path(), "mq", &two_gen_queues.replacen("kind = \"sim\"", "kind = \"sim\"\nrss_queues = 2", 1));
+    let o = run(&["run", "--config", &mq, "--seconds", "0.5"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.contains("conservation: ok"), "{out}");
+    let w = worker_tx_and_handoffs(&o);
+    assert!(w.iter().all(|&(tx, h)| tx > 0 && h == 0), "each worker sends on its own queue: {w:?}\n{out}");
+    for q in 0..2 {
+        assert!(out.contains(&format!("qdisc pfifo_fast on nic0 tx queue {q}: sent")), "{out}");
+    }
+}
+
 #[test]
 fn bad_qdisc_settings_are_refused_by_name() {
     let cfg = example();

@@ -274,6 +274,56 @@ fn bad_queue_settings_are_refused_by_name() {
     assert!(e.contains("ports[1] (sink0).rss_queues") && e.contains("one queue"), "{e}");
 }
 
+/// `rps_cpus` per receive queue (sysfs `queues/rx-N/rps_cpus`): each of a port's two queues
+/// steers by its own map, overriding the global `rps_cpus`.
+#[test]
+fn each_receive_queue_steers_by_its_own_rps_cpus() {
+    let sets = ["rps_cpus=0-1", "net.core.netdev_max_backlog=100000"];
+    // Queue 0 (worker 0) keeps everything, queue 1 (worker 1) sends everything to worker 0:
+    // the global map would have spread both.
+    let (mut c, tun) = rss_lab(2000, 2, &sets);
+    c.ports[0].rps_cpus = Some(vec!["0".into(), "0".into()]);
+    let dp = run_checked(&c, tun, 30_000);
+    let w = |i: usize| &dp.workers[i].c;
+    assert!(w(0).rx > 5_000 && w(1).rx > 5_000, "both queues received");
+    assert_eq!(w(0).rps_steered, 0, "queue 0's map is its own worker");
+    assert_eq!(w(1).rps_steered, w(1).rx, "queue 1's map sends every flow to worker 0");
+    assert_eq!((w(0).backlog_processed, w(1).backlog_processed), (w(1).rx, 0));
+    assert_eq!(dp.counters().tx, 30_000, "{:?}", dp.counters().nonzero_drops());
+    assert_per_flow_order(&captured(&dp, 1));
+
+    // Queue 0 to worker 1 only, queue 1 over both (by flow hash); no global map at all.
+    let (mut c, tun) = rss_lab(2000, 2, &["net.core.netdev_max_backlog=100000"]);
+    c.ports[0].rps_cpus = Some(vec!["1".into(), "0-1".into()]);
+    let dp = run_checked(&c, tun, 30_000);
+    let w = |i: usize| &dp.workers[i].c;
+    assert_eq!(w(0).rps_steered, w(0).rx, "queue 0's map is worker 1 alone");
+    assert!(w(1).rps_steered > 1_000 && w(1).rps_steered < w(1).rx - 1_000, "queue 1 spreads by hash: {} of {}", w(1).rps_steered, w(1).rx);
+    assert_eq!(w(1).backlog_processed, w(0).rx);
+    assert_eq!(w(0).backlog_processed, w(1).rps_steered);
+    assert_eq!(dp.counters().tx, 30_000, "{:?}", dp.counters().nonzero_drops());
+    assert_per_flow_order(&captured(&dp, 1));
+}
+
+#[test]
+fn bad_per_queue_rps_cpus_are_refused_by_name() {
+    let pool = Pool::new(1024).unwrap();
+    let refused = |maps: &[&str]| {
+        let mut c = config::lab(Pipeline::L3fwd);
+        c.ports[0].rss_queues = Some(2);
+        c.ports[0].rps_cpus = Some(maps.iter().map(|m| m.to_string()).collect());
+        c.build(Default::default(), &pool).err().expect("refused").to_string()
+    };
+    let e = refused(&["0-1"]);
+    assert!(e.contains("ports[0] (gen0).rps_cpus") && e.contains("one per queue"), "{e}");
+    let e = refused(&["0", "0-4096"]);
+    assert!(e.contains("ports[0] (gen0).rps_cpus[1]") && e.contains("not present"), "{e}");
+    let e = refused(&["", "0"]);
+    assert!(e.contains("ports[0] (gen0).rps_cpus[0]"), "{e}");
+    let e = refused(&["1-0", "0"]);
+    assert!(e.contains("rps_cpus[0]") && e.contains("backwards"), "{e}");
+}
+
 // ---------------------------------------------------------------------------------------
 // RFS: flows follow the worker that reads their socket, in order
 // ---------------------------------------------------------------------------------------

@@ -28,6 +28,9 @@ pub struct Arm {
     pub x: Option<f64>,
     /// ... and the line it belongs to.
     pub series: Option<String>,
+    /// The arm's rate is what it transmitted, not what it received (a sender that may
+    /// receive more than its port can send, the excess dropped in the qdisc).
+    pub rate_is_tx: bool,
 }
 
 impl Arm {
@@ -38,7 +41,14 @@ impl Arm {
             kind: ArmKind::Sluice { config: Box::new(config), set: set.iter().map(|s| s.to_string()).collect() },
             x: None,
             series: None,
+            rate_is_tx: false,
         }
+    }
+
+    /// Rates this arm by what it transmitted.
+    pub fn rated_by_tx(mut self) -> Arm {
+        self.rate_is_tx = true;
+        self
     }
 
     /// Places the arm on a sweep line.

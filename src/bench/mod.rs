@@ -15,6 +15,7 @@ pub mod analysis;
 pub mod experiment;
 pub mod experiments;
 pub mod hw;
+pub mod lab;
 pub mod machine;
 pub mod plot;
 pub mod report;
@@ -227,6 +228,7 @@ pub fn list_text() -> String {
         s.push_str(&format!("  {m:<10} not implemented yet\n"));
     }
     s.push_str("  all        every experiment above that exists\n");
+    s.push_str("  lab        (root, runs alone) the namespace lab routed by the kernel, sluice over AF_PACKET and AF_XDP, testpmd\n");
     s
 }
 
@@ -246,6 +248,26 @@ pub fn main(args: &BenchArgs) -> Result<BenchOutcome, BenchError> {
             },
             out: args.out.clone(),
             files: Vec::new(),
+        });
+    }
+    if args.experiments.iter().any(|e| e == "lab") {
+        // Real interfaces and external routers (root): its own runner and lab.json.
+        if args.experiments.len() > 1 {
+            return Err(BenchError::Settings("`lab` runs alone (it needs root and brings up namespaces)".into()));
+        }
+        lab::main(args)?;
+        return Ok(BenchOutcome {
+            results: Results {
+                schema: 1,
+                command: command_line(),
+                started_unix: 0,
+                machine: machine::describe(),
+                settings: Settings::from_args(args)?,
+                experiments: Vec::new(),
+                not_implemented: Vec::new(),
+            },
+            out: args.out.clone(),
+            files: vec![args.out.join("lab.json")],
         });
     }
     let settings = Settings::from_args(args)?;
@@ -392,7 +414,11 @@ pub fn run_experiment(e: &Experiment, s: &Settings, use_hw: bool, quiet: bool) -
             let res = match &arm.kind {
                 ArmKind::Sluice { config, set } => {
                     let all: Vec<String> = s.set.iter().chain(set.iter()).cloned().collect();
-                    Some(runner::run_sluice(config, &all, warm, meas, use_hw, set_pos)?)
+                    let mut x = runner::run_sluice(config, &all, warm, meas, use_hw, set_pos)?;
+                    if arm.rate_is_tx {
+                        x.mpps = x.tx_packets as f64 / x.seconds.max(1e-9) / 1e6;
+                    }
+                    Some(x)
                 }
                 ArmKind::Testpmd { args, .. } => {
                     let prog = programs[i].clone().unwrap_or_default();

@@ -336,6 +336,7 @@ fn experiment_md(s: &mut String, r: &Results, e: &ExperimentResult, out: &Path) 
         let (d, t): (u64, u64) = a.samples.iter().fold((0, 0), |(d, t), x| (d + x.doorbells, t + x.tx_packets));
         let _ = writeln!(s, "\nDoorbells per transmitted packet, {}: {} ({d} / {t}).", a.label, f(d as f64 / t.max(1) as f64, 4));
     }
+    request_response_section(s, e);
     if let Some(cap) = e.cap_mpps {
         let _ = writeln!(s, "\nRate cap: {cap} Mpps (samples within 0.5% of it count as censored).");
     }
@@ -497,4 +498,76 @@ fn experiment_md(s: &mut String, r: &Results, e: &ExperimentResult, out: &Path) 
     }
     let ord: Vec<&str> = e.order.iter().map(String::as_str).collect();
     let _ = writeln!(s, "\nRun order: {} ({:.0} s in all).", ord.join(" "), e.wall_seconds);
+}
+
+/// One figure of a request/response sample.
+type RrMetric = fn(&crate::bench::runner::RrSample) -> f64;
+
+/// Closed-loop arms: transactions/s, latency percentiles, CPU and wake-ups per transaction,
+/// and Welch t-tests between the compared arms on each.
+fn request_response_section(s: &mut String, e: &ExperimentResult) {
+    fn rr_of(a: &ArmResult) -> Vec<&crate::bench::runner::RrSample> {
+        a.samples.iter().filter_map(|x| x.rr.as_ref()).collect()
+    }
+    let arms: Vec<&ArmResult> = e.arms.iter().filter(|a| !rr_of(a).is_empty()).collect();
+    if arms.is_empty() {
+        return;
+    }
+    let ms = |v: &[f64], prec: usize| match crate::bench::stats::summarize(v) {
+        Some(m) => format!("{} ± {}", f(m.mean, prec), f(m.sd, prec)),
+        None => "-".into(),
+    };
+    let _ = writeln!(s, "\n#### Request/response (closed loop)\n");
+    let _ = writeln!(
+        s,
+        "| arm | n | K transactions/s | p50 µs | p99 µs | mean µs | CPU ns/transaction | wake-ups per 1000 transactions | unmatched |\n|---|---|---|---|---|---|---|---|---|"
+    );
+    for a in &arms {
+        let r = rr_of(a);
+        let col = |g: fn(&crate::bench::runner::RrSample) -> f64| r.iter().map(|x| g(x)).collect::<Vec<f64>>();
+        let cpu: Option<Vec<f64>> = r.iter().map(|x| x.cpu_ns_per_transaction).collect();
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            a.label,
+            r.len(),
+            ms(&col(|x| x.transactions_per_s / 1e3), 1),
+            ms(&col(|x| x.latency_p50_us), 2),
+            ms(&col(|x| x.latency_p99_us), 2),
+            ms(&col(|x| x.latency_mean_us), 2),
+            cpu.map(|c| ms(&c, 1)).unwrap_or_else(|| "-".into()),
+            ms(&col(|x| 1e3 * x.wakeups_per_transaction), 3),
+            r.iter().map(|x| x.unmatched).sum::<u64>(),
+        );
+    }
+    for c in &e.comparisons {
+        let (Some(a), Some(b)) = (arms.iter().find(|x| x.name == c.a), arms.iter().find(|x| x.name == c.b)) else { continue };
+        let (ra, rb) = (rr_of(a), rr_of(b));
+        let _ = writeln!(s, "\n{} → {}:", a.label, b.label);
+        let metrics: [(&str, RrMetric); 3] = [
+            ("transactions/s", |x| x.transactions_per_s),
+            ("p50 latency µs", |x| x.latency_p50_us),
+            ("p99 latency µs", |x| x.latency_p99_us),
+        ];
+        for (name, g) in metrics {
+            let (va, vb): (Vec<f64>, Vec<f64>) = (ra.iter().map(|x| g(x)).collect(), rb.iter().map(|x| g(x)).collect());
+            match crate::bench::stats::welch_t_test(&va, &vb) {
+                Some(w) => {
+                    let _ = writeln!(
+                        s,
+                        "- {name}: {} → {} ({}), Welch t = {}, df = {}, p = {}",
+                        f(w.mean_a, 2),
+                        f(w.mean_b, 2),
+                        pct(w.diff_pct),
+                        f(w.t, 2),
+                        f(w.df, 1),
+                        p_text(w.p_two_sided)
+                    );
+                }
+                None => {
+                    let _ = writeln!(s, "- {name}: too few runs for a t-test");
+                }
+            }
+        }
+    }
 }

@@ -54,9 +54,36 @@ pub struct Sample {
     pub hw: Option<HwReading>,
     /// The conservation ledger after the run: `None` = balanced.
     pub conservation_error: Option<String>,
+    /// Closed-loop (request/response) figures, when a generator runs in that mode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rr: Option<RrSample>,
     /// testpmd runs: (port 0, port 1) Rx-pps of every measured stats period.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub testpmd_periods: Vec<[f64; 2]>,
+}
+
+/// A request/response run (netperf TCP_RR-like): transactions and their latency.
+#[derive(Debug, Clone, Serialize, Default, PartialEq)]
+pub struct RrSample {
+    pub transactions: u64,
+    pub transactions_per_s: f64,
+    pub latency_p50_us: f64,
+    pub latency_p99_us: f64,
+    pub latency_mean_us: f64,
+    /// (user + sys) CPU time of every worker, ns / transactions.
+    pub cpu_ns_per_transaction: Option<f64>,
+    /// RPS wake-ups sent / transactions.
+    pub wakeups_per_transaction: f64,
+    /// Answers that matched no outstanding request (0 in a sound run).
+    pub unmatched: u64,
+}
+
+/// Every closed-loop generator's figures of the datapath, summed (None: no such port).
+pub fn request_response(dp: &crate::datapath::Datapath) -> Option<crate::port::gen::RequestResponse> {
+    dp.all_queues().filter_map(|p| p.request_response()).reduce(|mut a, b| {
+        a.merge(&b);
+        a
+    })
 }
 
 /// Stage counters of a run, in pipeline order.
@@ -93,6 +120,7 @@ pub fn run_sluice(
     // from zero keeps the conservation ledger balanced.
     dp.reset_counters();
     let w = warmup.as_secs_f64();
+    let rr0 = request_response(&dp);
     let mut hwc = if use_hw { HwCounters::open().ok() } else { None };
     let cpu0 = hw::thread_cpu_time();
     if let Some(h) = &hwc {
@@ -118,6 +146,21 @@ pub fn run_sluice(
         }
     }
     let cpu = user.zip(sys).map(|(u, s)| u + s);
+    let rr = request_response(&dp).zip(rr0).map(|(after, before)| {
+        let r = after.since(&before);
+        let n = r.transactions.max(1) as f64;
+        let us = |q: f64| r.latency_ns.value_at_quantile(q) as f64 / 1e3;
+        RrSample {
+            transactions: r.transactions,
+            transactions_per_s: r.transactions as f64 / secs,
+            latency_p50_us: us(0.5),
+            latency_p99_us: us(0.99),
+            latency_mean_us: r.latency_ns.mean() / 1e3,
+            cpu_ns_per_transaction: cpu.map(|t| t * 1e9 / n),
+            wakeups_per_transaction: c.rps_wakeups as f64 / n,
+            unmatched: r.unmatched,
+        }
+    });
     // Packets that entered processing: what a full backlog refused never did.
     let processed = c.rx - c.dropped(DropReason::CpuBacklog) - c.dropped(DropReason::CpuBacklogFlowLimit);
     let pk = processed.max(1) as f64;
@@ -141,6 +184,7 @@ pub fn run_sluice(
         stages: stage_samples(c),
         hw: hw_reading,
         conservation_error: dp.conservation().err().map(|e| e.to_string()),
+        rr,
         testpmd_periods: Vec::new(),
     })
 }

@@ -114,6 +114,7 @@ fn tiny_experiment() -> Experiment {
                 kind: ArmKind::Testpmd { program: "/nonexistent/dpdk-testpmd".into(), args: vec![] },
                 x: None,
                 series: None,
+                rate_is_tx: false,
             },
         ],
         comparisons: vec![

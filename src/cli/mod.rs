@@ -1,5 +1,7 @@
-//! Command-line interface (`sluice run`, `sluice bench`, `sluice xdp`, `sluice tunables`).
+//! Command-line interface (`sluice run`, `sluice bench`, `sluice xdp`, `sluice lab`, `sluice tunables`).
 
+pub mod gen;
+pub mod lab;
 pub mod out;
 pub mod report;
 pub mod run;
@@ -26,6 +28,42 @@ pub enum Command {
     Xdp(XdpCommand),
     /// Reproduce the seed experiments with statistics (listify, xdp, io, selfcheck, all).
     Bench(crate::bench::BenchArgs),
+    /// Send generated UDP traffic on a real interface (AF_PACKET), like pktgen.
+    Gen(gen::GenArgs),
+    /// A namespace lab of real hosts for sluice to route between (root).
+    #[command(subcommand)]
+    Lab(LabCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LabCommand {
+    /// Namespaces PREFIX-a and PREFIX-b (hosts 10.201.1.2 and 10.201.2.2), linked by veths
+    /// PREFIX-ra / PREFIX-rb to this namespace, where sluice routes between them (topology
+    /// `router`), or to a namespace PREFIX-r where the kernel does (topology `kernel`), or
+    /// a → sluice → a kernel router PREFIX-c → b (topology `chain`, sluice's ports PREFIX-ra
+    /// and PREFIX-rc).
+    Up {
+        #[arg(long, default_value = "sl")]
+        prefix: String,
+        #[arg(long, default_value = "router")]
+        topology: lab::Topology,
+    },
+    /// Removes the lab's namespaces and veths.
+    Down {
+        #[arg(long, default_value = "sl")]
+        prefix: String,
+    },
+    /// Prints the sluice config that routes the lab (examples/lab-router.toml is PREFIX `sl`).
+    Config {
+        #[arg(long, default_value = "sl")]
+        prefix: String,
+        /// Port kind: afxdp or afpacket.
+        #[arg(long, default_value = "afxdp")]
+        kind: String,
+        /// The lab's topology (router or chain).
+        #[arg(long, default_value = "router")]
+        topology: lab::Topology,
+    },
 }
 
 #[derive(Debug, Args, Clone, Default)]

@@ -131,7 +131,7 @@ pub fn summary(r: &RunReport) -> String {
             s,
             "\nqdisc {} on {}: sent {} pkts {} bytes, dropped {}, overlimits {}, requeues {}, backlog {} pkts {} bytes{}",
             q.kind,
-            q.port,
+            q.queue.map_or(q.port.clone(), |n| format!("{} tx queue {n}", q.port)),
             d.packets,
             d.bytes,
             d.drops,
@@ -157,19 +157,20 @@ pub fn summary(r: &RunReport) -> String {
     if r.workers.len() > 1 {
         let _ = writeln!(
             s,
-            "\n{:<8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10} {:>9} {:>9} {:>8}",
-            "worker", "polled rx", "steered", "backlog", "tx", "local", "drops", "wake-ups", "rfs moves", "cpu s"
+            "\n{:<8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10} {:>9} {:>9} {:>8}",
+            "worker", "polled rx", "steered", "backlog", "tx", "tx handoffs", "local", "drops", "wake-ups", "rfs moves", "cpu s"
         );
         for w in &r.workers {
             let c = &w.counters;
             let _ = writeln!(
                 s,
-                "{:<8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10} {:>9} {:>9} {:>8}",
+                "{:<8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10} {:>9} {:>9} {:>8}",
                 w.id,
                 c.rx,
                 c.rps_steered,
                 c.backlog_processed,
                 c.tx,
+                c.tx_handoffs,
                 c.local,
                 c.total_drops(),
                 c.rps_wakeups,

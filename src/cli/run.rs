@@ -47,6 +47,8 @@ pub struct RunReport {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct QdiscLine {
     pub port: String,
+    /// The transmit queue, for a port with several (`mq`: one qdisc per queue).
+    pub queue: Option<usize>,
     pub kind: &'static str,
     pub qdisc: crate::tx::qdisc::QdiscStats,
     pub txq: crate::tx::queue::TxqStats,
@@ -58,12 +60,15 @@ pub struct QdiscLine {
 /// The qdisc lines of the ports that have a ring, from the worker that owns each.
 fn qdisc_lines(dp: &Datapath) -> Vec<QdiscLine> {
     let mut out = Vec::new();
+    let queues = |i: usize| dp.workers.iter().filter(|w| w.ports.get(i).is_some_and(Option::is_some)).count();
     for w in &dp.workers {
-        for (port, q) in w.ports.iter().zip(&w.txq) {
+        for (i, (port, q)) in w.ports.iter().zip(&w.txq).enumerate() {
             let (Some(port), Some(qd)) = (port, q.qdisc.as_ref()) else { continue };
             let Some(t) = port.tx_queue() else { continue };
             out.push(QdiscLine {
                 port: port.name().to_string(),
+                // Queue q of a multi-queue port belongs to worker q.
+                queue: (queues(i) > 1).then_some(w.id),
                 kind: qd.kind().name(),
                 qdisc: *qd.stats(),
                 txq: q.stats,
@@ -182,7 +187,7 @@ pub fn parse_port_flag(spec: &str) -> Result<PortFlag, String> {
     let (kind, rest) = spec.split_once(':').ok_or("expected KIND:IFACE[@QUEUES], e.g. afpacket:eth1 or afpacket:veth0@2")?;
     let kind = match kind {
         "afpacket" => PortKind::Afpacket,
-        "afxdp" => return Err("afxdp ports are not built yet in this version (use afpacket)".into()),
+        "afxdp" => PortKind::Afxdp,
         k => return Err(format!("unknown port kind `{k}` (afpacket, afxdp)")),
     };
     let (iface, queues) = match rest.split_once('@') {
@@ -224,7 +229,11 @@ fn apply_port_flag(cfg: &mut Config, spec: &str) -> Result<(), String> {
                 pc.sim = None;
                 pc.tso = false;
             }
+            if f.kind != PortKind::Afxdp {
+                pc.afxdp = None;
+            }
             if f.kind != PortKind::Afpacket {
+                pc.promisc = false;
                 pc.afpacket = None;
             }
             pc.kind = f.kind;
@@ -323,7 +332,7 @@ mod tests {
         let f = parse_port_flag("afpacket:veth0@4").unwrap();
         assert_eq!(f, PortFlag { kind: PortKind::Afpacket, iface: "veth0".into(), queues: Some(4) });
         assert_eq!(parse_port_flag("afpacket:eth1").unwrap().queues, None);
-        assert!(parse_port_flag("afxdp:veth0").unwrap_err().contains("not built yet"));
+        assert_eq!(parse_port_flag("afxdp:veth0").unwrap().kind, PortKind::Afxdp);
         assert!(parse_port_flag("dpdk:veth0").unwrap_err().contains("unknown port kind"));
         assert!(parse_port_flag("veth0").unwrap_err().contains("KIND:IFACE"));
         assert!(parse_port_flag("afpacket:").unwrap_err().contains("no interface"));

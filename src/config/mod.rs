@@ -49,12 +49,14 @@ pub enum PortKind {
     Sim,
     /// A Linux interface through AF_PACKET rings (`port::afpacket`).
     Afpacket,
+    /// A Linux interface through AF_XDP sockets, one per receive queue (`port::afxdp`).
+    Afxdp,
 }
 
 impl PortKind {
     /// A real Linux interface: its MAC and MTU default to the interface's.
     pub fn is_real(self) -> bool {
-        matches!(self, PortKind::Afpacket)
+        matches!(self, PortKind::Afpacket | PortKind::Afxdp)
     }
 
     /// A port frames arrive on (an XDP program attaches to it; io/macswap need its peer).
@@ -68,7 +70,7 @@ impl PortKind {
 pub struct PortConfig {
     pub name: String,
     pub kind: PortKind,
-    /// Required for in-memory ports; a real interface's (`afpacket`) defaults to its own.
+    /// Required for in-memory ports; a real interface's (`afpacket`, `afxdp`) defaults to its own.
     #[serde(default)]
     pub mac: String,
     /// Real interfaces: the Linux interface (default: the port's name).
@@ -125,6 +127,10 @@ pub struct PortConfig {
     /// default on when the port has more than one queue.
     #[serde(default)]
     pub rx_hash: Option<bool>,
+    /// RPS per receive queue (sysfs `queues/rx-N/rps_cpus`): one CPU list per queue, e.g.
+    /// `["0-1", "1"]`, each overriding the `rps_cpus` tunable for its queue.
+    #[serde(default)]
+    pub rps_cpus: Option<Vec<String>>,
     /// `sim` ports: the NIC model's line rate, ring, doorbell cost, moderation, BQL.
     #[serde(default)]
     pub sim: Option<crate::port::sim::SimConfig>,
@@ -135,6 +141,9 @@ pub struct PortConfig {
     /// `[ports.qdisc]`: this port's qdisc (default: `net.core.default_qdisc`).
     #[serde(default)]
     pub qdisc: Option<QdiscConfig>,
+    /// `[ports.afxdp]`: an `afxdp` port's bind mode, rings and attach mode.
+    #[serde(default)]
+    pub afxdp: Option<crate::port::afxdp::AfXdpConfig>,
 }
 
 /// `[ports.qdisc]`, tc-like: `kind` (pfifo_fast, noqueue, pfifo, bfifo, fq_codel) and the
@@ -361,6 +370,27 @@ fn network_of(addr: IpAddr, len: u8, what: &str) -> Result<IpAddr, ConfigError> 
     Ok(addr)
 }
 
+/// A port's `rps_cpus`: one CPU list per receive queue (none: every queue uses the tunable).
+fn queue_rps_cpus(pc: &PortConfig, queues: u16, what: &str) -> Result<Vec<Vec<u16>>, ConfigError> {
+    let Some(lists) = &pc.rps_cpus else { return Ok(Vec::new()) };
+    if lists.len() != queues as usize {
+        return Err(field(
+            format!("{what}.rps_cpus"),
+            format!("{} CPU list(s) for {queues} receive queue(s): give one per queue", lists.len()),
+        ));
+    }
+    let present = std::thread::available_parallelism().map_or(1, |n| n.get()).min(64) as u32;
+    lists
+        .iter()
+        .enumerate()
+        .map(|(q, l)| {
+            crate::tunables::parse_cpu_list(l, present)
+                .map(|cpus| cpus.into_iter().map(|c| c as u16).collect())
+                .map_err(|e| field(format!("{what}.rps_cpus[{q}]"), format!("`{l}`: {e}")))
+        })
+        .collect()
+}
+
 fn parse_prefix(s: &str, what: &str) -> Result<(IpAddr, u8), ConfigError> {
     let (a, l) = s.split_once('/').ok_or_else(|| field(what, format!("`{s}` is not address/length")))?;
     let addr: IpAddr = a.parse().map_err(|_| field(what, format!("`{a}` is not an IP address")))?;
@@ -414,10 +444,17 @@ impl Config {
         let locked_atomics = tun.locked_atomics != 0;
         // A worker per RPS CPU and per queue of any port (queue q belongs to worker q).
         let mut workers = crate::rps::backlog::workers_for(tun.rps_cpus);
+        let mut queue_cpus = Vec::with_capacity(self.ports.len());
         for (i, pc) in self.ports.iter().enumerate() {
-            workers = workers.max(self.queues_of(pc, &format!("ports[{i}] ({})", pc.name), tun.rss_queues)? as usize);
+            let what = format!("ports[{i}] ({})", pc.name);
+            let queues = self.queues_of(pc, &what, tun.rss_queues)?;
+            let maps = queue_rps_cpus(pc, queues, &what)?;
+            let highest = maps.iter().flatten().map(|&c| c as usize + 1).max().unwrap_or(0);
+            workers = workers.max(queues as usize).max(highest);
+            queue_cpus.push(maps);
         }
         let mut dp = Datapath::with_workers(tun, self.pipeline, pool, workers);
+        dp.net.rps.queue_cpus = queue_cpus;
         if self.ports.is_empty() {
             return Err(field("ports", "at least one port is required"));
         }
@@ -440,7 +477,7 @@ impl Config {
                     _ => return Err(field(format!("{what}.ipv6"), format!("`{a}` is not IPv6"))),
                 }
             }
-            let handles = self.port_queues(pc, &what, dp.net.tun.rss_queues)?;
+            let handles = self.port_queues(pc, &what, dp.net.tun.rss_queues, pool)?;
             let qdisc = pc.qdisc.as_ref().map(|q| q.spec(&format!("{what}.qdisc"))).transpose()?;
             let idx = dp.add_port_queues(handles, iface.clone());
             for w in &mut dp.workers {
@@ -608,7 +645,8 @@ impl Config {
     /// How many queues port `pc` has: its own `rss_queues`, else the tunable's for the kinds
     /// that take queues (the generator, null/count/check sinks), else one.
     fn queues_of(&self, pc: &PortConfig, what: &str, default: u32) -> Result<u16, ConfigError> {
-        let multi = matches!(pc.kind, PortKind::Gen | PortKind::Null | PortKind::Count | PortKind::Check | PortKind::Capture);
+        let multi =
+            matches!(pc.kind, PortKind::Gen | PortKind::Null | PortKind::Count | PortKind::Check | PortKind::Capture | PortKind::Sim);
         // A real interface takes `rss_queues` sockets in one fanout group; one by default.
         let multi_explicit = multi || pc.kind.is_real();
         match pc.rss_queues {
@@ -619,6 +657,10 @@ impl Config {
                 Err(field(format!("{what}.rss_queues"), format!("{q}: a port of kind {:?} has one queue", pc.kind)))
             }
             Some(q) => Ok(q),
+            // An AF_XDP port takes a socket per receive queue of its interface.
+            None if pc.kind == PortKind::Afxdp => crate::port::afxdp::iface_info(pc.iface_name())
+                .map(|i| i.rx_queues.min(crate::port::rss::MAX_QUEUES as u32) as u16)
+                .map_err(|e| field(format!("{what}.iface"), e.to_string())),
             None if multi => Ok(default.clamp(1, crate::port::rss::MAX_QUEUES as u32) as u16),
             None => Ok(1),
         }
@@ -626,7 +668,7 @@ impl Config {
 
     /// The port's queue handles, queue 0 first: one `Port` per queue (a generator's flows
     /// spread over them by RSS), each wrapped in its fault injector when one is configured.
-    fn port_queues(&self, pc: &PortConfig, what: &str, default_queues: u32) -> Result<Vec<Box<dyn Port>>, ConfigError> {
+    fn port_queues(&self, pc: &PortConfig, what: &str, default_queues: u32, pool: &Pool) -> Result<Vec<Box<dyn Port>>, ConfigError> {
         let queues = self.queues_of(pc, what, default_queues)?;
         let rss_field = |f: &str, e: crate::port::rss::RssError| field(format!("{what}.{f}"), e.to_string());
         let mut rss = crate::port::rss::Rss::new(queues).map_err(|e| rss_field("rss_queues", e))?;
@@ -681,7 +723,18 @@ impl Config {
             PortKind::Sim => {
                 let sc = pc.sim.clone().unwrap_or_default();
                 sc.validate().map_err(|(p, msg)| field(format!("{what}.sim.{p}"), msg))?;
-                vec![Box::new(crate::port::sim::SimNic::new(&pc.name, sc, pc.resolved_mtu(what)?))]
+                crate::port::sim::SimNic::queues(&pc.name, sc, pc.resolved_mtu(what)?, queues as usize)
+                    .into_iter()
+                    .map(|q| Box::new(q) as Box<dyn Port>)
+                    .collect()
+            }
+            PortKind::Afxdp => {
+                let ac = pc.afxdp.clone().unwrap_or_default();
+                crate::port::afxdp::open(&pc.name, pc.iface_name(), Some(queues as u32), &ac, pool)
+                    .map_err(|e| field(format!("{what}.iface"), e.to_string()))?
+                    .into_iter()
+                    .map(|q| Box::new(q) as Box<dyn Port>)
+                    .collect()
             }
             PortKind::Afpacket => {
                 let mut ac = crate::port::afpacket::AfPacketConfig::new(pc.iface_name());
@@ -740,8 +793,17 @@ impl Config {
             if !pc.kind.is_real() && (pc.iface.is_some() || pc.promisc) {
                 return Err(field(
                     format!("{what}.iface"),
-                    format!("`iface` and `promisc` are for real interfaces (afpacket), not a port of kind {:?}", pc.kind),
+                    format!("`iface` and `promisc` are for real interfaces (afpacket, afxdp), not a port of kind {:?}", pc.kind),
                 ));
+            }
+            if let Some(a) = &pc.afxdp {
+                if pc.kind != PortKind::Afxdp {
+                    return Err(field(
+                        format!("{what}.afxdp"),
+                        format!("an `afxdp` table on a port of kind {:?} would never be used", pc.kind),
+                    ));
+                }
+                a.validate().map_err(|(f, m)| field(format!("{what}.afxdp.{f}"), m))?;
             }
             let mut vlans = std::collections::HashSet::new();
             for &v in &pc.vlans {
@@ -855,9 +917,33 @@ impl Config {
             IpAddr::V4(a) => dp.workers[0].neigh.v4.get(&(port, a.octets())),
             IpAddr::V6(a) => dp.workers[0].neigh.v6.get(&(port, a.octets())),
         };
-        let mac =
-            mac.ok_or_else(|| field(format!("{what}.via"), format!("gateway {via} has no entry in `neighbours` on port `{port_name}`")))?;
-        Ok(NextHop::Gateway { port, mac: *mac })
+        // A configured gateway MAC is used as is; else ARP / NDP resolve it on the link, which
+        // must hold it (the kernel's "Nexthop has invalid gateway").
+        if mac.is_none() && !dp.net.ifaces.get(port as usize).is_some_and(|i| on_link(i, gw)) {
+            return Err(field(
+                format!("{what}.via"),
+                format!("gateway {via} is not on a subnet of port `{port_name}` and has no entry in `neighbours`"),
+            ));
+        }
+        Ok(match (mac, gw) {
+            (Some(mac), _) => NextHop::Gateway { port, mac: *mac },
+            (None, IpAddr::V4(a)) => NextHop::Via { port, gw: crate::rx::route::NeighAddr::V4(a.octets()) },
+            (None, IpAddr::V6(a)) => NextHop::Via { port, gw: crate::rx::route::NeighAddr::V6(a.octets()) },
+        })
+    }
+}
+
+/// True when `a` is inside one of the interface's subnets.
+fn on_link(i: &Iface, a: IpAddr) -> bool {
+    match a {
+        IpAddr::V4(a) => i.v4.iter().any(|(p, len)| {
+            let mask = if *len == 0 { 0 } else { u32::MAX << (32 - *len as u32) };
+            u32::from_be_bytes(*p) & mask == u32::from(a) & mask
+        }),
+        IpAddr::V6(a) => i.v6.iter().any(|(p, len)| {
+            let mask = if *len == 0 { 0 } else { u128::MAX << (128 - *len as u32) };
+            u128::from_be_bytes(*p) & mask == u128::from(a) & mask
+        }),
     }
 }
 
@@ -1089,7 +1175,7 @@ mod tests {
         let mut c = lab(Pipeline::L3fwd);
         c.routes.push(RouteConfig { prefix: "10.0.0.0/8".into(), via: Some("1.2.3.4".into()), port: Some("sink0".into()), kind: None });
         let e = c.build(Tunables::default(), &pool).err().unwrap().to_string();
-        assert!(e.contains("neighbours"), "{e}");
+        assert!(e.contains("routes[") && e.contains("not on a subnet"), "{e}");
         let e = Config::from_toml("pipeline = \"l3fwd\"\nports = []\nbogus = 1\n", "x.toml").err().unwrap().to_string();
         assert!(e.contains("bogus"), "{e}");
         let mut c = lab(Pipeline::L3fwd);

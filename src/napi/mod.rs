@@ -18,6 +18,9 @@ pub fn softirq_round(net: &Net, w: &mut Worker) -> usize {
     if net.neigh_log.len() != w.neigh_seen {
         net.neigh_log.sync_into(&mut w.neigh_seen, &mut w.neigh);
     }
+    if crate::rx::neigh::timers(net, w) {
+        poll_end(net, w);
+    }
     let deadline = now + Duration::from_micros(net.tun.netdev_budget_usecs as u64);
     let mut done = 0;
     if net.rps.workers() > 1 {
@@ -239,7 +242,7 @@ pub fn run_until(
             if all_rx_done(w) && idle_rounds > 2 && others_done() {
                 break StopReason::InputDone;
             }
-            std::thread::yield_now();
+            idle_wait(net, w);
         } else {
             idle_rounds = 0;
         }
@@ -345,7 +348,7 @@ pub fn run_worker(net: &Net, w: &mut Worker, limit: &RunLimit) {
             continue;
         }
         if !input_done {
-            std::thread::yield_now();
+            idle_wait(net, w);
         } else if net.tun.busy_poll == 0 || !busy_wait(net, w) {
             std::thread::park_timeout(Duration::from_millis(1));
         }
@@ -353,6 +356,50 @@ pub fn run_worker(net: &Net, w: &mut Worker, limit: &RunLimit) {
     drain(net, w);
     publish(w);
     net.rps.finished.fetch_add(1, Ordering::Release);
+}
+
+/// Longest sleep of an idle worker waiting on its ports' descriptors: timers (neighbour
+/// probes), the stop flag and other workers' backlogs are looked at this often.
+const IDLE_POLL_MS: i32 = 1;
+
+/// An idle worker whose receive queues are all real sockets sleeps in poll() until one has
+/// frames (or `IDLE_POLL_MS`), after `net.core.busy_poll` microseconds of spinning; with any
+/// in-memory port it only yields.
+fn idle_wait(net: &Net, w: &mut Worker) {
+    const MAX_FDS: usize = 16;
+    let mut fds = [libc::pollfd { fd: -1, events: libc::POLLIN, revents: 0 }; MAX_FDS];
+    let mut n = 0;
+    for p in w.owned_ports() {
+        match p.rx_wait_fd() {
+            Some(fd) if n < MAX_FDS => {
+                fds[n].fd = fd;
+                n += 1;
+            }
+            None if p.rx_done() => {}
+            _ => return std::thread::yield_now(),
+        }
+    }
+    if n == 0 {
+        return std::thread::yield_now();
+    }
+    let mut wait = |timeout_ms: i32| {
+        // SAFETY: `fds` holds `n` initialised pollfd entries and outlives the call.
+        unsafe { libc::poll(fds.as_mut_ptr(), n as libc::nfds_t, timeout_ms) > 0 }
+    };
+    if net.tun.busy_poll > 0 {
+        // Busy polling: look without sleeping for up to busy_poll microseconds first.
+        let until = Instant::now() + Duration::from_micros(net.tun.busy_poll as u64);
+        while Instant::now() < until {
+            if wait(0) {
+                w.c.busy_poll_hits += 1;
+                return;
+            }
+            std::hint::spin_loop();
+        }
+    }
+    if wait(IDLE_POLL_MS) {
+        w.c.idle_wakeups += 1;
+    }
 }
 
 /// `net.core.busy_poll`: spins up to that many microseconds watching this worker's backlog
@@ -381,6 +428,7 @@ fn busy_wait(net: &Net, w: &mut Worker) -> bool {
 /// buffers: after it, nothing is in flight. Returns the ports whose output could not be
 /// finished (a capture that could not be written), by name.
 pub fn drain(net: &Net, w: &mut Worker) -> Vec<(String, std::io::Error)> {
+    crate::rx::neigh::drain(w);
     crate::gro::flush_all(net, w);
     poll_end(net, w);
     crate::tx::drain_qdiscs(net, w);

@@ -559,6 +559,21 @@ impl Port for FaultPort {
         self.rx.held.is_empty() && self.inner.rx_done()
     }
 
+    /// The wrapped NIC model's ring state: the qdisc sizes bulks by it and requeues what is
+    /// refused (a full ring the fault injects included), as in front of the NIC alone.
+    fn tx_queue(&self) -> Option<&crate::tx::bql::TxqState> {
+        self.inner.tx_queue()
+    }
+
+    fn tso(&self) -> bool {
+        self.inner.tso()
+    }
+
+    fn rx_csum_verified(&self) -> bool {
+        // Corruption on the wire happens after the NIC would have verified: never claim it.
+        self.inner.rx_csum_verified() && !self.cfg.side.rx()
+    }
+
     fn rx_bounded(&self) -> bool {
         self.inner.rx_bounded()
     }
@@ -805,5 +820,14 @@ mod tests {
         let got = drain_rx(&mut port, &mut bufs, 10);
         assert_eq!(port.fault_stats().unwrap().rx.dropped, 20, "two polls of ten lost");
         assert_eq!(got.len(), 80);
+    }
+
+    #[test]
+    fn a_wrapped_nic_model_keeps_its_ring_state_visible() {
+        let sim = crate::port::sim::SimNic::new("sim0", crate::port::sim::SimConfig::default(), 1500);
+        let port = FaultPort::new(Box::new(sim), FaultConfig::default()).unwrap();
+        assert!(port.tx_queue().is_some(), "the qdisc in front must see the NIC's BQL and stop state");
+        let sink = Sink::new("s", SinkKind::Null, CheckSpec::default());
+        assert!(FaultPort::new(Box::new(sink), FaultConfig::default()).unwrap().tx_queue().is_none());
     }
 }

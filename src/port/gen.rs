@@ -80,6 +80,10 @@ pub struct GenConfig {
     pub src_port: u16,
     pub dst_port: u16,
     pub ttl: u8,
+    /// Closed loop (netperf TCP_RR-like, UDP only): each flow is a client with one request
+    /// outstanding; it sends its next only once the answer came back out of this port.
+    /// Each transaction's latency, send to answer, goes into a histogram.
+    pub request_response: bool,
 }
 
 impl Default for GenConfig {
@@ -108,6 +112,7 @@ impl Default for GenConfig {
             src_port: 1024,
             dst_port: 9,
             ttl: 64,
+            request_response: false,
         }
     }
 }
@@ -161,6 +166,118 @@ pub struct Generator {
     sent: u64,
     started: Option<Instant>,
     stats: PortStats,
+    /// Closed-loop state (`request_response`).
+    rr: Option<Box<ClosedLoop>>,
+}
+
+/// Marks a flow with no request outstanding.
+const IDLE: u64 = u64::MAX;
+
+/// The clients of a closed-loop generator: which flows wait for an answer (since when) and
+/// which may send.
+#[derive(Clone)]
+struct ClosedLoop {
+    epoch: Instant,
+    /// Per flow: when its outstanding request left (ns since `epoch`), or [`IDLE`].
+    sent_at: Vec<u64>,
+    /// Flows that may send their next request, oldest answer first.
+    idle: std::collections::VecDeque<u32>,
+    figures: RequestResponse,
+}
+
+/// What a closed-loop generator measured.
+#[derive(Clone, Debug)]
+pub struct RequestResponse {
+    /// Requests answered.
+    pub transactions: u64,
+    /// Requests sent and not (yet) answered.
+    pub outstanding: u64,
+    /// Frames sent to the port that answer no outstanding request (not UDP, another port,
+    /// or a second answer).
+    pub unmatched: u64,
+    /// Send-to-answer latency of each transaction, in ns.
+    pub latency_ns: hdrhistogram::Histogram<u64>,
+}
+
+impl RequestResponse {
+    fn new() -> RequestResponse {
+        RequestResponse {
+            transactions: 0,
+            outstanding: 0,
+            unmatched: 0,
+            // 1 ns to 100 s at 3 significant digits.
+            latency_ns: hdrhistogram::Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("valid histogram bounds"),
+        }
+    }
+
+    /// Sums the figures of several ports.
+    pub fn merge(&mut self, o: &RequestResponse) {
+        self.transactions += o.transactions;
+        self.outstanding += o.outstanding;
+        self.unmatched += o.unmatched;
+        self.latency_ns.add(&o.latency_ns).expect("same histogram bounds");
+    }
+
+    /// The figures since `earlier` (a snapshot of the same port).
+    pub fn since(&self, earlier: &RequestResponse) -> RequestResponse {
+        let mut latency_ns = self.latency_ns.clone();
+        latency_ns.subtract(&earlier.latency_ns).expect("a later snapshot holds every earlier count");
+        RequestResponse {
+            transactions: self.transactions - earlier.transactions,
+            outstanding: self.outstanding,
+            unmatched: self.unmatched - earlier.unmatched,
+            latency_ns,
+        }
+    }
+}
+
+impl ClosedLoop {
+    fn new(flows: u32) -> ClosedLoop {
+        ClosedLoop {
+            epoch: Instant::now(),
+            sent_at: vec![IDLE; flows as usize],
+            idle: (0..flows).collect(),
+            figures: RequestResponse::new(),
+        }
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// An answer: the flow is the client whose source port the answer is addressed to.
+    fn answer(&mut self, frame: &[u8], src_port: u16, now: u64) {
+        let flow = client_port(frame).map(|p| p.wrapping_sub(src_port) as usize);
+        match flow.filter(|&f| self.sent_at.get(f).is_some_and(|&t| t != IDLE)) {
+            Some(f) => {
+                let sent = std::mem::replace(&mut self.sent_at[f], IDLE);
+                self.idle.push_back(f as u32);
+                let r = &mut self.figures;
+                r.transactions += 1;
+                r.outstanding -= 1;
+                r.latency_ns.saturating_record(now.saturating_sub(sent).max(1));
+            }
+            None => self.figures.unmatched += 1,
+        }
+    }
+}
+
+/// The UDP destination port of an IPv4 or IPv6 frame (an answer's client port).
+fn client_port(frame: &[u8]) -> Option<u16> {
+    use crate::wire::{EthernetFrame, Ipv4Packet, Ipv6Packet, UdpPacket};
+    let eth = EthernetFrame::new_checked(frame).ok()?;
+    let dst_port = |l4: &[u8]| UdpPacket::new_checked(l4).ok().map(|u| u.dst_port());
+    match eth.ethertype() {
+        0x0800 => {
+            let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
+            (ip.protocol() == crate::wire::IPPROTO_UDP).then(|| dst_port(ip.payload()))?
+        }
+        0x86dd => {
+            let ip = Ipv6Packet::new_checked(eth.payload()).ok()?;
+            (ip.next_header() == crate::wire::IPPROTO_UDP).then(|| dst_port(ip.payload()))?
+        }
+        _ => None,
+    }
 }
 
 impl Generator {
@@ -172,6 +289,11 @@ impl Generator {
             if !r.is_finite() || r <= 0.0 {
                 return Err(GenError::Config(format!("rate_pps = {r}: must be a positive packet rate (leave it out for flat out)")));
             }
+        }
+        if cfg.request_response && (cfg.proto != L4Proto::Udp || cfg.flows > 65536 || cfg.burst != 1) {
+            return Err(GenError::Config(
+                "request_response: UDP clients, one request each in turn (burst = 1), at most 65536 flows (one source port each)".into(),
+            ));
         }
         if cfg.vlan.is_some_and(|v| !(1..=4094).contains(&v)) {
             return Err(GenError::Config(format!("vlan = {}: VLAN ids are 1..=4094", cfg.vlan.unwrap_or(0))));
@@ -239,6 +361,7 @@ impl Generator {
             }
         }
         let flows = cfg.flows as usize;
+        let cfg_rr = cfg.request_response.then(|| Box::new(ClosedLoop::new(cfg.flows)));
         Ok(Generator {
             name: name.to_string(),
             order: (0..cfg.flows).collect(),
@@ -256,6 +379,7 @@ impl Generator {
             sent: 0,
             started: None,
             stats: PortStats::default(),
+            rr: cfg_rr,
         })
     }
 
@@ -268,6 +392,9 @@ impl Generator {
     /// (with the hash in every packet when `supply_hash`), and its share of a packet count.
     /// A queue that no flow maps to sends nothing.
     pub fn rss_queues(name: &str, cfg: GenConfig, rss: &super::rss::Rss, supply_hash: bool) -> Result<Vec<Generator>, GenError> {
+        if cfg.request_response && rss.queues() > 1 {
+            return Err(GenError::Config("request_response: the clients answer through one queue (rss_queues = 1)".into()));
+        }
         let all = Generator::new(name, cfg)?;
         let hashes: Vec<u32> = (0..all.cfg.flows as usize).map(|f| rss.hash_frame(&all.templates[f * all.sizes].bytes)).collect();
         let hashes = Arc::new(hashes);
@@ -385,6 +512,39 @@ impl Generator {
 }
 
 impl Generator {
+    /// Closed loop: one request from each flow whose answer came back (at most `max`, and
+    /// what the packet count allows), stamped with one clock read for the burst.
+    fn rx_requests(&mut self, bufs: &mut BufCache, out: &mut Vec<Pkt>, max: usize) -> usize {
+        let Some(rr) = self.rr.as_mut() else { return 0 };
+        let mut want = max.min(rr.idle.len());
+        if let Some(limit) = self.packets {
+            want = want.min(limit.saturating_sub(self.sent) as usize);
+        }
+        if want == 0 {
+            return 0;
+        }
+        let first = out.len();
+        let got = bufs.alloc_bulk(out, want, 0);
+        self.stats.rx_nobuf += (want - got) as u64;
+        let now = rr.now_ns();
+        let mut bytes = 0u64;
+        for p in &mut out[first..first + got] {
+            let flow = rr.idle.pop_front().expect("counted above") as usize;
+            rr.sent_at[flow] = now;
+            let t = &self.templates[flow * self.sizes].bytes;
+            let len = t.len().min(MAX_DATA);
+            bufs.frame_mut(p.buf)[HEADROOM..HEADROOM + len].copy_from_slice(&t[..len]);
+            p.len = len as u16;
+            p.rss_hash = self.hashes.get(flow).copied().unwrap_or(0);
+            bytes += len as u64;
+        }
+        rr.figures.outstanding += got as u64;
+        self.sent += got as u64;
+        self.stats.rx_packets += got as u64;
+        self.stats.rx_bytes += bytes;
+        got
+    }
+
     /// Frees and removes the packets of `out[first..]` marked short (offset 0); returns how many.
     #[cold]
     fn remove_short(bufs: &mut BufCache, out: &mut Vec<Pkt>, first: usize) -> usize {
@@ -410,6 +570,9 @@ impl Port for Generator {
     }
 
     fn rx_burst(&mut self, bufs: &mut BufCache, out: &mut Vec<Pkt>, max: usize) -> usize {
+        if self.rr.is_some() {
+            return self.rx_requests(bufs, out, max);
+        }
         let want = self.allowance(max);
         if want == 0 {
             return 0;
@@ -450,8 +613,15 @@ impl Port for Generator {
         got
     }
 
-    /// Packets sent back to the generator (ICMP errors, echo replies) are counted and freed.
+    /// Packets sent back to the generator (ICMP errors, echo replies) are counted and freed;
+    /// in closed loop each answers its flow's request.
     fn tx_burst(&mut self, bufs: &mut BufCache, pkts: &[Pkt], more: bool) -> usize {
+        if let Some(rr) = self.rr.as_mut() {
+            let now = rr.now_ns();
+            for &p in pkts {
+                rr.answer(bufs.data(p), self.cfg.src_port, now);
+            }
+        }
         self.stats.tx_bytes += pkts.iter().map(|p| p.total_len() as u64).sum::<u64>();
         bufs.free_pkts(pkts);
         self.stats.tx_packets += pkts.len() as u64;
@@ -476,5 +646,9 @@ impl Port for Generator {
 
     fn stats(&self) -> PortStats {
         self.stats
+    }
+
+    fn request_response(&self) -> Option<RequestResponse> {
+        self.rr.as_ref().map(|r| r.figures.clone())
     }
 }

@@ -5,6 +5,7 @@
 //! notifying the "hardware"; the doorbell rings only on a burst with `more = false`.
 
 pub mod afpacket;
+pub mod afxdp;
 pub mod fault;
 pub mod gen;
 pub mod pcap;
@@ -118,6 +119,13 @@ pub trait Port: Send {
         false
     }
 
+    /// A descriptor that becomes readable when the port has frames to receive (a packet or
+    /// XDP socket): an idle worker sleeps in poll() on it, as NAPI re-enables the interrupt,
+    /// instead of spinning. None: the port is polled only (in-memory ports).
+    fn rx_wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
+
     /// Flushes buffered output (pcap writer).
     fn finish(&mut self) -> std::io::Result<()> {
         Ok(())
@@ -138,6 +146,11 @@ pub trait Port: Send {
     /// Received-side captures for tests: a copy of every transmitted frame, if the port
     /// keeps them (`sink::Capture`).
     fn captured(&self) -> Option<&[Vec<u8>]> {
+        None
+    }
+
+    /// A closed-loop generator's transactions and latencies (`gen.request_response`).
+    fn request_response(&self) -> Option<gen::RequestResponse> {
         None
     }
 }

@@ -15,6 +15,10 @@
 //!   reaped batch `dql_completed`; the queue stops (STACK_XOFF) when over the limit and the
 //!   driver stops it (DRV_XOFF) when the ring is full; completions wake it.
 //!
+//! - Several transmit queues (`rss_queues = N`: the `mq` layout, queue q owned by worker q
+//!   as XPS maps it) each have their own ring, BQL and qdisc and share one wire: a doorbell
+//!   reserves wire time for its descriptors with one atomic update of the wire's free time.
+//!
 //! Receive is not modelled: the port never receives (a sink with a wire).
 
 use super::{Port, PortStats};
@@ -148,8 +152,8 @@ pub struct SimNic {
     ring: VecDeque<Desc>,
     /// Descriptors at the front of `ring` the hardware has seen (doorbell rung).
     posted: usize,
-    /// When the wire is free again.
-    wire_free_ns: u64,
+    /// When the wire is free again (shared by the port's queues).
+    wire_free_ns: Arc<AtomicU64>,
     txq: TxqState,
     stats: PortStats,
     pub sim: SimStats,
@@ -162,7 +166,19 @@ impl SimNic {
         Self::with_clock(name, cfg, mtu, SimClock::real())
     }
 
+    /// `n` transmit queues of one NIC: one clock, one wire.
+    pub fn queues(name: &str, cfg: SimConfig, mtu: u16, n: usize) -> Vec<SimNic> {
+        let clock = SimClock::real();
+        let wire = Arc::new(AtomicU64::new(0));
+        (0..n).map(|_| Self::on_wire(name, cfg.clone(), mtu, clock.clone(), Arc::clone(&wire))).collect()
+    }
+
     pub fn with_clock(name: &str, cfg: SimConfig, mtu: u16, clock: SimClock) -> SimNic {
+        Self::on_wire(name, cfg, mtu, clock, Arc::new(AtomicU64::new(0)))
+    }
+
+    /// A queue on `wire` (its free time, shared with the port's other queues).
+    pub fn on_wire(name: &str, cfg: SimConfig, mtu: u16, clock: SimClock, wire: Arc<AtomicU64>) -> SimNic {
         let mut txq = TxqState::default();
         let now = clock.now_ns();
         txq.dql = crate::tx::bql::Dql::new(cfg.bql_hold_time_ms.saturating_mul(1_000_000), now);
@@ -176,7 +192,7 @@ impl SimNic {
             mtu: mtu as u32,
             clock,
             posted: 0,
-            wire_free_ns: 0,
+            wire_free_ns: wire,
             txq,
             stats: PortStats::default(),
             sim: SimStats::default(),
@@ -218,12 +234,22 @@ impl SimNic {
             }
             SimClock::Manual(_) => self.clock.now_ns(),
         };
+        let total: u64 = (self.posted..self.ring.len()).map(|k| self.wire_ns(self.ring[k].pkt.total_len())).sum();
+        // Reserve the wire for the whole batch at once: other queues' batches go before or
+        // after it, never between its frames.
+        let mut free = self.wire_free_ns.load(Ordering::Acquire);
+        let mut t = loop {
+            let start = free.max(now);
+            match self.wire_free_ns.compare_exchange_weak(free, start + total, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => break start,
+                Err(cur) => free = cur,
+            }
+        };
         for k in self.posted..self.ring.len() {
             let len = self.ring[k].pkt.total_len();
-            let start = self.wire_free_ns.max(now);
-            self.wire_free_ns = start + self.wire_ns(len);
+            t += self.wire_ns(len);
             self.sim.wire_bytes += self.wire_bytes(len);
-            self.ring[k].done_ns = self.wire_free_ns;
+            self.ring[k].done_ns = t;
         }
         self.posted = self.ring.len();
         self.stats.doorbells += 1;

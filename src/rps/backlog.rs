@@ -91,6 +91,9 @@ impl Backlog {
 pub struct Steering {
     /// Target workers of `rps_cpus`, in order (empty: RPS off).
     pub cpus: Vec<u16>,
+    /// `[port][queue]`: a receive queue's own map (sysfs `queues/rx-N/rps_cpus`, a port's
+    /// `rps_cpus` setting), overriding `cpus` for that queue; empty or absent: `cpus`.
+    pub queue_cpus: Vec<Vec<Vec<u16>>>,
     /// Workers whose backlog applies the flow limit (`net.core.flow_limit_cpu_bitmap`).
     pub flow_limit_cpus: u64,
     /// One per worker.
@@ -120,6 +123,7 @@ impl Steering {
     pub fn new(workers: usize, cpus: Vec<u16>, max_backlog: usize, flow_limit_cpus: u64, sock_flow_entries: u32) -> Steering {
         Steering {
             cpus,
+            queue_cpus: Vec::new(),
             flow_limit_cpus,
             backlogs: (0..workers).map(|_| Backlog::new()).collect(),
             max_backlog: max_backlog.max(1),
@@ -138,8 +142,18 @@ impl Steering {
         self.backlogs.len()
     }
 
+    /// Whether any receive queue steers.
     pub fn enabled(&self) -> bool {
-        !self.cpus.is_empty()
+        !self.cpus.is_empty() || self.queue_cpus.iter().flatten().any(|m| !m.is_empty())
+    }
+
+    /// The CPU map of receive queue `queue` of `port`: its own, else the global one.
+    #[inline]
+    pub fn map_for(&self, port: u16, queue: u16) -> &[u16] {
+        match self.queue_cpus.get(port as usize).and_then(|q| q.get(queue as usize)) {
+            Some(m) if !m.is_empty() => m,
+            _ => &self.cpus,
+        }
     }
 
     /// Packets in handoff queues (in flight between workers; backlog rings are counted by

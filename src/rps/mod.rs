@@ -14,6 +14,8 @@ use crate::buf::skb::Skb;
 use crate::buf::BufCache;
 use crate::net::Net;
 use crate::stats::{DropReason, Stage};
+use crate::wire::ipv6::{skip_extension_headers, NEXT_HEADER_FRAGMENT};
+use crate::wire::{vlan, EtherType, VlanHeader};
 use crate::worker::Worker;
 use backlog::FlowLimit;
 
@@ -27,8 +29,16 @@ pub fn skb_hash(bufs: &BufCache, skb: &mut Skb) -> u32 {
         return skb.hash;
     }
     let d = bufs.data(skb.pkt);
-    let o = skb.network_off as usize;
-    let (h, l4) = match skb.protocol {
+    let (mut protocol, mut o) = (skb.protocol, skb.network_off as usize);
+    // A tagged frame is untagged later (rx): its flow is the tagged packet's, as the flow
+    // dissector reads through an 802.1Q tag.
+    if protocol == EtherType::VLAN {
+        if let Ok(tag) = VlanHeader::new_checked(d.get(o..).unwrap_or_default()) {
+            protocol = tag.inner_ethertype();
+            o += vlan::HEADER_LEN;
+        }
+    }
+    let (h, l4) = match protocol {
         0x0800 => match d.get(o..o + 20) {
             Some(ip) => {
                 let ihl = (ip[0] & 0x0f) as usize * 4;
@@ -40,8 +50,15 @@ pub fn skb_hash(bufs: &BufCache, skb: &mut Skb) -> u32 {
         },
         0x86dd => match d.get(o..o + 40) {
             Some(ip) => {
-                let ports = l4_ports(d, o + 40, ip[6]);
-                (hash::flow_hash(&ip[8..24], &ip[24..40], ports.unwrap_or((0, 0)), ip[6], HASH_SEED), ports.is_some())
+                // Past the extension headers, as the kernel's flow dissector: a flow with a
+                // Hop-by-Hop or Destination Options header is the same flow. Every piece of
+                // a fragmented datagram hashes alike (addresses, no ports).
+                let (proto, ports) = match skip_extension_headers(ip[6], d.get(o + 40..).unwrap_or_default()) {
+                    Ok(e) if e.fragment => (NEXT_HEADER_FRAGMENT, None),
+                    Ok(e) => (e.protocol, l4_ports(d, o + 40 + e.offset, e.protocol)),
+                    Err(_) => (ip[6], None),
+                };
+                (hash::flow_hash(&ip[8..24], &ip[24..40], ports.unwrap_or((0, 0)), proto, HASH_SEED), ports.is_some())
             }
             None => (1, false),
         },
@@ -72,7 +89,10 @@ fn l4_ports(d: &[u8], off: usize, proto: u8) -> Option<(u16, u16)> {
 /// round ([`send_wakeups`]).
 pub fn steer(net: &Net, w: &mut Worker, skbs: &mut Vec<Skb>) {
     let st = &net.rps;
-    if st.cpus.is_empty() || skbs.is_empty() {
+    // One poll's list comes from one receive queue: one map for all of it.
+    let Some(first) = skbs.first() else { return };
+    let map = st.map_for(first.rx_port, first.rx_queue);
+    if map.is_empty() {
         return;
     }
     let t0 = w.clock();
@@ -85,7 +105,7 @@ pub fn steer(net: &Net, w: &mut Worker, skbs: &mut Vec<Skb>) {
     w.steer_round += 1;
     for i in 0..skbs.len() {
         let hash = skb_hash(&w.bufs, &mut skbs[i]);
-        let mut target = st.cpus[reciprocal_scale(hash, st.cpus.len() as u32) as usize] as usize;
+        let mut target = map[reciprocal_scale(hash, map.len() as u32) as usize] as usize;
         if rfs {
             target = rfs_target(net, w, hash, target);
         }
@@ -250,6 +270,55 @@ pub fn process_backlog(net: &Net, w: &mut Worker, quota: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn udp6_frame(vlan: Option<u16>, sport: u16) -> Vec<u8> {
+        use crate::wire::build::{build, L3Spec, L4Spec, PacketSpec};
+        let (src, dst) =
+            ([0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+        let spec = PacketSpec {
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            vlan,
+            l3: L3Spec::V6 { src, dst, traffic_class: 0, flow_label: 0 },
+            l4: L4Spec::Udp { src_port: sport, dst_port: 53 },
+            ttl: 64,
+            frame_len: 80,
+        };
+        let mut f = vec![0u8; 128];
+        let n = build(&spec, &mut f).unwrap();
+        f.truncate(n);
+        f
+    }
+
+    fn hash_of(bufs: &mut BufCache, f: &[u8]) -> (u32, bool) {
+        let p = bufs.alloc_copy(f).unwrap();
+        let mut skb = Skb::build(p, bufs.data(p), 0, 0, &[2, 0, 0, 0, 0, 2]);
+        let h = skb_hash(bufs, &mut skb);
+        bufs.free(p);
+        (h, skb.l4_hash)
+    }
+
+    /// As the kernel's flow dissector: a flow is the same flow with an 802.1Q tag (not yet
+    /// removed when RPS steers) or a Hop-by-Hop header before its UDP header.
+    #[test]
+    fn the_software_hash_reads_through_a_vlan_tag_and_ipv6_extension_headers() {
+        let pool = crate::buf::Pool::new(64).unwrap();
+        let mut bufs = pool.cache();
+        let plain = udp6_frame(None, 1000);
+        let (h, l4) = hash_of(&mut bufs, &plain);
+        assert!(l4, "UDP ports in the hash");
+        assert_eq!(hash_of(&mut bufs, &udp6_frame(Some(0x6000), 1000)), (h, true), "priority-tagged");
+        assert_eq!(hash_of(&mut bufs, &udp6_frame(Some(7), 1000)), (h, true), "VLAN 7");
+        assert_ne!(hash_of(&mut bufs, &udp6_frame(None, 1001)).0, h, "another source port");
+        // Insert a Hop-by-Hop header (PadN) between the IPv6 and UDP headers.
+        let mut hbh = plain[..54].to_vec();
+        hbh[20] = 0;
+        let plen = u16::from_be_bytes([plain[18], plain[19]]) + 8;
+        hbh[18..20].copy_from_slice(&plen.to_be_bytes());
+        hbh.extend_from_slice(&[17, 0, 1, 4, 0, 0, 0, 0]);
+        hbh.extend_from_slice(&plain[54..]);
+        assert_eq!(hash_of(&mut bufs, &hbh), (h, true), "with a Hop-by-Hop header");
+    }
 
     #[test]
     fn reciprocal_scale_covers_every_target_evenly() {

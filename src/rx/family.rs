@@ -3,6 +3,7 @@
 //! monomorphised per family.
 
 use super::forward::{self, FwdError};
+use super::neigh::NeighAddr;
 use super::route::{Neighbours, NextHop};
 use super::{ipv4, ipv6, local};
 use crate::buf::skb::Skb;
@@ -21,6 +22,8 @@ pub(crate) trait IpFamily {
     /// A FIB lookup (counted).
     fn route(net: &Net, w: &mut Worker, d: Self::Addr) -> u32;
     fn resolve(neigh: &Neighbours, nh: &NextHop, d: Self::Addr) -> Option<(u16, [u8; 6])>;
+    /// The destination as a neighbour address (for resolution).
+    fn neigh_addr(d: Self::Addr) -> NeighAddr;
     /// TTL / hop limit, checksum, MTU, MACs (`macs`: destination then source): one packet
     /// rewritten in place for output (`out_addr`: the egress port's IPv4 address, recorded
     /// by a Record Route option).
@@ -59,6 +62,9 @@ impl IpFamily for V4 {
     #[inline(always)]
     fn resolve(neigh: &Neighbours, nh: &NextHop, d: [u8; 4]) -> Option<(u16, [u8; 6])> {
         neigh.resolve_v4(nh, d)
+    }
+    fn neigh_addr(d: [u8; 4]) -> NeighAddr {
+        NeighAddr::V4(d)
     }
     #[inline(always)]
     fn rewrite(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 12], out_addr: [u8; 4]) -> Result<(), FwdError> {
@@ -99,6 +105,9 @@ impl IpFamily for V6 {
     #[inline(always)]
     fn resolve(neigh: &Neighbours, nh: &NextHop, d: [u8; 16]) -> Option<(u16, [u8; 6])> {
         neigh.resolve_v6(nh, d)
+    }
+    fn neigh_addr(d: [u8; 16]) -> NeighAddr {
+        NeighAddr::V6(d)
     }
     #[inline(always)]
     fn rewrite(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 12], out_addr: [u8; 4]) -> Result<(), FwdError> {

@@ -5,6 +5,7 @@ use super::family::IpFamily;
 use super::icmp_rate::IcmpKind;
 use super::ipv4::daddr as daddr_v4;
 use super::ipv6::daddr as daddr_v6;
+use super::neigh::{self, Held, NeighAddr};
 use super::route::NextHop;
 use crate::buf::skb::{PktType, Skb};
 use crate::buf::{BufCache, Pkt, HEADROOM};
@@ -178,8 +179,9 @@ pub(crate) fn forward_v4(net: &Net, w: &mut Worker, skb: Skb, nh: &NextHop) {
     if let Err(e) = l2_unicast(&skb) {
         return fail_v4(net, w, skb, e);
     }
-    let Some((port, mac)) = w.neigh.resolve_v4(nh, daddr_v4(&w.bufs, &skb)) else {
-        return w.drop_pkt(skb.pkt, DropReason::NeighFailed);
+    let daddr = daddr_v4(&w.bufs, &skb);
+    let Some((port, mac)) = w.neigh.resolve_v4(nh, daddr) else {
+        return unresolved(net, w, nh, NeighAddr::V4(daddr), Held::Forward(skb, *nh));
     };
     let (mtu, src) = out_params(net, port);
     match rewrite_v4(&mut w.bufs, &skb, mtu, &eth_addrs(&mac, &src), out_addr_v4(net, port)) {
@@ -196,8 +198,9 @@ pub(crate) fn forward_v6(net: &Net, w: &mut Worker, skb: Skb, nh: &NextHop) {
     if let Err(e) = l2_unicast(&skb) {
         return fail_v6(net, w, skb, e);
     }
-    let Some((port, mac)) = w.neigh.resolve_v6(nh, daddr_v6(&w.bufs, &skb)) else {
-        return w.drop_pkt(skb.pkt, DropReason::NeighFailed);
+    let daddr = daddr_v6(&w.bufs, &skb);
+    let Some((port, mac)) = w.neigh.resolve_v6(nh, daddr) else {
+        return unresolved(net, w, nh, NeighAddr::V6(daddr), Held::Forward(skb, *nh));
     };
     let (mtu, src) = out_params(net, port);
     match rewrite_v6(&mut w.bufs, &skb, mtu, &eth_addrs(&mac, &src), [0; 4]) {
@@ -218,6 +221,8 @@ pub(crate) fn forward_list<F: IpFamily>(net: &Net, w: &mut Worker, run: &mut [Sk
     }
     let fixed = match *nh {
         NextHop::Gateway { port, mac } => Some((port, mac)),
+        // A resolved gateway: one lookup for the whole run.
+        NextHop::Via { port, gw } => w.neigh.lookup(port, gw).map(|mac| (port, mac)),
         _ => None,
     };
     let mut n = 0;
@@ -260,8 +265,9 @@ pub(crate) fn forward_list<F: IpFamily>(net: &Net, w: &mut Worker, run: &mut [Sk
             F::fail(net, w, s, e); // a silent drop: nothing to flush before it
             continue;
         }
-        let Some((port, mac)) = F::resolve(&w.neigh, nh, F::daddr(&w.bufs, &s)) else {
-            w.drop_pkt(s.pkt, DropReason::NeighFailed);
+        let daddr = F::daddr(&w.bufs, &s);
+        let Some((port, mac)) = F::resolve(&w.neigh, nh, daddr) else {
+            unresolved(net, w, nh, F::neigh_addr(daddr), Held::Forward(s, *nh));
             continue;
         };
         let (mtu, src) = out_params(net, port);
@@ -589,27 +595,55 @@ fn is_link_local_v6(a: &[u8; 16]) -> bool {
 /// Routes and transmits a packet sluice originated (already counted in `originated`).
 pub(crate) fn send_v4(net: &Net, w: &mut Worker, p: Pkt, dst: [u8; 4]) {
     let nh = net.routes.lookup_v4(dst);
-    let out = net.routes.get(nh).copied().and_then(|n| w.neigh.resolve_v4(&n, dst));
-    send_resolved(net, w, p, out, unsent_reason(net, nh));
+    let route = net.routes.get(nh).copied();
+    match route.and_then(|n| w.neigh.resolve_v4(&n, dst)) {
+        None if matches!(route, Some(NextHop::Connected { .. } | NextHop::Via { .. })) => {
+            unresolved(net, w, &route.unwrap_or(NextHop::Blackhole), NeighAddr::V4(dst), Held::Originated(p))
+        }
+        out => send_resolved(net, w, p, out, unsent_reason(net, nh)),
+    }
+}
+
+/// A next hop whose neighbour is unknown: the packet waits for the resolution of the
+/// on-link destination `addr` or of the route's gateway; anything else is dropped.
+fn unresolved(net: &Net, w: &mut Worker, nh: &NextHop, addr: NeighAddr, h: Held) {
+    match *nh {
+        NextHop::Connected { port } => neigh::hold(net, w, port, addr, h),
+        NextHop::Via { port, gw } => neigh::hold(net, w, port, gw, h),
+        _ => {
+            let p = match h {
+                Held::Forward(s, _) => s.pkt,
+                Held::Originated(p) => p,
+            };
+            w.drop_pkt(p, DropReason::NeighFailed)
+        }
+    }
 }
 
 /// `in_port`: where the packet this answers came in; a link-local destination is only
 /// reachable on that link (its neighbour entry there, no route).
 pub(crate) fn send_v6(net: &Net, w: &mut Worker, p: Pkt, dst: [u8; 16], in_port: u16) {
     if is_link_local_v6(&dst) {
-        let out = w.neigh.v6.get(&(in_port, dst)).map(|m| (in_port, *m));
-        return send_resolved(net, w, p, out, DropReason::NeighFailed);
+        return match w.neigh.v6.get(&(in_port, dst)).map(|m| (in_port, *m)) {
+            None => neigh::hold(net, w, in_port, NeighAddr::V6(dst), Held::Originated(p)),
+            out => send_resolved(net, w, p, out, DropReason::NeighFailed),
+        };
     }
     let nh = net.routes.lookup_v6(dst);
-    let out = net.routes.get(nh).copied().and_then(|n| w.neigh.resolve_v6(&n, dst));
-    send_resolved(net, w, p, out, unsent_reason(net, nh));
+    let route = net.routes.get(nh).copied();
+    match route.and_then(|n| w.neigh.resolve_v6(&n, dst)) {
+        None if matches!(route, Some(NextHop::Connected { .. } | NextHop::Via { .. })) => {
+            unresolved(net, w, &route.unwrap_or(NextHop::Blackhole), NeighAddr::V6(dst), Held::Originated(p))
+        }
+        out => send_resolved(net, w, p, out, unsent_reason(net, nh)),
+    }
 }
 
 /// Why an originated packet routed by `nh` could not be sent: its neighbour is unknown, or
 /// there is no route.
 fn unsent_reason(net: &Net, nh: u32) -> DropReason {
     match net.routes.get(nh) {
-        Some(NextHop::Connected { .. }) | Some(NextHop::Gateway { .. }) => DropReason::NeighFailed,
+        Some(NextHop::Connected { .. }) | Some(NextHop::Gateway { .. }) | Some(NextHop::Via { .. }) => DropReason::NeighFailed,
         _ => DropReason::IpNoroute,
     }
 }

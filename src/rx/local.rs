@@ -14,6 +14,11 @@ use crate::worker::Worker;
 /// A neighbour learned from ARP/NDP: into this worker's table, and published for the others
 /// when it is new or changed.
 fn learn(net: &Net, w: &mut Worker, e: NeighEntry) {
+    match e {
+        NeighEntry::V4(port, a, mac) => super::neigh::confirm(net, w.now_ns, port, super::neigh::NeighAddr::V4(a), mac),
+        NeighEntry::V6(port, a, mac) => super::neigh::confirm(net, w.now_ns, port, super::neigh::NeighAddr::V6(a), mac),
+        NeighEntry::Forget4(..) | NeighEntry::Forget6(..) => {}
+    }
     if w.neigh.apply(e) {
         // Our own entry comes back at the next sync: applying it twice changes nothing, and
         // counting it as seen here could skip another worker's entry published before it.

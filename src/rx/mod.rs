@@ -14,6 +14,7 @@ pub mod icmp_rate;
 pub mod ipv4;
 pub mod ipv6;
 pub mod local;
+pub mod neigh;
 pub mod route;
 pub mod socket;
 

@@ -17,10 +17,20 @@ pub enum NextHop {
     Gateway { port: u16, mac: [u8; 6] },
     /// The destination is on the link of `port`: resolve its MAC per packet.
     Connected { port: u16 },
+    /// Forward out of `port` to the gateway `gw`, whose MAC ARP / NDP resolve (a gateway on a
+    /// real link, not configured in `neighbours`).
+    Via { port: u16, gw: NeighAddr },
     /// Silently discard.
     Blackhole,
     /// Discard and answer with ICMP unreachable.
     Unreachable,
+}
+
+/// A neighbour's protocol address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NeighAddr {
+    V4([u8; 4]),
+    V6([u8; 16]),
 }
 
 impl NextHop {
@@ -96,6 +106,11 @@ impl std::hash::Hash for NextHop {
             NextHop::Connected { port } => {
                 2u8.hash(state);
                 port.hash(state);
+            }
+            NextHop::Via { port, gw } => {
+                5u8.hash(state);
+                port.hash(state);
+                gw.hash(state);
             }
             NextHop::Blackhole => 3u8.hash(state),
             NextHop::Unreachable => 4u8.hash(state),
@@ -205,12 +220,22 @@ pub struct Neighbours {
 }
 
 impl Neighbours {
+    /// The MAC of `addr` on `port`, if known.
+    #[inline]
+    pub fn lookup(&self, port: u16, addr: NeighAddr) -> Option<[u8; 6]> {
+        match addr {
+            NeighAddr::V4(a) => self.v4.get(&(port, a)).copied(),
+            NeighAddr::V6(a) => self.v6.get(&(port, a)).copied(),
+        }
+    }
+
     /// Resolves the output (port, dst MAC) of a next hop for a destination.
     #[inline]
     pub fn resolve_v4(&self, nh: &NextHop, daddr: [u8; 4]) -> Option<(u16, [u8; 6])> {
         match *nh {
             NextHop::Gateway { port, mac } => Some((port, mac)),
             NextHop::Connected { port } => self.v4.get(&(port, daddr)).map(|m| (port, *m)),
+            NextHop::Via { port, gw } => self.lookup(port, gw).map(|m| (port, m)),
             _ => None,
         }
     }
@@ -220,6 +245,7 @@ impl Neighbours {
         match *nh {
             NextHop::Gateway { port, mac } => Some((port, mac)),
             NextHop::Connected { port } => self.v6.get(&(port, daddr)).map(|m| (port, *m)),
+            NextHop::Via { port, gw } => self.lookup(port, gw).map(|m| (port, m)),
             _ => None,
         }
     }
@@ -239,6 +265,9 @@ pub struct NeighLog {
 pub enum NeighEntry {
     V4(u16, [u8; 4], [u8; 6]),
     V6(u16, [u8; 16], [u8; 6]),
+    /// A learned entry aged out (no answer to its probes).
+    Forget4(u16, [u8; 4]),
+    Forget6(u16, [u8; 16]),
 }
 
 impl NeighLog {
@@ -274,6 +303,8 @@ impl Neighbours {
         match e {
             NeighEntry::V4(port, a, mac) => self.v4.insert((port, a), mac) != Some(mac),
             NeighEntry::V6(port, a, mac) => self.v6.insert((port, a), mac) != Some(mac),
+            NeighEntry::Forget4(port, a) => self.v4.remove(&(port, a)).is_some(),
+            NeighEntry::Forget6(port, a) => self.v6.remove(&(port, a)).is_some(),
         }
     }
 }

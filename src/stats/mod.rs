@@ -68,8 +68,12 @@ named_enum! {
         TtlExpired => "ip_ttl_expired",
         /// Fragments: sluice forwards them but does not reassemble for local delivery.
         IpFragLocal => "ip_frag_local",
-        /// Neighbour (next-hop MAC) unknown.
+        /// Neighbour (next-hop MAC) not resolved: no answer to `mcast_solicit` probes, or no address to ask from.
         NeighFailed => "neigh_failed",
+        /// More packets waited for an unresolved neighbour than `unres_qlen`: the oldest goes.
+        NeighQueuefull => "neigh_queuefull",
+        /// A packet still waiting for its neighbour when the datapath stopped.
+        NeighDead => "neigh_dead",
         /// Packet larger than the egress MTU (and DF set / IPv6).
         PktTooBig => "pkt_too_big",
         /// Locally addressed to a protocol we do not serve.
@@ -198,6 +202,17 @@ pub struct Counters {
     pub rfs_moves: u64,
     /// Idle spells a busy-polling worker (net.core.busy_poll) ended without sleeping.
     pub busy_poll_hits: u64,
+    /// ARP requests / neighbour solicitations and announcements sent (resolution, probes of
+    /// stale entries, `arp_notify`), and learned entries forgotten after unanswered probes.
+    pub neigh_probes: u64,
+    pub neigh_forgotten: u64,
+    /// Times an idle worker sleeping on its ports' descriptors was woken by frames.
+    pub idle_wakeups: u64,
+    /// Packets this worker sent to a port whose transmit queue another worker owns: handed
+    /// to the owner, which alone runs that queue's qdisc (the kernel's contended
+    /// `__QDISC_STATE_RUNNING`: the others only enqueue). An `mq` port with a queue per
+    /// worker has none.
+    pub tx_handoffs: u64,
 }
 
 impl Default for Counters {
@@ -226,6 +241,10 @@ impl Default for Counters {
             backlog_processed: 0,
             rps_wakeups: 0,
             rfs_moves: 0,
+            neigh_probes: 0,
+            neigh_forgotten: 0,
+            idle_wakeups: 0,
+            tx_handoffs: 0,
             busy_poll_hits: 0,
             list_len_log2: [0; 12],
             xdp_actions: [0; 6],
@@ -336,6 +355,10 @@ impl Counters {
         self.rps_wakeups += o.rps_wakeups;
         self.gro.merge(&o.gro);
         self.rfs_moves += o.rfs_moves;
+        self.neigh_probes += o.neigh_probes;
+        self.neigh_forgotten += o.neigh_forgotten;
+        self.idle_wakeups += o.idle_wakeups;
+        self.tx_handoffs += o.tx_handoffs;
         self.busy_poll_hits += o.busy_poll_hits;
         for (a, b) in self.list_len_log2.iter_mut().zip(o.list_len_log2.iter()) {
             *a += b;

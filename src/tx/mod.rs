@@ -244,8 +244,9 @@ fn hand_off(net: &Net, w: &mut Worker, port: u16) {
     match net.rps.tx_handoff.get(port as usize) {
         Some(h) => {
             for p in pkts.drain(..) {
-                if let Err(p) = h.push(p) {
-                    w.drop_pkt(p, DropReason::QdiscDrop);
+                match h.push(p) {
+                    Ok(()) => w.c.tx_handoffs += 1,
+                    Err(p) => w.drop_pkt(p, DropReason::QdiscDrop),
                 }
             }
         }

@@ -261,6 +261,9 @@ pub struct Setup {
     pub out1_mtu: u16,
     /// out2's MTU (default OUT2_MTU).
     pub out2_mtu: u16,
+    /// The expected outcome depends on the order of packets across flows (one flow's packet
+    /// teaches a neighbour another flow uses): the `SLUICE_TEST_RPS` pass keeps one worker.
+    pub order_across_flows: bool,
 }
 
 impl Default for Setup {
@@ -275,6 +278,7 @@ impl Default for Setup {
             xdp: Vec::new(),
             out1_mtu: 1500,
             out2_mtu: OUT2_MTU,
+            order_across_flows: false,
         }
     }
 }
@@ -282,6 +286,11 @@ impl Default for Setup {
 impl Setup {
     pub fn listified(mut self, on: bool) -> Self {
         self.tun.listified = on as u8;
+        self
+    }
+    /// See [`Setup::order_across_flows`].
+    pub fn across_flows_in_order(mut self) -> Self {
+        self.order_across_flows = true;
         self
     }
     pub fn socket(mut self, port: u16, capacity: usize) -> Self {
@@ -387,20 +396,59 @@ impl Outcome {
 /// Runs `frames` through the router until in0 has replayed them all (`napi::run` with
 /// `RunLimit::default()`), reading the sockets on every tick. Checks, for every run: every
 /// frame was received, the conservation law holds, and no buffer leaked.
+///
+/// With `SLUICE_TEST_RPS=<cpu list>` (scripts/test's second pass) the same frames also run
+/// on several workers with RPS, and [`assert_rps_equivalent`] checks what two workers
+/// define: the same fates and, per port and per flow, the same frames in the same order
+/// (the order across flows is not defined once flows are steered to different CPUs). The
+/// one-worker outcome is returned, so a test's own assertions about the n-th frame across
+/// flows hold in both passes. Setups that read sockets (a socket is read by its worker's
+/// thread) or say [`Setup::order_across_flows`] keep one worker.
 pub fn run(frames: &[Vec<u8>], setup: &Setup) -> Outcome {
-    let pool = Pool::new(setup.pool_frames).expect("pool");
-    let mut setup = setup.clone();
-    // SLUICE_TEST_RPS=0-1 runs the router on several workers with RPS (runs that read
-    // sockets keep one worker: a worker's socket is read by its own thread).
+    let one = run_one_worker(frames, setup);
     if let Ok(cpus) = std::env::var("SLUICE_TEST_RPS") {
-        if setup.sockets.is_empty() && setup.tun.rps_cpus == 0 {
-            setup.tun.set("rps_cpus", &cpus).expect("SLUICE_TEST_RPS is a CPU list");
+        if setup.sockets.is_empty() && setup.tun.rps_cpus == 0 && !setup.order_across_flows {
+            let mut rps = setup.clone();
+            rps.tun.set("rps_cpus", &cpus).expect("SLUICE_TEST_RPS is a CPU list");
+            let pool = Pool::new(rps.pool_frames).expect("pool");
+            let many = run_workers(frames, &rps, &pool);
+            assert_rps_equivalent(&one, &many);
         }
     }
-    if setup.tun.rps_cpus != 0 {
-        return run_workers(frames, &setup, &pool);
+    one
+}
+
+/// `--set` arguments for config-built datapaths: `rps_cpus=<list>` under `SLUICE_TEST_RPS`
+/// (scripts/test's second pass), nothing otherwise. The backlogs hold a whole test run: a
+/// generator outrunning its target worker would drop `cpu_backlog`, which is tests/rps.rs's
+/// subject, not these suites'.
+pub fn rps_sets() -> Vec<String> {
+    match std::env::var("SLUICE_TEST_RPS") {
+        Ok(cpus) => vec![format!("rps_cpus={cpus}"), "net.core.netdev_max_backlog=100000".into()],
+        Err(_) => Vec::new(),
     }
-    let setup = &setup;
+}
+
+/// What RPS keeps: the packets' fates (received, transmitted, delivered, originated, each
+/// drop reason, bytes), and per port and per flow the same frames in the same order. How
+/// they were processed (polls, doorbells, lists, route hints) legitimately differs.
+pub fn assert_rps_equivalent(one: &Outcome, many: &Outcome) {
+    let what = |c: &Counters| {
+        let drops: Vec<_> = DropReason::ALL.iter().map(|r| (r.name(), c.dropped(*r))).collect();
+        (c.rx, c.tx, c.local, c.originated, c.rx_bytes, c.tx_bytes, drops)
+    };
+    assert_eq!(what(&many.c), what(&one.c), "two workers (RPS) change the packets' fates");
+    if let Err(e) = compare_frames_per_input_flow(&one.out, &many.out) {
+        panic!("two workers (RPS) change a flow's frames: {e}");
+    }
+    assert_eq!((&many.neigh4, &many.neigh6), (&one.neigh4, &one.neigh6), "two workers learn other neighbours");
+}
+
+fn run_one_worker(frames: &[Vec<u8>], setup: &Setup) -> Outcome {
+    let pool = Pool::new(setup.pool_frames).expect("pool");
+    if setup.tun.rps_cpus != 0 {
+        return run_workers(frames, setup, &pool);
+    }
     let mut dp = build_router(frames.to_vec(), setup, &pool);
     let ids: Vec<_> = setup.sockets.iter().map(|&(p, cap)| dp.w().sockets.bind_udp(p, cap).expect("bind")).collect();
     let mut payloads: Vec<Vec<Vec<u8>>> = vec![Vec::new(); ids.len()];
@@ -457,7 +505,7 @@ pub fn finish(dp: &mut Datapath, expected_rx: usize) {
     assert!(dp.workers.iter().all(|w| w.sockets.queued() == 0), "sockets drained");
     assert_eq!(dp.buffers_in_use(), 0, "buffer leak");
     // Cross-check the ledger's tx against what the ports saw.
-    let port_tx: u64 = dp.ports().map(|p| p.stats().tx_packets).sum();
+    let port_tx: u64 = dp.all_queues().map(|p| p.stats().tx_packets).sum();
     assert_eq!(port_tx, c.tx, "ports accepted exactly what the datapath counted as transmitted");
 }
 
@@ -562,6 +610,93 @@ pub fn compare_frames_per_flow(a: &[Vec<Vec<u8>>], b: &[Vec<Vec<u8>>]) -> Result
         }
     }
     Ok(())
+}
+
+/// Per port and per *input* flow (see [`input_flow_key`]): the same frames (clock fields
+/// aside) in the same order; what RPS keeps. Each port carries the same multiset of frames.
+pub fn compare_frames_per_input_flow(a: &[Vec<Vec<u8>>], b: &[Vec<Vec<u8>>]) -> Result<(), String> {
+    if a.len() != b.len() {
+        return Err(format!("{} ports vs {}", a.len(), b.len()));
+    }
+    let group = |frames: &[Vec<u8>]| {
+        let mut m: BTreeMap<Vec<u8>, Vec<Vec<u8>>> = BTreeMap::new();
+        // A datagram's later IPv4 fragments carry no ports: they belong to the flow of the
+        // datagram's first fragment (one worker cuts a datagram and sends its pieces together).
+        let mut datagram_flow: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        for f in frames {
+            let mut key = input_flow_key(f);
+            if let Some((datagram, first)) = ipv4_fragment_of(f) {
+                if first {
+                    datagram_flow.insert(datagram, key.clone());
+                } else if let Some(k) = datagram_flow.get(&datagram) {
+                    key = k.clone();
+                }
+            }
+            m.entry(key).or_default().push(without_clock(f).into_owned());
+        }
+        m
+    };
+    for (p, (x, y)) in a.iter().zip(b).enumerate() {
+        let (gx, gy) = (group(x), group(y));
+        if gx.keys().ne(gy.keys()) {
+            return Err(format!("port {p}: different flows"));
+        }
+        for (k, fx) in &gx {
+            if fx != &gy[k] {
+                return Err(format!("port {p}: flow {k:?} differs ({} vs {} frames, or order)", fx.len(), gy[k].len()));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// For an IPv4 fragment: (addresses, protocol, identification) and whether it is the first.
+fn ipv4_fragment_of(f: &[u8]) -> Option<(Vec<u8>, bool)> {
+    let ip = f.get(l3_offset(f)?..).filter(|_| ethertype(f) == 0x0800)?;
+    let frag = u16::from_be_bytes([*ip.get(6)?, *ip.get(7)?]);
+    if ip.len() < 20 || frag & 0x3fff == 0 {
+        return None;
+    }
+    let mut k = ip[12..20].to_vec();
+    k.push(ip[9]);
+    k.extend_from_slice(&ip[4..6]);
+    Some((k, frag & 0x1fff == 0))
+}
+
+/// The flow of the packet an output frame answers or carries: [`flow_key`], and for an
+/// ICMP or ICMPv6 error also the flow of the datagram it quotes — errors about different
+/// flows are made by whichever workers process those flows, so only their order per
+/// quoted flow is defined.
+pub fn input_flow_key(f: &[u8]) -> Vec<u8> {
+    let mut k = flow_key(f);
+    let (Some(l3), et) = (l3_offset(f), ethertype(f)) else {
+        return k;
+    };
+    let ip = &f[l3..];
+    // An answer to an echo (or timestamp) request: the request's identifier is part of its
+    // flow (the kernel's flow dissector hashes it like a port).
+    let echo_id = match et {
+        0x0800 if ip.len() >= 20 && ip[9] == 1 => {
+            ip.get(((ip[0] & 0xf) as usize * 4).max(20)..).filter(|m| m.len() >= 6 && matches!(m[0], 0 | 14)).map(|m| &m[4..6])
+        }
+        0x86dd if ip.len() >= 46 && ip[6] == 58 && ip[40] == 129 => Some(&ip[44..46]),
+        _ => None,
+    };
+    k.extend_from_slice(echo_id.unwrap_or(&[]));
+    let quoted = match et {
+        0x0800 if ip.len() >= 20 && ip[9] == 1 => {
+            let icmp = &ip[((ip[0] & 0xf) as usize * 4).max(20)..];
+            icmp.first().filter(|t| matches!(t, 3 | 4 | 5 | 11 | 12)).and_then(|_| icmp.get(8..))
+        }
+        0x86dd if ip.len() >= 40 && ip[6] == 58 => ip.get(40).filter(|t| (1..=4).contains(*t)).and_then(|_| ip.get(48..)),
+        _ => None,
+    };
+    if let Some(q) = quoted {
+        let mut inner = f[..l3].to_vec();
+        inner.extend_from_slice(q);
+        k.extend(flow_key(&inner));
+    }
+    k
 }
 
 fn group_by_flow(frames: &[Vec<u8>]) -> BTreeMap<Vec<u8>, Vec<&Vec<u8>>> {

@@ -46,6 +46,7 @@ pub fn build() -> Result<Experiment, BenchError> {
                 kind: ArmKind::Testpmd { program: "dpdk-testpmd".into(), args: TESTPMD_ARGS.iter().map(|s| s.to_string()).collect() },
                 x: None,
                 series: None,
+                rate_is_tx: false,
             },
             Arm::sluice("sluice-io", "sluice io", cfg, &[]),
         ],

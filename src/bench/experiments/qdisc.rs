@@ -20,6 +20,22 @@ pub fn config() -> Result<Config, BenchError> {
     Config::from_toml(QDISC_TOML, "examples/qdisc.toml").map_err(|e| BenchError::Experiment(e.to_string()))
 }
 
+/// The lab sent from two workers: the generator with two receive queues (RSS), each worker
+/// forwarding its own, into the NIC model with `nic_queues` transmit queues: one (the other
+/// worker hands its packets to the queue's owner, which alone runs the qdisc) or one per
+/// worker (`mq` with an XPS-like map: no contention). The pool no longer paces the sender
+/// (per-worker buffer caches would let one worker hoard a 512-frame pool): the generators
+/// send flat out, what the qdisc cannot take is dropped there, and the arm is rated by
+/// what it transmitted.
+pub fn config_two_workers(nic_queues: u16) -> Result<Config, BenchError> {
+    let mut cfg = config()?;
+    cfg.pool_frames = 8192;
+    for p in cfg.ports.iter_mut() {
+        p.rss_queues = Some(if p.name == "gen0" { 2 } else { nic_queues });
+    }
+    Ok(cfg)
+}
+
 pub fn build() -> Result<Experiment, BenchError> {
     let cfg = config()?;
     Ok(Experiment {
@@ -38,8 +54,15 @@ pub fn build() -> Result<Experiment, BenchError> {
         arms: vec![
             Arm::sluice("bulk-off", "pfifo_fast, no bulking", cfg.clone(), &["qdisc.bulk=0"]),
             Arm::sluice("bulk-on", "pfifo_fast, bulk dequeue (BQL)", cfg, &["qdisc.bulk=1"]),
+            Arm::sluice("2w-1q-off", "2 workers, 1 tx queue, no bulking", config_two_workers(1)?, &["qdisc.bulk=0"]).rated_by_tx(),
+            Arm::sluice("2w-1q-on", "2 workers, 1 tx queue, bulk dequeue", config_two_workers(1)?, &["qdisc.bulk=1"]).rated_by_tx(),
+            Arm::sluice("2w-mq-on", "2 workers, mq (a tx queue each), bulk", config_two_workers(2)?, &["qdisc.bulk=1"]).rated_by_tx(),
         ],
-        comparisons: vec![Comparison { a: 0, b: 1, title: "bulk dequeue vs one packet per dequeue".into(), ratio: true }],
+        comparisons: vec![
+            Comparison { a: 0, b: 1, title: "bulk dequeue vs one packet per dequeue".into(), ratio: true },
+            Comparison { a: 2, b: 3, title: "from all workers: bulk dequeue vs one packet per dequeue".into(), ratio: true },
+            Comparison { a: 3, b: 4, title: "from all workers: mq + XPS vs one contended queue".into(), ratio: true },
+        ],
         seed: Some(SeedFigure {
             file: "qdisc-bulk-dequeue.txt",
             setup: "trafgen --qdisc-path, 12 CPUs, ixgbe 10G, 64-byte frames",
@@ -56,8 +79,10 @@ pub fn build() -> Result<Experiment, BenchError> {
         quick_runs: None,
         sweep: None,
         notes: vec![
-            "One worker sends (the seed used 12 CPUs contending for one qdisc; sluice's workers hand a port's \
-             packets to its owner, which alone runs the qdisc)."
+            "The first two arms send from one worker; the `2w` arms from two (the seed used 12 CPUs contending \
+             for one qdisc): with one transmit queue the second worker hands its packets to the queue's owner, \
+             which alone runs the qdisc (`tx handoffs` per worker count the contention); with `mq` each worker \
+             has its own queue, ring and BQL on the one 10G wire."
                 .into(),
             "The doorbell cost is a busy wait in the NIC model, so it is CPU time: without bulking it bounds the \
              rate at about 1 / (100 ns + the per-packet work)."

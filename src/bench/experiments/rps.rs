@@ -38,9 +38,30 @@ fn router_rps() -> Result<Config, BenchError> {
     Ok(c)
 }
 
+/// Request/response clients (netperf TCP_RR-like over UDP): the generator is 500 clients,
+/// each with one 1-byte request outstanding to the router's UDP echo service (port 7),
+/// sending its next when the answer comes back out of the generator's port. One receive
+/// queue whose NIC supplies the hash.
+pub const RR_FLOWS: u32 = 500;
+
+pub fn request_response() -> Result<Config, BenchError> {
+    let mut c = config::lab(Pipeline::Local);
+    c.ports[0].rx_hash = Some(true);
+    let gen = c.ports.get_mut(0).and_then(|p| p.gen.as_mut()).ok_or_else(|| BenchError::Experiment("lab has no generator".into()))?;
+    gen.ip = IpVersion::V4;
+    gen.flows = RR_FLOWS;
+    gen.burst = 1;
+    // Ethernet + IPv4 + UDP + 1 byte of request.
+    gen.size = crate::port::gen::FrameSize::Fixed(14 + 20 + 8 + 1);
+    gen.dst_port = 7;
+    gen.request_response = true;
+    Ok(c)
+}
+
 pub fn build() -> Result<Experiment, BenchError> {
     let r = router()?;
     let r_rps = router_rps()?;
+    let rr = request_response()?;
     let heavy = format!("rx.extra_work={HEAVY_WORK}");
     // A backlog deep enough that worker 0 rarely outruns worker 1 between wake-ups.
     let backlog = "net.core.netdev_max_backlog=8192";
@@ -57,7 +78,11 @@ pub fn build() -> Result<Experiment, BenchError> {
              queue, each running the whole path on its share (no steering, no handoff). The **heavy** arms add `rx.extra_work={HEAVY_WORK}` per \
              packet (a dependent busy loop in the receive path: protocol work that RPS can spread); the **light** \
              arms are the plain router. Mpps counts packets that entered processing (received minus backlog \
-             drops)."
+             drops). **Request/response** (the seed's workload, netperf TCP_RR-like): the generator is {RR_FLOWS} \
+             clients with one 1-byte UDP request outstanding each to the router's UDP echo service through one \
+             receive queue; a client sends its next request when the answer leaves through the generator's port \
+             (closed loop), so Mpps = requests/s ≈ transactions/s; latency is send to answer (one clock read per \
+             burst each way), CPU per transaction sums every worker's thread time."
         ),
         arms: vec![
             Arm::sluice("heavy-1", "heavy, 1 worker", r.clone(), &[&heavy]),
@@ -65,11 +90,16 @@ pub fn build() -> Result<Experiment, BenchError> {
             Arm::sluice("heavy-rss", "heavy, RSS 2 queues", r.clone(), &[&heavy, "rss_queues=2"]),
             Arm::sluice("light-1", "light, 1 worker", r.clone(), &[]),
             Arm::sluice("light-rps", "light, RPS 0-1", r_rps, &["rps_cpus=0-1", backlog]),
+            Arm::sluice("rr-1", "request/response, 1 worker", rr.clone(), &[]),
+            Arm::sluice("rr-rps", "request/response, RPS 0-1", rr.clone(), &["rps_cpus=0-1"]),
+            Arm::sluice("rr-rps-busy", "request/response, RPS 0-1, busy_poll 50 µs", rr, &["rps_cpus=0-1", "net.core.busy_poll=50"]),
         ],
         comparisons: vec![
             Comparison { a: 0, b: 1, title: "heavy per-packet work: RPS over 2 workers vs 1 worker".into(), ratio: true },
             Comparison { a: 0, b: 2, title: "heavy per-packet work: RSS over 2 queues (2 workers) vs 1 worker".into(), ratio: true },
             Comparison { a: 3, b: 4, title: "plain router: RPS over 2 workers vs 1 worker".into(), ratio: true },
+            Comparison { a: 5, b: 6, title: "request/response (500 clients, 1-byte UDP echo): RPS over 2 workers vs 1 worker".into(), ratio: true },
+            Comparison { a: 6, b: 7, title: "request/response on RPS 0-1: busy polling 50 µs vs sleeping idle workers".into(), ratio: true },
         ],
         seed: Some(SeedFigure {
             file: "rps.txt",
@@ -80,7 +110,7 @@ pub fn build() -> Result<Experiment, BenchError> {
             result: 311.0,
             stated_change_pct: None,
             unit: "K transactions/s",
-            comparison: 0,
+            comparison: 3,
         }),
         cap: None,
         default_runs: 6,

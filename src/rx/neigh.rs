@@ -1,0 +1,461 @@
+//! Neighbour resolution on real links (the kernel's neighbour layer with ARP and NDP): a
+//! packet for an on-link destination whose MAC is unknown waits in a bounded queue of that
+//! neighbour (`unres_qlen`; beyond it the oldest goes, `neigh_queuefull`) while broadcast ARP
+//! requests / multicast neighbour solicitations go out every `retrans_time_ms`; the answer
+//! releases the queue in order, and after `mcast_solicit` unanswered probes the queue is
+//! dropped (`neigh_failed`). Learned entries age: `base_reachable_time_ms` after their last
+//! confirmation they are stale, after `delay_first_probe_time` more they are probed by
+//! unicast `ucast_solicit` times, and an unanswered entry is forgotten (the next packet
+//! resolves it again). Configured entries are permanent. `arp_notify` / `ndisc_notify`
+//! announce the ports' addresses when the datapath starts.
+//!
+//! Each worker holds its own waiting packets (they are its buffers) and sends its own
+//! requests; an answer any worker receives reaches the others through `Net::neigh_log`.
+//! Aging runs on worker 0 only (one prober per neighbour) from the shared confirmation
+//! table, which only ARP/NDP packets touch: the forwarding path reads nothing here.
+
+use super::route::{NeighEntry, NextHop};
+use crate::buf::skb::Skb;
+use crate::buf::{Pkt, HEADROOM};
+use crate::net::Net;
+use crate::stats::DropReason;
+use crate::wire::arp::{ArpPacket, OP_REPLY, OP_REQUEST};
+use crate::wire::ethernet::EthernetFrame;
+use crate::wire::ipv6::Ipv6Packet;
+use crate::wire::{checksum, EtherType, IPPROTO_ICMPV6};
+use crate::worker::Worker;
+use std::collections::{HashMap, HashSet, VecDeque};
+
+/// Unresolved neighbours one worker tracks at once (the kernel's gc_thresh3 bounds the whole
+/// table); a packet for one more is dropped as `neigh_failed`.
+pub const MAX_UNRESOLVED: usize = 256;
+
+/// How often worker 0 looks at the aging table.
+const AGING_PERIOD_NS: u64 = 100_000_000;
+
+const BROADCAST: [u8; 6] = [0xff; 6];
+const ALL_NODES: [u8; 16] = [0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+
+pub use super::route::NeighAddr;
+
+/// A packet waiting for its neighbour.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Held {
+    /// A packet being forwarded, not yet rewritten: once resolved it walks the forward step
+    /// again (TTL is decremented once, by that walk).
+    Forward(Skb, NextHop),
+    /// A packet sluice originated: only its Ethernet addresses are missing.
+    Originated(Pkt),
+}
+
+impl Held {
+    fn pkt(&self) -> Pkt {
+        match *self {
+            Held::Forward(s, _) => s.pkt,
+            Held::Originated(p) => p,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Unresolved {
+    port: u16,
+    addr: NeighAddr,
+    held: VecDeque<Held>,
+    probes: u32,
+    next_probe_ns: u64,
+}
+
+/// One worker's unresolved neighbours and their waiting packets.
+#[derive(Debug, Default)]
+pub struct Resolver {
+    pending: Vec<Unresolved>,
+    held: usize,
+    next_aging_ns: u64,
+    announced: bool,
+}
+
+impl Resolver {
+    /// Packets waiting for a neighbour (in flight for the ledger).
+    pub fn held(&self) -> usize {
+        self.held
+    }
+
+    /// True when nothing waits and no timer is due at `now_ns`.
+    #[inline]
+    fn idle(&self, now_ns: u64) -> bool {
+        self.pending.is_empty() && now_ns < self.next_aging_ns && self.announced
+    }
+}
+
+/// A learned entry's aging state.
+#[derive(Debug, Clone, Copy)]
+struct Age {
+    mac: [u8; 6],
+    confirmed_ns: u64,
+    probes: u32,
+    next_probe_ns: u64,
+}
+
+/// The shared confirmation table (learned entries' last confirmation), and the configured
+/// entries, which never age.
+#[derive(Debug, Default)]
+pub struct NeighAges {
+    learned: HashMap<(u16, NeighAddr), Age>,
+    permanent: HashSet<(u16, NeighAddr)>,
+}
+
+impl NeighAges {
+    pub fn add_permanent(&mut self, port: u16, addr: NeighAddr) {
+        self.permanent.insert((port, addr));
+        self.learned.remove(&(port, addr));
+    }
+
+    /// Learned entries being aged.
+    pub fn learned(&self) -> usize {
+        self.learned.len()
+    }
+}
+
+/// An ARP/NDP packet confirmed `addr` on `port` (called where entries are learned).
+pub(crate) fn confirm(net: &Net, now_ns: u64, port: u16, addr: NeighAddr, mac: [u8; 6]) {
+    let mut ages = net.neigh_ages.lock().unwrap_or_else(|p| p.into_inner());
+    if ages.permanent.contains(&(port, addr)) {
+        return;
+    }
+    ages.learned.insert((port, addr), Age { mac, confirmed_ns: now_ns, probes: 0, next_probe_ns: 0 });
+}
+
+fn lookup(w: &Worker, port: u16, addr: NeighAddr) -> Option<[u8; 6]> {
+    w.neigh.lookup(port, addr)
+}
+
+/// `addr` on `port` has no MAC yet: `h` waits for it (neigh_resolve_output → __neigh_event_send).
+/// The first packet for a neighbour sends the first request at once.
+pub(crate) fn hold(net: &Net, w: &mut Worker, port: u16, addr: NeighAddr, h: Held) {
+    let qlen = net.tun.unres_qlen as usize;
+    if qlen == 0 {
+        return w.drop_pkt(h.pkt(), DropReason::NeighFailed);
+    }
+    let i = match w.resolver.pending.iter().position(|u| u.port == port && u.addr == addr) {
+        Some(i) => i,
+        None => {
+            if w.resolver.pending.len() >= MAX_UNRESOLVED || net.tun.mcast_solicit == 0 {
+                return w.drop_pkt(h.pkt(), DropReason::NeighFailed);
+            }
+            if !solicit(net, w, port, addr, None) {
+                // No address of ours on that link to ask from.
+                return w.drop_pkt(h.pkt(), DropReason::NeighFailed);
+            }
+            let next_probe_ns = w.now_ns + net.tun.retrans_time_ms as u64 * 1_000_000;
+            w.resolver.pending.push(Unresolved { port, addr, held: VecDeque::new(), probes: 1, next_probe_ns });
+            w.resolver.pending.len() - 1
+        }
+    };
+    let u = &mut w.resolver.pending[i];
+    u.held.push_back(h);
+    if u.held.len() > qlen {
+        let old = u.held.pop_front().map(|o| o.pkt());
+        if let Some(p) = old {
+            w.drop_pkt(p, DropReason::NeighQueuefull);
+        }
+    } else {
+        w.resolver.held += 1;
+    }
+}
+
+/// Once per round: releases queues whose neighbour is now known, probes and fails the
+/// others, ages learned entries (worker 0) and sends the start-up announcements. True when
+/// it ran (and may have queued packets: the caller flushes the transmit queues).
+#[inline]
+pub fn timers(net: &Net, w: &mut Worker) -> bool {
+    if w.resolver.idle(w.now_ns) {
+        return false;
+    }
+    run_timers(net, w);
+    true
+}
+
+fn run_timers(net: &Net, w: &mut Worker) {
+    if !w.resolver.announced {
+        w.resolver.announced = true;
+        if w.id == 0 {
+            announce(net, w);
+        } else {
+            w.resolver.next_aging_ns = u64::MAX;
+        }
+    }
+    let now = w.now_ns;
+    let mut i = 0;
+    while i < w.resolver.pending.len() {
+        let (port, addr) = (w.resolver.pending[i].port, w.resolver.pending[i].addr);
+        if let Some(mac) = lookup(w, port, addr) {
+            let u = w.resolver.pending.swap_remove(i);
+            release(net, w, u, mac);
+            continue;
+        }
+        if now >= w.resolver.pending[i].next_probe_ns {
+            if w.resolver.pending[i].probes >= net.tun.mcast_solicit {
+                let u = w.resolver.pending.swap_remove(i);
+                w.resolver.held -= u.held.len();
+                for h in u.held {
+                    w.drop_pkt(h.pkt(), DropReason::NeighFailed);
+                }
+                continue;
+            }
+            solicit(net, w, port, addr, None);
+            let u = &mut w.resolver.pending[i];
+            u.probes += 1;
+            u.next_probe_ns = now + net.tun.retrans_time_ms as u64 * 1_000_000;
+        }
+        i += 1;
+    }
+    if w.id == 0 && now >= w.resolver.next_aging_ns {
+        w.resolver.next_aging_ns = now + AGING_PERIOD_NS.min(net.tun.retrans_time_ms as u64 * 1_000_000);
+        age(net, w);
+    }
+}
+
+/// The neighbour answered: its packets leave in the order they came.
+fn release(net: &Net, w: &mut Worker, u: Unresolved, mac: [u8; 6]) {
+    w.resolver.held -= u.held.len();
+    for h in u.held {
+        match h {
+            Held::Forward(skb, nh) => match u.addr {
+                NeighAddr::V4(_) => super::forward::forward_v4(net, w, skb, &nh),
+                NeighAddr::V6(_) => super::forward::forward_v6(net, w, skb, &nh),
+            },
+            Held::Originated(p) => {
+                let src = net.ifaces.get(u.port as usize).map_or([0; 6], |i| i.mac);
+                let mut eth = EthernetFrame::new_unchecked(w.bufs.data_mut(p));
+                eth.set_dst(&mac);
+                eth.set_src(&src);
+                crate::tx::enqueue(net, w, u.port, p);
+            }
+        }
+    }
+}
+
+/// Stale learned entries are probed by unicast; unanswered ones are forgotten by every worker.
+fn age(net: &Net, w: &mut Worker) {
+    let now = w.now_ns;
+    let reachable = net.tun.base_reachable_time_ms as u64 * 1_000_000;
+    let delay = net.tun.delay_first_probe_time as u64 * 1_000_000_000;
+    let retrans = net.tun.retrans_time_ms as u64 * 1_000_000;
+    let mut probe = Vec::new();
+    let mut forget = Vec::new();
+    {
+        let mut ages = net.neigh_ages.lock().unwrap_or_else(|p| p.into_inner());
+        for (&(port, addr), a) in ages.learned.iter_mut() {
+            if now.saturating_sub(a.confirmed_ns) < reachable + delay || now < a.next_probe_ns {
+                continue;
+            }
+            if a.probes < net.tun.ucast_solicit {
+                a.probes += 1;
+                a.next_probe_ns = now + retrans;
+                probe.push((port, addr, a.mac));
+            } else {
+                forget.push((port, addr));
+            }
+        }
+        for k in &forget {
+            ages.learned.remove(k);
+        }
+    }
+    for (port, addr, mac) in probe {
+        solicit(net, w, port, addr, Some(mac));
+    }
+    for (port, addr) in forget {
+        let e = match addr {
+            NeighAddr::V4(a) => NeighEntry::Forget4(port, a),
+            NeighAddr::V6(a) => NeighEntry::Forget6(port, a),
+        };
+        w.neigh.apply(e);
+        net.neigh_log.publish(e);
+        w.c.neigh_forgotten += 1;
+    }
+}
+
+/// At shutdown: what still waits for a neighbour is dropped (`neigh_dead`).
+pub(crate) fn drain(w: &mut Worker) {
+    for u in std::mem::take(&mut w.resolver.pending) {
+        for h in u.held {
+            w.drop_pkt(h.pkt(), DropReason::NeighDead);
+        }
+    }
+    w.resolver.held = 0;
+}
+
+/// Our address on `port` to ask from: one whose prefix holds the target, else the first.
+fn source_v4(net: &Net, port: u16, target: [u8; 4]) -> Option<[u8; 4]> {
+    let iface = net.ifaces.get(port as usize)?;
+    let t = u32::from_be_bytes(target);
+    let on_link = iface.v4.iter().find(|(a, len)| {
+        let mask = if *len == 0 { 0 } else { u32::MAX << (32 - *len as u32) };
+        u32::from_be_bytes(*a) & mask == t & mask
+    });
+    on_link.or(iface.v4.first()).map(|a| a.0)
+}
+
+/// A link-local address when the port has one (RFC 4861 prefers it), else one whose prefix
+/// holds the target, else the first.
+fn source_v6(net: &Net, port: u16, target: [u8; 16]) -> Option<[u8; 16]> {
+    let iface = net.ifaces.get(port as usize)?;
+    let link_local = iface.v6.iter().find(|(a, _)| a[0] == 0xfe && a[1] & 0xc0 == 0x80);
+    let on_link = iface.v6.iter().find(|(a, len)| {
+        let t = u128::from_be_bytes(target);
+        let mask = if *len == 0 { 0 } else { u128::MAX << (128 - *len as u32) };
+        u128::from_be_bytes(*a) & mask == t & mask
+    });
+    link_local.or(on_link).or(iface.v6.first()).map(|a| a.0)
+}
+
+/// Sends one ARP request / neighbour solicitation for `addr` out of `port`: broadcast
+/// (solicited-node multicast) to resolve, unicast to `known` to probe a stale entry.
+/// False when the port has no address to ask from; out of buffers counts a drop.
+fn solicit(net: &Net, w: &mut Worker, port: u16, addr: NeighAddr, known: Option<[u8; 6]>) -> bool {
+    match addr {
+        NeighAddr::V4(t) => match source_v4(net, port, t) {
+            Some(src) => {
+                send_arp(net, w, port, OP_REQUEST, src, t, known);
+                true
+            }
+            None => false,
+        },
+        NeighAddr::V6(t) => match source_v6(net, port, t) {
+            Some(src) => {
+                let (dst, dst_mac) = match known {
+                    Some(mac) => (t, mac),
+                    None => solicited_node(&t),
+                };
+                send_ndisc(net, w, port, NdiscMsg::Solicit, src, dst, dst_mac, t);
+                true
+            }
+            None => false,
+        },
+    }
+}
+
+/// The solicited-node multicast address of `t` (ff02::1:ffXX:XXXX) and its MAC.
+pub fn solicited_node(t: &[u8; 16]) -> ([u8; 16], [u8; 6]) {
+    let mut a = [0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0, 0, 0];
+    a[13..].copy_from_slice(&t[13..]);
+    (a, [0x33, 0x33, 0xff, t[13], t[14], t[15]])
+}
+
+/// A fresh frame of `len` bytes for a packet sluice originates (counted), or None when the
+/// pool is empty (counted as a `no_buffer` drop).
+fn originate(w: &mut Worker, len: usize) -> Option<Pkt> {
+    w.c.originated += 1;
+    match w.bufs.alloc() {
+        Some(id) => {
+            w.bufs.frame_mut(id)[HEADROOM..HEADROOM + len].fill(0);
+            Some(Pkt::new(id, len))
+        }
+        None => {
+            w.c.drop(DropReason::NoBuffer);
+            None
+        }
+    }
+}
+
+/// An ARP packet of ours: a request (`tha` zero, to `unicast` or broadcast) or a reply.
+fn send_arp(net: &Net, w: &mut Worker, port: u16, op: u16, spa: [u8; 4], tpa: [u8; 4], unicast: Option<[u8; 6]>) {
+    let Some(mac) = net.ifaces.get(port as usize).map(|i| i.mac) else { return };
+    let Some(p) = originate(w, 14 + crate::wire::arp::HEADER_LEN) else { return };
+    let d = w.bufs.data_mut(p);
+    let mut eth = EthernetFrame::new_unchecked(&mut d[..14]);
+    eth.set_dst(&unicast.unwrap_or(BROADCAST));
+    eth.set_src(&mac);
+    eth.set_ethertype(EtherType::ARP);
+    let mut arp = ArpPacket::new_unchecked(&mut d[14..]);
+    arp.init_ethernet_ipv4();
+    arp.set_operation(op);
+    arp.set_sender_hw(&mac);
+    arp.set_sender_ip(&spa);
+    arp.set_target_hw(&if op == OP_REPLY { unicast.unwrap_or(BROADCAST) } else { [0; 6] });
+    arp.set_target_ip(&tpa);
+    w.c.neigh_probes += 1;
+    crate::tx::enqueue(net, w, port, p);
+}
+
+#[derive(Clone, Copy)]
+enum NdiscMsg {
+    Solicit,
+    /// Unsolicited advertisement of our own address (override set, not solicited).
+    Announce,
+}
+
+/// A neighbour solicitation (with our link-layer address) or an unsolicited advertisement
+/// (with the target link-layer address): 24 bytes of ICMPv6 plus an 8-byte option, hop limit
+/// 255 as RFC 4861 requires.
+#[allow(clippy::too_many_arguments)]
+fn send_ndisc(net: &Net, w: &mut Worker, port: u16, msg: NdiscMsg, src: [u8; 16], dst: [u8; 16], dst_mac: [u8; 6], target: [u8; 16]) {
+    let Some(mac) = net.ifaces.get(port as usize).map(|i| i.mac) else { return };
+    const ICMP_LEN: usize = 32;
+    let Some(p) = originate(w, 14 + 40 + ICMP_LEN) else { return };
+    let d = w.bufs.data_mut(p);
+    let mut eth = EthernetFrame::new_unchecked(&mut d[..14]);
+    eth.set_dst(&dst_mac);
+    eth.set_src(&mac);
+    eth.set_ethertype(EtherType::IPV6);
+    let mut ip = Ipv6Packet::new_unchecked(&mut d[14..54]);
+    ip.set_version();
+    ip.set_payload_len(ICMP_LEN as u16);
+    ip.set_next_header(IPPROTO_ICMPV6);
+    ip.set_hop_limit(255);
+    ip.set_src_addr(&src);
+    ip.set_dst_addr(&dst);
+    let icmp = &mut d[54..54 + ICMP_LEN];
+    match msg {
+        NdiscMsg::Solicit => {
+            icmp[0] = 135;
+            icmp[24] = 1; // source link-layer address
+        }
+        NdiscMsg::Announce => {
+            icmp[0] = 136;
+            icmp[4] = 0x20 | if net.tun.ipv6_forwarding != 0 { 0x80 } else { 0 };
+            icmp[24] = 2; // target link-layer address
+        }
+    }
+    icmp[8..24].copy_from_slice(&target);
+    icmp[25] = 1;
+    icmp[26..32].copy_from_slice(&mac);
+    let sum = checksum::pseudo_header_v6(&src, &dst, IPPROTO_ICMPV6, ICMP_LEN as u32) + checksum::sum_be16(icmp);
+    let c = !checksum::fold(sum);
+    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    w.c.neigh_probes += 1;
+    crate::tx::enqueue(net, w, port, p);
+}
+
+/// `arp_notify` / `ndisc_notify`: every address of every port announced once at start
+/// (a gratuitous ARP request, sender = target = the address; an unsolicited advertisement to
+/// all-nodes), so neighbours update caches that held another MAC.
+fn announce(net: &Net, w: &mut Worker) {
+    for (port, iface) in net.ifaces.iter().enumerate() {
+        let port = port as u16;
+        if net.tun.arp_notify != 0 {
+            for &(a, _) in &iface.v4 {
+                send_arp(net, w, port, OP_REQUEST, a, a, None);
+            }
+        }
+        if net.tun.ndisc_notify != 0 {
+            for &(a, _) in &iface.v6 {
+                send_ndisc(net, w, port, NdiscMsg::Announce, a, ALL_NODES, [0x33, 0x33, 0, 0, 0, 1], a);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn solicited_node_address_and_mac() {
+        let t = [0x20, 0x01, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x12, 0x34, 0x56];
+        let (a, m) = solicited_node(&t);
+        assert_eq!(a, [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0x12, 0x34, 0x56]);
+        assert_eq!(m, [0x33, 0x33, 0xff, 0x12, 0x34, 0x56]);
+    }
+}

@@ -1,0 +1,194 @@
+//! Neighbour resolution on a link (ARP and NDP): packets for an unknown on-link neighbour
+//! wait while requests go out and leave, in order, once it answers; unanswered requests
+//! fail the packets after `mcast_solicit` probes; learned entries age out after unanswered
+//! unicast probes; `arp_notify` / `ndisc_notify` announce our addresses at start. The router
+//! of tests/common (in0 on 192.0.2.0/24 and 2001:db8:1::/64), driven round by round.
+
+mod common;
+
+use common::*;
+use sluice::buf::Pool;
+use sluice::datapath::Datapath;
+use sluice::napi::softirq_round;
+use sluice::stats::DropReason;
+use sluice::wire::{ArpPacket, EthernetFrame};
+use std::time::{Duration, Instant};
+
+/// On in0's link, unknown to the router.
+const PEER_V4: [u8; 4] = [192, 0, 2, 77];
+const PEER_V6: [u8; 16] = v6([0x2001, 0xdb8, 1, 0, 0, 0, 0, 0x77]);
+const MAC_PEER: [u8; 6] = MAC_OTHER;
+
+/// Runs rounds until `done` says so (or 5 s pass: the assertions after it then fail with
+/// what happened), then drains and checks the ledger.
+fn rounds_until(dp: &mut Datapath, expected_rx: usize, done: impl Fn(&Datapath) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !done(dp) && Instant::now() < deadline {
+        let Datapath { net, workers } = dp;
+        if softirq_round(net, &mut workers[0]) == 0 {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    finish(dp, expected_rx);
+}
+
+fn out(dp: &Datapath, port: usize) -> Vec<Vec<u8>> {
+    dp.ports().nth(port).and_then(|p| p.captured()).expect("test ports capture").to_vec()
+}
+
+fn is_arp(f: &[u8]) -> bool {
+    f[12..14] == [8, 6]
+}
+
+/// (operation, destination MAC, sender IP, target IP) of an ARP frame.
+fn arp_fields(f: &[u8]) -> (u16, [u8; 6], [u8; 4], [u8; 4]) {
+    let eth = EthernetFrame::new_checked(f).unwrap();
+    let a = ArpPacket::new_checked(eth.payload()).unwrap();
+    (a.operation(), eth.dst(), a.sender_ip(), a.target_ip())
+}
+
+fn icmp6_type(f: &[u8]) -> Option<u8> {
+    (f[12..14] == [0x86, 0xdd] && f[20] == 58).then(|| f[54])
+}
+
+/// An advertisement from the peer for itself (solicited, override), to our address.
+fn peer_advertisement() -> Vec<u8> {
+    let mut body = vec![0x60, 0, 0, 0];
+    body.extend_from_slice(&PEER_V6);
+    body.extend_from_slice(&[2, 1]);
+    body.extend_from_slice(&MAC_PEER);
+    icmp6(MAC_PEER, MAC_IN, PEER_V6, IN_V6, 255, 136, 0, &body)
+}
+
+fn peer_arp_reply() -> Vec<u8> {
+    arp(2, MAC_IN, MAC_PEER, PEER_V4, MAC_IN, IN_V4)
+}
+
+#[test]
+fn held_packets_leave_in_order_once_the_neighbour_answers() {
+    for listified in [false, true] {
+        let mut frames: Vec<Vec<u8>> = Vec::new();
+        for seq in 0..3 {
+            frames.push(udp4(SRC_V4, PEER_V4, 5, 9).seq(seq).build());
+            frames.push(udp6(SRC_V6, PEER_V6, 5, 9).seq(seq).build());
+        }
+        frames.push(peer_arp_reply());
+        frames.push(peer_advertisement());
+        let pool = Pool::new(1024).unwrap();
+        let setup = Setup::default().listified(listified);
+        let mut dp = build_router(frames.clone(), &setup, &pool);
+        rounds_until(&mut dp, frames.len(), |dp| dp.counters().tx >= 8);
+        let c = dp.counters();
+        assert!(c.nonzero_drops().is_empty(), "nothing dropped: {:?}", c.nonzero_drops());
+        assert_eq!((c.neigh_probes, c.local), (2, 2), "one request per neighbour; the answers are consumed");
+        let sent = out(&dp, P_IN);
+        assert_eq!(sent.len(), 8, "2 requests + 6 forwarded");
+        let arp_req: Vec<_> = sent.iter().filter(|f| is_arp(f)).collect();
+        assert_eq!(arp_req.len(), 1);
+        assert_eq!(arp_fields(arp_req[0]), (1, MAC_BCAST, IN_V4, PEER_V4));
+        let ns: Vec<_> = sent.iter().filter(|f| icmp6_type(f) == Some(135)).collect();
+        assert_eq!(ns.len(), 1);
+        assert_eq!(&ns[0][54 + 8..54 + 24], &PEER_V6, "solicitation target");
+        // The held packets: forwarded to the learned MAC, TTL / hop limit one less, each
+        // family's packets in the order they came.
+        let (mut v4, mut v6s) = (Vec::new(), Vec::new());
+        for f in sent.iter().filter(|f| !is_arp(f) && icmp6_type(f) != Some(135)) {
+            assert_eq!(&f[0..6], &MAC_PEER, "to the answered MAC");
+            assert_eq!(&f[6..12], &MAC_IN);
+            match f[12..14] {
+                [8, 0] => v4.push(f.clone()),
+                _ => v6s.push(f.clone()),
+            }
+        }
+        for (fam, got, step) in [("v4", &v4, 0), ("v6", &v6s, 1)] {
+            assert_eq!(got.len(), 3, "{fam}");
+            for (i, f) in got.iter().enumerate() {
+                let orig = &frames[2 * i + step];
+                assert_forwarded(f, orig, MAC_IN, MAC_PEER);
+            }
+        }
+        assert_eq!(dp.workers[0].neigh.v4.get(&(P_IN as u16, PEER_V4)), Some(&MAC_PEER));
+        assert_eq!(dp.workers[0].neigh.v6.get(&(P_IN as u16, PEER_V6)), Some(&MAC_PEER));
+    }
+}
+
+#[test]
+fn an_unanswered_neighbour_fails_its_packets_after_mcast_solicit_requests() {
+    let frames = vec![udp4(SRC_V4, PEER_V4, 5, 9).build(), udp4(SRC_V4, PEER_V4, 5, 9).seq(1).build()];
+    let pool = Pool::new(1024).unwrap();
+    let mut setup = Setup::default();
+    setup.tun.retrans_time_ms = 2;
+    setup.tun.mcast_solicit = 3;
+    let mut dp = build_router(frames.clone(), &setup, &pool);
+    rounds_until(&mut dp, frames.len(), |dp| dp.counters().dropped(DropReason::NeighFailed) == 2);
+    let c = dp.counters();
+    assert_eq!(c.nonzero_drops(), vec![("neigh_failed", 2)]);
+    let sent = out(&dp, P_IN);
+    assert_eq!(sent.len(), 3, "mcast_solicit broadcast requests, then the packets fail");
+    for f in &sent {
+        assert_eq!(arp_fields(f), (1, MAC_BCAST, IN_V4, PEER_V4));
+    }
+    assert_eq!(c.neigh_probes, 3);
+}
+
+#[test]
+fn a_learned_neighbour_that_stops_answering_is_probed_by_unicast_then_forgotten() {
+    // The peer asks for our address: we answer and learn it.
+    let frames = vec![arp_request(MAC_PEER, PEER_V4, IN_V4)];
+    let pool = Pool::new(1024).unwrap();
+    let mut setup = Setup::default();
+    setup.tun.base_reachable_time_ms = 1;
+    setup.tun.delay_first_probe_time = 0;
+    setup.tun.retrans_time_ms = 1;
+    setup.tun.ucast_solicit = 2;
+    let mut dp = build_router(frames.clone(), &setup, &pool);
+    rounds_until(&mut dp, frames.len(), |dp| dp.counters().neigh_forgotten == 1);
+    let c = dp.counters();
+    assert_eq!(c.neigh_forgotten, 1);
+    assert!(dp.workers[0].neigh.v4.get(&(P_IN as u16, PEER_V4)).is_none(), "forgotten");
+    assert!(dp.workers[0].neigh.v4.contains_key(&(P_IN as u16, HOST_V4)), "configured entries never age");
+    let sent = out(&dp, P_IN);
+    assert_eq!(arp_fields(&sent[0]), (2, MAC_PEER, IN_V4, PEER_V4), "the reply");
+    let probes: Vec<_> = sent[1..].iter().map(|f| arp_fields(f)).collect();
+    assert_eq!(probes, vec![(1, MAC_PEER, IN_V4, PEER_V4); 2], "ucast_solicit unicast probes to the known MAC");
+}
+
+#[test]
+fn arp_notify_and_ndisc_notify_announce_every_address_at_start() {
+    let pool = Pool::new(1024).unwrap();
+    let mut setup = Setup::default();
+    setup.tun.arp_notify = 1;
+    setup.tun.ndisc_notify = 1;
+    let mut dp = build_router(Vec::new(), &setup, &pool);
+    rounds_until(&mut dp, 0, |dp| dp.counters().tx >= 6);
+    for (port, mac, a4, a6) in [(P_IN, MAC_IN, IN_V4, IN_V6), (P_OUT1, MAC_OUT1, OUT1_V4, OUT1_V6), (P_OUT2, MAC_OUT2, OUT2_V4, OUT2_V6)] {
+        let sent = out(&dp, port);
+        assert_eq!(sent.len(), 2, "port {port}");
+        assert_eq!(arp_fields(&sent[0]), (1, MAC_BCAST, a4, a4), "gratuitous ARP: sender = target");
+        assert_eq!(&sent[0][6..12], &mac);
+        let na = &sent[1];
+        assert_eq!(icmp6_type(na), Some(136));
+        assert_eq!(&na[0..6], &[0x33, 0x33, 0, 0, 0, 1], "to all-nodes");
+        let ip = ipv6_of(na);
+        assert_eq!((ip.src_addr(), ip.hop_limit()), (a6, 255));
+        let icmp = sluice::wire::Icmpv6Packet::new_checked(ip.payload()).unwrap();
+        assert!(icmp.verify_checksum(&ip.src_addr(), &ip.dst_addr()));
+        let body = ip.payload();
+        assert_eq!(body[4] & 0x60, 0x20, "override, not solicited");
+        assert_eq!(&body[8..24], &a6);
+        assert_eq!(&body[24..32], &[2, 1, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]]);
+    }
+    assert_eq!(dp.counters().originated, 6);
+}
+
+#[test]
+fn nothing_is_announced_by_default() {
+    let pool = Pool::new(1024).unwrap();
+    let mut dp = build_router(Vec::new(), &Setup::default(), &pool);
+    let Datapath { net, workers } = &mut dp;
+    for _ in 0..10 {
+        softirq_round(net, &mut workers[0]);
+    }
+    finish(&mut dp, 0);
+    assert_eq!(dp.counters().tx, 0);
+}
