@@ -1035,6 +1035,55 @@ mod tests {
         assert_eq!(gso_plan(&build_len(tcp, 1514), 0, 1500), None, "fits the MTU");
         assert_eq!(gso_plan(&build_len(L4Spec::Udp { src_port: 1, dst_port: 2 }, 10_014), 0, 1500), None, "UDP");
         assert_eq!(gso_plan(&big[..40], 0, 20), None, "cut headers");
+        let v6 =
+            L3Spec::V6 { src: [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], dst: [0xfe; 16], traffic_class: 0, flow_label: 0 };
+        let spec = PacketSpec {
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            vlan: None,
+            l3: v6,
+            l4: tcp,
+            ttl: 64,
+            frame_len: 10_014,
+        };
+        let mut f = vec![0u8; 10_014];
+        build(&spec, &mut f).unwrap();
+        let g = gso_plan(&f, 0, 1500).unwrap();
+        assert_eq!((g.gso_size, g.gso_type, g.segs), (1440, crate::gro::gso_type::TCPV6, 7));
+    }
+
+    #[test]
+    fn tso_headers_ask_for_mtu_sized_tcp_segments() {
+        let v6 =
+            L3Spec::V6 { src: [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], dst: [0xfe; 16], traffic_class: 0, flow_label: 0 };
+        let v4 = L3Spec::V4 { src: [10, 0, 0, 1], dst: [10, 0, 0, 2], tos: 0, ident: 1, dont_frag: true };
+        let tcp = L4Spec::Tcp { src_port: 1, dst_port: 2, seq: 3, ack: 4, flags: 0x10, window: 100, timestamp: Some((1, 2)) };
+        for (l3, l3_len, gso_type) in [(v4, 20usize, VIRTIO_NET_HDR_GSO_TCPV4), (v6, 40, VIRTIO_NET_HDR_GSO_TCPV6)] {
+            let spec =
+                PacketSpec { src_mac: [2, 0, 0, 0, 0, 1], dst_mac: [2, 0, 0, 0, 0, 2], vlan: None, l3, l4: tcp, ttl: 64, frame_len: 9000 };
+            let mut f = vec![0u8; 9000];
+            build(&spec, &mut f).unwrap();
+            let (vh, pseudo) = tso_header(&f[..200], f.len(), 1500).unwrap();
+            assert_eq!(vh.gso_type, gso_type);
+            assert_eq!(vh.flags, VIRTIO_NET_HDR_F_NEEDS_CSUM);
+            assert_eq!(u16::from_le(vh.hdr_len) as usize, 14 + l3_len + 32);
+            assert_eq!(u16::from_le(vh.gso_size) as usize, 1500 - l3_len - 32);
+            assert_eq!((u16::from_le(vh.csum_start) as usize, u16::from_le(vh.csum_offset)), (14 + l3_len, 16));
+            // The pseudo-header sum over the whole TCP length: zeroing the field and adding
+            // the segment's bytes to it gives the full checksum.
+            let mut g = f.clone();
+            let at = 14 + l3_len + 16;
+            g[at..at + 2].copy_from_slice(&[0, 0]);
+            let full = !checksum::fold(u64::from(pseudo) + checksum::sum_be16(&g[14 + l3_len..]));
+            assert_eq!(full.to_be_bytes(), [f[at], f[at + 1]], "the builder's checksum and ours disagree");
+        }
+        let udp = L4Spec::Udp { src_port: 1, dst_port: 2 };
+        let spec =
+            PacketSpec { src_mac: [2, 0, 0, 0, 0, 1], dst_mac: [2, 0, 0, 0, 0, 2], vlan: None, l3: v4, l4: udp, ttl: 64, frame_len: 3000 };
+        let mut f = vec![0u8; 3000];
+        build(&spec, &mut f).unwrap();
+        assert!(tso_header(&f, f.len(), 1500).is_none(), "UDP");
+        assert!(tso_header(&f[..10], 3000, 1500).is_none(), "cut headers");
     }
 
     #[test]
