@@ -210,6 +210,178 @@ fn received_frames_arrive_byte_exact_jumbo_frames_as_chains() {
 }
 
 #[test]
+fn tcp_super_frames_are_split_to_the_mtu() {
+    if !preconditions() {
+        return;
+    }
+    // A sender's TSO (or a NIC's GRO) hands over TCP frames longer than the link's MTU: the
+    // port splits them into MTU-sized segments as the sender's TSO would have.
+    let veth = Veth::new('g', 9000);
+    let mac = afpacket::iface_mac(&veth.port).unwrap();
+    let pool = Pool::new(1024).unwrap();
+    let mut bufs = pool.cache();
+    let mut ports = open(&veth.port, 1, 1500);
+    let raw = Raw::open(&veth.peer);
+    let spec = PacketSpec {
+        src_mac: TEST_MAC,
+        dst_mac: mac,
+        vlan: None,
+        l3: L3Spec::V4 { src: [198, 51, 100, 1], dst: [203, 0, 113, 1], tos: 0, ident: 100, dont_frag: true },
+        l4: L4Spec::Tcp { src_port: 4000, dst_port: 5201, seq: 1000, ack: 1, flags: 0x18, window: 500, timestamp: Some((7, 8)) },
+        ttl: 64,
+        frame_len: 8014,
+    };
+    let mut big = vec![0u8; 8014];
+    build(&spec, &mut big).unwrap();
+    let hdr = 14 + 20 + 32;
+    for (i, b) in big[hdr..].iter_mut().enumerate() {
+        *b = (i % 251) as u8;
+    }
+    raw.send(&big);
+    let mss = 1500 - 20 - 32;
+    let want = (8014 - hdr).div_ceil(mss);
+    let got: Vec<Vec<u8>> = rx_ours(&mut ports, &mut bufs, want).into_iter().map(|(_, f)| f).collect();
+    assert_eq!(got.len(), want, "segments");
+    let mut payload = Vec::new();
+    use sluice::wire::checksum;
+    for (i, seg) in got.iter().enumerate() {
+        assert!(seg.len() <= 1514, "segment {i} of {} bytes", seg.len());
+        assert_eq!(checksum::fold(checksum::sum_be16(&seg[14..34])), 0xffff, "IPv4 header checksum of segment {i}");
+        let tcp_len = seg.len() - 34;
+        let pseudo = checksum::pseudo_header_v4(&seg[26..30].try_into().unwrap(), &seg[30..34].try_into().unwrap(), 6, tcp_len as u16);
+        assert_eq!(checksum::fold(pseudo + checksum::sum_be16(&seg[34..])), 0xffff, "TCP checksum of segment {i}");
+        let seq = u32::from_be_bytes(seg[38..42].try_into().unwrap());
+        assert_eq!(seq, 1000 + (i * mss) as u32);
+        let psh = seg[47] & 0x08 != 0;
+        assert_eq!(psh, i + 1 == want, "PSH only on the last segment");
+        payload.extend_from_slice(&seg[hdr..]);
+    }
+    assert_eq!(payload, big[hdr..], "the segments' payloads are not the frame's");
+    assert_eq!(ports[0].rx_split, 1);
+    assert_eq!(bufs.in_use(), 0);
+}
+
+#[test]
+fn with_tso_long_tcp_packets_go_to_the_kernel_whole() {
+    if !preconditions() {
+        return;
+    }
+    // MTU 1500 on both ends: a 10 KB frame only passes as a GSO packet (the kernel refuses a
+    // plain one longer than the MTU), which the peer's packet socket then sees whole.
+    let veth = Veth::new('s', 1500);
+    let peer_mac = afpacket::iface_mac(&veth.peer).unwrap();
+    let pool = Pool::new(1024).unwrap();
+    let mut bufs = pool.cache();
+    let mut cfg = AfPacketConfig::new(&veth.port);
+    cfg.tso = true;
+    let mut ports = afpacket::open("p0", &cfg).unwrap();
+    assert!(ports[0].tso());
+    let raw = Raw::open(&veth.peer);
+    let spec = PacketSpec {
+        src_mac: TEST_MAC,
+        dst_mac: peer_mac,
+        vlan: None,
+        l3: L3Spec::V4 { src: [198, 51, 100, 1], dst: [203, 0, 113, 1], tos: 0, ident: 9, dont_frag: true },
+        l4: L4Spec::Tcp { src_port: 4000, dst_port: 5201, seq: 1, ack: 1, flags: 0x10, window: 500, timestamp: None },
+        ttl: 64,
+        frame_len: 10_014,
+    };
+    let mut big = vec![0u8; 10_014];
+    build(&spec, &mut big).unwrap();
+    for (i, b) in big[54..].iter_mut().enumerate() {
+        *b = (i % 253) as u8;
+    }
+    let small = frame(peer_mac, 8, 1, 100);
+    let pkts = [bufs.alloc_copy(&small).unwrap(), bufs.alloc_copy(&big).unwrap(), bufs.alloc_copy(&small).unwrap()];
+    assert_eq!(ports[0].tx_burst(&mut bufs, &pkts, false), 3);
+    assert_eq!(ports[0].take_tx_failed(), (0, 0));
+    assert_eq!((ports[0].stats().tx_packets, ports[0].tx_tso), (3, 1));
+    let got = raw.recv_ours(3);
+    assert_eq!(got.len(), 3, "the peer did not receive all three, in order");
+    assert_eq!(got[0], small);
+    assert_eq!(got[2], small);
+    // All but the TCP checksum, which holds the pseudo-header sum the kernel finishes per segment.
+    let csum = 14 + 20 + 16;
+    assert_eq!(got[1].len(), big.len());
+    assert_eq!(got[1][..csum], big[..csum]);
+    assert_eq!(got[1][csum + 2..], big[csum + 2..]);
+    assert_eq!(bufs.in_use(), 0);
+}
+
+#[test]
+fn vlan_tags_the_kernel_took_out_are_put_back() {
+    if !preconditions() {
+        return;
+    }
+    let veth = Veth::new('v', 1500);
+    let mac = afpacket::iface_mac(&veth.port).unwrap();
+    let pool = Pool::new(1024).unwrap();
+    let mut bufs = pool.cache();
+    let mut ports = open(&veth.port, 1, 1500);
+    let raw = Raw::open(&veth.peer);
+    // 802.1Q (VID 42, priority 5) and 802.1ad outer tags: the receive path strips both
+    // into tp_vlan_tci / tp_vlan_tpid.
+    let mut sent = Vec::new();
+    for (i, (tpid, tci)) in [(0x8100u16, 0xa02au16), (0x88a8, 0x0064)].into_iter().enumerate() {
+        let plain = frame(mac, 6, i as u32, 200);
+        let mut tagged = plain[..12].to_vec();
+        tagged.extend_from_slice(&tpid.to_be_bytes());
+        tagged.extend_from_slice(&tci.to_be_bytes());
+        tagged.extend_from_slice(&plain[12..]);
+        raw.send(&tagged);
+        sent.push(tagged);
+    }
+    let got: Vec<Vec<u8>> = rx_ours(&mut ports, &mut bufs, sent.len()).into_iter().map(|(_, f)| f).collect();
+    assert_eq!(got, sent, "tagged frames did not arrive as sent");
+}
+
+#[test]
+fn checksums_a_local_sender_left_to_hardware_are_completed() {
+    if !preconditions() {
+        return;
+    }
+    // The kernel's own UDP over the peer veth: it leaves the checksum for "hardware"
+    // (CHECKSUM_PARTIAL), and AF_PACKET shows it unfinished (TP_STATUS_CSUMNOTREADY).
+    let veth = Veth::new('k', 1500);
+    let mac = afpacket::iface_mac(&veth.port).unwrap();
+    let id = std::process::id() % 250 + 1;
+    let (ours, theirs) = (format!("198.18.{id}.1"), format!("198.18.{id}.2"));
+    assert!(sh(&format!("ip addr add {ours}/30 dev {}", veth.peer)));
+    assert!(sh(&format!("ip neigh replace {theirs} lladdr {} dev {} nud permanent", sluice::port::fmt_mac(&mac), veth.peer)));
+    let pool = Pool::new(1024).unwrap();
+    let mut bufs = pool.cache();
+    let mut ports = open(&veth.port, 1, 1500);
+    let sock = std::net::UdpSocket::bind(format!("{ours}:0")).unwrap();
+    let payload = vec![0x3cu8; 333];
+    let end = Instant::now() + PATIENCE;
+    let mut burst = Vec::new();
+    let mut checked = 0;
+    while checked < 3 && Instant::now() < end {
+        sock.send_to(&payload, format!("{theirs}:9")).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        burst.clear();
+        ports[0].rx_burst(&mut bufs, &mut burst, 64);
+        for p in &burst {
+            let f = bufs.to_vec(*p);
+            // IPv4 UDP to port 9: ours.
+            if f.len() >= 42 && f[12..14] == [8, 0] && f[23] == 17 && f[36..38] == [0, 9] {
+                let ihl = (f[14] & 0xf) as usize * 4;
+                let udp = &f[14 + ihl..];
+                let len = u16::from_be_bytes([udp[4], udp[5]]) as usize;
+                let src: [u8; 4] = f[26..30].try_into().unwrap();
+                let dst: [u8; 4] = f[30..34].try_into().unwrap();
+                use sluice::wire::checksum;
+                let sum = checksum::pseudo_header_v4(&src, &dst, 17, len as u16) + checksum::sum_be16(&udp[..len]);
+                assert_eq!(checksum::fold(sum), 0xffff, "the UDP checksum of a locally sent datagram is not complete");
+                checked += 1;
+            }
+        }
+        bufs.free_pkts(&burst);
+    }
+    assert!(checked >= 3, "the kernel's datagrams did not arrive");
+}
+
+#[test]
 fn transmitted_frames_arrive_and_xmit_more_batches_doorbells() {
     if !preconditions() {
         return;
@@ -237,10 +409,14 @@ fn transmitted_frames_arrive_and_xmit_more_batches_doorbells() {
     assert_eq!(got, frames, "the peer received other bytes than the port sent");
     assert_eq!(bufs.in_use(), 0, "transmitted buffers were not returned");
 
-    // A frame larger than MTU + L2 header is refused (the caller's tx_error), never cut.
-    let big = bufs.alloc_copy(&frame(peer_mac, 2, 99, 3000)).unwrap();
+    // A frame longer than MTU + Ethernet header is refused (the caller's tx_error), never
+    // cut, and never put in the ring (the kernel would refuse it there and stop).
+    let big = bufs.alloc_copy(&frame(peer_mac, 2, 99, 1515)).unwrap();
     assert_eq!(ports[0].tx_burst(&mut bufs, &[big], false), 0);
     bufs.free(big);
+    let again = bufs.alloc_copy(&frames[0]).unwrap();
+    assert_eq!(ports[0].tx_burst(&mut bufs, &[again], false), 1);
+    assert_eq!(raw.recv_ours(1), vec![frames[0].clone()]);
 }
 
 #[test]
@@ -264,6 +440,18 @@ fn failed_sends_are_reported_not_counted_as_sent() {
     assert_eq!(ports[0].stats().tx_packets, 0);
     bufs.free_pkts(&pkts[accepted..]);
     assert_eq!(bufs.in_use(), 0);
+    // Up again: the ring goes on where the kernel stopped (it does not stall).
+    assert!(sh(&format!("ip link set {} up", veth.port)));
+    let end = Instant::now() + PATIENCE;
+    while std::fs::read_to_string(format!("/sys/class/net/{}/operstate", veth.port)).unwrap().trim() != "up" && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let raw = Raw::open(&veth.peer);
+    let later: Vec<Vec<u8>> = (10..14u32).map(|i| frame(peer_mac, 3, i, 100)).collect();
+    let pkts: Vec<Pkt> = later.iter().map(|f| bufs.alloc_copy(f).unwrap()).collect();
+    assert_eq!(ports[0].tx_burst(&mut bufs, &pkts, false), 4);
+    assert_eq!(ports[0].take_tx_failed(), (0, 0));
+    assert_eq!(raw.recv_ours(4), later, "the ring stalled after a failed send");
 }
 
 #[test]
@@ -323,7 +511,8 @@ fn config_port_reads_mac_and_mtu_from_the_interface() {
     let veth = Veth::new('c', 4000);
     let text = format!(
         "pipeline = \"l3fwd\"\n[[ports]]\nname = \"{}\"\nkind = \"afpacket\"\nipv4 = [\"192.0.2.1/24\"]\n\
-         [[ports]]\nname = \"wan\"\niface = \"{}\"\nkind = \"afpacket\"\nmtu = 1400\nrss_queues = 2\npromisc = true\n",
+         [[ports]]\nname = \"wan\"\niface = \"{}\"\nkind = \"afpacket\"\nmtu = 1400\nrss_queues = 2\npromisc = true\n\
+         [ports.afpacket]\nblock_size = 65536\nblocks = 4\nretire_ms = 5\ntx_frames = 64\n",
         veth.port, veth.peer
     );
     let cfg = sluice::config::Config::from_toml(&text, "test.toml").unwrap();
@@ -382,4 +571,49 @@ fn tap_writes_what_the_port_received_and_sent() {
         taps[0].tx_burst(&mut bufs, &[p], false);
         assert!(taps[0].finish().is_err());
     }
+}
+
+#[test]
+fn without_privileges_the_error_says_what_is_needed() {
+    if !preconditions() {
+        return;
+    }
+    assert!(sh("command -v setpriv"), "setpriv (util-linux) is needed to drop privileges");
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+        .arg(env!("CARGO_BIN_EXE_sluice"))
+        .args(["run", "--port", "afpacket:lo", "--seconds", "1", "-q"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("needs root or CAP_NET_RAW"), "{err}");
+}
+
+#[test]
+fn a_datapath_over_afpacket_runs_xdp_and_keeps_the_ledger() {
+    if !preconditions() {
+        return;
+    }
+    use sluice::napi::RunLimit;
+    use sluice::stats::DropReason;
+    let veth = Veth::new('x', 1500);
+    let mac = afpacket::iface_mac(&veth.port).unwrap();
+    let text = format!(
+        "pipeline = \"l3fwd\"\n[xdp]\nprogram = \"builtin:drop\"\n[[ports]]\nname = \"{}\"\nkind = \"afpacket\"\nipv4 = [\"192.0.2.1/24\"]\n",
+        veth.port
+    );
+    let cfg = sluice::config::Config::from_toml(&text, "test.toml").unwrap();
+    let pool = Pool::new(1024).unwrap();
+    let mut dp = cfg.build(cfg.tunables(&[]).unwrap(), &pool).unwrap();
+    let raw = Raw::open(&veth.peer);
+    for i in 0..20 {
+        raw.send(&frame(mac, 7, i, 80));
+    }
+    let limit = RunLimit { duration: Some(PATIENCE), packets: Some(20), until_bounded_inputs_done: false, stop: None };
+    dp.run(limit, Duration::from_secs(1), |_, _| {});
+    let c = dp.counters();
+    assert_eq!(c.rx, 20, "the datapath received other than the 20 frames sent");
+    assert_eq!(c.dropped(DropReason::XdpDrop), 20, "the XDP program did not see the interface's frames");
+    dp.conservation().unwrap();
 }

@@ -267,3 +267,10 @@ fn selfcheck_gives_a_verdict() {
         assert!(err.contains("selfcheck FAILED"), "{err}");
     }
 }
+
+#[test]
+fn real_interface_ports_refuse_clearly() {
+    refused(&["run", "--port", "afpacket:sluicenosuch0", "--seconds", "1"], "no interface named `sluicenosuch0` (`ip link` lists them)");
+    refused(&["run", "--port", "bogus:lo", "--seconds", "1"], "unknown port kind");
+    refused(&["run", "--capture", "nosuch=/tmp/x.pcap", "--seconds", "1"], "no port named `nosuch`");
+}

@@ -234,6 +234,7 @@ fn apply_port_flag(cfg: &mut Config, spec: &str) -> Result<(), String> {
             }
             if f.kind != PortKind::Afpacket {
                 pc.promisc = false;
+                pc.afpacket = None;
             }
             pc.kind = f.kind;
             if pc.name != f.iface {
@@ -319,5 +320,42 @@ pub fn report(dp: &Datapath, el: Duration) -> RunReport {
             .map(|w| WorkerLine { id: w.id, counters: w.c.clone(), cpu_seconds: w.cpu_time.map(|(u, s)| u + s) })
             .collect(),
         qdiscs: qdisc_lines(dp),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_flags_parse() {
+        let f = parse_port_flag("afpacket:veth0@4").unwrap();
+        assert_eq!(f, PortFlag { kind: PortKind::Afpacket, iface: "veth0".into(), queues: Some(4) });
+        assert_eq!(parse_port_flag("afpacket:eth1").unwrap().queues, None);
+        assert_eq!(parse_port_flag("afxdp:veth0").unwrap().kind, PortKind::Afxdp);
+        assert!(parse_port_flag("dpdk:veth0").unwrap_err().contains("unknown port kind"));
+        assert!(parse_port_flag("veth0").unwrap_err().contains("KIND:IFACE"));
+        assert!(parse_port_flag("afpacket:").unwrap_err().contains("no interface"));
+        assert!(parse_port_flag("afpacket:x@0").unwrap_err().contains("between 1"));
+        assert!(parse_port_flag("afpacket:x@y").unwrap_err().contains("queue count"));
+    }
+
+    #[test]
+    fn port_flags_change_or_add_ports() {
+        let mut args = RunArgs { ports: vec!["afpacket:sink0@2".into(), "afpacket:eth9".into()], ..RunArgs::default() };
+        args.captures = vec!["eth9=/tmp/x.pcap".into()];
+        let cfg = resolve_config(&args).unwrap();
+        let sink = &cfg.ports[1];
+        assert_eq!((sink.name.as_str(), sink.kind, sink.rss_queues), ("sink0", PortKind::Afpacket, Some(2)));
+        assert!(sink.mac.is_empty() && sink.mtu.is_none() && sink.check.is_none(), "the simulated link's settings stay");
+        assert!(!sink.ipv4.is_empty(), "addresses go with the port");
+        let added = &cfg.ports[2];
+        assert_eq!((added.name.as_str(), added.kind, added.iface_name()), ("eth9", PortKind::Afpacket, "eth9"));
+        assert_eq!(added.capture.as_deref(), Some(std::path::Path::new("/tmp/x.pcap")));
+        args.captures = vec!["nosuch=/tmp/x.pcap".into()];
+        let e = resolve_config(&args).unwrap_err().to_string();
+        assert!(e.contains("no port named `nosuch`") && e.contains("gen0"), "{e}");
+        args.captures = vec!["gen0".into()];
+        assert!(resolve_config(&args).unwrap_err().to_string().contains("PORT=FILE"));
     }
 }

@@ -58,6 +58,11 @@ impl PortKind {
     pub fn is_real(self) -> bool {
         matches!(self, PortKind::Afpacket | PortKind::Afxdp)
     }
+
+    /// A port frames arrive on (an XDP program attaches to it; io/macswap need its peer).
+    pub fn receives(self) -> bool {
+        matches!(self, PortKind::Gen | PortKind::PcapIn) || self.is_real()
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -78,6 +83,9 @@ pub struct PortConfig {
     /// Write a pcap of everything the port receives and transmits (`port::tap`).
     #[serde(default)]
     pub capture: Option<PathBuf>,
+    /// `[ports.afpacket]`: ring sizes and the receive block timeout of an afpacket port.
+    #[serde(default)]
+    pub afpacket: Option<crate::port::afpacket::RingConfig>,
     #[serde(default)]
     pub ipv4: Vec<String>,
     #[serde(default)]
@@ -126,7 +134,7 @@ pub struct PortConfig {
     /// `sim` ports: the NIC model's line rate, ring, doorbell cost, moderation, BQL.
     #[serde(default)]
     pub sim: Option<crate::port::sim::SimConfig>,
-    /// Sinks and pcap-out: the port segments TCP in "hardware" (TSO), so GRO packets reach it
+    /// Sinks, pcap-out and afpacket: the port segments TCP in "hardware" (TSO), so GRO packets reach it
     /// whole instead of split by GSO.
     #[serde(default)]
     pub tso: bool,
@@ -484,12 +492,7 @@ impl Config {
             }
         }
         if matches!(self.pipeline, Pipeline::Io | Pipeline::Macswap)
-            && dp
-                .net
-                .peer
-                .iter()
-                .zip(&self.ports)
-                .any(|(p, c)| p.is_none() && matches!(c.kind, PortKind::Gen | PortKind::PcapIn | PortKind::Afxdp))
+            && dp.net.peer.iter().zip(&self.ports).any(|(p, c)| p.is_none() && c.kind.receives())
         {
             return Err(field("ports", "io/macswap pipelines need a `peer` on every receiving port"));
         }
@@ -581,7 +584,7 @@ impl Config {
         }
         if let Some(x) = &self.xdp {
             for (i, pc) in self.ports.iter().enumerate() {
-                if !matches!(pc.kind, PortKind::Gen | PortKind::PcapIn | PortKind::Afxdp) {
+                if !pc.kind.receives() {
                     continue;
                 }
                 // Every worker that owns a queue of the port runs its own instance (same maps).
@@ -643,7 +646,8 @@ impl Config {
     /// How many queues port `pc` has: its own `rss_queues`, else the tunable's for the kinds
     /// that take queues (the generator, null/count/check sinks), else one.
     fn queues_of(&self, pc: &PortConfig, what: &str, default: u32) -> Result<u16, ConfigError> {
-        let multi = matches!(pc.kind, PortKind::Gen | PortKind::Null | PortKind::Count | PortKind::Check | PortKind::Capture | PortKind::Sim);
+        let multi =
+            matches!(pc.kind, PortKind::Gen | PortKind::Null | PortKind::Count | PortKind::Check | PortKind::Capture | PortKind::Sim);
         // A real interface takes `rss_queues` sockets in one fanout group; one by default.
         let multi_explicit = multi || pc.kind.is_real();
         match pc.rss_queues {
@@ -738,6 +742,10 @@ impl Config {
                 ac.queues = queues;
                 ac.promisc = pc.promisc;
                 ac.mtu = pc.resolved_mtu(what)?;
+                ac.tso = pc.tso;
+                if let Some(r) = &pc.afpacket {
+                    r.apply(&mut ac).map_err(|(f, msg)| field(format!("{what}.afpacket.{f}"), msg))?;
+                }
                 crate::port::afpacket::open(&pc.name, &ac)
                     .map_err(|e| field(format!("{what}.iface"), e.to_string()))?
                     .into_iter()
@@ -776,6 +784,12 @@ impl Config {
             }
             if !pc.ipv6.is_empty() && mtu < IPV6_MIN_MTU {
                 return Err(field(format!("{what}.mtu"), format!("{mtu} is below IPv6's minimum link MTU {IPV6_MIN_MTU}")));
+            }
+            if pc.afpacket.is_some() && pc.kind != PortKind::Afpacket {
+                return Err(field(
+                    format!("{what}.afpacket"),
+                    format!("an `afpacket` table on a port of kind {:?} would never be used", pc.kind),
+                ));
             }
             if !pc.kind.is_real() && (pc.iface.is_some() || pc.promisc) {
                 return Err(field(

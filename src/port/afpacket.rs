@@ -19,7 +19,7 @@ use crate::buf::{BufCache, Pkt};
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{fence, AtomicU16, Ordering};
+use std::sync::atomic::{fence, Ordering};
 
 /// Size of the kernel's TPACKET_V3 frame header, aligned: where the `sockaddr_ll` starts in
 /// a received frame and where the data starts in a transmit slot.
@@ -68,6 +68,58 @@ pub struct AfPacketConfig {
     pub retire_ms: u32,
     /// Transmit ring slots.
     pub tx_frames: u32,
+    /// TSO: TCP packets longer than the MTU (sluice's GRO packets) go to the kernel whole,
+    /// with a virtio-net header asking it to segment them (`PACKET_VNET_HDR`).
+    pub tso: bool,
+}
+
+/// `[ports.afpacket]`: the rings' sizes (like `ethtool -G`) and the receive block timeout.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RingConfig {
+    /// Receive ring block bytes: a multiple of 4096 (default 128 KiB).
+    pub block_size: Option<u32>,
+    /// Receive ring blocks (default 32).
+    pub blocks: Option<u32>,
+    /// Milliseconds before the kernel hands over a block that is not full (default 1): the
+    /// latency a lone frame may wait.
+    pub retire_ms: Option<u32>,
+    /// Transmit ring slots (default 512).
+    pub tx_frames: Option<u32>,
+}
+
+impl RingConfig {
+    /// Applies the settings to `cfg`; an error names the setting and its range.
+    pub fn apply(&self, cfg: &mut AfPacketConfig) -> Result<(), (&'static str, String)> {
+        if let Some(b) = self.block_size {
+            if b == 0 || b % 4096 != 0 || b > 1 << 26 {
+                return Err(("block_size", format!("{b}: a multiple of 4096 up to 64 MiB")));
+            }
+            cfg.rx_block_size = b;
+        }
+        if let Some(n) = self.blocks {
+            if !(2..=65536).contains(&n) {
+                return Err(("blocks", format!("{n}: 2..=65536")));
+            }
+            cfg.rx_blocks = n;
+        }
+        if cfg.rx_block_size as u64 * cfg.rx_blocks as u64 > 1 << 30 {
+            return Err(("blocks", "the receive ring would exceed 1 GiB (block_size × blocks)".into()));
+        }
+        if let Some(ms) = self.retire_ms {
+            if !(1..=1000).contains(&ms) {
+                return Err(("retire_ms", format!("{ms}: 1..=1000")));
+            }
+            cfg.retire_ms = ms;
+        }
+        if let Some(n) = self.tx_frames {
+            if !(16..=65536).contains(&n) {
+                return Err(("tx_frames", format!("{n}: 16..=65536")));
+            }
+            cfg.tx_frames = n;
+        }
+        Ok(())
+    }
 }
 
 impl AfPacketConfig {
@@ -79,8 +131,9 @@ impl AfPacketConfig {
             mtu: 1500,
             rx_block_size: 1 << 17,
             rx_blocks: 32,
-            retire_ms: 2,
+            retire_ms: 1,
             tx_frames: 512,
+            tso: false,
         }
     }
 }
@@ -169,6 +222,18 @@ pub struct AfPacketPort {
     pub tx_errors: u64,
     /// Refused since the datapath last asked: packets, bytes.
     failed: (u64, u64),
+    /// A frame being mended (VLAN tag put back, checksum completed) before the copy.
+    scratch: Vec<u8>,
+    /// The link's MTU: longer TCP frames (a sender's TSO, a NIC's GRO) are split to it.
+    mtu: u16,
+    /// TSO: a second socket (`PACKET_VNET_HDR`, receives nothing) that sends TCP packets
+    /// longer than the MTU whole, for the kernel to segment; and its iovec scratch.
+    tso_fd: Option<OwnedFd>,
+    iov: Vec<libc::iovec>,
+    /// Packets sent whole through it (each counted once in tx_packets).
+    pub tx_tso: u64,
+    /// Frames split into MTU-sized segments on receive.
+    pub rx_split: u64,
 }
 
 // SAFETY: the mapping and the socket belong to this port alone; moving it to the worker
@@ -187,10 +252,6 @@ fn setsockopt<T>(fd: &OwnedFd, level: libc::c_int, opt: libc::c_int, val: &T) ->
     }
 }
 
-/// A fanout group id not used by another port of this process; the kernel's UNIQUEID flag
-/// makes it unique across processes (the first socket asks for a fresh one).
-static FANOUT_SEQ: AtomicU16 = AtomicU16::new(0);
-
 /// Opens `cfg.queues` sockets on the interface, in one fanout group when there are several.
 pub fn open(name: &str, cfg: &AfPacketConfig) -> Result<Vec<AfPacketPort>, AfPacketError> {
     let ifx = ifindex(&cfg.iface)?;
@@ -204,7 +265,8 @@ pub fn open(name: &str, cfg: &AfPacketConfig) -> Result<Vec<AfPacketPort>, AfPac
     }
     if queues > 1 {
         let sys = |what, source| AfPacketError::Sys { iface: cfg.iface.clone(), what, source };
-        let _ = FANOUT_SEQ.fetch_add(1, Ordering::Relaxed);
+        // The first socket asks the kernel for a group id no one uses (UNIQUEID: unique per
+        // port, across processes); the others join it.
         let first = (libc::PACKET_FANOUT_HASH | libc::PACKET_FANOUT_FLAG_UNIQUEID) << 16;
         setsockopt(&ports[0].fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &first).map_err(|e| sys("PACKET_FANOUT (create)", e))?;
         let mut arg: u32 = 0;
@@ -240,7 +302,136 @@ pub fn open(name: &str, cfg: &AfPacketConfig) -> Result<Vec<AfPacketPort>, AfPac
     Ok(ports)
 }
 
+/// `struct virtio_net_hdr` (little-endian fields, as packet sockets use on x86/arm).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct VnetHdr {
+    flags: u8,
+    gso_type: u8,
+    hdr_len: u16,
+    gso_size: u16,
+    csum_start: u16,
+    csum_offset: u16,
+}
+
+const VIRTIO_NET_HDR_F_NEEDS_CSUM: u8 = 1;
+const VIRTIO_NET_HDR_GSO_TCPV4: u8 = 1;
+const VIRTIO_NET_HDR_GSO_TCPV6: u8 = 4;
+/// `PACKET_VNET_HDR` (linux/if_packet.h).
+const PACKET_VNET_HDR: libc::c_int = 15;
+
+/// The TSO socket: bound with protocol 0 (it never receives), qdisc bypass, vnet headers.
+fn open_tso_socket(cfg: &AfPacketConfig, ifx: u32) -> Result<OwnedFd, AfPacketError> {
+    let sys = |what, source| AfPacketError::Sys { iface: cfg.iface.clone(), what, source };
+    // SAFETY: plain socket(2); the result is checked.
+    let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK, 0) };
+    if raw < 0 {
+        return Err(sys("socket(AF_PACKET) for TSO", io::Error::last_os_error()));
+    }
+    // SAFETY: `raw` is a fresh descriptor we own.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let one = 1i32;
+    setsockopt(&fd, libc::SOL_PACKET, PACKET_VNET_HDR, &one).map_err(|e| sys("PACKET_VNET_HDR", e))?;
+    setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, &one).map_err(|e| sys("PACKET_QDISC_BYPASS", e))?;
+    // SAFETY: sockaddr_ll is plain data; all-zero is a valid starting value.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_ifindex = ifx as i32;
+    // SAFETY: `sll` is a live sockaddr_ll of the size passed.
+    let r = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(sys("bind (TSO socket)", io::Error::last_os_error()));
+    }
+    Ok(fd)
+}
+
+/// The virtio-net header asking the kernel to segment TCP packet `p` (longer than the
+/// MTU) into MTU-sized segments, and the pseudo-header sum its TCP checksum field must
+/// hold for that (CHECKSUM_PARTIAL). None for anything else.
+fn tso_header(frame_head: &[u8], total_len: usize, mtu: u16) -> Option<(VnetHdr, u16)> {
+    use crate::wire::checksum::{fold, pseudo_header_v4, pseudo_header_v6};
+    use crate::wire::{EtherType, EthernetFrame, Ipv4Packet, Ipv6Packet, TcpPacket, IPPROTO_TCP};
+    let eth = EthernetFrame::new_checked(frame_head).ok()?;
+    // The head holds the headers (GRO keeps them linear); lengths come from `total_len`.
+    enum Addrs {
+        V4([u8; 4], [u8; 4]),
+        V6([u8; 16], [u8; 16]),
+    }
+    let (l3, gso_type, addrs) = match eth.ethertype() {
+        EtherType::IPV4 => {
+            let ip = Ipv4Packet::new_unchecked(eth.payload());
+            if eth.payload().len() < 20 || ip.version() != 4 || ip.header_len() != 20 || ip.protocol() != IPPROTO_TCP || ip.is_fragment() {
+                return None;
+            }
+            (20, VIRTIO_NET_HDR_GSO_TCPV4, Addrs::V4(ip.src_addr(), ip.dst_addr()))
+        }
+        EtherType::IPV6 => {
+            let ip = Ipv6Packet::new_unchecked(eth.payload());
+            if eth.payload().len() < 40 || ip.version() != 6 || ip.next_header() != IPPROTO_TCP {
+                return None;
+            }
+            (40, VIRTIO_NET_HDR_GSO_TCPV6, Addrs::V6(ip.src_addr(), ip.dst_addr()))
+        }
+        _ => return None,
+    };
+    let tcp = TcpPacket::new_checked(eth.payload().get(l3..)?).ok()?;
+    let hdr_len = 14 + l3 + tcp.header_len();
+    let mss = (mtu as usize).checked_sub(l3 + tcp.header_len()).filter(|m| *m > 0)?;
+    let l4_len = total_len.checked_sub(14 + l3).filter(|l| *l > tcp.header_len() && *l <= u16::MAX as usize)?;
+    let vh = VnetHdr {
+        flags: VIRTIO_NET_HDR_F_NEEDS_CSUM,
+        gso_type,
+        hdr_len: (hdr_len as u16).to_le(),
+        gso_size: (mss as u16).to_le(),
+        csum_start: ((14 + l3) as u16).to_le(),
+        csum_offset: 16u16.to_le(),
+    };
+    let pseudo = match addrs {
+        Addrs::V4(src, dst) => pseudo_header_v4(&src, &dst, IPPROTO_TCP, l4_len as u16),
+        Addrs::V6(src, dst) => pseudo_header_v6(&src, &dst, IPPROTO_TCP, l4_len as u32),
+    };
+    Some((vh, fold(pseudo)))
+}
+
 impl AfPacketPort {
+    /// Sends TCP packet `p` (longer than the MTU) whole through the TSO socket: one
+    /// syscall, the kernel segments it. The ring's queued frames go first (order within a
+    /// flow). False when it is not a TCP packet TSO can take or the kernel refused it.
+    fn send_tso(&mut self, bufs: &mut BufCache, p: Pkt) -> bool {
+        let Some(fd) = self.tso_fd.as_ref().map(|f| f.as_raw_fd()) else { return false };
+        let Some((vh, pseudo)) = tso_header(bufs.data(p), p.total_len(), self.mtu) else { return false };
+        self.kick();
+        let csum_at = u16::from_le(vh.csum_start) as usize + 16;
+        if let Some(c) = bufs.data_mut(p).get_mut(csum_at..csum_at + 2) {
+            c.copy_from_slice(&pseudo.to_be_bytes());
+        }
+        self.iov.clear();
+        self.iov.push(libc::iovec { iov_base: &vh as *const VnetHdr as *mut libc::c_void, iov_len: std::mem::size_of::<VnetHdr>() });
+        for seg in bufs.segments(p) {
+            self.iov.push(libc::iovec { iov_base: seg.as_ptr() as *mut libc::c_void, iov_len: seg.len() });
+        }
+        // SAFETY: msghdr is plain data; all-zero is a valid starting value.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = self.iov.as_mut_ptr();
+        msg.msg_iovlen = self.iov.len();
+        self.stats.doorbells += 1;
+        // SAFETY: every iovec points into `vh` or the packet's frames, alive across the call.
+        let r = unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT) };
+        let want = std::mem::size_of::<VnetHdr>() + p.total_len();
+        if r < 0 || r as usize != want {
+            self.tx_errors += 1;
+            return false;
+        }
+        self.tx_tso += 1;
+        true
+    }
+
     fn open_one(name: &str, cfg: &AfPacketConfig, ifx: u32, queue: u16) -> Result<AfPacketPort, AfPacketError> {
         let iface = cfg.iface.clone();
         let sys = |what, source| AfPacketError::Sys { iface: iface.clone(), what, source };
@@ -358,6 +549,12 @@ impl AfPacketPort {
             too_long: 0,
             tx_errors: 0,
             failed: (0, 0),
+            scratch: Vec::with_capacity(MAX_CHAIN_BYTES),
+            mtu: cfg.mtu,
+            rx_split: 0,
+            tso_fd: if cfg.tso { Some(open_tso_socket(cfg, ifx)?) } else { None },
+            iov: Vec::with_capacity(crate::buf::chain::MAX_FRAGS + 2),
+            tx_tso: 0,
         })
     }
 
@@ -446,16 +643,25 @@ impl AfPacketPort {
             }
             let e = io::Error::last_os_error().raw_os_error();
             tries += 1;
-            if !matches!(e, Some(libc::EINTR | libc::EAGAIN | libc::ENOBUFS)) || tries >= SEND_RETRIES {
+            // ENETDOWN too: after the link went down and up, the socket holds the stale error
+            // and returns it once (a link really down fails fast each time).
+            if !matches!(e, Some(libc::EINTR | libc::EAGAIN | libc::ENOBUFS | libc::ENETDOWN)) || tries >= SEND_RETRIES {
                 break;
             }
         }
-        // Whatever the kernel left requested or refused (WRONG_FORMAT) was not sent: take
-        // the slots back and report the packets as failed (`take_tx_failed`).
-        for k in 0..self.tx_pending {
-            let i = (self.tx_next + self.tx_slots - self.tx_pending + k) % self.tx_slots;
-            let s = self.tx_status(i);
-            if s & (libc::TP_STATUS_SEND_REQUEST | libc::TP_STATUS_WRONG_FORMAT) != 0 && s & libc::TP_STATUS_SENDING == 0 {
+        // Whatever the kernel left requested or refused (WRONG_FORMAT) was not sent. It
+        // walks the ring in order and stops at the first frame it cannot send, keeping its
+        // own position there: the unsent frames are the tail of the pending ones. Take them
+        // back, report them as failed (`take_tx_failed`), and write the next frame into the
+        // first of them, where the kernel will look (else the ring would stall for good).
+        let first_pending = (self.tx_next + self.tx_slots - self.tx_pending) % self.tx_slots;
+        let unsent = |k: usize| {
+            let s = self.tx_status((first_pending + k) % self.tx_slots);
+            s & (libc::TP_STATUS_SEND_REQUEST | libc::TP_STATUS_WRONG_FORMAT) != 0 && s & libc::TP_STATUS_SENDING == 0
+        };
+        if let Some(stop) = (0..self.tx_pending).find(|&k| unsent(k)) {
+            for k in stop..self.tx_pending {
+                let i = (first_pending + k) % self.tx_slots;
                 // SAFETY: the length word of a slot the kernel gave up on (still ours).
                 let len = unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*self.tx_hdr(i)).tp_len)) } as u64;
                 self.set_tx_status(i, libc::TP_STATUS_AVAILABLE);
@@ -465,8 +671,186 @@ impl AfPacketPort {
                 self.stats.tx_packets -= 1;
                 self.stats.tx_bytes -= len;
             }
+            self.tx_next = (first_pending + stop) % self.tx_slots;
         }
         self.tx_pending = 0;
+    }
+}
+
+/// How to split a frame longer than the link's MTU: a TCP super-frame from a sender's TSO
+/// (a host on a veth hands 64 KiB frames over) or a NIC's GRO/LRO.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GsoPlan {
+    pub gso_size: u16,
+    pub gso_type: u8,
+    pub segs: u16,
+}
+
+/// The plan for a frame a router cannot forward whole: untagged IPv4 (no options) or IPv6
+/// (no extension headers) TCP longer than MTU + 14 bytes, cut into MTU-sized segments as
+/// the sender's TSO would have. None for everything else (delivered as it is).
+pub fn gso_plan(frame: &[u8], tp_status: u32, mtu: u16) -> Option<GsoPlan> {
+    use crate::gro::gso_type;
+    use crate::wire::{EtherType, EthernetFrame, Ipv4Packet, Ipv6Packet, TcpPacket, IPPROTO_TCP};
+    if frame.len() <= mtu as usize + 14 || tp_status & libc::TP_STATUS_VLAN_VALID != 0 {
+        return None;
+    }
+    let eth = EthernetFrame::new_checked(frame).ok()?;
+    let (l3_len, kind, ip_payload) = match eth.ethertype() {
+        EtherType::IPV4 => {
+            let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
+            if ip.header_len() != 20 || ip.protocol() != IPPROTO_TCP || ip.is_fragment() {
+                return None;
+            }
+            (20, gso_type::TCPV4, ip.payload().len())
+        }
+        EtherType::IPV6 => {
+            let ip = Ipv6Packet::new_checked(eth.payload()).ok()?;
+            if ip.next_header() != IPPROTO_TCP {
+                return None;
+            }
+            (40, gso_type::TCPV6, ip.payload().len())
+        }
+        _ => return None,
+    };
+    let tcp = TcpPacket::new_checked(eth.payload().get(l3_len..)?).ok()?;
+    let hdr = tcp.header_len();
+    let mss = (mtu as usize).checked_sub(l3_len + hdr).filter(|m| *m > 0)?;
+    let payload = ip_payload.checked_sub(hdr).filter(|p| *p > 0)?;
+    if 14 + l3_len + hdr + mss > crate::buf::MAX_DATA {
+        // Segments that need chains (jumbo MTU): GSO here builds one-frame segments only.
+        return None;
+    }
+    Some(GsoPlan { gso_size: mss as u16, gso_type: kind, segs: payload.div_ceil(mss) as u16 })
+}
+
+impl AfPacketPort {
+    /// Takes one received frame into `out`: whole, or split by `plan`. Returns the slots
+    /// of the poll it used (its packets; one when it could not be taken).
+    fn take(&mut self, bufs: &mut BufCache, hdr: &libc::tpacket3_hdr, bytes: &[u8], plan: Option<GsoPlan>, out: &mut Vec<Pkt>) -> usize {
+        let hash = hdr.hv1.tp_rxhash;
+        let Some(g) = plan else {
+            match self.take_frame(bufs, hdr, bytes) {
+                Some(mut p) => {
+                    p.rss_hash = hash;
+                    out.push(p);
+                }
+                // No buffer: the frame never enters (as a NIC out of descriptors).
+                None => self.stats.rx_nobuf += 1,
+            }
+            return 1;
+        };
+        let Some(whole) = bufs.alloc_copy(bytes) else {
+            self.stats.rx_nobuf += 1;
+            return 1;
+        };
+        let skb = crate::buf::skb::Skb { pkt: whole, gso_size: g.gso_size, gso_type: g.gso_type, gso_segs: g.segs, ..Default::default() };
+        let first = out.len();
+        match crate::gro::gso::segment(bufs, &skb, out) {
+            Ok(_) => {
+                self.rx_split += 1;
+                for p in &mut out[first..] {
+                    p.rss_hash = hash;
+                }
+                out.len() - first
+            }
+            Err(crate::gro::gso::GsoError::NoBuffer) => {
+                bufs.free(whole);
+                self.stats.rx_nobuf += 1;
+                1
+            }
+            Err(crate::gro::gso::GsoError::Malformed) => {
+                // Not splittable after all: as it came (the router decides: pkt_too_big).
+                let mut p = whole;
+                p.rss_hash = hash;
+                out.push(p);
+                1
+            }
+        }
+    }
+
+    /// Copies a received frame into a pool buffer as it was on the wire: the kernel took
+    /// the VLAN tag out into the header (`tp_vlan_tci`), and a frame from a local sender
+    /// may carry a checksum the sender left for "hardware" (TP_STATUS_CSUMNOTREADY, as
+    /// veth passes CHECKSUM_PARTIAL on): put the tag back and complete the checksum, or
+    /// the frame would leave sluice with a wrong one.
+    fn take_frame(&mut self, bufs: &mut BufCache, hdr: &libc::tpacket3_hdr, bytes: &[u8]) -> Option<Pkt> {
+        let status = hdr.tp_status;
+        let tagged = status & libc::TP_STATUS_VLAN_VALID != 0;
+        let partial = status & libc::TP_STATUS_CSUMNOTREADY != 0;
+        if !tagged && !partial {
+            return bufs.alloc_copy(bytes);
+        }
+        self.scratch.clear();
+        self.scratch.extend_from_slice(bytes);
+        if partial {
+            complete_l4_checksum(&mut self.scratch);
+        }
+        if tagged && self.scratch.len() >= 12 {
+            let tpid = if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 { hdr.hv1.tp_vlan_tpid } else { 0x8100 };
+            let tci = hdr.hv1.tp_vlan_tci as u16;
+            let mut tag = [0u8; 4];
+            tag[..2].copy_from_slice(&tpid.to_be_bytes());
+            tag[2..].copy_from_slice(&tci.to_be_bytes());
+            self.scratch.splice(12..12, tag);
+        }
+        if self.scratch.len() > MAX_CHAIN_BYTES {
+            return None;
+        }
+        bufs.alloc_copy(&self.scratch)
+    }
+}
+
+/// Writes the full TCP/UDP checksum of an untagged IPv4/IPv6 frame whose sender left only
+/// the pseudo-header sum in it (CHECKSUM_PARTIAL). Other frames are left as they are.
+pub fn complete_l4_checksum(frame: &mut [u8]) {
+    use crate::wire::{EtherType, EthernetFrame, Ipv4Packet, Ipv6Packet, TcpPacket, UdpPacket, IPPROTO_TCP, IPPROTO_UDP};
+    let Ok(mut eth) = EthernetFrame::new_checked(frame) else { return };
+    match eth.ethertype() {
+        EtherType::IPV4 => {
+            let Ok(mut ip) = Ipv4Packet::new_checked(eth.payload_mut()) else { return };
+            if ip.is_fragment() {
+                return;
+            }
+            let (src, dst, proto) = (ip.src_addr(), ip.dst_addr(), ip.protocol());
+            let l4 = ip.payload_mut();
+            match proto {
+                IPPROTO_TCP => {
+                    if let Ok(mut t) = TcpPacket::new_checked(l4) {
+                        t.fill_checksum_v4(&src, &dst);
+                    }
+                }
+                IPPROTO_UDP => {
+                    if let Ok(mut u) = UdpPacket::new_checked(l4) {
+                        u.fill_checksum_v4(&src, &dst);
+                    }
+                }
+                _ => {}
+            }
+        }
+        EtherType::IPV6 => {
+            let Ok(mut ip) = Ipv6Packet::new_checked(eth.payload_mut()) else { return };
+            let Ok(ext) = ip.ext_headers() else { return };
+            if ext.fragment {
+                return;
+            }
+            let (src, dst) = (ip.src_addr(), ip.dst_addr());
+            let Some(l4) = ip.payload_mut().get_mut(ext.offset..) else { return };
+            match ext.protocol {
+                IPPROTO_TCP => {
+                    if let Ok(mut t) = TcpPacket::new_checked(l4) {
+                        t.fill_checksum_v6(&src, &dst);
+                    }
+                }
+                IPPROTO_UDP => {
+                    if let Ok(mut u) = UdpPacket::new_checked(l4) {
+                        u.fill_checksum_v6(&src, &dst);
+                    }
+                }
+                _ => {}
+            }
+        }
+        _ => {}
     }
 }
 
@@ -476,56 +860,72 @@ impl Port for AfPacketPort {
     }
 
     fn rx_burst(&mut self, bufs: &mut BufCache, out: &mut Vec<Pkt>, max: usize) -> usize {
-        let mut n = 0;
+        let start = out.len();
+        // Slots of `max` used: a frame too long to take uses one, a split one its segments.
         let mut seen = 0;
         while seen < max && self.open_block() {
             let blk_base = self.block(self.blk) as *const u8;
             // SAFETY: the frame lies in a block we own; the kernel wrote its header and data
             // before handing the block over (ordered by open_block's fence).
-            let (hdr, frame) = unsafe {
+            let (hdr, pkttype, bytes) = unsafe {
                 let h = blk_base.add(self.blk_off) as *const libc::tpacket3_hdr;
                 let hdr = std::ptr::read_unaligned(h);
                 let sll = std::ptr::read_unaligned(blk_base.add(self.blk_off + TP3_HDR) as *const libc::sockaddr_ll);
                 let data_at = self.blk_off + hdr.tp_mac as usize;
                 let len = (hdr.tp_snaplen as usize).min(self.block_size.saturating_sub(data_at));
-                (hdr, (sll.sll_pkttype, std::slice::from_raw_parts(blk_base.add(data_at), len)))
+                (hdr, sll.sll_pkttype, std::slice::from_raw_parts(blk_base.add(data_at), len))
             };
-            let (pkttype, bytes) = frame;
+            let whole = (hdr.tp_snaplen as usize) >= hdr.tp_len as usize && hdr.tp_len as usize <= MAX_CHAIN_BYTES;
+            let plan = if whole && pkttype != libc::PACKET_OUTGOING { gso_plan(bytes, hdr.tp_status, self.mtu) } else { None };
+            let need = plan.map_or(1, |g| g.segs as usize);
+            if seen > 0 && seen + need > max {
+                // Its segments do not fit in this poll: the frame waits for the next one.
+                break;
+            }
             self.blk_left -= 1;
             self.blk_off += hdr.tp_next_offset as usize;
             let last = self.blk_left == 0;
             if pkttype != libc::PACKET_OUTGOING {
-                seen += 1;
-                if (hdr.tp_snaplen as usize) < hdr.tp_len as usize || hdr.tp_len as usize > MAX_CHAIN_BYTES {
-                    // Longer than a ring block holds: the kernel cut it. Received and dropped
-                    // (rx_length_errors), never passed on cut.
+                if !whole || need > max {
+                    // Longer than a ring block holds (the kernel cut it), or more segments
+                    // than a poll may take: received and dropped (rx_length_errors), never
+                    // passed on cut.
+                    seen += 1;
                     self.stats.rx_length_errors += 1;
                     self.too_long += 1;
-                } else if let Some(mut p) = bufs.alloc_copy(bytes) {
-                    p.rss_hash = hdr.hv1.tp_rxhash;
-                    self.stats.rx_packets += 1;
-                    self.stats.rx_bytes += p.total_len() as u64;
-                    out.push(p);
-                    n += 1;
                 } else {
-                    // No buffer: the frame never enters (as a NIC out of descriptors).
-                    self.stats.rx_nobuf += 1;
+                    seen += self.take(bufs, &hdr, bytes, plan, out);
                 }
             }
             if last {
                 self.release_block();
             }
         }
+        for p in &mut out[start..] {
+            self.stats.rx_bytes += p.total_len() as u64;
+        }
+        let n = out.len() - start;
+        self.stats.rx_packets += n as u64;
         n
     }
 
     fn tx_burst(&mut self, bufs: &mut BufCache, pkts: &[Pkt], more: bool) -> usize {
-        let room = self.tx_slot - TP3_HDR;
         let mut accepted = 0;
         for p in pkts {
             let len = p.total_len();
-            if len > room {
-                // Larger than MTU + L2 header: the caller drops it and the rest (`tx_error`).
+            // The kernel refuses a plain frame longer than MTU + Ethernet header (+ a tag).
+            let tagged = bufs.data(*p).get(12..14).is_some_and(|t| t == [0x81, 0x00] || t == [0x88, 0xa8]);
+            let limit = self.mtu as usize + 14 + if tagged { 4 } else { 0 };
+            if len > limit {
+                // Larger than MTU + L2 header: with TSO a TCP packet goes whole for the
+                // kernel to segment; anything else the caller drops, with the rest (`tx_error`).
+                if self.tso_fd.is_some() && self.send_tso(bufs, *p) {
+                    self.stats.tx_packets += 1;
+                    self.stats.tx_bytes += len as u64;
+                    bufs.free(*p);
+                    accepted += 1;
+                    continue;
+                }
                 break;
             }
             if self.tx_status(self.tx_next) != libc::TP_STATUS_AVAILABLE {
@@ -538,9 +938,9 @@ impl Port for AfPacketPort {
             }
             let i = self.tx_next;
             let h = self.tx_hdr(i);
-            // SAFETY: slot i is ours (AVAILABLE) and holds TP3_HDR + room bytes; the data
+            // SAFETY: slot i is ours (AVAILABLE) and holds TP3_HDR + MTU + 18 bytes; the data
             // goes right after the header, where the kernel's V3 transmit reads it.
-            let dst = unsafe { std::slice::from_raw_parts_mut((h as *mut u8).add(TP3_HDR), room) };
+            let dst = unsafe { std::slice::from_raw_parts_mut((h as *mut u8).add(TP3_HDR), self.tx_slot - TP3_HDR) };
             let copied = bufs.copy_out(*p, 0, &mut dst[..len]);
             // SAFETY: header fields of our slot; the status is published last (Release).
             unsafe {
@@ -567,6 +967,10 @@ impl Port for AfPacketPort {
         std::mem::take(&mut self.too_long)
     }
 
+    fn tso(&self) -> bool {
+        self.tso_fd.is_some()
+    }
+
     fn take_tx_failed(&mut self) -> (u64, u64) {
         std::mem::take(&mut self.failed)
     }
@@ -578,5 +982,139 @@ impl Port for AfPacketPort {
 
     fn stats(&self) -> PortStats {
         self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::build::{build, L3Spec, L4Spec, PacketSpec};
+    use crate::wire::checksum;
+
+    fn frame(l3: L3Spec, l4: L4Spec) -> Vec<u8> {
+        let spec = PacketSpec { src_mac: [2, 0, 0, 0, 0, 1], dst_mac: [2, 0, 0, 0, 0, 2], vlan: None, l3, l4, ttl: 64, frame_len: 300 };
+        let mut out = vec![0u8; 300];
+        let n = build(&spec, &mut out).unwrap();
+        out.truncate(n);
+        out
+    }
+
+    #[test]
+    fn ring_settings_are_checked() {
+        let mut c = AfPacketConfig::new("x");
+        let r = RingConfig { block_size: Some(65536), blocks: Some(4), retire_ms: Some(5), tx_frames: Some(64) };
+        r.apply(&mut c).unwrap();
+        assert_eq!((c.rx_block_size, c.rx_blocks, c.retire_ms, c.tx_frames), (65536, 4, 5, 64));
+        for (bad, name) in [
+            (RingConfig { block_size: Some(5000), ..Default::default() }, "block_size"),
+            (RingConfig { blocks: Some(1), ..Default::default() }, "blocks"),
+            (RingConfig { block_size: Some(1 << 26), blocks: Some(64), ..Default::default() }, "blocks"),
+            (RingConfig { retire_ms: Some(0), ..Default::default() }, "retire_ms"),
+            (RingConfig { tx_frames: Some(1), ..Default::default() }, "tx_frames"),
+        ] {
+            assert_eq!(bad.apply(&mut AfPacketConfig::new("x")).unwrap_err().0, name);
+        }
+    }
+
+    #[test]
+    fn only_long_tcp_frames_are_split() {
+        let v4 = L3Spec::V4 { src: [10, 0, 0, 1], dst: [10, 0, 0, 2], tos: 0, ident: 1, dont_frag: true };
+        let tcp = L4Spec::Tcp { src_port: 1, dst_port: 2, seq: 3, ack: 4, flags: 0x10, window: 100, timestamp: None };
+        let build_len = |l4, len| {
+            let spec =
+                PacketSpec { src_mac: [2, 0, 0, 0, 0, 1], dst_mac: [2, 0, 0, 0, 0, 2], vlan: None, l3: v4, l4, ttl: 64, frame_len: len };
+            let mut out = vec![0u8; len];
+            build(&spec, &mut out).unwrap();
+            out
+        };
+        let big = build_len(tcp, 10_014);
+        let g = gso_plan(&big, 0, 1500).unwrap();
+        assert_eq!((g.gso_size, g.segs), (1460, 7));
+        assert_eq!(gso_plan(&big, libc::TP_STATUS_VLAN_VALID, 1500), None, "tagged");
+        assert_eq!(gso_plan(&big, 0, 9000), None, "jumbo segments need chains");
+        assert_eq!(gso_plan(&build_len(tcp, 1514), 0, 1500), None, "fits the MTU");
+        assert_eq!(gso_plan(&build_len(L4Spec::Udp { src_port: 1, dst_port: 2 }, 10_014), 0, 1500), None, "UDP");
+        assert_eq!(gso_plan(&big[..40], 0, 20), None, "cut headers");
+        let v6 =
+            L3Spec::V6 { src: [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], dst: [0xfe; 16], traffic_class: 0, flow_label: 0 };
+        let spec = PacketSpec {
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            vlan: None,
+            l3: v6,
+            l4: tcp,
+            ttl: 64,
+            frame_len: 10_014,
+        };
+        let mut f = vec![0u8; 10_014];
+        build(&spec, &mut f).unwrap();
+        let g = gso_plan(&f, 0, 1500).unwrap();
+        assert_eq!((g.gso_size, g.gso_type, g.segs), (1440, crate::gro::gso_type::TCPV6, 7));
+    }
+
+    #[test]
+    fn tso_headers_ask_for_mtu_sized_tcp_segments() {
+        let v6 =
+            L3Spec::V6 { src: [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], dst: [0xfe; 16], traffic_class: 0, flow_label: 0 };
+        let v4 = L3Spec::V4 { src: [10, 0, 0, 1], dst: [10, 0, 0, 2], tos: 0, ident: 1, dont_frag: true };
+        let tcp = L4Spec::Tcp { src_port: 1, dst_port: 2, seq: 3, ack: 4, flags: 0x10, window: 100, timestamp: Some((1, 2)) };
+        for (l3, l3_len, gso_type) in [(v4, 20usize, VIRTIO_NET_HDR_GSO_TCPV4), (v6, 40, VIRTIO_NET_HDR_GSO_TCPV6)] {
+            let spec =
+                PacketSpec { src_mac: [2, 0, 0, 0, 0, 1], dst_mac: [2, 0, 0, 0, 0, 2], vlan: None, l3, l4: tcp, ttl: 64, frame_len: 9000 };
+            let mut f = vec![0u8; 9000];
+            build(&spec, &mut f).unwrap();
+            let (vh, pseudo) = tso_header(&f[..200], f.len(), 1500).unwrap();
+            assert_eq!(vh.gso_type, gso_type);
+            assert_eq!(vh.flags, VIRTIO_NET_HDR_F_NEEDS_CSUM);
+            assert_eq!(u16::from_le(vh.hdr_len) as usize, 14 + l3_len + 32);
+            assert_eq!(u16::from_le(vh.gso_size) as usize, 1500 - l3_len - 32);
+            assert_eq!((u16::from_le(vh.csum_start) as usize, u16::from_le(vh.csum_offset)), (14 + l3_len, 16));
+            // The pseudo-header sum over the whole TCP length: zeroing the field and adding
+            // the segment's bytes to it gives the full checksum.
+            let mut g = f.clone();
+            let at = 14 + l3_len + 16;
+            g[at..at + 2].copy_from_slice(&[0, 0]);
+            let full = !checksum::fold(u64::from(pseudo) + checksum::sum_be16(&g[14 + l3_len..]));
+            assert_eq!(full.to_be_bytes(), [f[at], f[at + 1]], "the builder's checksum and ours disagree");
+        }
+        let udp = L4Spec::Udp { src_port: 1, dst_port: 2 };
+        let spec =
+            PacketSpec { src_mac: [2, 0, 0, 0, 0, 1], dst_mac: [2, 0, 0, 0, 0, 2], vlan: None, l3: v4, l4: udp, ttl: 64, frame_len: 3000 };
+        let mut f = vec![0u8; 3000];
+        build(&spec, &mut f).unwrap();
+        assert!(tso_header(&f, f.len(), 1500).is_none(), "UDP");
+        assert!(tso_header(&f[..10], 3000, 1500).is_none(), "cut headers");
+    }
+
+    #[test]
+    fn partial_checksums_are_completed() {
+        let v4 = L3Spec::V4 { src: [10, 0, 0, 1], dst: [10, 0, 0, 2], tos: 0, ident: 1, dont_frag: true };
+        let v6 =
+            L3Spec::V6 { src: [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], dst: [0xfe; 16], traffic_class: 0, flow_label: 0 };
+        let tcp = L4Spec::Tcp { src_port: 1, dst_port: 2, seq: 3, ack: 4, flags: 0x10, window: 100, timestamp: None };
+        let udp = L4Spec::Udp { src_port: 1, dst_port: 2 };
+        for (l3, l4, l3_len, csum_at) in [(v4, tcp, 20, 16), (v4, udp, 20, 6), (v6, tcp, 40, 16), (v6, udp, 40, 6)] {
+            let good = frame(l3, l4);
+            let mut f = good.clone();
+            let at = 14 + l3_len + csum_at;
+            // What a sender offloading the checksum leaves: some other value (the pseudo-header sum).
+            f[at] ^= 0x5a;
+            f[at + 1] ^= 0xa5;
+            assert_ne!(f, good);
+            complete_l4_checksum(&mut f);
+            assert_eq!(f, good, "{l3:?} {l4:?}");
+            assert_ne!(checksum::fold(checksum::sum_be16(&f[at..at + 2])), 0);
+        }
+        // Not IP, or too short: untouched, no panic.
+        let mut arp = vec![0u8; 42];
+        arp[12] = 0x08;
+        arp[13] = 0x06;
+        let before = arp.clone();
+        complete_l4_checksum(&mut arp);
+        assert_eq!(arp, before);
+        let mut short = vec![0x45u8; 20];
+        short[12] = 0x08;
+        short[13] = 0x00;
+        complete_l4_checksum(&mut short);
     }
 }
