@@ -60,7 +60,13 @@ fn cmd_lab(cmd: LabCommand) -> Result<()> {
         LabCommand::Up { prefix, topology } => {
             lab::up(&prefix, topology)?;
             let [a, b] = lab::SIDES;
-            outln!("lab `{prefix}` up: host a {} (netns {}), host b {} (netns {})", a.host_v4(), a.netns(&prefix), b.host_v4(), b.netns(&prefix));
+            outln!(
+                "lab `{prefix}` up: host a {} (netns {}), host b {} (netns {})",
+                a.host_v4(),
+                a.netns(&prefix),
+                b.host_v4(),
+                b.netns(&prefix)
+            );
             match topology {
                 lab::Topology::Router | lab::Topology::Chain => outln!(
                     "route it: sluice lab config --prefix {prefix}{} > lab.toml && sluice run --config lab.toml --seconds 3600\n\

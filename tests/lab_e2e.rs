@@ -258,8 +258,8 @@ fn rx_packets(lab: &Lab, side: &str) -> u64 {
 /// `sluice gen` on host a sends 2000 frames to b through sluice: b receives every one.
 fn sluice_gen_traffic_arrives_at_b(lab: &Lab) {
     let before = rx_packets(lab, "b");
-    let (ok, out) =
-        lab.exec("a", &[SLUICE, "gen", "--iface", "eth0", "--dst-mac", "02:5c:00:00:01:01", "--count", "2000", "--rate", "20000", "--json"]);
+    let (ok, out) = lab
+        .exec("a", &[SLUICE, "gen", "--iface", "eth0", "--dst-mac", "02:5c:00:00:01:01", "--count", "2000", "--rate", "20000", "--json"]);
     assert!(ok, "sluice gen: {out}");
     let rep: serde_json::Value = serde_json::from_str(&out[out.find('{').unwrap()..]).unwrap();
     assert_eq!(rep["sent"].as_u64(), Some(2000), "{out}");

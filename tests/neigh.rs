@@ -146,7 +146,7 @@ fn a_learned_neighbour_that_stops_answering_is_probed_by_unicast_then_forgotten(
     rounds_until(&mut dp, frames.len(), |dp| dp.counters().neigh_forgotten == 1);
     let c = dp.counters();
     assert_eq!(c.neigh_forgotten, 1);
-    assert!(dp.workers[0].neigh.v4.get(&(P_IN as u16, PEER_V4)).is_none(), "forgotten");
+    assert!(!dp.workers[0].neigh.v4.contains_key(&(P_IN as u16, PEER_V4)), "forgotten");
     assert!(dp.workers[0].neigh.v4.contains_key(&(P_IN as u16, HOST_V4)), "configured entries never age");
     let sent = out(&dp, P_IN);
     assert_eq!(arp_fields(&sent[0]), (2, MAC_PEER, IN_V4, PEER_V4), "the reply");

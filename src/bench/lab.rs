@@ -199,7 +199,10 @@ fn measure(arm: LabArm, seconds: f64, warmup: f64, testpmd: Option<&std::path::P
     let exe = exe.to_str().ok_or("executable path is not UTF-8")?.to_string();
     let total = format!("{}", warmup + seconds + 0.5);
     let mac = crate::port::fmt_mac(&a.router_mac);
-    let gen = spawn_in_ns(&ns_a, &[&exe, "gen", "--iface", "eth0", "--dst-mac", &mac, "--size", "60", "--flows", "64", "--seconds", &total, "--json"])?;
+    let gen = spawn_in_ns(
+        &ns_a,
+        &[&exe, "gen", "--iface", "eth0", "--dst-mac", &mac, "--size", "60", "--flows", "64", "--seconds", &total, "--json"],
+    )?;
     std::thread::sleep(Duration::from_secs_f64(warmup));
     let (c0, t0) = (rx_packets(&ns_b)?, Instant::now());
     std::thread::sleep(Duration::from_secs_f64(seconds));
@@ -308,7 +311,14 @@ fn table(r: &LabResults) -> String {
         let fmt = |x: &Option<Summary>| x.as_ref().map_or("-".to_string(), |s| format!("{:.3}±{:.3}", s.mean / 1e6, s.sd / 1e6));
         let fmt_tcp = |x: &Option<Summary>| x.as_ref().map_or("-".to_string(), |s| format!("{:.2}±{:.2}", s.mean, s.sd));
         let vs = |w: &Option<Welch>| w.as_ref().map_or("-".to_string(), |w| format!("{:.2}× ({:.3})", w.mean_b / w.mean_a, w.p_two_sided));
-        s += &format!("{:<34} {:>12} {:>16} {:>10} {:>16}\n", a.label, fmt(&a.pps_summary), vs(&a.pps_vs_kernel), fmt_tcp(&a.tcp_summary), vs(&a.tcp_vs_kernel));
+        s += &format!(
+            "{:<34} {:>12} {:>16} {:>10} {:>16}\n",
+            a.label,
+            fmt(&a.pps_summary),
+            vs(&a.pps_vs_kernel),
+            fmt_tcp(&a.tcp_summary),
+            vs(&a.tcp_vs_kernel)
+        );
         if let Some(e) = &a.error {
             s += &format!("  {}: {e}\n", a.label);
         }

@@ -87,10 +87,8 @@ pub fn run(args: &GenArgs, stop: Arc<AtomicBool>) -> Result<GenReport, GenCmdErr
     }
     let src_mac = match &args.src_mac {
         Some(m) => m.clone(),
-        None => iface_mac(&args.iface).ok_or_else(|| GenCmdError::Port {
-            iface: args.iface.clone(),
-            msg: "no such interface (`ip link` lists them)".into(),
-        })?,
+        None => iface_mac(&args.iface)
+            .ok_or_else(|| GenCmdError::Port { iface: args.iface.clone(), msg: "no such interface (`ip link` lists them)".into() })?,
     };
     let cfg = GenConfig {
         flows: args.flows,
@@ -143,13 +141,21 @@ pub fn run(args: &GenArgs, stop: Arc<AtomicBool>) -> Result<GenReport, GenCmdErr
     let _ = port.finish();
     while port.tx_completions(&mut bufs) > 0 {}
     let seconds = start.elapsed().as_secs_f64();
-    Ok(GenReport { iface: args.iface.clone(), sent, refused, seconds, pps: sent as f64 / seconds.max(1e-9), doorbells: port.stats().doorbells })
+    Ok(GenReport {
+        iface: args.iface.clone(),
+        sent,
+        refused,
+        seconds,
+        pps: sent as f64 / seconds.max(1e-9),
+        doorbells: port.stats().doorbells,
+    })
 }
 
 /// The interface as a transmit port (AF_PACKET with qdisc bypass).
 fn open_tx_port(iface: &str) -> Result<Box<dyn Port>, GenCmdError> {
     let cfg = crate::port::afpacket::AfPacketConfig::new(iface);
-    let mut queues = crate::port::afpacket::open(iface, &cfg).map_err(|e| GenCmdError::Port { iface: iface.to_string(), msg: e.to_string() })?;
+    let mut queues =
+        crate::port::afpacket::open(iface, &cfg).map_err(|e| GenCmdError::Port { iface: iface.to_string(), msg: e.to_string() })?;
     let q = queues.pop().ok_or_else(|| GenCmdError::Port { iface: iface.to_string(), msg: "no socket opened".into() })?;
     Ok(Box::new(q))
 }
