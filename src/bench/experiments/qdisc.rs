@@ -25,13 +25,16 @@ pub fn config() -> Result<Config, BenchError> {
 /// worker hands its packets to the queue's owner, which alone runs the qdisc) or one per
 /// worker (`mq` with an XPS-like map: no contention). The pool no longer paces the sender
 /// (per-worker buffer caches would let one worker hoard a 512-frame pool): the generators
-/// send flat out, what the qdisc cannot take is dropped there, and the arm is rated by
-/// what it transmitted.
+/// offer the line rate between them, what the qdisc cannot take is dropped there, and the
+/// arm is rated by what it transmitted.
 pub fn config_two_workers(nic_queues: u16) -> Result<Config, BenchError> {
     let mut cfg = config()?;
     cfg.pool_frames = 8192;
     for p in cfg.ports.iter_mut() {
         p.rss_queues = Some(if p.name == "gen0" { 2 } else { nic_queues });
+        if let Some(g) = p.gen.as_mut() {
+            g.rate_pps = Some(LINE_RATE_10G_64B_MPPS * 1e6);
+        }
     }
     Ok(cfg)
 }
