@@ -48,7 +48,7 @@ pub struct Net {
     /// Neighbours learned by any worker, for the others to learn too.
     pub neigh_log: NeighLog,
     /// Learned neighbours' confirmations for aging, and the configured (permanent) ones.
-    pub neigh_ages: std::sync::Mutex<crate::rx::neigh::NeighAges>,
+    pub neigh_ages: std::sync::Mutex<crate::rx::route::NeighAges>,
     /// ICMP error rate limits, host-wide and per destination as the kernel's (shared by the
     /// workers; taken only when an error is about to be sent, never on the forwarding path).
     pub icmp_rate: std::sync::Mutex<IcmpRateLimit>,

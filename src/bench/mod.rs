@@ -232,23 +232,28 @@ pub fn list_text() -> String {
     s
 }
 
+/// An outcome with no in-process experiment (`--list`, or `lab`, which writes its own file).
+fn outcome_without_experiments(args: &BenchArgs, files: Vec<PathBuf>) -> Result<BenchOutcome, BenchError> {
+    Ok(BenchOutcome {
+        results: Results {
+            schema: 1,
+            command: command_line(),
+            started_unix: 0,
+            machine: machine::describe(),
+            settings: Settings::from_args(args)?,
+            experiments: Vec::new(),
+            not_implemented: Vec::new(),
+        },
+        out: args.out.clone(),
+        files,
+    })
+}
+
 /// Runs `sluice bench`: every requested experiment, then writes the outputs.
 pub fn main(args: &BenchArgs) -> Result<BenchOutcome, BenchError> {
     if args.list {
         crate::out!("{}", list_text());
-        return Ok(BenchOutcome {
-            results: Results {
-                schema: 1,
-                command: command_line(),
-                started_unix: 0,
-                machine: machine::describe(),
-                settings: Settings::from_args(args)?,
-                experiments: Vec::new(),
-                not_implemented: Vec::new(),
-            },
-            out: args.out.clone(),
-            files: Vec::new(),
-        });
+        return outcome_without_experiments(args, Vec::new());
     }
     if args.experiments.iter().any(|e| e == "lab") {
         // Real interfaces and external routers (root): its own runner and lab.json.
@@ -256,19 +261,7 @@ pub fn main(args: &BenchArgs) -> Result<BenchOutcome, BenchError> {
             return Err(BenchError::Settings("`lab` runs alone (it needs root and brings up namespaces)".into()));
         }
         lab::main(args)?;
-        return Ok(BenchOutcome {
-            results: Results {
-                schema: 1,
-                command: command_line(),
-                started_unix: 0,
-                machine: machine::describe(),
-                settings: Settings::from_args(args)?,
-                experiments: Vec::new(),
-                not_implemented: Vec::new(),
-            },
-            out: args.out.clone(),
-            files: vec![args.out.join("lab.json")],
-        });
+        return outcome_without_experiments(args, vec![args.out.join("lab.json")]);
     }
     let settings = Settings::from_args(args)?;
     let (names, missing) = resolve(&args.experiments)?;

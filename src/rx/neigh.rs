@@ -24,7 +24,7 @@ use crate::wire::ethernet::EthernetFrame;
 use crate::wire::ipv6::Ipv6Packet;
 use crate::wire::{checksum, EtherType, IPPROTO_ICMPV6};
 use crate::worker::Worker;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 
 /// Unresolved neighbours one worker tracks at once (the kernel's gc_thresh3 bounds the whole
 /// table); a packet for one more is dropped as `neigh_failed`.
@@ -36,7 +36,7 @@ const AGING_PERIOD_NS: u64 = 100_000_000;
 const BROADCAST: [u8; 6] = [0xff; 6];
 const ALL_NODES: [u8; 16] = [0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
 
-pub use super::route::NeighAddr;
+pub use super::route::{Age, NeighAddr, NeighAges};
 
 /// A packet waiting for its neighbour.
 #[derive(Debug, Clone, Copy)]
@@ -85,30 +85,6 @@ impl Resolver {
     #[inline]
     fn idle(&self, now_ns: u64) -> bool {
         self.pending.is_empty() && now_ns < self.next_aging_ns && self.announced
-    }
-}
-
-/// A learned entry's aging state.
-#[derive(Debug, Clone, Copy)]
-struct Age {
-    mac: [u8; 6],
-    confirmed_ns: u64,
-    probes: u32,
-    next_probe_ns: u64,
-}
-
-/// The shared confirmation table (learned entries' last confirmation), and the configured
-/// entries, which never age.
-#[derive(Debug, Default)]
-pub struct NeighAges {
-    learned: HashMap<(u16, NeighAddr), Age>,
-    permanent: HashSet<(u16, NeighAddr)>,
-}
-
-impl NeighAges {
-    pub fn add_permanent(&mut self, port: u16, addr: NeighAddr) {
-        self.permanent.insert((port, addr));
-        self.learned.remove(&(port, addr));
     }
 }
 

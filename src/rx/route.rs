@@ -251,6 +251,30 @@ impl Neighbours {
     }
 }
 
+/// A learned entry's aging state.
+#[derive(Debug, Clone, Copy)]
+pub struct Age {
+    pub mac: [u8; 6],
+    pub confirmed_ns: u64,
+    pub probes: u32,
+    pub next_probe_ns: u64,
+}
+
+/// The shared confirmation table (learned entries' last confirmation), and the configured
+/// entries, which never age.
+#[derive(Debug, Default)]
+pub struct NeighAges {
+    pub(crate) learned: HashMap<(u16, NeighAddr), Age>,
+    pub(crate) permanent: std::collections::HashSet<(u16, NeighAddr)>,
+}
+
+impl NeighAges {
+    pub fn add_permanent(&mut self, port: u16, addr: NeighAddr) {
+        self.permanent.insert((port, addr));
+        self.learned.remove(&(port, addr));
+    }
+}
+
 /// Neighbour entries learned by any worker, in order, so that every worker learns them: a
 /// worker that learns an entry appends it here; each worker takes what is new at the start
 /// of a round (one atomic load when nothing is). Learning is rare (ARP/NDP), lookups are

@@ -5,6 +5,7 @@
 //! with a named reason. `Counters::conservation` checks that ledger.
 
 pub mod cpu;
+pub mod gro;
 pub mod tsc;
 
 use serde::Serialize;
@@ -197,7 +198,7 @@ pub struct Counters {
     pub backlog_processed: u64,
     pub rps_wakeups: u64,
     /// GRO and its normal list; `gro.merged` segments ended inside another packet (ledger).
-    pub gro: crate::gro::GroStats,
+    pub gro: gro::GroStats,
     /// RFS: flows moved to the worker that consumes them.
     pub rfs_moves: u64,
     /// Idle spells a busy-polling worker (net.core.busy_poll) ended without sleeping.
