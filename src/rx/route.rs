@@ -34,6 +34,41 @@ pub enum NeighAddr {
 }
 
 impl NextHop {
+    /// Every field written out, nothing else: interning hashes these bytes rather than the
+    /// enum, whose unused bytes (padding, the other variants' room) are uninitialised and
+    /// would reach the hash through wide loads.
+    pub fn key(&self) -> [u8; 20] {
+        let mut k = [0u8; 20];
+        match *self {
+            NextHop::Local => k[0] = 0,
+            NextHop::Gateway { port, mac } => {
+                k[0] = 1;
+                k[1..3].copy_from_slice(&port.to_le_bytes());
+                k[3..9].copy_from_slice(&mac);
+            }
+            NextHop::Connected { port } => {
+                k[0] = 2;
+                k[1..3].copy_from_slice(&port.to_le_bytes());
+            }
+            NextHop::Blackhole => k[0] = 3,
+            NextHop::Unreachable => k[0] = 4,
+            NextHop::Via { port, gw } => {
+                k[1..3].copy_from_slice(&port.to_le_bytes());
+                match gw {
+                    NeighAddr::V4(a) => {
+                        k[0] = 5;
+                        k[3..7].copy_from_slice(&a);
+                    }
+                    NeighAddr::V6(a) => {
+                        k[0] = 6;
+                        k[3..19].copy_from_slice(&a);
+                    }
+                }
+            }
+        }
+        k
+    }
+
     /// Routes a route hint may not be reused for (broadcast-like / per-destination).
     pub fn hint_ok(&self) -> bool {
         !matches!(self, NextHop::Connected { .. })
@@ -86,36 +121,13 @@ pub struct RouteTable {
     pub fib4: Fib4,
     pub fib6: Fib6,
     pub nexthops: Vec<NextHop>,
-    nh_index: HashMap<NextHop, u32>,
+    /// Interned next hops by their byte encoding (`NextHop::key`).
+    nh_index: HashMap<[u8; 20], u32>,
     /// Every IPv4 address of ours (any port): a source equal to one is refused, as
     /// fib_validate_source does. A short list: a scan beats a FIB lookup of the source.
     local_v4: Vec<u32>,
     /// One bit per `local_v4_bucket` of `local_v4`: most sources are ruled out without a scan.
     local_v4_filter: [u64; 4],
-}
-
-impl std::hash::Hash for NextHop {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        match self {
-            NextHop::Local => 0u8.hash(state),
-            NextHop::Gateway { port, mac } => {
-                1u8.hash(state);
-                port.hash(state);
-                mac.hash(state);
-            }
-            NextHop::Connected { port } => {
-                2u8.hash(state);
-                port.hash(state);
-            }
-            NextHop::Via { port, gw } => {
-                5u8.hash(state);
-                port.hash(state);
-                gw.hash(state);
-            }
-            NextHop::Blackhole => 3u8.hash(state),
-            NextHop::Unreachable => 4u8.hash(state),
-        }
-    }
 }
 
 impl Default for RouteTable {
@@ -140,12 +152,13 @@ impl RouteTable {
 
     /// Interns a next hop, returning its index.
     pub fn nexthop(&mut self, nh: NextHop) -> u32 {
-        if let Some(i) = self.nh_index.get(&nh) {
+        let key = nh.key();
+        if let Some(i) = self.nh_index.get(&key) {
             return *i;
         }
         let i = self.nexthops.len() as u32;
         self.nexthops.push(nh);
-        self.nh_index.insert(nh, i);
+        self.nh_index.insert(key, i);
         i
     }
 
