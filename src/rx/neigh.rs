@@ -30,6 +30,9 @@ use std::collections::VecDeque;
 /// table); a packet for one more is dropped as `neigh_failed`.
 pub const MAX_UNRESOLVED: usize = 256;
 
+/// Room a new neighbour queue starts with (it grows to `unres_qlen` if need be).
+const MAX_HELD_PREALLOC: usize = 128;
+
 /// How often worker 0 looks at the aging table.
 const AGING_PERIOD_NS: u64 = 100_000_000;
 
@@ -70,6 +73,10 @@ struct Unresolved {
 #[derive(Debug, Default)]
 pub struct Resolver {
     pending: Vec<Unresolved>,
+    /// Emptied queues of resolved or failed neighbours, kept for the next ones: after the
+    /// first few, resolution allocates nothing (no heap churn under a stream of unknown
+    /// destinations).
+    spare: Vec<VecDeque<Held>>,
     held: usize,
     next_aging_ns: u64,
     announced: bool,
@@ -119,7 +126,11 @@ pub(crate) fn hold(net: &Net, w: &mut Worker, port: u16, addr: NeighAddr, h: Hel
                 return w.drop_pkt(h.pkt(), DropReason::NeighFailed);
             }
             let next_probe_ns = w.now_ns + net.tun.retrans_time_ms as u64 * 1_000_000;
-            w.resolver.pending.push(Unresolved { port, addr, held: VecDeque::new(), probes: 1, next_probe_ns });
+            if w.resolver.pending.capacity() == 0 {
+                w.resolver.pending.reserve_exact(MAX_UNRESOLVED);
+            }
+            let held = w.resolver.spare.pop().unwrap_or_else(|| VecDeque::with_capacity(qlen.min(MAX_HELD_PREALLOC)));
+            w.resolver.pending.push(Unresolved { port, addr, held, probes: 1, next_probe_ns });
             w.resolver.pending.len() - 1
         }
     };
@@ -167,11 +178,12 @@ fn run_timers(net: &Net, w: &mut Worker) {
         }
         if now >= w.resolver.pending[i].next_probe_ns {
             if w.resolver.pending[i].probes >= net.tun.mcast_solicit {
-                let u = w.resolver.pending.swap_remove(i);
+                let mut u = w.resolver.pending.swap_remove(i);
                 w.resolver.held -= u.held.len();
-                for h in u.held {
+                for h in u.held.drain(..) {
                     w.drop_pkt(h.pkt(), DropReason::NeighFailed);
                 }
+                w.resolver.spare.push(u.held);
                 continue;
             }
             solicit(net, w, port, addr, None);
@@ -188,9 +200,9 @@ fn run_timers(net: &Net, w: &mut Worker) {
 }
 
 /// The neighbour answered: its packets leave in the order they came.
-fn release(net: &Net, w: &mut Worker, u: Unresolved, mac: [u8; 6]) {
+fn release(net: &Net, w: &mut Worker, mut u: Unresolved, mac: [u8; 6]) {
     w.resolver.held -= u.held.len();
-    for h in u.held {
+    for h in u.held.drain(..) {
         match h {
             Held::Forward(skb, nh) => match u.addr {
                 NeighAddr::V4(_) => super::forward::forward_v4(net, w, skb, &nh),
@@ -205,6 +217,7 @@ fn release(net: &Net, w: &mut Worker, u: Unresolved, mac: [u8; 6]) {
             }
         }
     }
+    w.resolver.spare.push(u.held);
 }
 
 /// Stale learned entries are probed by unicast; unanswered ones are forgotten by every worker.
@@ -249,10 +262,11 @@ fn age(net: &Net, w: &mut Worker) {
 
 /// At shutdown: what still waits for a neighbour is dropped (`neigh_dead`).
 pub(crate) fn drain(w: &mut Worker) {
-    for u in std::mem::take(&mut w.resolver.pending) {
-        for h in u.held {
+    while let Some(mut u) = w.resolver.pending.pop() {
+        for h in u.held.drain(..) {
             w.drop_pkt(h.pkt(), DropReason::NeighDead);
         }
+        w.resolver.spare.push(u.held);
     }
     w.resolver.held = 0;
 }
