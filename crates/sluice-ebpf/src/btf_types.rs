@@ -26,6 +26,10 @@ const KIND_ENUM64: u32 = 19;
 
 /// Nesting limit of a decoded type.
 const MAX_DEPTH: u32 = 16;
+/// Types one description may visit in all (members, elements, typedef links): a hostile
+/// BTF with wide structs nesting each other, or a typedef chain that loops, would otherwise
+/// take exponential time or forever.
+const MAX_VISITS: u32 = 4096;
 
 /// One BTF type, resolved (typedefs and qualifiers followed).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,14 +81,16 @@ pub(crate) fn type_of(elf: &Elf<'_>, id: u32) -> Option<TypeDesc> {
         return None;
     }
     let btf = Btf::parse(elf)?;
-    decode(&btf, id, 0, false)
+    let mut visits = MAX_VISITS;
+    decode(&btf, id, 0, false, &mut visits)
 }
 
-fn decode(btf: &Btf<'_>, mut id: u32, depth: u32, mut be: bool) -> Option<TypeDesc> {
+fn decode(btf: &Btf<'_>, mut id: u32, depth: u32, mut be: bool, visits: &mut u32) -> Option<TypeDesc> {
     if depth > MAX_DEPTH {
         return None;
     }
     let t = loop {
+        *visits = visits.checked_sub(1)?;
         let t = btf.get(id)?;
         match t.kind {
             KIND_TYPEDEF => {
@@ -102,7 +108,7 @@ fn decode(btf: &Btf<'_>, mut id: u32, depth: u32, mut be: bool) -> Option<TypeDe
         }
         KIND_PTR => TypeDesc::Raw { size: 8 },
         KIND_ARRAY => {
-            let elem = decode(btf, btf.u32_in(t.extra), depth + 1, false)?;
+            let elem = decode(btf, btf.u32_in(t.extra), depth + 1, false, visits)?;
             TypeDesc::Array { elem: Box::new(elem), len: btf.u32_in(t.extra + 8) }
         }
         KIND_STRUCT => {
@@ -111,7 +117,7 @@ fn decode(btf: &Btf<'_>, mut id: u32, depth: u32, mut be: bool) -> Option<TypeDe
                 let at = t.extra + m * 12;
                 let off = btf.u32_in(at + 8);
                 let (bit_off, bits) = if t.kflag { (off & 0xff_ffff, off >> 24) } else { (off, 0) };
-                let ty = decode(btf, btf.u32_in(at + 4), depth + 1, false)?;
+                let ty = decode(btf, btf.u32_in(at + 4), depth + 1, false, visits)?;
                 fields.push(Field { name: btf.name(btf.u32_in(at)).to_owned(), bit_off, bits, ty });
             }
             TypeDesc::Struct { size: t.size_or_type, fields }
