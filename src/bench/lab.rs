@@ -76,19 +76,9 @@ pub struct LabResults {
     pub arms: Vec<LabArmResult>,
 }
 
-fn sh(args: &[&str]) -> Result<String, String> {
-    let out = Command::new(args[0]).args(&args[1..]).output().map_err(|e| format!("{}: {e}", args[0]))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(format!("`{}`: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))
-    }
-}
-
+/// A command in namespace `ns` (the lab's own runner), its error as text.
 fn in_ns(ns: &str, args: &[&str]) -> Result<String, String> {
-    let mut all = vec!["ip", "netns", "exec", ns];
-    all.extend_from_slice(args);
-    sh(&all)
+    lab::in_ns(ns, args).map_err(|e| e.to_string())
 }
 
 fn spawn_in_ns(ns: &str, args: &[&str]) -> Result<Child, String> {

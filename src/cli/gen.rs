@@ -76,10 +76,6 @@ pub enum GenCmdError {
     Port { iface: String, msg: String },
 }
 
-fn iface_mac(iface: &str) -> Option<String> {
-    std::fs::read_to_string(format!("/sys/class/net/{iface}/address")).ok().map(|s| s.trim().to_string())
-}
-
 /// Sends until the count, the time or `stop`.
 pub fn run(args: &GenArgs, stop: Arc<AtomicBool>) -> Result<GenReport, GenCmdError> {
     if args.burst == 0 || args.burst > 1024 {
@@ -87,8 +83,9 @@ pub fn run(args: &GenArgs, stop: Arc<AtomicBool>) -> Result<GenReport, GenCmdErr
     }
     let src_mac = match &args.src_mac {
         Some(m) => m.clone(),
-        None => iface_mac(&args.iface)
-            .ok_or_else(|| GenCmdError::Port { iface: args.iface.clone(), msg: "no such interface (`ip link` lists them)".into() })?,
+        None => crate::port::afpacket::iface_mac(&args.iface)
+            .map(|m| crate::port::fmt_mac(&m))
+            .map_err(|e| GenCmdError::Port { iface: args.iface.clone(), msg: e.to_string() })?,
     };
     let cfg = GenConfig {
         flows: args.flows,

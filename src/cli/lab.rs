@@ -124,20 +124,20 @@ fn check_root() -> Result<(), LabError> {
     Ok(())
 }
 
-/// Runs a command, its stderr becoming the error.
-fn sh(cmd: &str, args: &[&str]) -> Result<(), LabError> {
+/// Runs a command, its stderr becoming the error; returns its standard output.
+pub(crate) fn sh(cmd: &str, args: &[&str]) -> Result<String, LabError> {
     let out = Command::new(cmd).args(args).output().map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => LabError::Missing(cmd.to_string()),
         _ => LabError::Command { cmd: format!("{cmd} {}", args.join(" ")), msg: e.to_string() },
     })?;
     if out.status.success() {
-        return Ok(());
+        return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
     }
     Err(LabError::Command { cmd: format!("{cmd} {}", args.join(" ")), msg: String::from_utf8_lossy(&out.stderr).trim().to_string() })
 }
 
-/// Runs `args` inside namespace `ns`.
-fn in_ns(ns: &str, args: &[&str]) -> Result<(), LabError> {
+/// Runs `args` inside namespace `ns`, returning its standard output.
+pub(crate) fn in_ns(ns: &str, args: &[&str]) -> Result<String, LabError> {
     let mut all = vec!["netns", "exec", ns];
     all.extend_from_slice(args);
     sh("ip", &all)
@@ -172,21 +172,21 @@ pub fn up(prefix: &str, topology: Topology) -> Result<(), LabError> {
 fn sluice_side(rif: &str) -> Result<(), LabError> {
     std::fs::write(format!("/proc/sys/net/ipv6/conf/{rif}/disable_ipv6"), "1")
         .map_err(|e| LabError::Command { cmd: format!("disable IPv6 on {rif}"), msg: e.to_string() })?;
-    sh("ip", &["link", "set", rif, "up"])
+    sh("ip", &["link", "set", rif, "up"]).map(drop)
 }
 
 /// A kernel router's interface `ifname` in `ns`, with the router address of `side`'s link.
 fn kernel_router_if(ns: &str, ifname: &str, v4: &str, v6: &str) -> Result<(), LabError> {
     in_ns(ns, &["ip", "addr", "add", &format!("{v4}/24"), "dev", ifname])?;
     in_ns(ns, &["ip", "-6", "addr", "add", &format!("{v6}/64"), "dev", ifname, "nodad"])?;
-    in_ns(ns, &["ip", "link", "set", ifname, "up"])
+    in_ns(ns, &["ip", "link", "set", ifname, "up"]).map(drop)
 }
 
 fn forwarding_netns(ns: &str) -> Result<(), LabError> {
     sh("ip", &["netns", "add", ns])?;
     in_ns(ns, &["ip", "link", "set", "lo", "up"])?;
     in_ns(ns, &["sysctl", "-qw", "net.ipv4.ip_forward=1"])?;
-    in_ns(ns, &["sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"])
+    in_ns(ns, &["sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"]).map(drop)
 }
 
 fn build(prefix: &str, topology: Topology) -> Result<(), LabError> {
@@ -256,7 +256,7 @@ pub fn down(prefix: &str) -> Result<Vec<String>, LabError> {
         if link_exists(&rif) {
             // Deleting one end of a veth pair deletes both.
             match sh("ip", &["link", "del", &rif]) {
-                Ok(()) => removed.push(rif),
+                Ok(_) => removed.push(rif),
                 Err(e) => failed = Some(e),
             }
         }
@@ -264,7 +264,7 @@ pub fn down(prefix: &str) -> Result<Vec<String>, LabError> {
     for ns in SIDES.iter().map(|s| s.netns(prefix)).chain([router_netns(prefix), chain_netns(prefix)]) {
         if netns_exists(&ns) {
             match sh("ip", &["netns", "del", &ns]) {
-                Ok(()) => removed.push(ns),
+                Ok(_) => removed.push(ns),
                 Err(e) => failed = Some(e),
             }
         }

@@ -937,14 +937,8 @@ impl Config {
 /// True when `a` is inside one of the interface's subnets.
 fn on_link(i: &Iface, a: IpAddr) -> bool {
     match a {
-        IpAddr::V4(a) => i.v4.iter().any(|(p, len)| {
-            let mask = if *len == 0 { 0 } else { u32::MAX << (32 - *len as u32) };
-            u32::from_be_bytes(*p) & mask == u32::from(a) & mask
-        }),
-        IpAddr::V6(a) => i.v6.iter().any(|(p, len)| {
-            let mask = if *len == 0 { 0 } else { u128::MAX << (128 - *len as u32) };
-            u128::from_be_bytes(*p) & mask == u128::from(a) & mask
-        }),
+        IpAddr::V4(a) => i.v4_on_link(a.octets()).is_some(),
+        IpAddr::V6(a) => i.v6_on_link(a.octets()).is_some(),
     }
 }
 

@@ -610,13 +610,7 @@ fn unresolved(net: &Net, w: &mut Worker, nh: &NextHop, addr: NeighAddr, h: Held)
     match *nh {
         NextHop::Connected { port } => neigh::hold(net, w, port, addr, h),
         NextHop::Via { port, gw } => neigh::hold(net, w, port, gw, h),
-        _ => {
-            let p = match h {
-                Held::Forward(s, _) => s.pkt,
-                Held::Originated(p) => p,
-            };
-            w.drop_pkt(p, DropReason::NeighFailed)
-        }
+        _ => w.drop_pkt(h.pkt(), DropReason::NeighFailed),
     }
 }
 

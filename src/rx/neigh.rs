@@ -52,7 +52,7 @@ pub(crate) enum Held {
 }
 
 impl Held {
-    fn pkt(&self) -> Pkt {
+    pub(crate) fn pkt(&self) -> Pkt {
         match *self {
             Held::Forward(s, _) => s.pkt,
             Held::Originated(p) => p,
@@ -102,10 +102,6 @@ pub(crate) fn confirm(net: &Net, now_ns: u64, port: u16, addr: NeighAddr, mac: [
         return;
     }
     ages.learned.insert((port, addr), Age { mac, confirmed_ns: now_ns, probes: 0, next_probe_ns: 0 });
-}
-
-fn lookup(w: &Worker, port: u16, addr: NeighAddr) -> Option<[u8; 6]> {
-    w.neigh.lookup(port, addr)
 }
 
 /// `addr` on `port` has no MAC yet: `h` waits for it (neigh_resolve_output → __neigh_event_send).
@@ -171,7 +167,7 @@ fn run_timers(net: &Net, w: &mut Worker) {
     let mut i = 0;
     while i < w.resolver.pending.len() {
         let (port, addr) = (w.resolver.pending[i].port, w.resolver.pending[i].addr);
-        if let Some(mac) = lookup(w, port, addr) {
+        if let Some(mac) = w.neigh.lookup(port, addr) {
             let u = w.resolver.pending.swap_remove(i);
             release(net, w, u, mac);
             continue;
@@ -274,25 +270,15 @@ pub(crate) fn drain(w: &mut Worker) {
 /// Our address on `port` to ask from: one whose prefix holds the target, else the first.
 fn source_v4(net: &Net, port: u16, target: [u8; 4]) -> Option<[u8; 4]> {
     let iface = net.ifaces.get(port as usize)?;
-    let t = u32::from_be_bytes(target);
-    let on_link = iface.v4.iter().find(|(a, len)| {
-        let mask = if *len == 0 { 0 } else { u32::MAX << (32 - *len as u32) };
-        u32::from_be_bytes(*a) & mask == t & mask
-    });
-    on_link.or(iface.v4.first()).map(|a| a.0)
+    iface.v4_on_link(target).or(iface.primary_v4())
 }
 
 /// A link-local address when the port has one (RFC 4861 prefers it), else one whose prefix
 /// holds the target, else the first.
 fn source_v6(net: &Net, port: u16, target: [u8; 16]) -> Option<[u8; 16]> {
     let iface = net.ifaces.get(port as usize)?;
-    let link_local = iface.v6.iter().find(|(a, _)| a[0] == 0xfe && a[1] & 0xc0 == 0x80);
-    let on_link = iface.v6.iter().find(|(a, len)| {
-        let t = u128::from_be_bytes(target);
-        let mask = if *len == 0 { 0 } else { u128::MAX << (128 - *len as u32) };
-        u128::from_be_bytes(*a) & mask == t & mask
-    });
-    link_local.or(on_link).or(iface.v6.first()).map(|a| a.0)
+    let link_local = iface.v6.iter().map(|a| a.0).find(|a| a[0] == 0xfe && a[1] & 0xc0 == 0x80);
+    link_local.or(iface.v6_on_link(target)).or(iface.primary_v6())
 }
 
 /// Sends one ARP request / neighbour solicitation for `addr` out of `port`: broadcast

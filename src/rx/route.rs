@@ -100,6 +100,18 @@ impl Iface {
     pub fn primary_v6(&self) -> Option<[u8; 16]> {
         self.v6.first().map(|a| a.0)
     }
+
+    /// Our first IPv4 address whose subnet holds `a` (the link `a` is on).
+    pub fn v4_on_link(&self, a: [u8; 4]) -> Option<[u8; 4]> {
+        let a = u32::from_be_bytes(a);
+        self.v4.iter().find(|(p, len)| (u32::from_be_bytes(*p) ^ a) & super::fib::v4::mask(*len) == 0).map(|p| p.0)
+    }
+
+    /// Our first IPv6 address whose subnet holds `a`.
+    pub fn v6_on_link(&self, a: [u8; 16]) -> Option<[u8; 16]> {
+        let a = u128::from_be_bytes(a);
+        self.v6.iter().find(|(p, len)| (u128::from_be_bytes(*p) ^ a) & super::fib::v6::mask(*len) == 0).map(|p| p.0)
+    }
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]

@@ -15,7 +15,7 @@ const TBL24: usize = 1 << 24;
 
 /// Netmask of a `len`-bit prefix (`len <= 32`).
 #[inline]
-fn mask(len: u8) -> u32 {
+pub fn mask(len: u8) -> u32 {
     u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0)
 }
 

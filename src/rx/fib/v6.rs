@@ -19,7 +19,7 @@ const LEVELS: usize = 14;
 
 /// Netmask of a `len`-bit prefix (`len <= 128`).
 #[inline]
-fn mask(len: u8) -> u128 {
+pub fn mask(len: u8) -> u128 {
     u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0)
 }
 
