@@ -143,6 +143,38 @@ fn bad_qdisc_settings_are_refused_by_name() {
     }
 }
 
+#[test]
+fn a_nic_models_wire_fills_its_rx_ring_and_arrivals_past_it_are_missed_outside_the_ledger() {
+    // examples/nic.toml at 100 Gbit/s: 148.8 Mpps of 64-byte frames arrive, far more than
+    // one core forwards, so the 512-descriptor rx ring overflows.
+    let cfg = format!("{}/examples/nic.toml", env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let fast = write(dir.path(), "fast", &std::fs::read_to_string(&cfg).unwrap().replacen("rate_gbps = 10.0", "rate_gbps = 100.0", 1));
+    let o = run(&["run", "--config", &fast, "--seconds", "0.3", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["conservation"], serde_json::json!({"Ok": null}), "{}", r["conservation"]);
+    let nic0 = &r["ports"][0][1];
+    let (rx, missed) = (nic0["rx_packets"].as_u64().unwrap(), nic0["rx_missed"].as_u64().unwrap());
+    assert!(rx > 1000 && missed > rx, "rx {rx}, missed {missed}");
+    assert_eq!(r["counters"]["rx"].as_u64().unwrap(), rx, "missed frames never entered the datapath");
+    assert!(r["ports"][1][1]["tx_packets"].as_u64().unwrap() > 0, "forwarded out of nic1");
+    // nic1's BQL sampled over the run.
+    let samples = r["qdiscs"][0]["bql_trace"]["samples"].as_array().unwrap();
+    assert!(samples.len() > 10, "{} BQL samples", samples.len());
+    assert!(samples.windows(2).all(|w| w[0]["t_ns"].as_u64() < w[1]["t_ns"].as_u64()));
+    assert!(samples.iter().any(|s| s["limit"].as_u64().unwrap() > 0), "the limit grew from 0");
+    // The text summary names the column and the trace.
+    let o = run(&["run", "--config", &cfg, "--seconds", "0.2"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("rx-missed") && out.contains("BQL over time:"), "{out}");
+    let base = std::fs::read_to_string(&cfg).unwrap();
+    let bad = write(dir.path(), "ring", &base.replacen("rx_ring = 512", "rx_ring = 0", 1));
+    refused(&["run", "--config", &bad, "--seconds", "0.1"], "ports[0] (nic0).sim.rx_ring");
+    let rr = write(dir.path(), "rr", &base.replacen("flows = 64", "flows = 64\nrequest_response = true", 1));
+    refused(&["run", "--config", &rr, "--seconds", "0.1"], "ports[0] (nic0).gen.request_response");
+}
+
 fn write(dir: &Path, name: &str, toml: &str) -> String {
     let p = dir.join(format!("{name}.toml"));
     std::fs::write(&p, toml).unwrap();

@@ -115,14 +115,14 @@ pub fn summary(r: &RunReport) -> String {
     let _ = writeln!(s, "{:<12}{:>58.2}  (per received packet)", "total", total_ns_per_packet(c));
     let _ = writeln!(
         s,
-        "\n{:<10} {:>14} {:>14} {:>11} {:>10} {:>10} {:>9}",
-        "port", "rx", "tx", "doorbells", "check-fail", "too-long", "snapped"
+        "\n{:<10} {:>14} {:>14} {:>11} {:>10} {:>10} {:>9} {:>12}",
+        "port", "rx", "tx", "doorbells", "check-fail", "too-long", "snapped", "rx-missed"
     );
     for (name, p) in &r.ports {
         let _ = writeln!(
             s,
-            "{name:<10} {:>14} {:>14} {:>11} {:>10} {:>10} {:>9}",
-            p.rx_packets, p.tx_packets, p.doorbells, p.check_failures, p.rx_length_errors, p.rx_truncated
+            "{name:<10} {:>14} {:>14} {:>11} {:>10} {:>10} {:>9} {:>12}",
+            p.rx_packets, p.tx_packets, p.doorbells, p.check_failures, p.rx_length_errors, p.rx_truncated, p.rx_missed
         );
     }
     for q in &r.qdiscs {
@@ -153,6 +153,9 @@ pub fn summary(r: &RunReport) -> String {
             .map(|(b, n)| format!("{b}: {n}"))
             .collect();
         let _ = writeln!(s, "  packets per driver call: {}", hist.join(", "));
+        if let Some(line) = bql_trace_line(&q.bql_trace) {
+            let _ = writeln!(s, "  {line}");
+        }
     }
     if r.workers.len() > 1 {
         let _ = writeln!(
@@ -208,4 +211,21 @@ pub fn summary(r: &RunReport) -> String {
         let _ = writeln!(s, "buffers still held: {}", r.buffers_leaked);
     }
     s
+}
+
+/// The BQL trace in one line: how it was sampled and where the limit went (the samples
+/// themselves are in `--json`).
+fn bql_trace_line(t: &crate::tx::queue::BqlTrace) -> Option<String> {
+    let (first, last) = (t.samples.first()?, t.samples.last()?);
+    let min = t.samples.iter().map(|x| x.limit).min()?;
+    let max = t.samples.iter().map(|x| x.limit).max()?;
+    let inflight = t.samples.iter().map(|x| x.inflight as u64).sum::<u64>() / t.samples.len() as u64;
+    Some(format!(
+        "BQL over time: {} samples every {} ms over {:.1} s: limit {} → {} (min {min}, max {max}), mean inflight {inflight} bytes",
+        t.samples.len(),
+        t.period_ns / 1_000_000,
+        (last.t_ns - first.t_ns) as f64 / 1e9,
+        first.limit,
+        last.limit
+    ))
 }

@@ -55,6 +55,8 @@ pub struct QdiscLine {
     pub stops: u64,
     pub wakes: u64,
     pub bql_limit: u32,
+    /// The BQL limit and bytes in flight sampled over the run.
+    pub bql_trace: crate::tx::queue::BqlTrace,
 }
 
 /// The qdisc lines of the ports that have a ring, from the worker that owns each.
@@ -76,6 +78,7 @@ fn qdisc_lines(dp: &Datapath) -> Vec<QdiscLine> {
                 wakes: t.wakes,
                 // The last limit a qdisc run saw (the drain resets the driver's at shutdown).
                 bql_limit: q.stats.bql_limit_last,
+                bql_trace: q.bql_trace.clone(),
             });
         }
     }

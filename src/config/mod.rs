@@ -724,10 +724,31 @@ impl Config {
             PortKind::Sim => {
                 let sc = pc.sim.clone().unwrap_or_default();
                 sc.validate().map_err(|(p, msg)| field(format!("{what}.sim.{p}"), msg))?;
-                crate::port::sim::SimNic::queues(&pc.name, sc, pc.resolved_mtu(what)?, queues as usize)
-                    .into_iter()
-                    .map(|q| Box::new(q) as Box<dyn Port>)
-                    .collect()
+                let nics = crate::port::sim::SimNic::queues(&pc.name, sc, pc.resolved_mtu(what)?, queues as usize);
+                match &pc.gen {
+                    // Receive side: the generator's traffic arriving from the wire, spread
+                    // over the receive queues by RSS, each queue its share of the rate.
+                    Some(g) if g.request_response => {
+                        return Err(field(
+                            format!("{what}.gen.request_response"),
+                            "a NIC model's wire sends open loop: nothing answers its clients",
+                        ));
+                    }
+                    Some(g) => {
+                        let supply_hash = pc.rx_hash.unwrap_or(queues > 1);
+                        let gens = Generator::rss_queues(&pc.name, g.clone(), &rss, supply_hash)
+                            .map_err(|e| field(format!("{what}.gen"), e.to_string()))?;
+                        let flows = g.flows.max(1) as f64;
+                        nics.into_iter()
+                            .zip(gens)
+                            .map(|(n, g)| {
+                                let share = g.flows() as f64 / flows;
+                                Box::new(n.receiving(g, share)) as Box<dyn Port>
+                            })
+                            .collect()
+                    }
+                    None => nics.into_iter().map(|q| Box::new(q) as Box<dyn Port>).collect(),
+                }
             }
             PortKind::Afxdp => {
                 let ac = pc.afxdp.clone().unwrap_or_default();
@@ -818,7 +839,7 @@ impl Config {
             if pc.sim.is_some() && pc.kind != PortKind::Sim {
                 return Err(field(format!("{what}.sim"), format!("a `sim` table on a port of kind {:?} would never be used", pc.kind)));
             }
-            if pc.gen.is_some() && pc.kind != PortKind::Gen {
+            if pc.gen.is_some() && !matches!(pc.kind, PortKind::Gen | PortKind::Sim) {
                 return Err(field(format!("{what}.gen"), format!("a `gen` table on a port of kind {:?} would never be used", pc.kind)));
             }
             if pc.repeat == Some(0) {

@@ -387,6 +387,38 @@ impl Generator {
         &self.cfg
     }
 
+    /// Mean length of the frames it sends (the IMIX pattern's mix, or the one size).
+    pub fn mean_frame_len(&self) -> f64 {
+        if self.templates.is_empty() {
+            return 0.0;
+        }
+        if self.sizes == 1 {
+            return self.templates[0].bytes.len() as f64;
+        }
+        let len = |s: u16| {
+            self.templates[match s {
+                60 => 0,
+                590 => 1,
+                _ => 2,
+            }]
+            .bytes
+            .len() as f64
+        };
+        IMIX_PATTERN.iter().map(|&s| len(s)).sum::<f64>() / IMIX_PATTERN.len() as f64
+    }
+
+    /// Flows this queue handle sends (all of the config's for a port of one queue).
+    pub fn flows(&self) -> usize {
+        self.order.len()
+    }
+
+    /// Sends at the pace its caller sets: drops its own `rate_pps` (the NIC model's receive
+    /// side paces arrivals itself).
+    pub fn unpaced(mut self) -> Generator {
+        self.cfg.rate_pps = None;
+        self
+    }
+
     /// The generator as a NIC with RSS would deliver its traffic: one handle per receive
     /// queue, each sending the flows whose Toeplitz hash the indirection table maps to it
     /// (with the hash in every packet when `supply_hash`), and its share of a packet count.

@@ -34,13 +34,26 @@ pub struct PortStats {
     pub rx_length_errors: u64,
     /// Capture records holding fewer bytes than the frame had on the wire (taken as captured).
     pub rx_truncated: u64,
+    /// Frames lost because the receive ring was full when they arrived (a NIC's
+    /// rx_missed_errors): they never entered the datapath.
+    pub rx_missed: u64,
 }
 
 impl PortStats {
     /// Adds another queue's counters (a port's figures are the sum over its queues).
     pub fn merge(&mut self, o: &PortStats) {
-        let PortStats { rx_packets, rx_bytes, tx_packets, tx_bytes, doorbells, rx_nobuf, check_failures, rx_length_errors, rx_truncated } =
-            *o;
+        let PortStats {
+            rx_packets,
+            rx_bytes,
+            tx_packets,
+            tx_bytes,
+            doorbells,
+            rx_nobuf,
+            check_failures,
+            rx_length_errors,
+            rx_truncated,
+            rx_missed,
+        } = *o;
         self.rx_packets += rx_packets;
         self.rx_bytes += rx_bytes;
         self.tx_packets += tx_packets;
@@ -50,6 +63,7 @@ impl PortStats {
         self.check_failures += check_failures;
         self.rx_length_errors += rx_length_errors;
         self.rx_truncated += rx_truncated;
+        self.rx_missed += rx_missed;
     }
 }
 

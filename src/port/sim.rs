@@ -19,7 +19,11 @@
 //!   as XPS maps it) each have their own ring, BQL and qdisc and share one wire: a doorbell
 //!   reserves wire time for its descriptors with one atomic update of the wire's free time.
 //!
-//! Receive is not modelled: the port never receives (a sink with a wire).
+//! - Receive (a `gen` table on the port): the generator's frames arrive from the wire at the
+//!   line rate (or `gen.rate_pps`; each of N receive queues gets its RSS share) into an rx
+//!   ring of `rx_ring` descriptors; arrivals that find the ring full are lost as on a NIC
+//!   whose driver polls too slowly: counted as `rx_missed` (ethtool's rx_missed_errors,
+//!   DPDK's imissed), never entering the datapath. Without a `gen` table nothing arrives.
 
 use super::{Port, PortStats};
 use crate::buf::{BufCache, Pkt};
@@ -57,6 +61,8 @@ pub struct SimConfig {
     pub bql_limit_min: u32,
     pub bql_limit_max: u32,
     pub bql_hold_time_ms: u64,
+    /// Receive descriptors (the ring arrivals wait in until the driver polls them).
+    pub rx_ring: u32,
 }
 
 impl Default for SimConfig {
@@ -72,6 +78,7 @@ impl Default for SimConfig {
             bql_limit_min: 0,
             bql_limit_max: crate::tx::bql::DQL_MAX_LIMIT,
             bql_hold_time_ms: 1000,
+            rx_ring: 512,
         }
     }
 }
@@ -87,6 +94,9 @@ impl SimConfig {
         }
         if self.doorbell_ns > 1_000_000 {
             return Err(("doorbell_ns", format!("{} is above 1 ms", self.doorbell_ns)));
+        }
+        if !(1..=1 << 16).contains(&self.rx_ring) {
+            return Err(("rx_ring", format!("{} outside 1..=65536", self.rx_ring)));
         }
         if self.coalesce_frames == 0 {
             return Err(("coalesce_frames", "0: completions would never be reaped by count".into()));
@@ -137,6 +147,19 @@ impl SimClock {
     }
 }
 
+/// The receive side: frames of `gen` arriving at `pps` into a ring of `ring` descriptors.
+/// Only the ring's fill level is tracked: a frame is built when the driver takes it, with
+/// the same bytes it would have had on arrival.
+struct SimRx {
+    gen: super::gen::Generator,
+    pps: f64,
+    ring: u64,
+    /// Arrivals so far (since the first poll), and how many of them wait in the ring.
+    arrived: u64,
+    pending: u64,
+    start_ns: Option<u64>,
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Desc {
     pkt: Pkt,
@@ -159,6 +182,7 @@ pub struct SimNic {
     pub sim: SimStats,
     /// When set, every reaped descriptor's (buffer, wire-done time), for delay measurements.
     pub completion_log: Option<Vec<(crate::buf::BufId, u64)>>,
+    rx: Option<Box<SimRx>>,
 }
 
 impl SimNic {
@@ -197,7 +221,31 @@ impl SimNic {
             stats: PortStats::default(),
             sim: SimStats::default(),
             completion_log: None,
+            rx: None,
         }
+    }
+
+    /// Gives the queue a receive side: `gen`'s frames arrive at `share` of the line rate
+    /// (its frames' mean length with framing), or at `gen.rate_pps` × `share` when set.
+    pub fn receiving(mut self, gen: super::gen::Generator, share: f64) -> SimNic {
+        let line_pps = self.cfg.rate_gbps * 1e9 / 8.0 / (gen.mean_frame_len().max(MIN_FRAME as f64) + WIRE_OVERHEAD as f64);
+        let pps = gen.config().rate_pps.unwrap_or(line_pps) * share;
+        let ring = self.cfg.rx_ring as u64;
+        self.rx = Some(Box::new(SimRx { gen: gen.unpaced(), pps, ring, arrived: 0, pending: 0, start_ns: None }));
+        self
+    }
+
+    /// Frames that arrived since the last look go into the rx ring; what does not fit is missed.
+    fn rx_arrivals(&mut self) {
+        let now = self.clock.now_ns();
+        let Some(rx) = self.rx.as_mut() else { return };
+        let start = *rx.start_ns.get_or_insert(now);
+        let due = ((now - start) as f64 * rx.pps / 1e9) as u64;
+        let new = due.saturating_sub(rx.arrived);
+        rx.arrived = rx.arrived.max(due);
+        let room = rx.ring - rx.pending;
+        rx.pending += new.min(room);
+        self.stats.rx_missed += new.saturating_sub(room);
     }
 
     /// Bytes a packet of `len` bytes takes on the wire, framing included (TSO: segmented).
@@ -271,8 +319,20 @@ impl Port for SimNic {
         &self.name
     }
 
-    fn rx_burst(&mut self, _bufs: &mut BufCache, _out: &mut Vec<Pkt>, _max: usize) -> usize {
-        0
+    fn rx_burst(&mut self, bufs: &mut BufCache, out: &mut Vec<Pkt>, max: usize) -> usize {
+        self.rx_arrivals();
+        let Some(rx) = self.rx.as_mut() else { return 0 };
+        let want = rx.pending.min(max as u64) as usize;
+        if want == 0 {
+            return 0;
+        }
+        let got = rx.gen.rx_burst(bufs, out, want);
+        rx.pending -= got as u64;
+        let g = rx.gen.stats();
+        // The generator's figures are the NIC's receive counters. A frame without a buffer
+        // stays in the ring (no descriptor refilled): later arrivals are missed, as on a NIC.
+        (self.stats.rx_packets, self.stats.rx_bytes) = (g.rx_packets, g.rx_bytes);
+        got
     }
 
     fn tx_burst(&mut self, _bufs: &mut BufCache, pkts: &[Pkt], more: bool) -> usize {
@@ -350,7 +410,15 @@ impl Port for SimNic {
     }
 
     fn rx_done(&self) -> bool {
+        self.rx.as_ref().is_none_or(|rx| rx.gen.rx_done())
+    }
+
+    fn rx_csum_verified(&self) -> bool {
         true
+    }
+
+    fn rx_bounded(&self) -> bool {
+        self.rx.as_ref().is_some_and(|rx| rx.gen.rx_bounded())
     }
 
     fn stats(&self) -> PortStats {
@@ -378,6 +446,34 @@ mod tests {
         let (tso, _) = manual(SimConfig { tso: true, ..SimConfig::default() });
         // 3 full segments of 1460 bytes of payload: 3 × (54 + 1460 + 24).
         assert_eq!(tso.wire_bytes(54 + 3 * 1460), 3 * (1514 + 24));
+    }
+
+    #[test]
+    fn arrivals_that_find_the_rx_ring_full_are_missed() {
+        let pool = Pool::new(64).unwrap();
+        let mut bufs = pool.cache();
+        let (nic, t) = manual(SimConfig { rx_ring: 8, ..SimConfig::default() });
+        // One frame per ns, so the clock counts arrivals.
+        let gen = crate::port::gen::GenConfig { flows: 1, rate_pps: Some(1e9), ..Default::default() };
+        let mut nic = nic.receiving(crate::port::gen::Generator::new("nic", gen).unwrap(), 1.0);
+        let mut out = Vec::new();
+        assert_eq!(nic.rx_burst(&mut bufs, &mut out, 32), 0, "the first look starts the wire");
+        t.store(10, Ordering::Relaxed);
+        assert_eq!(nic.rx_burst(&mut bufs, &mut out, 4), 4, "10 arrived, 8 fit the ring, 4 taken");
+        assert_eq!(nic.stats().rx_missed, 2);
+        t.store(13, Ordering::Relaxed);
+        assert_eq!(nic.rx_burst(&mut bufs, &mut out, 32), 7, "4 left + 3 new, all fit");
+        assert_eq!(nic.stats().rx_missed, 2);
+        t.store(100, Ordering::Relaxed);
+        assert_eq!(nic.rx_burst(&mut bufs, &mut out, 32), 8, "a full ring");
+        assert_eq!(nic.stats().rx_missed, 2 + 87 - 8);
+        assert_eq!(nic.stats().rx_packets, 19);
+        assert!(out.iter().all(|p| p.total_len() == 60));
+        assert!(!nic.rx_done(), "an endless generator");
+        bufs.free_pkts(&out);
+        assert_eq!(bufs.in_use(), 0);
+        let (idle, _) = manual(SimConfig::default());
+        assert!(idle.rx_done(), "no wire source: nothing ever arrives");
     }
 
     #[test]

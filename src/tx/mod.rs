@@ -148,6 +148,7 @@ pub fn qdisc_run(net: &Net, q: &mut TxQueue, dev: &mut dyn Port, bufs: &mut BufC
         s.bql_limit_last = t.dql.limit();
         s.bql_limit_max = s.bql_limit_max.max(s.bql_limit_last);
         s.bql_inflight_max = s.bql_inflight_max.max(t.dql.inflight());
+        q.bql_trace.sample(now_ns, t.dql.limit(), t.dql.inflight());
     }
     loop {
         // A stopped queue is not dequeued into (the requeued packet waits too).
