@@ -47,4 +47,18 @@ print("experiments:", ", ".join(names), "| not implemented yet:", ", ".join(r["n
 PY
 grep -q "^## listify" "$out/REPORT.md"
 grep -q "seed" "$out/REPORT.md"
+# Head-of-line delay (issue 13), in the NIC model's simulated time: BQL bounds the probe's
+# p99 far below the no-BQL ring's, for MTU and GSO bulk alike; hol.json and the BQL plot.
+"$bin" bench hol --runs 2 --out "$out/hol" | tee "$out/hol.txt"
+for f in hol.json hol-bql.svg; do [ -s "$out/hol/$f" ] || { echo "missing or empty: hol/$f" >&2; exit 1; }; done
+python3 - "$out/hol/hol.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+arms = {a["name"]: a for a in r["arms"]}
+for bulk in ("mtu", "gso"):
+    bql, none = arms[f"{bulk}-bql"]["p99_us"]["mean"], arms[f"{bulk}-nobql"]["p99_us"]["mean"]
+    assert bql * 4 < none, (bulk, bql, none)
+    assert arms[f"{bulk}-bql"]["trace"], bulk
+print("hol: p99 µs", {k: round(a["p99_us"]["mean"], 1) for k, a in arms.items()})
+PY
 echo "bench acceptance: ok"

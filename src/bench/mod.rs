@@ -14,6 +14,7 @@
 pub mod analysis;
 pub mod experiment;
 pub mod experiments;
+pub mod hol;
 pub mod hw;
 pub mod lab;
 pub mod machine;
@@ -228,6 +229,9 @@ pub fn list_text() -> String {
         s.push_str(&format!("  {m:<10} not implemented yet\n"));
     }
     s.push_str("  all        every experiment above that exists\n");
+    s.push_str(
+        "  hol        (runs alone) head-of-line delay of a priority probe behind a bulk backlog: BQL on/off/fixed, MTU and GSO packets\n",
+    );
     s.push_str("  lab        (root, runs alone) the namespace lab routed by the kernel, sluice over AF_PACKET and AF_XDP, testpmd\n");
     s
 }
@@ -254,6 +258,14 @@ pub fn main(args: &BenchArgs) -> Result<BenchOutcome, BenchError> {
     if args.list {
         crate::out!("{}", list_text());
         return outcome_without_experiments(args, Vec::new());
+    }
+    if args.experiments.iter().any(|e| e == "hol") {
+        // Simulated time, its own table: hol.json and the BQL plot.
+        if args.experiments.len() > 1 {
+            return Err(BenchError::Settings("`hol` runs alone (simulated time: its own table and files)".into()));
+        }
+        hol::main(args)?;
+        return outcome_without_experiments(args, vec![args.out.join("hol.json"), args.out.join("hol-bql.svg")]);
     }
     if args.experiments.iter().any(|e| e == "lab") {
         // Real interfaces and external routers (root): its own runner and lab.json.

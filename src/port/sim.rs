@@ -303,6 +303,11 @@ impl SimNic {
         self.stats.doorbells += 1;
     }
 
+    /// Bytes posted to the ring and not yet completed (what a packet queued now waits behind).
+    pub fn ring_bytes(&self) -> u64 {
+        self.ring.iter().map(|d| d.pkt.total_len() as u64).sum()
+    }
+
     /// Descriptors free in the ring.
     pub fn ring_free(&self) -> usize {
         self.cfg.ring as usize - self.ring.len()
