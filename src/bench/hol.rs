@@ -312,12 +312,16 @@ pub fn table(r: &HolResults) -> String {
         "hol: probe delay behind a bulk backlog, pfifo_fast into the 10G NIC model (512 descriptors), {} runs of {} ms simulated each\n",
         r.runs, r.simulated_ms
     );
-    s += &format!("{:<38} {:>12} {:>14} {:>16} {:>22}\n", "arm", "p50 µs", "p99 µs", "ring KB (mean)", "p99 vs no BQL (p)");
+    s += &format!(
+        "{:<38} {:>12} {:>14} {:>16} {:>10} {:>22}\n",
+        "arm", "p50 µs", "p99 µs", "ring KB (mean)", "wire Gb/s", "p99 vs no BQL (p)"
+    );
     for a in &r.arms {
         let f = |x: &Option<Summary>, d: f64| x.as_ref().map_or("-".into(), |s| format!("{:.1}±{:.1}", s.mean / d, s.sd / d));
         let vs = a.p99_vs_no_bql.as_ref().map_or("-".into(), |w| format!("{:.3}× ({:.1e})", w.mean_b / w.mean_a, w.p_two_sided));
-        s +=
-            &format!("{:<38} {:>12} {:>14} {:>16} {:>22}\n", a.label, f(&a.p50_us, 1.0), f(&a.p99_us, 1.0), f(&a.ring_bytes_mean, 1e3), vs);
+        let wire = a.runs.iter().map(|x| x.wire_gbps).sum::<f64>() / a.runs.len().max(1) as f64;
+        let (p50, p99, ring) = (f(&a.p50_us, 1.0), f(&a.p99_us, 1.0), f(&a.ring_bytes_mean, 1e3));
+        s += &format!("{:<38} {p50:>12} {p99:>14} {ring:>16} {wire:>10.2} {vs:>22}\n", a.label);
     }
     s
 }
