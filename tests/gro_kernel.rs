@@ -280,7 +280,7 @@ fn sluice_gro(frames: &[Vec<u8>], mac: [u8; 6]) -> Vec<Vec<u8>> {
     let mut bufs = pool.cache();
     let mut t = GroTable::default();
     let mut st = GroStats::default();
-    let cfg = GroConfig { max_size: 65536 };
+    let cfg = GroConfig { max_size: 65536, udp_fraglist: false };
     let mut out = Vec::new();
     let mut list = Vec::new();
     for f in frames {
