@@ -113,8 +113,9 @@ pub trait Port: Send {
         false
     }
 
-    /// The port segments TCP GSO packets itself (TSO): GRO packets go to it whole. Ports
-    /// without it (the default: sinks, the pcap writer) get them split by GSO first.
+    /// The port segments GSO packets itself (TSO, and for UDP fraglist packets the
+    /// segment-list offload): GRO packets go to it whole. Ports without it (the default:
+    /// sinks, the pcap writer) get them split by GSO first.
     fn tso(&self) -> bool {
         false
     }
