@@ -134,17 +134,44 @@ fn parse(data: &[u8], verified: bool, udp: bool) -> Option<Seg> {
         }
         _ => return None,
     };
-    if proto == IPPROTO_UDP {
-        return parse_udp(data, verified, v4, l4, src, dst, [ip_id as u32, df as u32, ttl as u32, tos as u32, flow_label]);
+    // The IP layer's fields; the transport's are filled in below.
+    let ip = Seg {
+        v4,
+        udp: proto == IPPROTO_UDP,
+        l4,
+        hdr_len: 0,
+        payload_len: 0,
+        seq: 0,
+        ack: 0,
+        flag_word: 0,
+        flags: 0,
+        ip_id,
+        df,
+        ttl,
+        tos,
+        flow_label,
+        src,
+        dst,
+        ports: 0,
+        payload_sum: 0,
+    };
+    if ip.udp {
+        parse_udp(data, verified, ip)
+    } else {
+        parse_tcp(data, verified, ip)
     }
+}
+
+/// The TCP half of [`parse`]: the header within the segment and a checksum that verifies.
+fn parse_tcp(data: &[u8], verified: bool, ip: Seg) -> Option<Seg> {
+    let (v4, l4) = (ip.v4, ip.l4);
     let tcp = TcpPacket::new_checked(&data[l4..]).ok()?;
     let hdr_len = l4 + tcp.header_len();
     let seg_len = data.len() - l4;
     let pseudo = if v4 {
-        let (s, d) = (v4_of(&src), v4_of(&dst));
-        pseudo_header_v4(&s, &d, IPPROTO_TCP, seg_len as u16)
+        pseudo_header_v4(&v4_of(&ip.src), &v4_of(&ip.dst), IPPROTO_TCP, seg_len as u16)
     } else {
-        pseudo_header_v6(&src, &dst, IPPROTO_TCP, seg_len as u32)
+        pseudo_header_v6(&ip.src, &ip.dst, IPPROTO_TCP, seg_len as u32)
     };
     // The header is a whole number of 32-bit words, so the payload's sum starts aligned.
     let hdr_sum = sum_be16(&data[l4..hdr_len]);
@@ -161,62 +188,34 @@ fn parse(data: &[u8], verified: bool, udp: bool) -> Option<Seg> {
     };
     let h = &data[l4..];
     Some(Seg {
-        v4,
-        udp: false,
-        l4,
         hdr_len,
         payload_len: data.len() - hdr_len,
         seq: tcp.seq(),
         ack: tcp.ack(),
         flag_word: u32::from_be_bytes([h[12], h[13], h[14], h[15]]),
         flags: tcp.flags(),
-        ip_id,
-        df,
-        ttl,
-        tos,
-        flow_label,
-        src,
-        dst,
         ports: (tcp.src_port() as u32) << 16 | tcp.dst_port() as u32,
         payload_sum,
+        ..ip
     })
 }
 
 /// The UDP half of [`parse`] (`udp4_gro_receive` / `udp6_gro_receive` and the checks of
 /// `udp_gro_receive_segment`): a non-zero checksum that verifies, and a length field that is
-/// the IP payload exactly and longer than the header. `ip` = ID, DF, TTL, TOS, flow label.
-fn parse_udp(data: &[u8], verified: bool, v4: bool, l4: usize, src: [u8; 16], dst: [u8; 16], ip: [u32; 5]) -> Option<Seg> {
+/// the IP payload exactly and longer than the header.
+fn parse_udp(data: &[u8], verified: bool, ip: Seg) -> Option<Seg> {
+    let l4 = ip.l4;
     let udp = UdpPacket::new_checked(&data[l4..]).ok()?;
     let ulen = udp.len() as usize;
     if udp.checksum() == 0 || ulen <= UDP_LEN || l4 + ulen != data.len() {
         return None;
     }
-    if !verified {
-        let ok = if v4 { udp.verify_checksum_v4(&v4_of(&src), &v4_of(&dst)) } else { udp.verify_checksum_v6(&src, &dst) };
-        if !ok {
-            return None;
-        }
+    let ok =
+        verified || if ip.v4 { udp.verify_checksum_v4(&v4_of(&ip.src), &v4_of(&ip.dst)) } else { udp.verify_checksum_v6(&ip.src, &ip.dst) };
+    if !ok {
+        return None;
     }
-    Some(Seg {
-        v4,
-        udp: true,
-        l4,
-        hdr_len: l4 + UDP_LEN,
-        payload_len: ulen - UDP_LEN,
-        seq: 0,
-        ack: 0,
-        flag_word: 0,
-        flags: 0,
-        ip_id: ip[0] as u16,
-        df: ip[1] != 0,
-        ttl: ip[2] as u8,
-        tos: ip[3] as u8,
-        flow_label: ip[4],
-        src,
-        dst,
-        ports: (udp.src_port() as u32) << 16 | udp.dst_port() as u32,
-        payload_sum: 0,
-    })
+    Some(Seg { hdr_len: l4 + UDP_LEN, payload_len: ulen - UDP_LEN, ports: (udp.src_port() as u32) << 16 | udp.dst_port() as u32, ..ip })
 }
 
 fn v4_of(a: &[u8; 16]) -> [u8; 4] {
@@ -327,7 +326,6 @@ impl GroTable {
     }
 
     /// Holds `skb` as the head of a new flow (the bucket's oldest completed first when full).
-    #[allow(clippy::too_many_arguments)]
     fn hold(&mut self, bufs: &mut BufCache, st: &mut GroStats, now_ns: u64, skb: Skb, seg: Seg, bucket: usize) -> GroResult {
         if self.buckets[bucket].len() >= MAX_GRO_SKBS {
             let oldest = self.buckets[bucket].remove(0);
