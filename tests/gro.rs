@@ -85,6 +85,12 @@ fn udp_trains_with_rx_gro_list_forward_the_same_datagrams_as_gro_off() {
         assert_eq!(k.gro.gso_segs, k.gro.gso_packets + k.gro.merged, "every merged datagram left again");
         assert_eq!(got.len(), want.len());
         assert_eq!(per_flow(&got), per_flow(&want), "{ip:?}: byte for byte, each flow in order");
+        // A sink with TSO still gets them split: TSO does not cover fraglist packets.
+        let (mut c, on) = udp(&["gro=1", "rx-gro-list=1"]);
+        c.ports[1].tso = true;
+        let (dp, tso_sink) = run(&c, on, 4_000);
+        assert_eq!(dp.counters().gro.gso_segs, dp.counters().gro.gso_packets + dp.counters().gro.merged);
+        assert_eq!(per_flow(&tso_sink), per_flow(&want), "{ip:?}: split for a TSO sink too");
         let (c, no_list) = udp(&["gro=1"]);
         assert_eq!(run(&c, no_list, 1_000).0.counters().gro.merged, 0, "UDP GRO needs rx-gro-list");
     }

@@ -327,10 +327,12 @@ pub fn any_gso(net: &Net, run: &[Skb]) -> bool {
 }
 
 /// `validate_xmit_skb`: queues `skb` on `port`, split by GSO first when it is a GRO packet
-/// and the port cannot segment (no TSO). The ledger sees the segments past the first as
-/// originated, as IPv4 fragmentation counts its fragments.
+/// and the port cannot segment it (no TSO for TCP, no fraglist offload for UDP). The ledger
+/// sees the segments past the first as originated, as IPv4 fragmentation counts its fragments.
 pub fn xmit(net: &Net, w: &mut Worker, port: u16, skb: &Skb) {
-    if skb.gso_segs <= 1 || w.port_queue(port).is_some_and(|p| p.tso()) {
+    let fraglist = skb.gso_type & gso_type::UDP_L4 != 0;
+    let whole = |p: &dyn crate::port::Port| if fraglist { p.gso_fraglist() } else { p.tso() };
+    if skb.gso_segs <= 1 || w.port_queue(port).is_some_and(whole) {
         return crate::tx::enqueue(net, w, port, skb.pkt);
     }
     let mut segs = std::mem::take(&mut w.gso_scratch);
