@@ -135,6 +135,8 @@ struct Seg {
     v6: Option<u32>,
     /// A UDP datagram of `len` payload bytes (seq, ack, flags, window and `ts` unused).
     udp: bool,
+    /// UDP over IPv4 without a checksum (0: valid, never merged).
+    zero_csum: bool,
 }
 
 fn seg(sport: u16, i: usize) -> Seg {
@@ -153,6 +155,7 @@ fn seg(sport: u16, i: usize) -> Seg {
         bad_csum: false,
         v6: None,
         udp: false,
+        zero_csum: false,
     }
 }
 
@@ -208,6 +211,9 @@ fn frame(s: &Seg, dst_mac: [u8; 6]) -> Vec<u8> {
             *b = (i as u16).wrapping_mul(s.id | 1) as u8;
         }
         fix_udp_checksum(&mut out, l4, s.bad_csum);
+        if s.zero_csum {
+            out[l4 + 6..l4 + 8].copy_from_slice(&[0, 0]);
+        }
     }
     out
 }
@@ -351,6 +357,14 @@ fn udp_scenarios() -> Vec<(&'static str, Vec<Seg>)> {
     v.push(("udp interleaved", a.into_iter().zip(b).flat_map(|(x, y)| [x, y]).collect()));
     v.push(("udp 70 datagrams (64 at most)", utrain(3011, 70, 100)));
     v.push(("udp past 64 KB", utrain(3012, 50, 1400)));
+    let mut t = utrain(3014, 6, MSS);
+    for s in &mut t {
+        s.id = 42;
+    }
+    v.push(("udp fixed ip id (df)", t));
+    let mut t = utrain(3015, 4, MSS);
+    t[2].zero_csum = true;
+    v.push(("udp zero checksum", t));
     let mut t = utrain(3013, 6, MSS);
     for s in &mut t {
         s.v6 = Some(5);
