@@ -213,6 +213,10 @@ tunables! {
     gro_max_size: u32 = 65536, "gro_max_size", min 1, max 65536;
     /// Nanoseconds a completed poll may keep GRO packets held (the device's gro_flush_timeout; 0 = complete all).
     gro_flush_timeout: u64 = 0, "gro_flush_timeout", min 0, max 1_000_000_000;
+    /// UDP GRO for forwarding, fraglist form (`ethtool -K <dev> rx-gro-list on` on every port,
+    /// `NETIF_F_GRO_FRAGLIST`; needs `gro`): a UDP train is kept as the chain of its datagrams
+    /// and split back on transmit. Off by default, as in the kernel.
+    rx_gro_list: u8 = 0, "rx-gro-list", min 0, max 1;
     /// Packets one qdisc run may dequeue before rescheduling.
     dev_tx_weight: u32 = 64, "net.core.dev_tx_weight", min 1, max 65536;
     /// Flow-limit table buckets per CPU.

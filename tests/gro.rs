@@ -62,6 +62,61 @@ fn gro_then_gso_forwards_the_same_segments_as_gro_off() {
     }
 }
 
+/// UDP trains (16 datagrams per flow, fixed ID with DF as the generator sends them) with
+/// `rx-gro-list` on: kept as fraglist packets, split back by segment-list GSO before the
+/// capture port (no TSO), byte for byte the frames GRO off forwards; without `rx-gro-list`
+/// UDP is not merged at all.
+#[test]
+fn udp_trains_with_rx_gro_list_forward_the_same_datagrams_as_gro_off() {
+    for ip in [IpVersion::V4, IpVersion::V6, IpVersion::Mix] {
+        let udp = |sets: &[&str]| {
+            let (mut c, tun) = tcp_lab(4, 16, ip, sets);
+            let g = c.ports[0].gen.as_mut().expect("lab generator");
+            g.proto = L4Proto::Udp;
+            g.tcp_train = 0;
+            (c, tun)
+        };
+        let (c, off) = udp(&["gro=0"]);
+        let (_, want) = run(&c, off, 4_000);
+        let (c, on) = udp(&["gro=1", "rx-gro-list=1"]);
+        let (dp, got) = run(&c, on, 4_000);
+        let k = dp.counters();
+        assert!(k.gro.merged > 3_000, "{ip:?}: trains of 16 merge: {:?}", k.gro);
+        assert_eq!(k.gro.gso_segs, k.gro.gso_packets + k.gro.merged, "every merged datagram left again");
+        assert_eq!(got.len(), want.len());
+        assert_eq!(per_flow(&got), per_flow(&want), "{ip:?}: byte for byte, each flow in order");
+        // A sink with TSO still gets them split: TSO does not cover fraglist packets.
+        let (mut c, on) = udp(&["gro=1", "rx-gro-list=1"]);
+        c.ports[1].tso = true;
+        let (dp, tso_sink) = run(&c, on, 4_000);
+        assert_eq!(dp.counters().gro.gso_segs, dp.counters().gro.gso_packets + dp.counters().gro.merged);
+        assert_eq!(per_flow(&tso_sink), per_flow(&want), "{ip:?}: split for a TSO sink too");
+        let (c, no_list) = udp(&["gro=1"]);
+        assert_eq!(run(&c, no_list, 1_000).0.counters().gro.merged, 0, "UDP GRO needs rx-gro-list");
+    }
+}
+
+/// A UDP fraglist packet addressed to the router itself is split into its datagrams before
+/// the socket sees them (`udp_rcv_segment`): each datagram queued, the ledger balanced.
+#[test]
+fn udp_gro_packets_delivered_locally_reach_the_socket_as_datagrams() {
+    let mut c = config::lab(Pipeline::Local);
+    let g = c.ports[0].gen.as_mut().expect("lab generator");
+    g.flows = 2;
+    g.burst = 16;
+    g.ip = IpVersion::V4;
+    g.size = FrameSize::Fixed(1000);
+    let tun = c.tunables(&["gro=1".to_string(), "rx-gro-list=1".to_string()]).expect("tunables");
+    let pool = Pool::new(c.pool_frames).expect("pool");
+    let mut dp = c.build(tun, &pool).expect("build");
+    dp.run_until(&RunLimit { packets: Some(640), ..Default::default() }, Duration::ZERO, |_, _| {});
+    let k = dp.counters();
+    assert!(k.gro.merged > 500, "{:?}", k.gro);
+    assert_eq!(k.local, 640, "every datagram delivered on its own: {k:?}");
+    assert_eq!(dp.conservation(), Ok(()));
+    assert_eq!(dp.in_flight(), 0);
+}
+
 #[test]
 fn gro_normal_batch_and_single_receive_keep_the_ledger() {
     for sets in [["net.core.gro_normal_batch=1", "rx.listified=1"], ["net.core.gro_normal_batch=16", "rx.listified=0"]] {

@@ -1,8 +1,11 @@
-//! GRO conformance with Linux (issue 12): crafted TCP trains covering the flush rules are sent
+//! GRO conformance with Linux (issue 12): crafted TCP and UDP trains covering the flush rules are sent
 //! through a veth pair with the kernel's GRO on, and what the kernel's GRO delivers (captured
 //! on the receiving veth) is compared with what sluice's GRO table delivers for the same
 //! frames: the same packets, in the same order, byte for byte (the TCP checksum of merged
-//! packets aside: the kernel leaves a partial one, sluice writes the full one).
+//! packets aside: the kernel leaves a partial one, sluice writes the full one). UDP trains go
+//! through a second veth pair with `rx-gro-list on` (fraglist GRO for forwarding); the kernel
+//! shows a fraglist packet whole, as sluice's writer does (the head datagram's own UDP
+//! checksum included, in both).
 //!
 //! Needs root, `ip`, `ethtool` and `tcpdump` (the recipe in the spec's "Using the kernel as a
 //! test oracle"). Under CI (`CI=true`) a missing precondition fails the test; elsewhere it is
@@ -46,14 +49,17 @@ struct Veth {
 }
 
 impl Veth {
-    fn new() -> Veth {
+    /// `gro_list`: the receiving side also has `rx-gro-list on` (UDP fraglist GRO; the kernel
+    /// then uses fraglist for forwarded TCP too, so the TCP scenarios use a pair without it).
+    fn new(gro_list: bool) -> Veth {
         let id = std::process::id() % 100_000;
-        let v = Veth { tx: format!("sgro{id}t"), rx: format!("sgro{id}r") };
+        let l = if gro_list { "l" } else { "" };
+        let v = Veth { tx: format!("sgro{id}{l}t"), rx: format!("sgro{id}{l}r") };
         let cmds = [
             format!("ip link add {} type veth peer name {}", v.tx, v.rx),
             format!("sysctl -qw net.ipv6.conf.{}.disable_ipv6=1", v.tx),
             format!("sysctl -qw net.ipv6.conf.{}.disable_ipv6=1", v.rx),
-            format!("ethtool -K {} gro on rx off", v.rx),
+            format!("ethtool -K {} gro on rx off rx-gro-list {}", v.rx, if gro_list { "on" } else { "off" }),
             format!("ethtool -K {} tso off gso off tx off", v.tx),
             format!("sh -c 'echo 2000000 > /sys/class/net/{}/gro_flush_timeout'", v.rx),
             format!("ip link set {} up", v.rx),
@@ -127,6 +133,10 @@ struct Seg {
     bad_csum: bool,
     /// IPv6 (`tos` is the traffic class, `ttl` the hop limit), with this flow label.
     v6: Option<u32>,
+    /// A UDP datagram of `len` payload bytes (seq, ack, flags, window and `ts` unused).
+    udp: bool,
+    /// UDP over IPv4 without a checksum (0: valid, never merged).
+    zero_csum: bool,
 }
 
 fn seg(sport: u16, i: usize) -> Seg {
@@ -144,6 +154,8 @@ fn seg(sport: u16, i: usize) -> Seg {
         ts: None,
         bad_csum: false,
         v6: None,
+        udp: false,
+        zero_csum: false,
     }
 }
 
@@ -152,7 +164,8 @@ fn train(sport: u16, n: usize) -> Vec<Seg> {
 }
 
 fn frame(s: &Seg, dst_mac: [u8; 6]) -> Vec<u8> {
-    let hdr = 14 + if s.v6.is_some() { 40 } else { 20 } + 20 + if s.ts.is_some() { 12 } else { 0 };
+    let l4_hdr = if s.udp { 8 } else { 20 + if s.ts.is_some() { 12 } else { 0 } };
+    let hdr = 14 + if s.v6.is_some() { 40 } else { 20 } + l4_hdr;
     let l3 = match s.v6 {
         Some(flow_label) => {
             let (mut src, mut dst) = ([0u8; 16], [0u8; 16]);
@@ -169,14 +182,18 @@ fn frame(s: &Seg, dst_mac: [u8; 6]) -> Vec<u8> {
         dst_mac,
         vlan: None,
         l3,
-        l4: L4Spec::Tcp {
-            src_port: s.sport,
-            dst_port: 80,
-            seq: s.seq,
-            ack: s.ack,
-            flags: s.flags,
-            window: s.window,
-            timestamp: s.ts.map(|t| (t, 0)),
+        l4: if s.udp {
+            L4Spec::Udp { src_port: s.sport, dst_port: 5001 }
+        } else {
+            L4Spec::Tcp {
+                src_port: s.sport,
+                dst_port: 80,
+                seq: s.seq,
+                ack: s.ack,
+                flags: s.flags,
+                window: s.window,
+                timestamp: s.ts.map(|t| (t, 0)),
+            }
         },
         ttl: s.ttl,
         frame_len: hdr + s.len,
@@ -184,11 +201,44 @@ fn frame(s: &Seg, dst_mac: [u8; 6]) -> Vec<u8> {
     let mut out = vec![0u8; hdr + s.len];
     let n = build(&spec, &mut out).expect("build");
     out.truncate(n);
+    let l4 = l4_of(&out);
     if s.bad_csum {
-        let l4 = l4_of(&out);
-        out[l4 + 16] ^= 0x5a;
+        out[l4 + if s.udp { 6 } else { 16 }] ^= 0x5a;
+    }
+    // A payload that differs per datagram (the builder's is zero-filled).
+    if s.udp {
+        for (i, b) in out[l4 + 8..].iter_mut().enumerate() {
+            *b = (i as u16).wrapping_mul(s.id | 1) as u8;
+        }
+        fix_udp_checksum(&mut out, l4, s.bad_csum);
+        if s.zero_csum {
+            out[l4 + 6..l4 + 8].copy_from_slice(&[0, 0]);
+        }
     }
     out
+}
+
+/// Recomputes the UDP checksum of `f` (the payload changed), spoiled again for `bad`.
+fn fix_udp_checksum(f: &mut [u8], l4: usize, bad: bool) {
+    use sluice::wire::checksum::{fold, pseudo_header_v4, pseudo_header_v6, sum_be16};
+    let ulen = f.len() - l4;
+    f[l4 + 6..l4 + 8].copy_from_slice(&[0, 0]);
+    let pseudo = if l4 == 54 {
+        let (mut src, mut dst) = ([0u8; 16], [0u8; 16]);
+        src.copy_from_slice(&f[22..38]);
+        dst.copy_from_slice(&f[38..54]);
+        pseudo_header_v6(&src, &dst, 17, ulen as u32)
+    } else {
+        pseudo_header_v4(&[f[26], f[27], f[28], f[29]], &[f[30], f[31], f[32], f[33]], 17, ulen as u16)
+    };
+    let c = match !fold(pseudo + sum_be16(&f[l4..])) {
+        0 => 0xffff,
+        c => c,
+    };
+    f[l4 + 6..l4 + 8].copy_from_slice(&c.to_be_bytes());
+    if bad {
+        f[l4 + 6] ^= 0x5a;
+    }
 }
 
 /// The scenarios: (name, segments in send order). Each flow has its own source port.
@@ -265,6 +315,65 @@ fn scenarios() -> Vec<(&'static str, Vec<Seg>)> {
     v
 }
 
+/// UDP scenarios (sent through the `rx-gro-list` pair): each flow has its own source port.
+fn udp_scenarios() -> Vec<(&'static str, Vec<Seg>)> {
+    let utrain = |sport: u16, n: usize, len: usize| -> Vec<Seg> {
+        (0..n)
+            .map(|i| {
+                let mut s = seg(sport, i);
+                s.udp = true;
+                s.len = len;
+                s
+            })
+            .collect()
+    };
+    let mut v = Vec::new();
+    v.push(("udp train", utrain(3001, 8, MSS)));
+    let mut t = utrain(3002, 6, MSS);
+    t[3].len = 300;
+    v.push(("udp short datagram", t));
+    let mut t = utrain(3003, 5, MSS);
+    t[3].len = 1200;
+    t[4].len = 1200;
+    v.push(("udp longer datagram", t));
+    let mut t = utrain(3004, 5, MSS);
+    t[3].ttl = 63;
+    v.push(("udp ttl change", t));
+    let mut t = utrain(3005, 5, MSS);
+    t[3].tos = 4;
+    v.push(("udp tos change", t));
+    let mut t = utrain(3006, 5, MSS);
+    t[3].df = false;
+    v.push(("udp df change", t));
+    let mut t = utrain(3007, 5, MSS);
+    for s in &mut t[3..] {
+        s.id += 5;
+    }
+    v.push(("udp ip id jump", t));
+    let mut t = utrain(3008, 5, MSS);
+    t[2].bad_csum = true;
+    v.push(("udp bad checksum", t));
+    let (a, b) = (utrain(3009, 5, MSS), utrain(3010, 5, MSS));
+    v.push(("udp interleaved", a.into_iter().zip(b).flat_map(|(x, y)| [x, y]).collect()));
+    v.push(("udp 70 datagrams (64 at most)", utrain(3011, 70, 100)));
+    v.push(("udp past 64 KB", utrain(3012, 50, 1400)));
+    let mut t = utrain(3014, 6, MSS);
+    for s in &mut t {
+        s.id = 42;
+    }
+    v.push(("udp fixed ip id (df)", t));
+    let mut t = utrain(3015, 4, MSS);
+    t[2].zero_csum = true;
+    v.push(("udp zero checksum", t));
+    let mut t = utrain(3013, 6, MSS);
+    for s in &mut t {
+        s.v6 = Some(5);
+    }
+    t[4].ttl = 63;
+    v.push(("ipv6 udp train, hop limit change", t));
+    v
+}
+
 /// Offset of the TCP header in an untagged IPv4 or IPv6 frame.
 fn l4_of(f: &[u8]) -> usize {
     if f.get(12..14) == Some(&[0x86, 0xdd]) {
@@ -274,13 +383,14 @@ fn l4_of(f: &[u8]) -> usize {
     }
 }
 
-/// sluice's GRO over `frames`, everything completed at the end.
-fn sluice_gro(frames: &[Vec<u8>], mac: [u8; 6]) -> Vec<Vec<u8>> {
+/// sluice's GRO over `frames` (UDP fraglist GRO on with `gro_list`), everything completed at
+/// the end.
+fn sluice_gro(frames: &[Vec<u8>], mac: [u8; 6], gro_list: bool) -> Vec<Vec<u8>> {
     let pool = Pool::new(1024).expect("pool");
     let mut bufs = pool.cache();
     let mut t = GroTable::default();
     let mut st = GroStats::default();
-    let cfg = GroConfig { max_size: 65536 };
+    let cfg = GroConfig { max_size: 65536, udp_fraglist: gro_list };
     let mut out = Vec::new();
     let mut list = Vec::new();
     for f in frames {
@@ -303,7 +413,7 @@ fn tcpdump(dev: &str, file: &std::path::Path) -> Child {
     let mut child = Command::new("tcpdump")
         .args(["-i", dev, "--immediate-mode", "-U", "-n", "-s", "0", "-w"])
         .arg(file)
-        .arg("tcp")
+        .args(["tcp", "or", "udp"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -326,9 +436,11 @@ fn read_pcap(file: &std::path::Path) -> Vec<Vec<u8>> {
 }
 
 /// A merged packet's TCP checksum is partial in the kernel's capture: compare without it.
+/// (A UDP fraglist packet keeps its head datagram's checksum in both.)
 fn comparable(mut f: Vec<u8>) -> Vec<u8> {
     let l4 = l4_of(&f);
-    if f.len() < l4 + 20 {
+    let udp = f.get(if l4 == 54 { 20 } else { 23 }) == Some(&17);
+    if udp || f.len() < l4 + 20 {
         return f;
     }
     let tcp_payload = f.len() - l4 - (f[l4 + 12] >> 4) as usize * 4;
@@ -346,7 +458,7 @@ fn sport(f: &[u8]) -> u16 {
 
 /// Sends each scenario through the veth (a capture per call) and returns, per scenario, why
 /// the kernel's output differs from sluice's (None = the same).
-fn compare_once(veth: &Veth, mac: [u8; 6], scen: &[(&'static str, Vec<Seg>)], attempt: usize) -> Vec<Option<String>> {
+fn compare_once(veth: &Veth, mac: [u8; 6], scen: &[(&'static str, Vec<Seg>)], attempt: usize, gro_list: bool) -> Vec<Option<String>> {
     let dir = tempfile::tempdir().expect("tempdir");
     let cap = dir.path().join(format!("kernel{attempt}.pcap"));
     let mut dump = tcpdump(&veth.rx, &cap);
@@ -360,7 +472,7 @@ fn compare_once(veth: &Veth, mac: [u8; 6], scen: &[(&'static str, Vec<Seg>)], at
         }
         // Past gro_flush_timeout (2 ms) and a jiffy: the kernel completes what it holds.
         std::thread::sleep(Duration::from_millis(40));
-        ours.push(sluice_gro(&frames, mac));
+        ours.push(sluice_gro(&frames, mac, gro_list));
     }
     std::thread::sleep(Duration::from_millis(100));
     // SAFETY: signalling the child we started.
@@ -375,25 +487,30 @@ fn compare_once(veth: &Veth, mac: [u8; 6], scen: &[(&'static str, Vec<Seg>)], at
                 kernel.iter().filter(|f| f.len() > 56 && ports.contains(&sport(f))).cloned().map(comparable).collect();
             let ours: Vec<Vec<u8>> = ours.into_iter().map(comparable).collect();
             let sizes = |v: &[Vec<u8>]| v.iter().map(|f| f.len()).collect::<Vec<_>>();
+            // GRO_DEBUG=1 shows every scenario's packet sizes.
+            if std::env::var("GRO_DEBUG").is_ok() {
+                eprintln!("{name}: kernel {:?} sluice {:?}", sizes(&theirs), sizes(&ours));
+            }
+            if theirs.is_empty() {
+                return Some(format!("{name}: nothing captured"));
+            }
             (theirs != ours).then(|| format!("{name}: kernel sizes {:?}, sluice sizes {:?}", sizes(&theirs), sizes(&ours)))
         })
         .collect()
 }
 
-#[test]
-fn kernel_gro_and_sluice_gro_deliver_the_same_packets() {
-    if !preconditions() {
-        return;
-    }
-    let veth = Veth::new();
+/// Runs `scen` through a veth pair (with `rx-gro-list` when `gro_list`) and sluice, each
+/// differing scenario sent again up to three times; returns the differences left.
+fn conform(scen: Vec<(&'static str, Vec<Seg>)>, gro_list: bool) -> Vec<String> {
+    let veth = Veth::new(gro_list);
     let mac = veth.rx_mac();
-    let mut pending = scenarios();
+    let mut pending = scen;
     let mut failures = Vec::new();
     // A sender preempted for more than a jiffy mid-train lets the kernel complete a packet
     // early (flush_old): a scenario that differs is sent again, up to three times; a real
     // difference differs every time.
     for attempt in 0..3 {
-        let verdicts = compare_once(&veth, mac, &pending, attempt);
+        let verdicts = compare_once(&veth, mac, &pending, attempt, gro_list);
         failures = verdicts.iter().flatten().cloned().collect();
         let mut keep = verdicts.iter().map(Option::is_some);
         pending.retain(|_| keep.next().unwrap_or(false));
@@ -401,5 +518,25 @@ fn kernel_gro_and_sluice_gro_deliver_the_same_packets() {
             break;
         }
     }
+    failures
+}
+
+#[test]
+fn kernel_gro_and_sluice_gro_deliver_the_same_packets() {
+    if !preconditions() {
+        return;
+    }
+    let failures = conform(scenarios(), false);
     assert!(failures.is_empty(), "GRO differs from the kernel's:\n{}", failures.join("\n"));
+}
+
+/// UDP trains with `rx-gro-list on` (fraglist GRO for forwarding): the kernel's fraglist
+/// packets, captured whole on the receiving veth, are sluice's byte for byte.
+#[test]
+fn kernel_udp_fraglist_gro_and_sluice_deliver_the_same_packets() {
+    if !preconditions() {
+        return;
+    }
+    let failures = conform(udp_scenarios(), true);
+    assert!(failures.is_empty(), "UDP fraglist GRO differs from the kernel's:\n{}", failures.join("\n"));
 }

@@ -90,8 +90,9 @@ pub struct RunArgs {
     /// Replace the last (transmitting) port with a capture writer.
     #[arg(long)]
     pub pcap_out: Option<PathBuf>,
-    /// The --pcap-out writer segments TCP "in hardware" (TSO): with `--set gro=1` it writes
-    /// GRO packets whole (as tcpdump on a receiving veth shows them), not split by GSO.
+    /// The --pcap-out writer segments TCP (and UDP fraglist) "in hardware" (TSO): with `--set
+    /// gro=1` it writes GRO packets whole (as tcpdump on a receiving veth shows them), not
+    /// split by GSO.
     #[arg(long, requires = "pcap_out")]
     pub pcap_out_tso: bool,
     /// Attach a real interface: KIND:IFACE[@QUEUES], KIND afpacket (or afxdp). A config port

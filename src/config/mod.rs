@@ -134,8 +134,8 @@ pub struct PortConfig {
     /// `sim` ports: the NIC model's line rate, ring, doorbell cost, moderation, BQL.
     #[serde(default)]
     pub sim: Option<crate::port::sim::SimConfig>,
-    /// Sinks, pcap-out and afpacket: the port segments TCP in "hardware" (TSO), so GRO packets reach it
-    /// whole instead of split by GSO.
+    /// Sinks, pcap-out and afpacket: the port segments TCP (and UDP fraglist) GSO packets in
+    /// "hardware" (TSO), so GRO packets reach it whole instead of split by GSO.
     #[serde(default)]
     pub tso: bool,
     /// `[ports.qdisc]`: this port's qdisc (default: `net.core.default_qdisc`).

@@ -25,7 +25,8 @@ use crate::wire::ethernet::{EthernetFrame, HEADER_LEN as ETH_LEN};
 use crate::wire::ipv4::Ipv4Packet;
 use crate::wire::ipv6::{Ipv6Packet, HEADER_LEN as IPV6_LEN};
 use crate::wire::tcp::{flags, TcpPacket};
-use crate::wire::{EtherType, IPPROTO_TCP};
+use crate::wire::udp::{UdpPacket, HEADER_LEN as UDP_LEN};
+use crate::wire::{EtherType, IPPROTO_TCP, IPPROTO_UDP};
 use crate::worker::Worker;
 
 /// Hash buckets of a table (`GRO_HASH_BUCKETS`); a packet's bucket is its rx hash & 7.
@@ -46,7 +47,14 @@ pub mod gso_type {
     pub const TCP_ECN: u8 = 1 << 2;
     pub const TCP_FIXEDID: u8 = 1 << 3;
     pub const TCPV6: u8 = 1 << 4;
+    /// `SKB_GSO_UDP_L4` and `SKB_GSO_FRAGLIST` (the kernel's bits 16 and 18, renumbered to
+    /// fit a byte): a UDP train GRO kept as the chain of its datagrams.
+    pub const UDP_L4: u8 = 1 << 5;
+    pub const FRAGLIST: u8 = 1 << 6;
 }
+
+/// Datagrams one UDP fraglist packet may carry (`UDP_GRO_CNT_MAX`).
+pub const UDP_GRO_CNT_MAX: u16 = 64;
 
 /// What GRO did with a packet (`enum gro_result`). Merging always keeps the segment's frame
 /// as a fragment, so there is no MERGED_FREE here.
@@ -66,6 +74,8 @@ pub use crate::stats::gro::{FlushCause, GroStats};
 #[derive(Debug, Clone, Copy)]
 struct Seg {
     v4: bool,
+    /// A UDP datagram (fraglist GRO) rather than a TCP segment.
+    udp: bool,
     /// Offset of the TCP header and of the payload in the frame.
     l4: usize,
     hdr_len: usize,
@@ -88,21 +98,22 @@ struct Seg {
     payload_sum: u16,
 }
 
-/// Reads a frame as an untagged IPv4/IPv6 TCP segment GRO can take: IPv4 with IHL 5, a valid
-/// header checksum, no fragment; IPv6 with TCP as the next header; the IP length covering
-/// the frame exactly (no padding, no lie); a valid TCP checksum (`skb_gro_checksum_validate`),
-/// summed here unless the port verified it (`verified`). None = NORMAL.
-fn parse(data: &[u8], verified: bool) -> Option<Seg> {
+/// Reads a frame as an untagged IPv4/IPv6 TCP segment (or, with `udp`, UDP datagram) GRO can
+/// take: IPv4 with IHL 5, a valid header checksum, no fragment; IPv6 with TCP/UDP as the next
+/// header; the IP length covering the frame exactly (no padding, no lie); a valid L4 checksum
+/// (`skb_gro_checksum_validate`), summed here unless the port verified it (`verified`).
+/// None = NORMAL.
+fn parse(data: &[u8], verified: bool, udp: bool) -> Option<Seg> {
     let eth = EthernetFrame::new_checked(data).ok()?;
     let ethertype = eth.ethertype();
     let l3 = &data[ETH_LEN..];
-    let (v4, l4, src, dst, ip_id, df, ttl, tos, flow_label) = match ethertype {
+    let (proto, v4, l4, src, dst, ip_id, df, ttl, tos, flow_label) = match ethertype {
         EtherType::IPV4 => {
             let ip = Ipv4Packet::new_checked(l3).ok()?;
             if ip.header_len() != 20
                 || !ip.verify_checksum()
                 || ip.is_fragment()
-                || ip.protocol() != IPPROTO_TCP
+                || !(ip.protocol() == IPPROTO_TCP || udp && ip.protocol() == IPPROTO_UDP)
                 || ETH_LEN + ip.total_len() as usize != data.len()
             {
                 return None;
@@ -111,25 +122,56 @@ fn parse(data: &[u8], verified: bool) -> Option<Seg> {
             let mut dst = [0u8; 16];
             src[..4].copy_from_slice(&ip.src_addr());
             dst[..4].copy_from_slice(&ip.dst_addr());
-            (true, ETH_LEN + 20, src, dst, ip.ident(), ip.dont_frag(), ip.ttl(), ip.tos(), 0)
+            (ip.protocol(), true, ETH_LEN + 20, src, dst, ip.ident(), ip.dont_frag(), ip.ttl(), ip.tos(), 0)
         }
         EtherType::IPV6 => {
             let ip = Ipv6Packet::new_checked(l3).ok()?;
-            if ip.next_header() != IPPROTO_TCP || ETH_LEN + IPV6_LEN + ip.payload_len() as usize != data.len() {
+            let nh = ip.next_header();
+            if !(nh == IPPROTO_TCP || udp && nh == IPPROTO_UDP) || ETH_LEN + IPV6_LEN + ip.payload_len() as usize != data.len() {
                 return None;
             }
-            (false, ETH_LEN + IPV6_LEN, ip.src_addr(), ip.dst_addr(), 0, false, ip.hop_limit(), ip.traffic_class(), ip.flow_label())
+            (nh, false, ETH_LEN + IPV6_LEN, ip.src_addr(), ip.dst_addr(), 0, false, ip.hop_limit(), ip.traffic_class(), ip.flow_label())
         }
         _ => return None,
     };
+    // The IP layer's fields; the transport's are filled in below.
+    let ip = Seg {
+        v4,
+        udp: proto == IPPROTO_UDP,
+        l4,
+        hdr_len: 0,
+        payload_len: 0,
+        seq: 0,
+        ack: 0,
+        flag_word: 0,
+        flags: 0,
+        ip_id,
+        df,
+        ttl,
+        tos,
+        flow_label,
+        src,
+        dst,
+        ports: 0,
+        payload_sum: 0,
+    };
+    if ip.udp {
+        parse_udp(data, verified, ip)
+    } else {
+        parse_tcp(data, verified, ip)
+    }
+}
+
+/// The TCP half of [`parse`]: the header within the segment and a checksum that verifies.
+fn parse_tcp(data: &[u8], verified: bool, ip: Seg) -> Option<Seg> {
+    let (v4, l4) = (ip.v4, ip.l4);
     let tcp = TcpPacket::new_checked(&data[l4..]).ok()?;
     let hdr_len = l4 + tcp.header_len();
     let seg_len = data.len() - l4;
     let pseudo = if v4 {
-        let (s, d) = (v4_of(&src), v4_of(&dst));
-        pseudo_header_v4(&s, &d, IPPROTO_TCP, seg_len as u16)
+        pseudo_header_v4(&v4_of(&ip.src), &v4_of(&ip.dst), IPPROTO_TCP, seg_len as u16)
     } else {
-        pseudo_header_v6(&src, &dst, IPPROTO_TCP, seg_len as u32)
+        pseudo_header_v6(&ip.src, &ip.dst, IPPROTO_TCP, seg_len as u32)
     };
     // The header is a whole number of 32-bit words, so the payload's sum starts aligned.
     let hdr_sum = sum_be16(&data[l4..hdr_len]);
@@ -146,24 +188,34 @@ fn parse(data: &[u8], verified: bool) -> Option<Seg> {
     };
     let h = &data[l4..];
     Some(Seg {
-        v4,
-        l4,
         hdr_len,
         payload_len: data.len() - hdr_len,
         seq: tcp.seq(),
         ack: tcp.ack(),
         flag_word: u32::from_be_bytes([h[12], h[13], h[14], h[15]]),
         flags: tcp.flags(),
-        ip_id,
-        df,
-        ttl,
-        tos,
-        flow_label,
-        src,
-        dst,
         ports: (tcp.src_port() as u32) << 16 | tcp.dst_port() as u32,
         payload_sum,
+        ..ip
     })
+}
+
+/// The UDP half of [`parse`] (`udp4_gro_receive` / `udp6_gro_receive` and the checks of
+/// `udp_gro_receive_segment`): a non-zero checksum that verifies, and a length field that is
+/// the IP payload exactly and longer than the header.
+fn parse_udp(data: &[u8], verified: bool, ip: Seg) -> Option<Seg> {
+    let l4 = ip.l4;
+    let udp = UdpPacket::new_checked(&data[l4..]).ok()?;
+    let ulen = udp.len() as usize;
+    if udp.checksum() == 0 || ulen <= UDP_LEN || l4 + ulen != data.len() {
+        return None;
+    }
+    let ok =
+        verified || if ip.v4 { udp.verify_checksum_v4(&v4_of(&ip.src), &v4_of(&ip.dst)) } else { udp.verify_checksum_v6(&ip.src, &ip.dst) };
+    if !ok {
+        return None;
+    }
+    Some(Seg { hdr_len: l4 + UDP_LEN, payload_len: ulen - UDP_LEN, ports: (udp.src_port() as u32) << 16 | udp.dst_port() as u32, ..ip })
 }
 
 fn v4_of(a: &[u8; 16]) -> [u8; 4] {
@@ -211,6 +263,9 @@ pub struct GroTable {
 #[derive(Debug, Clone, Copy)]
 pub struct GroConfig {
     pub max_size: u32,
+    /// UDP GRO for forwarding in the fraglist form (`ethtool -K <dev> rx-gro-list on`,
+    /// `NETIF_F_GRO_FRAGLIST`); off: UDP is NORMAL.
+    pub udp_fraglist: bool,
 }
 
 impl GroTable {
@@ -228,7 +283,7 @@ impl GroTable {
     /// normal list (see [`GroTable::take_normal`]).
     pub fn receive(&mut self, bufs: &mut BufCache, st: &mut GroStats, cfg: GroConfig, now_ns: u64, skb: Skb) -> GroResult {
         let verified = skb.ip_summed == Csum::Unnecessary;
-        let seg = if skb.drop.is_none() && !skb.pkt.is_chained() { parse(bufs.data(skb.pkt), verified) } else { None };
+        let seg = if skb.drop.is_none() && !skb.pkt.is_chained() { parse(bufs.data(skb.pkt), verified, cfg.udp_fraglist) } else { None };
         let Some(seg) = seg else {
             return self.normal_one(st, skb, 1);
         };
@@ -237,6 +292,9 @@ impl GroTable {
         let found = self.buckets[bucket]
             .iter()
             .rposition(|p| p.skb.hash == skb.hash && same_flow(&p.first, &seg) && first12(bufs.data(p.skb.pkt)) == mac);
+        if seg.udp {
+            return self.receive_udp(bufs, st, cfg, now_ns, skb, seg, bucket, found);
+        }
         let control = seg.flags & (flags::URG | flags::PSH | flags::RST | flags::SYN | flags::FIN) != 0;
         if let Some(i) = found {
             match can_merge(bufs, &self.buckets[bucket][i], &skb, &seg, cfg) {
@@ -264,6 +322,11 @@ impl GroTable {
         if seg.payload_len == 0 || control {
             return self.normal_one(st, skb, 1);
         }
+        self.hold(bufs, st, now_ns, skb, seg, bucket)
+    }
+
+    /// Holds `skb` as the head of a new flow (the bucket's oldest completed first when full).
+    fn hold(&mut self, bufs: &mut BufCache, st: &mut GroStats, now_ns: u64, skb: Skb, seg: Seg, bucket: usize) -> GroResult {
         if self.buckets[bucket].len() >= MAX_GRO_SKBS {
             let oldest = self.buckets[bucket].remove(0);
             self.held -= 1;
@@ -288,6 +351,54 @@ impl GroTable {
         self.held += 1;
         st.held += 1;
         GroResult::Held
+    }
+
+    /// `udp_gro_receive_segment` in its fraglist form for a datagram of held flow `found`:
+    /// the IP rules or a longer datagram complete the held packet (and this one starts a new
+    /// flow); a different checksum state makes this one NORMAL; 64 KB complete the held packet;
+    /// otherwise it is chained, and a shorter datagram or the 64th completes the packet.
+    #[allow(clippy::too_many_arguments)]
+    fn receive_udp(
+        &mut self,
+        bufs: &mut BufCache,
+        st: &mut GroStats,
+        cfg: GroConfig,
+        now_ns: u64,
+        skb: Skb,
+        seg: Seg,
+        bucket: usize,
+        found: Option<usize>,
+    ) -> GroResult {
+        if let Some(i) = found {
+            let p = &self.buckets[bucket][i];
+            let cause = if ip_flush(p, &seg) || seg.payload_len > p.mss as usize {
+                Some(FlushCause::Mismatch)
+            } else if skb.ip_summed != p.skb.ip_summed {
+                return self.normal_one(st, skb, 1);
+            } else if udp_list_len(p) + (seg.payload_len + seg.hdr_len - ETH_LEN) as u32 >= cfg.max_size {
+                // skb_gro_receive_list: the held packet's length plus the whole datagram.
+                Some(FlushCause::Full)
+            } else {
+                None
+            };
+            if let Some(cause) = cause {
+                let p = self.buckets[bucket].remove(i);
+                self.held -= 1;
+                self.complete(bufs, st, p, cause);
+            } else {
+                let p = &mut self.buckets[bucket][i];
+                merge(bufs, p, &skb, &seg);
+                st.merged += 1;
+                let short = seg.payload_len < p.mss as usize;
+                if short || p.count >= UDP_GRO_CNT_MAX {
+                    let p = self.buckets[bucket].remove(i);
+                    self.held -= 1;
+                    self.complete(bufs, st, p, if short { FlushCause::Short } else { FlushCause::Full });
+                }
+                return GroResult::Merged;
+            }
+        }
+        self.hold(bufs, st, now_ns, skb, seg, bucket)
     }
 
     fn normal_one(&mut self, st: &mut GroStats, skb: Skb, segs: u16) -> GroResult {
@@ -364,10 +475,31 @@ fn first12(d: &[u8]) -> [u8; 12] {
     m
 }
 
-/// Same flow at the IP and TCP layers: family, addresses, ports (and the IPv6 flow label,
+/// Same flow at the IP and TCP/UDP layers: family, protocol, addresses, ports (and the IPv6 flow label,
 /// which `ipv6_gro_receive` treats as part of the flow).
 fn same_flow(a: &Seg, b: &Seg) -> bool {
-    a.v4 == b.v4 && a.src == b.src && a.dst == b.dst && a.ports == b.ports && a.flow_label == b.flow_label
+    a.v4 == b.v4 && a.udp == b.udp && a.src == b.src && a.dst == b.dst && a.ports == b.ports && a.flow_label == b.flow_label
+}
+
+/// The IP layer's flush rules (`inet_gro_flush` / `ipv6_gro_flush`) for a segment of held
+/// flow `p`: TTL / hop limit, TOS / traffic class or DF differ, or the IPv4 ID is neither
+/// `first + count` nor fixed (DF set) as the second segment decided.
+fn ip_flush(p: &Held, s: &Seg) -> bool {
+    let f = &p.first;
+    if f.ttl != s.ttl || f.tos != s.tos || f.df != s.df {
+        return true;
+    }
+    if f.v4 {
+        let inc = s.ip_id == f.ip_id.wrapping_add(p.count);
+        let fixed = s.df && s.ip_id == f.ip_id && (p.count == 1 || p.fixed_id);
+        return !(inc && !p.fixed_id || fixed);
+    }
+    false
+}
+
+/// A UDP fraglist packet's IP datagram length so far (`p->len` in `skb_gro_receive_list`).
+fn udp_list_len(p: &Held) -> u32 {
+    (p.first.hdr_len - ETH_LEN) as u32 + p.payload
 }
 
 /// The flush rules of `inet_gro_receive` / `ipv6_gro_receive` / `tcp_gro_receive` /
@@ -375,17 +507,8 @@ fn same_flow(a: &Seg, b: &Seg) -> bool {
 fn can_merge(bufs: &BufCache, p: &Held, skb: &Skb, s: &Seg, cfg: GroConfig) -> Result<(), FlushCause> {
     let f = &p.first;
     let mismatch = Err(FlushCause::Mismatch);
-    // IP layer: TTL / hop limit, TOS / traffic class, DF.
-    if f.ttl != s.ttl || f.tos != s.tos || f.df != s.df {
+    if ip_flush(p, s) {
         return mismatch;
-    }
-    // IPv4 ID: incrementing by the count, or fixed (DF set) as the second segment decided.
-    if f.v4 {
-        let inc = s.ip_id == f.ip_id.wrapping_add(p.count);
-        let fixed = s.df && s.ip_id == f.ip_id && (p.count == 1 || p.fixed_id);
-        if !(inc && !p.fixed_id || fixed) {
-            return mismatch;
-        }
     }
     // TCP: CWR; flags other than CWR/FIN/PSH, data offset, window; ack; options.
     const MASK: u32 = !(((flags::CWR | flags::FIN | flags::PSH) as u32) << 16);
@@ -429,6 +552,9 @@ fn merge(bufs: &mut BufCache, p: &mut Held, skb: &Skb, s: &Seg) {
 /// a full TCP checksum over the merged packet, and the GSO fields.
 fn finish_merged(bufs: &mut BufCache, p: &Held, skb: &mut Skb) {
     let f = &p.first;
+    if f.udp {
+        return finish_fraglist(bufs, p, skb);
+    }
     let l4_len = f.hdr_len - f.l4 + p.payload as usize;
     let d = bufs.data_mut(skb.pkt);
     d[f.l4 + 13] |= p.extra_flags;
@@ -455,6 +581,28 @@ fn finish_merged(bufs: &mut BufCache, p: &Held, skb: &mut Skb) {
     skb.ip_summed = Csum::Unnecessary;
 }
 
+/// `inet_gro_complete` + `udp4_gro_complete` / `udp6_gro_complete` for a fraglist packet: the
+/// IP length (and IPv4 header checksum) and the UDP length cover the whole chain; the UDP
+/// checksum stays the head datagram's own (valid again once segment-list GSO restores its
+/// length); `gso_type` UDP_L4 | FRAGLIST.
+fn finish_fraglist(bufs: &mut BufCache, p: &Held, skb: &mut Skb) {
+    let f = &p.first;
+    let l4_len = UDP_LEN + p.payload as usize;
+    let d = bufs.data_mut(skb.pkt);
+    if f.v4 {
+        let mut ip = Ipv4Packet::new_unchecked(&mut d[ETH_LEN..f.l4]);
+        ip.set_total_len((f.l4 - ETH_LEN + l4_len) as u16);
+        ip.fill_checksum();
+    } else {
+        Ipv6Packet::new_unchecked(&mut d[ETH_LEN..f.l4]).set_payload_len(l4_len as u16);
+    }
+    UdpPacket::new_unchecked(&mut d[f.l4..f.hdr_len]).set_len(l4_len as u16);
+    skb.gso_size = p.mss;
+    skb.gso_segs = p.count;
+    skb.gso_type = gso_type::UDP_L4 | gso_type::FRAGLIST;
+    skb.ip_summed = Csum::Unnecessary;
+}
+
 /// TCP options of the held head and of a new segment, byte for byte.
 fn options_equal(bufs: &BufCache, p: &Held, skb: &Skb, s: &Seg) -> bool {
     let a = bufs.data(p.skb.pkt).get(p.first.l4 + 20..p.first.hdr_len);
@@ -471,7 +619,7 @@ pub fn enabled(net: &Net) -> bool {
 }
 
 fn config(net: &Net) -> GroConfig {
-    GroConfig { max_size: net.tun.gro_max_size }
+    GroConfig { max_size: net.tun.gro_max_size, udp_fraglist: net.tun.rx_gro_list != 0 }
 }
 
 /// The table of rx port `port` on this worker (made on first use).

@@ -5,6 +5,7 @@
 use super::*;
 use crate::buf::{Pool, MAX_DATA};
 use crate::wire::checksum::checksum;
+use crate::wire::udp::UdpPacket;
 use proptest::prelude::*;
 
 const MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
@@ -126,7 +127,14 @@ impl Rig {
     fn new() -> Rig {
         let pool = Pool::new(4096).unwrap();
         let bufs = pool.cache();
-        Rig { _pool: pool, bufs, t: GroTable::default(), st: GroStats::default(), cfg: GroConfig { max_size: 65536 }, verified: false }
+        Rig {
+            _pool: pool,
+            bufs,
+            t: GroTable::default(),
+            st: GroStats::default(),
+            cfg: GroConfig { max_size: 65536, udp_fraglist: false },
+            verified: false,
+        }
     }
 
     fn rx_frame(&mut self, f: &[u8], hash: u32) -> GroResult {
@@ -726,3 +734,5 @@ fn flush_old_completes_only_packets_held_before_the_tick_napi_gro_flush() {
     r.bufs.free(d[0].pkt);
     assert_eq!(r.out().len(), 1, "completion takes the rest");
 }
+
+mod udp;

@@ -569,6 +569,10 @@ impl Port for FaultPort {
         self.inner.tso()
     }
 
+    fn gso_fraglist(&self) -> bool {
+        self.inner.gso_fraglist()
+    }
+
     fn rx_csum_verified(&self) -> bool {
         // Corruption on the wire happens after the NIC would have verified: never claim it.
         self.inner.rx_csum_verified() && !self.cfg.side.rx()

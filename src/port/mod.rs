@@ -127,9 +127,15 @@ pub trait Port: Send {
         false
     }
 
-    /// The port segments TCP GSO packets itself (TSO): GRO packets go to it whole. Ports
+    /// The port segments TCP GSO packets itself (TSO): TCP GRO packets go to it whole. Ports
     /// without it (the default: sinks, the pcap writer) get them split by GSO first.
     fn tso(&self) -> bool {
+        false
+    }
+
+    /// The port takes UDP fraglist packets whole (`NETIF_F_GSO_FRAGLIST`; a NIC's TSO does not
+    /// cover them): only a pcap writer told it segments in "hardware". Others get them split.
+    fn gso_fraglist(&self) -> bool {
         false
     }
 

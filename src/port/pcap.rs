@@ -302,6 +302,12 @@ impl Port for PcapOut {
         self.tso
     }
 
+    /// Its `tso` stands for every "hardware" offload: UDP fraglist packets are written whole
+    /// too (what tcpdump on a receiving veth with `rx-gro-list` shows).
+    fn gso_fraglist(&self) -> bool {
+        self.tso
+    }
+
     fn rx_burst(&mut self, _bufs: &mut BufCache, _out: &mut Vec<Pkt>, _max: usize) -> usize {
         0
     }

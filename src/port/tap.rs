@@ -145,6 +145,10 @@ impl Port for Tap {
         self.inner.tso()
     }
 
+    fn gso_fraglist(&self) -> bool {
+        self.inner.gso_fraglist()
+    }
+
     fn finish(&mut self) -> std::io::Result<()> {
         let inner = self.inner.finish();
         if let Ok(f) = self.out.lock() {

@@ -126,7 +126,38 @@ fn reply_v4(net: &Net, w: &mut Worker, s: &Skb, dont_frag: bool) -> [u8; 4] {
     src
 }
 
+/// `udp_unexpected_gso` / `udp_rcv_segment`: a UDP fraglist packet GRO built is split back
+/// into its datagrams before local delivery (the kernel segments it in `udp_queue_rcv_skb`),
+/// each then delivered on its own. The datagrams past the first are originated (as GSO on
+/// transmit counts them), so the ledger balances with the merged count.
+#[cold]
+#[inline(never)]
+fn udp_rcv_segment(net: &Net, w: &mut Worker, s: Skb, v6: bool) {
+    let mut segs = std::mem::take(&mut w.gso_scratch);
+    segs.clear();
+    match crate::gro::gso::segment(&mut w.bufs, &s, &mut segs) {
+        Ok(n) => {
+            w.c.originated += n as u64 - 1;
+            for &p in &segs {
+                let one = Skb { pkt: p, gso_size: 0, gso_segs: 0, gso_type: 0, ..s };
+                if v6 {
+                    deliver_one_v6(net, w, one);
+                } else {
+                    deliver_one_v4(net, w, one);
+                }
+            }
+        }
+        Err(crate::gro::gso::GsoError::NoBuffer) => w.drop_pkt(s.pkt, DropReason::NoBuffer),
+        Err(crate::gro::gso::GsoError::Malformed) => w.drop_pkt(s.pkt, DropReason::PktTooSmall),
+    }
+    segs.clear();
+    w.gso_scratch = segs;
+}
+
 fn deliver_one_v4(net: &Net, w: &mut Worker, s: Skb) {
+    if s.gso_type & crate::gro::gso_type::UDP_L4 != 0 {
+        return udp_rcv_segment(net, w, s, false);
+    }
     let frag = {
         let ip = &w.bufs.data(s.pkt)[s.network_off as usize..];
         u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0
@@ -293,7 +324,8 @@ fn deliver_list(net: &Net, w: &mut Worker, run: &mut [Skb], v6: bool) {
     for &s in run.iter() {
         // (IPv6 extension headers take the one-packet path, which processes them first.)
         let plain = if v6 { s.transport_off - s.network_off == 40 } else { !is_frag_v4(&w.bufs, &s) };
-        let fate = (s.ip_proto == IPPROTO_UDP && plain).then(|| udp_classify(net, w, &s, v6));
+        // (A UDP GRO packet takes it too: it is split into its datagrams first.)
+        let fate = (s.ip_proto == IPPROTO_UDP && plain && s.gso_segs <= 1).then(|| udp_classify(net, w, &s, v6));
         match fate {
             Some(UdpFate::Socket(i, p)) => {
                 if (i != batch_sock || nb == batch.len()) && nb > 0 {
@@ -334,6 +366,9 @@ pub(crate) fn deliver_v6(net: &Net, w: &mut Worker, s: Skb) {
 }
 
 fn deliver_one_v6(net: &Net, w: &mut Worker, s: Skb) {
+    if s.gso_type & crate::gro::gso_type::UDP_L4 != 0 {
+        return udp_rcv_segment(net, w, s, true);
+    }
     if s.transport_off - s.network_off > 40 || !matches!(s.ip_proto, IPPROTO_ICMPV6 | IPPROTO_UDP | IPPROTO_TCP) {
         return deliver_v6_slow(net, w, s);
     }
