@@ -59,7 +59,7 @@ pub struct Worker {
     pub(crate) steer_round: u64,
     pub(crate) flow_limit: Vec<FlowLimit>,
     /// GRO tables, one per rx port this worker polls (each worker is that queue's NAPI instance).
-    pub(crate) gro: Vec<crate::gro::GroTable>,
+    pub(crate) gro: Vec<crate::gro::table::GroTable>,
     pub(crate) gso_scratch: Vec<Pkt>,
     /// This worker's thread CPU time (user, system seconds) over its last run.
     pub cpu_time: Option<(f64, f64)>,

@@ -108,3 +108,15 @@ mod tests {
         assert_eq!(Skb::build(p, &f[..10], 0, 0, &mac).drop, Some(DropReason::PktTooSmall));
     }
 }
+
+/// `skb_shinfo(skb)->gso_type` bits (the kernel's values).
+pub mod gso_type {
+    pub const TCPV4: u8 = 1 << 0;
+    pub const TCP_ECN: u8 = 1 << 2;
+    pub const TCP_FIXEDID: u8 = 1 << 3;
+    pub const TCPV6: u8 = 1 << 4;
+    /// `SKB_GSO_UDP_L4` and `SKB_GSO_FRAGLIST` (the kernel's bits 16 and 18, renumbered to
+    /// fit a byte): a UDP train GRO kept as the chain of its datagrams.
+    pub const UDP_L4: u8 = 1 << 5;
+    pub const FRAGLIST: u8 = 1 << 6;
+}

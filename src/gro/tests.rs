@@ -3,9 +3,15 @@
 //! hostile trains are never merged wrongly and never panic.
 
 use super::*;
-use crate::buf::{Pool, MAX_DATA};
-use crate::wire::checksum::checksum;
+use crate::buf::skb::Csum;
+use crate::buf::{BufCache, Pool, MAX_DATA};
+use crate::tx::gso;
+use crate::wire::checksum::{checksum, fold, pseudo_header_v4, pseudo_header_v6, sum_be16};
+use crate::wire::ipv4::Ipv4Packet;
+use crate::wire::ipv6::Ipv6Packet;
+use crate::wire::tcp::{flags, TcpPacket};
 use crate::wire::udp::UdpPacket;
+use crate::wire::{EtherType, IPPROTO_TCP, IPPROTO_UDP};
 use proptest::prelude::*;
 
 const MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];

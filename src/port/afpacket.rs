@@ -690,7 +690,7 @@ pub struct GsoPlan {
 /// (no extension headers) TCP longer than MTU + 14 bytes, cut into MTU-sized segments as
 /// the sender's TSO would have. None for everything else (delivered as it is).
 pub fn gso_plan(frame: &[u8], tp_status: u32, mtu: u16) -> Option<GsoPlan> {
-    use crate::gro::gso_type;
+    use crate::buf::skb::gso_type;
     use crate::wire::{EtherType, EthernetFrame, Ipv4Packet, Ipv6Packet, TcpPacket, IPPROTO_TCP};
     if frame.len() <= mtu as usize + 14 || tp_status & libc::TP_STATUS_VLAN_VALID != 0 {
         return None;
@@ -746,7 +746,7 @@ impl AfPacketPort {
         };
         let skb = crate::buf::skb::Skb { pkt: whole, gso_size: g.gso_size, gso_type: g.gso_type, gso_segs: g.segs, ..Default::default() };
         let first = out.len();
-        match crate::gro::gso::segment(bufs, &skb, out) {
+        match crate::tx::gso::segment(bufs, &skb, out) {
             Ok(_) => {
                 self.rx_split += 1;
                 for p in &mut out[first..] {
@@ -754,12 +754,12 @@ impl AfPacketPort {
                 }
                 out.len() - first
             }
-            Err(crate::gro::gso::GsoError::NoBuffer) => {
+            Err(crate::tx::gso::GsoError::NoBuffer) => {
                 bufs.free(whole);
                 self.stats.rx_nobuf += 1;
                 1
             }
-            Err(crate::gro::gso::GsoError::Malformed) => {
+            Err(crate::tx::gso::GsoError::Malformed) => {
                 // Not splittable after all: as it came (the router decides: pkt_too_big).
                 let mut p = whole;
                 p.rss_hash = hash;

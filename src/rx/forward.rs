@@ -80,7 +80,7 @@ pub(crate) fn rewrite_v4(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 1
     if ttl <= 1 {
         return Err(FwdError::TtlExceeded);
     }
-    let tot_len = crate::gro::gso::network_len(ip, skb).unwrap_or(u16::from_be_bytes([ip[2], ip[3]]) as usize);
+    let tot_len = crate::tx::gso::network_len(ip, skb).unwrap_or(u16::from_be_bytes([ip[2], ip[3]]) as usize);
     if tot_len > mtu as usize {
         let df = ip[6] & 0x40 != 0;
         return Err(if df { FwdError::TooBig { mtu } } else { FwdError::NeedsFragment { mtu, macs: *macs } });
@@ -113,7 +113,7 @@ pub(crate) fn rewrite_v6(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 1
     }
     forwardable_source_v6(&ip[8..24])?;
     // The whole datagram counts, fragments of a chain included (a GSO packet: each segment).
-    if crate::gro::gso::network_len(ip, skb).unwrap_or(ip.len() + skb.pkt.frag_len as usize) > mtu as usize {
+    if crate::tx::gso::network_len(ip, skb).unwrap_or(ip.len() + skb.pkt.frag_len as usize) > mtu as usize {
         return Err(FwdError::TooBig { mtu });
     }
     ip[7] -= 1;
@@ -185,7 +185,7 @@ pub(crate) fn forward_v4(net: &Net, w: &mut Worker, skb: Skb, nh: &NextHop) {
     };
     let (mtu, src) = out_params(net, port);
     match rewrite_v4(&mut w.bufs, &skb, mtu, &eth_addrs(&mac, &src), out_addr_v4(net, port)) {
-        Ok(()) => crate::gro::gso::xmit(net, w, port, &skb),
+        Ok(()) => crate::tx::gso::xmit(net, w, port, &skb),
         Err(FwdError::NeedsFragment { mtu, macs }) => fragment_v4(net, w, skb, port, mtu, &macs),
         Err(e) => fail_v4(net, w, skb, e),
     }
@@ -204,7 +204,7 @@ pub(crate) fn forward_v6(net: &Net, w: &mut Worker, skb: Skb, nh: &NextHop) {
     };
     let (mtu, src) = out_params(net, port);
     match rewrite_v6(&mut w.bufs, &skb, mtu, &eth_addrs(&mac, &src), [0; 4]) {
-        Ok(()) => crate::gro::gso::xmit(net, w, port, &skb),
+        Ok(()) => crate::tx::gso::xmit(net, w, port, &skb),
         Err(e) => fail_v6(net, w, skb, e),
     }
 }
@@ -395,12 +395,12 @@ fn nop_uncopied_options(opts: &mut [u8]) {
 fn transmit_run_to(net: &Net, w: &mut Worker, port: u16, run: &[Skb]) {
     let t0 = w.clock();
     match w.txq.get_mut(port as usize) {
-        Some(q) if q.pkts.len() + run.len() < crate::tx::QUEUE_SOFT_LIMIT && !crate::gro::gso::any_gso(net, run) => {
+        Some(q) if q.pkts.len() + run.len() < crate::tx::QUEUE_SOFT_LIMIT && !crate::tx::gso::any_gso(net, run) => {
             q.pkts.extend(run.iter().map(|s| s.pkt))
         }
         _ => {
             for s in run {
-                crate::gro::gso::xmit(net, w, port, s);
+                crate::tx::gso::xmit(net, w, port, s);
             }
         }
     }
@@ -411,7 +411,7 @@ fn transmit_run_to(net: &Net, w: &mut Worker, port: u16, run: &[Skb]) {
 fn transmit_run(net: &Net, w: &mut Worker, run: &[Skb]) {
     let t0 = w.clock();
     for s in run {
-        crate::gro::gso::xmit(net, w, s.out_port, s);
+        crate::tx::gso::xmit(net, w, s.out_port, s);
     }
     w.stage_done(Stage::Tx, run.len(), t0);
 }

@@ -135,7 +135,7 @@ fn reply_v4(net: &Net, w: &mut Worker, s: &Skb, dont_frag: bool) -> [u8; 4] {
 fn udp_rcv_segment(net: &Net, w: &mut Worker, s: Skb, v6: bool) {
     let mut segs = std::mem::take(&mut w.gso_scratch);
     segs.clear();
-    match crate::gro::gso::segment(&mut w.bufs, &s, &mut segs) {
+    match crate::tx::gso::segment(&mut w.bufs, &s, &mut segs) {
         Ok(n) => {
             w.c.originated += n as u64 - 1;
             for &p in &segs {
@@ -147,15 +147,15 @@ fn udp_rcv_segment(net: &Net, w: &mut Worker, s: Skb, v6: bool) {
                 }
             }
         }
-        Err(crate::gro::gso::GsoError::NoBuffer) => w.drop_pkt(s.pkt, DropReason::NoBuffer),
-        Err(crate::gro::gso::GsoError::Malformed) => w.drop_pkt(s.pkt, DropReason::PktTooSmall),
+        Err(crate::tx::gso::GsoError::NoBuffer) => w.drop_pkt(s.pkt, DropReason::NoBuffer),
+        Err(crate::tx::gso::GsoError::Malformed) => w.drop_pkt(s.pkt, DropReason::PktTooSmall),
     }
     segs.clear();
     w.gso_scratch = segs;
 }
 
 fn deliver_one_v4(net: &Net, w: &mut Worker, s: Skb) {
-    if s.gso_type & crate::gro::gso_type::UDP_L4 != 0 {
+    if s.gso_type & crate::buf::skb::gso_type::UDP_L4 != 0 {
         return udp_rcv_segment(net, w, s, false);
     }
     let frag = {
@@ -366,7 +366,7 @@ pub(crate) fn deliver_v6(net: &Net, w: &mut Worker, s: Skb) {
 }
 
 fn deliver_one_v6(net: &Net, w: &mut Worker, s: Skb) {
-    if s.gso_type & crate::gro::gso_type::UDP_L4 != 0 {
+    if s.gso_type & crate::buf::skb::gso_type::UDP_L4 != 0 {
         return udp_rcv_segment(net, w, s, true);
     }
     if s.transport_off - s.network_off > 40 || !matches!(s.ip_proto, IPPROTO_ICMPV6 | IPPROTO_UDP | IPPROTO_TCP) {

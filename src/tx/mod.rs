@@ -19,6 +19,7 @@ use crate::stats::{Counters, DropReason, Stage};
 use crate::worker::Worker;
 
 pub mod bql;
+pub mod gso;
 pub mod qdisc;
 pub mod queue;
 use qdisc::{QCtx, QdiscKind, QdiscSpec};

@@ -11,7 +11,7 @@
 //! its own IPv4 ID and UDP header. For a train GRO merged this gives back the original
 //! segments byte for byte.
 
-use super::gso_type;
+use crate::buf::skb::gso_type;
 use crate::buf::skb::Skb;
 use crate::buf::{BufCache, Pkt, MAX_DATA};
 use crate::net::Net;
@@ -216,8 +216,8 @@ fn segment_list_udp(bufs: &mut BufCache, skb: &Skb, out: &mut Vec<Pkt>) -> Optio
     let h = head_of(bufs, skb).ok()?;
     let p = skb.pkt;
     let n = skb.gso_segs as usize;
-    let mut frags = [(crate::buf::BufId(0), 0usize, 0usize); super::UDP_GRO_CNT_MAX as usize];
-    let k = gro_frames(bufs, &h, skb, super::UDP_GRO_CNT_MAX as usize, &mut frags)?;
+    let mut frags = [(crate::buf::BufId(0), 0usize, 0usize); crate::gro::table::UDP_GRO_CNT_MAX as usize];
+    let k = gro_frames(bufs, &h, skb, crate::gro::table::UDP_GRO_CNT_MAX as usize, &mut frags)?;
     let mut head = Pkt { frag_len: 0, ..p };
     head.len = (h.hdr_len + h.mss) as u16;
     let d = bufs.data_mut(head);
@@ -248,8 +248,8 @@ fn segment_in_place(bufs: &mut BufCache, skb: &Skb, out: &mut Vec<Pkt>) -> Optio
     let h = head_of(bufs, skb).ok()?;
     let p = skb.pkt;
     let n = skb.gso_segs as usize;
-    let mut frags = [(crate::buf::BufId(0), 0usize, 0usize); super::MAX_GRO_SEGS as usize];
-    let k = gro_frames(bufs, &h, skb, super::MAX_GRO_SEGS as usize, &mut frags)?;
+    let mut frags = [(crate::buf::BufId(0), 0usize, 0usize); crate::gro::table::MAX_GRO_SEGS as usize];
+    let k = gro_frames(bufs, &h, skb, crate::gro::table::MAX_GRO_SEGS as usize, &mut frags)?;
     // The head: its own payload, the merged flags taken back, its checksum again.
     let mut head = Pkt { frag_len: 0, ..p };
     head.len = (h.hdr_len + h.mss) as u16;
@@ -323,7 +323,7 @@ pub fn network_len(ip: &[u8], skb: &Skb) -> Option<usize> {
 /// True when GRO may have built a packet of `run` (the fast path's check).
 #[inline]
 pub fn any_gso(net: &Net, run: &[Skb]) -> bool {
-    super::enabled(net) && run.iter().any(|s| s.gso_segs > 1)
+    net.tun.gro != 0 && run.iter().any(|s| s.gso_segs > 1)
 }
 
 /// `validate_xmit_skb`: queues `skb` on `port`, split by GSO first when it is a GRO packet

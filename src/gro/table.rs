@@ -1,0 +1,584 @@
+//! The GRO table of one NAPI instance and the rules it merges by (`dev_gro_receive`,
+//! `inet_gro_receive` / `ipv6_gro_receive`, `tcp_gro_receive`, `udp_gro_receive` with
+//! fraglist): per-worker state that knows no worker, so the worker can hold it.
+use crate::buf::chain::{SegMeta, NO_SEG};
+use crate::buf::skb::{Csum, Skb};
+use crate::buf::{BufCache, BufId};
+use crate::wire::checksum::{fold, pseudo_header_v4, pseudo_header_v6, sum_be16};
+use crate::wire::ethernet::{EthernetFrame, HEADER_LEN as ETH_LEN};
+use crate::wire::ipv4::Ipv4Packet;
+use crate::wire::ipv6::{Ipv6Packet, HEADER_LEN as IPV6_LEN};
+use crate::wire::tcp::{flags, TcpPacket};
+use crate::wire::udp::{UdpPacket, HEADER_LEN as UDP_LEN};
+use crate::wire::{EtherType, IPPROTO_TCP, IPPROTO_UDP};
+
+/// Hash buckets of a table (`GRO_HASH_BUCKETS`); a packet's bucket is its rx hash & 7.
+pub const GRO_HASH_BUCKETS: usize = 8;
+/// Packets held per bucket (`MAX_GRO_SKBS`): holding a ninth completes the oldest.
+pub const MAX_GRO_SKBS: usize = 8;
+/// Segments one GRO packet may carry. The kernel bounds TCP GRO by `gro_max_size` only
+/// (64 segments is its fraglist limit); a sluice chain holds at most `MAX_FRAGS` frames, so
+/// past 128 segments (an MSS under 512 bytes) a packet completes early.
+pub const MAX_GRO_SEGS: u16 = (crate::buf::chain::MAX_FRAGS - 1) as u16;
+/// A coarse clock tick (one jiffy at HZ=1000): a poll that used its whole budget completes
+/// packets held longer than this (`napi_gro_flush(napi, true)`).
+pub const TICK_NS: u64 = 1_000_000;
+
+pub use crate::buf::skb::gso_type;
+
+/// Datagrams one UDP fraglist packet may carry (`UDP_GRO_CNT_MAX`).
+pub const UDP_GRO_CNT_MAX: u16 = 64;
+
+/// What GRO did with a packet (`enum gro_result`). Merging always keeps the segment's frame
+/// as a fragment, so there is no MERGED_FREE here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroResult {
+    /// Its payload joined a held packet.
+    Merged,
+    /// It is held as the head of a new flow.
+    Held,
+    /// Delivered as it is (not TCP, not mergeable, or flagged).
+    Normal,
+}
+
+pub use crate::stats::gro::{FlushCause, GroStats};
+
+/// The headers of one TCP segment GRO may merge, read through the checked views.
+#[derive(Debug, Clone, Copy)]
+struct Seg {
+    v4: bool,
+    /// A UDP datagram (fraglist GRO) rather than a TCP segment.
+    udp: bool,
+    /// Offset of the TCP header and of the payload in the frame.
+    l4: usize,
+    hdr_len: usize,
+    payload_len: usize,
+    seq: u32,
+    ack: u32,
+    /// Bytes 12..16 of the TCP header: data offset, flags, window.
+    flag_word: u32,
+    flags: u8,
+    ip_id: u16,
+    df: bool,
+    ttl: u8,
+    /// TOS (IPv4) or traffic class (IPv6).
+    tos: u8,
+    flow_label: u32,
+    src: [u8; 16],
+    dst: [u8; 16],
+    ports: u32,
+    /// Folded sum of the payload bytes (for the merged packet's checksum).
+    payload_sum: u16,
+}
+
+/// Reads a frame as an untagged IPv4/IPv6 TCP segment (or, with `udp`, UDP datagram) GRO can
+/// take: IPv4 with IHL 5, a valid header checksum, no fragment; IPv6 with TCP/UDP as the next
+/// header; the IP length covering the frame exactly (no padding, no lie); a valid L4 checksum
+/// (`skb_gro_checksum_validate`), summed here unless the port verified it (`verified`).
+/// None = NORMAL.
+fn parse(data: &[u8], verified: bool, udp: bool) -> Option<Seg> {
+    let eth = EthernetFrame::new_checked(data).ok()?;
+    let ethertype = eth.ethertype();
+    let l3 = &data[ETH_LEN..];
+    let (proto, v4, l4, src, dst, ip_id, df, ttl, tos, flow_label) = match ethertype {
+        EtherType::IPV4 => {
+            let ip = Ipv4Packet::new_checked(l3).ok()?;
+            if ip.header_len() != 20
+                || !ip.verify_checksum()
+                || ip.is_fragment()
+                || !(ip.protocol() == IPPROTO_TCP || udp && ip.protocol() == IPPROTO_UDP)
+                || ETH_LEN + ip.total_len() as usize != data.len()
+            {
+                return None;
+            }
+            let mut src = [0u8; 16];
+            let mut dst = [0u8; 16];
+            src[..4].copy_from_slice(&ip.src_addr());
+            dst[..4].copy_from_slice(&ip.dst_addr());
+            (ip.protocol(), true, ETH_LEN + 20, src, dst, ip.ident(), ip.dont_frag(), ip.ttl(), ip.tos(), 0)
+        }
+        EtherType::IPV6 => {
+            let ip = Ipv6Packet::new_checked(l3).ok()?;
+            let nh = ip.next_header();
+            if !(nh == IPPROTO_TCP || udp && nh == IPPROTO_UDP) || ETH_LEN + IPV6_LEN + ip.payload_len() as usize != data.len() {
+                return None;
+            }
+            (nh, false, ETH_LEN + IPV6_LEN, ip.src_addr(), ip.dst_addr(), 0, false, ip.hop_limit(), ip.traffic_class(), ip.flow_label())
+        }
+        _ => return None,
+    };
+    // The IP layer's fields; the transport's are filled in below.
+    let ip = Seg {
+        v4,
+        udp: proto == IPPROTO_UDP,
+        l4,
+        hdr_len: 0,
+        payload_len: 0,
+        seq: 0,
+        ack: 0,
+        flag_word: 0,
+        flags: 0,
+        ip_id,
+        df,
+        ttl,
+        tos,
+        flow_label,
+        src,
+        dst,
+        ports: 0,
+        payload_sum: 0,
+    };
+    if ip.udp {
+        parse_udp(data, verified, ip)
+    } else {
+        parse_tcp(data, verified, ip)
+    }
+}
+
+/// The TCP half of [`parse`]: the header within the segment and a checksum that verifies.
+fn parse_tcp(data: &[u8], verified: bool, ip: Seg) -> Option<Seg> {
+    let (v4, l4) = (ip.v4, ip.l4);
+    let tcp = TcpPacket::new_checked(&data[l4..]).ok()?;
+    let hdr_len = l4 + tcp.header_len();
+    let seg_len = data.len() - l4;
+    let pseudo = if v4 {
+        pseudo_header_v4(&v4_of(&ip.src), &v4_of(&ip.dst), IPPROTO_TCP, seg_len as u16)
+    } else {
+        pseudo_header_v6(&ip.src, &ip.dst, IPPROTO_TCP, seg_len as u32)
+    };
+    // The header is a whole number of 32-bit words, so the payload's sum starts aligned.
+    let hdr_sum = sum_be16(&data[l4..hdr_len]);
+    let payload_sum = if verified {
+        // A valid checksum makes pseudo + header + payload sum to 0xffff: the payload's sum
+        // is what the other two lack, with no pass over the payload.
+        !fold(pseudo + hdr_sum)
+    } else {
+        let s = fold(sum_be16(&data[hdr_len..]));
+        if fold(pseudo + hdr_sum + s as u64) != 0xffff {
+            return None;
+        }
+        s
+    };
+    let h = &data[l4..];
+    Some(Seg {
+        hdr_len,
+        payload_len: data.len() - hdr_len,
+        seq: tcp.seq(),
+        ack: tcp.ack(),
+        flag_word: u32::from_be_bytes([h[12], h[13], h[14], h[15]]),
+        flags: tcp.flags(),
+        ports: (tcp.src_port() as u32) << 16 | tcp.dst_port() as u32,
+        payload_sum,
+        ..ip
+    })
+}
+
+/// The UDP half of [`parse`] (`udp4_gro_receive` / `udp6_gro_receive` and the checks of
+/// `udp_gro_receive_segment`): a non-zero checksum that verifies, and a length field that is
+/// the IP payload exactly and longer than the header.
+fn parse_udp(data: &[u8], verified: bool, ip: Seg) -> Option<Seg> {
+    let l4 = ip.l4;
+    let udp = UdpPacket::new_checked(&data[l4..]).ok()?;
+    let ulen = udp.len() as usize;
+    if udp.checksum() == 0 || ulen <= UDP_LEN || l4 + ulen != data.len() {
+        return None;
+    }
+    let ok =
+        verified || if ip.v4 { udp.verify_checksum_v4(&v4_of(&ip.src), &v4_of(&ip.dst)) } else { udp.verify_checksum_v6(&ip.src, &ip.dst) };
+    if !ok {
+        return None;
+    }
+    Some(Seg { hdr_len: l4 + UDP_LEN, payload_len: ulen - UDP_LEN, ports: (udp.src_port() as u32) << 16 | udp.dst_port() as u32, ..ip })
+}
+
+fn v4_of(a: &[u8; 16]) -> [u8; 4] {
+    [a[0], a[1], a[2], a[3]]
+}
+
+/// A packet held in a bucket: the head segment and what later segments must match.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    skb: Skb,
+    /// Last frame of the chain (where the next payload is linked).
+    tail: BufId,
+    first: Seg,
+    /// Payload of the first segment: the MSS (`gso_size`).
+    mss: u16,
+    count: u16,
+    /// Payload bytes so far, and the sequence number the next segment must carry.
+    payload: u32,
+    next_seq: u32,
+    /// IPv4: the IDs stay fixed (decided by the second segment, with DF set).
+    fixed_id: bool,
+    /// FIN/PSH of merged segments (folded into the head's flags on completion).
+    extra_flags: u8,
+    /// Sum of the merged payload (each segment's sum byte-swapped when it starts at an odd
+    /// offset of the whole).
+    payload_sum: u64,
+    age_ns: u64,
+}
+
+/// One NAPI instance's GRO state: held flows by bucket, and the normal list.
+#[derive(Debug, Default)]
+pub struct GroTable {
+    /// Oldest first in each bucket.
+    buckets: [Vec<Held>; GRO_HASH_BUCKETS],
+    pub(crate) held: usize,
+    pub(crate) normal: Vec<Skb>,
+    pub(crate) normal_segs: u32,
+    /// The list being delivered (swapped with `normal`, so neither allocates per poll).
+    pub(crate) spare: Vec<Skb>,
+    /// A part of the list being delivered (when a flush completed more than a batch).
+    pub(crate) chunk: Vec<Skb>,
+}
+
+/// Settings GRO reads (from the tunables; a struct so tests can run GRO without a `Net`).
+#[derive(Debug, Clone, Copy)]
+pub struct GroConfig {
+    pub max_size: u32,
+    /// UDP GRO for forwarding in the fraglist form (`ethtool -K <dev> rx-gro-list on`,
+    /// `NETIF_F_GRO_FRAGLIST`); off: UDP is NORMAL.
+    pub udp_fraglist: bool,
+}
+
+impl GroTable {
+    /// Packets held (each a packet in flight for the ledger).
+    pub fn held(&self) -> usize {
+        self.held
+    }
+
+    /// Packets on the normal list (delivered before the poll ends).
+    pub fn pending(&self) -> usize {
+        self.normal.len()
+    }
+
+    /// `dev_gro_receive` for one packet. NORMAL packets and completed packets go on the
+    /// normal list (see [`GroTable::take_normal`]).
+    pub fn receive(&mut self, bufs: &mut BufCache, st: &mut GroStats, cfg: GroConfig, now_ns: u64, skb: Skb) -> GroResult {
+        let verified = skb.ip_summed == Csum::Unnecessary;
+        let seg = if skb.drop.is_none() && !skb.pkt.is_chained() { parse(bufs.data(skb.pkt), verified, cfg.udp_fraglist) } else { None };
+        let Some(seg) = seg else {
+            return self.normal_one(st, skb, 1);
+        };
+        let bucket = (skb.hash as usize) & (GRO_HASH_BUCKETS - 1);
+        let mac: [u8; 12] = first12(bufs.data(skb.pkt));
+        let found = self.buckets[bucket]
+            .iter()
+            .rposition(|p| p.skb.hash == skb.hash && same_flow(&p.first, &seg) && first12(bufs.data(p.skb.pkt)) == mac);
+        if seg.udp {
+            return self.receive_udp(bufs, st, cfg, now_ns, skb, seg, bucket, found);
+        }
+        let control = seg.flags & (flags::URG | flags::PSH | flags::RST | flags::SYN | flags::FIN) != 0;
+        if let Some(i) = found {
+            match can_merge(bufs, &self.buckets[bucket][i], &skb, &seg, cfg) {
+                Ok(()) => {
+                    let p = &mut self.buckets[bucket][i];
+                    merge(bufs, p, &skb, &seg);
+                    st.merged += 1;
+                    let short = seg.payload_len < p.mss as usize;
+                    if control || short {
+                        let p = self.buckets[bucket].remove(i);
+                        self.held -= 1;
+                        self.complete(bufs, st, p, if control { FlushCause::Flags } else { FlushCause::Short });
+                    }
+                    return GroResult::Merged;
+                }
+                Err(cause) => {
+                    let p = self.buckets[bucket].remove(i);
+                    self.held -= 1;
+                    self.complete(bufs, st, p, cause);
+                }
+            }
+        }
+        // No flow to join: hold it unless it carries no data or a control flag (mss = 1 in
+        // tcp_gro_receive's out_check_final).
+        if seg.payload_len == 0 || control {
+            return self.normal_one(st, skb, 1);
+        }
+        self.hold(bufs, st, now_ns, skb, seg, bucket)
+    }
+
+    /// Holds `skb` as the head of a new flow (the bucket's oldest completed first when full).
+    fn hold(&mut self, bufs: &mut BufCache, st: &mut GroStats, now_ns: u64, skb: Skb, seg: Seg, bucket: usize) -> GroResult {
+        if self.buckets[bucket].len() >= MAX_GRO_SKBS {
+            let oldest = self.buckets[bucket].remove(0);
+            self.held -= 1;
+            self.complete(bufs, st, oldest, FlushCause::Evicted);
+        }
+        if self.buckets[bucket].capacity() == 0 {
+            self.buckets[bucket].reserve_exact(MAX_GRO_SKBS);
+        }
+        self.buckets[bucket].push(Held {
+            skb,
+            tail: skb.pkt.buf,
+            first: seg,
+            mss: seg.payload_len as u16,
+            count: 1,
+            payload: seg.payload_len as u32,
+            next_seq: seg.seq.wrapping_add(seg.payload_len as u32),
+            fixed_id: false,
+            extra_flags: 0,
+            payload_sum: seg.payload_sum as u64,
+            age_ns: now_ns,
+        });
+        self.held += 1;
+        st.held += 1;
+        GroResult::Held
+    }
+
+    /// `udp_gro_receive_segment` in its fraglist form for a datagram of held flow `found`:
+    /// the IP rules or a longer datagram complete the held packet (and this one starts a new
+    /// flow); a different checksum state makes this one NORMAL; 64 KB complete the held packet;
+    /// otherwise it is chained, and a shorter datagram or the 64th completes the packet.
+    #[allow(clippy::too_many_arguments)]
+    fn receive_udp(
+        &mut self,
+        bufs: &mut BufCache,
+        st: &mut GroStats,
+        cfg: GroConfig,
+        now_ns: u64,
+        skb: Skb,
+        seg: Seg,
+        bucket: usize,
+        found: Option<usize>,
+    ) -> GroResult {
+        if let Some(i) = found {
+            let p = &self.buckets[bucket][i];
+            let cause = if ip_flush(p, &seg) || seg.payload_len > p.mss as usize {
+                Some(FlushCause::Mismatch)
+            } else if skb.ip_summed != p.skb.ip_summed {
+                return self.normal_one(st, skb, 1);
+            } else if udp_list_len(p) + (seg.payload_len + seg.hdr_len - ETH_LEN) as u32 >= cfg.max_size {
+                // skb_gro_receive_list: the held packet's length plus the whole datagram.
+                Some(FlushCause::Full)
+            } else {
+                None
+            };
+            if let Some(cause) = cause {
+                let p = self.buckets[bucket].remove(i);
+                self.held -= 1;
+                self.complete(bufs, st, p, cause);
+            } else {
+                let p = &mut self.buckets[bucket][i];
+                merge(bufs, p, &skb, &seg);
+                st.merged += 1;
+                let short = seg.payload_len < p.mss as usize;
+                if short || p.count >= UDP_GRO_CNT_MAX {
+                    let p = self.buckets[bucket].remove(i);
+                    self.held -= 1;
+                    self.complete(bufs, st, p, if short { FlushCause::Short } else { FlushCause::Full });
+                }
+                return GroResult::Merged;
+            }
+        }
+        self.hold(bufs, st, now_ns, skb, seg, bucket)
+    }
+
+    fn normal_one(&mut self, st: &mut GroStats, skb: Skb, segs: u16) -> GroResult {
+        st.normal += 1;
+        self.push_normal(skb, segs);
+        GroResult::Normal
+    }
+
+    /// `gro_normal_one`: the list counts segments.
+    fn push_normal(&mut self, skb: Skb, segs: u16) {
+        if self.normal.capacity() == 0 {
+            self.normal.reserve(256);
+        }
+        self.normal.push(skb);
+        self.normal_segs += segs as u32;
+    }
+
+    /// True when the normal list holds `batch` segments (time for `gro_normal_list`).
+    pub fn list_full(&self, batch: u32) -> bool {
+        self.normal_segs >= batch
+    }
+
+    /// Moves the normal list into `out` (emptied first) and resets its segment count.
+    pub fn take_normal(&mut self, st: &mut GroStats, out: &mut Vec<Skb>) {
+        out.clear();
+        if out.capacity() == 0 {
+            out.reserve(256);
+        }
+        if self.normal.is_empty() {
+            return;
+        }
+        st.lists += 1;
+        st.list_segs += self.normal_segs as u64;
+        std::mem::swap(&mut self.normal, out);
+        self.normal_segs = 0;
+    }
+
+    /// Completes held packets: all of them, or (`older_than`) those held since before it.
+    /// Buckets in order, oldest first in each (napi_gro_flush).
+    pub fn flush(&mut self, bufs: &mut BufCache, st: &mut GroStats, older_than: Option<u64>, cause: FlushCause) {
+        if self.held == 0 {
+            return;
+        }
+        for b in 0..GRO_HASH_BUCKETS {
+            let mut i = 0;
+            while i < self.buckets[b].len() {
+                if older_than.is_some_and(|t| self.buckets[b][i].age_ns >= t) {
+                    i += 1;
+                    continue;
+                }
+                let p = self.buckets[b].remove(i);
+                self.held -= 1;
+                self.complete(bufs, st, p, cause);
+            }
+        }
+    }
+
+    /// `napi_gro_complete`: fixes the headers of a merged packet and puts it on the list.
+    fn complete(&mut self, bufs: &mut BufCache, st: &mut GroStats, p: Held, cause: FlushCause) {
+        st.flushed[cause as usize] += 1;
+        st.record_segs(p.count);
+        let mut skb = p.skb;
+        if p.count > 1 {
+            finish_merged(bufs, &p, &mut skb);
+        }
+        self.push_normal(skb, p.count);
+    }
+}
+
+fn first12(d: &[u8]) -> [u8; 12] {
+    let mut m = [0u8; 12];
+    let n = d.len().min(12);
+    m[..n].copy_from_slice(&d[..n]);
+    m
+}
+
+/// Same flow at the IP and TCP/UDP layers: family, protocol, addresses, ports (and the IPv6 flow label,
+/// which `ipv6_gro_receive` treats as part of the flow).
+fn same_flow(a: &Seg, b: &Seg) -> bool {
+    a.v4 == b.v4 && a.udp == b.udp && a.src == b.src && a.dst == b.dst && a.ports == b.ports && a.flow_label == b.flow_label
+}
+
+/// The IP layer's flush rules (`inet_gro_flush` / `ipv6_gro_flush`) for a segment of held
+/// flow `p`: TTL / hop limit, TOS / traffic class or DF differ, or the IPv4 ID is neither
+/// `first + count` nor fixed (DF set) as the second segment decided.
+fn ip_flush(p: &Held, s: &Seg) -> bool {
+    let f = &p.first;
+    if f.ttl != s.ttl || f.tos != s.tos || f.df != s.df {
+        return true;
+    }
+    if f.v4 {
+        let inc = s.ip_id == f.ip_id.wrapping_add(p.count);
+        let fixed = s.df && s.ip_id == f.ip_id && (p.count == 1 || p.fixed_id);
+        return !(inc && !p.fixed_id || fixed);
+    }
+    false
+}
+
+/// A UDP fraglist packet's IP datagram length so far (`p->len` in `skb_gro_receive_list`).
+fn udp_list_len(p: &Held) -> u32 {
+    (p.first.hdr_len - ETH_LEN) as u32 + p.payload
+}
+
+/// The flush rules of `inet_gro_receive` / `ipv6_gro_receive` / `tcp_gro_receive` /
+/// `skb_gro_receive` for a segment of held flow `p`; Err = complete `p` first.
+fn can_merge(bufs: &BufCache, p: &Held, skb: &Skb, s: &Seg, cfg: GroConfig) -> Result<(), FlushCause> {
+    let f = &p.first;
+    let mismatch = Err(FlushCause::Mismatch);
+    if ip_flush(p, s) {
+        return mismatch;
+    }
+    // TCP: CWR; flags other than CWR/FIN/PSH, data offset, window; ack; options.
+    const MASK: u32 = !(((flags::CWR | flags::FIN | flags::PSH) as u32) << 16);
+    if s.flags & flags::CWR != 0 || (s.flag_word ^ f.flag_word) & MASK != 0 || s.ack != f.ack {
+        return mismatch;
+    }
+    if !options_equal(bufs, p, skb, s) {
+        return mismatch;
+    }
+    // Length: 1..=mss, continuing the sequence.
+    if s.payload_len == 0 || s.payload_len > p.mss as usize || s.seq != p.next_seq {
+        return mismatch;
+    }
+    let ip_len = (f.hdr_len - ETH_LEN) as u32 + p.payload;
+    if ip_len + s.payload_len as u32 >= cfg.max_size || p.count >= MAX_GRO_SEGS {
+        return Err(FlushCause::Full);
+    }
+    Ok(())
+}
+
+/// Links the segment's payload to `p`'s chain and advances `p`.
+fn merge(bufs: &mut BufCache, p: &mut Held, skb: &Skb, s: &Seg) {
+    let frag = skb.pkt.buf;
+    bufs.set_seg_meta(frag, SegMeta { next: NO_SEG, off: skb.pkt.off + s.hdr_len as u16, len: s.payload_len as u16 });
+    let m = bufs.seg_meta(p.tail);
+    bufs.set_seg_meta(p.tail, SegMeta { next: frag.0, ..m });
+    p.tail = frag;
+    p.skb.pkt.frag_len += s.payload_len as u32;
+    let sum = if p.payload & 1 == 1 { s.payload_sum.swap_bytes() } else { s.payload_sum };
+    p.payload_sum += sum as u64;
+    p.payload += s.payload_len as u32;
+    p.next_seq = s.seq.wrapping_add(s.payload_len as u32);
+    if p.count == 1 && p.first.v4 && s.ip_id == p.first.ip_id {
+        p.fixed_id = true;
+    }
+    p.count += 1;
+    p.extra_flags |= s.flags & (flags::FIN | flags::PSH);
+}
+
+/// Completion fix-ups: IP lengths (and the IPv4 header checksum), the TCP flags gathered,
+/// a full TCP checksum over the merged packet, and the GSO fields.
+fn finish_merged(bufs: &mut BufCache, p: &Held, skb: &mut Skb) {
+    let f = &p.first;
+    if f.udp {
+        return finish_fraglist(bufs, p, skb);
+    }
+    let l4_len = f.hdr_len - f.l4 + p.payload as usize;
+    let d = bufs.data_mut(skb.pkt);
+    d[f.l4 + 13] |= p.extra_flags;
+    let pseudo = if f.v4 {
+        let mut ip = Ipv4Packet::new_unchecked(&mut d[ETH_LEN..f.l4]);
+        ip.set_total_len((f.l4 - ETH_LEN + l4_len) as u16);
+        ip.fill_checksum();
+        pseudo_header_v4(&v4_of(&f.src), &v4_of(&f.dst), IPPROTO_TCP, l4_len as u16)
+    } else {
+        let mut ip = Ipv6Packet::new_unchecked(&mut d[ETH_LEN..f.l4]);
+        ip.set_payload_len(l4_len as u16);
+        pseudo_header_v6(&f.src, &f.dst, IPPROTO_TCP, l4_len as u32)
+    };
+    d[f.l4 + 16] = 0;
+    d[f.l4 + 17] = 0;
+    let csum = !fold(pseudo + sum_be16(&d[f.l4..f.hdr_len]) + p.payload_sum);
+    d[f.l4 + 16..f.l4 + 18].copy_from_slice(&csum.to_be_bytes());
+    skb.gso_size = p.mss;
+    skb.gso_segs = p.count;
+    let cwr = d[f.l4 + 13] & flags::CWR != 0;
+    skb.gso_type = if f.v4 { gso_type::TCPV4 } else { gso_type::TCPV6 }
+        | if p.fixed_id { gso_type::TCP_FIXEDID } else { 0 }
+        | if cwr { gso_type::TCP_ECN } else { 0 };
+    skb.ip_summed = Csum::Unnecessary;
+}
+
+/// `inet_gro_complete` + `udp4_gro_complete` / `udp6_gro_complete` for a fraglist packet: the
+/// IP length (and IPv4 header checksum) and the UDP length cover the whole chain; the UDP
+/// checksum stays the head datagram's own (valid again once segment-list GSO restores its
+/// length); `gso_type` UDP_L4 | FRAGLIST.
+fn finish_fraglist(bufs: &mut BufCache, p: &Held, skb: &mut Skb) {
+    let f = &p.first;
+    let l4_len = UDP_LEN + p.payload as usize;
+    let d = bufs.data_mut(skb.pkt);
+    if f.v4 {
+        let mut ip = Ipv4Packet::new_unchecked(&mut d[ETH_LEN..f.l4]);
+        ip.set_total_len((f.l4 - ETH_LEN + l4_len) as u16);
+        ip.fill_checksum();
+    } else {
+        Ipv6Packet::new_unchecked(&mut d[ETH_LEN..f.l4]).set_payload_len(l4_len as u16);
+    }
+    UdpPacket::new_unchecked(&mut d[f.l4..f.hdr_len]).set_len(l4_len as u16);
+    skb.gso_size = p.mss;
+    skb.gso_segs = p.count;
+    skb.gso_type = gso_type::UDP_L4 | gso_type::FRAGLIST;
+    skb.ip_summed = Csum::Unnecessary;
+}
+
+/// TCP options of the held head and of a new segment, byte for byte.
+fn options_equal(bufs: &BufCache, p: &Held, skb: &Skb, s: &Seg) -> bool {
+    let a = bufs.data(p.skb.pkt).get(p.first.l4 + 20..p.first.hdr_len);
+    let b = bufs.data(skb.pkt).get(s.l4 + 20..s.hdr_len);
+    a.is_some() && a == b
+}
