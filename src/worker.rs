@@ -27,7 +27,7 @@ pub struct Worker {
     /// Entries of `Net::neigh_log` already applied to `neigh`.
     pub neigh_seen: usize,
     /// Neighbours being resolved and the packets waiting for them.
-    pub resolver: crate::rx::neigh::Resolver,
+    pub resolver: crate::rx::resolver::Resolver,
     pub c: Counters,
     /// A coarse clock, ns since the worker was made: read once per softirq round, like jiffies.
     pub now_ns: u64,

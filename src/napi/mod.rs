@@ -18,7 +18,7 @@ pub fn softirq_round(net: &Net, w: &mut Worker) -> usize {
     if net.neigh_log.len() != w.neigh_seen {
         net.neigh_log.sync_into(&mut w.neigh_seen, &mut w.neigh);
     }
-    if crate::rx::neigh::timers(net, w) {
+    if crate::rx::neigh_timers(net, w) {
         poll_end(net, w);
     }
     let deadline = now + Duration::from_micros(net.tun.netdev_budget_usecs as u64);

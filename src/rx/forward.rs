@@ -5,7 +5,8 @@ use super::family::IpFamily;
 use super::icmp_rate::IcmpKind;
 use super::ipv4::daddr as daddr_v4;
 use super::ipv6::daddr as daddr_v6;
-use super::neigh::{self, Held, NeighAddr};
+use super::neigh::{self, NeighAddr};
+use super::resolver::Held;
 use super::route::NextHop;
 use crate::buf::skb::{PktType, Skb};
 use crate::buf::{BufCache, Pkt, HEADROOM};
@@ -653,4 +654,20 @@ fn send_resolved(net: &Net, w: &mut Worker, p: Pkt, out: Option<(u16, [u8; 6])>,
         }
         None => w.drop_pkt(p, unsent),
     }
+}
+
+/// Forwarded packets whose neighbour answered (collected by the neighbour timers) walk the
+/// forward step again, in the order they came.
+pub(crate) fn forward_released(net: &Net, w: &mut Worker) {
+    let mut list = std::mem::take(&mut w.resolver.released);
+    for h in list.drain(..) {
+        if let Held::Forward(skb, nh) = h {
+            if skb.protocol == crate::wire::EtherType::IPV6 {
+                forward_v6(net, w, skb, &nh);
+            } else {
+                forward_v4(net, w, skb, &nh);
+            }
+        }
+    }
+    w.resolver.released = list;
 }

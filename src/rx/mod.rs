@@ -15,6 +15,7 @@ pub mod ipv4;
 pub mod ipv6;
 pub mod local;
 pub mod neigh;
+pub mod resolver;
 pub mod route;
 pub mod socket;
 
@@ -147,6 +148,17 @@ pub fn receive_list(net: &Net, w: &mut Worker, skbs: &mut Vec<Skb>) {
 }
 
 /// Calls `f` on each maximal run of consecutive packets with equal `key`.
+/// Once per round: the neighbour layer's timers (probes, failures, aging), then the forwarded
+/// packets whose neighbour answered go on through the forward step. True when it ran.
+#[inline]
+pub fn neigh_timers(net: &Net, w: &mut Worker) -> bool {
+    if !neigh::timers(net, w) {
+        return false;
+    }
+    forward::forward_released(net, w);
+    true
+}
+
 #[inline]
 pub(crate) fn for_each_run<K: PartialEq>(list: &mut [Skb], key: impl Fn(&Skb) -> K, mut f: impl FnMut(&mut [Skb])) {
     let mut start = 0;

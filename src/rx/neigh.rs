@@ -14,8 +14,7 @@
 //! Aging runs on worker 0 only (one prober per neighbour) from the shared confirmation
 //! table, which only ARP/NDP packets touch: the forwarding path reads nothing here.
 
-use super::route::{NeighEntry, NextHop};
-use crate::buf::skb::Skb;
+use super::route::NeighEntry;
 use crate::buf::{Pkt, HEADROOM};
 use crate::net::Net;
 use crate::stats::DropReason;
@@ -41,59 +40,7 @@ const ALL_NODES: [u8; 16] = [0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 
 
 pub use super::route::{Age, NeighAddr, NeighAges};
 
-/// A packet waiting for its neighbour.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Held {
-    /// A packet being forwarded, not yet rewritten: once resolved it walks the forward step
-    /// again (TTL is decremented once, by that walk).
-    Forward(Skb, NextHop),
-    /// A packet sluice originated: only its Ethernet addresses are missing.
-    Originated(Pkt),
-}
-
-impl Held {
-    pub(crate) fn pkt(&self) -> Pkt {
-        match *self {
-            Held::Forward(s, _) => s.pkt,
-            Held::Originated(p) => p,
-        }
-    }
-}
-
-#[derive(Debug)]
-struct Unresolved {
-    port: u16,
-    addr: NeighAddr,
-    held: VecDeque<Held>,
-    probes: u32,
-    next_probe_ns: u64,
-}
-
-/// One worker's unresolved neighbours and their waiting packets.
-#[derive(Debug, Default)]
-pub struct Resolver {
-    pending: Vec<Unresolved>,
-    /// Emptied queues of resolved or failed neighbours, kept for the next ones: after the
-    /// first few, resolution allocates nothing (no heap churn under a stream of unknown
-    /// destinations).
-    spare: Vec<VecDeque<Held>>,
-    held: usize,
-    next_aging_ns: u64,
-    announced: bool,
-}
-
-impl Resolver {
-    /// Packets waiting for a neighbour (in flight for the ledger).
-    pub fn held(&self) -> usize {
-        self.held
-    }
-
-    /// True when nothing waits and no timer is due at `now_ns`.
-    #[inline]
-    fn idle(&self, now_ns: u64) -> bool {
-        self.pending.is_empty() && now_ns < self.next_aging_ns && self.announced
-    }
-}
+use super::resolver::{Held, Unresolved};
 
 /// An ARP/NDP packet confirmed `addr` on `port` (called where entries are learned).
 pub(crate) fn confirm(net: &Net, now_ns: u64, port: u16, addr: NeighAddr, mac: [u8; 6]) {
@@ -200,10 +147,8 @@ fn release(net: &Net, w: &mut Worker, mut u: Unresolved, mac: [u8; 6]) {
     w.resolver.held -= u.held.len();
     for h in u.held.drain(..) {
         match h {
-            Held::Forward(skb, nh) => match u.addr {
-                NeighAddr::V4(_) => super::forward::forward_v4(net, w, skb, &nh),
-                NeighAddr::V6(_) => super::forward::forward_v6(net, w, skb, &nh),
-            },
+            // The forward step takes these after the timers (`rx::neigh_timers`).
+            Held::Forward(..) => w.resolver.released.push(h),
             Held::Originated(p) => {
                 let src = net.ifaces.get(u.port as usize).map_or([0; 6], |i| i.mac);
                 let mut eth = EthernetFrame::new_unchecked(w.bufs.data_mut(p));
@@ -258,6 +203,9 @@ fn age(net: &Net, w: &mut Worker) {
 
 /// At shutdown: what still waits for a neighbour is dropped (`neigh_dead`).
 pub(crate) fn drain(w: &mut Worker) {
+    for h in std::mem::take(&mut w.resolver.released) {
+        w.drop_pkt(h.pkt(), DropReason::NeighDead);
+    }
     while let Some(mut u) = w.resolver.pending.pop() {
         for h in u.held.drain(..) {
             w.drop_pkt(h.pkt(), DropReason::NeighDead);
