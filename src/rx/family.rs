@@ -1,16 +1,32 @@
 //! What IPv4 and IPv6 do differently on the steps they share (the route step with its hint,
 //! dst_input of a run, forwarding a run): one trait, so each step is written once and
-//! monomorphised per family.
+//! monomorphised per family. The trait is here; each family implements it beside its receive
+//! step (ipv4.rs, ipv6.rs), so the steps that use it (route, forward) import no family.
 
-use super::forward::{self, FwdError};
-use super::neigh::NeighAddr;
-use super::route::{Neighbours, NextHop};
-use super::{ipv4, ipv6, local};
+use super::route::{NeighAddr, Neighbours, NextHop};
 use crate::buf::skb::Skb;
 use crate::buf::BufCache;
 use crate::net::Net;
+use crate::stats::DropReason;
 use crate::tunables::Tunables;
 use crate::worker::Worker;
+
+/// Why a packet could not be rewritten for forwarding.
+pub(crate) enum FwdError {
+    Drop(DropReason),
+    TtlExceeded,
+    TooBig {
+        mtu: u16,
+    },
+    /// IPv6 link-local source: ICMPv6 "beyond scope of source address", then the drop.
+    SourceBeyondScope,
+    /// IPv4 without DF, longer than the egress MTU: fragmented (`ip_do_fragment`). The
+    /// packet is untouched; `macs` are the output frame's addresses.
+    NeedsFragment {
+        mtu: u16,
+        macs: [u8; 12],
+    },
+}
 
 pub(crate) trait IpFamily {
     /// The destination address: with the TOS / traffic class, the route hint's key.
@@ -39,90 +55,3 @@ pub(crate) trait IpFamily {
 
 pub(crate) struct V4;
 pub(crate) struct V6;
-
-impl IpFamily for V4 {
-    type Addr = [u8; 4];
-    #[inline(always)]
-    fn forwarding(t: &Tunables) -> bool {
-        t.ip_forward != 0
-    }
-    #[inline(always)]
-    fn daddr(bufs: &BufCache, skb: &Skb) -> [u8; 4] {
-        ipv4::daddr(bufs, skb)
-    }
-    #[inline(always)]
-    fn route_key(bufs: &BufCache, skb: &Skb) -> ([u8; 4], u8) {
-        ipv4::route_key(bufs, skb)
-    }
-    #[inline(always)]
-    fn route(net: &Net, w: &mut Worker, d: [u8; 4]) -> u32 {
-        w.c.route_lookups += 1;
-        net.routes.lookup_v4(d)
-    }
-    #[inline(always)]
-    fn resolve(neigh: &Neighbours, nh: &NextHop, d: [u8; 4]) -> Option<(u16, [u8; 6])> {
-        neigh.resolve_v4(nh, d)
-    }
-    fn neigh_addr(d: [u8; 4]) -> NeighAddr {
-        NeighAddr::V4(d)
-    }
-    #[inline(always)]
-    fn rewrite(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 12], out_addr: [u8; 4]) -> Result<(), FwdError> {
-        forward::rewrite_v4(bufs, skb, mtu, macs, out_addr)
-    }
-    fn fail(net: &Net, w: &mut Worker, skb: Skb, e: FwdError) {
-        forward::fail_v4(net, w, skb, e)
-    }
-    fn no_route(net: &Net, w: &mut Worker, skb: Skb) {
-        forward::no_route_v4(net, w, skb)
-    }
-    fn unreachable(net: &Net, w: &mut Worker, skb: Skb) {
-        forward::unreachable_v4(net, w, skb)
-    }
-    fn deliver_list(net: &Net, w: &mut Worker, run: &mut [Skb]) {
-        local::deliver_list_v4(net, w, run)
-    }
-}
-
-impl IpFamily for V6 {
-    type Addr = [u8; 16];
-    #[inline(always)]
-    fn forwarding(t: &Tunables) -> bool {
-        t.ipv6_forwarding != 0
-    }
-    #[inline(always)]
-    fn daddr(bufs: &BufCache, skb: &Skb) -> [u8; 16] {
-        ipv6::daddr(bufs, skb)
-    }
-    #[inline(always)]
-    fn route_key(bufs: &BufCache, skb: &Skb) -> ([u8; 16], u8) {
-        ipv6::route_key(bufs, skb)
-    }
-    #[inline(always)]
-    fn route(net: &Net, w: &mut Worker, d: [u8; 16]) -> u32 {
-        ipv6::route(net, w, d)
-    }
-    #[inline(always)]
-    fn resolve(neigh: &Neighbours, nh: &NextHop, d: [u8; 16]) -> Option<(u16, [u8; 6])> {
-        neigh.resolve_v6(nh, d)
-    }
-    fn neigh_addr(d: [u8; 16]) -> NeighAddr {
-        NeighAddr::V6(d)
-    }
-    #[inline(always)]
-    fn rewrite(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 12], out_addr: [u8; 4]) -> Result<(), FwdError> {
-        forward::rewrite_v6(bufs, skb, mtu, macs, out_addr)
-    }
-    fn fail(net: &Net, w: &mut Worker, skb: Skb, e: FwdError) {
-        forward::fail_v6(net, w, skb, e)
-    }
-    fn no_route(net: &Net, w: &mut Worker, skb: Skb) {
-        forward::no_route_v6(net, w, skb)
-    }
-    fn unreachable(net: &Net, w: &mut Worker, skb: Skb) {
-        forward::no_route_v6(net, w, skb)
-    }
-    fn deliver_list(net: &Net, w: &mut Worker, run: &mut [Skb]) {
-        local::deliver_list_v6(net, w, run)
-    }
-}

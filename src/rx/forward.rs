@@ -1,10 +1,12 @@
 //! Forwarding: TTL / hop limit, checksum patch (RFC 1624), neighbour MAC rewrite, MTU, and
 //! the ICMP errors a router originates (time exceeded, unreachable, too big).
 
+pub(crate) use super::family::FwdError;
 use super::family::IpFamily;
 use super::icmp_rate::IcmpKind;
-use super::ipv4::daddr as daddr_v4;
-use super::ipv6::daddr as daddr_v6;
+use super::ipv4_hdr::daddr as daddr_v4;
+use super::ipv4_hdr::RcvError;
+use super::ipv6_hdr::daddr as daddr_v6;
 use super::neigh::{self, NeighAddr};
 use super::resolver::Held;
 use super::route::NextHop;
@@ -14,23 +16,6 @@ use crate::net::Net;
 use crate::stats::{DropReason, Stage};
 use crate::wire::checksum;
 use crate::worker::Worker;
-
-/// Why a packet could not be rewritten for forwarding.
-pub(crate) enum FwdError {
-    Drop(DropReason),
-    TtlExceeded,
-    TooBig {
-        mtu: u16,
-    },
-    /// IPv6 link-local source: ICMPv6 "beyond scope of source address", then the drop.
-    SourceBeyondScope,
-    /// IPv4 without DF, longer than the egress MTU: fragmented (`ip_do_fragment`). The
-    /// packet is untouched; `macs` are the output frame's addresses.
-    NeedsFragment {
-        mtu: u16,
-        macs: [u8; 12],
-    },
-}
 
 /// ip_forward / ip6_forward: only a frame addressed to our MAC is forwarded; a unicast IP
 /// packet that arrived in an L2 broadcast or multicast frame is dropped (RFC 1812 5.3.4).
@@ -92,7 +77,7 @@ pub(crate) fn rewrite_v4(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 1
     let csum = checksum::update16(u16::from_be_bytes([ip[10], ip[11]]), old, new);
     ip[10..12].copy_from_slice(&csum.to_be_bytes());
     if ip[0] != 0x45 {
-        super::ipv4::record_route(ip, out_addr);
+        super::ipv4_hdr::record_route(ip, out_addr);
     }
     // Two 6-byte halves, as `eth_addrs` wrote them: a 12-byte copy of a fresh array would
     // read it back wider than it was stored (a store-forwarding stall per packet).
@@ -325,7 +310,7 @@ pub(crate) fn fragment_v4(net: &Net, w: &mut Worker, skb: Skb, port: u16, mtu: u
     hdr[8] = hdr[8].saturating_sub(1);
     if ihl > 20 {
         // ip_forward_options runs before ip_fragment: every fragment's header starts from it.
-        super::ipv4::record_route(&mut hdr[..ihl], out_addr_v4(net, port));
+        super::ipv4_hdr::record_route(&mut hdr[..ihl], out_addr_v4(net, port));
     }
     let frag = u16::from_be_bytes([hdr[6], hdr[7]]);
     let (base_off, more_after) = ((frag & 0x1fff) as usize * 8, frag & 0x2000 != 0);
@@ -670,4 +655,15 @@ pub(crate) fn forward_released(net: &Net, w: &mut Worker) {
         }
     }
     w.resolver.released = list;
+}
+
+/// A packet receive refused: the parameter problem if one is due, then the drop.
+pub(crate) fn refuse_v6(net: &Net, w: &mut Worker, skb: Skb, e: RcvError) {
+    match e {
+        RcvError::Drop(r) => w.drop_pkt(skb.pkt, r),
+        RcvError::ParamProblem { code, pointer, reason } => {
+            icmp6_error(net, w, &skb, 4, code, pointer);
+            w.drop_pkt(skb.pkt, reason);
+        }
+    }
 }

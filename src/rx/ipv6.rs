@@ -1,14 +1,20 @@
 //! IPv6 receive: validation as ipv6_rcv, extension headers skipped safely, route lookup
 //! (with the route hint in list mode), then forward or local delivery.
 
-use super::ipv4::RcvError;
+use super::family::{FwdError, IpFamily, V6};
+use super::forward::refuse_v6 as refuse;
+use super::ipv4_hdr::RcvError;
+use super::ipv6_hdr::{daddr, parse_options, route_key, walk, PROTO_UNPARSED};
+use super::route::NeighAddr;
+use super::route::Neighbours;
 use super::route::{NextHop, NO_ROUTE};
 use super::{forward, local};
 use crate::buf::skb::{PktType, Skb};
 use crate::buf::BufCache;
 use crate::net::Net;
 use crate::stats::DropReason;
-use crate::wire::ipv6::{NEXT_HEADER_AUTH, NEXT_HEADER_DEST_OPTS, NEXT_HEADER_FRAGMENT, NEXT_HEADER_HOP_BY_HOP, NEXT_HEADER_ROUTING};
+use crate::tunables::Tunables;
+use crate::wire::ipv6::NEXT_HEADER_HOP_BY_HOP;
 use crate::worker::Worker;
 
 /// ipv6_rcv: the fixed header's checks, the hop-by-hop options (the only extension header
@@ -56,158 +62,8 @@ pub(crate) fn rcv_core(net: &Net, bufs: &mut BufCache, skb: &mut Skb) -> Result<
             skb.transport_off = (l3 + 40) as u16;
         }
     }
-    super::ipv4::trim_to(bufs, skb, l3 + 40 + plen);
+    super::ipv4_hdr::trim_to(bufs, skb, l3 + 40 + plen);
     Ok(())
-}
-
-/// `ip_proto` of a packet whose extension headers the walk could not follow.
-pub(crate) const PROTO_UNPARSED: u8 = 255;
-
-/// Where a walk over the extension headers ended.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Walk {
-    /// The upper-layer protocol (or 44 for a later fragment, 0 for a hop-by-hop header
-    /// past the first place).
-    pub protocol: u8,
-    /// Offset of that protocol's header after the fixed header.
-    pub offset: usize,
-    pub fragment: bool,
-}
-
-/// [`walk`] over a received packet's headers.
-pub(crate) fn walk_of(bufs: &BufCache, skb: &Skb) -> Option<Walk> {
-    let ip = &bufs.data(skb.pkt)[skb.network_off as usize..];
-    let plen = u16::from_be_bytes([ip[4], ip[5]]) as usize;
-    walk(ip[6], &ip[40..(40 + plen).min(ip.len())])
-}
-
-/// ipv6_skip_exthdr's walk, without a count limit (the bytes bound it); a hop-by-hop header
-/// is an extension header only in the first place. `None` if a header runs past the end.
-pub(crate) fn walk(first: u8, ext: &[u8]) -> Option<Walk> {
-    let (mut nh, mut off, mut fragment) = (first, 0usize, false);
-    loop {
-        let len = match nh {
-            NEXT_HEADER_HOP_BY_HOP if off == 0 => (*ext.get(1)? as usize + 1) * 8,
-            NEXT_HEADER_ROUTING | NEXT_HEADER_DEST_OPTS => (*ext.get(off + 1)? as usize + 1) * 8,
-            NEXT_HEADER_AUTH => (*ext.get(off + 1)? as usize + 2) * 4,
-            NEXT_HEADER_FRAGMENT => {
-                let field = u16::from_be_bytes([*ext.get(off + 2)?, *ext.get(off + 3)?]);
-                fragment = field & 0xfff9 != 0;
-                if field & 0xfff8 != 0 {
-                    return Some(Walk { protocol: NEXT_HEADER_FRAGMENT, offset: off, fragment });
-                }
-                8
-            }
-            _ => return Some(Walk { protocol: nh, offset: off, fragment }),
-        };
-        ext.get(off..off + len)?;
-        nh = ext[off];
-        off += len;
-    }
-}
-
-/// ip6_parse_tlv over one options header (`hdr` starts at it; `at`: its offset from the IPv6
-/// header). Padding must be zeros and at most 7 bytes in a row, at most 8 options; router
-/// alert must be 2 bytes long; any other option is unknown, and its type's top two bits
-/// say what to do (ip6_tlvopt_unknown): skip it, drop, or drop with a parameter problem
-/// (unless the destination is multicast, for 11).
-pub(crate) fn parse_options(hdr: &[u8], at: usize, hop_by_hop: bool, dst_multicast: bool) -> Result<(), RcvError> {
-    const PAD1: u8 = 0;
-    const PADN: u8 = 1;
-    const ROUTER_ALERT: u8 = 5;
-    const CALIPSO: u8 = 7;
-    const IOAM: u8 = 0x31;
-    const JUMBO: u8 = 0xc2;
-    const MAX_OPTIONS: usize = 8;
-    let bad = RcvError::Drop(DropReason::Ipv6Inhdr);
-    let len = (*hdr.get(1).ok_or(bad)? as usize + 1) * 8;
-    let hdr = hdr.get(..len).ok_or(bad)?;
-    let (mut off, mut padlen, mut count) = (2usize, 0usize, 0usize);
-    while off < len {
-        let t = hdr[off];
-        if t == PAD1 {
-            padlen += 1;
-            if padlen > 7 {
-                return Err(bad);
-            }
-            off += 1;
-            continue;
-        }
-        let optlen = *hdr.get(off + 1).ok_or(bad)? as usize + 2;
-        if off + optlen > len {
-            return Err(bad);
-        }
-        if t == PADN {
-            padlen += optlen;
-            if padlen > 7 || hdr[off + 2..off + optlen].iter().any(|b| *b != 0) {
-                return Err(bad);
-            }
-        } else {
-            count += 1;
-            if count > MAX_OPTIONS {
-                return Err(bad);
-            }
-            let pp = |code: u8, p: usize| RcvError::ParamProblem { code, pointer: (at + p) as u32, reason: DropReason::Ipv6Inhdr };
-            match t {
-                ROUTER_ALERT if hop_by_hop && optlen != 4 => return Err(bad),
-                CALIPSO | IOAM | ROUTER_ALERT if hop_by_hop => {}
-                // sluice takes no jumbograms: the kernel's checks, then a drop.
-                JUMBO if hop_by_hop => {
-                    if optlen != 6 || (at + off) & 3 != 2 {
-                        return Err(pp(0, off + 1));
-                    }
-                    return Err(pp(0, off + 2));
-                }
-                _ => match t >> 6 {
-                    0 => {}
-                    1 => return Err(bad),
-                    3 if dst_multicast => return Err(bad),
-                    _ => return Err(pp(2, off)),
-                },
-            }
-            padlen = 0;
-        }
-        off += optlen;
-    }
-    Ok(())
-}
-
-/// ip6_input_finish's walk over the extension headers of a packet addressed to us (the
-/// hop-by-hop header was read on receive): destination options are parsed as options are
-/// (unknown ones act by their type), a routing header with segments left is refused with a
-/// parameter problem at its type (sluice routes no source route: RFC 5095 for type 0), one
-/// without is skipped; a hop-by-hop header past the first place is an unknown next header.
-/// `Ok(nhoff)`: the offset of the byte naming the upper-layer protocol.
-pub(crate) fn local_headers(bufs: &BufCache, skb: &Skb) -> Result<usize, RcvError> {
-    let bad = RcvError::Drop(DropReason::Ipv6Inhdr);
-    let ip = &bufs.data(skb.pkt)[skb.network_off as usize..];
-    let plen = u16::from_be_bytes([ip[4], ip[5]]) as usize;
-    let ext = &ip[40..(40 + plen).min(ip.len())];
-    let pp = |code: u8, p: usize| RcvError::ParamProblem { code, pointer: p as u32, reason: DropReason::Ipv6Inhdr };
-    let (mut nh, mut off, mut nhoff) = (ip[6], 0usize, 6usize);
-    loop {
-        let len = match nh {
-            NEXT_HEADER_HOP_BY_HOP if off == 0 => (*ext.get(1).ok_or(bad)? as usize + 1) * 8,
-            NEXT_HEADER_HOP_BY_HOP => return Err(pp(1, nhoff)),
-            NEXT_HEADER_DEST_OPTS => {
-                parse_options(&ext[off..], 40 + off, false, ip[24] == 0xff)?;
-                (ext[off + 1] as usize + 1) * 8
-            }
-            NEXT_HEADER_ROUTING => {
-                let h = ext.get(off..off + 8).ok_or(bad)?;
-                if h[3] != 0 {
-                    return Err(pp(0, 40 + off + 2));
-                }
-                (h[1] as usize + 1) * 8
-            }
-            NEXT_HEADER_AUTH => (*ext.get(off + 1).ok_or(bad)? as usize + 2) * 4,
-            _ => return Ok(nhoff),
-        };
-        ext.get(off..off + len).ok_or(bad)?;
-        nhoff = 40 + off;
-        nh = ext[off];
-        off += len;
-    }
 }
 
 /// Multicast groups an IPv6 router's interface is in: all-nodes and all-routers
@@ -237,31 +93,6 @@ fn martian(src: &[u8], dst: &[u8]) -> Result<(), DropReason> {
     Ok(())
 }
 
-/// (daddr, traffic class), the route hint's key, read through one bounds check.
-#[inline(always)]
-pub(crate) fn route_key(bufs: &BufCache, skb: &Skb) -> ([u8; 16], u8) {
-    let o = skb.network_off as usize;
-    match bufs.data(skb.pkt).get(o..o + 40) {
-        Some(h) => {
-            let mut a = [0u8; 16];
-            a.copy_from_slice(&h[24..40]);
-            (a, (h[0] << 4) | (h[1] >> 4))
-        }
-        None => ([0; 16], 0),
-    }
-}
-
-#[inline]
-pub(crate) fn daddr(bufs: &BufCache, skb: &Skb) -> [u8; 16] {
-    let d = bufs.data(skb.pkt);
-    let o = skb.network_off as usize + 24;
-    let mut a = [0u8; 16];
-    if let Some(s) = d.get(o..o + 16) {
-        a.copy_from_slice(s);
-    }
-    a
-}
-
 /// Multicast destinations are delivered here; link-local unicast is ours only if the FIB
 /// says so (our addresses are /128 local routes) and is never forwarded (RFC 4291 §2.5.6).
 #[inline]
@@ -275,17 +106,6 @@ pub(crate) fn route(net: &Net, w: &mut Worker, d: [u8; 16]) -> u32 {
         return NO_ROUTE;
     }
     nh
-}
-
-/// A packet receive refused: the parameter problem if one is due, then the drop.
-pub(crate) fn refuse(net: &Net, w: &mut Worker, skb: Skb, e: RcvError) {
-    match e {
-        RcvError::Drop(r) => w.drop_pkt(skb.pkt, r),
-        RcvError::ParamProblem { code, pointer, reason } => {
-            forward::icmp6_error(net, w, &skb, 4, code, pointer);
-            w.drop_pkt(skb.pkt, reason);
-        }
-    }
 }
 
 pub(crate) fn rcv_one(net: &Net, w: &mut Worker, mut skb: Skb) {
@@ -302,5 +122,48 @@ pub(crate) fn rcv_one(net: &Net, w: &mut Worker, mut skb: Skb) {
 }
 
 pub(crate) fn list_rcv(net: &Net, w: &mut Worker, run: &mut [Skb]) {
-    super::ipv4::rcv_list(net, w, run, |bufs, s| rcv_core(net, bufs, s), refuse, super::list_rcv_finish::<super::family::V6>);
+    super::ipv4::rcv_list(net, w, run, |bufs, s| rcv_core(net, bufs, s), refuse, super::dst::list_rcv_finish::<V6>);
+}
+
+impl IpFamily for V6 {
+    type Addr = [u8; 16];
+    #[inline(always)]
+    fn forwarding(t: &Tunables) -> bool {
+        t.ipv6_forwarding != 0
+    }
+    #[inline(always)]
+    fn daddr(bufs: &BufCache, skb: &Skb) -> [u8; 16] {
+        daddr(bufs, skb)
+    }
+    #[inline(always)]
+    fn route_key(bufs: &BufCache, skb: &Skb) -> ([u8; 16], u8) {
+        route_key(bufs, skb)
+    }
+    #[inline(always)]
+    fn route(net: &Net, w: &mut Worker, d: [u8; 16]) -> u32 {
+        route(net, w, d)
+    }
+    #[inline(always)]
+    fn resolve(neigh: &Neighbours, nh: &NextHop, d: [u8; 16]) -> Option<(u16, [u8; 6])> {
+        neigh.resolve_v6(nh, d)
+    }
+    fn neigh_addr(d: [u8; 16]) -> NeighAddr {
+        NeighAddr::V6(d)
+    }
+    #[inline(always)]
+    fn rewrite(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 12], out_addr: [u8; 4]) -> Result<(), FwdError> {
+        forward::rewrite_v6(bufs, skb, mtu, macs, out_addr)
+    }
+    fn fail(net: &Net, w: &mut Worker, skb: Skb, e: FwdError) {
+        forward::fail_v6(net, w, skb, e)
+    }
+    fn no_route(net: &Net, w: &mut Worker, skb: Skb) {
+        forward::no_route_v6(net, w, skb)
+    }
+    fn unreachable(net: &Net, w: &mut Worker, skb: Skb) {
+        forward::no_route_v6(net, w, skb)
+    }
+    fn deliver_list(net: &Net, w: &mut Worker, run: &mut [Skb]) {
+        local::deliver_list_v6(net, w, run)
+    }
 }

@@ -217,10 +217,10 @@ fn echo_reply_options_v4(bufs: &mut BufCache, s: &mut Skb) {
     let (opts, n) = {
         let ip = &mut bufs.data_mut(s.pkt)[l3..];
         let ours = addr4(&ip[16..]);
-        if super::ipv4::record_route(ip, ours) {
-            super::ipv4::record_route(ip, ours);
+        if super::ipv4_hdr::record_route(ip, ours) {
+            super::ipv4_hdr::record_route(ip, ours);
         }
-        super::ipv4::echo_options(ip)
+        super::ipv4_hdr::echo_options(ip)
     };
     set_reply_options_v4(bufs, s, &opts[..n]);
 }
@@ -381,13 +381,13 @@ fn deliver_one_v6(net: &Net, w: &mut Worker, s: Skb) {
 #[cold]
 #[inline(never)]
 fn deliver_v6_slow(net: &Net, w: &mut Worker, s: Skb) {
-    let nhoff = match super::ipv6::local_headers(&w.bufs, &s) {
+    let nhoff = match super::ipv6_hdr::local_headers(&w.bufs, &s) {
         Ok(n) => n,
-        Err(e) => return super::ipv6::refuse(net, w, s, e),
+        Err(e) => return super::forward::refuse_v6(net, w, s, e),
     };
     match s.ip_proto {
         IPPROTO_ICMPV6 | IPPROTO_UDP | IPPROTO_TCP | 44 => deliver_upper_v6(net, w, s),
-        super::ipv6::PROTO_UNPARSED if super::ipv6::walk_of(&w.bufs, &s).is_none() => w.drop_pkt(s.pkt, DropReason::Ipv6Inhdr),
+        super::ipv6_hdr::PROTO_UNPARSED if super::ipv6_hdr::walk_of(&w.bufs, &s).is_none() => w.drop_pkt(s.pkt, DropReason::Ipv6Inhdr),
         59 => w.drop_pkt(s.pkt, DropReason::UnhandledL4),
         _ => {
             icmp6_error(net, w, &s, 4, 1, nhoff as u32);

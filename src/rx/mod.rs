@@ -7,12 +7,15 @@
 //!   finish step); each run goes to the layer's list function, or packet by packet to a
 //!   layer without one (ARP). Order never changes; a packet dropped in a stage leaves its run.
 
+pub mod dst;
 pub mod family;
 pub mod fib;
 pub mod forward;
 pub mod icmp_rate;
 pub mod ipv4;
+pub mod ipv4_hdr;
 pub mod ipv6;
+pub mod ipv6_hdr;
 pub mod local;
 pub mod neigh;
 pub mod resolver;
@@ -24,6 +27,7 @@ use crate::net::Net;
 use crate::stats::{DropReason, Stage};
 use crate::wire::EtherType;
 use crate::worker::Worker;
+use dst::for_each_run;
 
 /// Protocol handlers (the kernel's packet_type entries).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,70 +161,4 @@ pub fn neigh_timers(net: &Net, w: &mut Worker) -> bool {
     }
     forward::forward_released(net, w);
     true
-}
-
-#[inline]
-pub(crate) fn for_each_run<K: PartialEq>(list: &mut [Skb], key: impl Fn(&Skb) -> K, mut f: impl FnMut(&mut [Skb])) {
-    let mut start = 0;
-    while start < list.len() {
-        let k = key(&list[start]);
-        let mut end = start + 1;
-        while end < list.len() && key(&list[end]) == k {
-            end += 1;
-        }
-        f(&mut list[start..end]);
-        start = end;
-    }
-}
-
-/// ip_list_rcv_finish / ip6_list_rcv_finish: route each packet, reusing the previous lookup
-/// for consecutive packets with the same (daddr, tos) — the route hint, not for per-destination
-/// (connected) routes — then cut the run by route and hand each piece to dst_input as a list.
-pub(crate) fn list_rcv_finish<F: family::IpFamily>(net: &Net, w: &mut Worker, run: &mut [Skb]) {
-    use route::{NextHop, NO_ROUTE};
-    let t0 = w.clock();
-    let use_hint = net.tun.route_hint != 0;
-    let mut hint: Option<(F::Addr, u8, u32)> = None;
-    for s in run.iter_mut() {
-        let (d, t) = F::route_key(&w.bufs, s);
-        s.nh = match hint {
-            Some((hd, ht, nh)) if use_hint && hd == d && ht == t => {
-                w.c.route_hint_hits += 1;
-                nh
-            }
-            _ => {
-                let nh = F::route(net, w, d);
-                let hintable = net.routes.get(nh).is_some_and(|n| n.hint_ok());
-                hint = hintable.then_some((d, t, nh));
-                nh
-            }
-        };
-    }
-    w.stage_done(Stage::Route, run.len(), t0);
-    for_each_run(
-        run,
-        |s| s.nh,
-        |sub| {
-            let nh = if sub[0].nh == NO_ROUTE { None } else { net.routes.get(sub[0].nh).copied() };
-            match nh {
-                Some(NextHop::Local) => F::deliver_list(net, w, sub),
-                Some(NextHop::Blackhole) => {
-                    for s in sub.iter() {
-                        w.drop_pkt(s.pkt, DropReason::IpNoroute);
-                    }
-                }
-                None => {
-                    for s in sub.iter() {
-                        F::no_route(net, w, *s);
-                    }
-                }
-                Some(NextHop::Unreachable) => {
-                    for s in sub.iter() {
-                        F::unreachable(net, w, *s);
-                    }
-                }
-                Some(nh) => forward::forward_list::<F>(net, w, sub, &nh),
-            }
-        },
-    );
 }
