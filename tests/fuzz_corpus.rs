@@ -188,11 +188,31 @@ fn mutate() {
     std::fs::create_dir_all(&out_dir).expect("output dir");
     let current = std::env::temp_dir().join(format!("sluice-fuzz-current-{target}-{}", std::process::id()));
     println!("fuzz (mutation) {target}: each input is written to {} before it runs", current.display());
+    // A hang is a finding too: a watchdog saves the input that ran longer than
+    // SLUICE_FUZZ_INPUT_TIMEOUT seconds (default 10) and fails the run, instead of the run
+    // stalling until CI's limit (libFuzzer's -timeout).
+    let timeout_s: u64 = std::env::var("SLUICE_FUZZ_INPUT_TIMEOUT").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
+    let started = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let epoch = std::time::Instant::now();
+    {
+        let (started, current, out_dir, target) = (started.clone(), current.clone(), out_dir.clone(), target.clone());
+        std::thread::spawn(move || loop {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            let t = started.load(std::sync::atomic::Ordering::Acquire);
+            if t != 0 && epoch.elapsed().as_millis() as u64 > t + timeout_s * 1000 {
+                let path = out_dir.join(format!("timeout-{target}-{seed}"));
+                let _ = std::fs::copy(&current, &path);
+                eprintln!("fuzz {target}: an input ran over {timeout_s} s (a hang): saved as {}", path.display());
+                std::process::exit(1);
+            }
+        });
+    }
     while std::time::Instant::now() < deadline {
         let mut input = corpus[rng.below(corpus.len())].clone();
         mutate_input(&mut rng, &mut input, &corpus);
         input.truncate(max_len);
         std::fs::write(&current, &input).expect("current input");
+        started.store(epoch.elapsed().as_millis() as u64 + 1, std::sync::atomic::Ordering::Release);
         if let Err(p) = std::panic::catch_unwind(|| run(&input)) {
             let path = out_dir.join(format!("crash-{target}-{seed}-{executions}"));
             std::fs::write(&path, &input).expect("crash file");
@@ -207,6 +227,7 @@ fn mutate() {
         }
         executions += 1;
     }
+    started.store(0, std::sync::atomic::Ordering::Release);
     let _ = std::fs::remove_file(&current);
     println!("fuzz (mutation, no coverage) {target}: {executions} executions in {seconds}s, seed {seed}, 0 crashes");
 }
