@@ -16,6 +16,52 @@ use proptest::prelude::*;
 
 const MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
 
+const SRC4: [u8; 4] = [198, 18, 0, 1];
+const DST4: [u8; 4] = [10, 0, 0, 1];
+const SRC6: [u8; 16] = [0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+const DST6: [u8; 16] = [0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+
+/// What the test builders vary in the Ethernet and IP headers.
+#[derive(Debug, Clone, Copy)]
+struct Hdr {
+    v6: bool,
+    tos: u8,
+    flow_label: u32,
+    ttl: u8,
+    id: u16,
+    df: bool,
+}
+
+/// The Ethernet and IP headers (fixed addresses, `proto` over `l4_len` bytes) at the front of `f`.
+fn write_eth_ip(f: &mut [u8], h: Hdr, proto: u8, l4_len: usize) {
+    f[0..6].copy_from_slice(&MAC);
+    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 0xaa]);
+    f[12..14].copy_from_slice(&if h.v6 { EtherType::IPV6 } else { EtherType::IPV4 }.to_be_bytes());
+    if h.v6 {
+        let mut ip = Ipv6Packet::new_unchecked(&mut f[14..54]);
+        ip.set_version();
+        ip.set_traffic_class(h.tos);
+        ip.set_flow_label(h.flow_label);
+        ip.set_payload_len(l4_len as u16);
+        ip.set_next_header(proto);
+        ip.set_hop_limit(h.ttl);
+        ip.set_src_addr(&SRC6);
+        ip.set_dst_addr(&DST6);
+    } else {
+        let mut ip = Ipv4Packet::new_unchecked(&mut f[14..34]);
+        ip.set_version_and_header_len(20);
+        ip.set_tos(h.tos);
+        ip.set_total_len((20 + l4_len) as u16);
+        ip.set_ident(h.id);
+        ip.set_dont_frag(h.df);
+        ip.set_ttl(h.ttl);
+        ip.set_protocol(proto);
+        ip.set_src_addr(&SRC4);
+        ip.set_dst_addr(&DST4);
+        ip.fill_checksum();
+    }
+}
+
 /// One TCP segment to build.
 #[derive(Debug, Clone)]
 struct T {
@@ -57,38 +103,12 @@ impl T {
         let l3 = if self.v6 { 40 } else { 20 };
         let tcp_len = 20 + self.opts.len() + self.payload.len();
         let mut f = vec![0u8; 14 + l3 + tcp_len];
-        f[0..6].copy_from_slice(&MAC);
-        f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 0xaa]);
-        f[12..14].copy_from_slice(&if self.v6 { EtherType::IPV6 } else { EtherType::IPV4 }.to_be_bytes());
-        let (src4, dst4) = ([198, 18, 0, 1], [10, 0, 0, 1]);
-        let mut src6 = [0u8; 16];
-        src6[0] = 0x20;
-        src6[15] = 1;
-        let mut dst6 = src6;
-        dst6[15] = 2;
-        if self.v6 {
-            let mut ip = Ipv6Packet::new_unchecked(&mut f[14..54]);
-            ip.set_version();
-            ip.set_traffic_class(self.tos);
-            ip.set_flow_label(self.flow_label);
-            ip.set_payload_len(tcp_len as u16);
-            ip.set_next_header(IPPROTO_TCP);
-            ip.set_hop_limit(self.ttl);
-            ip.set_src_addr(&src6);
-            ip.set_dst_addr(&dst6);
-        } else {
-            let mut ip = Ipv4Packet::new_unchecked(&mut f[14..34]);
-            ip.set_version_and_header_len(20);
-            ip.set_tos(self.tos);
-            ip.set_total_len((20 + tcp_len) as u16);
-            ip.set_ident(self.id);
-            ip.set_dont_frag(self.df);
-            ip.set_ttl(self.ttl);
-            ip.set_protocol(IPPROTO_TCP);
-            ip.set_src_addr(&src4);
-            ip.set_dst_addr(&dst4);
-            ip.fill_checksum();
-        }
+        write_eth_ip(
+            &mut f,
+            Hdr { v6: self.v6, tos: self.tos, flow_label: self.flow_label, ttl: self.ttl, id: self.id, df: self.df },
+            IPPROTO_TCP,
+            tcp_len,
+        );
         let mut t = TcpPacket::new_unchecked(&mut f[14 + l3..]);
         t.set_src_port(self.sport);
         t.set_dst_port(80);
@@ -100,9 +120,9 @@ impl T {
         t.options_mut().copy_from_slice(&self.opts);
         t.payload_mut().copy_from_slice(&self.payload);
         if self.v6 {
-            t.fill_checksum_v6(&src6, &dst6);
+            t.fill_checksum_v6(&SRC6, &DST6);
         } else {
-            t.fill_checksum_v4(&src4, &dst4);
+            t.fill_checksum_v4(&SRC4, &DST4);
         }
         f
     }

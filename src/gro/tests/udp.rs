@@ -36,38 +36,12 @@ impl U {
         let l3 = if self.v6 { 40 } else { 20 };
         let ulen = 8 + self.payload.len();
         let mut f = vec![0u8; 14 + l3 + ulen];
-        f[0..6].copy_from_slice(&MAC);
-        f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 0xaa]);
-        f[12..14].copy_from_slice(&if self.v6 { EtherType::IPV6 } else { EtherType::IPV4 }.to_be_bytes());
-        let (src4, dst4) = ([198, 18, 0, 1], [10, 0, 0, 1]);
-        let mut src6 = [0u8; 16];
-        src6[0] = 0x20;
-        src6[15] = 1;
-        let mut dst6 = src6;
-        dst6[15] = 2;
-        if self.v6 {
-            let mut ip = Ipv6Packet::new_unchecked(&mut f[14..54]);
-            ip.set_version();
-            ip.set_traffic_class(self.tos);
-            ip.set_flow_label(self.flow_label);
-            ip.set_payload_len(ulen as u16);
-            ip.set_next_header(IPPROTO_UDP);
-            ip.set_hop_limit(self.ttl);
-            ip.set_src_addr(&src6);
-            ip.set_dst_addr(&dst6);
-        } else {
-            let mut ip = Ipv4Packet::new_unchecked(&mut f[14..34]);
-            ip.set_version_and_header_len(20);
-            ip.set_tos(self.tos);
-            ip.set_total_len((20 + ulen) as u16);
-            ip.set_ident(self.id);
-            ip.set_dont_frag(self.df);
-            ip.set_ttl(self.ttl);
-            ip.set_protocol(IPPROTO_UDP);
-            ip.set_src_addr(&src4);
-            ip.set_dst_addr(&dst4);
-            ip.fill_checksum();
-        }
+        write_eth_ip(
+            &mut f,
+            Hdr { v6: self.v6, tos: self.tos, flow_label: self.flow_label, ttl: self.ttl, id: self.id, df: self.df },
+            IPPROTO_UDP,
+            ulen,
+        );
         let l4 = 14 + l3;
         {
             let mut u = UdpPacket::new_unchecked(&mut f[l4..]);
@@ -77,9 +51,9 @@ impl U {
         }
         f[l4 + 8..].copy_from_slice(&self.payload);
         let pseudo = if self.v6 {
-            pseudo_header_v6(&src6, &dst6, IPPROTO_UDP, ulen as u32)
+            pseudo_header_v6(&SRC6, &DST6, IPPROTO_UDP, ulen as u32)
         } else {
-            pseudo_header_v4(&src4, &dst4, IPPROTO_UDP, ulen as u16)
+            pseudo_header_v4(&SRC4, &DST4, IPPROTO_UDP, ulen as u16)
         };
         let c = match !fold(pseudo + sum_be16(&f[l4..])) {
             0 => 0xffff,
