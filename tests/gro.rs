@@ -197,6 +197,31 @@ fn a_tso_pcap_writer_records_gro_packets_whole() {
     }
 }
 
+/// The NIC model with `tso` takes GRO packets whole (one descriptor each; its wire time is
+/// that of every segment); without it GSO splits them first. Every payload byte reaches
+/// the NIC once either way, in far fewer descriptors with TSO.
+#[test]
+fn a_tso_nic_model_takes_gro_packets_whole_and_puts_the_segments_on_the_wire() {
+    let mut seen = Vec::new();
+    for tso in [false, true] {
+        let (mut c, tun) = tcp_lab(2, 16, IpVersion::V4, &["gro=1"]);
+        c.ports[1].kind = PortKind::Sim;
+        c.ports[1].sim = Some(sluice::port::sim::SimConfig { tso, rate_gbps: 100.0, ..Default::default() });
+        let pool = Pool::new(c.pool_frames).expect("pool");
+        let mut dp = c.build(tun, &pool).expect("build");
+        dp.run_until(&RunLimit { packets: Some(320), ..Default::default() }, Duration::ZERO, |_, _| {});
+        assert_eq!(dp.conservation(), Ok(()), "{:?}", dp.counters());
+        assert_eq!(dp.in_flight(), 0);
+        assert_eq!(dp.buffers_in_use(), 0);
+        let nic = dp.port_stats(1);
+        let payload = nic.tx_bytes - 54 * nic.tx_packets;
+        assert_eq!(payload, 320 * 1460, "tso = {tso}: every payload byte sent once");
+        seen.push(nic.tx_packets);
+    }
+    assert_eq!(seen[0], 320, "split by GSO: one descriptor per segment");
+    assert!(seen[1] <= 320 / 2, "whole GRO packets: {} descriptors for 320 segments", seen[1]);
+}
+
 /// Two workers (RSS, two queues each side) and RPS with GRO on: every worker's GRO table
 /// delivers what it holds before the run ends, the ledger balances over both, and each
 /// flow's frames come out as with GRO off.

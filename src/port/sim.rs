@@ -396,6 +396,11 @@ impl Port for SimNic {
         done
     }
 
+    /// With `tso`, TCP GSO packets come whole and the "hardware" segments them on the wire.
+    fn tso(&self) -> bool {
+        self.cfg.tso
+    }
+
     fn tx_queue(&self) -> Option<&TxqState> {
         // Without BQL nothing is ever queued in the dql: avail stays 0, so no bulking, and
         // only a full ring stops the queue.
