@@ -240,7 +240,7 @@ impl SimNic {
         let now = self.clock.now_ns();
         let Some(rx) = self.rx.as_mut() else { return };
         let start = *rx.start_ns.get_or_insert(now);
-        let due = ((now - start) as f64 * rx.pps / 1e9) as u64;
+        let due = (now.saturating_sub(start) as f64 * rx.pps / 1e9) as u64;
         let new = due.saturating_sub(rx.arrived);
         rx.arrived = rx.arrived.max(due);
         let room = rx.ring - rx.pending;
