@@ -2,7 +2,7 @@
 //! the ICMP errors a router originates (time exceeded, unreachable, too big).
 
 pub(crate) use super::family::FwdError;
-use super::family::IpFamily;
+use super::family::{IpFamily, V4, V6};
 use super::icmp_rate::IcmpKind;
 use super::ipv4_hdr::daddr as daddr_v4;
 use super::ipv4_hdr::RcvError;
@@ -123,7 +123,7 @@ pub(crate) fn fail_v4(net: &Net, w: &mut Worker, skb: Skb, e: FwdError) {
         }
         // IPv6 only.
         FwdError::SourceBeyondScope => w.drop_pkt(skb.pkt, DropReason::IpInaddrerrors),
-        // Handled where the output port is known (forward_v4, forward_list); never here.
+        // Handled where the output port is known (forward_one, forward_list); never here.
         FwdError::NeedsFragment { .. } => w.drop_pkt(skb.pkt, DropReason::PktTooBig),
     }
 }
@@ -157,41 +157,22 @@ fn out_addr_v4(net: &Net, port: u16) -> [u8; 4] {
     net.ifaces.get(port as usize).and_then(|i| i.primary_v4()).unwrap_or([0; 4])
 }
 
-/// Single mode: forward one IPv4 packet.
-pub(crate) fn forward_v4(net: &Net, w: &mut Worker, skb: Skb, nh: &NextHop) {
-    if net.tun.ip_forward == 0 {
+/// Single mode: forward one packet (the single-packet walk of [`forward_list`]).
+pub(crate) fn forward_one<F: IpFamily>(net: &Net, w: &mut Worker, skb: Skb, nh: &NextHop) {
+    if !F::forwarding(&net.tun) {
         return w.drop_pkt(skb.pkt, DropReason::ForwardingDisabled);
     }
     if let Err(e) = l2_unicast(&skb) {
-        return fail_v4(net, w, skb, e);
+        return F::fail(net, w, skb, e);
     }
-    let daddr = daddr_v4(&w.bufs, &skb);
-    let Some((port, mac)) = w.neigh.resolve_v4(nh, daddr) else {
-        return unresolved(net, w, nh, NeighAddr::V4(daddr), Held::Forward(skb, *nh));
+    let daddr = F::daddr(&w.bufs, &skb);
+    let Some((port, mac)) = F::resolve(&w.neigh, nh, daddr) else {
+        return unresolved(net, w, nh, F::neigh_addr(daddr), Held::Forward(skb, *nh));
     };
     let (mtu, src) = out_params(net, port);
-    match rewrite_v4(&mut w.bufs, &skb, mtu, &eth_addrs(&mac, &src), out_addr_v4(net, port)) {
+    match F::rewrite(&mut w.bufs, &skb, mtu, &eth_addrs(&mac, &src), out_addr_v4(net, port)) {
         Ok(()) => crate::tx::gso::xmit(net, w, port, &skb),
-        Err(FwdError::NeedsFragment { mtu, macs }) => fragment_v4(net, w, skb, port, mtu, &macs),
-        Err(e) => fail_v4(net, w, skb, e),
-    }
-}
-
-pub(crate) fn forward_v6(net: &Net, w: &mut Worker, skb: Skb, nh: &NextHop) {
-    if net.tun.ipv6_forwarding == 0 {
-        return w.drop_pkt(skb.pkt, DropReason::ForwardingDisabled);
-    }
-    if let Err(e) = l2_unicast(&skb) {
-        return fail_v6(net, w, skb, e);
-    }
-    let daddr = daddr_v6(&w.bufs, &skb);
-    let Some((port, mac)) = w.neigh.resolve_v6(nh, daddr) else {
-        return unresolved(net, w, nh, NeighAddr::V6(daddr), Held::Forward(skb, *nh));
-    };
-    let (mtu, src) = out_params(net, port);
-    match rewrite_v6(&mut w.bufs, &skb, mtu, &eth_addrs(&mac, &src), [0; 4]) {
-        Ok(()) => crate::tx::gso::xmit(net, w, port, &skb),
-        Err(e) => fail_v6(net, w, skb, e),
+        Err(e) => fail_or_fragment::<F>(net, w, skb, port, e),
     }
 }
 
@@ -648,9 +629,9 @@ pub(crate) fn forward_released(net: &Net, w: &mut Worker) {
     for h in list.drain(..) {
         if let Held::Forward(skb, nh) = h {
             if skb.protocol == crate::wire::EtherType::IPV6 {
-                forward_v6(net, w, skb, &nh);
+                forward_one::<V6>(net, w, skb, &nh);
             } else {
-                forward_v4(net, w, skb, &nh);
+                forward_one::<V4>(net, w, skb, &nh);
             }
         }
     }

@@ -198,7 +198,7 @@ fn dst_input_one(net: &Net, w: &mut Worker, skb: Skb) {
         Some(NextHop::Local) => local::deliver_v4(net, w, skb),
         Some(NextHop::Blackhole) => w.drop_pkt(skb.pkt, DropReason::IpNoroute),
         Some(NextHop::Unreachable) => forward::unreachable_v4(net, w, skb),
-        Some(nh) => forward::forward_v4(net, w, skb, &nh),
+        Some(nh) => forward::forward_one::<V4>(net, w, skb, &nh),
     }
 }
 

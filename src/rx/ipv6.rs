@@ -117,7 +117,7 @@ pub(crate) fn rcv_one(net: &Net, w: &mut Worker, mut skb: Skb) {
         Some(NextHop::Local) => local::deliver_v6(net, w, skb),
         Some(NextHop::Blackhole) => w.drop_pkt(skb.pkt, DropReason::IpNoroute),
         None | Some(NextHop::Unreachable) => forward::no_route_v6(net, w, skb),
-        Some(nh) => forward::forward_v6(net, w, skb, &nh),
+        Some(nh) => forward::forward_one::<V6>(net, w, skb, &nh),
     }
 }
 
