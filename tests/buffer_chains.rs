@@ -399,3 +399,28 @@ fn reassemble_frags(frags: &[Vec<u8>]) -> Vec<u8> {
     }
     out
 }
+
+#[test]
+fn chained_frames_are_trimmed_to_the_ip_length() {
+    // pskb_trim_rcsum: bytes past the IP datagram's length (link padding, trailing garbage)
+    // are cut on receive, for a buffer chain as for one buffer; the forwarded frame is the
+    // datagram alone.
+    let mut frames = Vec::new();
+    let mut padded = Vec::new();
+    for (i, &n) in [3000usize, MAX_DATA + FRAME_SIZE + 1, 200].iter().enumerate() {
+        for f in [udp4(SRC_V4, DST1_V4, 1, 9).seq(i as u32).len(n).build(), udp6(SRC_V6, DST1_V6, 1, 9).seq(i as u32).len(n).build()] {
+            let mut p = f.clone();
+            p.extend_from_slice(&[0xee; 24]);
+            frames.push(f);
+            padded.push(p);
+        }
+    }
+    let setup = Setup { out1_mtu: 9000, ..Setup::default() };
+    let o = run_both(&padded, &setup);
+    assert_eq!(o.drops(), Default::default(), "nothing dropped");
+    assert_eq!(o.port(P_OUT1).len(), frames.len());
+    for (out, orig) in o.port(P_OUT1).iter().zip(&frames) {
+        assert_eq!(out.len(), orig.len(), "the 24 trailing bytes are gone");
+        assert_forwarded(out, orig, MAC_OUT1, MAC_NH1);
+    }
+}

@@ -212,3 +212,24 @@ fn waiting_packets_are_in_flight_until_they_leave_or_die() {
     finish(&mut dp, frames.len());
     assert_eq!(dp.counters().nonzero_drops(), vec![("neigh_dead", 3)]);
 }
+
+#[test]
+fn a_stale_neighbour_is_probed_after_reachable_time_plus_delay_first_probe_time() {
+    // The unicast probes start once base_reachable_time + delay_first_probe_time have passed
+    // since the last confirmation (NUD_STALE -> NUD_DELAY -> NUD_PROBE): a delay longer than
+    // the reachable time postpones the probes, it does not cancel them.
+    let frames = vec![arp_request(MAC_PEER, PEER_V4, IN_V4)];
+    let pool = Pool::new(1024).unwrap();
+    let mut setup = Setup::default();
+    setup.tun.base_reachable_time_ms = 1;
+    setup.tun.delay_first_probe_time = 1;
+    setup.tun.retrans_time_ms = 1;
+    setup.tun.ucast_solicit = 1;
+    let mut dp = build_router(frames.clone(), &setup, &pool);
+    rounds_until(&mut dp, frames.len(), |dp| dp.counters().neigh_forgotten == 1);
+    assert_eq!(dp.counters().neigh_forgotten, 1, "probed once, unanswered, forgotten");
+    let sent = out(&dp, P_IN);
+    assert_eq!(arp_fields(&sent[0]), (2, MAC_PEER, IN_V4, PEER_V4), "the reply");
+    let probes: Vec<_> = sent[1..].iter().map(|f| arp_fields(f)).collect();
+    assert_eq!(probes, vec![(1, MAC_PEER, IN_V4, PEER_V4)], "one unicast probe to the known MAC");
+}

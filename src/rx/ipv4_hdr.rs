@@ -225,3 +225,18 @@ pub(crate) fn daddr(bufs: &BufCache, skb: &Skb) -> [u8; 4] {
         None => [0; 4],
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_route_of_three_bytes_is_full_not_malformed() {
+        // ip_options_compile: a Record Route option needs type, length and pointer (3 bytes);
+        // with no slot it is full (pointer past the length), not a parameter problem.
+        let mut full = [IPOPT_RR, 3, 4, IPOPT_END];
+        assert_eq!(compile_options(&mut full), Ok((false, false)));
+        let mut short = [IPOPT_RR, 2, IPOPT_END, IPOPT_END];
+        assert_eq!(compile_options(&mut short), Err(1), "two bytes: the length is the problem");
+    }
+}

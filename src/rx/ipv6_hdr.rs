@@ -183,3 +183,20 @@ pub(crate) fn daddr(bufs: &BufCache, skb: &Skb) -> [u8; 16] {
     }
     a
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pad1_runs_of_up_to_seven_bytes_are_padding_not_errors() {
+        // ip6_parse_tlv: Pad1 bytes are padding; more than 7 in a row is malformed.
+        let mut hdr = [0u8; 8]; // next header, length 0 (8 bytes), six Pad1
+        assert!(parse_options(&hdr, 40, true, false).is_ok());
+        hdr[2..].copy_from_slice(&[5, 2, 0, 0, 0, 0]); // router alert, then two Pad1
+        assert!(parse_options(&hdr, 40, true, false).is_ok());
+        let mut long = [0u8; 16]; // length 1 (16 bytes), fourteen Pad1
+        long[1] = 1;
+        assert!(parse_options(&long, 40, true, false).is_err());
+    }
+}

@@ -352,6 +352,15 @@ mod tests {
     }
 
     #[test]
+    fn dscp_and_ecn_split_the_tos_byte() {
+        // RFC 2474 / 3168: DSCP is the upper six bits of TOS, ECN the lower two.
+        let mut bytes = packet(28, 0);
+        bytes[1] = 0xb9; // DSCP 46 (EF), ECN 1 (ECT(1))
+        let p = Ipv4Packet::new_checked(&bytes[..]).unwrap();
+        assert_eq!((p.tos(), p.dscp(), p.ecn()), (0xb9, 46, 1));
+    }
+
+    #[test]
     fn payload_excludes_ethernet_padding() {
         let bytes = packet(28, 18);
         let p = Ipv4Packet::new_checked(&bytes[..]).unwrap();

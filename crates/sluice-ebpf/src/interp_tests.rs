@@ -996,3 +996,34 @@ fn random_programs_never_crash() {
         let _ = interp.run(&mut xdp, &mut NullEnv::new());
     }
 }
+
+#[test]
+fn xdp_bytes_past_the_packet_fail_whole_without_a_partial_copy() {
+    // bpf_xdp_pointer: a range running past the packet is -EINVAL before any byte moves (a
+    // store must not write the part that fits, a load must not fill the buffer part way).
+    let pkt: Vec<u8> = (0..64).collect();
+    let p = vec![
+        mov64_reg(6, 1),
+        st(BPF_DW, 10, -8, -1), // the stack buffer: eight 0xff bytes
+        mov64_imm(2, 60),       // 4 bytes in the packet, 4 past it
+        mov64_reg(3, 10),
+        alu64_imm(BPF_ADD, 3, -8),
+        mov64_imm(4, 8),
+        call(hid::XDP_STORE_BYTES),
+        mov64_reg(7, 0),
+        mov64_reg(1, 6),
+        mov64_imm(2, 60),
+        mov64_reg(3, 10),
+        alu64_imm(BPF_ADD, 3, -8),
+        mov64_imm(4, 8),
+        call(hid::XDP_LOAD_BYTES),
+        alu64_reg(BPF_ADD, 0, 7),
+        ldx(BPF_DW, 1, 10, -8), // the buffer must still be all 0xff: r0 += (buf != -1)
+        jmp_imm(BPF_JEQ, 1, -1, 1),
+        alu64_imm(BPF_ADD, 0, 1000),
+        exit(),
+    ];
+    let r = run(p, &pkt);
+    assert_eq!(rc(&r), -2 * libc::EINVAL as i64, "both -EINVAL, the buffer untouched");
+    assert_eq!(&r.frame[HEADROOM + 56..HEADROOM + 64], &pkt[56..64], "no byte of the failed store written");
+}

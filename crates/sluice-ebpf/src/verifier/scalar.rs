@@ -712,4 +712,15 @@ mod tests {
         assert_eq!(s.t.value & 3, 0);
         assert_eq!(s.t.mask & 3, 0);
     }
+
+    #[test]
+    fn mod_by_a_positive_range_is_below_its_top() {
+        // x % y == x only when x < y; once x can reach y the remainder is at most y - 1.
+        for y in [1u64, 8, 15, 255] {
+            let r = alu64(AluOp::Mod, Scalar::urange(0, y), Scalar::konst(y));
+            assert_eq!((r.umin, r.umax), (0, y - 1), "[0, {y}] % {y}");
+        }
+        let below = alu64(AluOp::Mod, Scalar::urange(3, 7), Scalar::konst(8));
+        assert_eq!((below.umin, below.umax), (3, 7), "x < y: x itself");
+    }
 }
