@@ -117,3 +117,16 @@ fn bad_closed_loop_settings_are_refused() {
     let e = c.build(Default::default(), &pool).err().expect("refused").to_string();
     assert!(e.contains("request_response") && e.contains("one queue"), "{e}");
 }
+
+/// A fault injector in front of the closed-loop generator (a wire with a poll of latency
+/// both ways) still reports the generator's transactions: the wrapper passes them through.
+#[test]
+fn a_fault_wrapped_generator_still_reports_its_transactions() {
+    let mut c = rr_lab(50, IpVersion::V4);
+    c.ports[0].fault = Some(sluice::port::fault::FaultConfig { delay_polls: 1, ..Default::default() });
+    let requests = 2_000;
+    let dp = run(&c, &[], requests);
+    let rr = request_response(&dp).expect("the wrapped generator's transactions");
+    assert_eq!(rr.transactions, requests, "every request answered through the delaying wire");
+    assert_eq!((rr.outstanding, rr.unmatched), (0, 0));
+}

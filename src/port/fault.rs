@@ -633,6 +633,21 @@ impl Port for FaultPort {
     fn fault_stats(&self) -> Option<FaultStats> {
         Some(FaultStats { rx: self.rx.counts, tx: self.tx.counts })
     }
+
+    /// The wrapped port's descriptor, but only while no received frame is held back: a
+    /// delayed frame is due by the clock, not by the descriptor, so the worker must not sleep
+    /// in poll() on it.
+    fn rx_wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        if self.rx.held.is_empty() {
+            self.inner.rx_wait_fd()
+        } else {
+            None
+        }
+    }
+
+    fn request_response(&self) -> Option<super::gen::RequestResponse> {
+        self.inner.request_response()
+    }
 }
 
 /// Wraps `port` when the config asks for faults.
