@@ -20,6 +20,10 @@ pub struct Machine {
     /// 1-, 5- and 15-minute load averages when the benchmark started: a busy machine makes
     /// noisy samples.
     pub loadavg_at_start: Option<[f64; 3]>,
+    /// CPUs' worth of time other processes (and the hypervisor's steal) took in the quarter
+    /// second before the benchmark, from `/proc/stat`: the load average lags by minutes,
+    /// this says whether someone else is running now.
+    pub others_busy_cpus_at_start: Option<f64>,
     pub sluice_version: &'static str,
     /// `rustc --version` of the rustc on PATH (the binary may have been built by another).
     pub rustc: Option<String>,
@@ -107,6 +111,47 @@ fn loadavg() -> Option<[f64; 3]> {
     Some([it.next()??, it.next()??, it.next()??])
 }
 
+/// Busy and total jiffies of the aggregate `cpu` line of `/proc/stat` (busy: user, nice,
+/// system, irq, softirq, steal; idle and iowait are not busy).
+fn cpu_jiffies(stat: &str) -> Option<(u64, u64)> {
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let f: Vec<u64> = line.split_whitespace().skip(1).map(|x| x.parse().ok()).collect::<Option<_>>()?;
+    if f.len() < 8 {
+        return None;
+    }
+    // user nice system idle iowait irq softirq steal [guest guest_nice: already in user/nice]
+    let busy = f[0] + f[1] + f[2] + f[5] + f[6] + f[7];
+    Some((busy, busy + f[3] + f[4]))
+}
+
+/// CPUs' worth of busy time between two `/proc/stat` samples `secs` apart, on `cpus` CPUs.
+fn busy_cpus(before: (u64, u64), after: (u64, u64), cpus: usize) -> Option<f64> {
+    let total = after.1.checked_sub(before.1)?;
+    let busy = after.0.checked_sub(before.0)?;
+    (total > 0).then(|| busy as f64 / total as f64 * cpus as f64)
+}
+
+/// Samples how busy the machine is while this process sleeps for 250 ms.
+fn others_busy_cpus() -> Option<f64> {
+    let before = cpu_jiffies(&std::fs::read_to_string("/proc/stat").ok()?)?;
+    std::thread::sleep(std::time::Duration::from_millis(250));
+    let after = cpu_jiffies(&std::fs::read_to_string("/proc/stat").ok()?)?;
+    busy_cpus(before, after, std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
+}
+
+/// A warning line when other processes held more than a quarter of a CPU as the benchmark
+/// started: their time slices land in the samples as noise (and on few CPUs, as a bias).
+pub fn busy_warning(m: &Machine) -> Option<String> {
+    let b = m.others_busy_cpus_at_start?;
+    (b > 0.25).then(|| {
+        format!(
+            "warning: other processes (or the hypervisor's steal) used {b:.2} of {} CPUs just before this benchmark; \
+             expect noisy samples (quiet the machine, or run under `nice -n -20` with kernel.sched_autogroup_enabled=0)",
+            m.logical_cpus
+        )
+    })
+}
+
 /// Describes this machine (runs `rustc --version` and `git` if present: a few ms each).
 pub fn describe() -> Machine {
     let hw = match super::hw::probe() {
@@ -124,6 +169,7 @@ pub fn describe() -> Machine {
         tsc_ghz: crate::stats::tsc::tsc_hz() / 1e9,
         hostname: read_trim("/proc/sys/kernel/hostname"),
         loadavg_at_start: loadavg(),
+        others_busy_cpus_at_start: others_busy_cpus(),
         sluice_version: env!("CARGO_PKG_VERSION"),
         rustc: cmd_output("rustc", &["--version"]),
         git_commit: cmd_output("git", &["rev-parse", "HEAD"]),
@@ -144,5 +190,22 @@ mod tests {
         assert_eq!(cpu_id(info), Some(CpuId { vendor: "AuthenticAMD".into(), family: 23, model: 1, stepping: 2 }));
         assert_eq!(cpuinfo_field(info, "cpu MHz").as_deref(), Some("1996.2"));
         assert_eq!(cpu_id("model name: x\n"), None);
+    }
+
+    #[test]
+    fn busy_time_counts_steal_but_not_idle_or_iowait() {
+        let a = cpu_jiffies("cpu  100 0 50 1000 10 0 0 0 0 0\ncpu0 1 2 3 4 5 6 7 8\n").unwrap();
+        // 250 more busy jiffies (user 100, system 50, steal 100) and 250 idle/iowait ones.
+        let b = cpu_jiffies("cpu  200 0 100 1200 60 0 0 100 0 0\n").unwrap();
+        assert_eq!(a, (150, 1160));
+        assert_eq!(b, (400, 1660));
+        assert_eq!(busy_cpus(a, b, 2), Some(1.0), "half of 2 CPUs");
+        assert_eq!(busy_cpus(a, a, 2), None, "no time passed");
+        assert_eq!(cpu_jiffies("cpu  1 2 3\n"), None);
+        let mut m = describe();
+        m.others_busy_cpus_at_start = Some(1.0);
+        assert!(busy_warning(&m).is_some_and(|w| w.contains("1.00 of")));
+        m.others_busy_cpus_at_start = Some(0.1);
+        assert_eq!(busy_warning(&m), None);
     }
 }

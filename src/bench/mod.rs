@@ -290,6 +290,9 @@ pub fn main(args: &BenchArgs) -> Result<BenchOutcome, BenchError> {
     }
     std::fs::create_dir_all(&args.out).map_err(|e| BenchError::io(&args.out, e))?;
     let machine = machine::describe();
+    if let Some(w) = machine::busy_warning(&machine) {
+        eprintln!("{w}");
+    }
     let mut results = Results {
         schema: 1,
         command: command_line(),

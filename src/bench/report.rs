@@ -226,6 +226,9 @@ pub fn markdown(r: &Results, out: &Path) -> String {
     if let Some(l) = m.loadavg_at_start {
         let _ = writeln!(s, "| load average at start | {:.2} {:.2} {:.2} |", l[0], l[1], l[2]);
     }
+    if let Some(b) = m.others_busy_cpus_at_start {
+        let _ = writeln!(s, "| other processes' CPU use just before (CPUs) | {b:.2} |");
+    }
     let _ = writeln!(s, "| sluice | {} |", m.sluice_version);
     if let Some(c) = &m.git_commit {
         let _ = writeln!(s, "| git commit | {}{} |", c, if m.git_dirty == Some(true) { " (with uncommitted changes)" } else { "" });
