@@ -233,3 +233,39 @@ fn a_stale_neighbour_is_probed_after_reachable_time_plus_delay_first_probe_time(
     let probes: Vec<_> = sent[1..].iter().map(|f| arp_fields(f)).collect();
     assert_eq!(probes, vec![(1, MAC_PEER, IN_V4, PEER_V4)], "one unicast probe to the known MAC");
 }
+
+#[test]
+fn unicast_probes_of_a_stale_neighbour_are_spaced_by_retrans_time() {
+    // NUD_PROBE sends one unicast probe per retrans_time until ucast_solicit are out. Here
+    // retrans_time (1 s) is ten times the aging period (100 ms): a probe due by the aging
+    // tick instead of by retrans_time would go out 100 ms after the one before. A probe is
+    // noted when it reaches the capture (at the end of the round that sent it), so two
+    // probes can look closer than they were sent only by a stall between send and round
+    // end: half a retrans_time of margin covers that.
+    let frames = vec![arp_request(MAC_PEER, PEER_V4, IN_V4)];
+    let pool = Pool::new(1024).unwrap();
+    let mut setup = Setup::default();
+    setup.tun.base_reachable_time_ms = 1;
+    setup.tun.delay_first_probe_time = 0;
+    setup.tun.retrans_time_ms = 1000;
+    setup.tun.ucast_solicit = 2;
+    let mut dp = build_router(frames.clone(), &setup, &pool);
+    let mut seen: Vec<Instant> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while dp.counters().neigh_forgotten == 0 && Instant::now() < deadline {
+        let Datapath { net, workers } = &mut dp;
+        if softirq_round(net, &mut workers[0]) == 0 {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        // Frame 0 is the ARP reply; every ARP request after it is a probe.
+        let probes = out(&dp, P_IN).iter().skip(1).filter(|f| is_arp(f) && arp_fields(f).0 == 1).count();
+        while seen.len() < probes {
+            seen.push(Instant::now());
+        }
+    }
+    finish(&mut dp, frames.len());
+    assert_eq!(dp.counters().neigh_forgotten, 1, "probed ucast_solicit times, unanswered, forgotten");
+    assert_eq!(seen.len(), 2, "ucast_solicit probes");
+    let gap = seen[1] - seen[0];
+    assert!(gap >= Duration::from_millis(500), "probes {gap:?} apart, retrans_time is 1 s");
+}
