@@ -103,41 +103,6 @@ pub fn helper_fn(id: i32) -> Option<HelperFn> {
     Some(f)
 }
 
-/// The kernel name of helper `id` (for messages), if implemented.
-pub fn helper_name(id: i32) -> Option<&'static str> {
-    Some(match u32::try_from(id).ok()? {
-        id::MAP_LOOKUP_ELEM => "bpf_map_lookup_elem",
-        id::MAP_UPDATE_ELEM => "bpf_map_update_elem",
-        id::MAP_DELETE_ELEM => "bpf_map_delete_elem",
-        id::KTIME_GET_NS => "bpf_ktime_get_ns",
-        id::TRACE_PRINTK => "bpf_trace_printk",
-        id::GET_PRANDOM_U32 => "bpf_get_prandom_u32",
-        id::GET_SMP_PROCESSOR_ID => "bpf_get_smp_processor_id",
-        id::REDIRECT => "bpf_redirect",
-        id::CSUM_DIFF => "bpf_csum_diff",
-        id::XDP_ADJUST_HEAD => "bpf_xdp_adjust_head",
-        id::REDIRECT_MAP => "bpf_redirect_map",
-        id::XDP_ADJUST_META => "bpf_xdp_adjust_meta",
-        id::XDP_ADJUST_TAIL => "bpf_xdp_adjust_tail",
-        id::FIB_LOOKUP => "bpf_fib_lookup",
-        id::KTIME_GET_BOOT_NS => "bpf_ktime_get_boot_ns",
-        id::KTIME_GET_COARSE_NS => "bpf_ktime_get_coarse_ns",
-        id::TRACE_VPRINTK => "bpf_trace_vprintk",
-        id::XDP_GET_BUFF_LEN => "bpf_xdp_get_buff_len",
-        id::XDP_LOAD_BYTES => "bpf_xdp_load_bytes",
-        id::XDP_STORE_BYTES => "bpf_xdp_store_bytes",
-        id::MAP_LOOKUP_PERCPU_ELEM => "bpf_map_lookup_percpu_elem",
-        id::TAIL_CALL => "bpf_tail_call",
-        id::PERF_EVENT_OUTPUT => "bpf_perf_event_output",
-        id::RINGBUF_OUTPUT => "bpf_ringbuf_output",
-        id::RINGBUF_RESERVE => "bpf_ringbuf_reserve",
-        id::RINGBUF_SUBMIT => "bpf_ringbuf_submit",
-        id::RINGBUF_DISCARD => "bpf_ringbuf_discard",
-        id::RINGBUF_QUERY => "bpf_ringbuf_query",
-        _ => return None,
-    })
-}
-
 /// Base of map handles: `lddw rX, map` (pseudo map fd, map index `i`) loads `MAP_HANDLE_BASE + i`.
 pub const MAP_HANDLE_BASE: u64 = 0x4d50_0000_0000_0000;
 

@@ -881,6 +881,8 @@ fn printk_format_subset() {
     assert_eq!(f(&st, "%d", &[0xffff_ffff]).as_deref(), Some("-1"));
     assert_eq!(f(&st, "%u", &[0x1_0000_0002]).as_deref(), Some("2"));
     assert_eq!(f(&st, "[%5d|%-5d|%05d|%+d]", &[42, 42, 42, 42]).as_deref(), Some("[   42|42   |00042|+42]"));
+    // Zero has no minus sign (only a negative value does), with or without the `+` flag.
+    assert_eq!(f(&st, "%d %+d %lld %i", &[0, 0, 0, 0]).as_deref(), Some("0 +0 0 0"));
     assert_eq!(f(&st, "%#x %X %c%%", &[255, 255, b'z' as u64]).as_deref(), Some("0xff FF z%"));
     assert_eq!(f(&st, "%pI4 %pi4", &[base, base]).as_deref(), Some("10.0.0.1 010.000.000.001"));
     assert_eq!(f(&st, "dev %s", &[base + 8]).as_deref(), Some("dev eth0"));

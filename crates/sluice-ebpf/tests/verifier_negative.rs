@@ -733,6 +733,19 @@ fn too_deep_calls() {
 }
 
 #[test]
+fn too_deep_calls_are_refused_even_behind_a_branch_never_taken() {
+    // The call depth is a property of the call graph (the kernel's check_max_stack_depth
+    // walks every call instruction), not of the paths the state walk explores: a chain
+    // of 9 frames behind a branch a known constant never takes is refused as well.
+    let mut src = String::from("r0 = 0 \n if r0 == 0 goto +1 \n call @f1 \n exit\n");
+    for i in 1..8 {
+        src += &format!("f{i}: \n call @f{} \n exit\n", i + 1);
+    }
+    src += "f8: \n r0 = 0 \n exit";
+    rejects(&src, 16, "the call stack of 9 frames is too deep");
+}
+
+#[test]
 fn call_into_lddw() {
     rejects("callrel 2 \n exit \n r1 = 1 ll \n exit", 0, "jump into the middle of ldimm64 insn 2");
 }

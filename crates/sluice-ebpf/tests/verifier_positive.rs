@@ -610,3 +610,19 @@ fn runtime_extra_helpers() {
     );
     verify(&p, &VerifyOptions::default()).unwrap_or_else(|e| panic!("{e}"));
 }
+
+#[test]
+fn the_packet_length_data_end_minus_data_is_a_scalar() {
+    // Two pointers of the packet family subtract to an unknown length (a scalar the program
+    // may compare and return), as the kernel's pointer - pointer rule for packets allows.
+    accepts(&format!(
+        "{PKT}
+        r3 -= r2
+        if r3 < 14 goto short
+        r0 = 2
+        exit
+    short:
+        r0 = 1
+        exit"
+    ));
+}

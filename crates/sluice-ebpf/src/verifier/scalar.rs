@@ -595,6 +595,9 @@ mod tests {
             Scalar::urange(3, 40),
             Scalar::urange(0xffff_fff0, 0x1_0000_0010),
             Scalar { smin: -5, smax: 5, ..Scalar::UNKNOWN }.norm(),
+            // Negative only: an arithmetic shift moves these towards -1, so their upper bound
+            // comes from the largest shift.
+            Scalar { smin: -40, smax: -3, ..Scalar::UNKNOWN }.norm(),
             Scalar::bounded(8),
             Scalar { t: Tnum { value: 4, mask: 0x38 }, ..Scalar::UNKNOWN }.norm(),
         ]
