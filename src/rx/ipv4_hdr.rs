@@ -239,4 +239,16 @@ mod tests {
         let mut short = [IPOPT_RR, 2, IPOPT_END, IPOPT_END];
         assert_eq!(compile_options(&mut short), Err(1), "two bytes: the length is the problem");
     }
+
+    #[test]
+    fn timestamp_with_addresses_needs_room_for_one_eight_byte_slot() {
+        // ip_options_compile, IPOPT_TS_TSANDADDR: the pointer must leave a whole 8-byte
+        // (address, time) slot, `ptr + 7 <= len`; timestamps alone need 4 bytes.
+        let mut one_slot = [IPOPT_TIMESTAMP, 12, 5, 0x01, 0, 0, 0, 0, 0, 0, 0, 0];
+        assert_eq!(compile_options(&mut one_slot), Ok((false, false)));
+        let mut half_slot = [IPOPT_TIMESTAMP, 8, 5, 0x01, 0, 0, 0, 0];
+        assert_eq!(compile_options(&mut half_slot), Err(2), "the pointer is the problem");
+        let mut times_only = [IPOPT_TIMESTAMP, 8, 5, 0x00, 0, 0, 0, 0];
+        assert_eq!(compile_options(&mut times_only), Ok((false, false)));
+    }
 }
