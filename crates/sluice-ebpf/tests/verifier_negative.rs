@@ -733,6 +733,48 @@ fn too_deep_calls() {
 }
 
 #[test]
+fn a_zero_stored_and_read_back_as_an_offset_keeps_the_path_that_stored_it_precise() {
+    // The fall-through (walked first) reaches `join` with r1 = 0 after enough instructions
+    // (and two jumps) for its state to be saved there (no prune point on the way: the
+    // padding is straight-line code). After `join`, r1 is stored as four bytes (not a whole
+    // spill), read back as the constant 0 and used as an offset into a map value, where
+    // only 0 is in bounds. r1's value therefore matters in the saved state: the other path
+    // (r1 = 8) must not be pruned as "the same", and is refused.
+    rejects(
+        "*(u32 *)(r10 - 4) = 0
+        call 7
+        r1 = 0
+        if r0 != 0 goto other
+        r3 = 0
+        r4 = 1
+        r5 = 2
+        r6 = 3
+        r7 = 4
+        r8 = 5
+        r3 = 6
+        r4 = 7
+        goto join
+    other:
+        r1 = 8
+    join:
+        *(u32 *)(r10 - 8) = r1
+        r6 = *(u32 *)(r10 - 8)
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        if r0 == 0 goto out
+        r0 += r6
+        r3 = *(u64 *)(r0 + 8)
+    out:
+        r0 = 2
+        exit",
+        23,
+        "invalid access to map value, value_size=16 off=16 size=8",
+    );
+}
+
+#[test]
 fn too_deep_calls_are_refused_even_behind_a_branch_never_taken() {
     // The call depth is a property of the call graph (the kernel's check_max_stack_depth
     // walks every call instruction), not of the paths the state walk explores: a chain
