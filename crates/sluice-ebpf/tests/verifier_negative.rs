@@ -775,6 +775,38 @@ fn a_zero_stored_and_read_back_as_an_offset_keeps_the_path_that_stored_it_precis
 }
 
 #[test]
+fn a_helper_argument_is_live_until_the_call_so_a_bad_one_is_not_pruned() {
+    // The fall-through (walked first, straight-line padding: its state is saved at `join`)
+    // brings a key pointer in r2; the branch target brings r2 = 0. map_lookup_elem reads
+    // two arguments, so r2 is live at `join`: the states differ and the second is refused.
+    rejects(
+        "*(u32 *)(r10 - 4) = 0
+        call 7
+        r2 = r10
+        r2 += -4
+        if r0 != 0 goto bad
+        r3 = 0
+        r4 = 1
+        r5 = 2
+        r3 = 3
+        r4 = 4
+        r5 = 5
+        r3 = 6
+        r4 = 7
+        goto join
+    bad:
+        r2 = 0
+    join:
+        r1 = map[1] ll
+        call 1
+        r0 = 2
+        exit",
+        17,
+        "R2 type=scalar",
+    );
+}
+
+#[test]
 fn too_deep_calls_are_refused_even_behind_a_branch_never_taken() {
     // The call depth is a property of the call graph (the kernel's check_max_stack_depth
     // walks every call instruction), not of the paths the state walk explores: a chain
