@@ -96,6 +96,29 @@ fn udp_trains_with_rx_gro_list_forward_the_same_datagrams_as_gro_off() {
     }
 }
 
+/// The MTU check of a GRO packet is its segments' (`skb_gso_validate_network_len`): UDP
+/// trains of 1500-byte datagrams (DF set) towards a 1490-byte egress are refused as with
+/// GRO off, none forwarded; as in the kernel, a refused GRO packet is one drop (and one
+/// ICMP error), its other datagrams counted as merged into it.
+#[test]
+fn udp_gro_packets_over_the_egress_mtu_are_refused_like_their_datagrams() {
+    use sluice::stats::DropReason;
+    for sets in [&["gro=0"][..], &["gro=1", "rx-gro-list=1"][..]] {
+        let (mut c, tun) = tcp_lab(4, 16, IpVersion::V4, sets);
+        let g = c.ports[0].gen.as_mut().expect("lab generator");
+        g.proto = L4Proto::Udp;
+        g.tcp_train = 0;
+        c.ports[1].mtu = Some(1490);
+        let (dp, out) = run(&c, tun, 1_000);
+        let k = dp.counters();
+        assert!(out.is_empty(), "{sets:?}: {} datagrams over the MTU left", out.len());
+        assert_eq!(k.dropped(DropReason::PktTooBig) + k.gro.merged, 1_000, "{sets:?}: {:?}", k.nonzero_drops());
+        if sets.len() > 1 {
+            assert!(k.gro.merged > 800, "trains merged before the check: {:?}", k.gro);
+        }
+    }
+}
+
 /// A UDP fraglist packet addressed to the router itself is split into its datagrams before
 /// the socket sees them (`udp_rcv_segment`): each datagram queued, the ledger balanced.
 #[test]
