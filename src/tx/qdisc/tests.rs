@@ -245,6 +245,38 @@ fn fq_codel_isolates_a_sparse_flow_from_a_bulk_one() {
     assert_eq!(bufs.in_use(), 0);
 }
 
+#[test]
+fn fq_codel_shares_bytes_not_packets_between_backlogged_flows() {
+    // Deficit round robin: each turn a flow sends while its deficit (a quantum, 1514 bytes,
+    // per round) lasts, so a flow of 1500-byte packets and one of 100-byte packets get the
+    // same bytes per round: 1 packet against about 15.
+    let pool = Pool::new(1024).unwrap();
+    let mut bufs = pool.cache();
+    let mut dropped = Vec::new();
+    let mut q = FqCodel::new(&QdiscSpec::new(QdiscKind::FqCodel), 1514);
+    let mut cx = QCtx { bufs: &mut bufs, now_ns: 0, dropped: &mut dropped };
+    let big: Vec<Pkt> = (0..100).map(|s| frame(cx.bufs, 0, 1000, s, 1500)).collect();
+    let small: Vec<Pkt> = (0..400).map(|s| frame(cx.bufs, 0, 2000, s, 100)).collect();
+    assert_ne!(q.flow_of(classify(cx.bufs, big[0]).hash), q.flow_of(classify(cx.bufs, small[0]).hash), "precondition");
+    for p in big.into_iter().chain(small) {
+        q.enqueue(p, &mut cx);
+    }
+    let mut bytes = [0usize; 2];
+    let mut out = Vec::new();
+    while bytes[0] + bytes[1] < 30 * 1514 {
+        let p = q.dequeue(&mut cx).expect("backlogged");
+        bytes[usize::from(flow_seq(cx.bufs, p).0 == 2000)] += p.total_len();
+        out.push(p);
+    }
+    let (big_bytes, small_bytes) = (bytes[0] as i64, bytes[1] as i64);
+    assert!((big_bytes - small_bytes).abs() <= 2 * 1514, "bytes per flow: {big_bytes} vs {small_bytes}");
+    while let Some(p) = q.dequeue(&mut cx) {
+        out.push(p);
+    }
+    bufs.free_pkts(&out);
+    assert_eq!(bufs.in_use(), 0);
+}
+
 /// The NIC model, recording every driver call: BQL avail before it, the packets offered,
 /// and the (flow, seq) of those it accepted.
 struct Recorder {
