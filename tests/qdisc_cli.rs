@@ -91,6 +91,7 @@ fn two_workers_share_one_tx_queue_by_handoff_or_get_one_each_with_mq() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(out.contains("conservation: ok"), "{out}");
+    assert!(out.contains(" rfs moves  squeeze    cpu s"), "softnet_stat-like columns per worker: {out}");
     let w = worker_tx_and_handoffs(&o);
     assert_eq!(w.len(), 2, "{out}");
     assert!(w[1].1 > 0 && w[1].0 == 0, "worker 1 only hands off: {w:?}\n{out}");

@@ -160,14 +160,14 @@ pub fn summary(r: &RunReport) -> String {
     if r.workers.len() > 1 {
         let _ = writeln!(
             s,
-            "\n{:<8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10} {:>9} {:>9} {:>8}",
-            "worker", "polled rx", "steered", "backlog", "tx", "tx handoffs", "local", "drops", "wake-ups", "rfs moves", "cpu s"
+            "\n{:<8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10} {:>9} {:>9} {:>8} {:>8}",
+            "worker", "polled rx", "steered", "backlog", "tx", "tx handoffs", "local", "drops", "wake-ups", "rfs moves", "squeeze", "cpu s"
         );
         for w in &r.workers {
             let c = &w.counters;
             let _ = writeln!(
                 s,
-                "{:<8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10} {:>9} {:>9} {:>8}",
+                "{:<8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10} {:>9} {:>9} {:>8} {:>8}",
                 w.id,
                 c.rx,
                 c.rps_steered,
@@ -178,6 +178,7 @@ pub fn summary(r: &RunReport) -> String {
                 c.total_drops(),
                 c.rps_wakeups,
                 c.rfs_moves,
+                c.time_squeeze,
                 w.cpu_seconds.map_or("-".to_string(), |t| format!("{t:.2}"))
             );
         }
