@@ -722,14 +722,18 @@ fn mutual_recursion() {
     rejects("call @f \n exit \n f: \n call @g \n exit \n g: \n call @f \n exit", 4, "recursive call from insn 4");
 }
 
-#[test]
-fn too_deep_calls() {
-    let mut src = String::from("call @f1 \n exit\n");
+/// `entry` (which ends by calling f1), then functions f1 → f2 → … → f8: 9 frames deep.
+fn call_chain_of_nine(entry: &str) -> String {
+    let mut src = format!("{entry} \n call @f1 \n exit\n");
     for i in 1..8 {
         src += &format!("f{i}: \n call @f{} \n exit\n", i + 1);
     }
-    src += "f8: \n r0 = 0 \n exit";
-    rejects(&src, 14, "the call stack of 9 frames is too deep");
+    src + "f8: \n r0 = 0 \n exit"
+}
+
+#[test]
+fn too_deep_calls() {
+    rejects(&call_chain_of_nine("r0 = 0"), 15, "the call stack of 9 frames is too deep");
 }
 
 #[test]
@@ -811,12 +815,7 @@ fn too_deep_calls_are_refused_even_behind_a_branch_never_taken() {
     // The call depth is a property of the call graph (the kernel's check_max_stack_depth
     // walks every call instruction), not of the paths the state walk explores: a chain
     // of 9 frames behind a branch a known constant never takes is refused as well.
-    let mut src = String::from("r0 = 0 \n if r0 == 0 goto +1 \n call @f1 \n exit\n");
-    for i in 1..8 {
-        src += &format!("f{i}: \n call @f{} \n exit\n", i + 1);
-    }
-    src += "f8: \n r0 = 0 \n exit";
-    rejects(&src, 16, "the call stack of 9 frames is too deep");
+    rejects(&call_chain_of_nine("r0 = 0 \n if r0 == 0 goto +1"), 16, "the call stack of 9 frames is too deep");
 }
 
 #[test]
