@@ -124,7 +124,7 @@ fn cpu_jiffies(stat: &str) -> Option<(u64, u64)> {
     Some((busy, busy + f[3] + f[4]))
 }
 
-/// CPUs' worth of busy time between two `/proc/stat` samples `secs` apart, on `cpus` CPUs.
+/// CPUs' worth of busy time between two `/proc/stat` samples, on a machine of `cpus` CPUs.
 fn busy_cpus(before: (u64, u64), after: (u64, u64), cpus: usize) -> Option<f64> {
     let total = after.1.checked_sub(before.1)?;
     let busy = after.0.checked_sub(before.0)?;
