@@ -21,7 +21,7 @@ const MAC_PEER: [u8; 6] = MAC_OTHER;
 
 /// Runs rounds until `done` says so (or 5 s pass: the assertions after it then fail with
 /// what happened), then drains and checks the ledger.
-fn rounds_until(dp: &mut Datapath, expected_rx: usize, done: impl Fn(&Datapath) -> bool) {
+fn rounds_until(dp: &mut Datapath, expected_rx: usize, mut done: impl FnMut(&Datapath) -> bool) {
     let deadline = Instant::now() + Duration::from_secs(5);
     while !done(dp) && Instant::now() < deadline {
         let Datapath { net, workers } = dp;
@@ -213,20 +213,26 @@ fn waiting_packets_are_in_flight_until_they_leave_or_die() {
     assert_eq!(dp.counters().nonzero_drops(), vec![("neigh_dead", 3)]);
 }
 
+/// A router that learns PEER_V4 from its ARP request (the one frame it receives; the reply
+/// is frame 0 out of in0), with the neighbour timers given: reachable for 1 ms, then
+/// `delay_s` of delay_first_probe_time, then `ucast_solicit` unicast probes `retrans_ms` apart.
+fn learned_neighbour_going_stale(pool: &Pool, delay_s: u32, retrans_ms: u32, ucast_solicit: u32) -> Datapath {
+    let mut setup = Setup::default();
+    setup.tun.base_reachable_time_ms = 1;
+    setup.tun.delay_first_probe_time = delay_s;
+    setup.tun.retrans_time_ms = retrans_ms;
+    setup.tun.ucast_solicit = ucast_solicit;
+    build_router(vec![arp_request(MAC_PEER, PEER_V4, IN_V4)], &setup, pool)
+}
+
 #[test]
 fn a_stale_neighbour_is_probed_after_reachable_time_plus_delay_first_probe_time() {
     // The unicast probes start once base_reachable_time + delay_first_probe_time have passed
     // since the last confirmation (NUD_STALE -> NUD_DELAY -> NUD_PROBE): a delay longer than
     // the reachable time postpones the probes, it does not cancel them.
-    let frames = vec![arp_request(MAC_PEER, PEER_V4, IN_V4)];
     let pool = Pool::new(1024).unwrap();
-    let mut setup = Setup::default();
-    setup.tun.base_reachable_time_ms = 1;
-    setup.tun.delay_first_probe_time = 1;
-    setup.tun.retrans_time_ms = 1;
-    setup.tun.ucast_solicit = 1;
-    let mut dp = build_router(frames.clone(), &setup, &pool);
-    rounds_until(&mut dp, frames.len(), |dp| dp.counters().neigh_forgotten == 1);
+    let mut dp = learned_neighbour_going_stale(&pool, 1, 1, 1);
+    rounds_until(&mut dp, 1, |dp| dp.counters().neigh_forgotten == 1);
     assert_eq!(dp.counters().neigh_forgotten, 1, "probed once, unanswered, forgotten");
     let sent = out(&dp, P_IN);
     assert_eq!(arp_fields(&sent[0]), (2, MAC_PEER, IN_V4, PEER_V4), "the reply");
@@ -242,28 +248,17 @@ fn unicast_probes_of_a_stale_neighbour_are_spaced_by_retrans_time() {
     // noted when it reaches the capture (at the end of the round that sent it), so two
     // probes can look closer than they were sent only by a stall between send and round
     // end: half a retrans_time of margin covers that.
-    let frames = vec![arp_request(MAC_PEER, PEER_V4, IN_V4)];
     let pool = Pool::new(1024).unwrap();
-    let mut setup = Setup::default();
-    setup.tun.base_reachable_time_ms = 1;
-    setup.tun.delay_first_probe_time = 0;
-    setup.tun.retrans_time_ms = 1000;
-    setup.tun.ucast_solicit = 2;
-    let mut dp = build_router(frames.clone(), &setup, &pool);
+    let mut dp = learned_neighbour_going_stale(&pool, 0, 1000, 2);
     let mut seen: Vec<Instant> = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while dp.counters().neigh_forgotten == 0 && Instant::now() < deadline {
-        let Datapath { net, workers } = &mut dp;
-        if softirq_round(net, &mut workers[0]) == 0 {
-            std::thread::sleep(Duration::from_micros(200));
-        }
+    rounds_until(&mut dp, 1, |dp| {
         // Frame 0 is the ARP reply; every ARP request after it is a probe.
-        let probes = out(&dp, P_IN).iter().skip(1).filter(|f| is_arp(f) && arp_fields(f).0 == 1).count();
+        let probes = out(dp, P_IN).iter().skip(1).filter(|f| is_arp(f) && arp_fields(f).0 == 1).count();
         while seen.len() < probes {
             seen.push(Instant::now());
         }
-    }
-    finish(&mut dp, frames.len());
+        dp.counters().neigh_forgotten == 1
+    });
     assert_eq!(dp.counters().neigh_forgotten, 1, "probed ucast_solicit times, unanswered, forgotten");
     assert_eq!(seen.len(), 2, "ucast_solicit probes");
     let gap = seen[1] - seen[0];
