@@ -34,6 +34,8 @@ pub struct Worker {
     epoch: std::time::Instant,
     /// Which polls the per-stage clocks time (`stats.clock_sample`).
     pub clock: StageClock,
+    /// TSC ticks per microsecond: the softirq round's time limit is kept on the TSC.
+    pub tsc_per_us: u64,
     /// Packets the ports may still deliver (a run's packet count; u64::MAX = no limit).
     pub rx_quota: u64,
     /// Per-poll scratch (kept to avoid allocation per poll).
@@ -81,6 +83,7 @@ impl Worker {
             now_ns: 0,
             epoch: std::time::Instant::now(),
             clock: Default::default(),
+            tsc_per_us: (crate::stats::tsc::tsc_hz() / 1e6) as u64,
             rx_quota: u64::MAX,
             rx_scratch: Vec::with_capacity(1024),
             skb_scratch: Vec::with_capacity(1024),

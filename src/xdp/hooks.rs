@@ -94,6 +94,8 @@ pub struct XdpHooks {
     pub unknown_actions: u64,
     /// Outcomes of the burst being judged (reused).
     pub(crate) outcomes: Vec<RunOutcome>,
+    /// Buffers the native hook frees after a burst's verdicts (kept to avoid allocation).
+    pub(crate) free_scratch: Vec<Pkt>,
     /// The generic hook's packets of one burst (reused).
     pub(crate) burst_pkts: Vec<Pkt>,
     /// The generic hook's linear copy of a chain, for programs that are not frags-aware.

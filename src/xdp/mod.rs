@@ -102,23 +102,40 @@ enum Fate {
     Xsk(u32),
 }
 
+/// The packet's fate after its program returned `out`; the action is counted in `actions`
+/// (slot 5: no XDP action). Every arm counts with a constant index, so a local `actions`
+/// stays in registers over a burst instead of a memory add per packet.
 #[inline]
-fn fate_of(out: &RunOutcome, port: u16, nports: usize, counters: &mut crate::stats::Counters, unknown: &mut u64) -> Fate {
-    let a = out.action;
-    counters.xdp_actions[(a as usize).min(5)] += 1;
-    match a {
-        XDP_PASS => Fate::Pass,
-        XDP_DROP => Fate::Drop(DropReason::XdpDrop),
-        XDP_TX => Fate::Xmit(port),
-        XDP_REDIRECT => match out.redirect {
-            Some(RedirectTarget::Ifindex(i)) if i >= 1 && (i as usize) <= nports => Fate::Xmit((i - 1) as u16),
-            // One worker: CPU 0 is this one, so a CPUMAP redirect continues into its stack.
-            Some(RedirectTarget::Cpu(0)) => Fate::Pass,
-            Some(RedirectTarget::Xsk(k)) => Fate::Xsk(k),
-            _ => Fate::Drop(DropReason::XdpRedirectFailed),
-        },
-        XDP_ABORTED => Fate::Drop(DropReason::XdpAborted),
+fn fate_of(out: &RunOutcome, port: u16, nports: usize, actions: &mut [u64; 6], unknown: &mut u64) -> Fate {
+    match out.action {
+        XDP_PASS => {
+            actions[XDP_PASS as usize] += 1;
+            Fate::Pass
+        }
+        XDP_DROP => {
+            actions[XDP_DROP as usize] += 1;
+            Fate::Drop(DropReason::XdpDrop)
+        }
+        XDP_TX => {
+            actions[XDP_TX as usize] += 1;
+            Fate::Xmit(port)
+        }
+        XDP_REDIRECT => {
+            actions[XDP_REDIRECT as usize] += 1;
+            match out.redirect {
+                Some(RedirectTarget::Ifindex(i)) if i >= 1 && (i as usize) <= nports => Fate::Xmit((i - 1) as u16),
+                // One worker: CPU 0 is this one, so a CPUMAP redirect continues into its stack.
+                Some(RedirectTarget::Cpu(0)) => Fate::Pass,
+                Some(RedirectTarget::Xsk(k)) => Fate::Xsk(k),
+                _ => Fate::Drop(DropReason::XdpRedirectFailed),
+            }
+        }
+        XDP_ABORTED => {
+            actions[XDP_ABORTED as usize] += 1;
+            Fate::Drop(DropReason::XdpAborted)
+        }
         _ => {
+            actions[5] += 1;
             *unknown += 1;
             Fate::Drop(DropReason::XdpAborted)
         }
@@ -170,51 +187,73 @@ pub fn run_native(net: &Net, w: &mut Worker, port: u16, rx: &mut Vec<Pkt>) {
     } else {
         prog.run_burst(&mut w.bufs.region_mut(), rx, ctx, &mut env, &mut outs);
     }
+    // Verdicts counted in registers and applied once per burst; dropped buffers are freed
+    // after the verdict loop, as their own measurable step (the kernel's page_pool direct
+    // recycling), in one bulk return.
     let mut keep = 0;
-    // Dropped buffers are freed after the verdict loop, as their own measurable step.
-    let mut free_list = [Pkt::default(); 64];
-    let mut free_n = 0usize;
+    let mut actions = [0u64; 6];
+    let mut free_list = std::mem::take(&mut w.xdp.free_scratch);
+    free_list.clear();
+    let mut unknown = 0u64;
+    let mut reasons = DropTally::default();
     for i in 0..rx.len() {
         let p = rx[i];
-        match fate_of(&outs[i], port, nports, &mut w.c, &mut w.xdp.unknown_actions) {
+        match fate_of(&outs[i], port, nports, &mut actions, &mut unknown) {
             Fate::Pass => {
                 rx[keep] = p;
                 keep += 1;
             }
             Fate::Drop(r) => {
-                w.c.drop(r);
-                free_list_push(&mut w.bufs, &mut free_list, &mut free_n, p);
+                reasons.add(r);
+                free_list.push(p);
             }
             Fate::Xmit(to) => queue_xmit(&mut w.xdp.xmit, to, p),
             Fate::Xsk(k) => {
                 w.xdp.xsk_deliver(k, &mut w.c);
-                free_list_push(&mut w.bufs, &mut free_list, &mut free_n, p);
+                free_list.push(p);
             }
         }
     }
+    for (c, n) in w.c.xdp_actions.iter_mut().zip(actions) {
+        *c += n;
+    }
+    w.xdp.unknown_actions += unknown;
+    reasons.apply(&mut w.c);
     w.xdp.outcomes = outs;
     let n = rx.len();
     rx.truncate(keep);
     let t1 = w.stage_done(Stage::XdpNative, n, t0);
-    for b in &free_list[..free_n] {
-        w.bufs.free(*b);
+    w.bufs.free_pkts(&free_list);
+    if !free_list.is_empty() {
+        w.stage_done(Stage::Free, free_list.len(), t1);
     }
-    if free_n > 0 {
-        w.stage_done(Stage::Free, free_n, t1);
-    }
+    w.xdp.free_scratch = free_list;
     flush_full_queues(w);
 }
 
-#[inline]
-fn free_list_push(bufs: &mut crate::buf::BufCache, list: &mut [Pkt; 64], n: &mut usize, b: Pkt) {
-    if *n == list.len() {
-        for x in &list[..*n] {
-            bufs.free(*x);
+/// Drops of a burst by reason, counted locally and added to the worker's counters once.
+#[derive(Default)]
+struct DropTally {
+    xdp_drop: u64,
+    aborted: u64,
+    redirect_failed: u64,
+}
+
+impl DropTally {
+    #[inline(always)]
+    fn add(&mut self, r: DropReason) {
+        match r {
+            DropReason::XdpDrop => self.xdp_drop += 1,
+            DropReason::XdpRedirectFailed => self.redirect_failed += 1,
+            _ => self.aborted += 1,
         }
-        *n = 0;
     }
-    list[*n] = b;
-    *n += 1;
+
+    fn apply(&self, c: &mut crate::stats::Counters) {
+        c.drop_n(DropReason::XdpDrop, self.xdp_drop);
+        c.drop_n(DropReason::XdpAborted, self.aborted);
+        c.drop_n(DropReason::XdpRedirectFailed, self.redirect_failed);
+    }
 }
 
 #[inline]
@@ -306,7 +345,7 @@ pub fn run_generic(net: &Net, w: &mut Worker, skbs: &mut Vec<Skb>) {
         for (j, i) in (start..end).enumerate() {
             let mut s = skbs[i];
             let np = pkts[j];
-            match fate_of(&outs[j], port, nports, &mut w.c, &mut w.xdp.unknown_actions) {
+            match fate_of(&outs[j], port, nports, &mut w.c.xdp_actions, &mut w.xdp.unknown_actions) {
                 Fate::Pass => {
                     if np != s.pkt {
                         // The data moved: reset the network header and re-derive the protocol.
@@ -378,7 +417,7 @@ mod tests {
         let mut c = crate::stats::Counters::default();
         let mut unknown = 0u64;
         for (i, action) in [5u32, 7, 0x8000_0000, u32::MAX].into_iter().enumerate() {
-            let fate = fate_of(&RunOutcome { action, redirect: None }, 0, 2, &mut c, &mut unknown);
+            let fate = fate_of(&RunOutcome { action, redirect: None }, 0, 2, &mut c.xdp_actions, &mut unknown);
             assert!(matches!(fate, Fate::Drop(DropReason::XdpAborted)), "action {action}");
             assert_eq!(unknown, i as u64 + 1);
             assert_eq!(c.xdp_actions[5], i as u64 + 1);
@@ -386,7 +425,7 @@ mod tests {
         assert_eq!(c.xdp_actions[..5], [0; 5]);
         // The five real actions are not counted as unknown.
         for action in 0..=4 {
-            let _ = fate_of(&RunOutcome { action, redirect: None }, 0, 2, &mut c, &mut unknown);
+            let _ = fate_of(&RunOutcome { action, redirect: None }, 0, 2, &mut c.xdp_actions, &mut unknown);
         }
         assert_eq!(unknown, 4);
         assert_eq!(c.xdp_actions[..5], [1; 5]);
