@@ -278,10 +278,20 @@ impl BufCache {
         self.free_frame(p.buf);
     }
 
+    /// Frees a batch: the cache's size is checked once for the batch, not per buffer.
     #[inline]
     pub fn free_pkts(&mut self, pkts: &[Pkt]) {
+        self.local.reserve(pkts.len());
         for p in pkts {
-            self.free(*p);
+            if p.is_chained() {
+                self.free_frags(p.buf);
+            }
+            debug_assert!(p.buf.0 < self.frames);
+            self.local.push(p.buf.0);
+        }
+        self.in_use -= pkts.len() as i64;
+        if self.local.len() >= CACHE_BATCH * 3 {
+            self.spill();
         }
     }
 

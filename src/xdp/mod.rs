@@ -105,7 +105,7 @@ enum Fate {
 /// The packet's fate after its program returned `out`; the action is counted in `actions`
 /// (slot 5: no XDP action). Every arm counts with a constant index, so a local `actions`
 /// stays in registers over a burst instead of a memory add per packet.
-#[inline]
+#[inline(always)]
 fn fate_of(out: &RunOutcome, port: u16, nports: usize, actions: &mut [u64; 6], unknown: &mut u64) -> Fate {
     match out.action {
         XDP_PASS => {
