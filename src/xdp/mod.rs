@@ -187,6 +187,21 @@ pub fn run_native(net: &Net, w: &mut Worker, port: u16, rx: &mut Vec<Pkt>) {
     } else {
         prog.run_burst(&mut w.bufs.region_mut(), rx, ctx, &mut env, &mut outs);
     }
+    if let Some(action) = uniform_pass_or_drop(&outs[..rx.len()]) {
+        // The common bursts (a filter passing everything, a flood dropped whole): no verdict
+        // loop, the packets stay or go as one list.
+        let n = rx.len();
+        w.c.xdp_actions[action as usize] += n as u64;
+        w.xdp.outcomes = outs;
+        let t1 = w.stage_done(Stage::XdpNative, n, t0);
+        if action == XDP_DROP {
+            w.c.drop_n(DropReason::XdpDrop, n as u64);
+            w.bufs.free_pkts(rx);
+            rx.clear();
+            w.stage_done(Stage::Free, n, t1);
+        }
+        return;
+    }
     // Verdicts counted in registers and applied once per burst; dropped buffers are freed
     // after the verdict loop, as their own measurable step (the kernel's page_pool direct
     // recycling), in one bulk return.
@@ -229,6 +244,18 @@ pub fn run_native(net: &Net, w: &mut Worker, port: u16, rx: &mut Vec<Pkt>) {
     }
     w.xdp.free_scratch = free_list;
     flush_full_queues(w);
+}
+
+/// `XDP_PASS` or `XDP_DROP` when every outcome of the burst is that action, else None.
+#[inline]
+fn uniform_pass_or_drop(outs: &[RunOutcome]) -> Option<u32> {
+    let first = outs.first()?.action;
+    if first != XDP_PASS && first != XDP_DROP {
+        return None;
+    }
+    // One pass without an early exit (the compiler can vectorize it).
+    let same = outs.iter().fold(true, |all, o| all & (o.action == first));
+    same.then_some(first)
 }
 
 /// Drops of a burst by reason, counted locally and added to the worker's counters once.
@@ -408,6 +435,25 @@ pub fn flush_redirects(w: &mut Worker) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only a burst whose every verdict is PASS (or every one DROP) skips the verdict loop;
+    /// one odd packet anywhere, TX/REDIRECT/ABORTED or an empty burst take the loop.
+    #[test]
+    fn only_all_pass_or_all_drop_bursts_are_uniform() {
+        let o = |a: u32| RunOutcome { action: a, redirect: None };
+        assert_eq!(uniform_pass_or_drop(&[o(XDP_PASS); 64]), Some(XDP_PASS));
+        assert_eq!(uniform_pass_or_drop(&[o(XDP_DROP); 3]), Some(XDP_DROP));
+        let mut mixed = [o(XDP_DROP); 64];
+        mixed[63] = o(XDP_PASS);
+        assert_eq!(uniform_pass_or_drop(&mixed), None);
+        mixed[63] = o(XDP_DROP);
+        mixed[0] = o(XDP_PASS);
+        assert_eq!(uniform_pass_or_drop(&mixed), None);
+        for a in [XDP_TX, XDP_REDIRECT, XDP_ABORTED, 7] {
+            assert_eq!(uniform_pass_or_drop(&[o(a); 4]), None, "action {a}");
+        }
+        assert_eq!(uniform_pass_or_drop(&[]), None);
+    }
 
     /// A return value that is no XDP action is an exception on the datapath: counted in the
     /// "unknown" action slot and as an unknown action, and dropped as aborted (the kernel's
