@@ -29,13 +29,16 @@ pub struct Worker {
     /// Neighbours being resolved and the packets waiting for them.
     pub resolver: crate::rx::resolver::Resolver,
     pub c: Counters,
-    /// A coarse clock, ns since the worker was made: read once per softirq round, like jiffies.
+    /// A coarse clock, ns since the worker was made (or the epoch `set_epoch` gave): read once
+    /// per softirq round, like jiffies.
     pub now_ns: u64,
-    epoch: std::time::Instant,
     /// Which polls the per-stage clocks time (`stats.clock_sample`).
     pub clock: StageClock,
     /// TSC ticks per microsecond: the softirq round's time limit is kept on the TSC.
     pub tsc_per_us: u64,
+    /// The TSC at the coarse clock's time zero, and nanoseconds per tick in 32.32 fixed point.
+    tsc_epoch: u64,
+    ns_per_tick_q32: u64,
     /// Packets the ports may still deliver (a run's packet count; u64::MAX = no limit).
     pub rx_quota: u64,
     /// Per-poll scratch (kept to avoid allocation per poll).
@@ -69,6 +72,8 @@ pub struct Worker {
 
 impl Worker {
     pub fn new(id: usize, pool: &Pool) -> Worker {
+        let epoch = std::time::Instant::now();
+        let tsc_per_us = ((crate::stats::tsc::tsc_hz() / 1e6) as u64).max(1);
         Worker {
             id,
             bufs: pool.cache(),
@@ -81,9 +86,10 @@ impl Worker {
             resolver: Default::default(),
             c: Counters::default(),
             now_ns: 0,
-            epoch: std::time::Instant::now(),
             clock: Default::default(),
-            tsc_per_us: (crate::stats::tsc::tsc_hz() / 1e6) as u64,
+            tsc_per_us,
+            tsc_epoch: tsc_at(epoch, tsc_per_us),
+            ns_per_tick_q32: ((1000u128 << 32) / tsc_per_us as u128) as u64,
             rx_quota: u64::MAX,
             rx_scratch: Vec::with_capacity(1024),
             skb_scratch: Vec::with_capacity(1024),
@@ -132,13 +138,17 @@ impl Worker {
 
     /// Uses `epoch` as time zero of the coarse clock (the datapath's, shared by its workers).
     pub fn set_epoch(&mut self, epoch: std::time::Instant) {
-        self.epoch = epoch;
+        self.tsc_epoch = tsc_at(epoch, self.tsc_per_us);
     }
 
-    /// Advances the coarse clock to `now` (called once per softirq round).
+    /// Advances the coarse clock to the TSC's now (once per softirq round: a TSC read costs
+    /// about half a `clock_gettime` here). Never goes back, even if the thread moves to a CPU
+    /// whose TSC lags a little.
     #[inline]
-    pub fn tick(&mut self, now: std::time::Instant) {
-        self.now_ns = now.saturating_duration_since(self.epoch).as_nanos() as u64;
+    pub fn tick_tsc(&mut self) {
+        let ticks = crate::stats::tsc::rdtsc().saturating_sub(self.tsc_epoch);
+        let ns = ((ticks as u128 * self.ns_per_tick_q32 as u128) >> 32) as u64;
+        self.now_ns = self.now_ns.max(ns);
     }
 
     /// The start of a timed stage (0 when this poll is not timed).
@@ -175,5 +185,35 @@ impl Worker {
     /// Buffers taken from the pool through this worker's cache and not freed through it.
     pub fn buffers_in_use(&self) -> i64 {
         self.bufs.in_use()
+    }
+}
+
+/// The TSC reading at `epoch` (a past instant): now's reading less the ticks since.
+fn tsc_at(epoch: std::time::Instant, tsc_per_us: u64) -> u64 {
+    let since_us = epoch.elapsed().as_micros() as u64;
+    crate::stats::tsc::rdtsc().saturating_sub(since_us.saturating_mul(tsc_per_us))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The coarse clock on the TSC follows real time from the epoch it was given (a sleep of
+    /// 20 ms shows as at least 15 ms, never as an hour) and never goes back.
+    #[test]
+    fn the_coarse_clock_follows_real_time_and_never_goes_back() {
+        let pool = Pool::new(16).unwrap();
+        let mut w = Worker::new(0, &pool);
+        w.set_epoch(std::time::Instant::now() - std::time::Duration::from_millis(500));
+        w.tick_tsc();
+        let t0 = w.now_ns;
+        assert!((400_000_000..3_600_000_000_000).contains(&t0), "500 ms after the epoch: {t0} ns");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        w.tick_tsc();
+        let dt = w.now_ns - t0;
+        assert!((15_000_000..3_600_000_000_000).contains(&dt), "a 20 ms sleep: {dt} ns");
+        w.now_ns = u64::MAX / 2;
+        w.tick_tsc();
+        assert_eq!(w.now_ns, u64::MAX / 2, "never back");
     }
 }

@@ -13,8 +13,7 @@ use std::time::{Duration, Instant};
 /// One softirq round over every port. Returns packets processed.
 pub fn softirq_round(net: &Net, w: &mut Worker) -> usize {
     let mut budget = net.tun.netdev_budget as usize;
-    let now = Instant::now();
-    w.tick(now);
+    w.tick_tsc();
     if net.neigh_log.len() != w.neigh_seen {
         net.neigh_log.sync_into(&mut w.neigh_seen, &mut w.neigh);
     }
