@@ -15,6 +15,9 @@ use crate::buf::{BufCache, Pkt, HEADROOM};
 use crate::net::Net;
 use crate::stats::{DropReason, Stage};
 use crate::wire::checksum;
+use crate::wire::ethernet::EthernetFrame;
+use crate::wire::ipv4::{self, Ipv4Packet};
+use crate::wire::ipv6::{self, Ipv6Packet};
 use crate::worker::Worker;
 
 /// ip_forward / ip6_forward: only a frame addressed to our MAC is forwarded; a unicast IP
@@ -58,31 +61,22 @@ fn eth_addrs(dst: &[u8; 6], src: &[u8; 6]) -> [u8; 12] {
 pub(crate) fn rewrite_v4(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 12], out_addr: [u8; 4]) -> Result<(), FwdError> {
     let l3 = skb.network_off as usize;
     let data = bufs.data_mut(skb.pkt);
-    if data.len() < l3 + 20 {
+    if data.len() < l3 + ipv4::MIN_HEADER_LEN {
         return Err(FwdError::Drop(DropReason::PktTooSmall));
     }
-    let ip = &mut data[l3..];
-    let ttl = ip[8];
-    if ttl <= 1 {
+    let mut ip = Ipv4Packet::new_unchecked(&mut data[l3..]);
+    if ip.ttl() <= 1 {
         return Err(FwdError::TtlExceeded);
     }
-    let tot_len = crate::tx::gso::network_len(ip, skb).unwrap_or(u16::from_be_bytes([ip[2], ip[3]]) as usize);
+    let tot_len = crate::tx::gso::network_len(ip.as_bytes(), skb).unwrap_or(ip.total_len() as usize);
     if tot_len > mtu as usize {
-        let df = ip[6] & 0x40 != 0;
-        return Err(if df { FwdError::TooBig { mtu } } else { FwdError::NeedsFragment { mtu, macs: *macs } });
+        return Err(if ip.dont_frag() { FwdError::TooBig { mtu } } else { FwdError::NeedsFragment { mtu, macs: *macs } });
     }
-    let old = u16::from_be_bytes([ttl, ip[9]]);
-    ip[8] = ttl - 1;
-    let new = u16::from_be_bytes([ttl - 1, ip[9]]);
-    let csum = checksum::update16(u16::from_be_bytes([ip[10], ip[11]]), old, new);
-    ip[10..12].copy_from_slice(&csum.to_be_bytes());
-    if ip[0] != 0x45 {
-        super::ipv4_hdr::record_route(ip, out_addr);
+    ip.decrement_ttl();
+    if ip.header_len() != ipv4::MIN_HEADER_LEN {
+        super::ipv4_hdr::record_route(ip.into_inner(), out_addr);
     }
-    // Two 6-byte halves, as `eth_addrs` wrote them: a 12-byte copy of a fresh array would
-    // read it back wider than it was stored (a store-forwarding stall per packet).
-    data[0..6].copy_from_slice(&macs[..6]);
-    data[6..12].copy_from_slice(&macs[6..]);
+    set_macs(data, macs);
     Ok(())
 }
 
@@ -90,24 +84,34 @@ pub(crate) fn rewrite_v4(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 1
 pub(crate) fn rewrite_v6(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 12], _out_addr: [u8; 4]) -> Result<(), FwdError> {
     let l3 = skb.network_off as usize;
     let data = bufs.data_mut(skb.pkt);
-    if data.len() < l3 + 40 {
+    if data.len() < l3 + ipv6::HEADER_LEN {
         return Err(FwdError::Drop(DropReason::PktTooSmall));
     }
-    let ip = &mut data[l3..];
-    if ip[7] <= 1 {
+    let mut ip = Ipv6Packet::new_unchecked(&mut data[l3..]);
+    if ip.hop_limit() <= 1 {
         return Err(FwdError::TtlExceeded);
     }
-    forwardable_source_v6(&ip[8..24])?;
+    forwardable_source_v6(&ip.src_addr())?;
     // The whole datagram counts, fragments of a chain included (a GSO packet: each segment).
-    if crate::tx::gso::network_len(ip, skb).unwrap_or(ip.len() + skb.pkt.frag_len as usize) > mtu as usize {
+    let linear = ip.as_bytes().len();
+    if crate::tx::gso::network_len(ip.as_bytes(), skb).unwrap_or(linear + skb.pkt.frag_len as usize) > mtu as usize {
         return Err(FwdError::TooBig { mtu });
     }
-    ip[7] -= 1;
+    ip.decrement_hop_limit();
+    set_macs(data, macs);
+    Ok(())
+}
+
+/// Writes the next hop's destination MAC and the egress port's source MAC (`macs`: the
+/// two, as `eth_addrs` made them) into the Ethernet header of `frame`.
+#[inline(always)]
+fn set_macs(frame: &mut [u8], macs: &[u8; 12]) {
+    let (dst, src) = macs.split_at(6);
+    let mut eth = EthernetFrame::new_unchecked(frame);
     // Two 6-byte halves, as `eth_addrs` wrote them: a 12-byte copy of a fresh array would
     // read it back wider than it was stored (a store-forwarding stall per packet).
-    data[0..6].copy_from_slice(&macs[..6]);
-    data[6..12].copy_from_slice(&macs[6..]);
-    Ok(())
+    eth.set_dst(dst.try_into().unwrap_or(&[0; 6]));
+    eth.set_src(src.try_into().unwrap_or(&[0; 6]));
 }
 
 pub(crate) fn fail_v4(net: &Net, w: &mut Worker, skb: Skb, e: FwdError) {

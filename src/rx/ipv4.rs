@@ -12,7 +12,7 @@ use crate::buf::BufCache;
 use crate::net::Net;
 use crate::stats::{DropReason, Stage};
 use crate::tunables::Tunables;
-use crate::wire::checksum;
+use crate::wire::ipv4::{self, Ipv4Packet};
 use crate::worker::Worker;
 
 /// ip_list_rcv's loop: validates each packet of the run with `rcv`; the accepted ones move
@@ -73,32 +73,33 @@ pub(crate) fn rcv_core(bufs: &mut BufCache, routes: &RouteTable, skb: &mut Skb) 
     }
     let data = bufs.data(skb.pkt);
     let l3 = skb.network_off as usize;
-    let ip = data.get(l3..).ok_or(DropReason::PktTooSmall)?;
-    if ip.len() < 20 {
+    let bytes = data.get(l3..).ok_or(DropReason::PktTooSmall)?;
+    // The view's getters are safe on any input once 20 bytes are there (its contract);
+    // each further check names its own drop, in ip_rcv_core's order.
+    if bytes.len() < ipv4::MIN_HEADER_LEN {
         return Err(DropReason::PktTooSmall.into());
     }
-    let ihl = (ip[0] & 0x0f) as usize * 4;
-    if ip[0] >> 4 != 4 || ihl < 20 {
+    let ip = Ipv4Packet::new_unchecked(bytes);
+    let ihl = ip.header_len();
+    if ip.version() != 4 || ihl < ipv4::MIN_HEADER_LEN {
         return Err(DropReason::IpInhdr.into());
     }
-    if ip.len() < ihl {
+    if bytes.len() < ihl {
         return Err(DropReason::IpInhdr.into());
     }
-    if !checksum::ipv4_header_ok(&ip[..ihl]) {
+    if !ip.verify_checksum() {
         return Err(DropReason::IpCsum.into());
     }
-    let tot_len = u16::from_be_bytes([ip[2], ip[3]]) as usize;
+    let tot_len = ip.total_len() as usize;
     // The datagram may continue in fragments (a chain): its bytes are the linear rest plus them.
-    if ip.len() + (skb.pkt.frag_len as usize) < tot_len {
+    if bytes.len() + (skb.pkt.frag_len as usize) < tot_len {
         return Err(DropReason::PktTooSmall.into());
     }
     if tot_len < ihl {
         return Err(DropReason::IpInhdr.into());
     }
-    let src = [ip[12], ip[13], ip[14], ip[15]];
-    let dst = [ip[16], ip[17], ip[18], ip[19]];
-    martian(routes, src, dst)?;
-    skb.ip_proto = ip[9];
+    martian(routes, ip.src_addr(), ip.dst_addr())?;
+    skb.ip_proto = ip.protocol();
     skb.transport_off = (l3 + ihl) as u16;
     if ihl > 20 {
         options_rcv(bufs, skb, ihl)?;
@@ -117,16 +118,14 @@ pub(crate) fn rcv_core(bufs: &mut BufCache, routes: &RouteTable, skb: &mut Skb) 
 #[inline(never)]
 fn options_rcv(bufs: &mut BufCache, skb: &Skb, ihl: usize) -> Result<(), RcvError> {
     let l3 = skb.network_off as usize;
-    let ip = &mut bufs.data_mut(skb.pkt)[l3..l3 + ihl];
-    let (changed, source_route) = compile_options(&mut ip[20..]).map_err(|at| RcvError::ParamProblem {
+    let mut ip = Ipv4Packet::new_unchecked(&mut bufs.data_mut(skb.pkt)[l3..l3 + ihl]);
+    let (changed, source_route) = compile_options(ip.options_mut()).map_err(|at| RcvError::ParamProblem {
         code: 0,
-        pointer: (20 + at) as u32,
+        pointer: (ipv4::MIN_HEADER_LEN + at) as u32,
         reason: DropReason::IpInhdr,
     })?;
     if changed {
-        ip[10..12].copy_from_slice(&[0, 0]);
-        let c = checksum::checksum(ip);
-        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        ip.fill_checksum();
     }
     if source_route {
         return Err(RcvError::Drop(DropReason::IpInhdr));

@@ -6,7 +6,7 @@
 use crate::buf::skb::Skb;
 use crate::buf::BufCache;
 use crate::stats::DropReason;
-use crate::wire::checksum;
+use crate::wire::ipv4::{self, Ipv4Packet};
 
 /// Why receive refused a packet: a plain drop, or a drop answered with an ICMP parameter
 /// problem (`code`, and `pointer`: the offending byte's offset from the IP header).
@@ -155,10 +155,7 @@ pub(crate) fn record_route(ip: &mut [u8], addr: [u8; 4]) -> bool {
     let slot = opt + ip[opt + 2] as usize - 1;
     ip[slot..slot + 4].copy_from_slice(&addr);
     ip[opt + 2] += 4;
-    let ihl = (ip[0] & 0x0f) as usize * 4;
-    ip[10..12].copy_from_slice(&[0, 0]);
-    let c = checksum::checksum(&ip[..ihl]);
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    Ipv4Packet::new_unchecked(ip).fill_checksum();
     true
 }
 
@@ -210,20 +207,19 @@ fn trim_chain(bufs: &mut BufCache, skb: &mut Skb, len: usize) {
 #[inline(always)]
 pub(crate) fn route_key(bufs: &BufCache, skb: &Skb) -> ([u8; 4], u8) {
     let o = skb.network_off as usize;
-    match bufs.data(skb.pkt).get(o..o + 20) {
-        Some(h) => ([h[16], h[17], h[18], h[19]], h[1]),
+    match bufs.data(skb.pkt).get(o..o + ipv4::MIN_HEADER_LEN) {
+        Some(h) => {
+            let ip = Ipv4Packet::new_unchecked(h);
+            (ip.dst_addr(), ip.tos())
+        }
         None => ([0; 4], 0),
     }
 }
 
 #[inline]
 pub(crate) fn daddr(bufs: &BufCache, skb: &Skb) -> [u8; 4] {
-    let d = bufs.data(skb.pkt);
-    let o = skb.network_off as usize + 16;
-    match d.get(o..o + 4) {
-        Some(a) => [a[0], a[1], a[2], a[3]],
-        None => [0; 4],
-    }
+    let o = skb.network_off as usize;
+    bufs.data(skb.pkt).get(o..o + ipv4::MIN_HEADER_LEN).map_or([0; 4], |h| Ipv4Packet::new_unchecked(h).dst_addr())
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use crate::buf::BufCache;
 use crate::net::Net;
 use crate::stats::DropReason;
 use crate::tunables::Tunables;
-use crate::wire::ipv6::NEXT_HEADER_HOP_BY_HOP;
+use crate::wire::ipv6::{self, Ipv6Packet, NEXT_HEADER_HOP_BY_HOP};
 use crate::worker::Worker;
 
 /// ipv6_rcv: the fixed header's checks, the hop-by-hop options (the only extension header
@@ -30,27 +30,31 @@ pub(crate) fn rcv_core(net: &Net, bufs: &mut BufCache, skb: &mut Skb) -> Result<
     }
     let data = bufs.data(skb.pkt);
     let l3 = skb.network_off as usize;
-    let ip = data.get(l3..).ok_or(DropReason::PktTooSmall)?;
-    if ip.len() < 40 {
+    let bytes = data.get(l3..).ok_or(DropReason::PktTooSmall)?;
+    // The view's getters are safe on any input once the fixed header is there.
+    if bytes.len() < ipv6::HEADER_LEN {
         return Err(DropReason::PktTooSmall.into());
     }
-    if ip[0] >> 4 != 6 {
+    let ip = Ipv6Packet::new_unchecked(bytes);
+    if ip.version() != 6 {
         return Err(DropReason::Ipv6Inhdr.into());
     }
-    martian(&ip[8..24], &ip[24..40])?;
-    let plen = u16::from_be_bytes([ip[4], ip[5]]) as usize;
-    if 40 + plen > ip.len() + skb.pkt.frag_len as usize {
+    let dst = ip.dst_addr();
+    martian(&ip.src_addr(), &dst)?;
+    let plen = ip.payload_len() as usize;
+    if ipv6::HEADER_LEN + plen > bytes.len() + skb.pkt.frag_len as usize {
         return Err(DropReason::PktTooSmall.into());
     }
     // Extension headers are read in the linear part (a chain's head holds 1792 bytes).
-    let ext = &ip[40..(40 + plen).min(ip.len())];
-    if ip[6] == NEXT_HEADER_HOP_BY_HOP {
-        parse_options(ext, 40, true, ip[24] == 0xff)?;
+    let ext = ip.into_payload();
+    let multicast = dst[0] == 0xff;
+    if ip.next_header() == NEXT_HEADER_HOP_BY_HOP {
+        parse_options(ext, ipv6::HEADER_LEN, true, multicast)?;
     }
-    if ip[24] == 0xff && !joined(net, skb.rx_port, &ip[24..40]) {
+    if multicast && !joined(net, skb.rx_port, &dst) {
         return Err(DropReason::IpInvalidDest.into());
     }
-    match walk(ip[6], ext) {
+    match walk(ip.next_header(), ext) {
         // sluice does not reassemble: any fragment (first or later) is protocol 44 to local
         // delivery, which drops it; forwarding does not look at it.
         Some(w) => {

@@ -7,7 +7,9 @@ use super::ipv4_hdr::RcvError;
 use crate::buf::skb::Skb;
 use crate::buf::BufCache;
 use crate::stats::DropReason;
-use crate::wire::ipv6::{NEXT_HEADER_AUTH, NEXT_HEADER_DEST_OPTS, NEXT_HEADER_FRAGMENT, NEXT_HEADER_HOP_BY_HOP, NEXT_HEADER_ROUTING};
+use crate::wire::ipv6::{
+    Ipv6Packet, HEADER_LEN, NEXT_HEADER_AUTH, NEXT_HEADER_DEST_OPTS, NEXT_HEADER_FRAGMENT, NEXT_HEADER_HOP_BY_HOP, NEXT_HEADER_ROUTING,
+};
 
 /// `ip_proto` of a packet whose extension headers the walk could not follow.
 pub(crate) const PROTO_UNPARSED: u8 = 255;
@@ -25,9 +27,8 @@ pub(crate) struct Walk {
 
 /// [`walk`] over a received packet's headers.
 pub(crate) fn walk_of(bufs: &BufCache, skb: &Skb) -> Option<Walk> {
-    let ip = &bufs.data(skb.pkt)[skb.network_off as usize..];
-    let plen = u16::from_be_bytes([ip[4], ip[5]]) as usize;
-    walk(ip[6], &ip[40..(40 + plen).min(ip.len())])
+    let ip = Ipv6Packet::new_unchecked(&bufs.data(skb.pkt)[skb.network_off as usize..]);
+    walk(ip.next_header(), ip.into_payload())
 }
 
 /// ipv6_skip_exthdr's walk, without a count limit (the bytes bound it); a hop-by-hop header
@@ -129,17 +130,17 @@ pub(crate) fn parse_options(hdr: &[u8], at: usize, hop_by_hop: bool, dst_multica
 /// `Ok(nhoff)`: the offset of the byte naming the upper-layer protocol.
 pub(crate) fn local_headers(bufs: &BufCache, skb: &Skb) -> Result<usize, RcvError> {
     let bad = RcvError::Drop(DropReason::Ipv6Inhdr);
-    let ip = &bufs.data(skb.pkt)[skb.network_off as usize..];
-    let plen = u16::from_be_bytes([ip[4], ip[5]]) as usize;
-    let ext = &ip[40..(40 + plen).min(ip.len())];
+    let ip = Ipv6Packet::new_unchecked(&bufs.data(skb.pkt)[skb.network_off as usize..]);
+    let ext = ip.into_payload();
+    let multicast = ip.dst_addr()[0] == 0xff;
     let pp = |code: u8, p: usize| RcvError::ParamProblem { code, pointer: p as u32, reason: DropReason::Ipv6Inhdr };
-    let (mut nh, mut off, mut nhoff) = (ip[6], 0usize, 6usize);
+    let (mut nh, mut off, mut nhoff) = (ip.next_header(), 0usize, 6usize);
     loop {
         let len = match nh {
             NEXT_HEADER_HOP_BY_HOP if off == 0 => (*ext.get(1).ok_or(bad)? as usize + 1) * 8,
             NEXT_HEADER_HOP_BY_HOP => return Err(pp(1, nhoff)),
             NEXT_HEADER_DEST_OPTS => {
-                parse_options(&ext[off..], 40 + off, false, ip[24] == 0xff)?;
+                parse_options(&ext[off..], 40 + off, false, multicast)?;
                 (ext[off + 1] as usize + 1) * 8
             }
             NEXT_HEADER_ROUTING => {
@@ -163,11 +164,10 @@ pub(crate) fn local_headers(bufs: &BufCache, skb: &Skb) -> Result<usize, RcvErro
 #[inline(always)]
 pub(crate) fn route_key(bufs: &BufCache, skb: &Skb) -> ([u8; 16], u8) {
     let o = skb.network_off as usize;
-    match bufs.data(skb.pkt).get(o..o + 40) {
+    match bufs.data(skb.pkt).get(o..o + HEADER_LEN) {
         Some(h) => {
-            let mut a = [0u8; 16];
-            a.copy_from_slice(&h[24..40]);
-            (a, (h[0] << 4) | (h[1] >> 4))
+            let ip = Ipv6Packet::new_unchecked(h);
+            (ip.dst_addr(), ip.traffic_class())
         }
         None => ([0; 16], 0),
     }
@@ -175,13 +175,8 @@ pub(crate) fn route_key(bufs: &BufCache, skb: &Skb) -> ([u8; 16], u8) {
 
 #[inline]
 pub(crate) fn daddr(bufs: &BufCache, skb: &Skb) -> [u8; 16] {
-    let d = bufs.data(skb.pkt);
-    let o = skb.network_off as usize + 24;
-    let mut a = [0u8; 16];
-    if let Some(s) = d.get(o..o + 16) {
-        a.copy_from_slice(s);
-    }
-    a
+    let o = skb.network_off as usize;
+    bufs.data(skb.pkt).get(o..o + HEADER_LEN).map_or([0; 16], |h| Ipv6Packet::new_unchecked(h).dst_addr())
 }
 
 #[cfg(test)]

@@ -25,6 +25,8 @@ pub mod socket;
 use crate::buf::skb::Skb;
 use crate::net::Net;
 use crate::stats::{DropReason, Stage};
+use crate::wire::ethernet::HEADER_LEN as ETH_HEADER_LEN;
+use crate::wire::vlan::VlanHeader;
 use crate::wire::EtherType;
 use crate::worker::Worker;
 use dst::for_each_run;
@@ -39,6 +41,32 @@ pub enum Handler {
     Arp = 3,
 }
 
+/// An 802.1Q tag on receive: filtered by the port's VLANs, then removed (its own function,
+/// so untagged traffic's core step stays small).
+#[inline(never)]
+fn vlan_untag(net: &Net, w: &mut Worker, skb: &mut Skb) -> Result<(), DropReason> {
+    let data = w.bufs.data_mut(skb.pkt);
+    let Ok(tag) = VlanHeader::new_checked(&data[ETH_HEADER_LEN.min(data.len())..]) else {
+        return Err(DropReason::PktTooSmall);
+    };
+    let (tci, vid, inner) = (tag.tci(), tag.vid(), tag.inner_ethertype());
+    // VID 0 is a priority tag (802.1Q): the frame belongs to the port itself and goes on
+    // untagged, as __netif_receive_skb_core clears a tag no VLAN device claims.
+    let priority_tag = vid == 0;
+    let allowed = priority_tag || net.ifaces.get(skb.rx_port as usize).is_some_and(|i| i.vlans.contains(&vid));
+    if !allowed {
+        return Err(DropReason::VlanFiltered);
+    }
+    skb.protocol = inner;
+    // Untag: move the MAC addresses up over the tag, as skb_vlan_untag does.
+    data.copy_within(0..12, 4);
+    skb.pkt.off += 4;
+    skb.pkt.len -= 4;
+    skb.vlan_present = !priority_tag;
+    skb.vlan_tci = if priority_tag { 0 } else { tci };
+    Ok(())
+}
+
 /// Core step, per packet in both modes: VLAN untag and filter, handler lookup.
 #[inline]
 pub(crate) fn core_step(net: &Net, w: &mut Worker, skb: &mut Skb) -> Result<Handler, DropReason> {
@@ -49,26 +77,7 @@ pub(crate) fn core_step(net: &Net, w: &mut Worker, skb: &mut Skb) -> Result<Hand
         extra_work(net.tun.extra_work);
     }
     if skb.protocol == EtherType::VLAN {
-        let data = w.bufs.data_mut(skb.pkt);
-        if data.len() < 18 {
-            return Err(DropReason::PktTooSmall);
-        }
-        let tci = u16::from_be_bytes([data[14], data[15]]);
-        let vid = tci & 0x0fff;
-        // VID 0 is a priority tag (802.1Q): the frame belongs to the port itself and goes on
-        // untagged, as __netif_receive_skb_core clears a tag no VLAN device claims.
-        let priority_tag = vid == 0;
-        let allowed = priority_tag || net.ifaces.get(skb.rx_port as usize).is_some_and(|i| i.vlans.contains(&vid));
-        if !allowed {
-            return Err(DropReason::VlanFiltered);
-        }
-        skb.protocol = u16::from_be_bytes([data[16], data[17]]);
-        // Untag: move the MAC addresses up over the tag, as skb_vlan_untag does.
-        data.copy_within(0..12, 4);
-        skb.pkt.off += 4;
-        skb.pkt.len -= 4;
-        skb.vlan_present = !priority_tag;
-        skb.vlan_tci = if priority_tag { 0 } else { tci };
+        vlan_untag(net, w, skb)?;
     }
     match skb.protocol {
         EtherType::IPV4 => Ok(Handler::Ipv4),

@@ -47,16 +47,19 @@ pub struct EthernetFrame<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> EthernetFrame<T> {
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> Self {
         Self { buffer }
     }
 
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
         let frame = Self::new_unchecked(buffer);
         frame.check_len()?;
         Ok(frame)
     }
 
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         if self.buffer.as_ref().len() < HEADER_LEN {
             return Err(WireError::Truncated);
@@ -64,27 +67,33 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
         Ok(())
     }
 
+    #[inline]
     pub fn into_inner(self) -> T {
         self.buffer
     }
 
+    #[inline]
     pub fn dst(&self) -> [u8; 6] {
         read_array(self.buffer.as_ref(), DST)
     }
 
+    #[inline]
     pub fn src(&self) -> [u8; 6] {
         read_array(self.buffer.as_ref(), SRC)
     }
 
+    #[inline]
     pub fn ethertype(&self) -> u16 {
         read_u16(self.buffer.as_ref(), ETHERTYPE)
     }
 
+    #[inline]
     fn payload_range(&self) -> core::ops::Range<usize> {
         HEADER_LEN..self.buffer.as_ref().len()
     }
 
     /// Everything after the 14-byte header (including any Ethernet padding).
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         &self.buffer.as_ref()[self.payload_range()]
     }
@@ -93,6 +102,7 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
 impl<'a, T: AsRef<[u8]> + ?Sized> EthernetFrame<&'a T> {
     /// [`EthernetFrame::payload`] with the lifetime of the underlying buffer rather than of the
     /// view, so a parser can return it after the view goes out of scope.
+    #[inline]
     pub fn into_payload(self) -> &'a [u8] {
         let range = self.payload_range();
         let buffer: &'a T = self.buffer;
@@ -101,18 +111,22 @@ impl<'a, T: AsRef<[u8]> + ?Sized> EthernetFrame<&'a T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> EthernetFrame<T> {
+    #[inline]
     pub fn set_dst(&mut self, mac: &[u8; 6]) {
         self.buffer.as_mut()[DST..DST + 6].copy_from_slice(mac);
     }
 
+    #[inline]
     pub fn set_src(&mut self, mac: &[u8; 6]) {
         self.buffer.as_mut()[SRC..SRC + 6].copy_from_slice(mac);
     }
 
+    #[inline]
     pub fn set_ethertype(&mut self, ethertype: u16) {
         write_u16(self.buffer.as_mut(), ETHERTYPE, ethertype);
     }
 
+    #[inline]
     pub fn payload_mut(&mut self) -> &mut [u8] {
         let range = self.payload_range();
         &mut self.buffer.as_mut()[range]

@@ -35,10 +35,12 @@ pub struct Ipv4Packet<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Ipv4Packet<T> {
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> Self {
         Self { buffer }
     }
 
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
         let packet = Self::new_unchecked(buffer);
         packet.check_len()?;
@@ -48,6 +50,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// In order: len >= 20 (Truncated), version 4 (Malformed), IHL >= 5 (Malformed),
     /// header_len <= len (Truncated), total_len >= header_len (Malformed),
     /// total_len <= len (Truncated). Bytes past total_len (e.g. Ethernet padding) are allowed.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         let len = self.buffer.as_ref().len();
         if len < MIN_HEADER_LEN {
@@ -73,96 +76,123 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
         Ok(())
     }
 
+    #[inline]
     pub fn into_inner(self) -> T {
         self.buffer
     }
 
+    /// The whole buffer the view covers (header, payload and anything after).
+    #[inline]
+    pub fn as_bytes(&self) -> &[u8] {
+        self.buffer.as_ref()
+    }
+
+    #[inline]
     fn bytes(&self) -> &[u8] {
         self.buffer.as_ref()
     }
 
+    #[inline]
     pub fn version(&self) -> u8 {
         self.bytes()[VER_IHL] >> 4
     }
 
     /// Header length in bytes (IHL * 4), as declared: may be < 20 or past the buffer
     /// on unchecked input.
+    #[inline]
     pub fn header_len(&self) -> usize {
         usize::from(self.bytes()[VER_IHL] & 0x0f) * 4
     }
 
+    #[inline]
     pub fn tos(&self) -> u8 {
         self.bytes()[TOS]
     }
 
     /// Differentiated services code point (upper 6 bits of TOS).
+    #[inline]
     pub fn dscp(&self) -> u8 {
         self.tos() >> 2
     }
 
     /// Explicit congestion notification (lower 2 bits of TOS).
+    #[inline]
     pub fn ecn(&self) -> u8 {
         self.tos() & 0x03
     }
 
+    #[inline]
     pub fn total_len(&self) -> u16 {
         read_u16(self.bytes(), TOTAL_LEN)
     }
 
+    #[inline]
     pub fn ident(&self) -> u16 {
         read_u16(self.bytes(), IDENT)
     }
 
+    #[inline]
     fn flags_frag(&self) -> u16 {
         read_u16(self.bytes(), FLAGS_FRAG)
     }
 
+    #[inline]
     pub fn dont_frag(&self) -> bool {
         self.flags_frag() & FLAG_DF != 0
     }
 
+    #[inline]
     pub fn more_frags(&self) -> bool {
         self.flags_frag() & FLAG_MF != 0
     }
 
     /// Fragment offset in bytes (the field counts 8-byte units).
+    #[inline]
     pub fn frag_offset(&self) -> u16 {
         (self.flags_frag() & FRAG_OFFSET_MASK) << 3
     }
 
     /// Any fragment, first included: MF set or a non-zero offset.
+    #[inline]
     pub fn is_fragment(&self) -> bool {
         self.flags_frag() & (FLAG_MF | FRAG_OFFSET_MASK) != 0
     }
 
+    #[inline]
     pub fn ttl(&self) -> u8 {
         self.bytes()[TTL]
     }
 
+    #[inline]
     pub fn protocol(&self) -> u8 {
         self.bytes()[PROTOCOL]
     }
 
+    #[inline]
     pub fn header_checksum(&self) -> u16 {
         read_u16(self.bytes(), CHECKSUM)
     }
 
+    #[inline]
     pub fn src_addr(&self) -> [u8; 4] {
         read_array(self.bytes(), SRC)
     }
 
+    #[inline]
     pub fn dst_addr(&self) -> [u8; 4] {
         read_array(self.bytes(), DST)
     }
 
     /// End of the header bytes that options and `fill_checksum` use: the declared header
     /// length clamped into [20, len] (callers guarantee len >= 20).
+    #[inline]
     fn header_end(&self) -> usize {
         let len = self.bytes().len();
         self.header_len().max(MIN_HEADER_LEN).min(len)
     }
 
     /// Options (bytes 20..header_len), clamped to the buffer; empty when IHL <= 5.
+    #[inline]
     pub fn options(&self) -> &[u8] {
         let end = self.header_end();
         self.bytes().get(MIN_HEADER_LEN..end).unwrap_or(&[])
@@ -170,6 +200,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
 
     /// header_len..total_len clamped to the buffer; never starts inside the fixed header
     /// (IHL < 5) and is empty when the fields are inconsistent.
+    #[inline]
     fn payload_range(&self) -> core::ops::Range<usize> {
         let start = self.header_len().max(MIN_HEADER_LEN);
         let end = usize::from(self.total_len()).min(self.bytes().len());
@@ -178,16 +209,18 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
 
     /// Bytes header_len..total_len, clamped to the buffer (empty if inconsistent).
     /// Excludes Ethernet padding past total_len.
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         &self.bytes()[self.payload_range()]
     }
 
     /// Header checksum is valid. False when the declared header does not fit
     /// (IHL < 5 or header_len > len), since it cannot be checked then.
+    #[inline]
     pub fn verify_checksum(&self) -> bool {
         let header_len = self.header_len();
         match self.bytes().get(..header_len) {
-            Some(header) if header_len >= MIN_HEADER_LEN => checksum::verifies(checksum::sum_be16(header)),
+            Some(header) if header_len >= MIN_HEADER_LEN => checksum::ipv4_header_ok(header),
             _ => false,
         }
     }
@@ -196,6 +229,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
 impl<'a, T: AsRef<[u8]> + ?Sized> Ipv4Packet<&'a T> {
     /// [`Ipv4Packet::payload`] with the lifetime of the underlying buffer rather than of the
     /// view, so a parser can return it after the view goes out of scope.
+    #[inline]
     pub fn into_payload(self) -> &'a [u8] {
         let range = self.payload_range();
         let buffer: &'a T = self.buffer;
@@ -204,70 +238,85 @@ impl<'a, T: AsRef<[u8]> + ?Sized> Ipv4Packet<&'a T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
+    #[inline]
     fn bytes_mut(&mut self) -> &mut [u8] {
         self.buffer.as_mut()
     }
 
     /// Writes version 4 and IHL for `header_len` bytes (rounded down to 4-byte units,
     /// capped at 60).
+    #[inline]
     pub fn set_version_and_header_len(&mut self, header_len: usize) {
         let ihl = (header_len.min(MAX_HEADER_LEN) / 4) as u8;
         self.bytes_mut()[VER_IHL] = (4 << 4) | ihl;
     }
 
+    #[inline]
     pub fn set_tos(&mut self, tos: u8) {
         self.bytes_mut()[TOS] = tos;
     }
 
+    #[inline]
     pub fn set_total_len(&mut self, total_len: u16) {
         write_u16(self.bytes_mut(), TOTAL_LEN, total_len);
     }
 
+    #[inline]
     pub fn set_ident(&mut self, ident: u16) {
         write_u16(self.bytes_mut(), IDENT, ident);
     }
 
+    #[inline]
     fn set_flags_frag(&mut self, value: u16) {
         write_u16(self.bytes_mut(), FLAGS_FRAG, value);
     }
 
+    #[inline]
     pub fn set_dont_frag(&mut self, df: bool) {
         let v = self.flags_frag() & !FLAG_DF;
         self.set_flags_frag(if df { v | FLAG_DF } else { v });
     }
 
+    #[inline]
     pub fn set_more_frags(&mut self, mf: bool) {
         let v = self.flags_frag() & !FLAG_MF;
         self.set_flags_frag(if mf { v | FLAG_MF } else { v });
     }
 
     /// Offset in bytes; the low 3 bits are dropped since the field counts 8-byte units.
+    #[inline]
     pub fn set_frag_offset(&mut self, offset: u16) {
         let v = (self.flags_frag() & !FRAG_OFFSET_MASK) | (offset >> 3);
         self.set_flags_frag(v);
     }
 
+    #[inline]
     pub fn set_ttl(&mut self, ttl: u8) {
         self.bytes_mut()[TTL] = ttl;
     }
 
+    #[inline]
     pub fn set_protocol(&mut self, protocol: u8) {
         self.bytes_mut()[PROTOCOL] = protocol;
     }
 
+    #[inline]
     pub fn set_header_checksum(&mut self, csum: u16) {
         write_u16(self.bytes_mut(), CHECKSUM, csum);
     }
 
+    #[inline]
     pub fn set_src_addr(&mut self, addr: &[u8; 4]) {
         self.bytes_mut()[SRC..SRC + 4].copy_from_slice(addr);
     }
 
+    #[inline]
     pub fn set_dst_addr(&mut self, addr: &[u8; 4]) {
         self.bytes_mut()[DST..DST + 4].copy_from_slice(addr);
     }
 
     /// Recomputes the header checksum over the declared header (clamped into [20, len]).
+    #[inline]
     pub fn fill_checksum(&mut self) {
         self.set_header_checksum(0);
         let end = self.header_end();
@@ -278,6 +327,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     /// Decrements TTL and patches the checksum incrementally (RFC 1624), returning the
     /// new TTL. A TTL of 0 is left alone (returns 0): forwarding must drop at TTL <= 1
     /// before calling this, and wrapping to 255 would revive the packet.
+    #[inline]
     pub fn decrement_ttl(&mut self) -> u8 {
         let ttl = self.ttl();
         if ttl == 0 {
@@ -294,18 +344,21 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
 
     /// Sets total length and patches the checksum incrementally (e.g. after GRO merged
     /// segments into this packet).
+    #[inline]
     pub fn set_total_len_and_patch_checksum(&mut self, total_len: u16) {
         let csum = checksum::update16(self.header_checksum(), self.total_len(), total_len);
         self.set_total_len(total_len);
         self.set_header_checksum(csum);
     }
 
+    #[inline]
     pub fn options_mut(&mut self) -> &mut [u8] {
         let end = self.header_end();
         self.bytes_mut().get_mut(MIN_HEADER_LEN..end).unwrap_or(&mut [])
     }
 
     /// Mutable counterpart of [`Ipv4Packet::payload`], with the same clamping.
+    #[inline]
     pub fn payload_mut(&mut self) -> &mut [u8] {
         let range = self.payload_range();
         &mut self.bytes_mut()[range]

@@ -37,10 +37,12 @@ pub struct Ipv6Packet<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Ipv6Packet<T> {
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> Self {
         Self { buffer }
     }
 
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
         let packet = Self::new_unchecked(buffer);
         packet.check_len()?;
@@ -50,6 +52,7 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     /// len >= 40 (Truncated), version 6 (Malformed), 40 + payload_len <= len (Truncated).
     /// Jumbograms (payload length 0 + Hop-by-Hop option) are not supported: their
     /// payload reads as empty.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         let len = self.buffer.as_ref().len();
         if len < HEADER_LEN {
@@ -64,64 +67,84 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
         Ok(())
     }
 
+    #[inline]
     pub fn into_inner(self) -> T {
         self.buffer
     }
 
+    /// The whole buffer the view covers (header, payload and anything after).
+    #[inline]
+    pub fn as_bytes(&self) -> &[u8] {
+        self.buffer.as_ref()
+    }
+
+    #[inline]
     fn bytes(&self) -> &[u8] {
         self.buffer.as_ref()
     }
 
+    #[inline]
     fn ver_tc_flow(&self) -> u32 {
         read_u32(self.bytes(), VER_TC_FLOW)
     }
 
+    #[inline]
     pub fn version(&self) -> u8 {
         (self.ver_tc_flow() >> 28) as u8
     }
 
+    #[inline]
     pub fn traffic_class(&self) -> u8 {
         (self.ver_tc_flow() >> 20) as u8
     }
 
     /// 20-bit flow label.
+    #[inline]
     pub fn flow_label(&self) -> u32 {
         self.ver_tc_flow() & FLOW_LABEL_MASK
     }
 
     /// Length of everything after the fixed header, extension headers included.
+    #[inline]
     pub fn payload_len(&self) -> u16 {
         read_u16(self.bytes(), PAYLOAD_LEN)
     }
 
+    #[inline]
     pub fn next_header(&self) -> u8 {
         self.bytes()[NEXT_HEADER]
     }
 
+    #[inline]
     pub fn hop_limit(&self) -> u8 {
         self.bytes()[HOP_LIMIT]
     }
 
+    #[inline]
     pub fn src_addr(&self) -> [u8; 16] {
         read_array(self.bytes(), SRC)
     }
 
+    #[inline]
     pub fn dst_addr(&self) -> [u8; 16] {
         read_array(self.bytes(), DST)
     }
 
+    #[inline]
     fn payload_range(&self) -> core::ops::Range<usize> {
         let end = (HEADER_LEN + usize::from(self.payload_len())).min(self.bytes().len());
         HEADER_LEN.min(end)..end
     }
 
     /// Bytes 40..40 + payload_len, clamped to the buffer.
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         &self.bytes()[self.payload_range()]
     }
 
     /// [`skip_extension_headers`] over this packet's payload; the offset is relative to
     /// the payload.
+    #[inline]
     pub fn ext_headers(&self) -> Result<ExtHeaders> {
         skip_extension_headers(self.next_header(), self.payload())
     }
@@ -130,6 +153,7 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
 impl<'a, T: AsRef<[u8]> + ?Sized> Ipv6Packet<&'a T> {
     /// [`Ipv6Packet::payload`] with the lifetime of the underlying buffer rather than of the
     /// view, so a parser can return it after the view goes out of scope.
+    #[inline]
     pub fn into_payload(self) -> &'a [u8] {
         let range = self.payload_range();
         let buffer: &'a T = self.buffer;
@@ -138,59 +162,71 @@ impl<'a, T: AsRef<[u8]> + ?Sized> Ipv6Packet<&'a T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
+    #[inline]
     fn bytes_mut(&mut self) -> &mut [u8] {
         self.buffer.as_mut()
     }
 
+    #[inline]
     fn set_ver_tc_flow(&mut self, value: u32) {
         write_u32(self.bytes_mut(), VER_TC_FLOW, value);
     }
 
     /// Writes version 6, keeping traffic class and flow label.
+    #[inline]
     pub fn set_version(&mut self) {
         let v = (self.ver_tc_flow() & 0x0fff_ffff) | (6 << 28);
         self.set_ver_tc_flow(v);
     }
 
+    #[inline]
     pub fn set_traffic_class(&mut self, tc: u8) {
         let v = (self.ver_tc_flow() & !0x0ff0_0000) | (u32::from(tc) << 20);
         self.set_ver_tc_flow(v);
     }
 
     /// Only the low 20 bits of `label` are used.
+    #[inline]
     pub fn set_flow_label(&mut self, label: u32) {
         let v = (self.ver_tc_flow() & !FLOW_LABEL_MASK) | (label & FLOW_LABEL_MASK);
         self.set_ver_tc_flow(v);
     }
 
+    #[inline]
     pub fn set_payload_len(&mut self, len: u16) {
         write_u16(self.bytes_mut(), PAYLOAD_LEN, len);
     }
 
+    #[inline]
     pub fn set_next_header(&mut self, next_header: u8) {
         self.bytes_mut()[NEXT_HEADER] = next_header;
     }
 
+    #[inline]
     pub fn set_hop_limit(&mut self, hop_limit: u8) {
         self.bytes_mut()[HOP_LIMIT] = hop_limit;
     }
 
     /// Decrements the hop limit, returning the new value; 0 stays 0 (no wrap to 255).
+    #[inline]
     pub fn decrement_hop_limit(&mut self) -> u8 {
         let hop_limit = self.hop_limit().saturating_sub(1);
         self.set_hop_limit(hop_limit);
         hop_limit
     }
 
+    #[inline]
     pub fn set_src_addr(&mut self, addr: &[u8; 16]) {
         self.bytes_mut()[SRC..SRC + 16].copy_from_slice(addr);
     }
 
+    #[inline]
     pub fn set_dst_addr(&mut self, addr: &[u8; 16]) {
         self.bytes_mut()[DST..DST + 16].copy_from_slice(addr);
     }
 
     /// Mutable counterpart of [`Ipv6Packet::payload`], with the same clamping.
+    #[inline]
     pub fn payload_mut(&mut self) -> &mut [u8] {
         let range = self.payload_range();
         &mut self.bytes_mut()[range]

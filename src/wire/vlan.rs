@@ -19,16 +19,19 @@ pub struct VlanHeader<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> VlanHeader<T> {
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> Self {
         Self { buffer }
     }
 
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
         let tag = Self::new_unchecked(buffer);
         tag.check_len()?;
         Ok(tag)
     }
 
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         if self.buffer.as_ref().len() < HEADER_LEN {
             return Err(WireError::Truncated);
@@ -36,39 +39,47 @@ impl<T: AsRef<[u8]>> VlanHeader<T> {
         Ok(())
     }
 
+    #[inline]
     pub fn into_inner(self) -> T {
         self.buffer
     }
 
     /// Tag control information: PCP (3 bits), DEI (1 bit), VID (12 bits).
+    #[inline]
     pub fn tci(&self) -> u16 {
         read_u16(self.buffer.as_ref(), TCI)
     }
 
     /// Priority code point (802.1p class), 0..=7.
+    #[inline]
     pub fn pcp(&self) -> u8 {
         (self.tci() >> PCP_SHIFT) as u8
     }
 
     /// Drop eligible indicator.
+    #[inline]
     pub fn dei(&self) -> bool {
         self.tci() & DEI_BIT != 0
     }
 
     /// VLAN identifier, 0..=4095 (0 = priority tag only, 4095 reserved).
+    #[inline]
     pub fn vid(&self) -> u16 {
         self.tci() & VID_MASK
     }
 
+    #[inline]
     pub fn inner_ethertype(&self) -> u16 {
         read_u16(self.buffer.as_ref(), INNER_ETHERTYPE)
     }
 
+    #[inline]
     fn payload_range(&self) -> core::ops::Range<usize> {
         HEADER_LEN..self.buffer.as_ref().len()
     }
 
     /// Everything after the tag.
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         &self.buffer.as_ref()[self.payload_range()]
     }
@@ -77,6 +88,7 @@ impl<T: AsRef<[u8]>> VlanHeader<T> {
 impl<'a, T: AsRef<[u8]> + ?Sized> VlanHeader<&'a T> {
     /// [`VlanHeader::payload`] with the lifetime of the underlying buffer rather than of the
     /// view, so a parser can return it after the view goes out of scope.
+    #[inline]
     pub fn into_payload(self) -> &'a [u8] {
         let range = self.payload_range();
         let buffer: &'a T = self.buffer;
@@ -85,31 +97,37 @@ impl<'a, T: AsRef<[u8]> + ?Sized> VlanHeader<&'a T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> VlanHeader<T> {
+    #[inline]
     pub fn set_tci(&mut self, tci: u16) {
         write_u16(self.buffer.as_mut(), TCI, tci);
     }
 
     /// Only the low 3 bits of `pcp` are used.
+    #[inline]
     pub fn set_pcp(&mut self, pcp: u8) {
         let tci = (self.tci() & !(0x7 << PCP_SHIFT)) | (u16::from(pcp & 0x7) << PCP_SHIFT);
         self.set_tci(tci);
     }
 
+    #[inline]
     pub fn set_dei(&mut self, dei: bool) {
         let tci = if dei { self.tci() | DEI_BIT } else { self.tci() & !DEI_BIT };
         self.set_tci(tci);
     }
 
     /// Only the low 12 bits of `vid` are used.
+    #[inline]
     pub fn set_vid(&mut self, vid: u16) {
         let tci = (self.tci() & !VID_MASK) | (vid & VID_MASK);
         self.set_tci(tci);
     }
 
+    #[inline]
     pub fn set_inner_ethertype(&mut self, ethertype: u16) {
         write_u16(self.buffer.as_mut(), INNER_ETHERTYPE, ethertype);
     }
 
+    #[inline]
     pub fn payload_mut(&mut self) -> &mut [u8] {
         let range = self.payload_range();
         &mut self.buffer.as_mut()[range]
