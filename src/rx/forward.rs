@@ -16,8 +16,10 @@ use crate::net::Net;
 use crate::stats::{DropReason, Stage};
 use crate::wire::checksum;
 use crate::wire::ethernet::EthernetFrame;
+use crate::wire::icmp::{Icmpv4Packet, Icmpv6Packet};
 use crate::wire::ipv4::{self, Ipv4Packet};
 use crate::wire::ipv6::{self, Ipv6Packet};
+use crate::wire::{EtherType, IPPROTO_ICMP, IPPROTO_ICMPV6};
 use crate::worker::Worker;
 
 /// ip_forward / ip6_forward: only a frame addressed to our MAC is forwarded; a unicast IP
@@ -425,23 +427,24 @@ pub(crate) fn icmp4_error(net: &Net, w: &mut Worker, orig: &Skb, typ: u8, code: 
     // The quote is copied out to the stack (no allocation): the buffer is borrowed from the pool.
     let (quote_buf, q, dst) = {
         let data = w.bufs.data(orig.pkt);
-        let Some(ip) = data.get(l3..) else { return };
-        if ip.len() < 20 || orig.pkt_type != PktType::Host {
+        let Some(bytes) = data.get(l3..) else { return };
+        if bytes.len() < ipv4::MIN_HEADER_LEN || orig.pkt_type != PktType::Host {
             return;
         }
-        let ihl = ((ip[0] & 0x0f) as usize * 4).max(20);
-        let frag_off = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff;
-        if frag_off != 0 {
+        let ip = Ipv4Packet::new_unchecked(bytes);
+        // Only the first fragment is answered.
+        if ip.frag_offset() != 0 {
             return;
         }
-        if ip[9] == 1 && !icmp4_may_answer(ip.get(ihl).copied()) {
+        let ihl = ip.header_len().max(ipv4::MIN_HEADER_LEN);
+        if ip.protocol() == IPPROTO_ICMP && !icmp4_may_answer(bytes.get(ihl).copied()) {
             return;
         }
         // As much as fits in 576 bytes (RFC 1812 4.3.2.3, icmp_send's room).
-        let q = ip.len().min(ICMP4_QUOTE_MAX);
+        let q = bytes.len().min(ICMP4_QUOTE_MAX);
         let mut quote = [0u8; ICMP4_QUOTE_MAX];
-        quote[..q].copy_from_slice(&ip[..q]);
-        (quote, q, [ip[12], ip[13], ip[14], ip[15]])
+        quote[..q].copy_from_slice(&bytes[..q]);
+        (quote, q, ip.src_addr())
     };
     let quote = &quote_buf[..q];
     let mut dst16 = [0u8; 16];
@@ -459,20 +462,25 @@ pub(crate) fn icmp4_error(net: &Net, w: &mut Worker, orig: &Skb, typ: u8, code: 
     let len = 14 + 20 + 8 + quote.len();
     let ttl = net.tun.ip_default_ttl;
     let f = &mut w.bufs.frame_mut(id)[HEADROOM..HEADROOM + len];
-    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-    let ip = &mut f[14..];
-    ip[..20].copy_from_slice(&[0x45, 0xc0, 0, 0, 0, 0, 0, 0, ttl, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
-    ip[2..4].copy_from_slice(&((20 + 8 + quote.len()) as u16).to_be_bytes());
-    ip[12..16].copy_from_slice(&src);
-    ip[16..20].copy_from_slice(&dst);
-    let c = checksum::checksum(&ip[..20]);
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
-    let icmp = &mut ip[20..];
-    icmp[..8].copy_from_slice(&[typ, code, 0, 0, 0, 0, 0, 0]);
-    icmp[4..8].copy_from_slice(&info.to_be_bytes());
-    icmp[8..].copy_from_slice(quote);
-    let c = checksum::checksum(icmp);
-    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    // Every header byte is written: the frame is a recycled buffer.
+    f[..14 + 20 + 8].fill(0);
+    EthernetFrame::new_unchecked(&mut f[..]).set_ethertype(EtherType::IPV4);
+    let (ip_bytes, icmp_bytes) = f[14..].split_at_mut(20);
+    let mut ip = Ipv4Packet::new_unchecked(ip_bytes);
+    ip.set_version_and_header_len(20);
+    ip.set_tos(0xc0); // internetwork control, as icmp_send sends errors
+    ip.set_total_len((20 + 8 + quote.len()) as u16);
+    ip.set_ttl(ttl);
+    ip.set_protocol(IPPROTO_ICMP);
+    ip.set_src_addr(&src);
+    ip.set_dst_addr(&dst);
+    ip.fill_checksum();
+    let mut icmp = Icmpv4Packet::new_unchecked(icmp_bytes);
+    icmp.set_msg_type(typ);
+    icmp.set_code(code);
+    icmp.set_rest_of_header(info);
+    icmp.data_mut().copy_from_slice(quote);
+    icmp.fill_checksum();
     w.c.originated += 1;
     send_v4(net, w, Pkt::new(id, len), dst);
 }
@@ -510,8 +518,12 @@ pub(crate) fn icmp6_error(net: &Net, w: &mut Worker, orig: &Skb, typ: u8, code: 
     };
     let (quote_buf, q, dst) = {
         let data = w.bufs.data(orig.pkt);
-        let Some(ip) = data.get(l3..) else { return };
-        if ip.len() < 40 || orig.pkt_type != PktType::Host || ip[24] == 0xff {
+        let Some(bytes) = data.get(l3..) else { return };
+        if bytes.len() < ipv6::HEADER_LEN || orig.pkt_type != PktType::Host {
+            return;
+        }
+        let ip = Ipv6Packet::new_unchecked(bytes);
+        if ip.dst_addr()[0] == 0xff {
             return;
         }
         if orig.ip_proto == 58 {
@@ -521,12 +533,10 @@ pub(crate) fn icmp6_error(net: &Net, w: &mut Worker, orig: &Skb, typ: u8, code: 
             }
         }
         // Quote as much as fits in the IPv6 minimum MTU.
-        let q = ip.len().min(ICMP6_QUOTE_MAX);
+        let q = bytes.len().min(ICMP6_QUOTE_MAX);
         let mut quote = [0u8; ICMP6_QUOTE_MAX];
-        quote[..q].copy_from_slice(&ip[..q]);
-        let mut dst = [0u8; 16];
-        dst.copy_from_slice(&ip[8..24]);
-        (quote, q, dst)
+        quote[..q].copy_from_slice(&bytes[..q]);
+        (quote, q, ip.src_addr())
     };
     let quote = &quote_buf[..q];
     if !net.icmp_rate.lock().unwrap_or_else(|e| e.into_inner()).allow(&net.tun, IcmpKind::V6(typ), dst, w.now_ns) {
@@ -541,19 +551,23 @@ pub(crate) fn icmp6_error(net: &Net, w: &mut Worker, orig: &Skb, typ: u8, code: 
     let plen = 8 + quote.len();
     let len = 14 + 40 + plen;
     let f = &mut w.bufs.frame_mut(id)[HEADROOM..HEADROOM + len];
-    f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
-    let ip = &mut f[14..];
-    ip[..8].copy_from_slice(&[0x60, 0, 0, 0, 0, 0, 58, 64]);
-    ip[4..6].copy_from_slice(&(plen as u16).to_be_bytes());
-    ip[8..24].copy_from_slice(&src);
-    ip[24..40].copy_from_slice(&dst);
-    let icmp = &mut ip[40..];
-    icmp[..8].copy_from_slice(&[typ, code, 0, 0, 0, 0, 0, 0]);
-    icmp[4..8].copy_from_slice(&info.to_be_bytes());
-    icmp[8..].copy_from_slice(quote);
-    let sum = checksum::pseudo_header_v6(&src, &dst, 58, plen as u32) + checksum::sum_be16(icmp);
-    let c = !checksum::fold(sum);
-    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    // Every header byte is written: the frame is a recycled buffer.
+    f[..14 + 40 + 8].fill(0);
+    EthernetFrame::new_unchecked(&mut f[..]).set_ethertype(EtherType::IPV6);
+    let (ip_bytes, icmp_bytes) = f[14..].split_at_mut(40);
+    let mut ip = Ipv6Packet::new_unchecked(ip_bytes);
+    ip.set_version();
+    ip.set_payload_len(plen as u16);
+    ip.set_next_header(IPPROTO_ICMPV6);
+    ip.set_hop_limit(64);
+    ip.set_src_addr(&src);
+    ip.set_dst_addr(&dst);
+    let mut icmp = Icmpv6Packet::new_unchecked(icmp_bytes);
+    icmp.set_msg_type(typ);
+    icmp.set_code(code);
+    icmp.set_rest_of_header(info);
+    icmp.data_mut().copy_from_slice(quote);
+    icmp.fill_checksum(&src, &dst);
     w.c.originated += 1;
     send_v6(net, w, Pkt::new(id, len), dst, orig.rx_port);
 }
