@@ -90,8 +90,6 @@ pub struct XdpHooks {
     pub xsk_rx: Vec<u64>,
     /// Trace lines from bpf_trace_printk (the last few).
     pub trace: Vec<String>,
-    /// Unknown action codes seen (counted as ABORTED, like the kernel's warning).
-    pub unknown_actions: u64,
     /// Outcomes of the burst being judged (reused).
     pub(crate) outcomes: Vec<RunOutcome>,
     /// Buffers the native hook frees after a burst's verdicts (kept to avoid allocation).

@@ -106,7 +106,7 @@ enum Fate {
 /// (slot 5: no XDP action). Every arm counts with a constant index, so a local `actions`
 /// stays in registers over a burst instead of a memory add per packet.
 #[inline(always)]
-fn fate_of(out: &RunOutcome, port: u16, nports: usize, actions: &mut [u64; 6], unknown: &mut u64) -> Fate {
+fn fate_of(out: &RunOutcome, port: u16, nports: usize, actions: &mut [u64; 6]) -> Fate {
     match out.action {
         XDP_PASS => {
             actions[XDP_PASS as usize] += 1;
@@ -136,7 +136,6 @@ fn fate_of(out: &RunOutcome, port: u16, nports: usize, actions: &mut [u64; 6], u
         }
         _ => {
             actions[5] += 1;
-            *unknown += 1;
             Fate::Drop(DropReason::XdpAborted)
         }
     }
@@ -209,11 +208,10 @@ pub fn run_native(net: &Net, w: &mut Worker, port: u16, rx: &mut Vec<Pkt>) {
     let mut actions = [0u64; 6];
     let mut free_list = std::mem::take(&mut w.xdp.free_scratch);
     free_list.clear();
-    let mut unknown = 0u64;
     let mut reasons = DropTally::default();
     for i in 0..rx.len() {
         let p = rx[i];
-        match fate_of(&outs[i], port, nports, &mut actions, &mut unknown) {
+        match fate_of(&outs[i], port, nports, &mut actions) {
             Fate::Pass => {
                 rx[keep] = p;
                 keep += 1;
@@ -232,7 +230,6 @@ pub fn run_native(net: &Net, w: &mut Worker, port: u16, rx: &mut Vec<Pkt>) {
     for (c, n) in w.c.xdp_actions.iter_mut().zip(actions) {
         *c += n;
     }
-    w.xdp.unknown_actions += unknown;
     reasons.apply(&mut w.c);
     w.xdp.outcomes = outs;
     let n = rx.len();
@@ -372,7 +369,7 @@ pub fn run_generic(net: &Net, w: &mut Worker, skbs: &mut Vec<Skb>) {
         for (j, i) in (start..end).enumerate() {
             let mut s = skbs[i];
             let np = pkts[j];
-            match fate_of(&outs[j], port, nports, &mut w.c.xdp_actions, &mut w.xdp.unknown_actions) {
+            match fate_of(&outs[j], port, nports, &mut w.c.xdp_actions) {
                 Fate::Pass => {
                     if np != s.pkt {
                         // The data moved: reset the network header and re-derive the protocol.
@@ -461,19 +458,16 @@ mod tests {
     #[test]
     fn unknown_action_is_dropped_as_aborted_and_counted() {
         let mut c = crate::stats::Counters::default();
-        let mut unknown = 0u64;
         for (i, action) in [5u32, 7, 0x8000_0000, u32::MAX].into_iter().enumerate() {
-            let fate = fate_of(&RunOutcome { action, redirect: None }, 0, 2, &mut c.xdp_actions, &mut unknown);
+            let fate = fate_of(&RunOutcome { action, redirect: None }, 0, 2, &mut c.xdp_actions);
             assert!(matches!(fate, Fate::Drop(DropReason::XdpAborted)), "action {action}");
-            assert_eq!(unknown, i as u64 + 1);
             assert_eq!(c.xdp_actions[5], i as u64 + 1);
         }
         assert_eq!(c.xdp_actions[..5], [0; 5]);
-        // The five real actions are not counted as unknown.
+        // The five real actions are counted in their own slots, not as unknown.
         for action in 0..=4 {
-            let _ = fate_of(&RunOutcome { action, redirect: None }, 0, 2, &mut c.xdp_actions, &mut unknown);
+            let _ = fate_of(&RunOutcome { action, redirect: None }, 0, 2, &mut c.xdp_actions);
         }
-        assert_eq!(unknown, 4);
-        assert_eq!(c.xdp_actions[..5], [1; 5]);
+        assert_eq!(c.xdp_actions, [1, 1, 1, 1, 1, 4]);
     }
 }
