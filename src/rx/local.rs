@@ -8,6 +8,9 @@ use crate::buf::skb::Skb;
 use crate::buf::{BufCache, Pkt};
 use crate::net::Net;
 use crate::stats::{DropReason, Stage};
+use crate::wire::icmp::Icmpv6Packet;
+use crate::wire::ipv4::Ipv4Packet;
+use crate::wire::ipv6::Ipv6Packet;
 use crate::wire::{checksum, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP};
 use crate::worker::Worker;
 
@@ -111,16 +114,14 @@ fn socket_enqueue(w: &mut Worker, sock: u32, pkts: &[Pkt]) {
 fn reply_v4(net: &Net, w: &mut Worker, s: &Skb, dont_frag: bool) -> [u8; 4] {
     let ttl = net.tun.ip_default_ttl;
     let l3 = s.network_off as usize;
-    let ip = &mut w.bufs.data_mut(s.pkt)[l3..];
-    let ihl = ((ip[0] & 0x0f) as usize * 4).clamp(20, ip.len());
-    let (src, dst) = (addr4(&ip[12..]), addr4(&ip[16..]));
-    ip[12..16].copy_from_slice(&dst);
-    ip[16..20].copy_from_slice(&src);
-    ip[6..8].copy_from_slice(&if dont_frag { [0x40, 0] } else { [0, 0] });
-    ip[8] = ttl;
-    ip[10..12].copy_from_slice(&[0, 0]);
-    let c = checksum::checksum(&ip[..ihl]);
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    let mut ip = Ipv4Packet::new_unchecked(&mut w.bufs.data_mut(s.pkt)[l3..]);
+    let (src, dst) = (ip.src_addr(), ip.dst_addr());
+    ip.set_src_addr(&dst);
+    ip.set_dst_addr(&src);
+    // The answering stack's flags: DF or nothing (a reply is whole).
+    ip.set_unfragmented(dont_frag);
+    ip.set_ttl(ttl);
+    ip.fill_checksum();
     w.c.local += 1;
     w.c.originated += 1;
     src
@@ -158,11 +159,7 @@ fn deliver_one_v4(net: &Net, w: &mut Worker, s: Skb) {
     if s.gso_type & crate::buf::skb::gso_type::UDP_L4 != 0 {
         return udp_rcv_segment(net, w, s, false);
     }
-    let frag = {
-        let ip = &w.bufs.data(s.pkt)[s.network_off as usize..];
-        u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0
-    };
-    if frag {
+    if is_frag_v4(&w.bufs, &s) {
         return w.drop_pkt(s.pkt, DropReason::IpFragLocal);
     }
     match s.ip_proto {
@@ -216,7 +213,7 @@ fn echo_reply_options_v4(bufs: &mut BufCache, s: &mut Skb) {
     let l3 = s.network_off as usize;
     let (opts, n) = {
         let ip = &mut bufs.data_mut(s.pkt)[l3..];
-        let ours = addr4(&ip[16..]);
+        let ours = Ipv4Packet::new_unchecked(&*ip).dst_addr();
         if super::ipv4_hdr::record_route(ip, ours) {
             super::ipv4_hdr::record_route(ip, ours);
         }
@@ -356,9 +353,9 @@ fn deliver_list(net: &Net, w: &mut Worker, run: &mut [Skb], v6: bool) {
     w.stage_done(Stage::Local, run.len(), t0);
 }
 
+/// Any fragment, the first included (MF or an offset): sluice does not reassemble.
 fn is_frag_v4(bufs: &BufCache, s: &Skb) -> bool {
-    let ip = &bufs.data(s.pkt)[s.network_off as usize..];
-    u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0
+    Ipv4Packet::new_unchecked(&bufs.data(s.pkt)[s.network_off as usize..]).is_fragment()
 }
 
 pub(crate) fn deliver_v6(net: &Net, w: &mut Worker, s: Skb) {
@@ -440,12 +437,12 @@ fn deliver_upper_v6(net: &Net, w: &mut Worker, s: Skb) {
 fn reply_v6(net: &Net, w: &mut Worker, s: &Skb, hop_limit: u8) -> ([u8; 16], bool) {
     let own = net.ifaces.get(s.rx_port as usize).and_then(|i| i.primary_v6());
     let l3 = s.network_off as usize;
-    let ip = &mut w.bufs.data_mut(s.pkt)[l3..];
-    let (src, dst) = (addr16(&ip[8..]), addr16(&ip[24..]));
+    let mut ip = Ipv6Packet::new_unchecked(&mut w.bufs.data_mut(s.pkt)[l3..]);
+    let (src, dst) = (ip.src_addr(), ip.dst_addr());
     let (new_src, changed) = if dst[0] == 0xff { (own.unwrap_or(dst), true) } else { (dst, false) };
-    ip[8..24].copy_from_slice(&new_src);
-    ip[24..40].copy_from_slice(&src);
-    ip[7] = hop_limit;
+    ip.set_src_addr(&new_src);
+    ip.set_dst_addr(&src);
+    ip.set_hop_limit(hop_limit);
     w.c.local += 1;
     w.c.originated += 1;
     (src, changed)
@@ -457,8 +454,9 @@ fn icmp6_checksum(bufs: &mut BufCache, p: Pkt, l3: usize, l4: usize) {
     let at = l3 + l4;
     let (src, dst) = {
         let ip = &mut bufs.data_mut(p)[l3..];
-        ip[l4 + 2..l4 + 4].copy_from_slice(&[0, 0]);
-        (addr16(&ip[8..]), addr16(&ip[24..]))
+        Icmpv6Packet::new_unchecked(&mut ip[l4..]).set_checksum(0);
+        let ip = Ipv6Packet::new_unchecked(&*ip);
+        (ip.src_addr(), ip.dst_addr())
     };
     let len = p.total_len().saturating_sub(at);
     let sum = checksum::pseudo_header_v6(&src, &dst, IPPROTO_ICMPV6, len as u32) + bufs.sum_be16_from(p, at);
@@ -474,7 +472,7 @@ fn icmp6_rcv(net: &Net, w: &mut Worker, s: Skb) {
         let Some(icmp) = ip.get(l4..).filter(|i| i.len() >= 8) else {
             return w.drop_pkt(s.pkt, DropReason::PktTooSmall);
         };
-        let (src, dst) = (addr16(&ip[8..]), addr16(&ip[24..]));
+        let (src, dst) = (Ipv6Packet::new_unchecked(ip).src_addr(), Ipv6Packet::new_unchecked(ip).dst_addr());
         let len = s.pkt.total_len() - l3 - l4;
         let ok = checksum::fold(checksum::pseudo_header_v6(&src, &dst, IPPROTO_ICMPV6, len as u32) + w.bufs.sum_be16_from(s.pkt, l3 + l4))
             == 0xffff;

@@ -283,6 +283,13 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
         self.set_flags_frag(if mf { v | FLAG_MF } else { v });
     }
 
+    /// The whole flags + offset word of a packet that is no fragment: DF as given, the
+    /// reserved bit, MF and the offset 0 (a header written afresh, e.g. a reply's).
+    #[inline]
+    pub fn set_unfragmented(&mut self, df: bool) {
+        self.set_flags_frag(if df { FLAG_DF } else { 0 });
+    }
+
     /// Offset in bytes; the low 3 bits are dropped since the field counts 8-byte units.
     #[inline]
     pub fn set_frag_offset(&mut self, offset: u16) {
@@ -382,6 +389,20 @@ mod tests {
         let mut p = Ipv4Packet::new_unchecked(&mut bytes[..]);
         p.fill_checksum();
         bytes
+    }
+
+    /// A header written afresh is no fragment: DF as asked, and the reserved bit, MF and
+    /// the offset of whatever the buffer held before all cleared.
+    #[test]
+    fn unfragmented_clears_the_whole_flags_word() {
+        let mut b = [0u8; 20];
+        b[6..8].copy_from_slice(&0xbfffu16.to_be_bytes()); // reserved, MF, offset all set
+        let mut p = Ipv4Packet::new_unchecked(&mut b[..]);
+        p.set_unfragmented(true);
+        assert_eq!(u16::from_be_bytes([b[6], b[7]]), 0x4000);
+        let mut p = Ipv4Packet::new_unchecked(&mut b[..]);
+        p.set_unfragmented(false);
+        assert_eq!(u16::from_be_bytes([b[6], b[7]]), 0);
     }
 
     #[test]
