@@ -555,13 +555,7 @@ pub(crate) fn icmp6_error(net: &Net, w: &mut Worker, orig: &Skb, typ: u8, code: 
     f[..14 + 40 + 8].fill(0);
     EthernetFrame::new_unchecked(&mut f[..]).set_ethertype(EtherType::IPV6);
     let (ip_bytes, icmp_bytes) = f[14..].split_at_mut(40);
-    let mut ip = Ipv6Packet::new_unchecked(ip_bytes);
-    ip.set_version();
-    ip.set_payload_len(plen as u16);
-    ip.set_next_header(IPPROTO_ICMPV6);
-    ip.set_hop_limit(64);
-    ip.set_src_addr(&src);
-    ip.set_dst_addr(&dst);
+    Ipv6Packet::new_unchecked(ip_bytes).emit(plen as u16, IPPROTO_ICMPV6, 64, &src, &dst);
     let mut icmp = Icmpv6Packet::new_unchecked(icmp_bytes);
     icmp.set_msg_type(typ);
     icmp.set_code(code);

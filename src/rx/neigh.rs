@@ -318,13 +318,7 @@ fn send_ndisc(net: &Net, w: &mut Worker, port: u16, msg: NdiscMsg, src: [u8; 16]
     eth.set_dst(&dst_mac);
     eth.set_src(&mac);
     eth.set_ethertype(EtherType::IPV6);
-    let mut ip = Ipv6Packet::new_unchecked(&mut d[14..54]);
-    ip.set_version();
-    ip.set_payload_len(ICMP_LEN as u16);
-    ip.set_next_header(IPPROTO_ICMPV6);
-    ip.set_hop_limit(255);
-    ip.set_src_addr(&src);
-    ip.set_dst_addr(&dst);
+    Ipv6Packet::new_unchecked(&mut d[14..54]).emit(ICMP_LEN as u16, IPPROTO_ICMPV6, 255, &src, &dst);
     let icmp = &mut d[54..54 + ICMP_LEN];
     match msg {
         NdiscMsg::Solicit => {

@@ -172,6 +172,18 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
         write_u32(self.bytes_mut(), VER_TC_FLOW, value);
     }
 
+    /// Writes a whole fixed header afresh (a packet we originate): version 6, traffic class
+    /// and flow label 0, then the given fields.
+    #[inline]
+    pub fn emit(&mut self, payload_len: u16, next_header: u8, hop_limit: u8, src: &[u8; 16], dst: &[u8; 16]) {
+        self.set_ver_tc_flow(6 << 28);
+        self.set_payload_len(payload_len);
+        self.set_next_header(next_header);
+        self.set_hop_limit(hop_limit);
+        self.set_src_addr(src);
+        self.set_dst_addr(dst);
+    }
+
     /// Writes version 6, keeping traffic class and flow label.
     #[inline]
     pub fn set_version(&mut self) {
