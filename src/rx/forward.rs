@@ -14,7 +14,6 @@ use crate::buf::skb::{PktType, Skb};
 use crate::buf::{BufCache, Pkt, HEADROOM};
 use crate::net::Net;
 use crate::stats::{DropReason, Stage};
-use crate::wire::checksum;
 use crate::wire::ethernet::EthernetFrame;
 use crate::wire::icmp::{Icmpv4Packet, Icmpv6Packet};
 use crate::wire::ipv4::{self, Ipv4Packet};
@@ -286,36 +285,36 @@ pub(crate) fn fragment_v4(net: &Net, w: &mut Worker, skb: Skb, port: u16, mtu: u
     let (ihl, tot_len, ethertype) = {
         let data = w.bufs.data(skb.pkt);
         // ip_rcv_core checked the header: ihl in 20..=60 within the linear part, tot_len >= ihl.
-        let ihl = ((data[l3] & 0x0f) as usize * 4).clamp(20, 60);
+        let ihl = Ipv4Packet::new_unchecked(&data[l3..]).header_len().clamp(20, 60);
         hdr[..ihl].copy_from_slice(&data[l3..l3 + ihl]);
-        (ihl, u16::from_be_bytes([hdr[2], hdr[3]]) as usize, [data[12], data[13]])
+        (ihl, Ipv4Packet::new_unchecked(&hdr[..]).total_len() as usize, EthernetFrame::new_unchecked(data).ethertype())
     };
     let room = (mtu as usize).saturating_sub(ihl) & !7;
     if room == 0 || tot_len <= ihl {
         return w.drop_pkt(skb.pkt, DropReason::PktTooBig);
     }
-    hdr[8] = hdr[8].saturating_sub(1);
+    // The TTL goes down once, before the cut (the checksum is recomputed per fragment).
+    let mut ip = Ipv4Packet::new_unchecked(&mut hdr[..]);
+    ip.set_ttl(ip.ttl().saturating_sub(1));
     if ihl > 20 {
         // ip_forward_options runs before ip_fragment: every fragment's header starts from it.
         super::ipv4_hdr::record_route(&mut hdr[..ihl], out_addr_v4(net, port));
     }
-    let frag = u16::from_be_bytes([hdr[6], hdr[7]]);
-    let (base_off, more_after) = ((frag & 0x1fff) as usize * 8, frag & 0x2000 != 0);
+    let ip = Ipv4Packet::new_unchecked(&hdr[..]);
+    let (base_off, more_after) = (ip.frag_offset() as usize, ip.more_frags());
     let payload = tot_len - ihl;
     let mut frame = std::mem::take(&mut w.frag_scratch);
     let (mut off, mut made) = (0usize, 0u64);
     while off < payload {
         let len = room.min(payload - off);
         let last = off + len == payload;
-        let field = (((base_off + off) / 8) as u16 & 0x1fff) | if !last || more_after { 0x2000 } else { 0 };
-        hdr[2..4].copy_from_slice(&((ihl + len) as u16).to_be_bytes());
-        hdr[6..8].copy_from_slice(&field.to_be_bytes());
-        hdr[10..12].copy_from_slice(&[0, 0]);
-        let c = checksum::checksum(&hdr[..ihl]);
-        hdr[10..12].copy_from_slice(&c.to_be_bytes());
+        let mut ip = Ipv4Packet::new_unchecked(&mut hdr[..ihl]);
+        ip.set_total_len((ihl + len) as u16);
+        ip.set_fragment((base_off + off) as u16, !last || more_after);
+        ip.fill_checksum();
         frame.clear();
         frame.extend_from_slice(macs);
-        frame.extend_from_slice(&ethertype);
+        frame.extend_from_slice(&ethertype.to_be_bytes());
         frame.extend_from_slice(&hdr[..ihl]);
         let at = frame.len();
         frame.resize(at + len, 0);

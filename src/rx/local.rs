@@ -8,9 +8,14 @@ use crate::buf::skb::Skb;
 use crate::buf::{BufCache, Pkt};
 use crate::net::Net;
 use crate::stats::{DropReason, Stage};
-use crate::wire::icmp::Icmpv6Packet;
+use crate::wire::arp::{self, ArpPacket};
+use crate::wire::ethernet::{EthernetFrame, HEADER_LEN as ETH_HEADER_LEN};
+use crate::wire::icmp::{self, icmpv4, icmpv6, Icmpv4Packet, Icmpv6Packet};
 use crate::wire::ipv4::Ipv4Packet;
 use crate::wire::ipv6::Ipv6Packet;
+use crate::wire::udp::{self, UdpPacket};
+use crate::wire::vlan::VlanHeader;
+use crate::wire::EtherType;
 use crate::wire::{checksum, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP};
 use crate::worker::Worker;
 
@@ -42,30 +47,30 @@ fn udp_classify(net: &Net, w: &Worker, s: &Skb, v6: bool) -> UdpFate {
     let data = w.bufs.data(s.pkt);
     let l3 = s.network_off as usize;
     let l4 = s.transport_off as usize;
-    let Some(udp) = data.get(l4..) else {
+    let Some(bytes) = data.get(l4..).filter(|b| b.len() >= udp::HEADER_LEN) else {
         return UdpFate::Drop(DropReason::PktTooSmall);
     };
-    if udp.len() < 8 {
+    let udp = UdpPacket::new_unchecked(bytes);
+    let ulen = udp.len() as usize;
+    if ulen < udp::HEADER_LEN || ulen > bytes.len() + s.pkt.frag_len as usize {
         return UdpFate::Drop(DropReason::PktTooSmall);
     }
-    let ulen = u16::from_be_bytes([udp[4], udp[5]]) as usize;
-    if ulen < 8 || ulen > udp.len() + s.pkt.frag_len as usize {
-        return UdpFate::Drop(DropReason::PktTooSmall);
-    }
-    let csum = u16::from_be_bytes([udp[6], udp[7]]);
+    let csum = udp.checksum();
     // Over the whole datagram: a chain's fragments too.
     let payload_sum = || w.bufs.sum_be16_range(s.pkt, l4, ulen);
     let ok = if v6 {
-        let (src, dst) = (addr16(&data[l3 + 8..]), addr16(&data[l3 + 24..]));
+        let ip = Ipv6Packet::new_unchecked(&data[l3..]);
+        let (src, dst) = (ip.src_addr(), ip.dst_addr());
         csum != 0 && checksum::fold(checksum::pseudo_header_v6(&src, &dst, IPPROTO_UDP, ulen as u32) + payload_sum()) == 0xffff
     } else {
-        let (src, dst) = (addr4(&data[l3 + 12..]), addr4(&data[l3 + 16..]));
+        let ip = Ipv4Packet::new_unchecked(&data[l3..]);
+        let (src, dst) = (ip.src_addr(), ip.dst_addr());
         csum == 0 || checksum::fold(checksum::pseudo_header_v4(&src, &dst, IPPROTO_UDP, ulen as u16) + payload_sum()) == 0xffff
     };
     if !ok {
         return UdpFate::Drop(DropReason::L4Csum);
     }
-    let dport = u16::from_be_bytes([udp[2], udp[3]]);
+    let dport = udp.dst_port();
     if dport == UDP_ECHO_PORT {
         return UdpFate::Echo;
     }
@@ -82,8 +87,16 @@ fn udp_classify(net: &Net, w: &Worker, s: &Skb, v6: bool) -> UdpFate {
     }
 }
 
-fn addr4(b: &[u8]) -> [u8; 4] {
-    [b[0], b[1], b[2], b[3]]
+/// ICMP timestamp request and reply (RFC 792; `wire::icmp` names only the types it builds).
+const ICMP_TIMESTAMP: u8 = 13;
+const ICMP_TIMESTAMP_REPLY: u8 = 14;
+
+/// Swaps a UDP header's source and destination ports (an echo's answer).
+fn swap_udp_ports(l4: &mut [u8]) {
+    let mut udp = UdpPacket::new_unchecked(l4);
+    let (sp, dp) = (udp.src_port(), udp.dst_port());
+    udp.set_src_port(dp);
+    udp.set_dst_port(sp);
 }
 
 fn addr16(b: &[u8]) -> [u8; 16] {
@@ -197,9 +210,10 @@ fn set_reply_options_v4(bufs: &mut BufCache, s: &mut Skb, opts: &[u8]) {
     let end = d.len();
     d.copy_within(old_l4..end, new_l4);
     d[l3 + 20..new_l4].copy_from_slice(opts);
-    d[l3] = 0x40 | ((20 + opts.len()) / 4) as u8;
     let shrink = old_l4 - new_l4;
-    d[l3 + 2..l3 + 4].copy_from_slice(&((end - shrink - l3) as u16).to_be_bytes());
+    let mut ip = Ipv4Packet::new_unchecked(&mut d[l3..]);
+    ip.set_version_and_header_len(20 + opts.len());
+    ip.set_total_len((end - shrink - l3) as u16);
     s.pkt.len -= shrink as u16;
     s.transport_off = new_l4 as u16;
 }
@@ -227,17 +241,19 @@ fn icmp_rcv(net: &Net, w: &mut Worker, mut s: Skb) {
     let (typ, ok) = {
         let d = w.bufs.data(s.pkt);
         match d.get(l4..) {
-            Some(icmp) if icmp.len() >= 8 => (icmp[0], checksum::fold(w.bufs.sum_be16_from(s.pkt, l4)) == 0xffff),
+            Some(icmp) if icmp.len() >= icmp::HEADER_LEN => {
+                (Icmpv4Packet::new_unchecked(icmp).msg_type(), checksum::fold(w.bufs.sum_be16_from(s.pkt, l4)) == 0xffff)
+            }
             _ => return w.drop_pkt(s.pkt, DropReason::PktTooSmall),
         }
     };
     if !ok {
         return w.drop_pkt(s.pkt, DropReason::L4Csum);
     }
-    if typ == 13 {
+    if typ == ICMP_TIMESTAMP {
         return icmp_timestamp(net, w, s);
     }
-    if typ != 8 {
+    if typ != icmpv4::ECHO_REQUEST {
         return w.drop_pkt(s.pkt, DropReason::IcmpIgnored);
     }
     if s.transport_off - s.network_off > 20 {
@@ -245,10 +261,11 @@ fn icmp_rcv(net: &Net, w: &mut Worker, mut s: Skb) {
     }
     let l4 = s.transport_off as usize;
     let dst = reply_v4(net, w, &s, false);
-    let icmp = &mut w.bufs.data_mut(s.pkt)[l4..];
-    icmp[0] = 0;
-    let c = checksum::update16(u16::from_be_bytes([icmp[2], icmp[3]]), 0x0800, 0x0000);
-    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    let mut icmp = Icmpv4Packet::new_unchecked(&mut w.bufs.data_mut(s.pkt)[l4..]);
+    icmp.set_msg_type(icmpv4::ECHO_REPLY);
+    // Only the type changed: patch the checksum for the (type, code) word's difference.
+    let c = checksum::update16(icmp.checksum(), u16::from(icmpv4::ECHO_REQUEST) << 8, u16::from(icmpv4::ECHO_REPLY) << 8);
+    icmp.set_checksum(c);
     send_v4(net, w, s.pkt, dst);
 }
 
@@ -268,18 +285,18 @@ fn icmp_timestamp(net: &Net, w: &mut Worker, mut s: Skb) {
     }
     let (l3, l4) = (s.network_off as usize, s.transport_off as usize);
     s.pkt.len = (l4 + REPLY_LEN) as u16;
-    w.bufs.data_mut(s.pkt)[l3 + 2..l3 + 4].copy_from_slice(&((l4 + REPLY_LEN - l3) as u16).to_be_bytes());
+    Ipv4Packet::new_unchecked(&mut w.bufs.data_mut(s.pkt)[l3..]).set_total_len((l4 + REPLY_LEN - l3) as u16);
     let dst = reply_v4(net, w, &s, false);
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let ms = ((now.as_secs() % 86_400) * 1000 + u64::from(now.subsec_millis())) as u32;
-    let icmp = &mut w.bufs.data_mut(s.pkt)[l4..l4 + REPLY_LEN];
-    icmp[0] = 14;
-    icmp[1] = 0;
-    icmp[12..16].copy_from_slice(&ms.to_be_bytes());
-    icmp[16..20].copy_from_slice(&ms.to_be_bytes());
-    icmp[2..4].copy_from_slice(&[0, 0]);
-    let c = checksum::checksum(icmp);
-    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    let mut icmp = Icmpv4Packet::new_unchecked(&mut w.bufs.data_mut(s.pkt)[l4..l4 + REPLY_LEN]);
+    icmp.set_msg_type(ICMP_TIMESTAMP_REPLY);
+    icmp.set_code(0);
+    // After the identifier and sequence: originate (kept), receive and transmit times.
+    let times = icmp.data_mut();
+    times[4..8].copy_from_slice(&ms.to_be_bytes());
+    times[8..12].copy_from_slice(&ms.to_be_bytes());
+    icmp.fill_checksum();
     send_v4(net, w, s.pkt, dst);
 }
 
@@ -290,11 +307,8 @@ fn udp_echo_v4(net: &Net, w: &mut Worker, mut s: Skb) {
     }
     let dst = reply_v4(net, w, &s, true);
     let l4 = s.transport_off as usize;
-    let udp = &mut w.bufs.data_mut(s.pkt)[l4..];
     // Swapping ports and addresses leaves the UDP checksum's sum unchanged.
-    let (sp, dport) = ([udp[0], udp[1]], [udp[2], udp[3]]);
-    udp[0..2].copy_from_slice(&dport);
-    udp[2..4].copy_from_slice(&sp);
+    swap_udp_ports(&mut w.bufs.data_mut(s.pkt)[l4..]);
     send_v4(net, w, s.pkt, dst);
 }
 
@@ -407,8 +421,9 @@ fn strip_ext_headers_v6(bufs: &mut BufCache, s: &mut Skb) {
     let d = bufs.data_mut(s.pkt);
     let end = d.len();
     d.copy_within(old_l4..end, new_l4);
-    d[l3 + 6] = s.ip_proto;
-    d[l3 + 4..l3 + 6].copy_from_slice(&((end - old_l4) as u16).to_be_bytes());
+    let mut ip = Ipv6Packet::new_unchecked(&mut d[l3..]);
+    ip.set_next_header(s.ip_proto);
+    ip.set_payload_len((end - old_l4) as u16);
     s.pkt.len -= (old_l4 - new_l4) as u16;
     s.transport_off = new_l4 as u16;
 }
@@ -473,30 +488,32 @@ fn icmp6_rcv(net: &Net, w: &mut Worker, s: Skb) {
             return w.drop_pkt(s.pkt, DropReason::PktTooSmall);
         };
         let (src, dst) = (Ipv6Packet::new_unchecked(ip).src_addr(), Ipv6Packet::new_unchecked(ip).dst_addr());
+        let icmp = Icmpv6Packet::new_unchecked(icmp);
         let len = s.pkt.total_len() - l3 - l4;
         let ok = checksum::fold(checksum::pseudo_header_v6(&src, &dst, IPPROTO_ICMPV6, len as u32) + w.bufs.sum_be16_from(s.pkt, l3 + l4))
             == 0xffff;
-        let target = icmp.get(8..24).map(addr16);
-        (icmp[0], ok, target)
+        // Neighbour discovery's target address, right after the 8-byte header.
+        let target = icmp.data().get(..16).map(addr16);
+        (icmp.msg_type(), ok, target)
     };
     if !ok {
         return w.drop_pkt(s.pkt, DropReason::L4Csum);
     }
     match typ {
-        128 => {
+        icmpv6::ECHO_REQUEST => {
             let mut s = s;
             if l4 > 40 {
                 strip_ext_headers_v6(&mut w.bufs, &mut s);
             }
             let l4 = s.transport_off as usize - l3;
             let (dst, _) = reply_v6(net, w, &s, 64);
-            w.bufs.data_mut(s.pkt)[l3 + l4] = 129;
+            Icmpv6Packet::new_unchecked(&mut w.bufs.data_mut(s.pkt)[l3 + l4..]).set_msg_type(icmpv6::ECHO_REPLY);
             icmp6_checksum(&mut w.bufs, s.pkt, l3, l4);
             send_v6(net, w, s.pkt, dst, s.rx_port);
         }
         // Answered in place in one buffer (a solicitation is small; a chained one is not answered).
-        135 if !s.pkt.is_chained() => neighbour_solicit(net, w, s, l4, target),
-        136 => {
+        icmpv6::NEIGHBOR_SOLICIT if !s.pkt.is_chained() => neighbour_solicit(net, w, s, l4, target),
+        icmpv6::NEIGHBOR_ADVERT => {
             // Neighbour advertisement: learn the target's MAC (option 2) if we know it already.
             learn_v6(net, w, &s, l4, target, 2);
             w.c.local += 1;
@@ -510,7 +527,7 @@ fn icmp6_rcv(net: &Net, w: &mut Worker, s: Skb) {
 fn learn_v6(net: &Net, w: &mut Worker, s: &Skb, l4: usize, target: Option<[u8; 16]>, opt: u8) {
     let l3 = s.network_off as usize;
     let ip = &w.bufs.data(s.pkt)[l3..];
-    let who = if opt == 1 { addr16(&ip[8..]) } else { target.unwrap_or([0; 16]) };
+    let who = if opt == 1 { Ipv6Packet::new_unchecked(ip).src_addr() } else { target.unwrap_or([0; 16]) };
     let o = l4 + 24;
     if let Some(op) = ip.get(o..o + 8) {
         if op[0] == opt && op[1] == 1 {
@@ -530,13 +547,17 @@ fn neighbour_solicit(net: &Net, w: &mut Worker, s: Skb, l4: usize, target: Optio
     let l3 = s.network_off as usize;
     let mine = target.is_some_and(|t| net.ifaces.get(s.rx_port as usize).is_some_and(|i| i.v6.iter().any(|a| a.0 == t)));
     let (valid, dad) = {
-        let ip = &w.bufs.data(s.pkt)[l3..];
-        let icmp = ip.get(l4..).unwrap_or(&[]);
-        let dad = ip[8..24].iter().all(|b| *b == 0);
+        let bytes = &w.bufs.data(s.pkt)[l3..];
+        let ip = Ipv6Packet::new_unchecked(bytes);
+        let icmp = bytes.get(l4..).unwrap_or(&[]);
+        let dad = ip.src_addr() == [0; 16];
         let slla = icmp.get(24..26).is_some_and(|o| o[0] == 1 && o[1] == 1);
-        let dst = addr16(&ip[24..]);
+        let dst = ip.dst_addr();
         let solicited_node = dst[..13] == [0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff];
-        let valid = ip[7] == 255 && icmp.len() >= 24 && icmp[1] == 0 && !(dad && (slla || !solicited_node));
+        let valid = ip.hop_limit() == 255
+            && icmp.len() >= 24
+            && Icmpv6Packet::new_unchecked(icmp).code() == 0
+            && !(dad && (slla || !solicited_node));
         (valid, dad)
     };
     if !mine || !valid {
@@ -554,27 +575,29 @@ fn neighbour_solicit(net: &Net, w: &mut Worker, s: Skb, l4: usize, target: Optio
     let total = l3 + l4 + plen;
     let mut p = s.pkt;
     p.len = total as u16;
-    let ip = &mut w.bufs.data_mut(p)[l3..];
-    ip[8..24].copy_from_slice(&tgt);
+    let (ip_bytes, icmp_bytes) = w.bufs.data_mut(p)[l3..].split_at_mut(l4);
+    let mut ip = Ipv6Packet::new_unchecked(ip_bytes);
+    ip.set_src_addr(&tgt);
     const ALL_NODES: [u8; 16] = [0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
     if dad {
-        ip[24..40].copy_from_slice(&ALL_NODES);
+        ip.set_dst_addr(&ALL_NODES);
     }
-    let router = if net.tun.ipv6_forwarding != 0 { 0x80 } else { 0 };
-    let solicited = if dad { 0 } else { 0x40 };
-    let icmp = &mut ip[l4..];
-    icmp[0] = 136;
-    icmp[1] = 0;
-    icmp[4..8].copy_from_slice(&[router | solicited | 0x20, 0, 0, 0]);
-    icmp[24..32].copy_from_slice(&[2, 1, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]]);
-    ip[4..6].copy_from_slice(&((l4 - 40 + plen) as u16).to_be_bytes());
+    ip.set_payload_len((l4 - 40 + plen) as u16);
+    let router: u8 = if net.tun.ipv6_forwarding != 0 { 0x80 } else { 0 };
+    let solicited: u8 = if dad { 0 } else { 0x40 };
+    let mut icmp = Icmpv6Packet::new_unchecked(&mut icmp_bytes[..plen]);
+    icmp.set_msg_type(icmpv6::NEIGHBOR_ADVERT);
+    icmp.set_code(0);
+    // Router, solicited and override flags, then the target and its link-layer address option.
+    icmp.set_rest_of_header(u32::from(router | solicited | 0x20) << 24);
+    icmp.data_mut()[16..24].copy_from_slice(&[2, 1, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]]);
     icmp6_checksum(&mut w.bufs, p, l3, l4);
     // The neighbour is on the link the solicitation came from: answer there directly (to
     // the all-nodes group's MAC for a DAD defence).
-    let d = w.bufs.data_mut(p);
-    let dst_mac = if dad { [0x33, 0x33, 0, 0, 0, 1] } else { [d[6], d[7], d[8], d[9], d[10], d[11]] };
-    d[0..6].copy_from_slice(&dst_mac);
-    d[6..12].copy_from_slice(&mac);
+    let mut eth = EthernetFrame::new_unchecked(w.bufs.data_mut(p));
+    let dst_mac = if dad { [0x33, 0x33, 0, 0, 0, 1] } else { eth.src() };
+    eth.set_dst(&dst_mac);
+    eth.set_src(&mac);
     let p = retag(w, &s, p);
     crate::tx::enqueue(net, w, s.rx_port, p);
 }
@@ -589,8 +612,8 @@ fn retag(w: &mut Worker, s: &Skb, mut p: Pkt) -> Pkt {
     p.len += 4;
     let d = w.bufs.data_mut(p);
     d.copy_within(4..16, 0);
-    d[12..14].copy_from_slice(&0x8100u16.to_be_bytes());
-    d[14..16].copy_from_slice(&s.vlan_tci.to_be_bytes());
+    EthernetFrame::new_unchecked(&mut d[..]).set_ethertype(EtherType::VLAN);
+    VlanHeader::new_unchecked(&mut d[ETH_HEADER_LEN..]).set_tci(s.vlan_tci);
     p
 }
 
@@ -602,19 +625,19 @@ fn udp_echo_v6(net: &Net, w: &mut Worker, mut s: Skb) {
     let l3 = s.network_off as usize;
     let l4 = s.transport_off as usize;
     let d = w.bufs.data_mut(s.pkt);
-    let (sp, dport) = ([d[l4], d[l4 + 1]], [d[l4 + 2], d[l4 + 3]]);
-    d[l4..l4 + 2].copy_from_slice(&dport);
-    d[l4 + 2..l4 + 4].copy_from_slice(&sp);
+    swap_udp_ports(&mut d[l4..]);
     if changed {
-        let (src, dsta) = (addr16(&d[l3 + 8..]), addr16(&d[l3 + 24..]));
-        let ulen = u16::from_be_bytes([d[l4 + 4], d[l4 + 5]]) as usize;
-        d[l4 + 6..l4 + 8].copy_from_slice(&[0, 0]);
+        let ip = Ipv6Packet::new_unchecked(&d[l3..]);
+        let (src, dsta) = (ip.src_addr(), ip.dst_addr());
+        let mut udp = UdpPacket::new_unchecked(&mut d[l4..]);
+        let ulen = udp.len() as usize;
+        udp.set_checksum(0);
         let sum = checksum::pseudo_header_v6(&src, &dsta, IPPROTO_UDP, ulen as u32) + w.bufs.sum_be16_range(s.pkt, l4, ulen);
         let c = match !checksum::fold(sum) {
             0 => 0xffff,
             c => c,
         };
-        w.bufs.data_mut(s.pkt)[l4 + 6..l4 + 8].copy_from_slice(&c.to_be_bytes());
+        UdpPacket::new_unchecked(&mut w.bufs.data_mut(s.pkt)[l4..]).set_checksum(c);
     }
     send_v6(net, w, s.pkt, dst, s.rx_port);
 }
@@ -628,13 +651,14 @@ pub(crate) fn arp_rcv(net: &Net, w: &mut Worker, s: Skb) {
     let port = s.rx_port;
     let (op, sha, spa, tpa) = {
         let d = w.bufs.data(s.pkt);
-        let Some(a) = d.get(14..42) else {
+        let Some(bytes) = d.get(ETH_HEADER_LEN..ETH_HEADER_LEN + arp::HEADER_LEN) else {
             return w.drop_pkt(s.pkt, DropReason::PktTooSmall);
         };
-        if a[0..2] != [0, 1] || a[2..4] != [8, 0] || a[4] != 6 || a[5] != 4 {
+        // Ethernet/IPv4 ARP only (hardware 1, protocol 0x0800, lengths 6 and 4).
+        let Ok(a) = ArpPacket::new_checked(bytes) else {
             return w.drop_pkt(s.pkt, DropReason::ArpIgnored);
-        }
-        (u16::from_be_bytes([a[6], a[7]]), [a[8], a[9], a[10], a[11], a[12], a[13]], addr4(&a[14..]), addr4(&a[24..]))
+        };
+        (a.operation(), a.sender_hw(), a.sender_ip(), a.target_ip())
     };
     let Some(iface) = net.ifaces.get(port as usize) else {
         return w.drop_pkt(s.pkt, DropReason::ArpIgnored);
@@ -642,23 +666,25 @@ pub(crate) fn arp_rcv(net: &Net, w: &mut Worker, s: Skb) {
     let mac = iface.mac;
     let ours = iface.v4.iter().any(|a| a.0 == tpa);
     match op {
-        1 if ours => {
+        arp::OP_REQUEST if ours => {
             learn(net, w, NeighEntry::V4(port, spa, sha));
+            // Answered in place: the request turned into our reply.
             let d = w.bufs.data_mut(s.pkt);
-            d[0..6].copy_from_slice(&sha);
-            d[6..12].copy_from_slice(&mac);
-            let a = &mut d[14..42];
-            a[6..8].copy_from_slice(&2u16.to_be_bytes());
-            a[8..14].copy_from_slice(&mac);
-            a[14..18].copy_from_slice(&tpa);
-            a[18..24].copy_from_slice(&sha);
-            a[24..28].copy_from_slice(&spa);
+            let mut eth = EthernetFrame::new_unchecked(&mut d[..]);
+            eth.set_dst(&sha);
+            eth.set_src(&mac);
+            let mut a = ArpPacket::new_unchecked(&mut d[ETH_HEADER_LEN..ETH_HEADER_LEN + arp::HEADER_LEN]);
+            a.set_operation(arp::OP_REPLY);
+            a.set_sender_hw(&mac);
+            a.set_sender_ip(&tpa);
+            a.set_target_hw(&sha);
+            a.set_target_ip(&spa);
             w.c.local += 1;
             w.c.originated += 1;
             let p = retag(w, &s, s.pkt);
             crate::tx::enqueue(net, w, port, p);
         }
-        2 if ours => {
+        arp::OP_REPLY if ours => {
             learn(net, w, NeighEntry::V4(port, spa, sha));
             w.c.local += 1;
             w.bufs.free(s.pkt);

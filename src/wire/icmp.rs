@@ -59,16 +59,19 @@ pub mod icmpv6 {
 macro_rules! icmp_common {
     ($name:ident) => {
         impl<T: AsRef<[u8]>> $name<T> {
+            #[inline]
             pub const fn new_unchecked(buffer: T) -> Self {
                 Self { buffer }
             }
 
+            #[inline]
             pub fn new_checked(buffer: T) -> Result<Self> {
                 let packet = Self::new_unchecked(buffer);
                 packet.check_len()?;
                 Ok(packet)
             }
 
+            #[inline]
             pub fn check_len(&self) -> Result<()> {
                 if self.buffer.as_ref().len() < HEADER_LEN {
                     return Err(WireError::Truncated);
@@ -76,43 +79,52 @@ macro_rules! icmp_common {
                 Ok(())
             }
 
+            #[inline]
             pub fn into_inner(self) -> T {
                 self.buffer
             }
 
+            #[inline]
             pub fn msg_type(&self) -> u8 {
                 self.buffer.as_ref()[TYPE]
             }
 
+            #[inline]
             pub fn code(&self) -> u8 {
                 self.buffer.as_ref()[CODE]
             }
 
+            #[inline]
             pub fn checksum(&self) -> u16 {
                 read_u16(self.buffer.as_ref(), CHECKSUM)
             }
 
             /// Meaningful for echo request/reply.
+            #[inline]
             pub fn echo_ident(&self) -> u16 {
                 read_u16(self.buffer.as_ref(), ECHO_IDENT)
             }
 
             /// Meaningful for echo request/reply.
+            #[inline]
             pub fn echo_seq(&self) -> u16 {
                 read_u16(self.buffer.as_ref(), ECHO_SEQ)
             }
 
             /// The raw type-specific word (bytes 4..8).
+            #[inline]
             pub fn rest_of_header(&self) -> u32 {
                 read_u32(self.buffer.as_ref(), REST)
             }
 
             /// Bytes after the 8-byte header (echo data, or the invoking packet of an
             /// error message).
+            #[inline]
             pub fn data(&self) -> &[u8] {
                 &self.buffer.as_ref()[self.data_range()]
             }
 
+            #[inline]
             fn data_range(&self) -> core::ops::Range<usize> {
                 HEADER_LEN..self.buffer.as_ref().len()
             }
@@ -120,6 +132,7 @@ macro_rules! icmp_common {
 
         impl<'a, T: AsRef<[u8]> + ?Sized> $name<&'a T> {
             /// `data` with the lifetime of the underlying buffer rather than of the view.
+            #[inline]
             pub fn into_data(self) -> &'a [u8] {
                 let range = self.data_range();
                 let buffer: &'a T = self.buffer;
@@ -128,30 +141,37 @@ macro_rules! icmp_common {
         }
 
         impl<T: AsRef<[u8]> + AsMut<[u8]>> $name<T> {
+            #[inline]
             pub fn set_msg_type(&mut self, msg_type: u8) {
                 self.buffer.as_mut()[TYPE] = msg_type;
             }
 
+            #[inline]
             pub fn set_code(&mut self, code: u8) {
                 self.buffer.as_mut()[CODE] = code;
             }
 
+            #[inline]
             pub fn set_checksum(&mut self, csum: u16) {
                 write_u16(self.buffer.as_mut(), CHECKSUM, csum);
             }
 
+            #[inline]
             pub fn set_echo_ident(&mut self, ident: u16) {
                 write_u16(self.buffer.as_mut(), ECHO_IDENT, ident);
             }
 
+            #[inline]
             pub fn set_echo_seq(&mut self, seq: u16) {
                 write_u16(self.buffer.as_mut(), ECHO_SEQ, seq);
             }
 
+            #[inline]
             pub fn set_rest_of_header(&mut self, rest: u32) {
                 write_u32(self.buffer.as_mut(), REST, rest);
             }
 
+            #[inline]
             pub fn data_mut(&mut self) -> &mut [u8] {
                 let range = self.data_range();
                 &mut self.buffer.as_mut()[range]
@@ -177,21 +197,25 @@ icmp_common!(Icmpv6Packet);
 
 impl<T: AsRef<[u8]>> Icmpv4Packet<T> {
     /// Next-hop MTU of a "fragmentation needed" message (RFC 1191).
+    #[inline]
     pub fn next_hop_mtu(&self) -> u16 {
         read_u16(self.buffer.as_ref(), V4_NEXT_HOP_MTU)
     }
 
     /// The checksum covers the whole message; no pseudo-header in ICMPv4.
+    #[inline]
     pub fn verify_checksum(&self) -> bool {
         checksum::verifies(checksum::sum_be16(self.buffer.as_ref()))
     }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Icmpv4Packet<T> {
+    #[inline]
     pub fn set_next_hop_mtu(&mut self, mtu: u16) {
         write_u16(self.buffer.as_mut(), V4_NEXT_HOP_MTU, mtu);
     }
 
+    #[inline]
     pub fn fill_checksum(&mut self) {
         self.set_checksum(0);
         let csum = checksum::checksum(self.buffer.as_ref());
@@ -201,10 +225,12 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Icmpv4Packet<T> {
 
 impl<T: AsRef<[u8]>> Icmpv6Packet<T> {
     /// MTU of a Packet Too Big message (the whole type-specific word).
+    #[inline]
     pub fn mtu(&self) -> u32 {
         self.rest_of_header()
     }
 
+    #[inline]
     fn pseudo_sum(&self, src: &[u8; 16], dst: &[u8; 16]) -> u64 {
         let len = self.buffer.as_ref().len();
         // A message longer than u32 cannot be an IPv6 payload; saturating keeps it defined.
@@ -213,6 +239,7 @@ impl<T: AsRef<[u8]>> Icmpv6Packet<T> {
     }
 
     /// ICMPv6 checksum includes the IPv6 pseudo-header (RFC 4443 §2.3).
+    #[inline]
     pub fn verify_checksum(&self, src: &[u8; 16], dst: &[u8; 16]) -> bool {
         let sum = self.pseudo_sum(src, dst) + checksum::sum_be16(self.buffer.as_ref());
         checksum::verifies(sum)
@@ -220,10 +247,12 @@ impl<T: AsRef<[u8]>> Icmpv6Packet<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Icmpv6Packet<T> {
+    #[inline]
     pub fn set_mtu(&mut self, mtu: u32) {
         self.set_rest_of_header(mtu);
     }
 
+    #[inline]
     pub fn fill_checksum(&mut self, src: &[u8; 16], dst: &[u8; 16]) {
         self.set_checksum(0);
         let sum = self.pseudo_sum(src, dst) + checksum::sum_be16(self.buffer.as_ref());

@@ -290,6 +290,14 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
         self.set_flags_frag(if df { FLAG_DF } else { 0 });
     }
 
+    /// The whole flags + offset word of a fragment at `offset` bytes (low 3 bits dropped):
+    /// MF as given, DF and the reserved bit clear, as ip_fragment writes it.
+    #[inline]
+    pub fn set_fragment(&mut self, offset: u16, more: bool) {
+        let mf = if more { FLAG_MF } else { 0 };
+        self.set_flags_frag(((offset >> 3) & FRAG_OFFSET_MASK) | mf);
+    }
+
     /// Offset in bytes; the low 3 bits are dropped since the field counts 8-byte units.
     #[inline]
     pub fn set_frag_offset(&mut self, offset: u16) {
@@ -403,6 +411,21 @@ mod tests {
         let mut p = Ipv4Packet::new_unchecked(&mut b[..]);
         p.set_unfragmented(false);
         assert_eq!(u16::from_be_bytes([b[6], b[7]]), 0);
+    }
+
+    /// A fragment's word: offset in 8-byte units and MF, DF and the reserved bit cleared
+    /// whatever the datagram had (ip_fragment's).
+    #[test]
+    fn fragment_word_keeps_only_offset_and_mf() {
+        let mut b = [0u8; 20];
+        b[6..8].copy_from_slice(&0xffffu16.to_be_bytes());
+        let mut p = Ipv4Packet::new_unchecked(&mut b[..]);
+        p.set_fragment(1480, true);
+        assert_eq!((p.frag_offset(), p.more_frags(), p.dont_frag()), (1480, true, false));
+        assert_eq!(u16::from_be_bytes([b[6], b[7]]), 0x2000 | 185);
+        let mut p = Ipv4Packet::new_unchecked(&mut b[..]);
+        p.set_fragment(65528, false);
+        assert_eq!(u16::from_be_bytes([b[6], b[7]]), 0x1fff);
     }
 
     #[test]

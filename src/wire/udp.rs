@@ -20,10 +20,12 @@ pub struct UdpPacket<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> UdpPacket<T> {
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> Self {
         Self { buffer }
     }
 
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
         let packet = Self::new_unchecked(buffer);
         packet.check_len()?;
@@ -32,6 +34,7 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
 
     /// len >= 8 (Truncated), length field >= 8 (Malformed), length field <= len
     /// (Truncated). A buffer longer than the length field is accepted (IP padding).
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         let len = self.buffer.as_ref().len();
         if len < HEADER_LEN {
@@ -47,14 +50,17 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
         Ok(())
     }
 
+    #[inline]
     pub fn into_inner(self) -> T {
         self.buffer
     }
 
+    #[inline]
     pub fn src_port(&self) -> u16 {
         read_u16(self.buffer.as_ref(), SRC_PORT)
     }
 
+    #[inline]
     pub fn dst_port(&self) -> u16 {
         read_u16(self.buffer.as_ref(), DST_PORT)
     }
@@ -65,34 +71,40 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
         read_u16(self.buffer.as_ref(), LENGTH)
     }
 
+    #[inline]
     pub fn checksum(&self) -> u16 {
         read_u16(self.buffer.as_ref(), CHECKSUM)
     }
 
     /// The datagram as the length field bounds it, clamped to the buffer.
+    #[inline]
     fn datagram(&self) -> &[u8] {
         let bytes = self.buffer.as_ref();
         let end = usize::from(self.len()).min(bytes.len());
         &bytes[..end]
     }
 
+    #[inline]
     fn payload_range(&self) -> core::ops::Range<usize> {
         let end = self.datagram().len();
         HEADER_LEN.min(end)..end
     }
 
     /// Bytes 8..length, clamped to the buffer (empty when the length field is < 8).
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         &self.buffer.as_ref()[self.payload_range()]
     }
 
     /// The checksum can only be judged over a consistent datagram (8 <= length <= len).
+    #[inline]
     fn checkable(&self) -> bool {
         let declared = usize::from(self.len());
         (HEADER_LEN..=self.buffer.as_ref().len()).contains(&declared)
     }
 
     /// A zero checksum means "none" and is valid over IPv4.
+    #[inline]
     pub fn verify_checksum_v4(&self, src: &[u8; 4], dst: &[u8; 4]) -> bool {
         if self.checksum() == 0 {
             return true;
@@ -102,6 +114,7 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
     }
 
     /// Over IPv6 the checksum is mandatory: zero is invalid.
+    #[inline]
     pub fn verify_checksum_v6(&self, src: &[u8; 16], dst: &[u8; 16]) -> bool {
         if self.checksum() == 0 {
             return false;
@@ -116,6 +129,7 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
 impl<'a, T: AsRef<[u8]> + ?Sized> UdpPacket<&'a T> {
     /// [`UdpPacket::payload`] with the lifetime of the underlying buffer rather than of the
     /// view, so a parser can return it after the view goes out of scope.
+    #[inline]
     pub fn into_payload(self) -> &'a [u8] {
         let range = self.payload_range();
         let buffer: &'a T = self.buffer;
@@ -124,23 +138,28 @@ impl<'a, T: AsRef<[u8]> + ?Sized> UdpPacket<&'a T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> UdpPacket<T> {
+    #[inline]
     pub fn set_src_port(&mut self, port: u16) {
         write_u16(self.buffer.as_mut(), SRC_PORT, port);
     }
 
+    #[inline]
     pub fn set_dst_port(&mut self, port: u16) {
         write_u16(self.buffer.as_mut(), DST_PORT, port);
     }
 
+    #[inline]
     pub fn set_len(&mut self, len: u16) {
         write_u16(self.buffer.as_mut(), LENGTH, len);
     }
 
+    #[inline]
     pub fn set_checksum(&mut self, csum: u16) {
         write_u16(self.buffer.as_mut(), CHECKSUM, csum);
     }
 
     /// Mutable counterpart of [`UdpPacket::payload`], with the same clamping.
+    #[inline]
     pub fn payload_mut(&mut self) -> &mut [u8] {
         let range = self.payload_range();
         &mut self.buffer.as_mut()[range]
@@ -149,6 +168,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> UdpPacket<T> {
     /// Computes the checksum over pseudo-header + datagram (as bounded by the length
     /// field, clamped to the buffer). A computed 0 is sent as 0xffff, since 0 means
     /// "no checksum" (RFC 768).
+    #[inline]
     fn fill_with_pseudo(&mut self, pseudo: u64) {
         self.set_checksum(0);
         let sum = pseudo + checksum::sum_be16(self.datagram());
@@ -159,11 +179,13 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> UdpPacket<T> {
         self.set_checksum(csum);
     }
 
+    #[inline]
     pub fn fill_checksum_v4(&mut self, src: &[u8; 4], dst: &[u8; 4]) {
         let pseudo = checksum::pseudo_header_v4(src, dst, IPPROTO_UDP, self.len());
         self.fill_with_pseudo(pseudo);
     }
 
+    #[inline]
     pub fn fill_checksum_v6(&mut self, src: &[u8; 16], dst: &[u8; 16]) {
         let pseudo = checksum::pseudo_header_v6(src, dst, IPPROTO_UDP, u32::from(self.len()));
         self.fill_with_pseudo(pseudo);
