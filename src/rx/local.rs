@@ -81,7 +81,7 @@ fn udp_classify(net: &Net, w: &Worker, s: &Skb, v6: bool) -> UdpFate {
     }
     match sock {
         // A chain's payload keeps its fragments (the socket reader frees them with the head).
-        Some(i) if s.pkt.is_chained() => UdpFate::Socket(i, Pkt { off: s.pkt.off + l4 as u16 + 8, len: (udp.len() - 8) as u16, ..s.pkt }),
+        Some(i) if s.pkt.is_chained() => UdpFate::Socket(i, Pkt { off: s.pkt.off + l4 as u16 + 8, len: (bytes.len() - 8) as u16, ..s.pkt }),
         Some(i) => UdpFate::Socket(i, Pkt { off: s.pkt.off + l4 as u16 + 8, len: ulen as u16 - 8, frag_len: 0, ..s.pkt }),
         None => UdpFate::PortUnreachable,
     }
@@ -690,5 +690,48 @@ pub(crate) fn arp_rcv(net: &Net, w: &mut Worker, s: Skb) {
             w.bufs.free(s.pkt);
         }
         _ => w.drop_pkt(s.pkt, DropReason::ArpIgnored),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buf::Pool;
+    use crate::net::Pipeline;
+    use crate::tunables::Tunables;
+    use crate::wire::build::{build, L3Spec, L4Spec, PacketSpec};
+
+    /// A datagram in a buffer chain goes to its socket as the payload after the UDP header,
+    /// its linear part the head frame's bytes past that header and its fragments kept: the
+    /// packet's length is the datagram's, never the UDP length laid over the head frame.
+    #[test]
+    fn a_chained_datagram_reaches_its_socket_with_its_own_lengths() {
+        let pool = Pool::new(64).unwrap();
+        let net = Net::new(Tunables::default(), Pipeline::Local);
+        let mut w = Worker::new(0, &pool);
+        let sock = w.sockets.bind_udp(5001, 4).expect("bind");
+        let spec = PacketSpec {
+            src_mac: [2, 0, 0, 0, 0, 0xaa],
+            dst_mac: [2, 0, 0, 0, 0, 1],
+            vlan: None,
+            l3: L3Spec::V4 { src: [198, 18, 0, 1], dst: [192, 0, 2, 1], tos: 0, ident: 1, dont_frag: true },
+            l4: L4Spec::Udp { src_port: 40000, dst_port: 5001 },
+            ttl: 64,
+            frame_len: 4000,
+        };
+        let mut frame = vec![0u8; 4000];
+        let len = build(&spec, &mut frame).expect("frame");
+        let p = w.bufs.alloc_copy(&frame[..len]).expect("chain");
+        assert!(p.is_chained());
+        let skb = Skb { pkt: p, network_off: 14, transport_off: 34, ..Skb::default() };
+        match udp_classify(&net, &w, &skb, false) {
+            UdpFate::Socket(id, d) => {
+                assert_eq!(id, sock.0);
+                assert_eq!(d.total_len(), len - 42, "the datagram's payload");
+                assert_eq!(d.len as usize, p.len as usize - 42, "the head frame's part of it");
+            }
+            _ => panic!("not delivered to the socket"),
+        }
+        w.bufs.free(p);
     }
 }
