@@ -7,7 +7,7 @@ use crate::port::Port;
 use crate::rps::backlog::FlowLimit;
 use crate::rx::route::Neighbours;
 use crate::rx::socket::Sockets;
-use crate::stats::tsc::StageClock;
+use crate::stats::tsc::{self, StageClock};
 use crate::stats::{Counters, DropReason, Stage};
 use crate::tx::queue::TxQueue;
 use crate::xdp::hooks::XdpHooks;
@@ -34,8 +34,8 @@ pub struct Worker {
     pub now_ns: u64,
     /// Which polls the per-stage clocks time (`stats.clock_sample`).
     pub clock: StageClock,
-    /// TSC ticks per microsecond: the softirq round's time limit is kept on the TSC.
-    pub tsc_per_us: u64,
+    /// TSC ticks per microsecond (the softirq round's time limit, [`Worker::tsc_deadline`]).
+    tsc_per_us: u64,
     /// The TSC at the coarse clock's time zero, and nanoseconds per tick in 32.32 fixed point.
     tsc_epoch: u64,
     ns_per_tick_q32: u64,
@@ -73,7 +73,7 @@ pub struct Worker {
 impl Worker {
     pub fn new(id: usize, pool: &Pool) -> Worker {
         let epoch = std::time::Instant::now();
-        let tsc_per_us = ((crate::stats::tsc::tsc_hz() / 1e6) as u64).max(1);
+        let tsc_per_us = ((tsc::tsc_hz() / 1e6) as u64).max(1);
         Worker {
             id,
             bufs: pool.cache(),
@@ -141,12 +141,18 @@ impl Worker {
         self.tsc_epoch = tsc_at(epoch, self.tsc_per_us);
     }
 
+    /// The TSC reading `us` microseconds from now (a time limit for [`tsc::reached`]).
+    #[inline]
+    pub fn tsc_deadline(&self, us: u64) -> u64 {
+        tsc::rdtsc().wrapping_add(self.tsc_per_us.saturating_mul(us))
+    }
+
     /// Advances the coarse clock to the TSC's now (once per softirq round: a TSC read costs
     /// about half a `clock_gettime` here). Never goes back, even if the thread moves to a CPU
     /// whose TSC lags a little.
     #[inline]
     pub fn tick_tsc(&mut self) {
-        let ticks = crate::stats::tsc::rdtsc().saturating_sub(self.tsc_epoch);
+        let ticks = tsc::rdtsc().saturating_sub(self.tsc_epoch);
         let ns = ((ticks as u128 * self.ns_per_tick_q32 as u128) >> 32) as u64;
         self.now_ns = self.now_ns.max(ns);
     }
@@ -191,7 +197,7 @@ impl Worker {
 /// The TSC reading at `epoch` (a past instant): now's reading less the ticks since.
 fn tsc_at(epoch: std::time::Instant, tsc_per_us: u64) -> u64 {
     let since_us = epoch.elapsed().as_micros() as u64;
-    crate::stats::tsc::rdtsc().saturating_sub(since_us.saturating_mul(tsc_per_us))
+    tsc::rdtsc().saturating_sub(since_us.saturating_mul(tsc_per_us))
 }
 
 #[cfg(test)]

@@ -264,6 +264,12 @@ impl BufCache {
         debug_assert!(id.0 < self.frames);
         self.local.push(id.0);
         self.in_use -= 1;
+        self.spill_if_full();
+    }
+
+    /// Returns a batch to the shared stack once the cache holds three batches.
+    #[inline]
+    fn spill_if_full(&mut self) {
         if self.local.len() >= CACHE_BATCH * 3 {
             self.spill();
         }
@@ -290,9 +296,7 @@ impl BufCache {
             self.local.push(p.buf.0);
         }
         self.in_use -= pkts.len() as i64;
-        if self.local.len() >= CACHE_BATCH * 3 {
-            self.spill();
-        }
+        self.spill_if_full();
     }
 
     /// Returns every cached buffer to the shared stack (at shutdown, or before a leak check).

@@ -21,7 +21,7 @@ pub fn softirq_round(net: &Net, w: &mut Worker) -> usize {
         poll_end(net, w);
     }
     // The time limit on the TSC: a read costs less than the monotonic clock's.
-    let deadline = crate::stats::tsc::rdtsc().wrapping_add(w.tsc_per_us.saturating_mul(net.tun.netdev_budget_usecs as u64));
+    let deadline = w.tsc_deadline(net.tun.netdev_budget_usecs as u64);
     let mut done = 0;
     if net.rps.workers() > 1 {
         // The backlog RPS fills is one more NAPI instance (process_backlog), weight dev_weight.
@@ -43,7 +43,7 @@ pub fn softirq_round(net: &Net, w: &mut Worker) -> usize {
         if work == weight {
             w.c.napi_budget_exhausted += 1;
         }
-        if budget == 0 || (work > 0 && (crate::stats::tsc::rdtsc().wrapping_sub(deadline) as i64) >= 0) {
+        if budget == 0 || (work > 0 && crate::stats::tsc::reached(deadline)) {
             w.c.time_squeeze += 1;
             break;
         }

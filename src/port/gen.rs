@@ -173,8 +173,8 @@ pub struct Generator {
     /// This queue's share of `cfg.packets`.
     packets: Option<u64>,
     sizes: usize,
-    /// Every template fits in [`SMALL`] bytes (the block-copy fast path applies).
-    all_small: bool,
+    /// One frame size, every template within [`SMALL`] bytes: the block-copy fast path.
+    fixed_small: bool,
     /// Per-flow TCP sequence / IP ID state for trains.
     seq: Vec<u32>,
     ident: Vec<u16>,
@@ -384,7 +384,7 @@ impl Generator {
             }
         }
         let flows = cfg.flows as usize;
-        let all_small = templates.iter().all(|t| t.bytes.len() <= SMALL);
+        let fixed_small = sizes.len() == 1 && templates.iter().all(|t| t.bytes.len() <= SMALL);
         let cfg_rr = cfg.request_response.then(|| Box::new(ClosedLoop::new(cfg.flows)));
         Ok(Generator {
             name: name.to_string(),
@@ -393,7 +393,7 @@ impl Generator {
             packets: cfg.packets,
             cfg,
             sizes: sizes.len(),
-            all_small,
+            fixed_small,
             templates: Arc::new(templates),
             seq: vec![1; flows],
             ident: vec![0; flows],
@@ -670,7 +670,7 @@ impl Port for Generator {
             self.stats.rx_nobuf += (want - got) as u64;
         }
         let train = self.cfg.tcp_train > 0 && self.cfg.proto == L4Proto::Tcp;
-        if !train && self.sizes == 1 && self.all_small {
+        if !train && self.fixed_small {
             let bytes = self.fill_small(bufs, &mut out[first..first + got]);
             self.sent += got as u64;
             self.stats.rx_packets += got as u64;
@@ -764,7 +764,7 @@ mod tests {
     fn small_frames_walk_the_flows_in_bursts_across_calls() {
         let cfg = GenConfig { flows: 3, burst: 2, ip: IpVersion::V4, dst_v4_step: 1, ..GenConfig::default() };
         let mut g = Generator::new("g", cfg).expect("generator");
-        assert!(g.all_small);
+        assert!(g.fixed_small);
         let pool = Pool::new(64).expect("pool");
         let mut bufs = pool.cache();
         let mut out = Vec::new();

@@ -487,7 +487,8 @@ fn icmp6_rcv(net: &Net, w: &mut Worker, s: Skb) {
         let Some(icmp) = ip.get(l4..).filter(|i| i.len() >= 8) else {
             return w.drop_pkt(s.pkt, DropReason::PktTooSmall);
         };
-        let (src, dst) = (Ipv6Packet::new_unchecked(ip).src_addr(), Ipv6Packet::new_unchecked(ip).dst_addr());
+        let ip6 = Ipv6Packet::new_unchecked(ip);
+        let (src, dst) = (ip6.src_addr(), ip6.dst_addr());
         let icmp = Icmpv6Packet::new_unchecked(icmp);
         let len = s.pkt.total_len() - l3 - l4;
         let ok = checksum::fold(checksum::pseudo_header_v6(&src, &dst, IPPROTO_ICMPV6, len as u32) + w.bufs.sum_be16_from(s.pkt, l3 + l4))
@@ -699,7 +700,7 @@ mod tests {
     use crate::buf::Pool;
     use crate::net::Pipeline;
     use crate::tunables::Tunables;
-    use crate::wire::build::{build, L3Spec, L4Spec, PacketSpec};
+    use crate::wire::build::{build, L4Spec, PacketSpec};
 
     /// A datagram in a buffer chain goes to its socket as the payload after the UDP header,
     /// its linear part the head frame's bytes past that header and its fragments kept: the
@@ -710,15 +711,7 @@ mod tests {
         let net = Net::new(Tunables::default(), Pipeline::Local);
         let mut w = Worker::new(0, &pool);
         let sock = w.sockets.bind_udp(5001, 4).expect("bind");
-        let spec = PacketSpec {
-            src_mac: [2, 0, 0, 0, 0, 0xaa],
-            dst_mac: [2, 0, 0, 0, 0, 1],
-            vlan: None,
-            l3: L3Spec::V4 { src: [198, 18, 0, 1], dst: [192, 0, 2, 1], tos: 0, ident: 1, dont_frag: true },
-            l4: L4Spec::Udp { src_port: 40000, dst_port: 5001 },
-            ttl: 64,
-            frame_len: 4000,
-        };
+        let spec = PacketSpec { l4: L4Spec::Udp { src_port: 40000, dst_port: 5001 }, frame_len: 4000, ..PacketSpec::default() };
         let mut frame = vec![0u8; 4000];
         let len = build(&spec, &mut frame).expect("frame");
         let p = w.bufs.alloc_copy(&frame[..len]).expect("chain");

@@ -19,6 +19,13 @@ pub fn rdtsc() -> u64 {
     }
 }
 
+/// Whether the TSC has reached `deadline` (a reading from [`rdtsc`] plus ticks; compared
+/// as a signed distance, so a wrap of the counter does not matter).
+#[inline(always)]
+pub fn reached(deadline: u64) -> bool {
+    rdtsc().wrapping_sub(deadline) as i64 >= 0
+}
+
 static TSC_HZ: OnceLock<f64> = OnceLock::new();
 
 /// TSC ticks per second, measured once (about 20 ms) and cached.

@@ -186,59 +186,64 @@ pub fn run_native(net: &Net, w: &mut Worker, port: u16, rx: &mut Vec<Pkt>) {
     } else {
         prog.run_burst(&mut w.bufs.region_mut(), rx, ctx, &mut env, &mut outs);
     }
-    if let Some(action) = uniform_pass_or_drop(&outs[..rx.len()]) {
-        // The common bursts (a filter passing everything, a flood dropped whole): no verdict
-        // loop, the packets stay or go as one list.
-        let n = rx.len();
-        w.c.xdp_actions[action as usize] += n as u64;
-        w.xdp.outcomes = outs;
-        let t1 = w.stage_done(Stage::XdpNative, n, t0);
-        if action == XDP_DROP {
-            w.c.drop_n(DropReason::XdpDrop, n as u64);
-            w.bufs.free_pkts(rx);
-            rx.clear();
-            w.stage_done(Stage::Free, n, t1);
-        }
-        return;
-    }
     // Verdicts counted in registers and applied once per burst; dropped buffers are freed
-    // after the verdict loop, as their own measurable step (the kernel's page_pool direct
+    // after the verdicts, as their own measurable step (the kernel's page_pool direct
     // recycling), in one bulk return.
-    let mut keep = 0;
+    let n = rx.len();
     let mut actions = [0u64; 6];
+    let mut reasons = DropTally::default();
     let mut free_list = std::mem::take(&mut w.xdp.free_scratch);
     free_list.clear();
-    let mut reasons = DropTally::default();
-    for i in 0..rx.len() {
-        let p = rx[i];
-        match fate_of(&outs[i], port, nports, &mut actions) {
-            Fate::Pass => {
-                rx[keep] = p;
-                keep += 1;
-            }
-            Fate::Drop(r) => {
-                reasons.add(r);
-                free_list.push(p);
-            }
-            Fate::Xmit(to) => queue_xmit(&mut w.xdp.xmit, to, p),
-            Fate::Xsk(k) => {
-                w.xdp.xsk_deliver(k, &mut w.c);
-                free_list.push(p);
-            }
+    let uniform = uniform_pass_or_drop(&outs[..n]);
+    // The common bursts (a filter passing everything, a flood dropped whole) skip the
+    // verdict loop: the packets stay or go as one list.
+    let keep = match uniform {
+        Some(XDP_PASS) => {
+            actions[XDP_PASS as usize] = n as u64;
+            n
         }
-    }
-    for (c, n) in w.c.xdp_actions.iter_mut().zip(actions) {
-        *c += n;
+        Some(_) => {
+            // XDP_DROP, the only other verdict a burst can share here.
+            actions[XDP_DROP as usize] = n as u64;
+            reasons.xdp_drop = n as u64;
+            0
+        }
+        None => {
+            let mut keep = 0;
+            for i in 0..n {
+                let p = rx[i];
+                match fate_of(&outs[i], port, nports, &mut actions) {
+                    Fate::Pass => {
+                        rx[keep] = p;
+                        keep += 1;
+                    }
+                    Fate::Drop(r) => {
+                        reasons.add(r);
+                        free_list.push(p);
+                    }
+                    Fate::Xmit(to) => queue_xmit(&mut w.xdp.xmit, to, p),
+                    Fate::Xsk(k) => {
+                        w.xdp.xsk_deliver(k, &mut w.c);
+                        free_list.push(p);
+                    }
+                }
+            }
+            keep
+        }
+    };
+    for (c, a) in w.c.xdp_actions.iter_mut().zip(actions) {
+        *c += a;
     }
     reasons.apply(&mut w.c);
     w.xdp.outcomes = outs;
-    let n = rx.len();
-    rx.truncate(keep);
     let t1 = w.stage_done(Stage::XdpNative, n, t0);
-    w.bufs.free_pkts(&free_list);
-    if !free_list.is_empty() {
-        w.stage_done(Stage::Free, free_list.len(), t1);
+    // A burst dropped whole is freed from where it is.
+    let freed = if uniform == Some(XDP_DROP) { &rx[..] } else { &free_list[..] };
+    w.bufs.free_pkts(freed);
+    if !freed.is_empty() {
+        w.stage_done(Stage::Free, freed.len(), t1);
     }
+    rx.truncate(keep);
     w.xdp.free_scratch = free_list;
     flush_full_queues(w);
 }
