@@ -163,6 +163,20 @@ impl Worker {
         self.clock.start()
     }
 
+    /// Cycles since `t0` (0 when not timed): a stage's own part before it hands packets to a
+    /// nested stage, whose clocks count that time themselves (see [`Worker::stage_add`]).
+    #[inline(always)]
+    pub fn stage_lap(&self, t0: u64) -> u64 {
+        self.clock.lap(t0).1
+    }
+
+    /// Ends stage `s` whose own time, summed from [`Worker::stage_lap`]s around its nested
+    /// stages, is `cycles`.
+    #[inline]
+    pub fn stage_add(&mut self, s: Stage, packets: usize, cycles: u64) {
+        self.c.stages[s as usize].add(packets, cycles);
+    }
+
     /// Ends stage `s` started at `t0` (from [`Worker::clock`]) over `packets` packets;
     /// returns the TSC now (0 when not timed) to start the next stage with.
     #[inline(always)]

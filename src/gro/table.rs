@@ -4,7 +4,7 @@
 use crate::buf::chain::{SegMeta, NO_SEG};
 use crate::buf::skb::{Csum, Skb};
 use crate::buf::{BufCache, BufId};
-use crate::wire::checksum::{fold, pseudo_header_v4, pseudo_header_v6, sum_be16};
+use crate::wire::checksum::{fold, pseudo_header_v4, pseudo_header_v6, sum_be16, sum_fixed};
 use crate::wire::ethernet::{EthernetFrame, HEADER_LEN as ETH_LEN};
 use crate::wire::ipv4::Ipv4Packet;
 use crate::wire::ipv6::{Ipv6Packet, HEADER_LEN as IPV6_LEN};
@@ -147,7 +147,10 @@ fn parse_tcp(data: &[u8], verified: bool, ip: Seg) -> Option<Seg> {
         pseudo_header_v6(&ip.src, &ip.dst, IPPROTO_TCP, seg_len as u32)
     };
     // The header is a whole number of 32-bit words, so the payload's sum starts aligned.
-    let hdr_sum = sum_be16(&data[l4..hdr_len]);
+    // Its fixed part is summed inline; options (when there are any) by the general loop.
+    let base: &[u8; 20] = data[l4..l4 + 20].try_into().ok()?;
+    let options = &data[l4 + 20..hdr_len];
+    let hdr_sum = sum_fixed(base) + if options.is_empty() { 0 } else { sum_be16(options) };
     let payload_sum = if verified {
         // A valid checksum makes pseudo + header + payload sum to 0xffff: the payload's sum
         // is what the other two lack, with no pass over the payload.
@@ -199,6 +202,9 @@ fn v4_of(a: &[u8; 16]) -> [u8; 4] {
 #[derive(Debug, Clone, Copy)]
 struct Held {
     skb: Skb,
+    /// The head's destination and source MAC (`same_flow` compares them per segment; the
+    /// head frame is not read again).
+    mac: [u8; 12],
     /// Last frame of the chain (where the next payload is linked).
     tail: BufId,
     first: Seg,
@@ -261,12 +267,10 @@ impl GroTable {
             return self.normal_one(st, skb, 1);
         };
         let bucket = (skb.hash as usize) & (GRO_HASH_BUCKETS - 1);
-        let mac: [u8; 12] = first12(bufs.data(skb.pkt));
-        let found = self.buckets[bucket]
-            .iter()
-            .rposition(|p| p.skb.hash == skb.hash && same_flow(&p.first, &seg) && first12(bufs.data(p.skb.pkt)) == mac);
+        let mac = mac_header(bufs.data(skb.pkt));
+        let found = self.buckets[bucket].iter().rposition(|p| p.skb.hash == skb.hash && same_flow(&p.first, &seg) && p.mac == mac);
         if seg.udp {
-            return self.receive_udp(bufs, st, cfg, now_ns, skb, seg, bucket, found);
+            return self.receive_udp(bufs, st, cfg, now_ns, skb, seg, (bucket, mac), found);
         }
         let control = seg.flags & (flags::URG | flags::PSH | flags::RST | flags::SYN | flags::FIN) != 0;
         if let Some(i) = found {
@@ -295,11 +299,12 @@ impl GroTable {
         if seg.payload_len == 0 || control {
             return self.normal_one(st, skb, 1);
         }
-        self.hold(bufs, st, now_ns, skb, seg, bucket)
+        self.hold(bufs, st, now_ns, skb, seg, bucket, mac)
     }
 
     /// Holds `skb` as the head of a new flow (the bucket's oldest completed first when full).
-    fn hold(&mut self, bufs: &mut BufCache, st: &mut GroStats, now_ns: u64, skb: Skb, seg: Seg, bucket: usize) -> GroResult {
+    #[allow(clippy::too_many_arguments)]
+    fn hold(&mut self, bufs: &mut BufCache, st: &mut GroStats, now_ns: u64, skb: Skb, seg: Seg, bucket: usize, mac: [u8; 12]) -> GroResult {
         if self.buckets[bucket].len() >= MAX_GRO_SKBS {
             let oldest = self.buckets[bucket].remove(0);
             self.held -= 1;
@@ -310,6 +315,7 @@ impl GroTable {
         }
         self.buckets[bucket].push(Held {
             skb,
+            mac,
             tail: skb.pkt.buf,
             first: seg,
             mss: seg.payload_len as u16,
@@ -339,7 +345,7 @@ impl GroTable {
         now_ns: u64,
         skb: Skb,
         seg: Seg,
-        bucket: usize,
+        (bucket, mac): (usize, [u8; 12]),
         found: Option<usize>,
     ) -> GroResult {
         if let Some(i) = found {
@@ -371,7 +377,7 @@ impl GroTable {
                 return GroResult::Merged;
             }
         }
-        self.hold(bufs, st, now_ns, skb, seg, bucket)
+        self.hold(bufs, st, now_ns, skb, seg, bucket, mac)
     }
 
     fn normal_one(&mut self, st: &mut GroStats, skb: Skb, segs: u16) -> GroResult {
@@ -441,11 +447,9 @@ impl GroTable {
     }
 }
 
-fn first12(d: &[u8]) -> [u8; 12] {
-    let mut m = [0u8; 12];
-    let n = d.len().min(12);
-    m[..n].copy_from_slice(&d[..n]);
-    m
+/// The MAC header's addresses (`parse` accepted only frames with an Ethernet header).
+fn mac_header(d: &[u8]) -> [u8; 12] {
+    d.get(..12).and_then(|m| m.try_into().ok()).unwrap_or_default()
 }
 
 /// Same flow at the IP and TCP/UDP layers: family, protocol, addresses, ports (and the IPv6 flow label,
@@ -578,6 +582,10 @@ fn finish_fraglist(bufs: &mut BufCache, p: &Held, skb: &mut Skb) {
 
 /// TCP options of the held head and of a new segment, byte for byte.
 fn options_equal(bufs: &BufCache, p: &Held, skb: &Skb, s: &Seg) -> bool {
+    // Equal data offsets (checked before) and none: nothing to compare.
+    if s.hdr_len == s.l4 + 20 && p.first.hdr_len == p.first.l4 + 20 {
+        return true;
+    }
     let a = bufs.data(p.skb.pkt).get(p.first.l4 + 20..p.first.hdr_len);
     let b = bufs.data(skb.pkt).get(s.l4 + 20..s.hdr_len);
     a.is_some() && a == b

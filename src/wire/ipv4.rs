@@ -334,8 +334,12 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     #[inline]
     pub fn fill_checksum(&mut self) {
         self.set_header_checksum(0);
-        let end = self.header_end();
-        let csum = checksum::checksum(&self.bytes()[..end]);
+        let header = &self.bytes()[..self.header_end()];
+        // The usual 20-byte header summed inline (GSO fills one per segment).
+        let csum = match <&[u8; MIN_HEADER_LEN]>::try_from(header) {
+            Ok(h) => !checksum::fold(checksum::sum_fixed(h)),
+            Err(_) => checksum::checksum(header),
+        };
         self.set_header_checksum(csum);
     }
 
