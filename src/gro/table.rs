@@ -4,7 +4,7 @@
 use crate::buf::chain::{SegMeta, NO_SEG};
 use crate::buf::skb::{Csum, Skb};
 use crate::buf::{BufCache, BufId};
-use crate::wire::checksum::{fold, pseudo_header_v4, pseudo_header_v6, sum_be16, sum_fixed};
+use crate::wire::checksum::{fold, sum_be16, sum_fixed, verifies};
 use crate::wire::ethernet::{EthernetFrame, HEADER_LEN as ETH_LEN};
 use crate::wire::ipv4::Ipv4Packet;
 use crate::wire::ipv6::{Ipv6Packet, HEADER_LEN as IPV6_LEN};
@@ -43,7 +43,8 @@ pub enum GroResult {
 
 pub use crate::stats::gro::{FlushCause, GroStats};
 
-/// The headers of one TCP segment GRO may merge, read through the checked views.
+/// The headers of one TCP segment (or UDP datagram) GRO may merge, read through the checked
+/// views once per segment, into a value small enough to compare field by field.
 #[derive(Debug, Clone, Copy)]
 struct Seg {
     v4: bool,
@@ -64,9 +65,10 @@ struct Seg {
     /// TOS (IPv4) or traffic class (IPv6).
     tos: u8,
     flow_label: u32,
-    src: [u8; 16],
-    dst: [u8; 16],
     ports: u32,
+    /// Partial sum of the addresses, the pseudo-header's part that is the same for every
+    /// segment of the flow.
+    addr_sum: u64,
     /// Folded sum of the payload bytes (for the merged packet's checksum).
     payload_sum: u16,
 }
@@ -78,9 +80,9 @@ struct Seg {
 /// None = NORMAL.
 fn parse(data: &[u8], verified: bool, udp: bool) -> Option<Seg> {
     let eth = EthernetFrame::new_checked(data).ok()?;
-    let ethertype = eth.ethertype();
     let l3 = &data[ETH_LEN..];
-    let (proto, v4, l4, src, dst, ip_id, df, ttl, tos, flow_label) = match ethertype {
+    // The IP layer's fields: (v4, UDP, L4 offset, ID, DF, TTL, TOS, flow label, address sum).
+    let ip = match eth.ethertype() {
         EtherType::IPV4 => {
             let ip = Ipv4Packet::new_checked(l3).ok()?;
             if ip.header_len() != 20
@@ -91,11 +93,8 @@ fn parse(data: &[u8], verified: bool, udp: bool) -> Option<Seg> {
             {
                 return None;
             }
-            let mut src = [0u8; 16];
-            let mut dst = [0u8; 16];
-            src[..4].copy_from_slice(&ip.src_addr());
-            dst[..4].copy_from_slice(&ip.dst_addr());
-            (ip.protocol(), true, ETH_LEN + 20, src, dst, ip.ident(), ip.dont_frag(), ip.ttl(), ip.tos(), 0)
+            let addr_sum = sum_fixed(&ip.src_addr()) + sum_fixed(&ip.dst_addr());
+            (true, ip.protocol() == IPPROTO_UDP, ETH_LEN + 20, ip.ident(), ip.dont_frag(), ip.ttl(), ip.tos(), 0, addr_sum)
         }
         EtherType::IPV6 => {
             let ip = Ipv6Packet::new_checked(l3).ok()?;
@@ -103,49 +102,60 @@ fn parse(data: &[u8], verified: bool, udp: bool) -> Option<Seg> {
             if !(nh == IPPROTO_TCP || udp && nh == IPPROTO_UDP) || ETH_LEN + IPV6_LEN + ip.payload_len() as usize != data.len() {
                 return None;
             }
-            (nh, false, ETH_LEN + IPV6_LEN, ip.src_addr(), ip.dst_addr(), 0, false, ip.hop_limit(), ip.traffic_class(), ip.flow_label())
+            let addr_sum = sum_fixed(&ip.src_addr()) + sum_fixed(&ip.dst_addr());
+            (false, nh == IPPROTO_UDP, ETH_LEN + IPV6_LEN, 0, false, ip.hop_limit(), ip.traffic_class(), ip.flow_label(), addr_sum)
         }
         _ => return None,
     };
-    // The IP layer's fields; the transport's are filled in below.
-    let ip = Seg {
+    let (v4, is_udp, l4, ip_id, df, ttl, tos, flow_label, addr_sum) = ip;
+    let l4_part = if is_udp { parse_udp(data, verified, l4, addr_sum) } else { parse_tcp(data, verified, l4, addr_sum) }?;
+    // One struct built once, in place (a copy of one just written would wait on store
+    // forwarding).
+    Some(Seg {
         v4,
-        udp: proto == IPPROTO_UDP,
+        udp: is_udp,
         l4,
-        hdr_len: 0,
-        payload_len: 0,
-        seq: 0,
-        ack: 0,
-        flag_word: 0,
-        flags: 0,
+        hdr_len: l4_part.hdr_len,
+        payload_len: data.len() - l4_part.hdr_len,
+        seq: l4_part.seq,
+        ack: l4_part.ack,
+        flag_word: l4_part.flag_word,
+        flags: l4_part.flags,
         ip_id,
         df,
         ttl,
         tos,
         flow_label,
-        src,
-        dst,
-        ports: 0,
-        payload_sum: 0,
-    };
-    if ip.udp {
-        parse_udp(data, verified, ip)
-    } else {
-        parse_tcp(data, verified, ip)
-    }
+        ports: l4_part.ports,
+        addr_sum,
+        payload_sum: l4_part.payload_sum,
+    })
+}
+
+/// What [`parse_tcp`] / [`parse_udp`] read from the transport header.
+#[derive(Debug, Clone, Copy, Default)]
+struct L4Part {
+    hdr_len: usize,
+    seq: u32,
+    ack: u32,
+    flag_word: u32,
+    flags: u8,
+    ports: u32,
+    payload_sum: u16,
+}
+
+/// The L4 pseudo-header sum for `proto` over `l4_len` bytes, from the addresses' sum.
+#[inline]
+fn pseudo_sum(addr_sum: u64, proto: u8, l4_len: usize) -> u64 {
+    addr_sum + u64::from(proto) + (l4_len as u64 >> 16) + (l4_len as u64 & 0xffff)
 }
 
 /// The TCP half of [`parse`]: the header within the segment and a checksum that verifies.
-fn parse_tcp(data: &[u8], verified: bool, ip: Seg) -> Option<Seg> {
-    let (v4, l4) = (ip.v4, ip.l4);
+#[inline]
+fn parse_tcp(data: &[u8], verified: bool, l4: usize, addr_sum: u64) -> Option<L4Part> {
     let tcp = TcpPacket::new_checked(&data[l4..]).ok()?;
     let hdr_len = l4 + tcp.header_len();
-    let seg_len = data.len() - l4;
-    let pseudo = if v4 {
-        pseudo_header_v4(&v4_of(&ip.src), &v4_of(&ip.dst), IPPROTO_TCP, seg_len as u16)
-    } else {
-        pseudo_header_v6(&ip.src, &ip.dst, IPPROTO_TCP, seg_len as u32)
-    };
+    let pseudo = pseudo_sum(addr_sum, IPPROTO_TCP, data.len() - l4);
     // The header is a whole number of 32-bit words, so the payload's sum starts aligned.
     // Its fixed part is summed inline; options (when there are any) by the general loop.
     let base: &[u8; 20] = data[l4..l4 + 20].try_into().ok()?;
@@ -162,49 +172,39 @@ fn parse_tcp(data: &[u8], verified: bool, ip: Seg) -> Option<Seg> {
         }
         s
     };
-    let h = &data[l4..];
-    Some(Seg {
+    Some(L4Part {
         hdr_len,
-        payload_len: data.len() - hdr_len,
         seq: tcp.seq(),
         ack: tcp.ack(),
-        flag_word: u32::from_be_bytes([h[12], h[13], h[14], h[15]]),
+        flag_word: u32::from_be_bytes([base[12], base[13], base[14], base[15]]),
         flags: tcp.flags(),
-        ports: (tcp.src_port() as u32) << 16 | tcp.dst_port() as u32,
+        ports: u32::from_be_bytes([base[0], base[1], base[2], base[3]]),
         payload_sum,
-        ..ip
     })
 }
 
 /// The UDP half of [`parse`] (`udp4_gro_receive` / `udp6_gro_receive` and the checks of
 /// `udp_gro_receive_segment`): a non-zero checksum that verifies, and a length field that is
 /// the IP payload exactly and longer than the header.
-fn parse_udp(data: &[u8], verified: bool, ip: Seg) -> Option<Seg> {
-    let l4 = ip.l4;
+#[inline]
+fn parse_udp(data: &[u8], verified: bool, l4: usize, addr_sum: u64) -> Option<L4Part> {
     let udp = UdpPacket::new_checked(&data[l4..]).ok()?;
     let ulen = udp.len() as usize;
     if udp.checksum() == 0 || ulen <= UDP_LEN || l4 + ulen != data.len() {
         return None;
     }
-    let ok =
-        verified || if ip.v4 { udp.verify_checksum_v4(&v4_of(&ip.src), &v4_of(&ip.dst)) } else { udp.verify_checksum_v6(&ip.src, &ip.dst) };
-    if !ok {
+    if !verified && !verifies(pseudo_sum(addr_sum, IPPROTO_UDP, ulen) + sum_be16(&data[l4..])) {
         return None;
     }
-    Some(Seg { hdr_len: l4 + UDP_LEN, payload_len: ulen - UDP_LEN, ports: (udp.src_port() as u32) << 16 | udp.dst_port() as u32, ..ip })
-}
-
-fn v4_of(a: &[u8; 16]) -> [u8; 4] {
-    [a[0], a[1], a[2], a[3]]
+    Some(L4Part { hdr_len: l4 + UDP_LEN, ports: (udp.src_port() as u32) << 16 | udp.dst_port() as u32, ..L4Part::default() })
 }
 
 /// A packet held in a bucket: the head segment and what later segments must match.
 #[derive(Debug, Clone, Copy)]
 struct Held {
     skb: Skb,
-    /// The head's destination and source MAC (`same_flow` compares them per segment; the
-    /// head frame is not read again).
-    mac: [u8; 12],
+    /// The head's MAC header and addresses ([`FlowWords`]), compared with each segment's.
+    words: FlowWords,
     /// Last frame of the chain (where the next payload is linked).
     tail: BufId,
     first: Seg,
@@ -267,10 +267,11 @@ impl GroTable {
             return self.normal_one(st, skb, 1);
         };
         let bucket = (skb.hash as usize) & (GRO_HASH_BUCKETS - 1);
-        let mac = mac_header(bufs.data(skb.pkt));
-        let found = self.buckets[bucket].iter().rposition(|p| p.skb.hash == skb.hash && same_flow(&p.first, &seg) && p.mac == mac);
+        let words = FlowWords::of(bufs.data(skb.pkt), seg.v4);
+        let found =
+            self.buckets[bucket].iter().rposition(|p| p.skb.hash == skb.hash && same_flow(&p.first, &seg) && p.words.same(&words));
         if seg.udp {
-            return self.receive_udp(bufs, st, cfg, now_ns, skb, seg, (bucket, mac), found);
+            return self.receive_udp(bufs, st, cfg, now_ns, skb, seg, (bucket, words), found);
         }
         let control = seg.flags & (flags::URG | flags::PSH | flags::RST | flags::SYN | flags::FIN) != 0;
         if let Some(i) = found {
@@ -299,12 +300,12 @@ impl GroTable {
         if seg.payload_len == 0 || control {
             return self.normal_one(st, skb, 1);
         }
-        self.hold(bufs, st, now_ns, skb, seg, bucket, mac)
+        self.hold(bufs, st, now_ns, skb, seg, bucket, words)
     }
 
     /// Holds `skb` as the head of a new flow (the bucket's oldest completed first when full).
     #[allow(clippy::too_many_arguments)]
-    fn hold(&mut self, bufs: &mut BufCache, st: &mut GroStats, now_ns: u64, skb: Skb, seg: Seg, bucket: usize, mac: [u8; 12]) -> GroResult {
+    fn hold(&mut self, bufs: &mut BufCache, st: &mut GroStats, now_ns: u64, skb: Skb, seg: Seg, bucket: usize, words: FlowWords) -> GroResult {
         if self.buckets[bucket].len() >= MAX_GRO_SKBS {
             let oldest = self.buckets[bucket].remove(0);
             self.held -= 1;
@@ -315,7 +316,7 @@ impl GroTable {
         }
         self.buckets[bucket].push(Held {
             skb,
-            mac,
+            words,
             tail: skb.pkt.buf,
             first: seg,
             mss: seg.payload_len as u16,
@@ -345,7 +346,7 @@ impl GroTable {
         now_ns: u64,
         skb: Skb,
         seg: Seg,
-        (bucket, mac): (usize, [u8; 12]),
+        (bucket, words): (usize, FlowWords),
         found: Option<usize>,
     ) -> GroResult {
         if let Some(i) = found {
@@ -377,7 +378,7 @@ impl GroTable {
                 return GroResult::Merged;
             }
         }
-        self.hold(bufs, st, now_ns, skb, seg, bucket, mac)
+        self.hold(bufs, st, now_ns, skb, seg, bucket, words)
     }
 
     fn normal_one(&mut self, st: &mut GroStats, skb: Skb, segs: u16) -> GroResult {
@@ -447,15 +448,38 @@ impl GroTable {
     }
 }
 
-/// The MAC header's addresses (`parse` accepted only frames with an Ethernet header).
-fn mac_header(d: &[u8]) -> [u8; 12] {
-    d.get(..12).and_then(|m| m.try_into().ok()).unwrap_or_default()
+/// A segment's MAC header and IP addresses as words read straight from its frame (the
+/// kernel's `same_flow` compares them in the packets too). Not kept in [`Seg`]: comparing a
+/// stack copy built from narrower stores would wait on store forwarding.
+#[derive(Debug, Clone, Copy)]
+struct FlowWords([u64; 6]);
+
+impl FlowWords {
+    /// `d` is a frame [`parse`] accepted (so its IP header is all there).
+    #[inline]
+    fn of(d: &[u8], v4: bool) -> FlowWords {
+        let word = |at: usize| d.get(at..at + 8).map_or(0, |b| u64::from_ne_bytes(b.try_into().unwrap_or_default()));
+        let mac_tail = d.get(8..12).map_or(0, |b| u32::from_ne_bytes(b.try_into().unwrap_or_default()));
+        if v4 {
+            // Source and destination sit together at bytes 12..20 of the IP header.
+            FlowWords([word(0), mac_tail.into(), word(ETH_LEN + 12), 0, 0, 0])
+        } else {
+            let a = ETH_LEN + 8;
+            FlowWords([word(0), mac_tail.into(), word(a), word(a + 8), word(a + 16), word(a + 24)])
+        }
+    }
+
+    /// Equal, as one or-reduction of differences (no early exit, no byte compare call).
+    #[inline]
+    fn same(&self, o: &FlowWords) -> bool {
+        self.0.iter().zip(&o.0).fold(0, |acc, (a, b)| acc | (a ^ b)) == 0
+    }
 }
 
-/// Same flow at the IP and TCP/UDP layers: family, protocol, addresses, ports (and the IPv6 flow label,
-/// which `ipv6_gro_receive` treats as part of the flow).
+/// Same flow at the IP and TCP/UDP layers: family, protocol, ports and the IPv6 flow label,
+/// which `ipv6_gro_receive` treats as part of the flow (the addresses: [`FlowWords`]).
 fn same_flow(a: &Seg, b: &Seg) -> bool {
-    a.v4 == b.v4 && a.udp == b.udp && a.src == b.src && a.dst == b.dst && a.ports == b.ports && a.flow_label == b.flow_label
+    a.v4 == b.v4 && a.udp == b.udp && a.ports == b.ports && a.flow_label == b.flow_label
 }
 
 /// The IP layer's flush rules (`inet_gro_flush` / `ipv6_gro_flush`) for a segment of held
@@ -535,16 +559,14 @@ fn finish_merged(bufs: &mut BufCache, p: &Held, skb: &mut Skb) {
     let l4_len = f.hdr_len - f.l4 + p.payload as usize;
     let d = bufs.data_mut(skb.pkt);
     d[f.l4 + 13] |= p.extra_flags;
-    let pseudo = if f.v4 {
+    if f.v4 {
         let mut ip = Ipv4Packet::new_unchecked(&mut d[ETH_LEN..f.l4]);
         ip.set_total_len((f.l4 - ETH_LEN + l4_len) as u16);
         ip.fill_checksum();
-        pseudo_header_v4(&v4_of(&f.src), &v4_of(&f.dst), IPPROTO_TCP, l4_len as u16)
     } else {
-        let mut ip = Ipv6Packet::new_unchecked(&mut d[ETH_LEN..f.l4]);
-        ip.set_payload_len(l4_len as u16);
-        pseudo_header_v6(&f.src, &f.dst, IPPROTO_TCP, l4_len as u32)
-    };
+        Ipv6Packet::new_unchecked(&mut d[ETH_LEN..f.l4]).set_payload_len(l4_len as u16);
+    }
+    let pseudo = pseudo_sum(f.addr_sum, IPPROTO_TCP, l4_len);
     d[f.l4 + 16] = 0;
     d[f.l4 + 17] = 0;
     let csum = !fold(pseudo + sum_be16(&d[f.l4..f.hdr_len]) + p.payload_sum);

@@ -493,6 +493,48 @@ fn ninth_flow_in_a_bucket_completes_the_oldest_gro_flush_oldest() {
     assert_eq!(r.t.held(), 9);
 }
 
+/// Recomputes a TCP frame's IPv4 header checksum and TCP checksum after a test edited it.
+fn refill_checksums(f: &mut [u8]) {
+    let v6 = u16::from_be_bytes([f[12], f[13]]) == EtherType::IPV6;
+    if v6 {
+        let ip = Ipv6Packet::new_checked(&f[14..]).unwrap();
+        let (src, dst) = (ip.src_addr(), ip.dst_addr());
+        TcpPacket::new_unchecked(&mut f[54..]).fill_checksum_v6(&src, &dst);
+    } else {
+        let mut ip = Ipv4Packet::new_unchecked(&mut f[14..34]);
+        ip.fill_checksum();
+        let (src, dst) = (ip.src_addr(), ip.dst_addr());
+        TcpPacket::new_unchecked(&mut f[34..]).fill_checksum_v4(&src, &dst);
+    }
+}
+
+/// Every byte word of the flow's identity counts: a next segment whose MAC header or source
+/// or destination address differs in any one of them starts a flow of its own (IPv6's
+/// addresses are compared in four 8-byte words: one byte changed in each).
+#[test]
+fn a_different_mac_or_address_is_another_flow_dev_gro_receive_same_flow() {
+    let v4_bytes = [0, 11, 14 + 12, 14 + 15, 14 + 16, 14 + 19];
+    let v6_bytes = [14 + 8, 14 + 16, 14 + 24, 14 + 32, 14 + 39];
+    for (v6, at) in v4_bytes.iter().map(|&b| (false, b)).chain(v6_bytes.iter().map(|&b| (true, b))) {
+        let mut r = Rig::new();
+        let mut a = train(2, 1000);
+        for t in &mut a {
+            t.v6 = v6;
+        }
+        assert_eq!(r.rx(&a[0]), GroResult::Held);
+        let mut f = a[1].frame();
+        f[at] ^= 0x40;
+        refill_checksums(&mut f);
+        assert_eq!(r.rx_frame(&f, 0), GroResult::Held, "v6 {v6}, byte {at} changed: another flow");
+        let out = r.out();
+        assert_eq!(out.iter().map(|s| s.gso_segs.max(1)).collect::<Vec<_>>(), vec![1, 1], "v6 {v6}, byte {at}");
+        // The same segment unchanged merges (so the edit is what kept them apart).
+        let mut r = Rig::new();
+        r.rx(&a[0]);
+        assert_eq!(r.rx(&a[1]), GroResult::Merged);
+    }
+}
+
 #[test]
 fn interleaved_flows_both_merge_dev_gro_receive_same_flow() {
     let mut r = Rig::new();
