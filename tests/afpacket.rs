@@ -617,3 +617,45 @@ fn a_datapath_over_afpacket_runs_xdp_and_keeps_the_ledger() {
     assert_eq!(c.dropped(DropReason::XdpDrop), 20, "the XDP program did not see the interface's frames");
     dp.conservation().unwrap();
 }
+
+/// A worker with nothing to do sleeps in poll() on its ports' sockets and counts each time a
+/// frame wakes it (`idle_wakeups`, in the `--json` summary): frames sent 50 ms apart into an
+/// idle datapath wake it about once each (the count is bounded both ways, so a counter that
+/// stays 0 or runs backwards fails).
+#[test]
+fn an_idle_worker_sleeps_and_is_woken_by_each_sparse_frame() {
+    if !preconditions() {
+        return;
+    }
+    use sluice::napi::RunLimit;
+    const FRAMES: u64 = 6;
+    let veth = Veth::new('w', 1500);
+    let mac = afpacket::iface_mac(&veth.port).unwrap();
+    let text = format!(
+        "pipeline = \"l3fwd\"\n[xdp]\nprogram = \"builtin:drop\"\n[[ports]]\nname = \"{}\"\nkind = \"afpacket\"\nipv4 = [\"192.0.2.1/24\"]\n",
+        veth.port
+    );
+    let cfg = sluice::config::Config::from_toml(&text, "test.toml").unwrap();
+    let pool = Pool::new(1024).unwrap();
+    let mut dp = cfg.build(cfg.tunables(&[]).unwrap(), &pool).unwrap();
+    let peer = veth.peer.clone();
+    let sender = std::thread::spawn(move || {
+        let raw = Raw::open(&peer);
+        for i in 0..FRAMES as u32 {
+            // Long enough for the worker to find its rings empty and go to sleep.
+            std::thread::sleep(Duration::from_millis(50));
+            raw.send(&frame(mac, 7, i, 80));
+        }
+    });
+    let limit = RunLimit { duration: Some(PATIENCE), packets: Some(FRAMES), until_bounded_inputs_done: false, stop: None };
+    dp.run(limit, Duration::from_secs(1), |_, _| {});
+    sender.join().unwrap();
+    let c = dp.counters();
+    assert_eq!(c.rx, FRAMES);
+    assert!(
+        (FRAMES - 2..=FRAMES * 4).contains(&c.idle_wakeups),
+        "{} idle wake-ups for {FRAMES} frames sent 50 ms apart into an idle worker",
+        c.idle_wakeups
+    );
+    dp.conservation().unwrap();
+}

@@ -859,6 +859,12 @@ impl Port for AfPacketPort {
         &self.name
     }
 
+    /// The ring's socket: poll() finds it readable once the kernel hands a block over (full,
+    /// or closed by its retire timer), so an idle worker sleeps instead of spinning.
+    fn rx_wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(self.fd.as_raw_fd())
+    }
+
     fn rx_burst(&mut self, bufs: &mut BufCache, out: &mut Vec<Pkt>, max: usize) -> usize {
         let start = out.len();
         // Slots of `max` used: a frame too long to take uses one, a split one its segments.

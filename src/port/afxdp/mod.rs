@@ -676,6 +676,12 @@ impl Port for AfXdpQueue {
         &self.name
     }
 
+    /// The XDP socket: poll() finds it readable when its rx ring holds frames (and, when the
+    /// fill ring asks for a wakeup, the poll itself gives the driver one).
+    fn rx_wait_fd(&self) -> Option<RawFd> {
+        Some(self.sock.raw()).filter(|&fd| fd >= 0)
+    }
+
     fn rx_burst(&mut self, bufs: &mut BufCache, out: &mut Vec<Pkt>, max: usize) -> usize {
         self.reap(bufs);
         if self.tx_lent > 0 && self.tx.prod_pending() > 0 {
