@@ -96,9 +96,10 @@ impl Drop for Lab {
     }
 }
 
-/// A running `sluice run`, killed on drop.
+/// A running `sluice run`, killed on drop (its config file removed).
 struct Router {
     child: Child,
+    cfg: std::path::PathBuf,
 }
 
 impl Router {
@@ -115,7 +116,7 @@ impl Router {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn sluice");
-        Router { child }
+        Router { child, cfg }
     }
 
     fn signal(&self, sig: i32) {
@@ -161,6 +162,7 @@ impl Drop for Router {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.cfg);
     }
 }
 

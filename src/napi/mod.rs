@@ -206,6 +206,11 @@ pub fn run_until(
     if others == 0 {
         w.rx_quota = limit.packets.unwrap_or(u64::MAX);
     }
+    // Other workers may steer to this one's backlog: they wake this thread when it idles.
+    let backlog = if others > 0 { net.rps.backlogs.get(w.id) } else { None };
+    if let Some(b) = backlog {
+        b.register();
+    }
     // With several workers the caller has given each its share of the packet count, and the
     // run's input ends when every worker's has.
     let others_done = || net.rps.rx_finished.load(std::sync::atomic::Ordering::Acquire) >= others;
@@ -241,6 +246,10 @@ pub fn run_until(
             idle_rounds += 1;
             if all_rx_done(w) && idle_rounds > 2 && others_done() {
                 break StopReason::InputDone;
+            }
+            // Idle only once producers know to wake it (and nothing came in meanwhile).
+            if backlog.is_some_and(|b| b.idle(|| w.backlog_rx.iter().any(|r| !r.is_empty()))) {
+                continue;
             }
             idle_wait(net, w);
         } else {
@@ -364,7 +373,9 @@ const IDLE_POLL_MS: i32 = 1;
 
 /// An idle worker whose receive queues are all real sockets sleeps in poll() until one has
 /// frames (or `IDLE_POLL_MS`), after `net.core.busy_poll` microseconds of spinning; with any
-/// in-memory port it only yields.
+/// in-memory port it only yields. With other workers it also watches its backlog's wake-up
+/// eventfd, so packets steered to it end the sleep (the caller has marked the backlog idle,
+/// so producers wake it).
 fn idle_wait(net: &Net, w: &mut Worker) {
     const MAX_FDS: usize = 16;
     let mut fds = [libc::pollfd { fd: -1, events: libc::POLLIN, revents: 0 }; MAX_FDS];
@@ -379,27 +390,48 @@ fn idle_wait(net: &Net, w: &mut Worker) {
             _ => return std::thread::yield_now(),
         }
     }
+    let ports = n;
+    let backlog = if net.rps.workers() > 1 { net.rps.backlogs.get(w.id) } else { None };
+    if let Some(b) = backlog {
+        match b.wake_fd() {
+            Some(fd) if n < MAX_FDS => {
+                fds[n].fd = fd;
+                n += 1;
+            }
+            _ => return std::thread::yield_now(),
+        }
+    }
     if n == 0 {
         return std::thread::yield_now();
     }
-    let mut wait = |timeout_ms: i32| {
-        // SAFETY: `fds` holds `n` initialised pollfd entries and outlives the call.
-        unsafe { libc::poll(fds.as_mut_ptr(), n as libc::nfds_t, timeout_ms) > 0 }
-    };
-    if net.tun.busy_poll > 0 {
+    let mut ready = poll_fds(&mut fds[..n], 0);
+    if !ready && net.tun.busy_poll > 0 {
         // Busy polling: look without sleeping for up to busy_poll microseconds first.
         let until = Instant::now() + Duration::from_micros(net.tun.busy_poll as u64);
-        while Instant::now() < until {
-            if wait(0) {
-                w.c.busy_poll_hits += 1;
-                return;
-            }
+        while !ready && Instant::now() < until {
             std::hint::spin_loop();
+            ready = poll_fds(&mut fds[..n], 0);
+        }
+        if ready {
+            w.c.busy_poll_hits += 1;
+        }
+    } else if !ready {
+        ready = poll_fds(&mut fds[..n], IDLE_POLL_MS);
+        if ready && fds[..ports].iter().any(|f| f.revents != 0) {
+            w.c.idle_wakeups += 1;
         }
     }
-    if wait(IDLE_POLL_MS) {
-        w.c.idle_wakeups += 1;
+    if let Some(b) = backlog {
+        if fds[ports].revents != 0 {
+            b.clear_wake();
+        }
     }
+}
+
+/// poll() on `fds` for up to `timeout_ms`; true when one is ready (their `revents` say which).
+fn poll_fds(fds: &mut [libc::pollfd], timeout_ms: i32) -> bool {
+    // SAFETY: `fds` is a live, initialised slice of pollfd entries of the length passed.
+    unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) > 0 }
 }
 
 /// `net.core.busy_poll`: spins up to that many microseconds watching this worker's backlog

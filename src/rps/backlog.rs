@@ -9,6 +9,7 @@ use crate::buf::skb::Skb;
 use crate::buf::Pkt;
 use crate::stats::Counters;
 use crossbeam_queue::ArrayQueue;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::thread::Thread;
@@ -47,11 +48,20 @@ pub struct Backlog {
     /// NAPI_STATE_SCHED test before it raises an IPI).
     scheduled: AtomicBool,
     thread: OnceLock<Thread>,
+    /// Readable after a wake-up: a worker asleep in poll() on its ports' sockets watches it
+    /// too, since an unpark does not end a poll. None when no eventfd could be made (such a
+    /// worker does not sleep in poll()).
+    wake_fd: Option<OwnedFd>,
 }
 
 impl Backlog {
     fn new() -> Backlog {
-        Backlog { scheduled: AtomicBool::new(false), thread: OnceLock::new() }
+        // SAFETY: eventfd takes no pointers; a non-negative result is a new descriptor that
+        // nothing else owns.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        // SAFETY: as above, `fd` is ours alone.
+        let wake_fd = (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) });
+        Backlog { scheduled: AtomicBool::new(false), thread: OnceLock::new(), wake_fd }
     }
 
     /// Marks the backlog scheduled (after packets went in); true if it was not (the caller
@@ -79,10 +89,30 @@ impl Backlog {
         let _ = self.thread.set(std::thread::current());
     }
 
-    /// Wakes the worker (one "IPI").
+    /// Wakes the worker (one "IPI"): parked, or asleep in poll() on its wake-up eventfd.
     pub fn wake(&self) {
         if let Some(t) = self.thread.get() {
             t.unpark();
+        }
+        if let Some(fd) = &self.wake_fd {
+            let one = 1u64;
+            // SAFETY: writes the 8 bytes of a live u64 to our eventfd. It cannot block
+            // (EFD_NONBLOCK); a counter already at its maximum is awake anyway.
+            unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        }
+    }
+
+    /// The descriptor [`Backlog::wake`] makes readable (for an idle worker's poll()).
+    pub fn wake_fd(&self) -> Option<RawFd> {
+        self.wake_fd.as_ref().map(|f| f.as_raw_fd())
+    }
+
+    /// Consumes the wake-ups the eventfd holds (after a poll() found it readable).
+    pub fn clear_wake(&self) {
+        if let Some(fd) = &self.wake_fd {
+            let mut n = 0u64;
+            // SAFETY: reads at most 8 bytes into a live u64; non-blocking.
+            unsafe { libc::read(fd.as_raw_fd(), (&mut n as *mut u64).cast(), 8) };
         }
     }
 }
@@ -252,6 +282,25 @@ mod tests {
         assert!(b.schedule(), "idle again: the next packet wakes it");
         assert!(b.idle(|| true), "packets arrived while going idle: keep working");
         assert!(!b.schedule(), "and it stays scheduled");
+    }
+
+    /// A worker asleep in poll() on its ports sees a wake-up: the eventfd turns readable,
+    /// and is quiet again once the worker consumed it (so the next poll sleeps).
+    #[test]
+    fn a_wake_up_makes_the_eventfd_readable_until_consumed() {
+        let b = Backlog::new();
+        let fd = b.wake_fd().expect("an eventfd");
+        let readable = || {
+            let mut p = [libc::pollfd { fd, events: libc::POLLIN, revents: 0 }];
+            // SAFETY: one live pollfd, no wait.
+            unsafe { libc::poll(p.as_mut_ptr(), 1, 0) == 1 }
+        };
+        assert!(!readable(), "no wake-up yet");
+        b.wake();
+        b.wake();
+        assert!(readable(), "woken");
+        b.clear_wake();
+        assert!(!readable(), "consumed: both wake-ups at once");
     }
 
     #[test]
