@@ -39,7 +39,9 @@ pub fn softirq_round(net: &Net, w: &mut Worker) -> usize {
         }
         let work = napi_poll(net, w, port, weight);
         done += work;
-        budget -= work;
+        // (A port returns at most `weight`; saturating all the same, so one that broke that
+        // promise could not make the round's budget wrap.)
+        budget = budget.saturating_sub(work);
         if work == weight {
             w.c.napi_budget_exhausted += 1;
         }

@@ -699,14 +699,17 @@ pub fn gso_plan(frame: &[u8], tp_status: u32, mtu: u16) -> Option<GsoPlan> {
     let (l3_len, kind, ip_payload) = match eth.ethertype() {
         EtherType::IPV4 => {
             let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
-            if ip.header_len() != 20 || ip.protocol() != IPPROTO_TCP || ip.is_fragment() {
+            // The IP length must cover the frame exactly: GSO splits the frame's bytes, and
+            // bytes past the datagram are no TCP payload (delivered as is, the receive path
+            // trims them).
+            if ip.header_len() != 20 || ip.protocol() != IPPROTO_TCP || ip.is_fragment() || 14 + ip.total_len() as usize != frame.len() {
                 return None;
             }
             (20, gso_type::TCPV4, ip.payload().len())
         }
         EtherType::IPV6 => {
             let ip = Ipv6Packet::new_checked(eth.payload()).ok()?;
-            if ip.next_header() != IPPROTO_TCP {
+            if ip.next_header() != IPPROTO_TCP || 14 + 40 + ip.payload_len() as usize != frame.len() {
                 return None;
             }
             (40, gso_type::TCPV6, ip.payload().len())
@@ -1041,6 +1044,13 @@ mod tests {
         assert_eq!(gso_plan(&build_len(tcp, 1514), 0, 1500), None, "fits the MTU");
         assert_eq!(gso_plan(&build_len(L4Spec::Udp { src_port: 1, dst_port: 2 }, 10_014), 0, 1500), None, "UDP");
         assert_eq!(gso_plan(&big[..40], 0, 20), None, "cut headers");
+        // Bytes past the IP length are not payload to cut into segments (they would leave as
+        // forged TCP data, and more segments than planned).
+        let mut short_ip = big.clone();
+        let mut ip = crate::wire::Ipv4Packet::new_unchecked(&mut short_ip[14..34]);
+        ip.set_total_len(140);
+        ip.fill_checksum();
+        assert_eq!(gso_plan(&short_ip, 0, 1500), None, "IPv4 length short of the frame");
         let v6 =
             L3Spec::V6 { src: [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], dst: [0xfe; 16], traffic_class: 0, flow_label: 0 };
         let spec = PacketSpec {
@@ -1056,6 +1066,8 @@ mod tests {
         build(&spec, &mut f).unwrap();
         let g = gso_plan(&f, 0, 1500).unwrap();
         assert_eq!((g.gso_size, g.gso_type, g.segs), (1440, crate::gro::gso_type::TCPV6, 7));
+        crate::wire::Ipv6Packet::new_unchecked(&mut f[14..54]).set_payload_len(100);
+        assert_eq!(gso_plan(&f, 0, 1500), None, "IPv6 length short of the frame");
     }
 
     #[test]
