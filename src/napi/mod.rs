@@ -32,7 +32,12 @@ pub fn softirq_round(net: &Net, w: &mut Worker) -> usize {
         done += work;
         budget -= work;
     }
-    for port in 0..net.nports() as u16 {
+    // A round starts at the port after the one the previous round stopped at: net_rx_action
+    // puts the instances it did not reach first in the next round, so while the first
+    // ports keep the budget busy the later ones still get their turns.
+    let nports = net.nports() as u16;
+    let first = w.next_rx_port % nports.max(1);
+    for port in (first..nports).chain(0..first) {
         let weight = (net.tun.dev_weight as usize).min(budget).min(w.rx_quota.min(usize::MAX as u64) as usize);
         if weight == 0 {
             break;
@@ -47,6 +52,7 @@ pub fn softirq_round(net: &Net, w: &mut Worker) -> usize {
         }
         if budget == 0 || (work > 0 && crate::stats::tsc::reached(deadline)) {
             w.c.time_squeeze += 1;
+            w.next_rx_port = port + 1;
             break;
         }
     }
@@ -519,6 +525,30 @@ mod tests {
         assert_eq!(softirq_round(&net, &mut w), 10);
         assert_eq!(w.c.rx, 10);
         assert_eq!(w.c.time_squeeze, 1, "a round cut by the budget is a time squeeze");
+    }
+
+    /// Two busy inputs and a budget one poll uses up: rounds take turns (net_rx_action
+    /// polls first the instances the last round did not reach), so the second port is not
+    /// starved by the first.
+    #[test]
+    fn a_round_starts_where_the_last_ran_out_of_budget() {
+        let pool = Pool::new(512).unwrap();
+        let mut net = Net::new(Tunables { netdev_budget: 64, dev_weight: 64, ..Tunables::default() }, Pipeline::Io);
+        let mut w = Worker::new(0, &pool);
+        for (i, name) in ["a", "b"].iter().enumerate() {
+            net.ifaces.push(Iface::new(name, [2, 0, 0, 0, 0, i as u8 + 1]));
+            w.add_port(i as u16, Some(Box::new(PcapIn::from_frames(name, vec![vec![0u8; 60]; 200], 1))));
+        }
+        net.ifaces.push(Iface::new("out", [2, 0, 0, 0, 0, 9]));
+        w.add_port(2, Some(Box::new(Sink::new("out", SinkKind::Null, CheckSpec::default()))));
+        net.peer = vec![Some(2), Some(2), None];
+        let rx = |w: &Worker, i: u16| w.port_queue(i).unwrap().stats().rx_packets;
+        for round in 1..=4u64 {
+            assert_eq!(softirq_round(&net, &mut w), 64);
+            let (a, b) = (rx(&w, 0), rx(&w, 1));
+            assert_eq!((a, b), (64 * round.div_ceil(2), 64 * (round / 2)), "after round {round}");
+        }
+        assert_eq!(w.c.time_squeeze, 4);
     }
 
     #[test]
