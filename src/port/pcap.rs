@@ -143,7 +143,7 @@ impl PcapIn {
     pub fn open(name: &str, path: &Path, repeat: u64) -> Result<PcapIn, PcapError> {
         let cap = read_capture(path)?;
         let mut port = Self::from_frames(name, cap.frames, repeat);
-        port.stats.rx_truncated = cap.truncated * port.rounds_left;
+        port.stats.rx_truncated = cap.truncated.saturating_mul(port.rounds_left);
         Ok(port)
     }
 

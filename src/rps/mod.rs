@@ -157,9 +157,16 @@ fn drained(net: &Net, w: &Worker, cpu: usize, qtail: u64) -> bool {
     if cpu == w.id {
         return qtail < w.steer_round;
     }
+    let queued = w.ring_queued.get(cpu).copied().unwrap_or(0);
+    let staged = w.rps_out.get(cpu).map_or(0, Vec::len) as u64;
+    if qtail > queued && qtail <= queued + staged {
+        // Still staged in this poll, not in the ring yet: whatever the ring shows, the flow
+        // has a packet on its way there.
+        return false;
+    }
     let done = net.rps.ring_done.get(cpu).and_then(|r| r.get(w.id)).map_or(u64::MAX, |d| d.load(std::sync::atomic::Ordering::Acquire));
     // Packets a full ring refused never went in: the tail is at most what was queued.
-    done >= qtail.min(w.ring_queued.get(cpu).copied().unwrap_or(0))
+    done >= qtail.min(queued)
 }
 
 /// Appends this worker's staged packets for `target` to its backlog ring, a run at once: a
@@ -294,6 +301,36 @@ mod tests {
         let n = build(&spec, &mut f).unwrap();
         f.truncate(n);
         f
+    }
+
+    /// A flow's packet staged for a worker in this poll (not yet in its ring) holds the flow
+    /// there: a flow sharing its table slot that a reader wants elsewhere must not move it,
+    /// or its next packet would overtake the staged one (get_rps_cpu's in-order rule).
+    #[test]
+    fn a_flow_does_not_move_while_its_packet_waits_in_this_poll_get_rps_cpu() {
+        use crate::config::Tunables;
+        use crate::net::Pipeline;
+        let pool = crate::buf::Pool::new(64).unwrap();
+        let net = Net::with_workers(Tunables { rps_sock_flow_entries: 1024, ..Tunables::default() }, Pipeline::L3fwd, 3);
+        let mut w = Worker::new(0, &pool);
+        w.ring_queued = vec![0; 3];
+        w.rps_out.resize_with(3, Vec::new);
+        // One slot: flows F and G share it. G's reader runs on worker 2; F has none.
+        w.rps_flows = vec![rfs::DevFlow::default(); 1];
+        let (f, g) = (0x1234_0001, 0x5678_0001);
+        net.rps.sock_flow.record(g, 2);
+        assert_eq!(rfs_target(&net, &mut w, f, 1), 1, "F1 where the map sends it");
+        w.rps_out[1].push(Skb::default());
+        assert_eq!(rfs_target(&net, &mut w, g, 1), 1, "G1 may not move the slot while F1 is staged for worker 1");
+        w.rps_out[1].push(Skb::default());
+        assert_eq!(rfs_target(&net, &mut w, f, 1), 1, "F2 follows F1");
+        assert_eq!(w.c.rfs_moves, 0);
+        // Once in the ring and processed there, the slot may move to G's reader.
+        w.ring_queued[1] += 2;
+        w.rps_out[1].clear();
+        net.rps.ring_done[1][0].store(2, std::sync::atomic::Ordering::Release);
+        assert_eq!(rfs_target(&net, &mut w, g, 1), 2);
+        assert_eq!(w.c.rfs_moves, 1);
     }
 
     /// One sender keeping its ring full does not starve another: each process_backlog
