@@ -409,14 +409,15 @@ fn transmitted_frames_arrive_and_xmit_more_batches_doorbells() {
     assert_eq!(got, frames, "the peer received other bytes than the port sent");
     assert_eq!(bufs.in_use(), 0, "transmitted buffers were not returned");
 
-    // A frame longer than MTU + Ethernet header is refused (the caller's tx_error), never
-    // cut, and never put in the ring (the kernel would refuse it there and stop).
+    // A frame longer than MTU + Ethernet header is never cut and never put in the ring (the
+    // kernel would refuse it there and stop): taken and failed at once (the caller's
+    // tx_error), and the frame behind it in the same burst still goes.
     let big = bufs.alloc_copy(&frame(peer_mac, 2, 99, 1515)).unwrap();
-    assert_eq!(ports[0].tx_burst(&mut bufs, &[big], false), 0);
-    bufs.free(big);
     let again = bufs.alloc_copy(&frames[0]).unwrap();
-    assert_eq!(ports[0].tx_burst(&mut bufs, &[again], false), 1);
+    assert_eq!(ports[0].tx_burst(&mut bufs, &[big, again], false), 2);
+    assert_eq!(ports[0].take_tx_failed(), (1, 1515), "the long frame failed, not sent");
     assert_eq!(raw.recv_ours(1), vec![frames[0].clone()]);
+    assert_eq!(bufs.in_use(), 0, "the failed frame's buffer went back too");
 }
 
 #[test]

@@ -532,11 +532,19 @@ fn jumbo_frames_go_whole_as_multi_buffer_chains() {
     let in_use = bufs.in_use();
     q.flush_held(&mut bufs);
     assert_eq!(in_use - bufs.in_use(), nframes, "every frame of every chain completed and went back");
-    // A chain longer than the kernel takes (17 buffers) is refused whole, never cut.
+    // A chain longer than the kernel takes (17 buffers) is never cut: taken and failed at
+    // once (the caller counts it as tx_error), and the packet behind it still goes out.
+    let before = bufs.in_use();
     let huge = bufs.alloc_copy(&frame(b"SLUICE-HUGE", 0, 40_000)).unwrap();
-    assert_eq!(q.tx_burst(&mut bufs, &[huge], false), 0, "refused: the caller drops it (tx_error)");
+    let behind = frame(b"SLUICE-BEHIND", 1, 200);
+    let small = bufs.alloc_copy(&behind).unwrap();
+    assert_eq!(q.tx_burst(&mut bufs, &[huge, small], false), 2, "both taken");
+    assert_eq!(q.take_tx_failed(), (1, 40_000), "the chain failed (tx_error), not sent");
+    assert_eq!(q.take_tx_failed(), (0, 0), "reported once");
     assert_eq!(q.xsk_stats().tx_frags_refused, 1);
-    bufs.free(huge);
+    assert_frames(&peer.recv_marked(b"SLUICE-BEHIND", 1), &[behind], "the packet behind the refused chain");
+    q.flush_held(&mut bufs);
+    assert_eq!(bufs.in_use(), before, "the chain's buffers went back when it failed");
 }
 
 /// An IPv4/UDP frame of flow `port` (the kernel hashes the flow to pick a queue).

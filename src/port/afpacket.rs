@@ -403,9 +403,9 @@ impl AfPacketPort {
     /// Sends TCP packet `p` (longer than the MTU) whole through the TSO socket: one
     /// syscall, the kernel segments it. The ring's queued frames go first (order within a
     /// flow). False when it is not a TCP packet TSO can take or the kernel refused it.
-    fn send_tso(&mut self, bufs: &mut BufCache, p: Pkt) -> bool {
-        let Some(fd) = self.tso_fd.as_ref().map(|f| f.as_raw_fd()) else { return false };
-        let Some((vh, pseudo)) = tso_header(bufs.data(p), p.total_len(), self.mtu) else { return false };
+    fn send_tso(&mut self, bufs: &mut BufCache, p: Pkt) -> TsoSend {
+        let Some(fd) = self.tso_fd.as_ref().map(|f| f.as_raw_fd()) else { return TsoSend::Refused };
+        let Some((vh, pseudo)) = tso_header(bufs.data(p), p.total_len(), self.mtu) else { return TsoSend::Refused };
         self.kick();
         let csum_at = u16::from_le(vh.csum_start) as usize + 16;
         if let Some(c) = bufs.data_mut(p).get_mut(csum_at..csum_at + 2) {
@@ -424,12 +424,15 @@ impl AfPacketPort {
         // SAFETY: every iovec points into `vh` or the packet's frames, alive across the call.
         let r = unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT) };
         let want = std::mem::size_of::<VnetHdr>() + p.total_len();
+        if r < 0 && matches!(io::Error::last_os_error().raw_os_error(), Some(libc::EAGAIN | libc::ENOBUFS | libc::EINTR)) {
+            return TsoSend::Busy;
+        }
         if r < 0 || r as usize != want {
             self.tx_errors += 1;
-            return false;
+            return TsoSend::Refused;
         }
         self.tx_tso += 1;
-        true
+        TsoSend::Sent
     }
 
     fn open_one(name: &str, cfg: &AfPacketConfig, ifx: u32, queue: u16) -> Result<AfPacketPort, AfPacketError> {
@@ -675,6 +678,16 @@ impl AfPacketPort {
         }
         self.tx_pending = 0;
     }
+}
+
+/// What became of a packet handed to the TSO socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TsoSend {
+    Sent,
+    /// The socket's buffer is full for now: the packet and those behind it wait.
+    Busy,
+    /// Never sendable (not TCP the kernel can segment, or an error that is not "later").
+    Refused,
 }
 
 /// How to split a frame longer than the link's MTU: a TCP super-frame from a sender's TSO
@@ -927,15 +940,23 @@ impl Port for AfPacketPort {
             let limit = self.mtu as usize + 14 + if tagged { 4 } else { 0 };
             if len > limit {
                 // Larger than MTU + L2 header: with TSO a TCP packet goes whole for the
-                // kernel to segment; anything else the caller drops, with the rest (`tx_error`).
-                if self.tso_fd.is_some() && self.send_tso(bufs, *p) {
-                    self.stats.tx_packets += 1;
-                    self.stats.tx_bytes += len as u64;
-                    bufs.free(*p);
-                    accepted += 1;
-                    continue;
+                // kernel to segment. One that can never go is taken and failed at once
+                // (`tx_error`), so it neither blocks the queue nor takes the rest along.
+                let sent = if self.tso_fd.is_some() { self.send_tso(bufs, *p) } else { TsoSend::Refused };
+                match sent {
+                    TsoSend::Sent => {
+                        self.stats.tx_packets += 1;
+                        self.stats.tx_bytes += len as u64;
+                    }
+                    TsoSend::Busy => break,
+                    TsoSend::Refused => {
+                        self.failed.0 += 1;
+                        self.failed.1 += len as u64;
+                    }
                 }
-                break;
+                bufs.free(*p);
+                accepted += 1;
+                continue;
             }
             if self.tx_status(self.tx_next) != libc::TP_STATUS_AVAILABLE {
                 // The ring is full until the kernel catches up: flush what is queued, and

@@ -291,8 +291,21 @@ pub struct AfXdpQueue {
     tx_lent: u32,
     /// Frames seen but not taken (malformed descriptors, chains past MAX_CHAIN_BYTES).
     rx_dropped: u64,
+    /// Packets (and bytes) taken by `tx_burst` that can never be sent here (see
+    /// [`PutError::Invalid`]): reported through `take_tx_failed`.
+    tx_failed: (u64, u64),
     stats: PortStats,
     xstats: AfXdpStats,
+}
+
+/// Why `put_pkt` wrote nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PutError {
+    /// Not enough free slots now: the rest of the burst waits (or is the caller's to drop).
+    NoRoom,
+    /// Never sendable on this socket (empty or out-of-frame, a chain without multi-buffer or
+    /// longer than the kernel takes): refusing it would block the packets behind it for good.
+    Invalid,
 }
 
 /// Opens an `afxdp` port on interface `iface`: one queue handle per receive queue, queue 0
@@ -367,6 +380,7 @@ pub fn open(name: &str, iface: &str, queues: Option<u32>, cfg: &AfXdpConfig, poo
             fill_lent: 0,
             tx_lent: 0,
             rx_dropped: 0,
+            tx_failed: (0, 0),
             stats: PortStats::default(),
             xstats: AfXdpStats::default(),
         })
@@ -374,7 +388,7 @@ pub fn open(name: &str, iface: &str, queues: Option<u32>, cfg: &AfXdpConfig, poo
 }
 
 /// Most descriptors one multi-buffer packet may take (the kernel's MAX_SKB_FRAGS in copy
-/// mode; a longer chain is refused at `tx_burst`).
+/// mode; a longer chain fails at `tx_burst`, see `PutError::Invalid`).
 const MAX_TX_DESCS: u32 = 17;
 
 /// How many times a bind that found the queue busy is tried (a socket closed a moment ago
@@ -622,38 +636,38 @@ impl AfXdpQueue {
         }
     }
 
-    /// Writes packet `p` as descriptors from slot `at` on; returns how many it used, or
-    /// None (nothing written) when it does not fit in `room` slots or cannot be sent whole.
-    fn put_pkt(&mut self, bufs: &BufCache, p: &Pkt, at: u32, room: u32) -> Option<u32> {
+    /// Writes packet `p` as descriptors from slot `at` on; returns how many it used, or why
+    /// it wrote nothing: it does not fit in `room` slots, or it cannot be sent whole here.
+    fn put_pkt(&mut self, bufs: &BufCache, p: &Pkt, at: u32, room: u32) -> Result<u32, PutError> {
         let head = |p: &Pkt, options| XdpDesc { addr: p.buf.0 as u64 * FRAME_SIZE as u64 + p.off as u64, len: p.len as u32, options };
         // What the kernel would find invalid (and then never complete): an empty or
         // out-of-frame descriptor.
         if p.len == 0 || p.off as usize + p.len as usize > FRAME_SIZE || p.buf.0 >= self.frames {
-            return None;
+            return Err(PutError::Invalid);
         }
         if !p.is_chained() {
             if room == 0 {
-                return None;
+                return Err(PutError::NoRoom);
             }
             self.tx.put_desc(at, head(p, 0));
             self.sock.lend(p.buf.0);
-            return Some(1);
+            return Ok(1);
         }
         if !self.sock.sg {
             self.xstats.tx_frags_refused += 1;
-            return None;
+            return Err(PutError::Invalid);
         }
         let nfrags = bufs.frags(*p).count() as u32;
         if nfrags + 1 > MAX_TX_DESCS {
             // The kernel would refuse it as invalid (EOVERFLOW) and never complete it.
             self.xstats.tx_frags_refused += 1;
-            return None;
+            return Err(PutError::Invalid);
         }
         if bufs.frags(*p).any(|(id, m)| m.len == 0 || m.off as usize + m.len as usize > FRAME_SIZE || id.0 >= self.frames) {
-            return None;
+            return Err(PutError::Invalid);
         }
         if nfrags + 1 > room {
-            return None;
+            return Err(PutError::NoRoom);
         }
         self.tx.put_desc(at, head(p, sys::XDP_PKT_CONTD));
         self.sock.lend(p.buf.0);
@@ -667,7 +681,7 @@ impl AfXdpQueue {
             self.tx.put_desc(at + 1 + i as u32, d);
             self.sock.lend(id.0);
         }
-        Some(nfrags + 1)
+        Ok(nfrags + 1)
     }
 }
 
@@ -734,18 +748,30 @@ impl Port for AfXdpQueue {
             self.reap(bufs);
             room = self.tx.prod_free(want);
         }
-        let (mut used, mut sent, mut bytes) = (0u32, 0usize, 0u64);
+        let (mut used, mut sent, mut bytes, mut invalid) = (0u32, 0usize, 0u64, 0u64);
         for p in pkts {
-            let Some(k) = self.put_pkt(bufs, p, used, room - used) else { break };
-            used += k;
+            match self.put_pkt(bufs, p, used, room - used) {
+                Ok(k) => {
+                    used += k;
+                    bytes += p.total_len() as u64;
+                }
+                Err(PutError::NoRoom) => break,
+                Err(PutError::Invalid) => {
+                    // Taken and failed at once (`tx_error`): neither stuck at the head of the
+                    // queue nor taking the packets behind it along.
+                    self.tx_failed.0 += 1;
+                    self.tx_failed.1 += p.total_len() as u64;
+                    bufs.free(*p);
+                    invalid += 1;
+                }
+            }
             sent += 1;
-            bytes += p.total_len() as u64;
         }
         if used > 0 {
             self.tx.submit(used);
             self.tx_lent += used;
         }
-        self.stats.tx_packets += sent as u64;
+        self.stats.tx_packets += sent as u64 - invalid;
         self.stats.tx_bytes += bytes;
         // The doorbell: at the end of the bursts, or when the ring refused part of this one.
         if (!more || sent < pkts.len()) && (used > 0 || self.tx.prod_pending() > 0) {
@@ -756,6 +782,10 @@ impl Port for AfXdpQueue {
 
     fn tx_completions(&mut self, bufs: &mut BufCache) -> usize {
         self.reap(bufs)
+    }
+
+    fn take_tx_failed(&mut self) -> (u64, u64) {
+        std::mem::take(&mut self.tx_failed)
     }
 
     /// At shutdown: rings the doorbell until everything sent has completed (at most 200 ms).
