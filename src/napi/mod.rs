@@ -31,6 +31,12 @@ pub fn softirq_round(net: &Net, w: &mut Worker) -> usize {
         }
         done += work;
         budget -= work;
+        if budget == 0 {
+            // The backlog used the whole budget: a squeeze too (net_rx_action checks after
+            // every poll).
+            w.c.time_squeeze += 1;
+            return finish_round(net, w, done);
+        }
     }
     // A round starts at the port after the one the previous round stopped at: net_rx_action
     // puts the instances it did not reach first in the next round, so while the first
@@ -56,6 +62,12 @@ pub fn softirq_round(net: &Net, w: &mut Worker) -> usize {
             break;
         }
     }
+    finish_round(net, w, done)
+}
+
+/// The end of a softirq round: the RPS wake-ups it collected (net_rps_action), then the
+/// transmit softirq's work.
+fn finish_round(net: &Net, w: &mut Worker, done: usize) -> usize {
     if w.wake_pending != 0 {
         crate::rps::send_wakeups(net, w);
     }
@@ -549,6 +561,29 @@ mod tests {
             assert_eq!((a, b), (64 * round.div_ceil(2), 64 * (round / 2)), "after round {round}");
         }
         assert_eq!(w.c.time_squeeze, 4);
+    }
+
+    /// The backlog is one more NAPI instance: when it uses the round's whole budget, the
+    /// round ends there and counts a time squeeze (net_rx_action checks after every poll).
+    #[test]
+    fn a_backlog_that_uses_the_whole_budget_is_a_time_squeeze() {
+        let pool = Pool::new(256).unwrap();
+        let net = Net::with_workers(Tunables { netdev_budget: 64, dev_weight: 64, ..Tunables::default() }, Pipeline::L3fwd, 2);
+        let (mut tx, mut rx) = crate::rps::backlog::backlog_rings(2, 256);
+        let mut w = Worker::new(0, &pool);
+        w.backlog_rx = std::mem::take(&mut rx[0]);
+        w.backlog_src = vec![1];
+        w.ring_queued = vec![0; 2];
+        let ring = tx[1][0].as_mut().unwrap();
+        for _ in 0..100 {
+            // No protocol the receive path knows: processed, then dropped.
+            let p = w.bufs.alloc_copy(&[0u8; 60]).unwrap();
+            ring.push(Skb { pkt: p, ..Skb::default() }).unwrap();
+        }
+        assert_eq!(softirq_round(&net, &mut w), 64);
+        assert_eq!(w.c.time_squeeze, 1);
+        assert_eq!(softirq_round(&net, &mut w), 36);
+        assert_eq!(w.c.time_squeeze, 1, "the rest fit in the budget");
     }
 
     #[test]
