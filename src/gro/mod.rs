@@ -121,9 +121,7 @@ fn deliver(net: &Net, w: &mut Worker, list: &mut Vec<Skb>) {
     list.clear();
 }
 
-/// End of a poll of `port`: a poll that used its whole budget completes only packets held
-/// over a tick; a completed poll (napi_complete_done) completes all of them, unless
-/// `gro_flush_timeout` defers that to packets older than the timeout. Then `gro_normal_list`.
+/// End of a poll of `port`: what [`flush_rule`] says is completed, then `gro_normal_list`.
 /// Returns packets delivered.
 pub fn poll_done(net: &Net, w: &mut Worker, port: u16, budget_used: bool) -> usize {
     let Some(t) = w.gro.get(port as usize) else { return 0 };
@@ -131,19 +129,24 @@ pub fn poll_done(net: &Net, w: &mut Worker, port: u16, budget_used: bool) -> usi
         return 0;
     }
     let mut t = table(w, port);
-    let now = w.now_ns;
-    let timeout = net.tun.gro_flush_timeout;
-    let (older_than, cause) = if budget_used {
-        (Some(now.saturating_sub(TICK_NS)), FlushCause::Aged)
-    } else if timeout > 0 {
-        (Some(now.saturating_sub(timeout)), FlushCause::Aged)
-    } else {
-        (None, FlushCause::PollDone)
-    };
+    let (older_than, cause) = flush_rule(budget_used, net.tun.gro_flush_timeout, w.now_ns);
     t.flush(&mut w.bufs, &mut w.c.gro, older_than, cause);
     let n = normal_list(net, w, &mut t);
     w.gro[port as usize] = t;
     n
+}
+
+/// Which held packets a poll ending at `now` completes: a poll that used its whole budget,
+/// only those held over a tick (`napi_gro_flush(napi, true)`); a completed poll
+/// (`napi_complete_done`) all of them, but with `gro_flush_timeout` set also only those held
+/// over a tick (its `gro_flush(.., !!timeout)`; the timer the kernel then arms polls again
+/// later, as sluice's next round does). None = every one.
+fn flush_rule(budget_used: bool, flush_timeout_ns: u64, now: u64) -> (Option<u64>, FlushCause) {
+    if budget_used || flush_timeout_ns > 0 {
+        (Some(now.saturating_sub(TICK_NS)), FlushCause::Aged)
+    } else {
+        (None, FlushCause::PollDone)
+    }
 }
 
 /// Completes everything held on every port (the end of a run).

@@ -804,3 +804,15 @@ fn flush_old_completes_only_packets_held_before_the_tick_napi_gro_flush() {
 }
 
 mod udp;
+
+/// napi_complete_done with `gro_flush_timeout` set flushes as a budget-exhausted poll does:
+/// only packets held over a tick (`gro_flush(.., !!timeout)`), whatever the timeout's value.
+#[test]
+fn flush_timeout_completes_only_what_is_held_over_a_tick_napi_complete_done() {
+    let now = 10 * TICK_NS;
+    assert_eq!(super::flush_rule(false, 0, now), (None, FlushCause::PollDone), "completed poll: everything");
+    assert_eq!(super::flush_rule(true, 0, now), (Some(now - TICK_NS), FlushCause::Aged), "budget used: over a tick");
+    for timeout in [1, 20_000, 2_000_000, 1_000_000_000] {
+        assert_eq!(super::flush_rule(false, timeout, now), (Some(now - TICK_NS), FlushCause::Aged), "timeout {timeout}");
+    }
+}
