@@ -449,7 +449,7 @@ pub(crate) fn icmp4_error(net: &Net, w: &mut Worker, orig: &Skb, typ: u8, code: 
     let mut dst16 = [0u8; 16];
     dst16[10..12].copy_from_slice(&[0xff, 0xff]); // IPv4-mapped: one key space for both families
     dst16[12..].copy_from_slice(&dst);
-    if !net.icmp_rate.lock().unwrap_or_else(|e| e.into_inner()).allow(&net.tun, IcmpKind::V4(typ), dst16, w.now_ns) {
+    if !net.icmp_rate.lock().unwrap_or_else(|e| e.into_inner()).allow(&net.tun, IcmpKind::v4(typ, code), dst16, w.now_ns) {
         w.c.icmp_ratelimited += 1;
         return;
     }

@@ -53,6 +53,20 @@ impl Default for IcmpRateLimit {
 pub enum IcmpKind {
     V4(u8),
     V6(u8),
+    /// IPv4 destination unreachable, fragmentation needed: never limited, so path MTU
+    /// discovery cannot stall (icmpv4_mask_allow's first exemption).
+    V4FragNeeded,
+}
+
+impl IcmpKind {
+    /// The kind of an ICMPv4 error of `typ` and `code`.
+    pub fn v4(typ: u8, code: u8) -> IcmpKind {
+        if typ == 3 && code == 4 {
+            IcmpKind::V4FragNeeded
+        } else {
+            IcmpKind::V4(typ)
+        }
+    }
 }
 
 impl IcmpRateLimit {
@@ -61,6 +75,7 @@ impl IcmpRateLimit {
         let (limited, interval_ms) = match kind {
             IcmpKind::V4(typ) => (typ < 32 && t.icmp_ratemask & (1 << typ) != 0, t.icmp_ratelimit),
             IcmpKind::V6(typ) => (typ < 128 && typ != 2, t.icmpv6_ratelimit),
+            IcmpKind::V4FragNeeded => (false, 0),
         };
         if !limited {
             return true;
@@ -148,6 +163,10 @@ mod tests {
         // Another destination has its own budget; echo replies (type 0) are never limited.
         assert!(l.allow(&t, IcmpKind::V4(11), v4(2), 1500 * MS));
         assert!((0..100).all(|_| l.allow(&t, IcmpKind::V4(0), v4(1), 1500 * MS)));
+        // Fragmentation needed is exempt whatever the mask (PMTU discovery), other
+        // destination-unreachable codes are limited.
+        assert!((0..100).all(|_| l.allow(&t, IcmpKind::v4(3, 4), v4(4), 0)));
+        assert_eq!((0..20).filter(|_| l.allow(&t, IcmpKind::v4(3, 1), v4(5), 0)).count(), 6);
         // ICMPv6 packet too big is exempt; other ICMPv6 errors are limited.
         assert!((0..100).all(|_| l.allow(&t, IcmpKind::V6(2), v4(3), 0)));
         assert_eq!((0..20).filter(|_| l.allow(&t, IcmpKind::V6(3), v4(3), 0)).count(), 6);
