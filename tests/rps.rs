@@ -246,6 +246,24 @@ fn xdp_runs_on_every_queue_with_shared_maps_and_per_worker_cpu() {
     assert_eq!(packets, 20_000, "every packet counted once, none lost to a race");
 }
 
+/// XDP on both queues of the receiving port redirects every frame to the sink, a port of
+/// one queue that worker 0 owns: worker 1's redirected frames reach it through the transmit
+/// handoff (they were left in worker 1's XDP queue for good).
+#[test]
+fn xdp_redirects_to_a_port_another_worker_owns_are_handed_over() {
+    let (mut c, tun) = rss_lab(1000, 2, &[]);
+    c.ports[1].rss_queues = None;
+    c.xdp = Some(toml::from_str("program = \"builtin:redirect=2\"\nmode = \"native\"").expect("xdp table"));
+    let dp = run_checked(&c, tun, 20_000);
+    let counts = dp.counters();
+    // The generator outruns one sink: a full handoff queue drops by its name, nothing else.
+    let handoff_full = counts.drops[DropReason::QdiscDrop as usize];
+    assert_eq!(counts.tx + handoff_full, 20_000, "sent or dropped by name: {:?}", counts.nonzero_drops());
+    assert!(dp.workers[1].c.rx > 0 && dp.workers[1].c.tx_handoffs > 0, "worker 1 received and handed frames over");
+    assert_eq!(captured(&dp, 1).len() as u64, counts.tx);
+    assert!(counts.tx > 10_000, "most frames went out: {}", counts.tx);
+}
+
 #[test]
 fn bad_queue_settings_are_refused_by_name() {
     let mut t = sluice::config::Tunables::default();

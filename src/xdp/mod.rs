@@ -106,7 +106,7 @@ enum Fate {
 /// (slot 5: no XDP action). Every arm counts with a constant index, so a local `actions`
 /// stays in registers over a burst instead of a memory add per packet.
 #[inline(always)]
-fn fate_of(out: &RunOutcome, port: u16, nports: usize, actions: &mut [u64; 6]) -> Fate {
+fn fate_of(out: &RunOutcome, port: u16, (nports, workers): (usize, usize), actions: &mut [u64; 6]) -> Fate {
     match out.action {
         XDP_PASS => {
             actions[XDP_PASS as usize] += 1;
@@ -124,9 +124,12 @@ fn fate_of(out: &RunOutcome, port: u16, nports: usize, actions: &mut [u64; 6]) -
             actions[XDP_REDIRECT as usize] += 1;
             match out.redirect {
                 Some(RedirectTarget::Ifindex(i)) if i >= 1 && (i as usize) <= nports => Fate::Xmit((i - 1) as u16),
-                // One worker: CPU 0 is this one, so a CPUMAP redirect continues into its stack.
-                Some(RedirectTarget::Cpu(0)) => Fate::Pass,
-                Some(RedirectTarget::Xsk(k)) => Fate::Xsk(k),
+                // A CPUMAP redirect to a worker that exists continues into this worker's stack
+                // (not handed to that worker's backlog yet: README "Not there yet").
+                Some(RedirectTarget::Cpu(k)) if (k as usize) < workers => Fate::Pass,
+                // An XSKMAP value names a local consumer (a queue-sized id, at most
+                // MAX_XSK_CONSUMERS): a larger one would size its counters from the map.
+                Some(RedirectTarget::Xsk(k)) if (k as usize) < MAX_XSK_CONSUMERS => Fate::Xsk(k),
                 _ => Fate::Drop(DropReason::XdpRedirectFailed),
             }
         }
@@ -146,6 +149,7 @@ pub fn run_native(net: &Net, w: &mut Worker, port: u16, rx: &mut Vec<Pkt>) {
     let Some(Some(prog)) = w.xdp.native.get_mut(port as usize) else { return };
     let t0 = w.clock.start();
     let nports = net.nports();
+    let sizes = (nports, net.rps.workers());
     if w.xdp.xmit.len() < nports {
         w.xdp.xmit.resize_with(nports, Vec::new);
     }
@@ -212,7 +216,7 @@ pub fn run_native(net: &Net, w: &mut Worker, port: u16, rx: &mut Vec<Pkt>) {
             let mut keep = 0;
             for i in 0..n {
                 let p = rx[i];
-                match fate_of(&outs[i], port, nports, &mut actions) {
+                match fate_of(&outs[i], port, sizes, &mut actions) {
                     Fate::Pass => {
                         rx[keep] = p;
                         keep += 1;
@@ -309,6 +313,7 @@ pub fn run_generic(net: &Net, w: &mut Worker, skbs: &mut Vec<Skb>) {
     }
     let t0 = w.clock.start();
     let nports = net.nports();
+    let sizes = (nports, net.rps.workers());
     if w.xdp.xmit.len() < nports {
         w.xdp.xmit.resize_with(nports, Vec::new);
     }
@@ -374,7 +379,7 @@ pub fn run_generic(net: &Net, w: &mut Worker, skbs: &mut Vec<Skb>) {
         for (j, i) in (start..end).enumerate() {
             let mut s = skbs[i];
             let np = pkts[j];
-            match fate_of(&outs[j], port, nports, &mut w.c.xdp_actions) {
+            match fate_of(&outs[j], port, sizes, &mut w.c.xdp_actions) {
                 Fate::Pass => {
                     if np != s.pkt {
                         // The data moved: reset the network header and re-derive the protocol.
@@ -402,13 +407,27 @@ pub fn run_generic(net: &Net, w: &mut Worker, skbs: &mut Vec<Skb>) {
     flush_full_queues(w);
 }
 
+/// XSKMAP consumers a frame may be delivered to (ids 0..this).
+pub const MAX_XSK_CONSUMERS: usize = 4096;
+
 /// Hands one port's XDP transmit queue to the port (no qdisc); refusals are drops.
 fn xmit_port(w: &mut Worker, port: u16) {
     let i = port as usize;
-    let (Some(q), Some(dev)) = (w.xdp.xmit.get_mut(i), w.ports.get_mut(i).and_then(Option::as_mut)) else { return };
-    if q.is_empty() {
+    let Some(q) = w.xdp.xmit.get_mut(i).filter(|q| !q.is_empty()) else { return };
+    let Some(dev) = w.ports.get_mut(i).and_then(Option::as_mut) else {
+        // A port another worker owns: the frames join this worker's output for it, which the
+        // round's transmit work hands to the owner (as the stack's output does).
+        match w.txq.get_mut(i) {
+            Some(t) => t.pkts.append(q),
+            None => {
+                for p in q.drain(..) {
+                    w.c.drop(DropReason::XdpRedirectFailed);
+                    w.bufs.free(p);
+                }
+            }
+        }
         return;
-    }
+    };
     let t0 = w.clock.start();
     let n = q.len();
     let sent = dev.tx_burst(&mut w.bufs, q, false).min(n);
@@ -464,15 +483,34 @@ mod tests {
     fn unknown_action_is_dropped_as_aborted_and_counted() {
         let mut c = crate::stats::Counters::default();
         for (i, action) in [5u32, 7, 0x8000_0000, u32::MAX].into_iter().enumerate() {
-            let fate = fate_of(&RunOutcome { action, redirect: None }, 0, 2, &mut c.xdp_actions);
+            let fate = fate_of(&RunOutcome { action, redirect: None }, 0, (2, 1), &mut c.xdp_actions);
             assert!(matches!(fate, Fate::Drop(DropReason::XdpAborted)), "action {action}");
             assert_eq!(c.xdp_actions[5], i as u64 + 1);
         }
         assert_eq!(c.xdp_actions[..5], [0; 5]);
         // The five real actions are counted in their own slots, not as unknown.
         for action in 0..=4 {
-            let _ = fate_of(&RunOutcome { action, redirect: None }, 0, 2, &mut c.xdp_actions);
+            let _ = fate_of(&RunOutcome { action, redirect: None }, 0, (2, 1), &mut c.xdp_actions);
         }
         assert_eq!(c.xdp_actions, [1, 1, 1, 1, 1, 4]);
+    }
+
+    /// Redirect targets that do not exist fail by name: a CPUMAP CPU past the workers, an
+    /// XSKMAP consumer id past MAX_XSK_CONSUMERS (its counters would be sized from the map's
+    /// value), an ifindex past the ports. Existing ones go where they name.
+    #[test]
+    fn redirects_to_targets_that_do_not_exist_fail() {
+        let mut a = [0u64; 6];
+        let fate = |to: RedirectTarget, workers: usize, a: &mut [u64; 6]| {
+            fate_of(&RunOutcome { action: XDP_REDIRECT, redirect: Some(to) }, 0, (2, workers), a)
+        };
+        let failed = |f: Fate| matches!(f, Fate::Drop(DropReason::XdpRedirectFailed));
+        assert!(matches!(fate(RedirectTarget::Cpu(1), 2, &mut a), Fate::Pass), "CPU 1 of two workers");
+        assert!(failed(fate(RedirectTarget::Cpu(1), 1, &mut a)), "CPU 1 of one worker");
+        assert!(matches!(fate(RedirectTarget::Xsk(7), 1, &mut a), Fate::Xsk(7)));
+        assert!(failed(fate(RedirectTarget::Xsk(MAX_XSK_CONSUMERS as u32), 1, &mut a)));
+        assert!(failed(fate(RedirectTarget::Xsk(u32::MAX), 1, &mut a)));
+        assert!(matches!(fate(RedirectTarget::Ifindex(2), 1, &mut a), Fate::Xmit(1)));
+        assert!(failed(fate(RedirectTarget::Ifindex(3), 1, &mut a)));
     }
 }
