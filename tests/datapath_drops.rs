@@ -394,8 +394,10 @@ mod scenarios {
             udp6(SRC_V6, DST1_V6, 1, 9).build(),
             ping4(SRC_V4, IN_V4, 1, 1).build(),
             ping6(SRC_V6, IN_V6, 1, 1).build(),
+            // No route, forwarding off: ip_error answers nothing (EHOSTUNREACH, inaddrerrors).
+            udp4(SRC_V4, NOROUTE_V4, 1, 9).build(),
         ];
-        let mut s = sc(frames, &[(DropReason::ForwardingDisabled, 3)], |o, _| {
+        let mut s = sc(frames, &[(DropReason::ForwardingDisabled, 3), (DropReason::IpInaddrerrors, 1)], |o, _| {
             // Local delivery still answers; nothing is forwarded, no ICMP for the rest.
             assert_eq!(o.port(P_IN).len(), 2);
             assert!(o.port(P_OUT1).is_empty());

@@ -390,14 +390,23 @@ fn transmit_run(net: &Net, w: &mut Worker, run: &[Skb]) {
 
 /// No route: ICMP network unreachable (code 0), as the kernel's ip_error for ENETUNREACH.
 pub(crate) fn no_route_v4(net: &Net, w: &mut Worker, skb: Skb) {
-    icmp4_error(net, w, &skb, 3, 0, 0);
-    w.drop_pkt(skb.pkt, DropReason::IpNoroute);
+    route_error_v4(net, w, skb, 0);
 }
 
 /// An `unreachable` route: ICMP host unreachable (code 1), as ip_error for EHOSTUNREACH.
 /// (IPv6 answers both with "no route to destination", as ip6_pkt_discard does.)
 pub(crate) fn unreachable_v4(net: &Net, w: &mut Worker, skb: Skb) {
-    icmp4_error(net, w, &skb, 3, 1, 0);
+    route_error_v4(net, w, skb, 1);
+}
+
+/// ip_error: with forwarding off the kernel turns every route error into EHOSTUNREACH and
+/// answers nothing (a host does not report other hosts' unreachability); otherwise the
+/// destination-unreachable `code`.
+fn route_error_v4(net: &Net, w: &mut Worker, skb: Skb, code: u8) {
+    if net.tun.ip_forward == 0 {
+        return w.drop_pkt(skb.pkt, DropReason::IpInaddrerrors);
+    }
+    icmp4_error(net, w, &skb, 3, code, 0);
     w.drop_pkt(skb.pkt, DropReason::IpNoroute);
 }
 
