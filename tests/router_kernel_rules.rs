@@ -37,12 +37,15 @@ fn ip_options_compile_answers_malformed_options_with_a_parameter_problem() {
         opts_udp(&[1, 7, 7, 2, 0, 0, 0, 0]),       // Record Route pointer < 4: points at the pointer
         opts_udp(&[0x94, 4, 0, 0, 0x44, 2, 0, 0]), // Timestamp shorter than 4: points at its length
         with_ipv4_options(ping4(SRC_V4, IN_V4, 1, 1).build(), &[7, 40, 4, 0]), // to us alike
+        // A short datagram in a padded frame: the quote is the datagram, not the padding.
+        pad(with_ipv4_options(udp4(SRC_V4, DST1_V4, 1000, 53).len(42).build(), &[7, 40, 4, 0])),
     ];
+    assert!(ip_datagram(&frames[4]).len() < frames[4].len() - 14, "the last frame is padded");
     let o = run_both(&frames, &Setup::default());
-    assert_eq!(drops(&o), BTreeMap::from([("ip_inhdr", 4)]));
+    assert_eq!(drops(&o), BTreeMap::from([("ip_inhdr", 5)]));
     let e = o.port(P_IN);
-    assert_eq!(e.len(), 4);
-    for (err, (frame, pointer)) in e.iter().zip(frames.iter().zip([20u8, 23, 25, 20])) {
+    assert_eq!(e.len(), 5);
+    for (err, (frame, pointer)) in e.iter().zip(frames.iter().zip([20u8, 23, 25, 20, 20])) {
         let (t, c, rest, quote) = icmp4_of(err);
         assert_eq!((t, c, rest[0]), (12, 0, pointer));
         assert_eq!(quote, ip_datagram(frame), "the whole datagram is quoted (it fits in 576 bytes)");

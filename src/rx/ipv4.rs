@@ -101,10 +101,12 @@ pub(crate) fn rcv_core(bufs: &mut BufCache, routes: &RouteTable, skb: &mut Skb) 
     martian(routes, ip.src_addr(), ip.dst_addr())?;
     skb.ip_proto = ip.protocol();
     skb.transport_off = (l3 + ihl) as u16;
+    // Trimmed before the options (pskb_trim_rcsum in ip_rcv_core): a parameter problem
+    // about them quotes the datagram, not the Ethernet padding.
+    trim_to(bufs, skb, l3 + tot_len);
     if ihl > 20 {
         options_rcv(bufs, skb, ihl)?;
     }
-    trim_to(bufs, skb, l3 + tot_len);
     Ok(())
 }
 

@@ -45,16 +45,20 @@ pub(crate) fn rcv_core(net: &Net, bufs: &mut BufCache, skb: &mut Skb) -> Result<
     if ipv6::HEADER_LEN + plen > bytes.len() + skb.pkt.frag_len as usize {
         return Err(DropReason::PktTooSmall.into());
     }
+    let next_header = ip.next_header();
+    // Trimmed first (Ethernet padding goes), as ipv6_rcv does before the options: an error
+    // about them quotes the datagram, not the padding.
+    super::ipv4_hdr::trim_to(bufs, skb, l3 + 40 + plen);
     // Extension headers are read in the linear part (a chain's head holds 1792 bytes).
-    let ext = ip.into_payload();
+    let ext = Ipv6Packet::new_unchecked(&bufs.data(skb.pkt)[l3..]).into_payload();
     let multicast = dst[0] == 0xff;
-    if ip.next_header() == NEXT_HEADER_HOP_BY_HOP {
+    if next_header == NEXT_HEADER_HOP_BY_HOP {
         parse_options(ext, ipv6::HEADER_LEN, true, multicast)?;
     }
     if multicast && !joined(net, skb.rx_port, &dst) {
         return Err(DropReason::IpInvalidDest.into());
     }
-    match walk(ip.next_header(), ext) {
+    match walk(next_header, ext) {
         // sluice does not reassemble: any fragment (first or later) is protocol 44 to local
         // delivery, which drops it; forwarding does not look at it.
         Some(w) => {
@@ -66,7 +70,6 @@ pub(crate) fn rcv_core(net: &Net, bufs: &mut BufCache, skb: &mut Skb) -> Result<
             skb.transport_off = (l3 + 40) as u16;
         }
     }
-    super::ipv4_hdr::trim_to(bufs, skb, l3 + 40 + plen);
     Ok(())
 }
 
