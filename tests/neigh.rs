@@ -60,6 +60,33 @@ fn peer_advertisement() -> Vec<u8> {
     icmp6(MAC_PEER, MAC_IN, PEER_V6, IN_V6, 255, 136, 0, &body)
 }
 
+/// RFC 4861 §7.1.2 (ndisc_rcv / ndisc_recv_na): an advertisement that was not sent on the link
+/// (hop limit below 255), has a code, names a multicast target or is "solicited" to a
+/// multicast address teaches nothing and is ignored; a valid one teaches the MAC.
+#[test]
+fn only_a_valid_neighbour_advertisement_teaches_a_mac() {
+    let body = |target: [u8; 16], flags: u8| [[flags, 0, 0, 0].as_slice(), &target, &[2, 1], &MAC_PEER].concat();
+    const ALL_NODES: [u8; 16] = [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+    let invalid = vec![
+        icmp6(MAC_PEER, MAC_IN, PEER_V6, IN_V6, 64, 136, 0, &body(PEER_V6, 0x60)), // routed to us
+        icmp6(MAC_PEER, MAC_IN, PEER_V6, IN_V6, 255, 136, 1, &body(PEER_V6, 0x60)), // a code
+        icmp6(MAC_PEER, MAC_IN, PEER_V6, IN_V6, 255, 136, 0, &body(ALL_NODES, 0x20)), // multicast target
+        icmp6(MAC_PEER, MAC_IN, PEER_V6, ALL_NODES, 255, 136, 0, &body(PEER_V6, 0x60)), // solicited, multicast
+    ];
+    for listified in [false, true] {
+        let pool = Pool::new(256).unwrap();
+        let mut dp = build_router(invalid.clone(), &Setup::default().listified(listified), &pool);
+        rounds_until(&mut dp, invalid.len(), |dp| dp.counters().rx >= 4);
+        let c = dp.counters();
+        assert_eq!(c.nonzero_drops(), vec![("icmp_ignored", 4)], "listified {listified}");
+        assert_eq!(dp.workers[0].neigh.v6.get(&(P_IN as u16, PEER_V6)), None, "nothing learned");
+        let valid = vec![icmp6(MAC_PEER, MAC_IN, PEER_V6, ALL_NODES, 255, 136, 0, &body(PEER_V6, 0x20))];
+        let mut dp = build_router(valid, &Setup::default().listified(listified), &pool);
+        rounds_until(&mut dp, 1, |dp| dp.counters().local >= 1);
+        assert_eq!(dp.workers[0].neigh.v6.get(&(P_IN as u16, PEER_V6)), Some(&MAC_PEER), "an unsolicited override teaches");
+    }
+}
+
 fn peer_arp_reply() -> Vec<u8> {
     arp(2, MAC_IN, MAC_PEER, PEER_V4, MAC_IN, IN_V4)
 }

@@ -514,12 +514,7 @@ fn icmp6_rcv(net: &Net, w: &mut Worker, s: Skb) {
         }
         // Answered in place in one buffer (a solicitation is small; a chained one is not answered).
         icmpv6::NEIGHBOR_SOLICIT if !s.pkt.is_chained() => neighbour_solicit(net, w, s, l4, target),
-        icmpv6::NEIGHBOR_ADVERT => {
-            // Neighbour advertisement: learn the target's MAC (option 2) if we know it already.
-            learn_v6(net, w, &s, l4, target, 2);
-            w.c.local += 1;
-            w.bufs.free(s.pkt);
-        }
+        icmpv6::NEIGHBOR_ADVERT => neighbour_advert(net, w, s, l4, target),
         _ => w.drop_pkt(s.pkt, DropReason::IcmpIgnored),
     }
 }
@@ -536,6 +531,32 @@ fn learn_v6(net: &Net, w: &mut Worker, s: &Skb, l4: usize, target: Option<[u8; 1
             learn(net, w, NeighEntry::V6(s.rx_port, who, mac));
         }
     }
+}
+
+/// ndisc_recv_na: an advertisement teaches the target's MAC (option 2) once it passes RFC
+/// 4861 §7.1.2's checks, as ndisc_rcv and ndisc_recv_na make them: hop limit 255 (it was
+/// sent on this link: no router forwarded it, so no off-link host can rewrite a neighbour),
+/// code 0, at least 24 bytes, a target that is not multicast, and not "solicited" when sent
+/// to a multicast address. Anything else is ignored.
+fn neighbour_advert(net: &Net, w: &mut Worker, s: Skb, l4: usize, target: Option<[u8; 16]>) {
+    let l3 = s.network_off as usize;
+    let valid = {
+        let bytes = &w.bufs.data(s.pkt)[l3..];
+        let ip = Ipv6Packet::new_unchecked(bytes);
+        let icmp = bytes.get(l4..).unwrap_or(&[]);
+        let solicited = icmp.get(4).is_some_and(|f| f & 0x40 != 0);
+        ip.hop_limit() == 255
+            && icmp.len() >= 24
+            && Icmpv6Packet::new_unchecked(icmp).code() == 0
+            && target.is_some_and(|t| t[0] != 0xff)
+            && !(ip.dst_addr()[0] == 0xff && solicited)
+    };
+    if !valid {
+        return w.drop_pkt(s.pkt, DropReason::IcmpIgnored);
+    }
+    learn_v6(net, w, &s, l4, target, 2);
+    w.c.local += 1;
+    w.bufs.free(s.pkt);
 }
 
 /// ndisc_recv_ns: a solicitation for one of our addresses on this link is answered with an
