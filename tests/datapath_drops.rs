@@ -277,8 +277,11 @@ mod scenarios {
             ping4(SRC_V4, [224, 0, 0, 1], 1, 1).build(),
             udp6(SRC_V6, v6([0, 0, 0, 0, 0, 0, 0, 1]), 1, 9).build(),
             ping6(SRC_V6, v6([0xff02, 0, 0, 0, 0, 0, 0, 0x77]), 1, 1).dst_mac([0x33, 0x33, 0, 0, 0, 0x77]).build(),
+            // Interface-local all-nodes and a reserved-scope group: never from another node.
+            ping6(SRC_V6, v6([0xff01, 0, 0, 0, 0, 0, 0, 1]), 1, 1).dst_mac([0x33, 0x33, 0, 0, 0, 1]).build(),
+            ping6(SRC_V6, v6([0xff00, 0, 0, 0, 0, 0, 0, 1]), 1, 1).dst_mac([0x33, 0x33, 0, 0, 0, 1]).build(),
         ];
-        sc(frames, &[(DropReason::IpInvalidDest, 8)], |o, _| no_output(o))
+        sc(frames, &[(DropReason::IpInvalidDest, 10)], |o, _| no_output(o))
     }
 
     /// 127/8 on the wire, as source or destination (route_localnet off).
@@ -374,8 +377,9 @@ mod scenarios {
             udp6(SRC_V6, BLACKHOLE_V6, 1, 9).build(),                        // 7: silent
             udp6(SRC_V6, UNREACH_V6, 1, 9).build(),                          // 8: ICMPv6 unreachable
             icmp6(MAC_HOST, MAC_IN, SRC_V6, NOROUTE_V6, 64, 1, 0, &[0; 44]), // 9: an ICMPv6 error
+            udp6([0; 16], NOROUTE_V6, 1, 9).build(),                         // 10: from ::, no one to tell
         ];
-        sc(frames, &[(DropReason::IpNoroute, 10)], |o, f| {
+        sc(frames, &[(DropReason::IpNoroute, 11)], |o, f| {
             let e = o.port(P_IN);
             assert_eq!(e.len(), 5, "five ICMP errors");
             assert_icmp4_error(&e[0], 3, 0, IN_V4, &f[0]);

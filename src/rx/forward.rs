@@ -531,7 +531,9 @@ pub(crate) fn icmp6_error(net: &Net, w: &mut Worker, orig: &Skb, typ: u8, code: 
             return;
         }
         let ip = Ipv6Packet::new_unchecked(bytes);
-        if ip.dst_addr()[0] == 0xff {
+        // Not about multicast, and not to a source that names no single node (the unspecified
+        // address; icmp6_send, RFC 4443 2.4).
+        if ip.dst_addr()[0] == 0xff || ip.src_addr() == [0; 16] {
             return;
         }
         if orig.ip_proto == 58 {

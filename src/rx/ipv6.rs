@@ -78,7 +78,7 @@ pub(crate) fn rcv_core(net: &Net, bufs: &mut BufCache, skb: &mut Skb) -> Result<
 /// of its addresses.
 fn joined(net: &Net, port: u16, dst: &[u8]) -> bool {
     let zero_mid = dst[2..15].iter().all(|b| *b == 0);
-    if zero_mid && matches!((dst[1], dst[15]), (0x01 | 0x02, 1) | (0x01 | 0x02 | 0x05, 2)) {
+    if zero_mid && matches!((dst[1], dst[15]), (0x02, 1) | (0x02 | 0x05, 2)) {
         return true;
     }
     let solicited = dst[1] == 0x02 && dst[2..11].iter().all(|b| *b == 0) && dst[11] == 1 && dst[12] == 0xff;
@@ -86,7 +86,7 @@ fn joined(net: &Net, port: u16, dst: &[u8]) -> bool {
 }
 
 /// Addresses never valid on the wire (ipv6_rcv, RFC 4291): a multicast or loopback source,
-/// a loopback destination. (The unspecified and IPv4-mapped destinations are routed like any
+/// a loopback or interface-local (or reserved-scope) multicast destination. (The unspecified and IPv4-mapped destinations are routed like any
 /// other, as the kernel does: no route, an ICMPv6 error.)
 #[inline]
 fn martian(src: &[u8], dst: &[u8]) -> Result<(), DropReason> {
@@ -94,7 +94,10 @@ fn martian(src: &[u8], dst: &[u8]) -> Result<(), DropReason> {
     if src[0] == 0xff || loopback(src) {
         return Err(DropReason::IpInvalidSource);
     }
-    if loopback(dst) {
+    // A loopback destination, or a multicast one of reserved (0) or interface-local (1)
+    // scope: interface-local traffic never comes from another node (RFC 4291 2.7 and its
+    // erratum 3480, as ipv6_rcv drops it).
+    if loopback(dst) || dst[0] == 0xff && dst[1] & 0x0f <= 1 {
         return Err(DropReason::IpInvalidDest);
     }
     Ok(())
