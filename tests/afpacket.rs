@@ -591,6 +591,18 @@ fn without_privileges_the_error_says_what_is_needed() {
     assert!(err.contains("needs root or CAP_NET_RAW"), "{err}");
 }
 
+/// A router datapath over an AF_PACKET port on `veth`'s port end with the built-in drop
+/// program attached, and the port's MAC.
+fn xdp_drop_datapath(veth: &Veth, pool: &Pool) -> (sluice::datapath::Datapath, [u8; 6]) {
+    let mac = afpacket::iface_mac(&veth.port).unwrap();
+    let text = format!(
+        "pipeline = \"l3fwd\"\n[xdp]\nprogram = \"builtin:drop\"\n[[ports]]\nname = \"{}\"\nkind = \"afpacket\"\nipv4 = [\"192.0.2.1/24\"]\n",
+        veth.port
+    );
+    let cfg = sluice::config::Config::from_toml(&text, "test.toml").unwrap();
+    (cfg.build(cfg.tunables(&[]).unwrap(), pool).unwrap(), mac)
+}
+
 #[test]
 fn a_datapath_over_afpacket_runs_xdp_and_keeps_the_ledger() {
     if !preconditions() {
@@ -599,14 +611,8 @@ fn a_datapath_over_afpacket_runs_xdp_and_keeps_the_ledger() {
     use sluice::napi::RunLimit;
     use sluice::stats::DropReason;
     let veth = Veth::new('x', 1500);
-    let mac = afpacket::iface_mac(&veth.port).unwrap();
-    let text = format!(
-        "pipeline = \"l3fwd\"\n[xdp]\nprogram = \"builtin:drop\"\n[[ports]]\nname = \"{}\"\nkind = \"afpacket\"\nipv4 = [\"192.0.2.1/24\"]\n",
-        veth.port
-    );
-    let cfg = sluice::config::Config::from_toml(&text, "test.toml").unwrap();
     let pool = Pool::new(1024).unwrap();
-    let mut dp = cfg.build(cfg.tunables(&[]).unwrap(), &pool).unwrap();
+    let (mut dp, mac) = xdp_drop_datapath(&veth, &pool);
     let raw = Raw::open(&veth.peer);
     for i in 0..20 {
         raw.send(&frame(mac, 7, i, 80));
@@ -631,14 +637,8 @@ fn an_idle_worker_sleeps_and_is_woken_by_each_sparse_frame() {
     use sluice::napi::RunLimit;
     const FRAMES: u64 = 6;
     let veth = Veth::new('w', 1500);
-    let mac = afpacket::iface_mac(&veth.port).unwrap();
-    let text = format!(
-        "pipeline = \"l3fwd\"\n[xdp]\nprogram = \"builtin:drop\"\n[[ports]]\nname = \"{}\"\nkind = \"afpacket\"\nipv4 = [\"192.0.2.1/24\"]\n",
-        veth.port
-    );
-    let cfg = sluice::config::Config::from_toml(&text, "test.toml").unwrap();
     let pool = Pool::new(1024).unwrap();
-    let mut dp = cfg.build(cfg.tunables(&[]).unwrap(), &pool).unwrap();
+    let (mut dp, mac) = xdp_drop_datapath(&veth, &pool);
     let peer = veth.peer.clone();
     let sender = std::thread::spawn(move || {
         let raw = Raw::open(&peer);
