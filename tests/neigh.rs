@@ -60,6 +60,25 @@ fn peer_advertisement() -> Vec<u8> {
     icmp6(MAC_PEER, MAC_IN, PEER_V6, IN_V6, 255, 136, 0, &body)
 }
 
+/// ip_forward / ip6_forward decide TTL before the neighbour is looked at: a TTL-1 packet to a
+/// neighbour not resolved yet is answered with time exceeded at once, not held for an ARP or
+/// NDP answer that would end it as neigh_failed (and no probe goes out for it).
+#[test]
+fn ttl_is_checked_before_an_unresolved_neighbour_holds_the_packet() {
+    let frames = vec![udp4(SRC_V4, PEER_V4, 5, 9).ttl(1).build(), udp6(SRC_V6, PEER_V6, 5, 9).ttl(1).build()];
+    for listified in [false, true] {
+        let pool = Pool::new(256).unwrap();
+        let mut dp = build_router(frames.clone(), &Setup::default().listified(listified), &pool);
+        rounds_until(&mut dp, frames.len(), |dp| dp.counters().tx >= 2);
+        let c = dp.counters();
+        assert_eq!(c.nonzero_drops(), vec![("ip_ttl_expired", 2)], "listified {listified}");
+        assert_eq!(c.neigh_probes, 0, "nothing to resolve for a packet that cannot be forwarded");
+        let sent = out(&dp, P_IN);
+        assert_icmp4_error(&sent[0], 11, 0, IN_V4, &frames[0]);
+        assert_icmp6_error(&sent[1], 3, 0, IN_V6, &frames[1]);
+    }
+}
+
 /// RFC 4861 §7.1.2 (ndisc_rcv / ndisc_recv_na): an advertisement that was not sent on the link
 /// (hop limit below 255), has a code, names a multicast target or is "solicited" to a
 /// multicast address teaches nothing and is ignored; a valid one teaches the MAC.

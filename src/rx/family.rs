@@ -44,6 +44,8 @@ pub(crate) trait IpFamily {
     /// rewritten in place for output (`out_addr`: the egress port's IPv4 address, recorded
     /// by a Record Route option).
     fn rewrite(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 12], out_addr: [u8; 4]) -> Result<(), FwdError>;
+    /// [`IpFamily::rewrite`]'s checks alone, nothing written.
+    fn check(bufs: &BufCache, skb: &Skb, mtu: u16) -> Result<(), FwdError>;
     /// A packet forwarding refused: the ICMP error if one is due, then the drop.
     fn fail(net: &Net, w: &mut Worker, skb: Skb, e: FwdError);
     /// No route to the destination: the ICMP error, then the drop.

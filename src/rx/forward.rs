@@ -66,6 +66,19 @@ pub(crate) fn rewrite_v4(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 1
         return Err(FwdError::Drop(DropReason::PktTooSmall));
     }
     let mut ip = Ipv4Packet::new_unchecked(&mut data[l3..]);
+    checks_v4(&ip, skb, mtu, macs)?;
+    ip.decrement_ttl();
+    if ip.header_len() != ipv4::MIN_HEADER_LEN {
+        super::ipv4_hdr::record_route(ip.into_inner(), out_addr);
+    }
+    set_macs(data, macs);
+    Ok(())
+}
+
+/// ip_forward's checks, before anything is written: TTL, then the MTU (with DF an error;
+/// without, `NeedsFragment`: the datagram leaves in fragments).
+#[inline(always)]
+fn checks_v4<T: AsRef<[u8]>>(ip: &Ipv4Packet<T>, skb: &Skb, mtu: u16, macs: &[u8; 12]) -> Result<(), FwdError> {
     if ip.ttl() <= 1 {
         return Err(FwdError::TtlExceeded);
     }
@@ -73,12 +86,40 @@ pub(crate) fn rewrite_v4(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 1
     if tot_len > mtu as usize {
         return Err(if ip.dont_frag() { FwdError::TooBig { mtu } } else { FwdError::NeedsFragment { mtu, macs: *macs } });
     }
-    ip.decrement_ttl();
-    if ip.header_len() != ipv4::MIN_HEADER_LEN {
-        super::ipv4_hdr::record_route(ip.into_inner(), out_addr);
-    }
-    set_macs(data, macs);
     Ok(())
+}
+
+/// ip6_forward's checks, before anything is written: hop limit, the source's scope, the MTU.
+#[inline(always)]
+fn checks_v6<T: AsRef<[u8]>>(ip: &Ipv6Packet<T>, skb: &Skb, mtu: u16) -> Result<(), FwdError> {
+    if ip.hop_limit() <= 1 {
+        return Err(FwdError::TtlExceeded);
+    }
+    forwardable_source_v6(&ip.src_addr())?;
+    // The whole datagram counts, fragments of a chain included (a GSO packet: each segment).
+    let linear = ip.as_bytes().len();
+    if crate::tx::gso::network_len(ip.as_bytes(), skb).unwrap_or(linear + skb.pkt.frag_len as usize) > mtu as usize {
+        return Err(FwdError::TooBig { mtu });
+    }
+    Ok(())
+}
+
+/// [`checks_v4`] alone (a packet waiting for its neighbour is checked before it waits).
+pub(crate) fn check_v4(bufs: &BufCache, skb: &Skb, mtu: u16) -> Result<(), FwdError> {
+    let l3 = skb.network_off as usize;
+    match bufs.data(skb.pkt).get(l3..) {
+        Some(b) if b.len() >= ipv4::MIN_HEADER_LEN => checks_v4(&Ipv4Packet::new_unchecked(b), skb, mtu, &[0; 12]),
+        _ => Err(FwdError::Drop(DropReason::PktTooSmall)),
+    }
+}
+
+/// [`checks_v6`] alone.
+pub(crate) fn check_v6(bufs: &BufCache, skb: &Skb, mtu: u16) -> Result<(), FwdError> {
+    let l3 = skb.network_off as usize;
+    match bufs.data(skb.pkt).get(l3..) {
+        Some(b) if b.len() >= ipv6::HEADER_LEN => checks_v6(&Ipv6Packet::new_unchecked(b), skb, mtu),
+        _ => Err(FwdError::Drop(DropReason::PktTooSmall)),
+    }
 }
 
 #[inline]
@@ -89,15 +130,7 @@ pub(crate) fn rewrite_v6(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 1
         return Err(FwdError::Drop(DropReason::PktTooSmall));
     }
     let mut ip = Ipv6Packet::new_unchecked(&mut data[l3..]);
-    if ip.hop_limit() <= 1 {
-        return Err(FwdError::TtlExceeded);
-    }
-    forwardable_source_v6(&ip.src_addr())?;
-    // The whole datagram counts, fragments of a chain included (a GSO packet: each segment).
-    let linear = ip.as_bytes().len();
-    if crate::tx::gso::network_len(ip.as_bytes(), skb).unwrap_or(linear + skb.pkt.frag_len as usize) > mtu as usize {
-        return Err(FwdError::TooBig { mtu });
-    }
+    checks_v6(&ip, skb, mtu)?;
     ip.decrement_hop_limit();
     set_macs(data, macs);
     Ok(())
@@ -172,6 +205,9 @@ pub(crate) fn forward_one<F: IpFamily>(net: &Net, w: &mut Worker, skb: Skb, nh: 
     }
     let daddr = F::daddr(&w.bufs, &skb);
     let Some((port, mac)) = F::resolve(&w.neigh, nh, daddr) else {
+        if let Err(e) = check_before_hold::<F>(net, &w.bufs, nh, &skb) {
+            return F::fail(net, w, skb, e);
+        }
         return unresolved(net, w, nh, F::neigh_addr(daddr), Held::Forward(skb, *nh));
     };
     let (mtu, src) = out_params(net, port);
@@ -239,7 +275,13 @@ pub(crate) fn forward_list<F: IpFamily>(net: &Net, w: &mut Worker, run: &mut [Sk
         }
         let daddr = F::daddr(&w.bufs, &s);
         let Some((port, mac)) = F::resolve(&w.neigh, nh, daddr) else {
-            unresolved(net, w, nh, F::neigh_addr(daddr), Held::Forward(s, *nh));
+            if let Err(e) = check_before_hold::<F>(net, &w.bufs, nh, &s) {
+                transmit_run(net, w, &run[flushed..n]);
+                flushed = n;
+                F::fail(net, w, s, e);
+            } else {
+                unresolved(net, w, nh, F::neigh_addr(daddr), Held::Forward(s, *nh));
+            }
             continue;
         };
         let (mtu, src) = out_params(net, port);
@@ -595,6 +637,17 @@ pub(crate) fn send_v4(net: &Net, w: &mut Worker, p: Pkt, dst: [u8; 4]) {
 
 /// A next hop whose neighbour is unknown: the packet waits for the resolution of the
 /// on-link destination `addr` or of the route's gateway; anything else is dropped.
+/// A packet whose next hop is not resolved yet gets ip_forward's TTL and MTU verdicts now, as
+/// the kernel decides them before the neighbour is looked at (a TTL-1 packet is answered with
+/// time exceeded, not held for an ARP answer). One that may go in fragments passes.
+fn check_before_hold<F: IpFamily>(net: &Net, bufs: &BufCache, nh: &NextHop, skb: &Skb) -> Result<(), FwdError> {
+    let (NextHop::Connected { port } | NextHop::Via { port, .. }) = *nh else { return Ok(()) };
+    match F::check(bufs, skb, out_params(net, port).0) {
+        Err(FwdError::NeedsFragment { .. }) => Ok(()),
+        r => r,
+    }
+}
+
 fn unresolved(net: &Net, w: &mut Worker, nh: &NextHop, addr: NeighAddr, h: Held) {
     match *nh {
         NextHop::Connected { port } => neigh::hold(net, w, port, addr, h),

@@ -239,6 +239,9 @@ impl IpFamily for V4 {
     fn rewrite(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 12], out_addr: [u8; 4]) -> Result<(), FwdError> {
         forward::rewrite_v4(bufs, skb, mtu, macs, out_addr)
     }
+    fn check(bufs: &BufCache, skb: &Skb, mtu: u16) -> Result<(), FwdError> {
+        forward::check_v4(bufs, skb, mtu)
+    }
     fn fail(net: &Net, w: &mut Worker, skb: Skb, e: FwdError) {
         forward::fail_v4(net, w, skb, e)
     }

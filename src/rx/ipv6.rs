@@ -164,6 +164,9 @@ impl IpFamily for V6 {
     fn rewrite(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 12], out_addr: [u8; 4]) -> Result<(), FwdError> {
         forward::rewrite_v6(bufs, skb, mtu, macs, out_addr)
     }
+    fn check(bufs: &BufCache, skb: &Skb, mtu: u16) -> Result<(), FwdError> {
+        forward::check_v6(bufs, skb, mtu)
+    }
     fn fail(net: &Net, w: &mut Worker, skb: Skb, e: FwdError) {
         forward::fail_v6(net, w, skb, e)
     }
