@@ -424,22 +424,24 @@ fn idle_wait(net: &Net, w: &mut Worker) {
     if n == 0 {
         return std::thread::yield_now();
     }
-    let mut ready = poll_fds(&mut fds[..n], 0);
-    if !ready && net.tun.busy_poll > 0 {
+    let mut ready = false;
+    if net.tun.busy_poll > 0 {
         // Busy polling: look without sleeping for up to busy_poll microseconds first.
         let until = Instant::now() + Duration::from_micros(net.tun.busy_poll as u64);
-        while !ready && Instant::now() < until {
+        loop {
+            if poll_fds(&mut fds[..n], 0) {
+                w.c.busy_poll_hits += 1;
+                ready = true;
+                break;
+            }
+            if Instant::now() >= until {
+                break;
+            }
             std::hint::spin_loop();
-            ready = poll_fds(&mut fds[..n], 0);
         }
-        if ready {
-            w.c.busy_poll_hits += 1;
-        }
-    } else if !ready {
-        ready = poll_fds(&mut fds[..n], IDLE_POLL_MS);
-        if ready && fds[..ports].iter().any(|f| f.revents != 0) {
-            w.c.idle_wakeups += 1;
-        }
+    }
+    if !ready && poll_fds(&mut fds[..n], IDLE_POLL_MS) && fds[..ports].iter().any(|f| f.revents != 0) {
+        w.c.idle_wakeups += 1;
     }
     if let Some(b) = backlog {
         if fds[ports].revents != 0 {
