@@ -268,8 +268,7 @@ impl GroTable {
         };
         let bucket = (skb.hash as usize) & (GRO_HASH_BUCKETS - 1);
         let words = FlowWords::of(bufs.data(skb.pkt), seg.v4);
-        let found =
-            self.buckets[bucket].iter().rposition(|p| p.skb.hash == skb.hash && same_flow(&p.first, &seg) && p.words.same(&words));
+        let found = self.buckets[bucket].iter().rposition(|p| p.skb.hash == skb.hash && same_flow(&p.first, &seg) && p.words.same(&words));
         if seg.udp {
             return self.receive_udp(bufs, st, cfg, now_ns, skb, seg, (bucket, words), found);
         }
@@ -305,7 +304,16 @@ impl GroTable {
 
     /// Holds `skb` as the head of a new flow (the bucket's oldest completed first when full).
     #[allow(clippy::too_many_arguments)]
-    fn hold(&mut self, bufs: &mut BufCache, st: &mut GroStats, now_ns: u64, skb: Skb, seg: Seg, bucket: usize, words: FlowWords) -> GroResult {
+    fn hold(
+        &mut self,
+        bufs: &mut BufCache,
+        st: &mut GroStats,
+        now_ns: u64,
+        skb: Skb,
+        seg: Seg,
+        bucket: usize,
+        words: FlowWords,
+    ) -> GroResult {
         if self.buckets[bucket].len() >= MAX_GRO_SKBS {
             let oldest = self.buckets[bucket].remove(0);
             self.held -= 1;

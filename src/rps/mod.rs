@@ -308,8 +308,8 @@ mod tests {
     /// or its next packet would overtake the staged one (get_rps_cpu's in-order rule).
     #[test]
     fn a_flow_does_not_move_while_its_packet_waits_in_this_poll_get_rps_cpu() {
-        use crate::tunables::Tunables;
         use crate::net::Pipeline;
+        use crate::tunables::Tunables;
         let pool = crate::buf::Pool::new(64).unwrap();
         let net = Net::with_workers(Tunables { rps_sock_flow_entries: 1024, ..Tunables::default() }, Pipeline::L3fwd, 3);
         let mut w = Worker::new(0, &pool);
@@ -337,8 +337,8 @@ mod tests {
     /// starts at the next ring, so the second poll takes the small ring's packets.
     #[test]
     fn the_backlog_serves_each_senders_ring_in_turn() {
-        use crate::tunables::Tunables;
         use crate::net::Pipeline;
+        use crate::tunables::Tunables;
         let pool = crate::buf::Pool::new(1024).unwrap();
         let net = Net::with_workers(Tunables::default(), Pipeline::L3fwd, 3);
         let (mut tx, mut rx) = backlog::backlog_rings(3, 512);
