@@ -4,7 +4,7 @@
 use crate::buf::chain::{SegMeta, NO_SEG};
 use crate::buf::skb::{Csum, Skb};
 use crate::buf::{BufCache, BufId};
-use crate::wire::checksum::{fold, sum_be16, sum_fixed, verifies};
+use crate::wire::checksum::{fold, pseudo_header, sum_be16, sum_fixed, verifies};
 use crate::wire::ethernet::{EthernetFrame, HEADER_LEN as ETH_LEN};
 use crate::wire::ipv4::Ipv4Packet;
 use crate::wire::ipv6::{Ipv6Packet, HEADER_LEN as IPV6_LEN};
@@ -144,18 +144,12 @@ struct L4Part {
     payload_sum: u16,
 }
 
-/// The L4 pseudo-header sum for `proto` over `l4_len` bytes, from the addresses' sum.
-#[inline]
-fn pseudo_sum(addr_sum: u64, proto: u8, l4_len: usize) -> u64 {
-    addr_sum + u64::from(proto) + (l4_len as u64 >> 16) + (l4_len as u64 & 0xffff)
-}
-
 /// The TCP half of [`parse`]: the header within the segment and a checksum that verifies.
 #[inline]
 fn parse_tcp(data: &[u8], verified: bool, l4: usize, addr_sum: u64) -> Option<L4Part> {
     let tcp = TcpPacket::new_checked(&data[l4..]).ok()?;
     let hdr_len = l4 + tcp.header_len();
-    let pseudo = pseudo_sum(addr_sum, IPPROTO_TCP, data.len() - l4);
+    let pseudo = pseudo_header(addr_sum, IPPROTO_TCP, data.len() - l4);
     // The header is a whole number of 32-bit words, so the payload's sum starts aligned.
     // Its fixed part is summed inline; options (when there are any) by the general loop.
     let base: &[u8; 20] = data[l4..l4 + 20].try_into().ok()?;
@@ -193,7 +187,7 @@ fn parse_udp(data: &[u8], verified: bool, l4: usize, addr_sum: u64) -> Option<L4
     if udp.checksum() == 0 || ulen <= UDP_LEN || l4 + ulen != data.len() {
         return None;
     }
-    if !verified && !verifies(pseudo_sum(addr_sum, IPPROTO_UDP, ulen) + sum_be16(&data[l4..])) {
+    if !verified && !verifies(pseudo_header(addr_sum, IPPROTO_UDP, ulen) + sum_be16(&data[l4..])) {
         return None;
     }
     Some(L4Part { hdr_len: l4 + UDP_LEN, ports: (udp.src_port() as u32) << 16 | udp.dst_port() as u32, ..L4Part::default() })
@@ -574,7 +568,7 @@ fn finish_merged(bufs: &mut BufCache, p: &Held, skb: &mut Skb) {
     } else {
         Ipv6Packet::new_unchecked(&mut d[ETH_LEN..f.l4]).set_payload_len(l4_len as u16);
     }
-    let pseudo = pseudo_sum(f.addr_sum, IPPROTO_TCP, l4_len);
+    let pseudo = pseudo_header(f.addr_sum, IPPROTO_TCP, l4_len);
     d[f.l4 + 16] = 0;
     d[f.l4 + 17] = 0;
     let csum = !fold(pseudo + sum_be16(&d[f.l4..f.hdr_len]) + p.payload_sum);

@@ -86,8 +86,9 @@ fn joined(net: &Net, port: u16, dst: &[u8]) -> bool {
 }
 
 /// Addresses never valid on the wire (ipv6_rcv, RFC 4291): a multicast or loopback source,
-/// a loopback or interface-local (or reserved-scope) multicast destination. (The unspecified and IPv4-mapped destinations are routed like any
-/// other, as the kernel does: no route, an ICMPv6 error.)
+/// a loopback or interface-local (or reserved-scope) multicast destination. (The unspecified
+/// and IPv4-mapped destinations are routed like any other, as the kernel does: no route, an
+/// ICMPv6 error.)
 #[inline]
 fn martian(src: &[u8], dst: &[u8]) -> Result<(), DropReason> {
     let loopback = |a: &[u8]| a[..15].iter().all(|b| *b == 0) && a[15] == 1;

@@ -16,7 +16,7 @@ use crate::buf::skb::Skb;
 use crate::buf::{BufCache, Pkt, MAX_DATA};
 use crate::net::Net;
 use crate::stats::DropReason;
-use crate::wire::checksum::{fold, pseudo_header_v4, pseudo_header_v6, sum_be16, sum_fixed};
+use crate::wire::checksum::{fold, pseudo_header, sum_be16, sum_fixed};
 use crate::wire::ethernet::HEADER_LEN as ETH_LEN;
 use crate::wire::ipv4::Ipv4Packet;
 use crate::wire::ipv6::{Ipv6Packet, HEADER_LEN as IPV6_LEN};
@@ -67,8 +67,9 @@ struct Head {
     /// differ per segment (so a segment's checksum is arithmetic, not a read-back of the
     /// header just written: that load would wait for the stores it overlaps).
     ip_sum: u64,
-    /// The L4 pseudo-header without its length.
-    pseudo: u64,
+    /// The partial sum of the source and destination addresses (the pseudo-header's part
+    /// every segment shares).
+    addr_sum: u64,
     hdr: [u8; ETH_LEN + IPV6_LEN + 60],
 }
 
@@ -98,15 +99,15 @@ fn head_of(bufs: &BufCache, skb: &Skb) -> Result<Head, GsoError> {
     let mut hdr = [0u8; ETH_LEN + IPV6_LEN + 60];
     hdr[..hdr_len].copy_from_slice(&head[..hdr_len]);
     let proto = if udp { IPPROTO_UDP } else { IPPROTO_TCP };
-    let (ip_sum, pseudo) = if v4 {
+    // The addresses sit together at the end of either fixed header.
+    let (ip_sum, addr_sum) = if v4 {
         let mut ip: [u8; 20] = hdr[ETH_LEN..ETH_LEN + 20].try_into().map_err(|_| GsoError::Malformed)?;
-        let pseudo = pseudo_header_v4(&ip[12..16].try_into().unwrap_or_default(), &ip[16..20].try_into().unwrap_or_default(), proto, 0);
+        let addr_sum = sum_fixed::<8>(ip[12..20].try_into().map_err(|_| GsoError::Malformed)?);
         ip[2..6].fill(0);
         ip[10..12].fill(0);
-        (sum_fixed(&ip), pseudo)
+        (sum_fixed(&ip), addr_sum)
     } else {
-        let ip = Ipv6Packet::new_unchecked(&hdr[ETH_LEN..ETH_LEN + IPV6_LEN]);
-        (0, pseudo_header_v6(&ip.src_addr(), &ip.dst_addr(), proto, 0))
+        (0, sum_fixed::<32>(hdr[ETH_LEN + 8..ETH_LEN + IPV6_LEN].try_into().map_err(|_| GsoError::Malformed)?))
     };
     Ok(Head {
         v4,
@@ -119,7 +120,7 @@ fn head_of(bufs: &BufCache, skb: &Skb) -> Result<Head, GsoError> {
         id0: u16::from_be_bytes([hdr[ETH_LEN + 4], hdr[ETH_LEN + 5]]),
         fixed_id: skb.gso_type & gso_type::TCP_FIXEDID != 0,
         ip_sum,
-        pseudo,
+        addr_sum,
         hdr,
     })
 }
@@ -155,11 +156,10 @@ fn fix_ip(h: &Head, d: &mut [u8], id: u16, len: usize) -> u64 {
         ip.set_total_len(total);
         ip.set_ident(id);
         ip.set_header_checksum(!fold(h.ip_sum + u64::from(total) + u64::from(id)));
-        h.pseudo + l4_len as u64
     } else {
         Ipv6Packet::new_unchecked(&mut d[ETH_LEN..h.l4]).set_payload_len(l4_len as u16);
-        h.pseudo + (l4_len as u64 >> 16) + (l4_len as u64 & 0xffff)
     }
+    pseudo_header(h.addr_sum, h.proto, l4_len)
 }
 
 /// Writes a UDP datagram's header (the head's ports, length `8 + len`) and a full checksum

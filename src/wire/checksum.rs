@@ -110,14 +110,22 @@ pub fn checksum(data: &[u8]) -> u16 {
 /// upper-layer length.
 #[inline]
 pub fn pseudo_header_v4(src: &[u8; 4], dst: &[u8; 4], proto: u8, l4_len: u16) -> u64 {
-    sum_fixed(src) + sum_fixed(dst) + u64::from(proto) + u64::from(l4_len)
+    pseudo_header(sum_fixed(src) + sum_fixed(dst), proto, l4_len.into())
 }
 
 /// Partial sum of the IPv6 pseudo-header (RFC 8200 §8.1): addresses, 32-bit upper-layer
 /// length, three zero bytes + next header.
 #[inline]
 pub fn pseudo_header_v6(src: &[u8; 16], dst: &[u8; 16], proto: u8, l4_len: u32) -> u64 {
-    sum_fixed(src) + sum_fixed(dst) + u64::from(l4_len >> 16) + u64::from(l4_len & 0xffff) + u64::from(proto)
+    pseudo_header(sum_fixed(src) + sum_fixed(dst), proto, l4_len as usize)
+}
+
+/// Either pseudo-header from the partial sum of its two addresses (`addr_sum`), which stays
+/// the same for every packet of a flow: GRO and GSO keep it and add only the length. A
+/// length below 2^16 (IPv4's 16-bit field) sums the same as its two 16-bit halves (IPv6's).
+#[inline]
+pub fn pseudo_header(addr_sum: u64, proto: u8, l4_len: usize) -> u64 {
+    addr_sum + u64::from(proto) + (l4_len as u64 >> 16) + (l4_len as u64 & 0xffff)
 }
 
 /// New checksum after one 16-bit word of the covered data changes from `old` to `new`.
