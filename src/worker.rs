@@ -199,6 +199,12 @@ impl Worker {
         self.bufs.free(p);
     }
 
+    /// True when other workers have steered packets here that wait in the backlog rings.
+    #[inline]
+    pub fn backlog_pending(&self) -> bool {
+        self.backlog_rx.iter().any(|r| !r.is_empty())
+    }
+
     /// Packets the worker holds that have not met their fate yet.
     pub fn in_flight(&self) -> u64 {
         self.txq.iter().map(|q| q.len() as u64).sum::<u64>()

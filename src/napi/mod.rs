@@ -268,7 +268,7 @@ pub fn run_until(
                 break StopReason::InputDone;
             }
             // Idle only once producers know to wake it (and nothing came in meanwhile).
-            if backlog.is_some_and(|b| b.idle(|| w.backlog_rx.iter().any(|r| !r.is_empty()))) {
+            if backlog.is_some_and(|b| b.idle(|| w.backlog_pending())) {
                 continue;
             }
             idle_wait(net, w);
@@ -373,7 +373,7 @@ pub fn run_worker(net: &Net, w: &mut Worker, limit: &RunLimit) {
             input_done = true;
             net.rps.rx_finished.fetch_add(1, Ordering::AcqRel);
         }
-        if did > 0 || backlog.idle(|| w.backlog_rx.iter().any(|r| !r.is_empty())) {
+        if did > 0 || backlog.idle(|| w.backlog_pending()) {
             continue;
         }
         if !input_done {
@@ -463,7 +463,7 @@ fn busy_wait(net: &Net, w: &mut Worker) -> bool {
     let until = Instant::now() + Duration::from_micros(net.tun.busy_poll as u64);
     let backlog = &net.rps.backlogs[w.id];
     loop {
-        if w.backlog_rx.iter().any(|r| !r.is_empty()) {
+        if w.backlog_pending() {
             backlog.schedule();
             w.c.busy_poll_hits += 1;
             return true;

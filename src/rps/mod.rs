@@ -235,7 +235,7 @@ pub fn send_wakeups(net: &Net, w: &mut Worker) {
 /// process_backlog: this worker's backlog as a NAPI instance, up to `quota` packets through
 /// the receive path. Returns how many.
 pub fn process_backlog(net: &Net, w: &mut Worker, quota: usize) -> usize {
-    if w.backlog_rx.iter().all(|r| r.is_empty()) {
+    if !w.backlog_pending() {
         return 0;
     }
     w.clock.next_poll(net.tun.clock_sample);
