@@ -11,7 +11,7 @@ use sluice::buf::Pool;
 use sluice::datapath::Datapath;
 use sluice::napi::softirq_round;
 use sluice::stats::DropReason;
-use sluice::wire::{ArpPacket, EthernetFrame};
+use sluice::wire::{ArpPacket, EthernetFrame, Ipv4Packet, Ipv6Packet};
 use std::time::{Duration, Instant};
 
 /// On in0's link, unknown to the router.
@@ -158,23 +158,41 @@ fn held_packets_leave_in_order_once_the_neighbour_answers() {
     }
 }
 
+/// After `mcast_solicit` unanswered requests the queue fails (neigh_invalidate): each
+/// forwarded packet is dropped as neigh_failed, and its sender is told host unreachable
+/// (IPv6: address unreachable, code 3), quoting the packet with the TTL ip_forward had
+/// already taken off (arp_error_report / ndisc_error_report → link failure).
 #[test]
 fn an_unanswered_neighbour_fails_its_packets_after_mcast_solicit_requests() {
-    let frames = vec![udp4(SRC_V4, PEER_V4, 5, 9).build(), udp4(SRC_V4, PEER_V4, 5, 9).seq(1).build()];
+    let frames = vec![udp4(SRC_V4, PEER_V4, 5, 9).build(), udp4(SRC_V4, PEER_V4, 5, 9).seq(1).build(), udp6(SRC_V6, PEER_V6, 5, 9).build()];
     let pool = Pool::new(1024).unwrap();
     let mut setup = Setup::default();
     setup.tun.retrans_time_ms = 2;
     setup.tun.mcast_solicit = 3;
     let mut dp = build_router(frames.clone(), &setup, &pool);
-    rounds_until(&mut dp, frames.len(), |dp| dp.counters().dropped(DropReason::NeighFailed) == 2);
+    rounds_until(&mut dp, frames.len(), |dp| dp.counters().dropped(DropReason::NeighFailed) == 3);
     let c = dp.counters();
-    assert_eq!(c.nonzero_drops(), vec![("neigh_failed", 2)]);
+    assert_eq!(c.nonzero_drops(), vec![("neigh_failed", 3)]);
+    assert_eq!(c.neigh_probes, 6, "3 requests per neighbour");
+    assert_eq!(c.originated, 6 + 3, "the requests and one error per packet");
     let sent = out(&dp, P_IN);
-    assert_eq!(sent.len(), 3, "mcast_solicit broadcast requests, then the packets fail");
-    for f in &sent {
-        assert_eq!(arp_fields(f), (1, MAC_BCAST, IN_V4, PEER_V4));
-    }
-    assert_eq!(c.neigh_probes, 3);
+    let requests = sent.iter().filter(|f| is_arp(f)).inspect(|f| assert_eq!(arp_fields(f), (1, MAC_BCAST, IN_V4, PEER_V4))).count();
+    assert_eq!(requests, 3, "mcast_solicit broadcast requests");
+    assert_eq!(sent.iter().filter(|f| icmp6_type(f) == Some(135)).count(), 3, "and solicitations");
+    let errors: Vec<_> = sent.iter().filter(|f| !is_arp(f) && icmp6_type(f) != Some(135)).collect();
+    assert_eq!(errors.len(), 3, "{errors:?}");
+    let as_forwarded = |f: &Vec<u8>| {
+        let mut f = f.clone();
+        if f[12..14] == [8, 0] {
+            Ipv4Packet::new_unchecked(&mut f[14..]).decrement_ttl();
+        } else {
+            Ipv6Packet::new_unchecked(&mut f[14..]).decrement_hop_limit();
+        }
+        f
+    };
+    assert_icmp4_error(errors[0], 3, 1, IN_V4, &as_forwarded(&frames[0]));
+    assert_icmp4_error(errors[1], 3, 1, IN_V4, &as_forwarded(&frames[1]));
+    assert_icmp6_error(errors[2], 1, 3, IN_V6, &as_forwarded(&frames[2]));
 }
 
 #[test]

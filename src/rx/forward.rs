@@ -713,6 +713,28 @@ pub(crate) fn forward_released(net: &Net, w: &mut Worker) {
     w.resolver.released = list;
 }
 
+/// A forwarded packet whose neighbour never answered, as neigh_invalidate reports each packet
+/// on the failed neighbour's queue (arp_error_report / ndisc_error_report → link failure):
+/// its sender gets host unreachable (IPv6: address unreachable), quoting the packet as it
+/// would have left (ip_forward had decremented its TTL / hop limit); then it is dropped as
+/// `neigh_failed`.
+pub(crate) fn neigh_failed(net: &Net, w: &mut Worker, skb: Skb) {
+    let v6 = skb.protocol == crate::wire::EtherType::IPV6;
+    if let Some(b) = w.bufs.data_mut(skb.pkt).get_mut(skb.network_off as usize..) {
+        if v6 && b.len() >= ipv6::HEADER_LEN {
+            Ipv6Packet::new_unchecked(b).decrement_hop_limit();
+        } else if !v6 && b.len() >= ipv4::MIN_HEADER_LEN {
+            Ipv4Packet::new_unchecked(b).decrement_ttl();
+        }
+    }
+    if v6 {
+        icmp6_error(net, w, &skb, 1, 3, 0);
+    } else {
+        icmp4_error(net, w, &skb, 3, 1, 0);
+    }
+    w.drop_pkt(skb.pkt, DropReason::NeighFailed);
+}
+
 /// A packet receive refused: the parameter problem if one is due, then the drop.
 pub(crate) fn refuse_v6(net: &Net, w: &mut Worker, skb: Skb, e: RcvError) {
     match e {

@@ -3,7 +3,7 @@
 //! neighbour (`unres_qlen`; beyond it the oldest goes, `neigh_queuefull`) while broadcast ARP
 //! requests / multicast neighbour solicitations go out every `retrans_time_ms`; the answer
 //! releases the queue in order, and after `mcast_solicit` unanswered probes the queue is
-//! dropped (`neigh_failed`). Learned entries age: `base_reachable_time_ms` after their last
+//! dropped (`neigh_failed`), each forwarded packet's sender told host unreachable. Learned entries age: `base_reachable_time_ms` after their last
 //! confirmation they are stale, after `delay_first_probe_time` more they are probed by
 //! unicast `ucast_solicit` times, and an unanswered entry is forgotten (the next packet
 //! resolves it again). Configured entries are permanent. `arp_notify` / `ndisc_notify`
@@ -124,7 +124,11 @@ fn run_timers(net: &Net, w: &mut Worker) {
                 let mut u = w.resolver.pending.swap_remove(i);
                 w.resolver.held -= u.held.len();
                 for h in u.held.drain(..) {
-                    w.drop_pkt(h.pkt(), DropReason::NeighFailed);
+                    match h {
+                        Held::Forward(skb, _) => super::forward::neigh_failed(net, w, skb),
+                        // About a packet of our own (an ICMP error or reply) nothing is said.
+                        Held::Originated(p) => w.drop_pkt(p, DropReason::NeighFailed),
+                    }
                 }
                 w.resolver.spare.push(u.held);
                 continue;

@@ -57,14 +57,21 @@ pub fn clang() -> Option<PathBuf> {
     found
 }
 
-/// Compiles `src` with `-O2 -mcpu=<cpu>` into a temp dir and loads it.
+/// Compiles `src` with `-O2 -mcpu=<cpu>` in a temp dir of its own (removed afterwards) and
+/// loads it. `None` only when clang or its headers are missing outside CI.
 pub fn compile(name: &str, src: &str, cpu: &str) -> Option<Vec<Program>> {
     let cc = clang()?;
-    let dir = std::env::temp_dir().join(format!("sluice-verifier-clang-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).ok()?;
+    let dir = std::env::temp_dir().join(format!("sluice-verifier-clang-{}-{name}-{cpu}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let built = compile_in(&dir, cc, name, src, cpu);
+    let _ = std::fs::remove_dir_all(&dir);
+    built
+}
+
+fn compile_in(dir: &Path, cc: PathBuf, name: &str, src: &str, cpu: &str) -> Option<Vec<Program>> {
     let c = dir.join(format!("{name}.c"));
     let o = dir.join(format!("{name}.{cpu}.o"));
-    std::fs::write(&c, format!("{COMMON}\n{src}")).ok()?;
+    std::fs::write(&c, format!("{COMMON}\n{src}")).unwrap_or_else(|e| panic!("{}: {e}", c.display()));
     let mut cmd = Command::new(cc);
     cmd.args(["-O2", "-g", "-target", "bpf", &format!("-mcpu={cpu}"), "-Wno-compare-distinct-pointer-types"]);
     for inc in ["/usr/include/x86_64-linux-gnu", "/usr/include/aarch64-linux-gnu"] {
@@ -72,7 +79,7 @@ pub fn compile(name: &str, src: &str, cpu: &str) -> Option<Vec<Program>> {
             cmd.arg(format!("-I{inc}"));
         }
     }
-    let out = cmd.arg("-c").arg(&c).arg("-o").arg(&o).output().ok()?;
+    let out = cmd.arg("-c").arg(&c).arg("-o").arg(&o).output().unwrap_or_else(|e| panic!("running clang: {e}"));
     if !out.status.success() {
         let msg = String::from_utf8_lossy(&out.stderr);
         if (msg.contains("bpf_helpers.h") || msg.contains("file not found")) && !in_ci() {
@@ -81,7 +88,7 @@ pub fn compile(name: &str, src: &str, cpu: &str) -> Option<Vec<Program>> {
         }
         panic!("clang failed for {name} ({cpu}): {msg}");
     }
-    let data = std::fs::read(&o).ok()?;
+    let data = std::fs::read(&o).unwrap_or_else(|e| panic!("{}: {e}", o.display()));
     Some(load_elf(&data).unwrap_or_else(|e| panic!("{name}: {e}")))
 }
 
