@@ -16,6 +16,8 @@
  *   TX (3) with the MACs swapped; ARP -> slot 3 is empty, the call falls through: ABORTED
  *   (0); anything else -> xdp_tail_loop, which tail-calls itself until the kernel's limit
  *   of 33 stops it (34 runs), then returns PASS (2).
+ * Also: xdp_tail_redirect (a redirect chosen before a tail call) and two programs the
+ * kernel refuses in `jmp` (below).
  */
 #include "sluice_xdp.h"
 
@@ -118,5 +120,42 @@ int xdp_tail_entry(struct xdp_md *ctx)
 		bpf_tail_call(ctx, &jmp, 2);
 	return XDP_ABORTED;
 }
+
+/*
+ * A redirect chosen before a tail call holds after it (the kernel keeps it per CPU until
+ * xdp_do_redirect): xdp_tail_redirect picks ifindex 7 and tail-calls slot 3; filled with
+ * xdp_tail_redirect_verdict, which only returns XDP_REDIRECT, the packet goes to ifindex 7.
+ */
+SEC("xdp")
+int xdp_tail_redirect_verdict(struct xdp_md *ctx)
+{
+	return XDP_REDIRECT;
+}
+
+SEC("xdp")
+int xdp_tail_redirect(struct xdp_md *ctx)
+{
+	bpf_redirect(7, 0);
+	bpf_tail_call(ctx, &jmp, 3);
+	return XDP_ABORTED;
+}
+
+#ifndef STATIC_SLOTS
+/*
+ * Not for `jmp`: the kernel refuses to put a program of another type, or of another frags
+ * awareness than the programs using the map, in a PROG_ARRAY (bpf_prog_map_compatible).
+ */
+SEC("tc")
+int tc_not_xdp(void *ctx)
+{
+	return 0;
+}
+
+SEC("xdp.frags")
+int xdp_tail_frags(struct xdp_md *ctx)
+{
+	return XDP_PASS;
+}
+#endif
 
 char _license[] SEC("license") = "Dual BSD/GPL";

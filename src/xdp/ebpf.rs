@@ -67,6 +67,9 @@ pub struct EbpfProgram {
     tail_targets: Vec<Option<Engine>>,
     /// Names of the object's programs (same indexes), to fill PROG_ARRAY slots by name.
     program_names: Vec<String>,
+    /// Why each of the object's programs cannot go in a PROG_ARRAY (`None`: it can); empty
+    /// when the object has no PROG_ARRAY.
+    tail_refusals: Vec<Option<String>>,
     /// What [`EbpfProgram::instance`] builds another engine from: the verified entry program,
     /// the tail-call targets, and the run configuration.
     entry: Arc<sluice_ebpf::Program>,
@@ -124,6 +127,7 @@ impl EbpfProgram {
             frags_aware: self.frags_aware,
             tail_targets,
             program_names: self.program_names.clone(),
+            tail_refusals: self.tail_refusals.clone(),
             entry: self.entry.clone(),
             tail_programs: self.tail_programs.clone(),
             config: self.config,
@@ -170,15 +174,19 @@ impl EbpfProgram {
         let config = RunConfig { single_writer: !locked_atomics, ..RunConfig::default() };
         let (engine, engine_kind, jit_fallback) =
             make_engine(kind, &prog, &maps, config).map_err(|msg| XdpLoadError::Load { path: p.clone(), msg })?;
-        // Tail-call targets: the object's XDP programs, each verified as the entry one.
-        let tail_programs: Vec<Option<Arc<sluice_ebpf::Program>>> = if calls_tail {
-            obj.programs
-                .iter()
-                .map(|t| Some(Arc::new(t.clone())).filter(|t| (t.is_xdp() || force_xdp) && verify(t, verify_opts).is_ok()))
-                .collect()
+        // Tail-call targets: the object's programs a PROG_ARRAY may hold, each checked as the
+        // kernel checks a program put in one (bpf_prog_map_compatible: an XDP program with the
+        // entry's frags awareness, loaded, i.e. verified).
+        let has_prog_array = obj.maps.iter().any(|m| m.def().map_type == sluice_ebpf::program::map_type::PROG_ARRAY);
+        let tail_fit: Vec<Result<Arc<sluice_ebpf::Program>, String>> = if has_prog_array {
+            obj.programs.iter().map(|t| tail_target_fit(t, force_xdp, frags_aware, verify_opts)).collect()
         } else {
             Vec::new()
         };
+        let tail_refusals: Vec<Option<String>> = tail_fit.iter().map(|r| r.as_ref().err().cloned()).collect();
+        check_prog_arrays(&obj.maps, &obj.programs, &tail_refusals).map_err(|msg| XdpLoadError::Load { path: p.clone(), msg })?;
+        let tail_programs: Vec<Option<Arc<sluice_ebpf::Program>>> =
+            if calls_tail { tail_fit.into_iter().map(Result::ok).collect() } else { Vec::new() };
         let tail_targets =
             tail_programs.iter().map(|t| t.as_ref().and_then(|t| make_engine(engine_kind, t, &maps, config).ok()).map(|e| e.0)).collect();
         let program_names = obj.programs.iter().map(|p| p.name.clone()).collect();
@@ -193,6 +201,7 @@ impl EbpfProgram {
             frags_aware,
             tail_targets,
             program_names,
+            tail_refusals,
             entry: prog,
             tail_programs,
             config,
@@ -203,6 +212,53 @@ impl EbpfProgram {
     pub fn program_index(&self, name: &str) -> Option<u32> {
         self.program_names.iter().position(|n| n == name).map(|i| i as u32)
     }
+
+    /// Whether program `index` of the object may go in a PROG_ARRAY slot, as the kernel's
+    /// map update checks it (`Err`: why not).
+    pub fn tail_target_allowed(&self, index: u32) -> Result<(), String> {
+        tail_slot_allowed(&self.program_names, &self.tail_refusals, index)
+    }
+}
+
+/// Whether `t` may be the target of a tail call from an entry program of `entry_frags`
+/// awareness: what bpf_prog_map_compatible requires (same program type, same
+/// `xdp_has_frags`) of a program that loaded (verified).
+fn tail_target_fit(
+    t: &sluice_ebpf::Program,
+    force_xdp: bool,
+    entry_frags: bool,
+    verify_opts: &VerifyOptions,
+) -> Result<Arc<sluice_ebpf::Program>, String> {
+    if !(t.is_xdp() || force_xdp) {
+        return Err(format!("`{}` (section `{}`) is not an XDP program", t.name, t.section));
+    }
+    if t.frags_aware() != entry_frags {
+        return Err(format!("`{}` differs from the entry program in frags awareness (xdp.frags)", t.name));
+    }
+    verify(t, verify_opts).map_err(|e| format!("`{}` is refused by the verifier: {e}", t.name))?;
+    Ok(Arc::new(t.clone()))
+}
+
+fn tail_slot_allowed(names: &[String], refusals: &[Option<String>], index: u32) -> Result<(), String> {
+    match refusals.get(index as usize) {
+        Some(None) => Ok(()),
+        Some(Some(why)) => Err(format!("a PROG_ARRAY cannot hold program {index}: {why}")),
+        None => Err(format!("a PROG_ARRAY slot names program {index}; the object has {}", names.len().min(refusals.len()))),
+    }
+}
+
+/// Every filled slot of the object's PROG_ARRAYs (libbpf's `values` initialisers) must name a
+/// program that may go there: libbpf's update of such a slot fails, and so does the load.
+fn check_prog_arrays(maps: &Maps, programs: &[sluice_ebpf::Program], refusals: &[Option<String>]) -> Result<(), String> {
+    let names: Vec<String> = programs.iter().map(|p| p.name.clone()).collect();
+    for m in maps.iter().filter(|m| m.def().map_type == sluice_ebpf::program::map_type::PROG_ARRAY) {
+        for slot in 0..m.def().max_entries {
+            if let Some(t) = m.tail_call_target(slot) {
+                tail_slot_allowed(&names, refusals, t).map_err(|e| format!("map `{}` slot {slot}: {e}", m.def().name))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The engine `kind` asks for over `prog`: the JIT, or the checked interpreter when asked or
@@ -294,5 +350,46 @@ impl XdpProgram for EbpfProgram {
                 self.last_fault = faults.first.map(|e| e.to_string());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::xdp::env::SluiceEnv;
+    use sluice_ebpf::xdp::{LowMem, RedirectTarget};
+
+    fn tail_call_object() -> std::path::PathBuf {
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("bpf/obj/xdp_tail_call.o")
+    }
+
+    /// bpf/xdp_tail_call.o's xdp_tail_redirect picks ifindex 7 with bpf_redirect, then
+    /// tail-calls a program that only returns XDP_REDIRECT: the packet goes to ifindex 7, as
+    /// the kernel's redirect info outlives the tail call. Both engines.
+    #[test]
+    fn a_redirect_chosen_before_a_tail_call_holds_after_it() {
+        for kind in [EngineKind::Interp, EngineKind::Jit] {
+            let mut prog = EbpfProgram::load(&tail_call_object(), Some("xdp_tail_redirect"), kind).unwrap();
+            crate::xdp::map_setup::apply_map_flag(&prog, "jmp:03000000=xdp_tail_redirect_verdict").unwrap();
+            let mut mem = LowMem::new(4096).unwrap();
+            let mut xb = XdpBuff::new(mem.as_mut_slice(), 256, 64);
+            let (routes, neigh, mut trace) = (crate::rx::route::RouteTable::new(), crate::rx::route::Neighbours::default(), Vec::new());
+            let out = prog.run(&mut xb, &mut SluiceEnv::new(&routes, &neigh, &[], &mut trace));
+            assert_eq!((out.action, out.redirect), (sluice_ebpf::insn::XDP_REDIRECT, Some(RedirectTarget::Ifindex(7))), "{kind:?}");
+            assert_eq!(xb.tail_calls, 1);
+        }
+    }
+
+    /// A PROG_ARRAY slot takes only a program the kernel would take there
+    /// (bpf_prog_map_compatible): XDP, of the entry's frags awareness.
+    #[test]
+    fn a_prog_array_refuses_programs_of_another_type_or_frags_awareness() {
+        let prog = EbpfProgram::load(&tail_call_object(), Some("xdp_tail_entry"), EngineKind::Interp).unwrap();
+        let e = crate::xdp::map_setup::apply_map_flag(&prog, "jmp:03000000=tc_not_xdp").unwrap_err();
+        assert!(e.contains("`tc_not_xdp` (section `tc`) is not an XDP program"), "{e}");
+        let e = crate::xdp::map_setup::apply_map_flag(&prog, "jmp:03000000=xdp_tail_frags").unwrap_err();
+        assert!(e.contains("frags awareness"), "{e}");
+        crate::xdp::map_setup::apply_map_flag(&prog, "jmp:03000000=xdp_tail_v4").expect("an XDP program fits");
+        assert_eq!(prog.maps.get(prog.maps.index_of("jmp").unwrap()).unwrap().tail_call_target(3), prog.program_index("xdp_tail_v4"));
     }
 }

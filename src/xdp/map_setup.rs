@@ -77,6 +77,10 @@ fn set_entry(prog: &EbpfProgram, name: &str, key: &[u8], value: Option<SetValue>
             all
         }
     };
+    if d.map_type == map_type::PROG_ARRAY {
+        let index = bytes.get(..4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+        prog.tail_target_allowed(index.ok_or("a PROG_ARRAY value is a 4-byte program index")?)?;
+    }
     check_devmap_value(d.map_type, &bytes)?;
     map.update(key, &bytes, 0).map_err(|e| e.to_string())
 }

@@ -120,8 +120,7 @@ impl Interpreter {
             Ok(r0) => r0,
             Err(e) => {
                 if let RunErrorKind::TailCall { .. } = e.kind {
-                    // The target runs on the context as this program left it.
-                    st.finish(xdp, 0);
+                    st.finish_for_tail_call(xdp);
                 }
                 return Err(e);
             }

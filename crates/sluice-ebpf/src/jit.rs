@@ -342,7 +342,9 @@ impl JitProgram {
         if let Some(out) = r0_out {
             *out = r0;
         }
-        Ok(RunOutcome { action: r0 as u32, redirect: None })
+        // Nothing here records a redirect; one an earlier program of a tail-call chain chose holds.
+        let action = r0 as u32;
+        Ok(RunOutcome { action, redirect: if action == crate::insn::XDP_REDIRECT { xdp.redirect } else { None } })
     }
 
     /// Runs the program on every packet of a burst (see [`crate::burst`]); outcome `i`
@@ -448,8 +450,7 @@ impl JitProgram {
         let r0 = unsafe { (self.entry)(state.cast(), top as u64) };
         if let Some(kind) = st.take_fault() {
             if let RunErrorKind::TailCall { .. } = kind {
-                // The target runs on the context as this program left it.
-                st.finish(xdp, 0);
+                st.finish_for_tail_call(xdp);
             }
             return Err(RunError::new(st.fault_pc as usize, kind));
         }

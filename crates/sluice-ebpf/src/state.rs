@@ -233,6 +233,17 @@ const _: () = {
     assert!(std::mem::size_of::<RunHead>() == 48);
 };
 
+/// A redirect as the two words of [`RunState`] (kind, target).
+#[inline(always)]
+fn redirect_words(target: Option<RedirectTarget>) -> (u32, u32) {
+    match target {
+        None => (REDIRECT_NONE, 0),
+        Some(RedirectTarget::Ifindex(i)) => (REDIRECT_IFINDEX, i),
+        Some(RedirectTarget::Cpu(c)) => (REDIRECT_CPU, c),
+        Some(RedirectTarget::Xsk(x)) => (REDIRECT_XSK, x),
+    }
+}
+
 /// Checks `xdp`: offsets consistent, frame below 4 GiB (`struct xdp_md` holds 32-bit
 /// addresses). Returns the frame pointer.
 #[inline(always)]
@@ -315,12 +326,13 @@ impl<'a> RunState<'a> {
         if cpu >= maps.ncpus() {
             return Err(RunErrorKind::BadCpu { cpu, ncpus: maps.ncpus() });
         }
+        let (redirect_kind, redirect_target) = redirect_words(xdp.redirect);
         Ok(RunState {
             ctx: context_of(xdp, frame_ptr as usize),
             fault: 0,
             fault_helper: 0,
-            redirect_kind: REDIRECT_NONE,
-            redirect_target: 0,
+            redirect_kind,
+            redirect_target,
             cpu,
             fault_pc: 0,
             frame_ptr,
@@ -372,12 +384,7 @@ impl<'a> RunState<'a> {
     }
 
     pub fn set_redirect(&mut self, target: Option<RedirectTarget>) {
-        let (k, t) = match target {
-            None => (REDIRECT_NONE, 0),
-            Some(RedirectTarget::Ifindex(i)) => (REDIRECT_IFINDEX, i),
-            Some(RedirectTarget::Cpu(c)) => (REDIRECT_CPU, c),
-            Some(RedirectTarget::Xsk(x)) => (REDIRECT_XSK, x),
-        };
+        let (k, t) = redirect_words(target);
         self.redirect_kind = k;
         self.redirect_target = t;
     }
@@ -451,6 +458,13 @@ impl<'a> RunState<'a> {
     }
 
     /// Writes the new buffer offsets into `xdp` and builds the outcome from r0.
+    /// The run ended in a successful `bpf_tail_call`: the target runs next on the context as
+    /// this program left it, with the redirect it chose.
+    pub fn finish_for_tail_call(&self, xdp: &mut XdpBuff<'_>) {
+        self.finish(xdp, 0);
+        xdp.redirect = self.redirect();
+    }
+
     pub fn finish(&self, xdp: &mut XdpBuff<'_>, r0: u64) -> RunOutcome {
         let base = self.frame_base();
         xdp.data = (self.ctx.data as usize).wrapping_sub(base);

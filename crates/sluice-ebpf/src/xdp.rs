@@ -81,6 +81,10 @@ pub struct XdpBuff<'a> {
     /// Tail calls made so far on this packet: `bpf_tail_call` falls through after
     /// [`MAX_TAIL_CALL_CNT`], as the kernel's.
     pub tail_calls: u32,
+    /// The redirect an earlier program of this packet's tail-call chain chose: the next one
+    /// starts with it, as the kernel's per-CPU redirect info outlives a tail call (a program
+    /// may pick the target and leave the XDP_REDIRECT verdict to the program it calls).
+    pub redirect: Option<RedirectTarget>,
 }
 
 /// The kernel's MAX_TAIL_CALL_CNT: tail calls one packet's run may chain.
@@ -98,6 +102,7 @@ impl std::fmt::Debug for XdpBuff<'_> {
             .field("egress_ifindex", &self.egress_ifindex)
             .field("frags_len", &self.frags.as_ref().map(|f| f.frags_len()))
             .field("tail_calls", &self.tail_calls)
+            .field("redirect", &self.redirect)
             .finish()
     }
 }
@@ -115,6 +120,7 @@ impl<'a> XdpBuff<'a> {
             egress_ifindex: 0,
             frags: None,
             tail_calls: 0,
+            redirect: None,
         }
     }
 
