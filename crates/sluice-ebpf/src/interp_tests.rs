@@ -1029,3 +1029,71 @@ fn xdp_bytes_past_the_packet_fail_whole_without_a_partial_copy() {
     assert_eq!(rc(&r), -2 * libc::EINVAL as i64, "both -EINVAL, the buffer untouched");
     assert_eq!(&r.frame[HEADROOM + 56..HEADROOM + 64], &pkt[56..64], "no byte of the failed store written");
 }
+
+/// `bpf_perf_event_output` with a context length in the flags (`flags >> 32`, as xdpdump
+/// uses it): the record is the data followed by that many packet bytes (the kernel's
+/// `bpf_xdp_event_output` appends them after the sample).
+#[test]
+fn perf_event_output_appends_ctxlen_packet_bytes_to_the_record() {
+    let defs = [MapDef {
+        name: "events".into(),
+        map_type: map_type::PERF_EVENT_ARRAY,
+        key_size: 4,
+        value_size: 4,
+        max_entries: 1,
+        flags: 0,
+        inner: None,
+    }];
+    let maps = maps_of(&defs, 1);
+    maps.get(0).unwrap().attach_consumer();
+    let flags = crate::maps::BPF_F_CURRENT_CPU | (6u64 << 32);
+    let p = flat(&[
+        &[st(BPF_W, 10, -4, 0x4433_2211)],
+        &lddw_map(2, 0),
+        &lddw(3, flags),
+        &[mov64_reg(4, 10), alu64_imm(BPF_ADD, 4, -4), mov64_imm(5, 4), call(hid::PERF_EVENT_OUTPUT), exit()],
+    ]);
+    let pkt: Vec<u8> = (0x80..0xc0).collect();
+    let r = run_with(p, &defs, maps.clone(), &pkt);
+    assert_eq!(rc(&r), 0);
+    let ev = maps.get(0).unwrap().take_events();
+    assert_eq!(ev.len(), 1);
+    assert_eq!(ev[0].data, vec![0x11, 0x22, 0x33, 0x44, 0x80, 0x81, 0x82, 0x83, 0x84, 0x85], "the data, then 6 packet bytes");
+}
+
+/// `bpf_xdp_adjust_tail` shrinking a multi-buffer packet takes the bytes from the last
+/// fragments first (the kernel's `bpf_xdp_frags_shrink_tail`), and only once no fragment
+/// is left from the linear part.
+#[test]
+fn adjust_tail_shrinks_the_fragments_before_the_linear_part() {
+    let run_frags = |delta: i32| {
+        let interp = Interpreter::new(prog(vec![mov64_imm(2, delta), call(hid::XDP_ADJUST_TAIL), exit()], &[]), Arc::new(Maps::empty(1)))
+            .expect("interpreter");
+        let mut frags = crate::xdp::PageFrags::split(&[0xab; 100], 4096, 17).unwrap();
+        let mut mem = LowMem::new(FRAME).unwrap();
+        let mut xdp = XdpBuff::new(&mut mem.as_mut_slice()[..FRAME], HEADROOM, 64);
+        xdp.frags = Some(&mut frags);
+        let (_, r0) = interp.run_full(&mut xdp, &mut NullEnv::new()).unwrap();
+        let linear = xdp.data_end - xdp.data;
+        drop(xdp);
+        (r0 as i64, linear, frags.bytes().map(<[u8]>::len).collect::<Vec<_>>())
+    };
+    assert_eq!(run_frags(-10), (0, 64, vec![90]), "cut from the fragment, the linear part intact");
+    assert_eq!(run_frags(-120), (0, 44, vec![]), "the fragment released, then 20 linear bytes");
+}
+
+/// `bpf_xdp_load_bytes` / `store_bytes`: an offset or length up to 0xffff passes the
+/// `bpf_xdp_pointer` size check (then a range past the packet is -EINVAL); only above
+/// 0xffff is it -EFAULT.
+#[test]
+fn xdp_bytes_offset_and_length_limit_is_0xffff_inclusive() {
+    let load = |off: i32, len: i32| {
+        let p = vec![mov64_imm(2, off), mov64_reg(3, 10), alu64_imm(BPF_ADD, 3, -8), mov64_imm(4, len), call(hid::XDP_LOAD_BYTES), exit()];
+        rc(&run(p, &[0; 64]))
+    };
+    let (einval, efault) = (-(libc::EINVAL as i64), -(libc::EFAULT as i64));
+    assert_eq!(load(0, 0xffff), einval, "length 0xffff: only past the packet");
+    assert_eq!(load(0, 0x10000), efault);
+    assert_eq!(load(0xffff, 1), einval, "offset 0xffff: only past the packet");
+    assert_eq!(load(0x10000, 1), efault);
+}

@@ -1236,3 +1236,120 @@ fn programs_cannot_update_maps_of_maps() {
         exit";
     rejects_with(src, map_in_map_maps(), VerifyOptions::default(), 9, "cannot pass map_type 13");
 }
+
+/// A sign-extending load (BPF_MEMSX) of a byte gives -128..127, not 0..255 (the kernel's
+/// `coerce_reg_to_size_sx`): the negative side of a sign test is reachable and checked.
+#[test]
+fn sign_extending_byte_load_can_be_negative() {
+    let src = format!(
+        "{PKT}
+        r4 = r2
+        r4 += 1
+        if r4 > r3 goto out
+        r5 = *(s8 *)(r2 + 0)
+        if r5 s>= 0 goto out
+        r0 = r9
+        exit
+    out:
+        r0 = 2
+        exit"
+    );
+    rejects(&src, 7, "R9 !read_ok");
+}
+
+/// BPF_NEG has no source: a source register or an offset is a reserved field (the
+/// kernel's check_alu_op refuses `src_reg != BPF_REG_0 || off != 0` for BPF_NEG).
+#[test]
+fn neg_with_a_source_register_or_an_offset_is_refused() {
+    rejects("r0 = 0 \n raw 0x87 0 1 0 0 \n exit", 1, "BPF_NEG uses reserved fields");
+    rejects("r0 = 0 \n raw 0x87 0 0 1 0 \n exit", 1, "BPF_NEG uses reserved fields");
+    rejects("r0 = 0 \n raw 0x84 0 2 0 0 \n exit", 1, "BPF_NEG uses reserved fields");
+}
+
+/// An atomic without BPF_FETCH leaves its source register as it was: precision of that
+/// register after the atomic is precision before it (the kernel's backtrack_insn only
+/// clears the source of fetching atomics). r9 (4 or 100) is added to memory, then used as a
+/// map value offset: the join must not prune the r9 = 100 path. (The fall-through's padding
+/// is straight-line code, so its state is saved at `join`: 2 jumps and 8 insns.)
+#[test]
+fn precision_passes_a_non_fetching_atomic_back_to_its_source() {
+    let src = "
+        r6 = r1
+        call 5
+        r7 = r0
+        *(u32 *)(r10 - 4) = 0
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        if r0 == 0 goto out
+        r8 = r0
+        if r7 > 100 goto big
+        r9 = 4
+        r3 = 0
+        r4 = 0
+        r5 = 0
+        r3 = 0
+        r4 = 0
+        goto join
+    big:
+        r9 = 100
+    join:
+        *(u64 *)(r10 - 16) = 0
+        atomic u64 r10 - 16 add r9
+        r8 += r9
+        r0 = *(u8 *)(r8 + 0)
+    out:
+        r0 = 2
+        exit";
+    rejects(src, 23, "invalid access to map value, value_size=16 off=100 size=1");
+}
+
+/// Pruning against a saved state makes the pruned path rely on that state's precise
+/// scalars, spilled ones included: they are marked precise in the pruned path's own saved
+/// states (the kernel's propagate_precision walks the stack slots too). Here the path
+/// through `mid` (X = 4 spilled) is pruned at `join` against the first path's state, whose
+/// spilled X decided a map value offset; `mid`'s saved state must then keep X precise, so the
+/// third path (X = 100) is not pruned at `mid` and is refused.
+#[test]
+fn pruning_propagates_precise_spilled_scalars_to_the_pruned_path() {
+    let src = "
+        r6 = r1
+        call 5
+        r7 = r0
+        *(u32 *)(r10 - 4) = 0
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        if r0 == 0 goto out
+        r8 = r0
+        if r7 > 100 goto third
+        r9 = 4
+        *(u64 *)(r10 - 16) = r9
+        if r7 > 50 goto second
+        r3 = 0
+        r4 = 0
+        r5 = 0
+        r3 = 0
+        goto join
+    second:
+        r3 = 0
+        r4 = 0
+        r5 = 0
+        goto mid
+    mid:
+        goto join
+    third:
+        r9 = 100
+        *(u64 *)(r10 - 16) = r9
+        goto mid
+    join:
+        r9 = *(u64 *)(r10 - 16)
+        r8 += r9
+        r0 = *(u8 *)(r8 + 0)
+    out:
+        r0 = 2
+        exit";
+    rejects(src, 30, "invalid access to map value, value_size=16 off=100 size=1");
+}

@@ -631,3 +631,54 @@ fn the_packet_length_data_end_minus_data_is_a_scalar() {
         panic!("unprivileged rules refused it: {e}");
     }
 }
+
+/// A path cut short at a join by an equivalent saved state is counted in
+/// `VerifyStats::states_pruned` (the kernel's "states pruned" statistic).
+#[test]
+fn pruned_paths_are_counted_in_the_stats() {
+    let v = accepts(
+        "call 7
+        r6 = 1
+        if r0 != 0 goto other
+        r3 = 0
+        r4 = 1
+        r5 = 2
+        r3 = 3
+        r4 = 4
+        r5 = 5
+        goto join
+    other:
+        r6 = 1
+    join:
+        r0 = r6
+        exit",
+    );
+    assert_eq!(v.stats().states_pruned, 1, "{:?}", v.stats());
+}
+
+/// Only a store of zero bytes (read back later as the constant 0) makes the stored register
+/// precise; a misaligned narrow store of another value leaves unknown bytes, so the value
+/// does not matter and the join still prunes (the kernel marks the source precise only when
+/// `register_is_null`, for STACK_ZERO).
+#[test]
+fn a_nonzero_narrow_store_does_not_make_its_source_precise() {
+    let v = accepts(
+        "call 7
+        r6 = 1
+        if r0 != 0 goto other
+        r3 = 0
+        r4 = 1
+        r5 = 2
+        r3 = 3
+        r4 = 4
+        r5 = 5
+        goto join
+    other:
+        r6 = 2
+    join:
+        *(u8 *)(r10 - 3) = r6
+        r0 = 2
+        exit",
+    );
+    assert_eq!(v.stats().states_pruned, 1, "{:?}", v.stats());
+}
