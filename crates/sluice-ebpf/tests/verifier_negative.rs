@@ -736,6 +736,44 @@ fn too_deep_calls() {
     rejects(&call_chain_of_nine("r0 = 0"), 15, "the call stack of 9 frames is too deep");
 }
 
+/// As above with a two-byte store off the 8-byte grid, which is no spill (the stack bytes
+/// become zeros, not a copy of the register): a zero stored that way and read back as the
+/// constant 0 still makes its source precise (the kernel's STACK_ZERO case), so the path
+/// storing 8 there is not pruned at `join`, and its unknown offset is refused.
+#[test]
+fn a_zero_stored_in_two_bytes_keeps_its_source_register_precise() {
+    rejects(
+        "*(u32 *)(r10 - 4) = 0
+        call 7
+        r1 = 0
+        if r0 != 0 goto other
+        r3 = 0
+        r4 = 1
+        r5 = 2
+        r6 = 3
+        r7 = 4
+        r8 = 5
+        goto join
+    other:
+        r1 = 8
+    join:
+        *(u16 *)(r10 - 6) = r1
+        r6 = *(u16 *)(r10 - 6)
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        if r0 == 0 goto out
+        r0 += r6
+        r3 = *(u64 *)(r0 + 8)
+    out:
+        r0 = 2
+        exit",
+        21,
+        "R0 max value is outside of the allowed memory range",
+    );
+}
+
 #[test]
 fn a_zero_stored_and_read_back_as_an_offset_keeps_the_path_that_stored_it_precise() {
     // The fall-through (walked first) reaches `join` with r1 = 0 after enough instructions
@@ -903,7 +941,11 @@ fn too_many_insns() {
 // ---------------------------------------------------------------- pruning soundness
 
 /// r9 is 4 on the first explored path and 100 on the second; the join point must not
-/// prune the second path once r9's bounds decided a pointer offset.
+/// prune the second path once r9's bounds decided a pointer offset. The first path's
+/// padding (a jump and six instructions) makes `join` a checkpoint (a state is saved only
+/// after 2 jumps and 8 instructions since the last one): without it nothing was pruned
+/// there and these tests passed on a verifier that ignored precision
+/// (`the_prune_prologue_join_is_a_checkpoint` pins that).
 const PRUNE_PROLOGUE: &str = "
     r6 = r1
     call 5
@@ -917,16 +959,77 @@ const PRUNE_PROLOGUE: &str = "
     r8 = r0
     if r7 > 100 goto big
     r9 = 4
+    r3 = 0
+    r4 = 1
+    r5 = 2
+    goto pad
+pad:
+    r3 = 3
+    r4 = 4
+    r5 = 5
     goto join
 big:
     r9 = 100
 join:
 ";
 
+/// The tests below are only meaningful if the second path reaches `join` when a state is
+/// saved there: with r9 dead after the join, it is pruned.
+#[test]
+fn the_prune_prologue_join_is_a_checkpoint() {
+    let p = program(asm(&format!("{PRUNE_PROLOGUE} r0 = 2 \n exit \n out: \n r0 = 2 \n exit")), maps());
+    let v = verify(&p, &VerifyOptions::default()).expect("accepted");
+    assert_eq!(v.stats().states_pruned, 1, "{:?}", v.stats());
+}
+
+/// Nullable map values are equal at a join only with consistent ids (regsafe: the same
+/// map, offset and range, and the id mapping holds): on the first path r8 and r9 are one
+/// lookup (null-checking r8 checks r9), on the second r9 is another lookup; pruning the
+/// second path at `join` would let it read through a possibly null r9.
+#[test]
+fn nullable_map_values_of_other_lookups_are_not_pruned_as_one() {
+    rejects(
+        "r6 = r1
+        call 5
+        r7 = r0
+        *(u32 *)(r10 - 4) = 0
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        r8 = r0
+        r9 = r0
+        if r7 > 100 goto big
+        r3 = 0
+        r4 = 1
+        r5 = 2
+        r3 = 3
+        r4 = 4
+        goto pad
+    pad:
+        r3 = 3
+        goto join
+    big:
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        r9 = r0
+    join:
+        if r8 == 0 goto out
+        r0 = *(u8 *)(r9 + 0)
+    out:
+        r0 = 2
+        exit",
+        27,
+        "invalid mem access 'map_value_or_null'",
+    );
+}
+
 #[test]
 fn precision_prevents_unsound_pruning() {
     let src = format!("{PRUNE_PROLOGUE} r8 += r9 \n r0 = *(u8 *)(r8 + 0) \n out: \n r0 = 2 \n exit");
-    rejects(&src, 16, "invalid access to map value, value_size=16 off=100 size=1");
+    rejects(&src, 23, "invalid access to map value, value_size=16 off=100 size=1");
 }
 
 #[test]
@@ -945,7 +1048,7 @@ fn precision_follows_spills_and_calls() {
         r0 = 0
         exit"
     );
-    rejects(&src, 19, "invalid access to map value, value_size=16 off=100 size=1");
+    rejects(&src, 26, "invalid access to map value, value_size=16 off=100 size=1");
 }
 
 #[test]
@@ -963,7 +1066,7 @@ fn precision_follows_arguments_into_callee() {
         r0 = *(u8 *)(r1 + 0)
         exit"
     );
-    rejects(&src, 21, "invalid access to map value, value_size=16 off=100 size=1");
+    rejects(&src, 28, "invalid access to map value, value_size=16 off=100 size=1");
 }
 
 #[test]
@@ -977,7 +1080,7 @@ fn precision_of_branch_decisions() {
         r0 = 2
         exit"
     );
-    rejects(&src, 16, "invalid access to map value, value_size=16 off=99 size=1");
+    rejects(&src, 23, "invalid access to map value, value_size=16 off=99 size=1");
 }
 
 #[test]
