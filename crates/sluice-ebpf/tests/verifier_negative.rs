@@ -736,53 +736,12 @@ fn too_deep_calls() {
     rejects(&call_chain_of_nine("r0 = 0"), 15, "the call stack of 9 frames is too deep");
 }
 
-/// As above with a two-byte store off the 8-byte grid, which is no spill (the stack bytes
-/// become zeros, not a copy of the register): a zero stored that way and read back as the
-/// constant 0 still makes its source precise (the kernel's STACK_ZERO case), so the path
-/// storing 8 there is not pruned at `join`, and its unknown offset is refused.
-#[test]
-fn a_zero_stored_in_two_bytes_keeps_its_source_register_precise() {
-    rejects(
-        "*(u32 *)(r10 - 4) = 0
-        call 7
-        r1 = 0
-        if r0 != 0 goto other
-        r3 = 0
-        r4 = 1
-        r5 = 2
-        r6 = 3
-        r7 = 4
-        r8 = 5
-        goto join
-    other:
-        r1 = 8
-    join:
-        *(u16 *)(r10 - 6) = r1
-        r6 = *(u16 *)(r10 - 6)
-        r2 = r10
-        r2 += -4
-        r1 = map[1] ll
-        call 1
-        if r0 == 0 goto out
-        r0 += r6
-        r3 = *(u64 *)(r0 + 8)
-    out:
-        r0 = 2
-        exit",
-        21,
-        "R0 max value is outside of the allowed memory range",
-    );
-}
-
-#[test]
-fn a_zero_stored_and_read_back_as_an_offset_keeps_the_path_that_stored_it_precise() {
-    // The fall-through (walked first) reaches `join` with r1 = 0 after enough instructions
-    // (and two jumps) for its state to be saved there (no prune point on the way: the
-    // padding is straight-line code). After `join`, r1 is stored as four bytes (not a whole
-    // spill), read back as the constant 0 and used as an offset into a map value, where
-    // only 0 is in bounds. r1's value therefore matters in the saved state: the other path
-    // (r1 = 8) must not be pruned as "the same", and is refused.
-    rejects(
+/// The fall-through (walked first) reaches `join` with r1 = 0 after enough instructions
+/// (and two jumps) for its state to be saved there (no prune point on the way: the padding
+/// is straight-line code); the other path brings r1 = 8. After `join`, r1 is stored with
+/// `store`, read back with `load` into r6 and used as an offset into a 16-byte map value.
+fn zero_store_join(store: &str, load: &str) -> String {
+    format!(
         "*(u32 *)(r10 - 4) = 0
         call 7
         r1 = 0
@@ -799,8 +758,8 @@ fn a_zero_stored_and_read_back_as_an_offset_keeps_the_path_that_stored_it_precis
     other:
         r1 = 8
     join:
-        *(u32 *)(r10 - 8) = r1
-        r6 = *(u32 *)(r10 - 8)
+        {store}
+        {load}
         r2 = r10
         r2 += -4
         r1 = map[1] ll
@@ -810,10 +769,27 @@ fn a_zero_stored_and_read_back_as_an_offset_keeps_the_path_that_stored_it_precis
         r3 = *(u64 *)(r0 + 8)
     out:
         r0 = 2
-        exit",
-        23,
-        "invalid access to map value, value_size=16 off=16 size=8",
-    );
+        exit"
+    )
+}
+
+/// r1 is stored as four bytes (a 32-bit spill), read back as the constant 0: r1's value
+/// matters in the saved state, so the path with r1 = 8 is not pruned as "the same", and is
+/// refused.
+#[test]
+fn a_zero_stored_and_read_back_as_an_offset_keeps_the_path_that_stored_it_precise() {
+    let src = zero_store_join("*(u32 *)(r10 - 8) = r1", "r6 = *(u32 *)(r10 - 8)");
+    rejects(&src, 23, "invalid access to map value, value_size=16 off=16 size=8");
+}
+
+/// As above with a two-byte store off the 8-byte grid, which is no spill (the stack bytes
+/// become zeros, not a copy of the register): a zero stored that way and read back as the
+/// constant 0 still makes its source precise (the kernel's STACK_ZERO case), so the path
+/// storing 8 there is not pruned at `join`, and its unknown offset is refused.
+#[test]
+fn a_zero_stored_in_two_bytes_keeps_its_source_register_precise() {
+    let src = zero_store_join("*(u16 *)(r10 - 6) = r1", "r6 = *(u16 *)(r10 - 6)");
+    rejects(&src, 23, "R0 max value is outside of the allowed memory range");
 }
 
 #[test]

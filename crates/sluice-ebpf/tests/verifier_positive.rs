@@ -632,11 +632,10 @@ fn the_packet_length_data_end_minus_data_is_a_scalar() {
     }
 }
 
-/// A path cut short at a join by an equivalent saved state is counted in
-/// `VerifyStats::states_pruned` (the kernel's "states pruned" statistic).
-#[test]
-fn pruned_paths_are_counted_in_the_stats() {
-    let v = accepts(
+/// r6 is 1 on the fall-through (walked first; straight-line padding, so its state is saved
+/// at `join`) and `other_r6` on the branch target; `join` runs `tail`.
+fn diamond_r6(other_r6: u32, tail: &str) -> VerifiedProgram {
+    accepts(&format!(
         "call 7
         r6 = 1
         if r0 != 0 goto other
@@ -648,11 +647,17 @@ fn pruned_paths_are_counted_in_the_stats() {
         r5 = 5
         goto join
     other:
-        r6 = 1
+        r6 = {other_r6}
     join:
-        r0 = r6
-        exit",
-    );
+        {tail}"
+    ))
+}
+
+/// A path cut short at a join by an equivalent saved state is counted in
+/// `VerifyStats::states_pruned` (the kernel's "states pruned" statistic).
+#[test]
+fn pruned_paths_are_counted_in_the_stats() {
+    let v = diamond_r6(1, "r0 = r6 \n exit");
     assert_eq!(v.stats().states_pruned, 1, "{:?}", v.stats());
 }
 
@@ -662,23 +667,6 @@ fn pruned_paths_are_counted_in_the_stats() {
 /// `register_is_null`, for STACK_ZERO).
 #[test]
 fn a_nonzero_narrow_store_does_not_make_its_source_precise() {
-    let v = accepts(
-        "call 7
-        r6 = 1
-        if r0 != 0 goto other
-        r3 = 0
-        r4 = 1
-        r5 = 2
-        r3 = 3
-        r4 = 4
-        r5 = 5
-        goto join
-    other:
-        r6 = 2
-    join:
-        *(u8 *)(r10 - 3) = r6
-        r0 = 2
-        exit",
-    );
+    let v = diamond_r6(2, "*(u8 *)(r10 - 3) = r6 \n r0 = 2 \n exit");
     assert_eq!(v.stats().states_pruned, 1, "{:?}", v.stats());
 }
