@@ -119,6 +119,33 @@ fn udp_gro_packets_over_the_egress_mtu_are_refused_like_their_datagrams() {
     }
 }
 
+/// Without DF the same trains are fragmented, and a GRO packet is split into its datagrams
+/// before each is fragmented (ip_finish_output_gso): the fragments leaving are the very
+/// fragments GRO off sends, datagram by datagram; cutting the GRO packet as one datagram
+/// would send fragments no receiver can rebuild the datagrams from.
+#[test]
+fn udp_gro_packets_needing_fragmentation_are_split_into_datagrams_first() {
+    let mut outs = Vec::new();
+    for sets in [&["gro=0"][..], &["gro=1", "rx-gro-list=1"][..]] {
+        let (mut c, tun) = tcp_lab(4, 16, IpVersion::V4, sets);
+        let g = c.ports[0].gen.as_mut().expect("lab generator");
+        g.proto = L4Proto::Udp;
+        g.tcp_train = 0;
+        g.dont_frag = false;
+        c.ports[1].mtu = Some(1490);
+        let (dp, out) = run(&c, tun, 1_000);
+        let k = dp.counters();
+        assert!(k.nonzero_drops().is_empty(), "{sets:?}: {:?}", k.nonzero_drops());
+        assert_eq!(out.len(), 2_000, "{sets:?}: two fragments per datagram");
+        assert!(out.iter().all(|f| f.len() - 14 <= 1490), "{sets:?}: every fragment fits the MTU");
+        if sets.len() > 1 {
+            assert!(k.gro.merged > 800 && k.gro.gso_packets > 0, "trains merged, then split: {:?}", k.gro);
+        }
+        outs.push(per_flow(&out));
+    }
+    assert_eq!(outs[0], outs[1], "GRO on sends the fragments GRO off sends, in each flow's order");
+}
+
 /// A UDP fraglist packet addressed to the router itself is split into its datagrams before
 /// the socket sees them (`udp_rcv_segment`): each datagram queued, the ledger balanced.
 #[test]

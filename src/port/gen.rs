@@ -80,6 +80,9 @@ pub struct GenConfig {
     pub src_port: u16,
     pub dst_port: u16,
     pub ttl: u8,
+    /// IPv4: the Don't Fragment bit (set by default, as Linux sends with path MTU
+    /// discovery); without it a router fragments datagrams longer than its egress MTU.
+    pub dont_frag: bool,
     /// Closed loop (netperf TCP_RR-like, UDP only): each flow is a client with one request
     /// outstanding; it sends its next only once the answer came back out of this port.
     /// Each transaction's latency, send to answer, goes into a histogram.
@@ -112,6 +115,7 @@ impl Default for GenConfig {
             src_port: 1024,
             dst_port: 9,
             ttl: 64,
+            dont_frag: true,
             request_response: false,
         }
     }
@@ -348,7 +352,7 @@ impl Generator {
             let l3 = if v4 {
                 let dst = u32::from(cfg.dst_v4).wrapping_add(f.wrapping_mul(cfg.dst_v4_step));
                 let src = u32::from(cfg.src_v4).wrapping_add(f);
-                L3Spec::V4 { src: src.to_be_bytes(), dst: dst.to_be_bytes(), tos: 0, ident: 0, dont_frag: true }
+                L3Spec::V4 { src: src.to_be_bytes(), dst: dst.to_be_bytes(), tos: 0, ident: 0, dont_frag: cfg.dont_frag }
             } else {
                 let dst = u128::from(cfg.dst_v6).wrapping_add((f as u128 * cfg.dst_v6_step as u128) << 64);
                 let src = u128::from(cfg.src_v6).wrapping_add(f as u128);
@@ -590,12 +594,27 @@ impl Generator {
         }
         frame[l4 + 16..l4 + 18].copy_from_slice(&csum.to_be_bytes());
         if tpl.v4 {
-            let old = u16::from_be_bytes([frame[l3 + 4], frame[l3 + 5]]);
-            frame[l3 + 4..l3 + 6].copy_from_slice(&id.to_be_bytes());
-            let c = u16::from_be_bytes([frame[l3 + 10], frame[l3 + 11]]);
-            frame[l3 + 10..l3 + 12].copy_from_slice(&checksum::update16(c, old, id).to_be_bytes());
+            set_ident(&mut frame[l3..], id);
         }
     }
+
+    /// IPv4 without DF: each datagram of a flow gets the next IP ID (RFC 6864: an ID must
+    /// not repeat while fragments of the datagram may be about; DF datagrams keep 0).
+    fn next_ident(&mut self, flow: usize, t: usize, frame: &mut [u8]) {
+        if self.templates[t].v4 {
+            let id = self.ident[flow];
+            self.ident[flow] = id.wrapping_add(1);
+            set_ident(&mut frame[self.templates[t].l3..], id);
+        }
+    }
+}
+
+/// Writes the IPv4 ID of the header at the start of `ip`, patching its checksum (RFC 1624).
+fn set_ident(ip: &mut [u8], id: u16) {
+    let old = u16::from_be_bytes([ip[4], ip[5]]);
+    ip[4..6].copy_from_slice(&id.to_be_bytes());
+    let c = u16::from_be_bytes([ip[10], ip[11]]);
+    ip[10..12].copy_from_slice(&checksum::update16(c, old, id).to_be_bytes());
 }
 
 impl Generator {
@@ -670,7 +689,8 @@ impl Port for Generator {
             self.stats.rx_nobuf += (want - got) as u64;
         }
         let train = self.cfg.tcp_train > 0 && self.cfg.proto == L4Proto::Tcp;
-        if !train && self.fixed_small {
+        let idents = !train && !self.cfg.dont_frag;
+        if !train && !idents && self.fixed_small {
             let bytes = self.fill_small(bufs, &mut out[first..first + got]);
             self.sent += got as u64;
             self.stats.rx_packets += got as u64;
@@ -692,6 +712,8 @@ impl Port for Generator {
             }
             if train {
                 self.patch_train(flow, t, &mut frame[HEADROOM..HEADROOM + head]);
+            } else if idents {
+                self.next_ident(flow, t, &mut frame[HEADROOM..HEADROOM + head]);
             }
             p.len = head as u16;
             p.rss_hash = self.hashes.get(flow).copied().unwrap_or(0);
@@ -781,5 +803,27 @@ mod tests {
         assert_eq!(g.stats.rx_packets, 9);
         assert_eq!(g.stats.rx_bytes, 9 * g.templates[0].bytes.len() as u64);
         bufs.free_pkts(&out);
+    }
+
+    /// IPv4 without DF: each flow's datagrams carry IDs 0, 1, 2, ... (valid header
+    /// checksums); with DF (the default) every ID is 0.
+    #[test]
+    fn datagrams_without_df_number_their_ip_ids_per_flow() {
+        for dont_frag in [false, true] {
+            let cfg = GenConfig { flows: 2, ip: IpVersion::V4, dont_frag, ..GenConfig::default() };
+            let mut g = Generator::new("g", cfg).expect("generator");
+            let pool = Pool::new(64).expect("pool");
+            let mut bufs = pool.cache();
+            let mut out = Vec::new();
+            assert_eq!(g.rx_burst(&mut bufs, &mut out, 6), 6);
+            for (i, &p) in out.iter().enumerate() {
+                let ip = crate::wire::Ipv4Packet::new_checked(&bufs.data(p)[14..]).expect("IPv4");
+                assert!(ip.verify_checksum(), "packet {i}");
+                assert_eq!(ip.dont_frag(), dont_frag);
+                let want = if dont_frag { 0 } else { i as u16 / 2 };
+                assert_eq!(ip.ident(), want, "packet {i} (flows alternate)");
+            }
+            bufs.free_pkts(&out);
+        }
     }
 }

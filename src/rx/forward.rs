@@ -306,9 +306,21 @@ pub(crate) fn forward_list<F: IpFamily>(net: &Net, w: &mut Worker, run: &mut [Sk
 /// without DF over the MTU), else the family's error path.
 fn fail_or_fragment<F: IpFamily>(net: &Net, w: &mut Worker, s: Skb, port: u16, e: FwdError) {
     match e {
+        FwdError::NeedsFragment { mtu, macs } if s.gso_segs > 1 => fragment_gso_v4(net, w, s, port, mtu, &macs),
         FwdError::NeedsFragment { mtu, macs } => fragment_v4(net, w, s, port, mtu, &macs),
         e => F::fail(net, w, s, e),
     }
+}
+
+/// ip_finish_output_gso: a GRO packet whose datagrams are each longer than the egress MTU
+/// (no DF) is split into its datagrams first, and each is fragmented on its own (cutting
+/// the GRO packet as one datagram would send fragments no receiver can put back into the
+/// datagrams that came in).
+fn fragment_gso_v4(net: &Net, w: &mut Worker, skb: Skb, port: u16, mtu: u16, macs: &[u8; 12]) {
+    crate::tx::gso::for_each_segment(w, &skb, |w, p| {
+        let datagram = Skb { pkt: p, gso_size: 0, gso_segs: 1, gso_type: 0, ..skb };
+        fragment_v4(net, w, datagram, port, mtu, macs);
+    });
 }
 
 /// ip_do_fragment (its slow path: fresh buffers): an IPv4 datagram without DF, longer than

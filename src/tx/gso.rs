@@ -354,6 +354,13 @@ pub fn xmit(net: &Net, w: &mut Worker, port: u16, skb: &Skb) {
     if skb.gso_segs <= 1 || w.port_queue(port).is_some_and(whole) {
         return crate::tx::enqueue(net, w, port, skb.pkt);
     }
+    for_each_segment(w, skb, |w, p| crate::tx::enqueue(net, w, port, p));
+}
+
+/// `skb_gso_segment`: splits the GRO packet `skb` and hands each segment to `each`, in
+/// order; the segments past the first count as originated. A packet that cannot be split
+/// is dropped (no buffer, or malformed).
+pub fn for_each_segment(w: &mut Worker, skb: &Skb, mut each: impl FnMut(&mut Worker, Pkt)) {
     let mut segs = std::mem::take(&mut w.gso_scratch);
     segs.clear();
     match segment(&mut w.bufs, skb, &mut segs) {
@@ -362,7 +369,7 @@ pub fn xmit(net: &Net, w: &mut Worker, port: u16, skb: &Skb) {
             w.c.gro.gso_packets += 1;
             w.c.gro.gso_segs += n as u64;
             for &p in &segs {
-                crate::tx::enqueue(net, w, port, p);
+                each(w, p);
             }
         }
         Err(GsoError::NoBuffer) => w.drop_pkt(skb.pkt, DropReason::NoBuffer),
