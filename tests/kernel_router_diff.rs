@@ -198,6 +198,19 @@ fn corpus() -> Vec<(&'static str, Vec<u8>)> {
         ("udp4_echo", udp4(SRC_V4, IN_V4, 1000, 7).build()),
         ("udp6_echo", udp6(SRC_V6, IN_V6, 1000, 7).build()),
         ("ping6_all_nodes", ping6(SRC_V6, v6([0xff02, 0, 0, 0, 0, 0, 0, 1]), 9, 1).dst_mac(m6mac).build()),
+        // An unknown destination option to a group: 10 answers even so, 11 only to unicast.
+        (
+            "ping6_all_nodes_dest_opts_unknown_icmp",
+            with_ipv6_ext(ping6(SRC_V6, v6([0xff02, 0, 0, 0, 0, 0, 0, 1]), 9, 1).dst_mac(m6mac).build(), 60, &[0xbe, 4, 0, 0, 0, 0]),
+        ),
+        (
+            "ping6_l2_multicast_dest_opts_unknown_icmp_unicast_only",
+            with_ipv6_ext(ping6(SRC_V6, IN_V6, 9, 1).dst_mac(m6mac).build(), 60, &[0xfe, 4, 0, 0, 0, 0]),
+        ),
+        (
+            "ping6_all_nodes_dest_opts_unknown_icmp_unicast_only",
+            with_ipv6_ext(ping6(SRC_V6, v6([0xff02, 0, 0, 0, 0, 0, 0, 1]), 9, 1).dst_mac(m6mac).build(), 60, &[0xfe, 4, 0, 0, 0, 0]),
+        ),
         ("ping6_all_routers", ping6(SRC_V6, v6([0xff02, 0, 0, 0, 0, 0, 0, 2]), 9, 1).dst_mac([0x33, 0x33, 0, 0, 0, 2]).build()),
         (
             "ping6_solicited_node_in0",

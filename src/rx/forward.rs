@@ -561,6 +561,15 @@ fn icmp4_may_answer(t: Option<u8>) -> bool {
     matches!(t, Some(0 | 8 | 13..=18))
 }
 
+/// The ICMPv6 errors sent about a packet addressed to a group (icmp6_send's exception):
+/// packet too big, and a parameter problem for an unrecognized option (code 2) whose type's
+/// top two bits are 10, "discard and answer even if multicast"; `pointer` is the option's
+/// offset from the IPv6 header.
+#[inline]
+fn icmp6_answers_a_group(typ: u8, code: u8, ip: &[u8], pointer: u32) -> bool {
+    typ == 2 || (typ == 4 && code == 2 && ip.get(pointer as usize).is_some_and(|t| t >> 6 == 2))
+}
+
 /// Bytes of the offending packet an ICMPv6 error quotes at most: what fits in the IPv6
 /// minimum MTU after the IPv6 and ICMPv6 headers.
 const ICMP6_QUOTE_MAX: usize = 1280 - 48;
@@ -581,13 +590,15 @@ pub(crate) fn icmp6_error(net: &Net, w: &mut Worker, orig: &Skb, typ: u8, code: 
     let (quote_buf, q, dst) = {
         let data = w.bufs.data(orig.pkt);
         let Some(bytes) = data.get(l3..) else { return };
-        if bytes.len() < ipv6::HEADER_LEN || orig.pkt_type != PktType::Host {
+        if bytes.len() < ipv6::HEADER_LEN {
             return;
         }
         let ip = Ipv6Packet::new_unchecked(bytes);
-        // Not about multicast, and not to a source that names no single node (the unspecified
-        // address; icmp6_send, RFC 4443 2.4).
-        if ip.dst_addr()[0] == 0xff || ip.src_addr() == [0; 16] {
+        // Not to a source that names no single node (the unspecified address), and about a
+        // packet sent to a group only packet too big or an unrecognized option whose type
+        // asks for an answer even then (icmp6_send, RFC 4443 2.4 e).
+        let to_group = ip.dst_addr()[0] == 0xff || orig.pkt_type != PktType::Host;
+        if ip.src_addr() == [0; 16] || (to_group && !icmp6_answers_a_group(typ, code, bytes, info)) {
             return;
         }
         if orig.ip_proto == 58 {
