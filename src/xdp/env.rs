@@ -1,7 +1,7 @@
 //! The host side of helpers for programs running in sluice: time, CPU id, randomness,
 //! trace output, and `bpf_fib_lookup` answered from sluice's own FIB and neighbours.
 
-use crate::rx::route::{Iface, Neighbours, NextHop, RouteTable, NO_ROUTE};
+use crate::rx::route::{Iface, NeighAddr, Neighbours, NextHop, RouteTable, NO_ROUTE};
 use sluice_ebpf::env::fib_ret;
 use sluice_ebpf::Env;
 use std::time::Instant;
@@ -60,40 +60,203 @@ impl Env for SluiceEnv<'_> {
         self.trace.push(msg.to_string());
     }
 
-    /// struct bpf_fib_lookup: family@0, l4_protocol@1, sport@2, dport@4, tot_len@6,
-    /// ifindex@8, tos/flowinfo@12, src@16 (16 bytes), dst@32 (16 bytes), vlan@48, smac@52,
-    /// dmac@58. On success ifindex, smac and dmac are filled in.
-    fn fib_lookup(&mut self, p: &mut [u8; 64], _flags: u32) -> i64 {
+    /// `bpf_fib_lookup` as the kernel answers an XDP program (bpf_ipv4_fib_lookup /
+    /// bpf_ipv6_fib_lookup with the MTU check). struct bpf_fib_lookup: family@0,
+    /// l4_protocol@1, sport@2, dport@4, tot_len / mtu_result@6, ifindex@8, tos / flowinfo /
+    /// rt_metric@12, src@16 (16 bytes), dst@32 (16 bytes), vlan proto@48 and TCI@50 / tbid@48,
+    /// smac@52, dmac@58.
+    ///
+    /// Routes other than unicast answer BLACKHOLE, UNREACHABLE or NOT_FWDED (no route, a local
+    /// address); a `tot_len` over the egress MTU answers FRAG_NEEDED with the MTU in
+    /// `mtu_result`. Otherwise the egress ifindex is set, a gateway's address replaces the
+    /// destination, `SRC` fills the source with the egress port's address (NO_SRC_ADDR without
+    /// one), and `SKIP_NEIGH` ends there; else the neighbour must be known (NO_NEIGH, with the
+    /// ifindex set) and the MACs are filled. Success also writes `mtu_result`, a metric of 0
+    /// and no VLAN. One table: `TBID` names the main one (254) or nothing (NOT_FWDED).
+    /// Not modelled: per-interface forwarding (FWD_DISABLED), policy rules and marks.
+    fn fib_lookup(&mut self, p: &mut [u8; 64], flags: u32) -> i64 {
+        use sluice_ebpf::env::fib_flag;
         const AF_INET: u8 = 2;
         const AF_INET6: u8 = 10;
-        let (nh_idx, out) = match p[0] {
-            AF_INET => {
-                let d = [p[32], p[33], p[34], p[35]];
-                let nh = self.routes.lookup_v4(d);
-                (nh, self.routes.get(nh).and_then(|n| self.neigh.resolve_v4(n, d)))
-            }
-            AF_INET6 => {
-                let mut d = [0u8; 16];
-                d.copy_from_slice(&p[32..48]);
-                let nh = self.routes.lookup_v6(d);
-                (nh, self.routes.get(nh).and_then(|n| self.neigh.resolve_v6(n, d)))
-            }
+        const RT_TABLE_MAIN: u32 = 254;
+        let v6 = match p[0] {
+            AF_INET => false,
+            AF_INET6 => true,
             _ => return -97, // -EAFNOSUPPORT
+        };
+        if flags & fib_flag::DIRECT != 0 && flags & fib_flag::TBID != 0 && u32::from_ne_bytes([p[48], p[49], p[50], p[51]]) != RT_TABLE_MAIN
+        {
+            return fib_ret::NOT_FWDED;
+        }
+        let mut dst = [0u8; 16];
+        let nh_idx = if v6 {
+            dst.copy_from_slice(&p[32..48]);
+            self.routes.lookup_v6(dst)
+        } else {
+            dst[..4].copy_from_slice(&p[32..36]);
+            self.routes.lookup_v4([dst[0], dst[1], dst[2], dst[3]])
         };
         if nh_idx == NO_ROUTE {
             return fib_ret::NOT_FWDED;
         }
-        match self.routes.get(nh_idx) {
+        let nh = match self.routes.get(nh_idx) {
             Some(NextHop::Blackhole) => return fib_ret::BLACKHOLE,
             Some(NextHop::Unreachable) => return fib_ret::UNREACHABLE,
             Some(NextHop::Local) | None => return fib_ret::NOT_FWDED,
-            _ => {}
+            Some(nh) => *nh,
+        };
+        let (NextHop::Gateway { port, .. } | NextHop::Connected { port } | NextHop::Via { port, .. }) = nh else {
+            return fib_ret::NOT_FWDED;
+        };
+        let iface = self.ifaces.get(port as usize);
+        let mtu = iface.map_or(0, |i| i.mtu);
+        if u16::from_ne_bytes([p[6], p[7]]) > mtu {
+            p[6..8].copy_from_slice(&mtu.to_ne_bytes());
+            return fib_ret::FRAG_NEEDED;
         }
-        let Some((port, dmac)) = out else { return fib_ret::NO_NEIGH };
-        let smac = self.ifaces.get(port as usize).map(|i| i.mac).unwrap_or([0; 6]);
         p[8..12].copy_from_slice(&(port as u32 + 1).to_ne_bytes());
-        p[52..58].copy_from_slice(&smac);
-        p[58..64].copy_from_slice(&dmac);
+        if let NextHop::Via { gw, .. } = nh {
+            match gw {
+                NeighAddr::V4(a) if !v6 => p[32..36].copy_from_slice(&a),
+                NeighAddr::V6(a) if v6 => p[32..48].copy_from_slice(&a),
+                _ => return fib_ret::NOT_FWDED,
+            }
+        }
+        if flags & fib_flag::SRC != 0 {
+            match (v6, iface.and_then(|i| i.primary_v4()), iface.and_then(|i| i.primary_v6())) {
+                (false, Some(a), _) => p[16..20].copy_from_slice(&a),
+                (true, _, Some(a)) => p[16..32].copy_from_slice(&a),
+                _ => return fib_ret::NO_SRC_ADDR,
+            }
+        }
+        if flags & fib_flag::SKIP_NEIGH == 0 {
+            let out = if v6 { self.neigh.resolve_v6(&nh, dst) } else { self.neigh.resolve_v4(&nh, [dst[0], dst[1], dst[2], dst[3]]) };
+            let Some((_, dmac)) = out else { return fib_ret::NO_NEIGH };
+            p[52..58].copy_from_slice(&iface.map_or([0; 6], |i| i.mac));
+            p[58..64].copy_from_slice(&dmac);
+        }
+        // bpf_fib_set_fwd_params: no VLAN, the MTU out; the route's metric.
+        p[48..52].fill(0);
+        p[6..8].copy_from_slice(&mtu.to_ne_bytes());
+        p[12..16].fill(0);
         fib_ret::SUCCESS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_ebpf::env::fib_flag;
+
+    const MAC_OUT: [u8; 6] = [2, 0, 0, 0, 0, 2];
+    const MAC_GW: [u8; 6] = [2, 0, 0, 0, 0, 0xbb];
+    const MAC_HOST: [u8; 6] = [2, 0, 0, 0, 0, 0xcc];
+
+    /// Port 1 (ifindex 2, MTU 1400, 198.51.100.1/24, 2001:db8:2::1/64): 10.1.0.0/16 via the
+    /// gateway 198.51.100.2 (known), 10.2.0.0/16 via 198.51.100.3 (unknown), the link
+    /// itself (198.51.100.7 known), 10.66/16 blackhole, 10.77/16 unreachable, 2001:db8:a1::/48
+    /// via 2001:db8:2::2 (known).
+    fn lab() -> (RouteTable, Neighbours, Vec<Iface>) {
+        let mut r = RouteTable::new();
+        let gw = |a| NextHop::Via { port: 1, gw: NeighAddr::V4(a) };
+        r.add_v4([10, 1, 0, 0], 16, gw([198, 51, 100, 2])).unwrap();
+        r.add_v4([10, 2, 0, 0], 16, gw([198, 51, 100, 3])).unwrap();
+        r.add_v4([198, 51, 100, 0], 24, NextHop::Connected { port: 1 }).unwrap();
+        r.add_v4([10, 66, 0, 0], 16, NextHop::Blackhole).unwrap();
+        r.add_v4([10, 77, 0, 0], 16, NextHop::Unreachable).unwrap();
+        let gw6 = [0x20, 0x01, 0x0d, 0xb8, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+        r.add_v6([0x20, 0x01, 0x0d, 0xb8, 0, 0xa1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], 48, NextHop::Via { port: 1, gw: NeighAddr::V6(gw6) })
+            .unwrap();
+        let mut n = Neighbours::default();
+        n.v4.insert((1, [198, 51, 100, 2]), MAC_GW);
+        n.v4.insert((1, [198, 51, 100, 7]), MAC_HOST);
+        n.v6.insert((1, gw6), MAC_GW);
+        let mut out = Iface::new("out", MAC_OUT);
+        out.mtu = 1400;
+        out.v4.push(([198, 51, 100, 1], 24));
+        out.v6.push(([0x20, 0x01, 0x0d, 0xb8, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], 64));
+        (r, n, vec![Iface::new("in", [2, 0, 0, 0, 0, 1]), out])
+    }
+
+    fn params_v4(dst: [u8; 4], tot_len: u16) -> [u8; 64] {
+        let mut p = [0u8; 64];
+        p[0] = 2;
+        p[6..8].copy_from_slice(&tot_len.to_ne_bytes());
+        p[8..12].copy_from_slice(&1u32.to_ne_bytes());
+        p[12] = 0x10;
+        p[32..36].copy_from_slice(&dst);
+        p[48..52].copy_from_slice(&0x0064_8100u32.to_be_bytes());
+        p
+    }
+
+    fn lookup(p: &mut [u8; 64], flags: u32) -> i64 {
+        let (r, n, ifaces) = lab();
+        let mut trace = Vec::new();
+        SluiceEnv::new(&r, &n, &ifaces, &mut trace).fib_lookup(p, flags)
+    }
+
+    /// bpf_ipv4_fib_lookup for XDP: success fills the egress ifindex, the gateway as the
+    /// destination, both MACs, the MTU in mtu_result, and clears the VLAN and metric words.
+    #[test]
+    fn a_routed_destination_gets_ifindex_gateway_macs_and_mtu() {
+        let mut p = params_v4([10, 1, 0, 5], 1000);
+        assert_eq!(lookup(&mut p, 0), fib_ret::SUCCESS);
+        assert_eq!(u32::from_ne_bytes(p[8..12].try_into().unwrap()), 2, "ifindex of port 1");
+        assert_eq!(&p[32..36], &[198, 51, 100, 2], "the gateway replaces the destination");
+        assert_eq!((&p[52..58], &p[58..64]), (&MAC_OUT[..], &MAC_GW[..]));
+        assert_eq!(u16::from_ne_bytes([p[6], p[7]]), 1400, "mtu_result");
+        assert_eq!(&p[48..52], &[0; 4], "no VLAN");
+        assert_eq!(&p[12..16], &[0; 4], "rt_metric");
+        // On the link: the destination stays, its own MAC.
+        let mut p = params_v4([198, 51, 100, 7], 60);
+        assert_eq!(lookup(&mut p, 0), fib_ret::SUCCESS);
+        assert_eq!((&p[32..36], &p[58..64]), (&[198, 51, 100, 7][..], &MAC_HOST[..]));
+        // IPv6 through a gateway.
+        let mut p = [0u8; 64];
+        p[0] = 10;
+        p[32..38].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0xa1]);
+        assert_eq!(lookup(&mut p, 0), fib_ret::SUCCESS);
+        assert_eq!(p[47], 2, "gateway 2001:db8:2::2");
+        assert_eq!(&p[58..64], &MAC_GW);
+    }
+
+    /// A datagram longer than the egress MTU: FRAG_NEEDED with the MTU, nothing else told.
+    #[test]
+    fn a_datagram_over_the_egress_mtu_is_frag_needed_with_the_mtu() {
+        let mut p = params_v4([10, 1, 0, 5], 1401);
+        assert_eq!(lookup(&mut p, 0), fib_ret::FRAG_NEEDED);
+        assert_eq!(u16::from_ne_bytes([p[6], p[7]]), 1400);
+        assert_eq!(u32::from_ne_bytes(p[8..12].try_into().unwrap()), 1, "ifindex untouched");
+        assert_eq!(lookup(&mut params_v4([10, 1, 0, 5], 1400), 0), fib_ret::SUCCESS, "exactly the MTU fits");
+    }
+
+    /// An unknown neighbour: NO_NEIGH, with the egress ifindex and the gateway already
+    /// written; SKIP_NEIGH answers SUCCESS without MACs; SRC fills the egress address.
+    #[test]
+    fn no_neigh_skip_neigh_and_src() {
+        let mut p = params_v4([10, 2, 0, 5], 100);
+        assert_eq!(lookup(&mut p, 0), fib_ret::NO_NEIGH);
+        assert_eq!((u32::from_ne_bytes(p[8..12].try_into().unwrap()), &p[32..36]), (2, &[198, 51, 100, 3][..]));
+        let mut p = params_v4([10, 2, 0, 5], 100);
+        assert_eq!(lookup(&mut p, fib_flag::SKIP_NEIGH | fib_flag::SRC), fib_ret::SUCCESS);
+        assert_eq!(&p[52..64], &[0; 12], "no MACs");
+        assert_eq!(&p[16..20], &[198, 51, 100, 1], "the source the route would use");
+    }
+
+    #[test]
+    fn routes_that_do_not_forward() {
+        for (dst, want) in
+            [([10, 66, 0, 1], fib_ret::BLACKHOLE), ([10, 77, 0, 1], fib_ret::UNREACHABLE), ([100, 64, 0, 1], fib_ret::NOT_FWDED)]
+        {
+            assert_eq!(lookup(&mut params_v4(dst, 100), 0), want, "{dst:?}");
+        }
+        let mut p = params_v4([10, 1, 0, 5], 100);
+        p[48..52].copy_from_slice(&100u32.to_ne_bytes());
+        assert_eq!(lookup(&mut p, fib_flag::DIRECT | fib_flag::TBID), fib_ret::NOT_FWDED, "no table 100");
+        p[48..52].copy_from_slice(&254u32.to_ne_bytes());
+        assert_eq!(lookup(&mut p, fib_flag::DIRECT | fib_flag::TBID), fib_ret::SUCCESS, "the main table");
+        let mut p = params_v4([10, 1, 0, 5], 100);
+        p[0] = 7;
+        assert_eq!(lookup(&mut p, 0), -97, "-EAFNOSUPPORT");
     }
 }

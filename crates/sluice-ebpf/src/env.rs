@@ -17,6 +17,16 @@ pub mod fib_ret {
     pub const NO_SRC_ADDR: i64 = 9;
 }
 
+/// `bpf_fib_lookup` flags (`BPF_FIB_LOOKUP_*`).
+pub mod fib_flag {
+    pub const DIRECT: u32 = 1 << 0;
+    pub const OUTPUT: u32 = 1 << 1;
+    pub const SKIP_NEIGH: u32 = 1 << 2;
+    pub const TBID: u32 = 1 << 3;
+    pub const SRC: u32 = 1 << 4;
+    pub const MARK: u32 = 1 << 5;
+}
+
 /// What the host provides to helpers during a run. One `Env` is passed to each run
 /// (`&mut dyn Env`); it is never shared between concurrent runs.
 pub trait Env {
