@@ -20,7 +20,7 @@ const PEER_V6: [u8; 16] = v6([0x2001, 0xdb8, 1, 0, 0, 0, 0, 0x77]);
 const MAC_PEER: [u8; 6] = MAC_OTHER;
 
 /// Runs rounds until `done` says so (or 5 s pass: the assertions after it then fail with
-/// what happened), then drains and checks the ledger.
+/// what happened), checks the ledger, then drains and checks it again.
 fn rounds_until(dp: &mut Datapath, expected_rx: usize, mut done: impl FnMut(&Datapath) -> bool) {
     let deadline = Instant::now() + Duration::from_secs(5);
     while !done(dp) && Instant::now() < deadline {
@@ -29,6 +29,9 @@ fn rounds_until(dp: &mut Datapath, expected_rx: usize, mut done: impl FnMut(&Dat
             std::thread::sleep(Duration::from_micros(200));
         }
     }
+    // Before the shutdown drops what still waits (and resets the count of waiting packets),
+    // the ledger must hold with them in flight.
+    assert_eq!(dp.conservation(), Ok(()), "{:?}", dp.counters());
     finish(dp, expected_rx);
 }
 

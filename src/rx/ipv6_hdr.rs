@@ -194,4 +194,25 @@ mod tests {
         long[1] = 1;
         assert!(parse_options(&long, 40, true, false).is_err());
     }
+
+    /// ipv6_hop_jumbo: a jumbo payload option must sit at 4n + 2 with length 4, else the
+    /// parameter problem points at its length byte; a well-placed one (sluice takes no
+    /// jumbograms) points at the jumbo length itself.
+    #[test]
+    fn a_jumbo_option_is_refused_at_its_length_byte_unless_aligned() {
+        let pointer = |r: Result<(), RcvError>| match r {
+            Err(RcvError::ParamProblem { code: 0, pointer, .. }) => pointer,
+            other => panic!("{other:?}"),
+        };
+        // At offset 2 of the header (40 + 2 = 42 from the IPv6 header: 4n + 2).
+        let aligned = [0, 0, 0xc2, 4, 0, 1, 0, 0];
+        assert_eq!(pointer(parse_options(&aligned, 40, true, false)), 44, "the jumbo length");
+        // One Pad1 first: offset 43, misaligned.
+        let misaligned = [0, 1, 0, 0xc2, 4, 0, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0];
+        assert_eq!(pointer(parse_options(&misaligned, 40, true, false)), 44, "the option's length byte");
+        let mut short = aligned;
+        short[3] = 2;
+        short[6..8].copy_from_slice(&[1, 0]);
+        assert_eq!(pointer(parse_options(&short, 40, true, false)), 43, "a wrong length: its length byte");
+    }
 }

@@ -140,6 +140,7 @@ impl Port for TestPort {
             Some(p) => {
                 let n = p.rx_burst(bufs, out, max);
                 self.stats.rx_packets += n as u64;
+                self.stats.rx_bytes += out[out.len() - n..].iter().map(|p| p.total_len() as u64).sum::<u64>();
                 n
             }
             None => 0,
@@ -508,6 +509,8 @@ pub fn finish(dp: &mut Datapath, expected_rx: usize) {
     // Cross-check the ledger's tx against what the ports saw.
     let port_tx: u64 = dp.all_queues().map(|p| p.stats().tx_packets).sum();
     assert_eq!(port_tx, c.tx, "ports accepted exactly what the datapath counted as transmitted");
+    let port_rx_bytes: u64 = dp.all_queues().map(|p| p.stats().rx_bytes).sum();
+    assert_eq!(port_rx_bytes, c.rx_bytes, "received bytes as the ports delivered them");
 }
 
 /// Counting is not enough (a buffer freed twice and another never freed balance): every
