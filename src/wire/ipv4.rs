@@ -536,6 +536,20 @@ mod tests {
         assert!(!p.is_fragment());
     }
 
+    /// The contract: a header whose IHL is below 5 is never "valid", even when the bytes
+    /// it declares happen to sum right.
+    #[test]
+    fn a_header_shorter_than_twenty_bytes_never_verifies() {
+        let mut bytes = packet(0x73, 0);
+        bytes[0] = 0x44; // IHL 4: a 16-byte header
+                         // Make the 16 declared bytes sum to 0xffff through the checksum field.
+        bytes[10..12].fill(0);
+        let c = !checksum::fold(checksum::sum_be16(&bytes[..16]));
+        bytes[10..12].copy_from_slice(&c.to_be_bytes());
+        assert!(checksum::ipv4_header_ok(&bytes[..16]), "the 16 bytes alone sum right");
+        assert!(!Ipv4Packet::new_unchecked(&bytes[..]).verify_checksum());
+    }
+
     #[test]
     fn decrement_ttl_patches_checksum() {
         let mut bytes = packet(0x73, 0);
