@@ -736,6 +736,38 @@ fn too_deep_calls() {
     rejects(&call_chain_of_nine("r0 = 0"), 15, "the call stack of 9 frames is too deep");
 }
 
+/// `body` sets up the stack, `read` loads r6 from it, and r6 is used as an offset into a
+/// 16-byte map value (only 0 and 8 are in bounds for the 8-byte load).
+fn read_back_as_offset(body: &str, read: &str) -> String {
+    format!(
+        "{body}
+        {read}
+        *(u32 *)(r10 - 12) = 0
+        r2 = r10
+        r2 += -12
+        r1 = map[1] ll
+        call 1
+        if r0 == 0 goto out
+        r0 += r6
+        r0 = *(u64 *)(r0 + 8)
+    out:
+        r0 = 2
+        exit"
+    )
+}
+
+/// check_stack_read_fixed_off: a read is the constant 0 only when all its bytes are zero
+/// bytes or all belong to a spilled constant 0. Four zero bytes (stored first, so the spill
+/// after them keeps its slot) and a 4-byte spill of 0 read together as unknown, as in the
+/// kernel, and the offset is refused; the four zero bytes alone read as 0.
+#[test]
+fn a_read_over_a_spilled_zero_and_zero_bytes_is_unknown() {
+    let body = "*(u32 *)(r10 - 4) = 0 \n r1 = 0 \n *(u32 *)(r10 - 8) = r1";
+    rejects(&read_back_as_offset(body, "r6 = *(u64 *)(r10 - 8)"), 11, "pointer arithmetic with unbounded register");
+    let ok = read_back_as_offset(body, "r6 = *(u32 *)(r10 - 4)");
+    verify(&program(asm(&ok), maps()), &VerifyOptions::default()).expect("four zero bytes read as 0");
+}
+
 /// The fall-through (walked first) reaches `join` with r1 = 0 after enough instructions
 /// (and two jumps) for its state to be saved there (no prune point on the way: the padding
 /// is straight-line code); the other path brings r1 = 8. After `join`, r1 is stored with

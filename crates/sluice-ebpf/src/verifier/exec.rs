@@ -1383,20 +1383,23 @@ fn stack_read(st: &State, fno: usize, pc: usize, regno: u8, o: i64, size: u32, a
         }
         return Ok((Reg::scalar(Scalar::bounded(bits)), false));
     }
-    let mut zero = true;
+    // As check_stack_read_fixed_off: the value is the constant 0 only when every byte read
+    // is a zero byte, or every one belongs to a spilled constant 0; a mix of the two (or
+    // anything else) reads as unknown.
+    let (mut zeros, mut spilled_zero) = (0u32, 0u32);
     for a in o..o + size as i64 {
         let (si, bi) = stack_pos(a).ok_or_else(bad)?;
         let s = fr.slot(si);
         match s.b[bi] {
-            SB::Invalid if allow_uninit => zero = false,
+            SB::Invalid if allow_uninit => {}
             SB::Invalid => {
                 return Err(err(
                     pc,
                     format!("invalid read from stack R{regno} off={o} size={size} (byte at off={a} is uninitialized; unprivileged rule)"),
                 ))
             }
-            SB::Misc => zero = false,
-            SB::Zero => {}
+            SB::Misc => {}
+            SB::Zero => zeros += 1,
             SB::Spill => {
                 if s.spill.ty != RegType::Scalar {
                     return Err(err(
@@ -1404,12 +1407,13 @@ fn stack_read(st: &State, fno: usize, pc: usize, regno: u8, o: i64, size: u32, a
                         format!("invalid read from stack R{regno} off={o} size={size}: it covers part of a spilled {}", s.spill.ty.name()),
                     ));
                 }
-                if s.spill.var.as_const().is_none_or(|c| (c >> (8 * bi)) & 0xff != 0) {
-                    zero = false;
+                if s.spill.var.as_const() == Some(0) {
+                    spilled_zero += 1;
                 }
             }
         }
     }
+    let zero = zeros == size || spilled_zero == size;
     Ok((if zero { Reg::konst(0) } else { Reg::scalar(Scalar::bounded(size * 8)) }, false))
 }
 
