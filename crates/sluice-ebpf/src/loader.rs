@@ -220,9 +220,11 @@ impl Object {
             if is_outer != inner.is_some() {
                 return Err(LoadError::MapInMap { name: name.clone() });
             }
-            // libbpf sizes a perf event array left at 0 entries to the number of CPUs.
+            // libbpf sizes a perf event array left at 0 entries to the number of CPUs, and a
+            // ring buffer to the next power-of-two multiple of the page size.
             let max_entries = match m.max_entries() {
                 0 if m.map_type() == crate::program::map_type::PERF_EVENT_ARRAY => opts.ncpus.max(1),
+                n if m.map_type() == crate::program::map_type::RINGBUF => ringbuf_size(n),
                 n => n,
             };
             let mut value_size = m.value_size();
@@ -428,4 +430,36 @@ fn check_linked(name: &str, insns: &[Insn], defs: &[MapDef]) -> Result<(), LoadE
         pc += 1;
     }
     Ok(())
+}
+
+/// libbpf's adjust_ringbuf_sz: the kernel wants a ring buffer of a power-of-two number of
+/// 4 KiB pages; a size that is not one is rounded up to the smallest that is larger (0, and
+/// a size nothing fits, are left for map creation to refuse).
+fn ringbuf_size(n: u32) -> u32 {
+    const PAGE: u64 = 4096;
+    let sz = u64::from(n);
+    if sz == 0 || (sz % PAGE == 0 && (sz / PAGE).is_power_of_two()) {
+        return n;
+    }
+    let mut size = PAGE;
+    while size <= sz {
+        size <<= 1;
+    }
+    u32::try_from(size).unwrap_or(n)
+}
+
+#[cfg(test)]
+mod ringbuf_size_tests {
+    use super::ringbuf_size;
+
+    #[test]
+    fn ring_buffers_are_rounded_up_to_a_power_of_two_of_pages_as_libbpf_does() {
+        assert_eq!(ringbuf_size(1000), 4096);
+        assert_eq!(ringbuf_size(4096), 4096);
+        assert_eq!(ringbuf_size(4097), 8192);
+        assert_eq!(ringbuf_size(3 * 4096), 4 * 4096);
+        assert_eq!(ringbuf_size(1 << 24), 1 << 24);
+        assert_eq!(ringbuf_size(0), 0);
+        assert_eq!(ringbuf_size(u32::MAX), u32::MAX, "nothing fits: left for creation to refuse");
+    }
 }

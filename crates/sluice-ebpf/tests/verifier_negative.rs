@@ -736,6 +736,17 @@ fn too_deep_calls() {
     rejects(&call_chain_of_nine("r0 = 0"), 15, "the call stack of 9 frames is too deep");
 }
 
+/// record_func_map: a BPF_F_RDONLY_PROG map (.rodata) cannot be written through
+/// bpf_map_update_elem or bpf_map_delete_elem either (as its values cannot by stores).
+#[test]
+fn a_read_only_map_takes_no_update_or_delete_from_a_program() {
+    let key = "*(u32 *)(r10 - 4) = 0 \n r2 = r10 \n r2 += -4 \n r1 = map[3] ll";
+    rejects(&format!("{key} \n r3 = r10 \n r3 += -4 \n r4 = 0 \n call 2 \n r0 = 0 \n exit"), 8, "write into map forbidden");
+    rejects(&format!("{key} \n call 3 \n r0 = 0 \n exit"), 5, "write into map forbidden");
+    // Looking it up is fine.
+    verify(&program(asm(&format!("{key} \n call 1 \n r0 = 0 \n exit")), maps()), &VerifyOptions::default()).expect("lookup");
+}
+
 /// `body` sets up the stack, `read` loads r6 from it, and r6 is used as an offset into a
 /// 16-byte map value (only 0 and 8 are in bounds for the 8-byte load).
 fn read_back_as_offset(body: &str, read: &str) -> String {

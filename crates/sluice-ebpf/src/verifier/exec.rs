@@ -930,6 +930,11 @@ impl<'a> Verifier<'a> {
                     if !helpers::map_allowed(proto.maps, m.map_type) {
                         return Err(err(pc, format!("cannot pass map_type {} (map '{}') into func {name}#{id}", m.map_type, m.name)));
                     }
+                    // record_func_map: a read-only map (.rodata) takes no update, delete,
+                    // push or pop from a program.
+                    if m.flags & helpers::BPF_F_RDONLY_PROG != 0 && matches!(id, 2 | 3 | 87 | 88) {
+                        return Err(err(pc, format!("write into map forbidden (map '{}' is BPF_F_RDONLY_PROG; {name})", m.name)));
+                    }
                     map = Some((r.aux, m));
                 }
                 Arg::MapKey | Arg::MapValue => {
