@@ -91,6 +91,8 @@ pub enum MapError {
     UnsupportedType { name: String, map_type: u32, type_name: &'static str },
     #[error("map `{name}`: {reason}")]
     InvalidDef { name: String, reason: String },
+    #[error("the map is frozen (read-only for user space)")]
+    Frozen,
 }
 
 impl MapError {
@@ -101,6 +103,7 @@ impl MapError {
             MapError::Exists => libc::EEXIST,
             MapError::Full | MapError::OutOfRange { .. } => libc::E2BIG,
             MapError::NotSupported => libc::EOPNOTSUPP,
+            MapError::Frozen => libc::EPERM,
             MapError::KeySize { .. }
             | MapError::ValueSize { .. }
             | MapError::Flags(_)
@@ -592,6 +595,9 @@ pub struct Map {
     region: ValueRegion,
     prog_writable: bool,
     kind: Kind,
+    /// Frozen (bpf_map_freeze, as libbpf freezes `.rodata` once filled): user space can no
+    /// longer write it, so the verifier may read its values as constants.
+    frozen: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Map {
@@ -693,7 +699,7 @@ impl Map {
         let prog_writable = def.flags & BPF_F_RDONLY_PROG == 0
             && !matches!(t, map_type::DEVMAP | map_type::DEVMAP_HASH | map_type::CPUMAP | map_type::XSKMAP | map_type::PROG_ARRAY)
             && !def.is_map_of_maps();
-        Ok(Map { def: def.clone(), copies, stride, region, prog_writable, kind })
+        Ok(Map { def: def.clone(), copies, stride, region, prog_writable, kind, frozen: false.into() })
     }
 
     pub fn def(&self) -> &MapDef {
@@ -721,7 +727,7 @@ impl Map {
         let len = if ring { 2 * def.max_entries as usize } else { 0 };
         let region = ValueRegion::new(len).ok_or_else(|| invalid(def, "out of memory"))?;
         let kind = Kind::Events(Mutex::new(EventQueue::default()));
-        Ok(Map { def: def.clone(), copies: 1, stride: 0, region, prog_writable: ring, kind })
+        Ok(Map { def: def.clone(), copies: 1, stride: 0, region, prog_writable: ring, kind, frozen: false.into() })
     }
 
     fn events(&self) -> Option<std::sync::MutexGuard<'_, EventQueue>> {
@@ -1153,6 +1159,9 @@ impl Map {
     /// `BPF_NOEXIST` or `BPF_EXIST`. DEVMAP values must name a non-zero ifindex (and no
     /// program: `bpf_prog.fd <= 0`); a CPUMAP entry with qsize 0 is deleted, as in the kernel.
     pub fn update(&self, key: &[u8], value: &[u8], flags: u64) -> Result<(), MapError> {
+        if self.is_frozen() {
+            return Err(MapError::Frozen);
+        }
         if self.def.is_map_of_maps() {
             return Err(MapError::InvalidValue("a map of maps holds maps: insert one with Maps::set_inner"));
         }
@@ -1231,7 +1240,37 @@ impl Map {
     }
 
     /// Deletes `key` from userspace. Array elements cannot be deleted (`EINVAL`).
+    /// bpf_map_freeze: from now on user space cannot write the map (EPERM); programs see it
+    /// as before.
+    pub fn freeze(&self) {
+        self.frozen.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// What libbpf freezes when it loads an object: `.rodata` and `.kconfig` (read-only
+    /// for programs), once user space has filled them (a skeleton's settings).
+    pub fn is_libbpf_frozen(&self) -> bool {
+        self.def.flags & BPF_F_RDONLY_PROG != 0 && (self.def.name.starts_with(".rodata") || self.def.name == ".kconfig")
+    }
+
+    pub fn is_frozen(&self) -> bool {
+        self.frozen.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The one value of a frozen, program-read-only array of one entry (`.rodata`): what
+    /// the verifier may read as constants (the kernel's bpf_map_is_rdonly and
+    /// map_direct_value_addr). None for any other map.
+    pub fn frozen_value(&self) -> Option<Vec<u8>> {
+        let rdonly = self.def.flags & BPF_F_RDONLY_PROG != 0;
+        if !(rdonly && self.is_frozen() && self.def.map_type == map_type::ARRAY && self.def.max_entries == 1) {
+            return None;
+        }
+        self.lookup(&0u32.to_le_bytes(), 0)
+    }
+
     pub fn delete(&self, key: &[u8]) -> Result<(), MapError> {
+        if self.is_frozen() {
+            return Err(MapError::Frozen);
+        }
         self.check_key(key)?;
         match &self.kind {
             Kind::Events(_) => Err(MapError::NotSupported),

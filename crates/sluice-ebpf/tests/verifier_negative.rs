@@ -747,6 +747,57 @@ fn a_read_only_map_takes_no_update_or_delete_from_a_program() {
     verify(&program(asm(&format!("{key} \n call 1 \n r0 = 0 \n exit")), maps()), &VerifyOptions::default()).expect("lookup");
 }
 
+/// check_mem_access over a frozen read-only map (`.rodata` after libbpf's freeze): a load
+/// at a constant offset is the constant stored there, so a `const volatile` switch that is
+/// off makes its branch dead, and the invalid access behind it is never looked at (the
+/// kernel accepts such programs); switched on, or without the map's values, it is refused.
+#[test]
+fn a_frozen_rodata_value_is_a_constant_that_prunes_dead_branches() {
+    let src = "r1 = map_value[3][0] ll
+        r2 = *(u32 *)(r1 + 8)
+        if r2 == 0 goto out
+        r3 = 7
+        r0 = *(u32 *)(r3 + 0)
+    out:
+        r0 = 2
+        exit";
+    let p = program(asm(src), maps());
+    let rodata = |word: u32| {
+        let mut v = vec![0u8; 32];
+        v[8..12].copy_from_slice(&word.to_le_bytes());
+        let mut frozen = vec![None; 5];
+        frozen[3] = Some(v);
+        frozen
+    };
+    sluice_ebpf::verifier::verify_with_frozen(&p, &VerifyOptions::default(), &rodata(0)).expect("the branch is dead");
+    let e = sluice_ebpf::verifier::verify_with_frozen(&p, &VerifyOptions::default(), &rodata(1)).unwrap_err();
+    assert!(e.insn == 5 && e.msg.contains("invalid mem access 'scalar'"), "{e}");
+    rejects(src, 5, "invalid mem access 'scalar'");
+}
+
+/// A loop bounded by a `.rodata` count is verified as the bounded loop it is; with the
+/// count unknown (any u32) it runs past the instruction limit.
+#[test]
+fn a_loop_bound_read_from_frozen_rodata_is_known() {
+    let src = "r1 = map_value[3][0] ll
+        r6 = *(u32 *)(r1 + 0)
+        r0 = 0
+    again:
+        r0 += 1
+        if r0 < r6 goto again
+        r0 = 2
+        exit";
+    let p = program(asm(src), maps());
+    let opts = VerifyOptions { max_processed_insns: 20_000, ..VerifyOptions::default() };
+    let mut v = vec![0u8; 32];
+    v[0] = 200;
+    let mut frozen = vec![None; 5];
+    frozen[3] = Some(v);
+    let ok = sluice_ebpf::verifier::verify_with_frozen(&p, &opts, &frozen).expect("200 rounds");
+    assert!(ok.stats().processed_insns > 200 * 2, "{:?}", ok.stats());
+    assert!(verify(&p, &opts).is_err(), "an unknown bound");
+}
+
 /// `body` sets up the stack, `read` loads r6 from it, and r6 is used as an offset into a
 /// 16-byte map value (only 0 and 8 are in bounds for the 8-byte load).
 fn read_back_as_offset(body: &str, read: &str) -> String {

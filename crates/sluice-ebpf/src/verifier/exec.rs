@@ -612,7 +612,26 @@ impl<'a> Verifier<'a> {
             }
         }
         self.map_value_bounds(pc, regno, &base, off, size as i64)?;
+        if let Access::Read { sx } = acc {
+            if let Some(v) = self.frozen_read(&base, off, size, sx) {
+                return Ok(Reg::konst(v));
+            }
+        }
         Ok(Reg::scalar(Scalar::bounded(size * 8)))
+    }
+
+    /// A load at a constant offset from a frozen read-only map (`.rodata`) is the value
+    /// there (check_mem_access: bpf_map_is_rdonly + bpf_map_direct_read), sign-extended by a
+    /// sign-extending load.
+    fn frozen_read(&self, base: &Reg, off: i64, size: u32, sx: bool) -> Option<u64> {
+        let bytes = self.frozen.get(base.aux as usize)?.as_deref()?;
+        let at = usize::try_from(base.off.checked_add(off)?.checked_add(base.var.as_const()? as i64)?).ok()?;
+        let b = bytes.get(at..at.checked_add(size as usize)?)?;
+        let mut le = [0u8; 8];
+        le[..b.len()].copy_from_slice(b);
+        let v = u64::from_le_bytes(le);
+        let bits = size * 8;
+        Some(if sx && bits < 64 { (((v << (64 - bits)) as i64) >> (64 - bits)) as u64 } else { v })
     }
 
     fn touch_stack(&mut self, st: &State, fno: usize, o: i64) {

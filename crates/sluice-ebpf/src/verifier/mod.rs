@@ -167,16 +167,27 @@ impl VerifiedProgram {
 /// Verifies an XDP program: `Ok` only if no input can make it crash, corrupt memory or run
 /// forever.
 pub fn verify(prog: &Program, opts: &VerifyOptions) -> Result<VerifiedProgram, VerifyError> {
+    verify_with_frozen(prog, opts, &[])
+}
+
+/// [`verify`] knowing the values of frozen read-only maps: `frozen[i]` is the one value of
+/// the program's map `i` when that map is a frozen `BPF_F_RDONLY_PROG` array of one entry
+/// (`.rodata` after libbpf's bpf_map_freeze; [`crate::maps::Map::frozen_value`]). Loads
+/// from it at a constant offset are those constants, as in the kernel (check_mem_access:
+/// bpf_map_is_rdonly, bpf_map_direct_read), so `const volatile` settings prune branches and
+/// bound loops. The maps must stay frozen for as long as the program runs.
+pub fn verify_with_frozen(prog: &Program, opts: &VerifyOptions, frozen: &[Option<Vec<u8>>]) -> Result<VerifiedProgram, VerifyError> {
     // Internal invariant violations must refuse the program, never take the host down.
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| verify_inner(prog, opts))) {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| verify_inner(prog, opts, frozen))) {
         Ok(r) => r,
         Err(_) => Err(err(0, "internal verifier error (program refused)")),
     }
 }
 
-fn verify_inner(prog: &Program, opts: &VerifyOptions) -> Result<VerifiedProgram, VerifyError> {
+fn verify_inner(prog: &Program, opts: &VerifyOptions, frozen: &[Option<Vec<u8>>]) -> Result<VerifiedProgram, VerifyError> {
     let cfg = cfg::build(prog, opts.max_insns)?;
     let mut v = Verifier::new(prog, *opts, cfg);
+    v.frozen = frozen;
     v.run()?;
     let chain = v.check_stack_chains()?;
     let depths: Vec<u32> = v.stack_depth.iter().map(|&d| round8(d)).collect();
@@ -240,6 +251,8 @@ struct Pending {
 
 pub(crate) struct Verifier<'a> {
     prog: &'a Program,
+    /// Values of frozen read-only maps by map index ([`verify_with_frozen`]).
+    frozen: &'a [Option<Vec<u8>>],
     insns: &'a [Insn],
     opts: VerifyOptions,
     cfg: Cfg,
@@ -283,6 +296,7 @@ impl<'a> Verifier<'a> {
         let m = cfg.subprogs.len();
         Verifier {
             prog,
+            frozen: &[],
             insns: &prog.insns,
             opts,
             cfg,
