@@ -61,7 +61,9 @@ ipv4 = ["198.51.100.1/24"]
 fn bad_run_arguments_are_refused() {
     for s in ["inf", "1e20", "0", "-1", "NaN", "abc"] {
         refused(&["run", "--seconds", s], "--seconds");
+        refused(&["gen", "--iface", "lo", "--dst-mac", "02:00:00:00:00:01", "--seconds", s], "--seconds");
     }
+    refused(&["gen", "--iface", "lo", "--dst-mac", "02:00:00:00:00:01", "--count", "0"], "at least 1");
     refused(&["run", "--seconds=-1"], "positive");
     refused(&["run", "--packets", "0"], "at least 1");
     refused(&["run", "--packets", "99999999999999999999999"], "larger than");
@@ -105,6 +107,18 @@ fn bad_configs_are_refused_with_the_field_named() {
     let series =
         format!("{TWO_PORTS}\n[[route_series]]\nbase = \"10.0.0.0\"\nlen = 24\ncount = 4294967295\nvia = \"198.51.100.2\"\nport = \"b\"\n");
     refused(&["run", "--config", &config(d, "series.toml", &series), "--seconds", "0.1"], "at most");
+    // One route per prefix across routes and series: a series over a route, or over another
+    // series, is refused (it replaced the route without a word).
+    let hole = format!(
+        "{TWO_PORTS}\n[[routes]]\nprefix = \"10.0.3.0/24\"\nkind = \"blackhole\"\n[[route_series]]\nbase = \"10.0.0.0\"\nlen = 24\ncount = 8\nvia = \"198.51.100.2\"\nport = \"b\"\n"
+    );
+    refused(&["run", "--config", &config(d, "series-route.toml", &hole), "--seconds", "0.1"], "10.0.3.0/24 is already routes[0]");
+    let two = format!(
+        "{TWO_PORTS}\n[[route_series]]\nbase = \"10.0.0.0\"\nlen = 24\ncount = 8\nvia = \"198.51.100.2\"\nport = \"b\"\n[[route_series]]\nbase = \"10.0.7.0\"\nlen = 24\ncount = 2\nvia = \"198.51.100.2\"\nport = \"b\"\n"
+    );
+    refused(&["run", "--config", &config(d, "series-series.toml", &two), "--seconds", "0.1"], "overlap route_series[0]");
+    let apart = two.replace("10.0.7.0", "10.0.8.0");
+    assert!(run(&["run", "--config", &config(d, "series-apart.toml", &apart), "--seconds", "0.1", "-q"]).status.success());
 }
 
 /// Native XDP with a program that is not frags-aware on a port whose MTU needs multi-buffer

@@ -40,10 +40,10 @@ pub struct GenArgs {
     #[arg(long)]
     pub rate: Option<f64>,
     /// Packets to send (default: until --seconds or SIGINT).
-    #[arg(long)]
+    #[arg(long, value_parser = super::parse_packets)]
     pub count: Option<u64>,
     /// Seconds to send (default 10 unless --count is given).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = super::parse_seconds)]
     pub seconds: Option<f64>,
     /// Frames per transmit burst (one doorbell each).
     #[arg(long, default_value_t = 64)]

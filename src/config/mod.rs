@@ -516,6 +516,7 @@ impl Config {
             let nh = self.route_nexthop(&dp, r.kind.as_deref(), r.via.as_deref(), r.port.as_deref(), &what)?;
             add_route(&mut dp, addr, len, nh).map_err(|e| field(&what, e))?;
         }
+        let mut spans: Vec<SeriesSpan> = Vec::with_capacity(self.route_series.len());
         for (i, s) in self.route_series.iter().enumerate() {
             let what = format!("route_series[{i}]");
             let nh = self.route_nexthop(&dp, None, Some(&s.via), Some(&s.port), &what)?;
@@ -541,6 +542,15 @@ impl Config {
                     ),
                 ));
             }
+            // One route per prefix: a series may not cover a route or another series.
+            let span = SeriesSpan::new(base, s.len, s.count);
+            if let Some((&(a, l), &j)) = seen.iter().find(|(&(a, l), _)| span.holds(a, l)) {
+                return Err(field(&what, format!("{a}/{l} is already routes[{j}] (one route per prefix)")));
+            }
+            if let Some(j) = spans.iter().position(|o| o.overlaps(&span)) {
+                return Err(field(&what, format!("its prefixes overlap route_series[{j}]'s (one route per prefix)")));
+            }
+            spans.push(span);
             for k in 0..s.count {
                 let addr = match base {
                     IpAddr::V4(b) if s.len >= 1 && s.len <= 32 => {
@@ -559,6 +569,7 @@ impl Config {
                 &mut dp,
                 path,
                 &mut seen,
+                &spans,
                 self.routes.len() as u64 + self.route_series.iter().map(|s| s.count as u64).sum::<u64>(),
             )?;
             if added == 0 {
@@ -877,6 +888,7 @@ impl Config {
         dp: &mut Datapath,
         path: &std::path::Path,
         seen: &mut std::collections::HashMap<(IpAddr, u8), usize>,
+        series: &[SeriesSpan],
         already: u64,
     ) -> Result<u64, ConfigError> {
         use std::io::BufRead;
@@ -900,6 +912,9 @@ impl Config {
             let route = parse_ip_route(text).map_err(|e| field(&what, e))?;
             let (addr, len) = parse_prefix(route.prefix, &what)?;
             network_of(addr, len, &what)?;
+            if let Some(j) = series.iter().position(|sp| sp.holds(addr, len)) {
+                return Err(field(&what, format!("{addr}/{len} is already routed (route_series[{j}])")));
+            }
             if let Some(j) = seen.insert((addr, len), usize::MAX) {
                 let earlier = if j == usize::MAX { "earlier in the file".to_string() } else { format!("routes[{j}]") };
                 return Err(field(&what, format!("{addr}/{len} is already routed ({earlier})")));
@@ -1055,6 +1070,44 @@ pub fn lab(pipeline: Pipeline) -> Config {
         Pipeline::L3fwd => {}
     }
     c
+}
+
+/// The prefixes a `[[route_series]]` adds: `count` consecutive /`len` networks from the
+/// base's network number `first`, in one family (checked against routes and other series
+/// arithmetically: a series may hold a million prefixes).
+#[derive(Debug, Clone, Copy)]
+struct SeriesSpan {
+    v6: bool,
+    len: u8,
+    first: u128,
+    count: u128,
+}
+
+impl SeriesSpan {
+    fn new(base: IpAddr, len: u8, count: u32) -> SeriesSpan {
+        let (v6, first) = network_number(base, len);
+        SeriesSpan { v6, len, first, count: count as u128 }
+    }
+
+    fn holds(&self, addr: IpAddr, len: u8) -> bool {
+        let (v6, n) = network_number(addr, len);
+        v6 == self.v6 && len == self.len && n >= self.first && n - self.first < self.count
+    }
+
+    fn overlaps(&self, o: &SeriesSpan) -> bool {
+        self.v6 == o.v6
+            && self.len == o.len
+            && self.first < o.first.saturating_add(o.count)
+            && o.first < self.first.saturating_add(self.count)
+    }
+}
+
+/// The network number of `addr/len` (the address shifted right past the host bits).
+fn network_number(addr: IpAddr, len: u8) -> (bool, u128) {
+    match addr {
+        IpAddr::V4(a) => (false, u32::from(a).checked_shr(32 - u32::from(len.min(32))).unwrap_or(0) as u128),
+        IpAddr::V6(a) => (true, u128::from(a).checked_shr(128 - u32::from(len.min(128))).unwrap_or(0)),
+    }
 }
 
 #[cfg(test)]
