@@ -72,7 +72,7 @@ pub struct ArmResult {
     pub conservation_errors: Vec<String>,
 }
 
-/// The ratio of means B / A with an approximate 95% interval (delta method, Welch df).
+/// The ratio of means B / A with its 95% interval (Fieller's).
 #[derive(Debug, Clone, Serialize)]
 pub struct RatioCi {
     pub ratio: f64,
@@ -219,16 +219,29 @@ pub fn arm_result(
 
 /// Pools the runs' stage cycles into the zoom-in table.
 fn zoom_in(r: &mut ArmResult) {
-    let pk: u64 = r.samples.iter().map(|s| s.rx_packets).sum();
-    if pk == 0 || r.samples.iter().all(|s| s.stages.is_empty()) {
-        return;
+    if let Some((rows, total, kind)) = zoom_rows(&r.samples) {
+        r.zoom = rows;
+        r.zoom_total_ns = Some(total);
+        r.zoom_total_kind = kind;
+    }
+}
+
+/// The zoom-in rows of `samples` (ns per packet by stage, then `other`), their total and
+/// what the total is; None without packets or stage readings.
+fn zoom_rows(samples: &[Sample]) -> Option<(Vec<ZoomRow>, f64, &'static str)> {
+    let pk: u64 = samples.iter().map(|s| s.rx_packets).sum();
+    if pk == 0 || samples.iter().all(|s| s.stages.is_empty()) {
+        return None;
     }
     // The stage counters are TSC (wall-clock) readings, so their total is wall time too:
     // a run preempted inside a stage charges that stage; preemption elsewhere is `other`.
-    let secs: f64 = r.samples.iter().map(|s| s.seconds).sum();
-    let (total, kind) = (secs * 1e9 / pk as f64, "wall");
+    // Each worker's clocks run through the whole run, side by side: the total is the wall
+    // time of every worker (with two workers, 100% is twice the run's time).
+    let secs: f64 = samples.iter().map(|s| s.seconds * f64::from(s.workers.max(1))).sum();
+    let many = samples.iter().any(|s| s.workers > 1);
+    let (total, kind) = (secs * 1e9 / pk as f64, if many { "wall × workers" } else { "wall" });
     let mut names: Vec<&'static str> = Vec::new();
-    for s in &r.samples {
+    for s in samples {
         for st in &s.stages {
             if !names.contains(&st.stage) {
                 names.push(st.stage);
@@ -237,9 +250,10 @@ fn zoom_in(r: &mut ArmResult) {
     }
     names.sort_by_key(|n| stage_order(n));
     let mut cum = 0.0;
+    let mut rows = Vec::new();
     for n in names {
         let (mut cycles, mut calls, mut packets) = (0u64, 0u64, 0u64);
-        for s in &r.samples {
+        for s in samples {
             for st in s.stages.iter().filter(|st| st.stage == n) {
                 cycles += st.cycles;
                 calls += st.calls;
@@ -248,7 +262,7 @@ fn zoom_in(r: &mut ArmResult) {
         }
         let self_ns = cycles_to_ns(cycles as f64 / pk as f64);
         cum += self_ns;
-        r.zoom.push(ZoomRow {
+        rows.push(ZoomRow {
             stage: n.to_string(),
             self_ns,
             cum_ns: cum,
@@ -257,15 +271,14 @@ fn zoom_in(r: &mut ArmResult) {
         });
     }
     let other = total - cum;
-    r.zoom.push(ZoomRow {
+    rows.push(ZoomRow {
         stage: "other (poll loop, timing)".into(),
         self_ns: other,
         cum_ns: total,
         pct: 100.0 * other / total,
         vec_per_call: f64::NAN,
     });
-    r.zoom_total_ns = Some(total);
-    r.zoom_total_kind = kind;
+    Some((rows, total, kind))
 }
 
 /// Position of a stage in the order a packet meets it. `rx-single` (single mode: l2 to tx
@@ -356,7 +369,7 @@ pub fn compare(title: &str, a: &ArmResult, b: &ArmResult, cap: Option<f64>, want
         c.note = Some(format!("no verdict: needs at least 2 runs per arm (have {}+{})", xa.len(), xb.len()));
     }
     if want_ratio {
-        c.ratio = ratio_ci(a.mpps.as_ref(), b.mpps.as_ref(), c.welch.as_ref().map(|w| w.df));
+        c.ratio = ratio_ci(a.mpps.as_ref(), b.mpps.as_ref());
     }
     if a.zoom.is_empty() || b.zoom.is_empty() {
         return c;
@@ -374,15 +387,30 @@ pub fn compare(title: &str, a: &ArmResult, b: &ArmResult, cap: Option<f64>, want
     c
 }
 
-fn ratio_ci(a: Option<&Summary>, b: Option<&Summary>, df: Option<f64>) -> Option<RatioCi> {
+/// Fieller's 95% interval for the ratio of two independent means, B / A: the ρ with
+/// (b̄ − ρā)² ≤ t² (se_b² + ρ² se_a²), t on the Welch–Satterthwaite df of the relative
+/// variances (se/mean)². None with fewer than two runs on a side (no interval exists), a
+/// mean ≤ 0, or an A mean not clearly above zero (the interval is unbounded then).
+fn ratio_ci(a: Option<&Summary>, b: Option<&Summary>) -> Option<RatioCi> {
     let (a, b) = (a?, b?);
-    if a.mean <= 0.0 || b.mean <= 0.0 {
+    if a.mean <= 0.0 || b.mean <= 0.0 || a.n < 2 || b.n < 2 {
         return None;
     }
     let r = b.mean / a.mean;
-    let se = r * ((a.sem / a.mean).powi(2) + (b.sem / b.mean).powi(2)).sqrt();
-    let q = df.and_then(|d| stats::t_quantile(0.975, d)).unwrap_or(1.959964);
-    Some(RatioCi { ratio: r, ci95: (r - q * se, r + q * se) })
+    let (ra, rb) = ((a.sem / a.mean).powi(2), (b.sem / b.mean).powi(2));
+    if ra + rb == 0.0 {
+        return Some(RatioCi { ratio: r, ci95: (r, r) });
+    }
+    let df = (ra + rb).powi(2) / (ra * ra / (a.n - 1) as f64 + rb * rb / (b.n - 1) as f64);
+    let t = stats::t_quantile(0.975, df)?;
+    let (t2, va, vb) = (t * t, a.sem * a.sem, b.sem * b.sem);
+    let denom = a.mean * a.mean - t2 * va;
+    let disc = a.mean * a.mean * vb + b.mean * b.mean * va - t2 * va * vb;
+    if denom <= 0.0 || disc < 0.0 {
+        return None;
+    }
+    let half = t * disc.sqrt();
+    Some(RatioCi { ratio: r, ci95: ((a.mean * b.mean - half) / denom, (a.mean * b.mean + half) / denom) })
 }
 
 /// Least-squares fits of the sweep lines (over every sample, not the means).
@@ -462,8 +490,37 @@ mod tests {
     fn ratio_interval_brackets_ratio() {
         let a = stats::summarize(&[10.0, 11.0, 9.0]).unwrap();
         let b = stats::summarize(&[5.0, 5.5, 4.5]).unwrap();
-        let r = ratio_ci(Some(&a), Some(&b), Some(4.0)).unwrap();
+        let r = ratio_ci(Some(&a), Some(&b)).unwrap();
         assert!((r.ratio - 0.5).abs() < 1e-12);
         assert!(r.ci95.0 < 0.5 && r.ci95.1 > 0.5);
+    }
+
+    /// Two workers' stage clocks run side by side: the zoom-in's total is both workers'
+    /// time, so stages taking 90% of two workers' time leave a positive `other`.
+    #[test]
+    fn zoom_in_total_counts_every_worker() {
+        let cycles = (crate::stats::tsc::tsc_hz() * 1.8) as u64; // 1.8 s of stage time
+        let stage = crate::bench::runner::StageSample { stage: "l2", calls: 1000, packets: 1_000_000, cycles };
+        let s = Sample { seconds: 1.0, workers: 2, rx_packets: 1_000_000, stages: vec![stage], ..Sample::default() };
+        let (rows, total, kind) = zoom_rows(&[s]).unwrap();
+        assert_eq!(kind, "wall × workers");
+        assert!((total - 2000.0).abs() < 1e-6, "{total}");
+        let other = rows.last().unwrap();
+        assert!((other.self_ns - 200.0).abs() < 1.0 && other.pct > 9.0 && other.pct < 11.0, "{other:?}");
+    }
+
+    /// Fieller's interval (checked by hand    /// Fieller's interval (checked by hand: ā = 10, b̄ = 5, se 0.5 and 0.25, n = 4 and 4, so
+    /// equal relative variances, df = 6, t = 2.4469): ρ = (ab ± t·sqrt(a²v_b + b²v_a −
+    /// t²v_a v_b)) / (a² − t²v_a) = [0.4201, 0.5951], longer above 0.5 as a ratio's
+    /// interval is; one run on a side gives no interval.
+    #[test]
+    fn ratio_interval_is_fiellers_and_needs_two_runs_a_side() {
+        let a = Summary { n: 4, mean: 10.0, sd: 1.0, sem: 0.5, ci95: (0.0, 0.0), min: 0.0, median: 10.0, max: 0.0 };
+        let b = Summary { n: 4, mean: 5.0, sd: 0.5, sem: 0.25, ..a.clone() };
+        let r = ratio_ci(Some(&a), Some(&b)).unwrap();
+        assert!((r.ci95.0 - 0.4201).abs() < 5e-4 && (r.ci95.1 - 0.5951).abs() < 5e-4, "{:?}", r.ci95);
+        assert!(r.ci95.1 - 0.5 > 0.5 - r.ci95.0 + 0.01, "not the symmetric delta interval");
+        let one = Summary { n: 1, sd: 0.0, sem: 0.0, ..b.clone() };
+        assert!(ratio_ci(Some(&a), Some(&one)).is_none());
     }
 }

@@ -93,6 +93,9 @@ fn bar_chart(e: &ExperimentResult, path: &Path) -> Result<bool, String> {
         bar.set_margin(0, 0, 18, 18);
         chart.draw_series(std::iter::once(bar)).map_err(|e| e.to_string())?;
         let (lo, hi) = m.ci95;
+        if !(lo.is_finite() && hi.is_finite()) {
+            continue; // one run: no interval to draw
+        }
         let black = BLACK.stroke_width(2);
         chart
             .draw_series(std::iter::once(PathElement::new(vec![(SegmentValue::CenterOf(i), lo), (SegmentValue::CenterOf(i), hi)], black)))

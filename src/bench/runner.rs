@@ -29,6 +29,9 @@ pub struct Sample {
     pub order: usize,
     /// Measured wall-clock seconds (after the warm-up).
     pub seconds: f64,
+    /// Worker threads that ran (their stage clocks run side by side: the zoom-in's total is
+    /// seconds × workers).
+    pub workers: u32,
     pub rx_packets: u64,
     pub tx_packets: u64,
     pub rx_bytes: u64,
@@ -168,6 +171,7 @@ pub fn run_sluice(
         round: 0,
         order: 0,
         seconds: secs,
+        workers: dp.workers.len() as u32,
         rx_packets: c.rx,
         tx_packets: c.tx,
         rx_bytes: c.rx_bytes,

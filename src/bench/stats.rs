@@ -242,9 +242,9 @@ fn norm_log_sf(z: f64) -> f64 {
 
 /// Mean, sd, t-based 95% CI and order statistics of `x`.
 ///
-/// `None` for an empty or non-finite sample. n = 1 gives sd = sem = 0 and
-/// `ci95 = (mean, mean)` (the interval is undefined; a point is the honest
-/// degenerate answer and keeps plots drawable).
+/// `None` for an empty or non-finite sample. n = 1 gives sd = sem = 0 and a `ci95` of NaN:
+/// one run has no interval (a zero-width one would claim certainty); tables print "-",
+/// JSON null, plots draw no whisker.
 pub fn summarize(x: &[f64]) -> Option<Summary> {
     if x.is_empty() || !all_finite(x) {
         return None;
@@ -255,7 +255,7 @@ pub fn summarize(x: &[f64]) -> Option<Summary> {
     sorted.sort_by(f64::total_cmp);
     let median = if n % 2 == 1 { sorted[n / 2] } else { 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]) };
     let (sd, sem, ci95) = if n == 1 {
-        (0.0, 0.0, (mean, mean))
+        (0.0, 0.0, (f64::NAN, f64::NAN))
     } else {
         let sd = (ss_about(x, mean) / (n - 1) as f64).sqrt();
         let sem = sd / (n as f64).sqrt();
@@ -738,7 +738,8 @@ mod tests {
         assert_eq!(summarize(&[]), None);
         assert_eq!(summarize(&[1.0, f64::NAN]), None);
         let s = summarize(&[4.2]).unwrap();
-        assert_eq!((s.sd, s.sem, s.ci95), (0.0, 0.0, (4.2, 4.2)));
+        assert_eq!((s.sd, s.sem, s.mean), (0.0, 0.0, 4.2));
+        assert!(s.ci95.0.is_nan() && s.ci95.1.is_nan(), "one run has no interval");
         let s = summarize(&[3.0, 3.0, 3.0]).unwrap();
         assert_eq!((s.sd, s.ci95), (0.0, (3.0, 3.0)));
     }
