@@ -389,14 +389,18 @@ pub fn compare(title: &str, a: &ArmResult, b: &ArmResult, cap: Option<f64>, want
 
 /// Fieller's 95% interval for the ratio of two independent means, B / A: the ρ with
 /// (b̄ − ρā)² ≤ t² (se_b² + ρ² se_a²), t on the Welch–Satterthwaite df of the relative
-/// variances (se/mean)². None with fewer than two runs on a side (no interval exists), a
-/// mean ≤ 0, or an A mean not clearly above zero (the interval is unbounded then).
+/// variances (se/mean)². None only when a mean is ≤ 0; with fewer than two runs on a side
+/// the interval is NaN (none exists), and when A's mean is not clearly above zero it is
+/// (−∞, ∞) (Fieller's set is unbounded then); both print as "-".
 fn ratio_ci(a: Option<&Summary>, b: Option<&Summary>) -> Option<RatioCi> {
     let (a, b) = (a?, b?);
-    if a.mean <= 0.0 || b.mean <= 0.0 || a.n < 2 || b.n < 2 {
+    if a.mean <= 0.0 || b.mean <= 0.0 {
         return None;
     }
     let r = b.mean / a.mean;
+    if a.n < 2 || b.n < 2 {
+        return Some(RatioCi { ratio: r, ci95: (f64::NAN, f64::NAN) });
+    }
     let (ra, rb) = ((a.sem / a.mean).powi(2), (b.sem / b.mean).powi(2));
     if ra + rb == 0.0 {
         return Some(RatioCi { ratio: r, ci95: (r, r) });
@@ -407,7 +411,7 @@ fn ratio_ci(a: Option<&Summary>, b: Option<&Summary>) -> Option<RatioCi> {
     let denom = a.mean * a.mean - t2 * va;
     let disc = a.mean * a.mean * vb + b.mean * b.mean * va - t2 * va * vb;
     if denom <= 0.0 || disc < 0.0 {
-        return None;
+        return Some(RatioCi { ratio: r, ci95: (f64::NEG_INFINITY, f64::INFINITY) });
     }
     let half = t * disc.sqrt();
     Some(RatioCi { ratio: r, ci95: ((a.mean * b.mean - half) / denom, (a.mean * b.mean + half) / denom) })
@@ -512,7 +516,7 @@ mod tests {
     /// Fieller's interval (checked by hand    /// Fieller's interval (checked by hand: ā = 10, b̄ = 5, se 0.5 and 0.25, n = 4 and 4, so
     /// equal relative variances, df = 6, t = 2.4469): ρ = (ab ± t·sqrt(a²v_b + b²v_a −
     /// t²v_a v_b)) / (a² − t²v_a) = [0.4201, 0.5951], longer above 0.5 as a ratio's
-    /// interval is; one run on a side gives no interval.
+    /// interval is; one run on a side gives no interval, a vague A an unbounded one.
     #[test]
     fn ratio_interval_is_fiellers_and_needs_two_runs_a_side() {
         let a = Summary { n: 4, mean: 10.0, sd: 1.0, sem: 0.5, ci95: (0.0, 0.0), min: 0.0, median: 10.0, max: 0.0 };
@@ -521,6 +525,11 @@ mod tests {
         assert!((r.ci95.0 - 0.4201).abs() < 5e-4 && (r.ci95.1 - 0.5951).abs() < 5e-4, "{:?}", r.ci95);
         assert!(r.ci95.1 - 0.5 > 0.5 - r.ci95.0 + 0.01, "not the symmetric delta interval");
         let one = Summary { n: 1, sd: 0.0, sem: 0.0, ..b.clone() };
-        assert!(ratio_ci(Some(&a), Some(&one)).is_none());
+        let r = ratio_ci(Some(&a), Some(&one)).unwrap();
+        assert!(r.ratio == 0.5 && r.ci95.0.is_nan() && r.ci95.1.is_nan(), "one run: a ratio, no interval");
+        // A's mean within t·se of zero: Fieller's set is unbounded.
+        let vague = Summary { n: 2, sem: 6.0, ..a.clone() };
+        let r = ratio_ci(Some(&vague), Some(&b)).unwrap();
+        assert_eq!(r.ci95, (f64::NEG_INFINITY, f64::INFINITY));
     }
 }

@@ -57,6 +57,9 @@ pub const BPF_F_LOCK: u64 = 4;
 /// Map creation flags (`map_flags`).
 pub const BPF_F_NO_PREALLOC: u32 = 1 << 0;
 pub const BPF_F_RDONLY_PROG: u32 = 1 << 7;
+
+/// cpu_map_update_elem's sanity limit on a CPU's queue size.
+const MAX_CPUMAP_QSIZE: u32 = 16384;
 pub const BPF_F_WRONLY_PROG: u32 = 1 << 8;
 
 /// Largest key of a hash map (the kernel's `MAX_BPF_STACK` limit for keys).
@@ -93,6 +96,8 @@ pub enum MapError {
     InvalidDef { name: String, reason: String },
     #[error("the map is frozen (read-only for user space)")]
     Frozen,
+    #[error("value too large: {0}")]
+    Overflow(&'static str),
 }
 
 impl MapError {
@@ -104,6 +109,7 @@ impl MapError {
             MapError::Full | MapError::OutOfRange { .. } => libc::E2BIG,
             MapError::NotSupported => libc::EOPNOTSUPP,
             MapError::Frozen => libc::EPERM,
+            MapError::Overflow(_) => libc::EOVERFLOW,
             MapError::KeySize { .. }
             | MapError::ValueSize { .. }
             | MapError::Flags(_)
@@ -1180,19 +1186,33 @@ impl Map {
             return Err(MapError::ValueSize { expected: vs, got: value.len() });
         }
         let t = self.def.map_type;
+        if matches!(t, map_type::PROG_ARRAY | map_type::ARRAY_OF_MAPS) && flags != BPF_ANY {
+            // bpf_fd_array_map_update_elem takes BPF_ANY only.
+            return Err(MapError::Flags(flags));
+        }
+        if matches!(t, map_type::DEVMAP | map_type::CPUMAP) {
+            // __dev_map_update_elem / cpu_map_update_elem: the index, then NOEXIST is always
+            // EEXIST (EXIST never fails); ifindex / qsize 0 empties the slot.
+            if self.array_index(key).is_none() {
+                return Err(self.out_of_range(key));
+            }
+            if flags == BPF_NOEXIST {
+                return Err(MapError::Exists);
+            }
+        }
         if matches!(t, map_type::DEVMAP | map_type::DEVMAP_HASH | map_type::CPUMAP) {
             let first = u32::from_le_bytes(value[0..4].try_into().unwrap_or([0; 4]));
             let second = value.get(4..8).map(|b| i32::from_le_bytes(b.try_into().unwrap_or([0; 4]))).unwrap_or(0);
             if second > 0 {
                 return Err(MapError::InvalidValue("programs attached to DEVMAP/CPUMAP entries are not supported"));
             }
-            if t == map_type::CPUMAP && first == 0 {
-                return match self.delete(key) {
-                    Ok(()) | Err(MapError::NotFound) => Ok(()),
-                    Err(e) => Err(e),
-                };
+            if t == map_type::CPUMAP && first > MAX_CPUMAP_QSIZE {
+                return Err(MapError::Overflow("a CPUMAP qsize above 16384"));
             }
-            if t != map_type::CPUMAP && first == 0 {
+            if t != map_type::DEVMAP_HASH && first == 0 {
+                return self.delete(key);
+            }
+            if first == 0 {
                 return Err(MapError::InvalidValue("ifindex 0"));
             }
         }
@@ -1228,18 +1248,26 @@ impl Map {
                 if exists && flags == BPF_NOEXIST {
                     return Err(MapError::Exists);
                 }
-                if !exists && flags == BPF_EXIST {
+                // Only a socket map refuses EXIST on an empty slot (xsk_map_update_elem).
+                if !exists && flags == BPF_EXIST && t == map_type::XSKMAP {
                     return Err(MapError::NotFound);
                 }
                 write(i);
                 p.store(1, Ordering::Release);
                 Ok(())
             }
-            Kind::Hash(m) => self.hash_update(m, key, flags, |slot, _| write(slot)),
+            Kind::Hash(m) => {
+                // __dev_map_hash_update_elem checks NOEXIST only: EXIST inserts a missing key.
+                let flags = if t == map_type::DEVMAP_HASH && flags == BPF_EXIST { BPF_ANY } else { flags };
+                self.hash_update(m, key, flags, |slot, _| write(slot))
+            }
         }
     }
 
-    /// Deletes `key` from userspace. Array elements cannot be deleted (`EINVAL`).
+    fn out_of_range(&self, key: &[u8]) -> MapError {
+        MapError::OutOfRange { index: u32::from_le_bytes(key.try_into().unwrap_or([0xff; 4])), max_entries: self.def.max_entries }
+    }
+
     /// bpf_map_freeze: from now on user space cannot write the map (EPERM); programs see it
     /// as before.
     pub fn freeze(&self) {
@@ -1267,6 +1295,10 @@ impl Map {
         self.lookup(&0u32.to_le_bytes(), 0)
     }
 
+    /// Deletes `key` from userspace. Array elements cannot be deleted (`EINVAL`). In a
+    /// device, CPU or socket map an empty slot deletes fine and a key past the end is EINVAL
+    /// (dev_map_delete_elem, cpu_map_delete_elem, xsk_map_delete_elem); in a program array
+    /// or array of maps they are ENOENT and E2BIG (fd_array_map_delete_elem).
     pub fn delete(&self, key: &[u8]) -> Result<(), MapError> {
         if self.is_frozen() {
             return Err(MapError::Frozen);
@@ -1276,8 +1308,11 @@ impl Map {
             Kind::Events(_) => Err(MapError::NotSupported),
             Kind::Array => Err(MapError::InvalidValue("array elements cannot be deleted")),
             Kind::Slots { present } => {
-                let i = self.array_index(key).ok_or(MapError::NotFound)?;
-                if present[i as usize].swap(0, Ordering::AcqRel) == 0 {
+                let redirect = matches!(self.def.map_type, map_type::DEVMAP | map_type::CPUMAP | map_type::XSKMAP);
+                let Some(i) = self.array_index(key) else {
+                    return Err(if redirect { MapError::InvalidValue("index past the end") } else { self.out_of_range(key) });
+                };
+                if present[i as usize].swap(0, Ordering::AcqRel) == 0 && !redirect {
                     return Err(MapError::NotFound);
                 }
                 Ok(())
@@ -1740,7 +1775,8 @@ mod tests {
         let dev = Map::new(&def(map_type::DEVMAP, 4, 8, 4), 1, 1 << 20).unwrap();
         assert!(!dev.prog_writable());
         assert_eq!(dev.redirect_target(1), None);
-        assert!(dev.update(&1u32.to_le_bytes(), &[0; 8], BPF_ANY).is_err());
+        // ifindex 0 empties a DEVMAP slot (__dev_map_update_elem), also an empty one.
+        dev.update(&1u32.to_le_bytes(), &[0; 8], BPF_ANY).unwrap();
         let mut v = [0u8; 8];
         v[0] = 5;
         dev.update(&1u32.to_le_bytes(), &v, BPF_ANY).unwrap();
@@ -1766,6 +1802,41 @@ mod tests {
         dh.update(&1000u32.to_le_bytes(), &9u32.to_le_bytes(), BPF_ANY).unwrap();
         assert_eq!(dh.redirect_target(1000), Some(RedirectTarget::Ifindex(9)));
         assert_eq!(dh.redirect_target(1), None);
+    }
+
+    /// The kernel's update and delete rules for the slot maps: DEVMAP/CPUMAP take EXIST on
+    /// an empty slot and never NOEXIST, ifindex / qsize 0 empties a slot, a qsize over 16384
+    /// overflows, the index is checked first; their deletes of empty slots succeed and past
+    /// the end are EINVAL; XSKMAP keeps present/absent rules; program arrays and arrays of
+    /// maps take BPF_ANY only, deleting an empty slot is ENOENT and past the end E2BIG;
+    /// DEVMAP_HASH inserts on EXIST.
+    #[test]
+    fn slot_maps_update_and_delete_as_the_kernel() {
+        let errno = |r: Result<(), MapError>| r.err().map_or(0, |e| e.errno());
+        let k = |i: u32| i.to_le_bytes();
+        let dev = Map::new(&def(map_type::DEVMAP, 4, 4, 4), 1, 1 << 20).unwrap();
+        assert_eq!(errno(dev.update(&k(0), &k(5), BPF_NOEXIST)), libc::EEXIST, "NOEXIST always fails");
+        assert_eq!(errno(dev.update(&k(0), &k(5), BPF_EXIST)), 0, "EXIST on an empty slot is fine");
+        assert_eq!(dev.redirect_target(0), Some(RedirectTarget::Ifindex(5)));
+        assert_eq!(errno(dev.update(&k(0), &k(0), BPF_ANY)), 0);
+        assert_eq!(dev.redirect_target(0), None, "ifindex 0 empties the slot");
+        assert_eq!(errno(dev.update(&k(9), &k(5), BPF_NOEXIST)), libc::E2BIG, "the index first");
+        assert_eq!((errno(dev.delete(&k(1))), errno(dev.delete(&k(9)))), (0, libc::EINVAL));
+        let cpu = Map::new(&def(map_type::CPUMAP, 4, 4, 4), 1, 1 << 20).unwrap();
+        assert_eq!(errno(cpu.update(&k(99), &k(0), BPF_ANY)), libc::E2BIG, "the index before qsize 0");
+        assert_eq!(errno(cpu.update(&k(1), &k(16385), BPF_ANY)), libc::EOVERFLOW);
+        assert_eq!(errno(cpu.update(&k(1), &k(16384), BPF_ANY)), 0);
+        assert_eq!((errno(cpu.delete(&k(2))), errno(cpu.delete(&k(99)))), (0, libc::EINVAL));
+        let xsk = Map::new(&def(map_type::XSKMAP, 4, 4, 4), 1, 1 << 20).unwrap();
+        assert_eq!(errno(xsk.update(&k(0), &k(7), BPF_EXIST)), libc::ENOENT);
+        assert_eq!(errno(xsk.delete(&k(0))), 0);
+        let progs = Map::new(&def(map_type::PROG_ARRAY, 4, 4, 4), 1, 1 << 20).unwrap();
+        assert_eq!(errno(progs.update(&k(0), &k(1), BPF_NOEXIST)), libc::EINVAL, "BPF_ANY only");
+        assert_eq!(errno(progs.update(&k(0), &k(1), BPF_EXIST)), libc::EINVAL);
+        assert_eq!((errno(progs.delete(&k(1))), errno(progs.delete(&k(9)))), (libc::ENOENT, libc::E2BIG));
+        let dh = Map::new(&def(map_type::DEVMAP_HASH, 4, 4, 4), 1, 1 << 20).unwrap();
+        assert_eq!(errno(dh.update(&k(7), &k(3), BPF_EXIST)), 0, "__dev_map_hash_update_elem inserts");
+        assert_eq!(errno(dh.update(&k(7), &k(0), BPF_ANY)), libc::EINVAL, "ifindex 0");
     }
 
     #[test]
