@@ -961,17 +961,3 @@ fn format_printk(st: &RunState<'_>, fmt: &[u8], args: &[u64]) -> Option<String> 
 pub(crate) fn tests_format(st: &RunState<'_>, fmt: &[u8], args: &[u64]) -> Option<String> {
     format_printk(st, fmt, args)
 }
-
-/// Helpers that take the context as r1 (useful to the verifier and JIT).
-pub fn takes_ctx(id: i32) -> bool {
-    matches!(
-        u32::try_from(id),
-        Ok(id::XDP_ADJUST_HEAD
-            | id::XDP_ADJUST_META
-            | id::XDP_ADJUST_TAIL
-            | id::FIB_LOOKUP
-            | id::XDP_GET_BUFF_LEN
-            | id::XDP_LOAD_BYTES
-            | id::XDP_STORE_BYTES)
-    )
-}

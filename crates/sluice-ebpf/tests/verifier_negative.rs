@@ -1526,3 +1526,47 @@ fn pruning_propagates_precise_spilled_scalars_to_the_pruned_path() {
         exit";
     rejects(src, 30, "invalid access to map value, value_size=16 off=100 size=1");
 }
+
+/// A callee's return value that decides a pointer offset in the caller is precise inside
+/// the callee too (the kernel's backtrack_insn on BPF_EXIT: r0 of the caller's return point
+/// is the callee's r0): r0 is 4 on the first path through `f` and 100 on the second, so
+/// `join` in `f` must not prune the second path once `r8 += r0` relied on r0 = 4.
+#[test]
+fn precision_of_a_returned_r0_follows_it_into_the_callee() {
+    rejects(
+        "r6 = r1
+        *(u32 *)(r10 - 4) = 0
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        if r0 == 0 goto out
+        r8 = r0
+        call @f
+        r8 += r0
+        r0 = *(u8 *)(r8 + 0)
+    out:
+        r0 = 2
+        exit
+    f:
+        call 5
+        r7 = r0
+        if r7 > 100 goto big
+        r0 = 4
+        goto pad
+    pad:
+        r3 = 0
+        r4 = 1
+        r5 = 2
+        r3 = 3
+        r4 = 4
+        r5 = 5
+        goto join
+    big:
+        r0 = 100
+    join:
+        exit",
+        11,
+        "invalid access to map value, value_size=16 off=100 size=1",
+    );
+}

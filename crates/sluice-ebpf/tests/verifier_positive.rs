@@ -670,3 +670,137 @@ fn a_nonzero_narrow_store_does_not_make_its_source_precise() {
     let v = diamond_r6(2, "*(u8 *)(r10 - 3) = r6 \n r0 = 2 \n exit");
     assert_eq!(v.stats().states_pruned, 1, "{:?}", v.stats());
 }
+
+/// Two pointers into the same object (here one stack frame) subtract to the constant
+/// distance between them: `(r10 - 8) - (r10 - 24)` is 16, so the `!= 16` side of the
+/// branch is dead and its exit with an uninitialised r0 is never walked. (The kernel
+/// makes any pointer difference an unknown scalar; sluice keeps the exact distance.)
+#[test]
+fn the_difference_of_two_pointers_into_one_object_is_their_distance() {
+    accepts(
+        "r1 = r10
+        r1 += -8
+        r2 = r10
+        r2 += -24
+        r1 -= r2
+        if r1 == 16 goto ok
+        exit
+    ok:
+        r0 = 2
+        exit",
+    );
+}
+
+/// A fully explored state at a join does not stop another state from being saved there
+/// (only an ancestor at the same instruction, a loop, does; the kernel's
+/// `is_state_visited` heuristic): r6 = 1 is saved at `join` and explored, r6 = 2 is not
+/// covered by it (r6 is a stack offset after `join`, so it is precise) and is saved in
+/// turn, and the third path (r6 = 2 again) is then pruned against that second state (no
+/// other prune point follows `join`, so only a state saved there can prune it).
+#[test]
+fn a_second_state_is_saved_at_a_join_whose_first_is_fully_explored() {
+    let v = accepts(
+        "call 7
+        r7 = r0
+        r6 = 1
+        if r7 > 5 goto two
+        r3 = 0
+        r4 = 1
+        r5 = 2
+        r3 = 3
+        r4 = 4
+        r5 = 5
+        goto join
+    two:
+        if r7 == 6 goto three
+        r6 = 2
+        r3 = 0
+        r4 = 1
+        r5 = 2
+        r3 = 3
+        r4 = 4
+        r5 = 5
+        goto join
+    three:
+        r6 = 2
+        goto join
+    join:
+        r1 = r10
+        r1 += r6
+        *(u8 *)(r1 - 8) = 0
+        r0 = 2
+        exit",
+    );
+    assert_eq!(v.stats().states_pruned, 1, "{:?}", v.stats());
+}
+
+/// A byte swap reads and writes only its destination (liveness; the kernel's BPF_END
+/// uses dst_reg alone, its src field is 0 even though `be` sets the BPF_X bit): r0 holds
+/// a stack pointer on one path and a number on the other, but it is dead at `join`
+/// (`r6 = be16 r6` does not read it, `r0 = 2` overwrites it), so the join prunes.
+#[test]
+fn a_byte_swap_reads_only_its_destination_so_a_dead_r0_still_prunes() {
+    let v = accepts(
+        "call 7
+        r6 = 1
+        if r0 != 0 goto other
+        r0 = r10
+        r3 = 0
+        r4 = 1
+        r5 = 2
+        r3 = 3
+        r4 = 4
+        r5 = 5
+        goto join
+    other:
+        r0 = 1
+    join:
+        r6 = be16 r6
+        r0 = 2
+        exit",
+    );
+    assert_eq!(v.stats().states_pruned, 1, "{:?}", v.stats());
+}
+
+/// The positive sibling of verifier_negative's
+/// `precision_of_a_returned_r0_follows_it_into_the_callee`: with r0 = 4 on both paths
+/// through `f`, the second is pruned at `join` (a state is saved there), so that test's
+/// refusal depends on r0's precision and not on a join that never prunes.
+#[test]
+fn a_callee_join_with_the_same_returned_r0_prunes() {
+    let v = accepts(
+        "r6 = r1
+        *(u32 *)(r10 - 4) = 0
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        if r0 == 0 goto out
+        r8 = r0
+        call @f
+        r8 += r0
+        r0 = *(u8 *)(r8 + 0)
+    out:
+        r0 = 2
+        exit
+    f:
+        call 5
+        r7 = r0
+        if r7 > 100 goto big
+        r0 = 4
+        goto pad
+    pad:
+        r3 = 0
+        r4 = 1
+        r5 = 2
+        r3 = 3
+        r4 = 4
+        r5 = 5
+        goto join
+    big:
+        r0 = 4
+    join:
+        exit",
+    );
+    assert_eq!(v.stats().states_pruned, 1, "{:?}", v.stats());
+}
