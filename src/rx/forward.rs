@@ -736,12 +736,22 @@ pub(crate) fn forward_released(net: &Net, w: &mut Worker) {
     w.resolver.released = list;
 }
 
+/// Forwarded packets whose neighbour never answered (collected by the neighbour timers),
+/// each reported to its sender and dropped, in the order they came.
+pub(crate) fn report_neigh_failed(net: &Net, w: &mut Worker) {
+    let mut list = std::mem::take(&mut w.resolver.failed);
+    for skb in list.drain(..) {
+        neigh_failed(net, w, skb);
+    }
+    w.resolver.failed = list;
+}
+
 /// A forwarded packet whose neighbour never answered, as neigh_invalidate reports each packet
 /// on the failed neighbour's queue (arp_error_report / ndisc_error_report → link failure):
 /// its sender gets host unreachable (IPv6: address unreachable), quoting the packet as it
 /// would have left (ip_forward had decremented its TTL / hop limit); then it is dropped as
 /// `neigh_failed`.
-pub(crate) fn neigh_failed(net: &Net, w: &mut Worker, skb: Skb) {
+fn neigh_failed(net: &Net, w: &mut Worker, skb: Skb) {
     let v6 = skb.protocol == crate::wire::EtherType::IPV6;
     if let Some(b) = w.bufs.data_mut(skb.pkt).get_mut(skb.network_off as usize..) {
         if v6 && b.len() >= ipv6::HEADER_LEN {

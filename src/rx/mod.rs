@@ -160,14 +160,15 @@ pub fn receive_list(net: &Net, w: &mut Worker, skbs: &mut Vec<Skb>) {
     skbs.clear();
 }
 
-/// Calls `f` on each maximal run of consecutive packets with equal `key`.
 /// Once per round: the neighbour layer's timers (probes, failures, aging), then the forwarded
-/// packets whose neighbour answered go on through the forward step. True when it ran.
+/// packets whose neighbour answered go on through the forward step, and those whose
+/// neighbour failed are reported to their senders. True when it ran.
 #[inline]
 pub fn neigh_timers(net: &Net, w: &mut Worker) -> bool {
     if !neigh::timers(net, w) {
         return false;
     }
     forward::forward_released(net, w);
+    forward::report_neigh_failed(net, w);
     true
 }

@@ -125,7 +125,8 @@ fn run_timers(net: &Net, w: &mut Worker) {
                 w.resolver.held -= u.held.len();
                 for h in u.held.drain(..) {
                     match h {
-                        Held::Forward(skb, _) => super::forward::neigh_failed(net, w, skb),
+                        // Reported to its sender by the forward step (rx::neigh_timers).
+                        Held::Forward(skb, _) => w.resolver.failed.push(skb),
                         // About a packet of our own (an ICMP error or reply) nothing is said.
                         Held::Originated(p) => w.drop_pkt(p, DropReason::NeighFailed),
                     }
@@ -209,6 +210,9 @@ fn age(net: &Net, w: &mut Worker) {
 pub(crate) fn drain(w: &mut Worker) {
     for h in std::mem::take(&mut w.resolver.released) {
         w.drop_pkt(h.pkt(), DropReason::NeighDead);
+    }
+    for s in std::mem::take(&mut w.resolver.failed) {
+        w.drop_pkt(s.pkt, DropReason::NeighFailed);
     }
     while let Some(mut u) = w.resolver.pending.pop() {
         for h in u.held.drain(..) {

@@ -49,12 +49,15 @@ pub struct Resolver {
     /// Forwarded packets whose neighbour answered, in order, for the forward step to take
     /// (the storage is kept: no allocation once warm).
     pub(crate) released: Vec<Held>,
+    /// Forwarded packets whose neighbour never answered, for the forward step to report to
+    /// their senders and drop (taken right after the timers, like `released`).
+    pub(crate) failed: Vec<Skb>,
 }
 
 impl Resolver {
     /// Packets waiting for a neighbour (in flight for the ledger).
     pub fn held(&self) -> usize {
-        self.held + self.released.len()
+        self.held + self.released.len() + self.failed.len()
     }
 
     /// True when nothing waits and no timer is due at `now_ns`.
