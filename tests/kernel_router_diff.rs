@@ -180,6 +180,11 @@ fn corpus() -> Vec<(&'static str, Vec<u8>)> {
         ("ext6_hbh_unknown_option_skip", ext6(0, &[0x3e, 4, 0, 0, 0, 0])),
         ("ext6_hbh_unknown_option_discard", ext6(0, &[0x7e, 4, 0, 0, 0, 0])),
         ("ext6_hbh_unknown_option_icmp", ext6(0, &[0xbe, 4, 0, 0, 0, 0])),
+        // ipv6_hop_jumbo: a real jumbo length with a payload length set, one under 65536,
+        // one misplaced (a silent drop).
+        ("ext6_hbh_jumbo_with_payload_length", ext6(0, &[0xc2, 4, 0, 1, 0, 0])),
+        ("ext6_hbh_jumbo_too_small", ext6(0, &[0xc2, 4, 0, 0, 1, 0])),
+        ("ext6_hbh_jumbo_misplaced", ext6(0, &[0, 0xc2, 4, 0, 1, 0, 0, 1, 5, 0, 0, 0, 0, 0])),
         ("ext6_to_us_dest_opts", ext6_us(60, &[1, 4, 0, 0, 0, 0])),
         ("ext6_to_us_hbh", ext6_us(0, &[1, 4, 0, 0, 0, 0])),
         ("ext6_to_us_unknown_next", raw6(SRC_V6, IN_V6, 253).build()),

@@ -513,7 +513,7 @@ mod tests {
         assert!((other.self_ns - 200.0).abs() < 1.0 && other.pct > 9.0 && other.pct < 11.0, "{other:?}");
     }
 
-    /// Fieller's interval (checked by hand    /// Fieller's interval (checked by hand: ā = 10, b̄ = 5, se 0.5 and 0.25, n = 4 and 4, so
+    /// Fieller's interval (checked by hand: ā = 10, b̄ = 5, se 0.5 and 0.25, n = 4 and 4, so
     /// equal relative variances, df = 6, t = 2.4469): ρ = (ab ± t·sqrt(a²v_b + b²v_a −
     /// t²v_a v_b)) / (a² − t²v_a) = [0.4201, 0.5951], longer above 0.5 as a ratio's
     /// interval is; one run on a side gives no interval, a vague A an unbounded one.

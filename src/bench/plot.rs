@@ -93,19 +93,24 @@ fn bar_chart(e: &ExperimentResult, path: &Path) -> Result<bool, String> {
         bar.set_margin(0, 0, 18, 18);
         chart.draw_series(std::iter::once(bar)).map_err(|e| e.to_string())?;
         let (lo, hi) = m.ci95;
-        if !(lo.is_finite() && hi.is_finite()) {
-            continue; // one run: no interval to draw
-        }
+        // One run has no interval: no whisker, the label sits on the bar.
+        let whisker = lo.is_finite() && hi.is_finite();
+        let label_y = if whisker { hi } else { m.mean };
         let black = BLACK.stroke_width(2);
-        chart
-            .draw_series(std::iter::once(PathElement::new(vec![(SegmentValue::CenterOf(i), lo), (SegmentValue::CenterOf(i), hi)], black)))
-            .map_err(|e| e.to_string())?;
-        for y in [lo, hi] {
+        if whisker {
             chart
-                .draw_series(std::iter::once(
-                    EmptyElement::at((SegmentValue::CenterOf(i), y)) + PathElement::new(vec![(-8, 0), (8, 0)], black),
-                ))
+                .draw_series(std::iter::once(PathElement::new(
+                    vec![(SegmentValue::CenterOf(i), lo), (SegmentValue::CenterOf(i), hi)],
+                    black,
+                )))
                 .map_err(|e| e.to_string())?;
+            for y in [lo, hi] {
+                chart
+                    .draw_series(std::iter::once(
+                        EmptyElement::at((SegmentValue::CenterOf(i), y)) + PathElement::new(vec![(-8, 0), (8, 0)], black),
+                    ))
+                    .map_err(|e| e.to_string())?;
+            }
         }
         let n = a.samples.len().max(1) as i32;
         chart
@@ -116,7 +121,8 @@ fn bar_chart(e: &ExperimentResult, path: &Path) -> Result<bool, String> {
             .map_err(|e| e.to_string())?;
         chart
             .draw_series(std::iter::once(
-                EmptyElement::at((SegmentValue::CenterOf(i), hi)) + Text::new(format!("{:.3}", m.mean), (-16, -18), ("sans-serif", 12)),
+                EmptyElement::at((SegmentValue::CenterOf(i), label_y))
+                    + Text::new(format!("{:.3}", m.mean), (-16, -18), ("sans-serif", 12)),
             ))
             .map_err(|e| e.to_string())?;
     }
@@ -159,7 +165,8 @@ fn sweep_chart(e: &ExperimentResult, path: &Path) -> Result<bool, String> {
             .label(format!("{} (slope {:.3}, r² {:.3})", sw.series, sw.slope, sw.r2))
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
         chart.draw_series(sw.points.iter().map(|p| Circle::new((p.0, p.1), 4, c.filled()))).map_err(|e| e.to_string())?;
-        for p in &sw.points {
+        // Whiskers where there is an interval (not for a point of one run).
+        for p in sw.points.iter().filter(|p| p.2.is_finite() && p.3.is_finite()) {
             chart.draw_series(std::iter::once(PathElement::new(vec![(p.0, p.2), (p.0, p.3)], BLACK))).map_err(|e| e.to_string())?;
         }
         // The fit, dashed (short segments).

@@ -32,7 +32,7 @@ pub struct Summary {
     /// Standard error of the mean, sd / sqrt(n).
     pub sem: f64,
     /// Two-sided 95% confidence interval for the mean from Student's t with
-    /// n - 1 degrees of freedom; `(mean, mean)` when n = 1.
+    /// n - 1 degrees of freedom; NaN when n = 1 (one run has no interval).
     pub ci95: (f64, f64),
     pub min: f64,
     pub median: f64,

@@ -529,11 +529,8 @@ impl Config {
             // The series must not run past the end of the address space (it would wrap onto
             // the prefixes it started with).
             let room = if s.len >= 128 { u128::MAX } else { 1u128 << s.len };
-            let first = match base {
-                IpAddr::V4(b) => (u32::from(b) >> (32 - s.len as u32)) as u128,
-                IpAddr::V6(b) => u128::from(b).checked_shr(128 - s.len as u32).unwrap_or(0),
-            };
-            if s.count == 0 || (s.count as u128) > room.saturating_sub(first) {
+            let span = SeriesSpan::new(base, s.len, s.count);
+            if s.count == 0 || (s.count as u128) > room.saturating_sub(span.first) {
                 return Err(field(
                     format!("{what}.count"),
                     format!(
@@ -543,7 +540,6 @@ impl Config {
                 ));
             }
             // One route per prefix: a series may not cover a route or another series.
-            let span = SeriesSpan::new(base, s.len, s.count);
             if let Some((&(a, l), &j)) = seen.iter().find(|(&(a, l), _)| span.holds(a, l)) {
                 return Err(field(&what, format!("{a}/{l} is already routes[{j}] (one route per prefix)")));
             }

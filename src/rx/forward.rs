@@ -579,7 +579,8 @@ pub(crate) fn icmp6_error(net: &Net, w: &mut Worker, orig: &Skb, typ: u8, code: 
     let l3 = orig.network_off as usize;
     // As for IPv4: a unicast address of ours the packet was sent to is the error's source.
     let orig_dst = daddr_v6(&w.bufs, orig);
-    let src = if orig_dst[0] != 0xff && net.routes.lookup_v6(orig_dst) == super::route::NH_LOCAL {
+    // (Not for a frame sent to a group: icmp6_send clears the source then.)
+    let src = if orig_dst[0] != 0xff && orig.pkt_type == PktType::Host && net.routes.lookup_v6(orig_dst) == super::route::NH_LOCAL {
         orig_dst
     } else {
         match net.ifaces.get(orig.rx_port as usize).and_then(|i| i.primary_v6()) {

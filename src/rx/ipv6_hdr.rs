@@ -101,12 +101,16 @@ pub(crate) fn parse_options(hdr: &[u8], at: usize, hop_by_hop: bool, dst_multica
             match t {
                 ROUTER_ALERT if hop_by_hop && optlen != 4 => return Err(bad),
                 CALIPSO | IOAM | ROUTER_ALERT if hop_by_hop => {}
-                // sluice takes no jumbograms: the kernel's checks, then a drop.
+                // ipv6_hop_jumbo: a wrong length or place is a silent drop; a jumbo length
+                // that is not one (≤ 65535) is pointed at; otherwise, with a payload length
+                // set (always here: a zero one trims away the options, and sluice takes no
+                // jumbograms), the option is.
                 JUMBO if hop_by_hop => {
                     if optlen != 6 || (at + off) & 3 != 2 {
-                        return Err(pp(0, off + 1));
+                        return Err(bad);
                     }
-                    return Err(pp(0, off + 2));
+                    let jumbo = u32::from_be_bytes([hdr[off + 2], hdr[off + 3], hdr[off + 4], hdr[off + 5]]);
+                    return Err(pp(0, if jumbo <= 65535 { off + 2 } else { off }));
                 }
                 _ => match t >> 6 {
                     0 => {}
@@ -196,23 +200,25 @@ mod tests {
     }
 
     /// ipv6_hop_jumbo: a jumbo payload option must sit at 4n + 2 with length 4, else the
-    /// parameter problem points at its length byte; a well-placed one (sluice takes no
-    /// jumbograms) points at the jumbo length itself.
+    /// packet is dropped without an error; a jumbo length of at most 65535 is pointed at, a
+    /// real one in a packet with a payload length points at the option.
     #[test]
-    fn a_jumbo_option_is_refused_at_its_length_byte_unless_aligned() {
+    fn a_jumbo_option_is_refused_as_ipv6_hop_jumbo_does() {
         let pointer = |r: Result<(), RcvError>| match r {
             Err(RcvError::ParamProblem { code: 0, pointer, .. }) => pointer,
             other => panic!("{other:?}"),
         };
         // At offset 2 of the header (40 + 2 = 42 from the IPv6 header: 4n + 2).
         let aligned = [0, 0, 0xc2, 4, 0, 1, 0, 0];
-        assert_eq!(pointer(parse_options(&aligned, 40, true, false)), 44, "the jumbo length");
+        assert_eq!(pointer(parse_options(&aligned, 40, true, false)), 42, "a real jumbo length: the option");
+        let small = [0, 0, 0xc2, 4, 0, 0, 1, 0];
+        assert_eq!(pointer(parse_options(&small, 40, true, false)), 44, "a jumbo length under 65536");
         // One Pad1 first: offset 43, misaligned.
         let misaligned = [0, 1, 0, 0xc2, 4, 0, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0];
-        assert_eq!(pointer(parse_options(&misaligned, 40, true, false)), 44, "the option's length byte");
+        assert!(matches!(parse_options(&misaligned, 40, true, false), Err(RcvError::Drop(DropReason::Ipv6Inhdr))));
         let mut short = aligned;
         short[3] = 2;
         short[6..8].copy_from_slice(&[1, 0]);
-        assert_eq!(pointer(parse_options(&short, 40, true, false)), 43, "a wrong length: its length byte");
+        assert!(matches!(parse_options(&short, 40, true, false), Err(RcvError::Drop(DropReason::Ipv6Inhdr))));
     }
 }

@@ -7,7 +7,7 @@ use super::{RunOutcome, XdpBuff, XdpProgram};
 use crate::buf::Pkt;
 use sluice_ebpf::insn::XDP_ABORTED;
 use sluice_ebpf::jit::{Jit, JitProgram};
-use sluice_ebpf::verifier::{verify_with_frozen, VerifyOptions};
+use sluice_ebpf::verifier::{verify, VerifyOptions};
 use sluice_ebpf::{BurstCtx, BurstFaults, FrameRegion, Interpreter, LoadOptions, Maps, Object, RunConfig};
 
 use std::path::Path;
@@ -165,17 +165,7 @@ impl EbpfProgram {
         let prog = obj.select_xdp(section, force_xdp).cloned().map_err(|why| XdpLoadError::Select { path: p.clone(), why })?;
         let name = format!("{}:{}", path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(), prog.name);
         // Every program is verified, whichever engine runs it: the JIT's code has no checks.
-        // Loading freezes `.rodata` as libbpf's load does (settings go in before; the
-        // verifier reads the frozen values as constants, user space can no longer change them).
-        for m in obj.maps.iter().filter(|m| m.is_libbpf_frozen()) {
-            m.freeze();
-        }
-        let frozen: Vec<Option<Vec<u8>>> = obj.maps.iter().map(|m| m.frozen_value()).collect();
-        verify_with_frozen(&prog, verify_opts, &frozen).map_err(|e| XdpLoadError::Verifier {
-            path: p.clone(),
-            prog: prog.name.clone(),
-            msg: e.to_string(),
-        })?;
+        verify(&prog, verify_opts).map_err(|e| XdpLoadError::Verifier { path: p.clone(), prog: prog.name.clone(), msg: e.to_string() })?;
         let frags_aware = prog.frags_aware();
         let calls_tail =
             prog.insns.iter().any(|i| i.code == sluice_ebpf::insn::BPF_JMP | sluice_ebpf::insn::BPF_CALL && i.src == 0 && i.imm == 12);
@@ -189,12 +179,15 @@ impl EbpfProgram {
         // entry's frags awareness, loaded, i.e. verified).
         let has_prog_array = obj.maps.iter().any(|m| m.def().map_type == sluice_ebpf::program::map_type::PROG_ARRAY);
         let tail_fit: Vec<Result<Arc<sluice_ebpf::Program>, String>> = if has_prog_array {
-            obj.programs.iter().map(|t| tail_target_fit(t, force_xdp, frags_aware, verify_opts, &frozen)).collect()
+            obj.programs.iter().map(|t| tail_target_fit(t, force_xdp, frags_aware, verify_opts)).collect()
         } else {
             Vec::new()
         };
         let tail_refusals: Vec<Option<String>> = tail_fit.iter().map(|r| r.as_ref().err().cloned()).collect();
-        check_prog_arrays(&obj.maps, &obj.programs, &tail_refusals).map_err(|msg| XdpLoadError::Load { path: p.clone(), msg })?;
+        if calls_tail {
+            // The entry program uses the maps it tail-calls through: their filled slots must fit it.
+            check_prog_arrays(&obj.maps, &obj.programs, &tail_refusals).map_err(|msg| XdpLoadError::Load { path: p.clone(), msg })?;
+        }
         let tail_programs: Vec<Option<Arc<sluice_ebpf::Program>>> =
             if calls_tail { tail_fit.into_iter().map(Result::ok).collect() } else { Vec::new() };
         let tail_targets =
@@ -238,7 +231,6 @@ fn tail_target_fit(
     force_xdp: bool,
     entry_frags: bool,
     verify_opts: &VerifyOptions,
-    frozen: &[Option<Vec<u8>>],
 ) -> Result<Arc<sluice_ebpf::Program>, String> {
     if !(t.is_xdp() || force_xdp) {
         return Err(format!("`{}` (section `{}`) is not an XDP program", t.name, t.section));
@@ -246,7 +238,7 @@ fn tail_target_fit(
     if t.frags_aware() != entry_frags {
         return Err(format!("`{}` differs from the entry program in frags awareness (xdp.frags)", t.name));
     }
-    verify_with_frozen(t, verify_opts, frozen).map_err(|e| format!("`{}` is refused by the verifier: {e}", t.name))?;
+    verify(t, verify_opts).map_err(|e| format!("`{}` is refused by the verifier: {e}", t.name))?;
     Ok(Arc::new(t.clone()))
 }
 
@@ -389,20 +381,6 @@ mod tests {
             assert_eq!((out.action, out.redirect), (sluice_ebpf::insn::XDP_REDIRECT, Some(RedirectTarget::Ifindex(7))), "{kind:?}");
             assert_eq!(xb.tail_calls, 1);
         }
-    }
-
-    /// Loading freezes `.rodata` (libbpf's bpf_map_freeze): a later write from user space is
-    /// refused (EPERM), since the verifier took its values as constants.
-    #[test]
-    fn rodata_is_frozen_once_the_program_is_loaded() {
-        let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("bpf/obj/xdp_ipip_encap.o");
-        let prog = EbpfProgram::load(&path, None, EngineKind::Interp).unwrap();
-        let ro = prog.maps.iter().find(|m| m.def().name.starts_with(".rodata")).expect(".rodata");
-        assert!(ro.is_frozen() && ro.frozen_value().is_some());
-        let name = ro.def().name.clone();
-        let e = crate::xdp::map_setup::apply_map_flag(&prog, &format!("{name}:00000000={}", "00".repeat(ro.def().value_size as usize)))
-            .unwrap_err();
-        assert!(e.contains("frozen"), "{e}");
     }
 
     /// A PROG_ARRAY slot takes only a program the kernel would take there

@@ -69,10 +69,10 @@ impl Env for SluiceEnv<'_> {
     /// Routes other than unicast answer BLACKHOLE, UNREACHABLE or NOT_FWDED (no route, a local
     /// address); a `tot_len` over the egress MTU answers FRAG_NEEDED with the MTU in
     /// `mtu_result`. Otherwise the egress ifindex is set, a gateway's address replaces the
-    /// destination, `SRC` fills the source with the egress port's address (NO_SRC_ADDR without
-    /// one), and `SKIP_NEIGH` ends there; else the neighbour must be known (NO_NEIGH, with the
-    /// ifindex set) and the MACs are filled. Success also writes `mtu_result`, a metric of 0
-    /// and no VLAN. One table: `TBID` names the main one (254) or nothing (NOT_FWDED).
+    /// destination, `SRC` fills the source with the egress port's address (for IPv6
+    /// NO_SRC_ADDR without one; for IPv4 0.0.0.0), and `SKIP_NEIGH` ends there; else the
+    /// neighbour must be known (NO_NEIGH, with the ifindex and a metric of 0 set) and the MACs
+    /// are filled. Success also writes `mtu_result` and no VLAN. One table: `TBID` names the main one (254) or nothing (NOT_FWDED).
     /// Not modelled: per-interface forwarding (FWD_DISABLED), policy rules and marks.
     fn fib_lookup(&mut self, p: &mut [u8; 64], flags: u32) -> i64 {
         use sluice_ebpf::env::fib_flag;
@@ -114,6 +114,9 @@ impl Env for SluiceEnv<'_> {
             p[6..8].copy_from_slice(&mtu.to_ne_bytes());
             return fib_ret::FRAG_NEEDED;
         }
+        // The route's metric (sluice's routes have none) and the egress device, as
+        // bpf_ipv4_fib_lookup writes them before it looks at the neighbour.
+        p[12..16].fill(0);
         p[8..12].copy_from_slice(&(port as u32 + 1).to_ne_bytes());
         if let NextHop::Via { gw, .. } = nh {
             match gw {
@@ -123,10 +126,12 @@ impl Env for SluiceEnv<'_> {
             }
         }
         if flags & fib_flag::SRC != 0 {
+            // IPv4 always has an answer (fib_result_prefsrc: 0.0.0.0 at worst); IPv6 source
+            // selection can fail (NO_SRC_ADDR).
             match (v6, iface.and_then(|i| i.primary_v4()), iface.and_then(|i| i.primary_v6())) {
-                (false, Some(a), _) => p[16..20].copy_from_slice(&a),
+                (false, a, _) => p[16..20].copy_from_slice(&a.unwrap_or([0; 4])),
                 (true, _, Some(a)) => p[16..32].copy_from_slice(&a),
-                _ => return fib_ret::NO_SRC_ADDR,
+                (true, _, None) => return fib_ret::NO_SRC_ADDR,
             }
         }
         if flags & fib_flag::SKIP_NEIGH == 0 {
@@ -135,10 +140,9 @@ impl Env for SluiceEnv<'_> {
             p[52..58].copy_from_slice(&iface.map_or([0; 6], |i| i.mac));
             p[58..64].copy_from_slice(&dmac);
         }
-        // bpf_fib_set_fwd_params: no VLAN, the MTU out; the route's metric.
+        // bpf_fib_set_fwd_params: no VLAN, the MTU out.
         p[48..52].fill(0);
         p[6..8].copy_from_slice(&mtu.to_ne_bytes());
-        p[12..16].fill(0);
         fib_ret::SUCCESS
     }
 }
@@ -236,6 +240,7 @@ mod tests {
     fn no_neigh_skip_neigh_and_src() {
         let mut p = params_v4([10, 2, 0, 5], 100);
         assert_eq!(lookup(&mut p, 0), fib_ret::NO_NEIGH);
+        assert_eq!(&p[12..16], &[0; 4], "the metric is written before the neighbour check");
         assert_eq!((u32::from_ne_bytes(p[8..12].try_into().unwrap()), &p[32..36]), (2, &[198, 51, 100, 3][..]));
         let mut p = params_v4([10, 2, 0, 5], 100);
         assert_eq!(lookup(&mut p, fib_flag::SKIP_NEIGH | fib_flag::SRC), fib_ret::SUCCESS);

@@ -57,13 +57,13 @@ pub const BPF_F_LOCK: u64 = 4;
 /// Map creation flags (`map_flags`).
 pub const BPF_F_NO_PREALLOC: u32 = 1 << 0;
 pub const BPF_F_RDONLY_PROG: u32 = 1 << 7;
-
-/// cpu_map_update_elem's sanity limit on a CPU's queue size.
-const MAX_CPUMAP_QSIZE: u32 = 16384;
 pub const BPF_F_WRONLY_PROG: u32 = 1 << 8;
 
 /// Largest key of a hash map (the kernel's `MAX_BPF_STACK` limit for keys).
 pub const MAX_KEY_SIZE: usize = 512;
+
+/// cpu_map_update_elem's sanity limit on a CPU's queue size.
+const MAX_CPUMAP_QSIZE: u32 = 16384;
 
 /// Default cap on the memory one map may reserve (value region plus index). Large regions are
 /// allocated zeroed, so untouched pages cost no physical memory.
@@ -993,10 +993,7 @@ impl Map {
         match &self.kind {
             Kind::Events(_) => Err(MapError::NotSupported),
             Kind::Array => {
-                let i = self.array_index(key).ok_or(MapError::OutOfRange {
-                    index: u32::from_le_bytes(key.try_into().unwrap_or([0xff; 4])),
-                    max_entries: self.def.max_entries,
-                })?;
+                let i = self.array_index(key).ok_or_else(|| self.out_of_range(key))?;
                 if flags == BPF_NOEXIST {
                     return Err(MapError::Exists);
                 }
@@ -1162,8 +1159,9 @@ impl Map {
     /// Inserts or updates `key` from userspace. `value` is either `value_size` bytes (for
     /// per-CPU maps: every CPU gets it) or, for per-CPU maps, `copies` values of
     /// `round_up(value_size, 8)` bytes each (the kernel's layout). `flags` is `BPF_ANY`,
-    /// `BPF_NOEXIST` or `BPF_EXIST`. DEVMAP values must name a non-zero ifindex (and no
-    /// program: `bpf_prog.fd <= 0`); a CPUMAP entry with qsize 0 is deleted, as in the kernel.
+    /// `BPF_NOEXIST` or `BPF_EXIST`. DEVMAP/CPUMAP values attach no program
+    /// (`bpf_prog.fd <= 0`); ifindex / qsize 0 empties a DEVMAP / CPUMAP slot, while a
+    /// DEVMAP_HASH value must name a non-zero ifindex, as in the kernel. A frozen map refuses.
     pub fn update(&self, key: &[u8], value: &[u8], flags: u64) -> Result<(), MapError> {
         if self.is_frozen() {
             return Err(MapError::Frozen);
@@ -1228,10 +1226,7 @@ impl Map {
         match &self.kind {
             Kind::Events(_) => Err(MapError::NotSupported),
             Kind::Array => {
-                let i = self.array_index(key).ok_or(MapError::OutOfRange {
-                    index: u32::from_le_bytes(key.try_into().unwrap_or([0xff; 4])),
-                    max_entries: self.def.max_entries,
-                })?;
+                let i = self.array_index(key).ok_or_else(|| self.out_of_range(key))?;
                 if flags == BPF_NOEXIST {
                     return Err(MapError::Exists);
                 }
@@ -1239,10 +1234,7 @@ impl Map {
                 Ok(())
             }
             Kind::Slots { present } => {
-                let i = self.array_index(key).ok_or(MapError::OutOfRange {
-                    index: u32::from_le_bytes(key.try_into().unwrap_or([0xff; 4])),
-                    max_entries: self.def.max_entries,
-                })?;
+                let i = self.array_index(key).ok_or_else(|| self.out_of_range(key))?;
                 let p = &present[i as usize];
                 let exists = p.load(Ordering::Acquire) != 0;
                 if exists && flags == BPF_NOEXIST {
@@ -1274,25 +1266,8 @@ impl Map {
         self.frozen.store(true, std::sync::atomic::Ordering::Release);
     }
 
-    /// What libbpf freezes when it loads an object: `.rodata` and `.kconfig` (read-only
-    /// for programs), once user space has filled them (a skeleton's settings).
-    pub fn is_libbpf_frozen(&self) -> bool {
-        self.def.flags & BPF_F_RDONLY_PROG != 0 && (self.def.name.starts_with(".rodata") || self.def.name == ".kconfig")
-    }
-
     pub fn is_frozen(&self) -> bool {
         self.frozen.load(std::sync::atomic::Ordering::Acquire)
-    }
-
-    /// The one value of a frozen, program-read-only array of one entry (`.rodata`): what
-    /// the verifier may read as constants (the kernel's bpf_map_is_rdonly and
-    /// map_direct_value_addr). None for any other map.
-    pub fn frozen_value(&self) -> Option<Vec<u8>> {
-        let rdonly = self.def.flags & BPF_F_RDONLY_PROG != 0;
-        if !(rdonly && self.is_frozen() && self.def.map_type == map_type::ARRAY && self.def.max_entries == 1) {
-            return None;
-        }
-        self.lookup(&0u32.to_le_bytes(), 0)
     }
 
     /// Deletes `key` from userspace. Array elements cannot be deleted (`EINVAL`). In a
@@ -1802,6 +1777,19 @@ mod tests {
         dh.update(&1000u32.to_le_bytes(), &9u32.to_le_bytes(), BPF_ANY).unwrap();
         assert_eq!(dh.redirect_target(1000), Some(RedirectTarget::Ifindex(9)));
         assert_eq!(dh.redirect_target(1), None);
+    }
+
+    /// A frozen map refuses user-space writes (EPERM, as after bpf_map_freeze) and still
+    /// answers lookups.
+    #[test]
+    fn a_frozen_map_refuses_user_space_writes() {
+        let m = Map::new(&def(map_type::HASH, 4, 4, 4), 1, 1 << 20).unwrap();
+        m.update(&1u32.to_le_bytes(), &7u32.to_le_bytes(), BPF_ANY).unwrap();
+        m.freeze();
+        assert!(m.is_frozen());
+        assert_eq!(m.update(&2u32.to_le_bytes(), &7u32.to_le_bytes(), BPF_ANY).unwrap_err().errno(), libc::EPERM);
+        assert_eq!(m.delete(&1u32.to_le_bytes()).unwrap_err().errno(), libc::EPERM);
+        assert_eq!(m.lookup(&1u32.to_le_bytes(), 0), Some(7u32.to_le_bytes().to_vec()));
     }
 
     /// The kernel's update and delete rules for the slot maps: DEVMAP/CPUMAP take EXIST on

@@ -457,7 +457,6 @@ impl<'a> RunState<'a> {
         }
     }
 
-    /// Writes the new buffer offsets into `xdp` and builds the outcome from r0.
     /// The run ended in a successful `bpf_tail_call`: the target runs next on the context as
     /// this program left it, with the redirect it chose.
     pub fn finish_for_tail_call(&self, xdp: &mut XdpBuff<'_>) {
@@ -465,6 +464,7 @@ impl<'a> RunState<'a> {
         xdp.redirect = self.redirect();
     }
 
+    /// Writes the new buffer offsets into `xdp` and builds the outcome from r0.
     pub fn finish(&self, xdp: &mut XdpBuff<'_>, r0: u64) -> RunOutcome {
         let base = self.frame_base();
         xdp.data = (self.ctx.data as usize).wrapping_sub(base);

@@ -61,11 +61,18 @@ pub fn clang() -> Option<PathBuf> {
 /// loads it. `None` only when clang or its headers are missing outside CI.
 pub fn compile(name: &str, src: &str, cpu: &str) -> Option<Vec<Program>> {
     let cc = clang()?;
-    let dir = std::env::temp_dir().join(format!("sluice-verifier-clang-{}-{name}-{cpu}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-    let built = compile_in(&dir, cc, name, src, cpu);
-    let _ = std::fs::remove_dir_all(&dir);
-    built
+    let dir = ScratchDir(std::env::temp_dir().join(format!("sluice-verifier-clang-{}-{name}-{cpu}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap_or_else(|e| panic!("{}: {e}", dir.0.display()));
+    compile_in(&dir.0, cc, name, src, cpu)
+}
+
+/// A directory removed when dropped, also when a failed compile panics.
+struct ScratchDir(PathBuf);
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 fn compile_in(dir: &Path, cc: PathBuf, name: &str, src: &str, cpu: &str) -> Option<Vec<Program>> {

@@ -798,6 +798,28 @@ fn a_loop_bound_read_from_frozen_rodata_is_known() {
     assert!(verify(&p, &opts).is_err(), "an unknown bound");
 }
 
+/// adjust_reg_min_max_vals: pointer minus pointer is an unknown number for a privileged
+/// loader, even for two pointers into one stack frame, so `(r10 - 8) - (r10 - 24)` is not
+/// known to be 16 and the exit with an uninitialised r0 is walked and refused, as in the
+/// kernel (the unprivileged rules keep the distance of two pointers into one object).
+#[test]
+fn a_pointer_difference_is_an_unknown_number() {
+    rejects(
+        "r1 = r10
+        r1 += -8
+        r2 = r10
+        r2 += -24
+        r1 -= r2
+        if r1 == 16 goto ok
+        exit
+    ok:
+        r0 = 2
+        exit",
+        6,
+        "R0 !read_ok",
+    );
+}
+
 /// `body` sets up the stack, `read` loads r6 from it, and r6 is used as an offset into a
 /// 16-byte map value (only 0 and 8 are in bounds for the 8-byte load).
 fn read_back_as_offset(body: &str, read: &str) -> String {

@@ -671,26 +671,6 @@ fn a_nonzero_narrow_store_does_not_make_its_source_precise() {
     assert_eq!(v.stats().states_pruned, 1, "{:?}", v.stats());
 }
 
-/// Two pointers into the same object (here one stack frame) subtract to the constant
-/// distance between them: `(r10 - 8) - (r10 - 24)` is 16, so the `!= 16` side of the
-/// branch is dead and its exit with an uninitialised r0 is never walked. (The kernel
-/// makes any pointer difference an unknown scalar; sluice keeps the exact distance.)
-#[test]
-fn the_difference_of_two_pointers_into_one_object_is_their_distance() {
-    accepts(
-        "r1 = r10
-        r1 += -8
-        r2 = r10
-        r2 += -24
-        r1 -= r2
-        if r1 == 16 goto ok
-        exit
-    ok:
-        r0 = 2
-        exit",
-    );
-}
-
 /// A fully explored state at a join does not stop another state from being saved there
 /// (only an ancestor at the same instruction, a loop, does; the kernel's
 /// `is_state_visited` heuristic): r6 = 1 is saved at `join` and explored, r6 = 2 is not

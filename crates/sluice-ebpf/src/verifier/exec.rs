@@ -270,12 +270,14 @@ impl<'a> Verifier<'a> {
         match (d.ty.is_ptr(), s.ty.is_ptr()) {
             (true, true) => {
                 if op == AluOp::Sub {
-                    if let Some(v) = ptr_diff(&d, &s) {
-                        return Ok(Reg::scalar(v));
-                    }
-                    // Two unrelated pointers: a privileged loader gets a number.
+                    // adjust_reg_min_max_vals: a privileged loader gets an unknown number for
+                    // any pointer minus pointer, even two into one object (the distance is
+                    // not tracked).
                     if self.opts.privileged {
                         return Ok(Reg::scalar(Scalar::UNKNOWN));
+                    }
+                    if let Some(v) = ptr_diff(&d, &s) {
+                        return Ok(Reg::scalar(v));
                     }
                 }
                 let rule = if op == AluOp::Sub { " (unprivileged rule)" } else { "" };
@@ -625,6 +627,12 @@ impl<'a> Verifier<'a> {
     /// sign-extending load.
     fn frozen_read(&self, base: &Reg, off: i64, size: u32, sx: bool) -> Option<u64> {
         let bytes = self.frozen.get(base.aux as usize)?.as_deref()?;
+        // Only what the kernel reads so: a read-only array of one value, of its size.
+        let m = self.prog.maps.get(base.aux as usize)?;
+        let ro_array = m.flags & helpers::BPF_F_RDONLY_PROG != 0 && m.map_type == crate::program::map_type::ARRAY && m.max_entries == 1;
+        if !ro_array || bytes.len() != m.value_size as usize {
+            return None;
+        }
         let at = usize::try_from(base.off.checked_add(off)?.checked_add(base.var.as_const()? as i64)?).ok()?;
         let b = bytes.get(at..at.checked_add(size as usize)?)?;
         let mut le = [0u8; 8];
@@ -951,7 +959,13 @@ impl<'a> Verifier<'a> {
                     }
                     // record_func_map: a read-only map (.rodata) takes no update, delete,
                     // push or pop from a program.
-                    if m.flags & helpers::BPF_F_RDONLY_PROG != 0 && matches!(id, 2 | 3 | 87 | 88) {
+                    const MAP_UPDATE_ELEM: i32 = 2;
+                    const MAP_DELETE_ELEM: i32 = 3;
+                    const MAP_PUSH_ELEM: i32 = 87;
+                    const MAP_POP_ELEM: i32 = 88;
+                    if m.flags & helpers::BPF_F_RDONLY_PROG != 0
+                        && matches!(id, MAP_UPDATE_ELEM | MAP_DELETE_ELEM | MAP_PUSH_ELEM | MAP_POP_ELEM)
+                    {
                         return Err(err(pc, format!("write into map forbidden (map '{}' is BPF_F_RDONLY_PROG; {name})", m.name)));
                     }
                     map = Some((r.aux, m));

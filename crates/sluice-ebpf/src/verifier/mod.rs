@@ -172,10 +172,11 @@ pub fn verify(prog: &Program, opts: &VerifyOptions) -> Result<VerifiedProgram, V
 
 /// [`verify`] knowing the values of frozen read-only maps: `frozen[i]` is the one value of
 /// the program's map `i` when that map is a frozen `BPF_F_RDONLY_PROG` array of one entry
-/// (`.rodata` after libbpf's bpf_map_freeze; [`crate::maps::Map::frozen_value`]). Loads
-/// from it at a constant offset are those constants, as in the kernel (check_mem_access:
-/// bpf_map_is_rdonly, bpf_map_direct_read), so `const volatile` settings prune branches and
-/// bound loops. The maps must stay frozen for as long as the program runs.
+/// (`.rodata` after libbpf's bpf_map_freeze, [`crate::maps::Map::freeze`]); entries for any
+/// other map are ignored. Loads from it at a constant offset are those constants, as in the
+/// kernel (check_mem_access: bpf_map_is_rdonly, bpf_map_direct_read), so `const volatile`
+/// settings prune branches and bound loops. The maps must stay frozen while the program runs.
+/// (sluice's loader does not use it yet: its map settings come after the load.)
 pub fn verify_with_frozen(prog: &Program, opts: &VerifyOptions, frozen: &[Option<Vec<u8>>]) -> Result<VerifiedProgram, VerifyError> {
     // Internal invariant violations must refuse the program, never take the host down.
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| verify_inner(prog, opts, frozen))) {
