@@ -3,7 +3,8 @@
 //! neighbour (`unres_qlen`; beyond it the oldest goes, `neigh_queuefull`) while broadcast ARP
 //! requests / multicast neighbour solicitations go out every `retrans_time_ms`; the answer
 //! releases the queue in order, and after `mcast_solicit` unanswered probes the queue is
-//! dropped (`neigh_failed`), each forwarded packet's sender told host unreachable. Learned entries age: `base_reachable_time_ms` after their last
+//! dropped (`neigh_failed`), each forwarded packet's sender told host unreachable (by the
+//! forward step). Learned entries age: `base_reachable_time_ms` after their last
 //! confirmation they are stale, after `delay_first_probe_time` more they are probed by
 //! unicast `ucast_solicit` times, and an unanswered entry is forgotten (the next packet
 //! resolves it again). Configured entries are permanent. `arp_notify` / `ndisc_notify`
