@@ -186,7 +186,7 @@ impl EbpfProgram {
         let tail_refusals: Vec<Option<String>> = tail_fit.iter().map(|r| r.as_ref().err().cloned()).collect();
         if calls_tail {
             // The entry program uses the maps it tail-calls through: their filled slots must fit it.
-            check_prog_arrays(&obj.maps, &obj.programs, &tail_refusals).map_err(|msg| XdpLoadError::Load { path: p.clone(), msg })?;
+            check_prog_arrays(&obj.maps, &tail_refusals).map_err(|msg| XdpLoadError::Load { path: p.clone(), msg })?;
         }
         let tail_programs: Vec<Option<Arc<sluice_ebpf::Program>>> =
             if calls_tail { tail_fit.into_iter().map(Result::ok).collect() } else { Vec::new() };
@@ -219,7 +219,7 @@ impl EbpfProgram {
     /// Whether program `index` of the object may go in a PROG_ARRAY slot, as the kernel's
     /// map update checks it (`Err`: why not).
     pub fn tail_target_allowed(&self, index: u32) -> Result<(), String> {
-        tail_slot_allowed(&self.program_names, &self.tail_refusals, index)
+        tail_slot_allowed(&self.tail_refusals, index)
     }
 }
 
@@ -242,22 +242,22 @@ fn tail_target_fit(
     Ok(Arc::new(t.clone()))
 }
 
-fn tail_slot_allowed(names: &[String], refusals: &[Option<String>], index: u32) -> Result<(), String> {
+/// `refusals` has one entry per program of the object.
+fn tail_slot_allowed(refusals: &[Option<String>], index: u32) -> Result<(), String> {
     match refusals.get(index as usize) {
         Some(None) => Ok(()),
         Some(Some(why)) => Err(format!("a PROG_ARRAY cannot hold program {index}: {why}")),
-        None => Err(format!("a PROG_ARRAY slot names program {index}; the object has {}", names.len().min(refusals.len()))),
+        None => Err(format!("a PROG_ARRAY slot names program {index}; the object has {}", refusals.len())),
     }
 }
 
 /// Every filled slot of the object's PROG_ARRAYs (libbpf's `values` initialisers) must name a
 /// program that may go there: libbpf's update of such a slot fails, and so does the load.
-fn check_prog_arrays(maps: &Maps, programs: &[sluice_ebpf::Program], refusals: &[Option<String>]) -> Result<(), String> {
-    let names: Vec<String> = programs.iter().map(|p| p.name.clone()).collect();
+fn check_prog_arrays(maps: &Maps, refusals: &[Option<String>]) -> Result<(), String> {
     for m in maps.iter().filter(|m| m.def().map_type == sluice_ebpf::program::map_type::PROG_ARRAY) {
         for slot in 0..m.def().max_entries {
             if let Some(t) = m.tail_call_target(slot) {
-                tail_slot_allowed(&names, refusals, t).map_err(|e| format!("map `{}` slot {slot}: {e}", m.def().name))?;
+                tail_slot_allowed(refusals, t).map_err(|e| format!("map `{}` slot {slot}: {e}", m.def().name))?;
             }
         }
     }
