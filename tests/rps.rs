@@ -459,3 +459,23 @@ fn xdp_maps_set_up_from_the_config_are_shared_by_every_workers_instance() {
     let e = c.build(tun, &pool).err().expect("refused").to_string();
     assert!(e.starts_with("xdp.map") && e.contains("no_such_map"), "{e}");
 }
+
+/// `.rodata` settings from the config are set before the load (libbpf's open → set → load):
+/// bpf/obj/xdp_rodata_config.o set to verdicts[0] (DROP) and to count byte 0 (the first
+/// byte of the destination MAC) drops every packet on both workers' instances; the load
+/// froze `.rodata`, which the verifier needed to accept the object at all.
+#[test]
+fn rodata_settings_in_the_config_are_set_before_the_load() {
+    let obj = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bpf/obj/xdp_rodata_config.o");
+    let (mut c, tun) = rss_lab(100, 2, &[]);
+    let xdp = format!("program = {:?}\nmode = \"native\"\nmap = [\".rodata:00000000=0000000000000000\"]", obj.display().to_string());
+    c.xdp = Some(toml::from_str(&xdp).expect("xdp table"));
+    let dp = run_checked(&c, tun, 1_000);
+    assert_eq!(dp.counters().dropped(DropReason::XdpDrop), 1_000, "{:?}", dp.counters().nonzero_drops());
+    assert!(dp.workers.iter().all(|w| w.c.rx > 0), "both workers ran their instance");
+    let maps = dp.workers[0].xdp.native[0].as_ref().and_then(|p| p.maps()).expect("worker 0's instance");
+    assert!(maps.by_name(".rodata").expect(".rodata").is_frozen());
+    let mac0 = sluice::port::parse_mac(&c.ports[0].gen.as_ref().unwrap().dst_mac).expect("dst_mac")[0] as u64;
+    let peeked = maps.by_name("peeked").expect("peeked").lookup(&0u32.to_ne_bytes(), 0).expect("key 0");
+    assert_eq!(u64::from_ne_bytes(peeked[..8].try_into().unwrap()), 1_000 * mac0, "byte 0 of every frame");
+}

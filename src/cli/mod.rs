@@ -193,9 +193,11 @@ pub struct XdpRunArgs {
     /// jit or interp.
     #[arg(long, default_value = "jit")]
     pub engine: String,
-    /// Set a map entry before the run: NAME:KEYHEX=VALUEHEX (little-endian bytes, as in memory).
+    /// Set a map entry before the load: NAME:KEYHEX=VALUEHEX (little-endian bytes, as in memory).
     /// For a PROG_ARRAY the value may name a program, for a map of maps (ARRAY_OF_MAPS,
     /// HASH_OF_MAPS) it names the inner map; an empty value (NAME:KEYHEX=) deletes the entry.
+    /// `.rodata` (`const volatile` settings, e.g. `.rodata:00000000=01000000`) can be set
+    /// here: the load then freezes it and the verifier reads its values as constants.
     #[arg(long = "map", value_name = "NAME:KEY=VALUE")]
     pub map_updates: Vec<String>,
     /// Set map entries before the run from a JSON file: {"NAME": [{"key": K, "value": V}, ...]}

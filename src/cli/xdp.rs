@@ -4,7 +4,7 @@
 
 use super::{XdpCommand, XdpRunArgs};
 use crate::rx::route::RouteTable;
-use crate::xdp::ebpf::{EbpfProgram, EngineKind};
+use crate::xdp::ebpf::{EngineKind, OpenedXdp};
 use crate::xdp::env::SluiceEnv;
 use crate::xdp::map_setup::{apply_map_flag, apply_maps_file};
 use crate::xdp::{XdpBuff, XdpMode, XdpProgram};
@@ -127,13 +127,15 @@ pub fn execute(args: &XdpRunArgs) -> Result<ToolRun, XdpToolError> {
     } else {
         sluice_ebpf::verifier::VerifyOptions::default()
     };
-    let mut prog = EbpfProgram::load_selected(&args.object, args.section.as_deref(), force_xdp, &verify_opts, kind, false)?;
+    // As libbpf: open, set the maps (and `.rodata`), then load (freeze `.rodata`, verify).
+    let opened = OpenedXdp::open(&args.object, args.section.as_deref(), force_xdp, 1)?;
     if let Some(path) = &args.maps_file {
-        apply_maps_file(&prog, path).map_err(|e| XdpToolError::Usage(format!("--maps {e}")))?;
+        apply_maps_file(&opened, path).map_err(|e| XdpToolError::Usage(format!("--maps {e}")))?;
     }
     for u in &args.map_updates {
-        apply_map_flag(&prog, u).map_err(|e| XdpToolError::Usage(format!("--map `{u}`: {e}")))?;
+        apply_map_flag(&opened, u).map_err(|e| XdpToolError::Usage(format!("--map `{u}`: {e}")))?;
     }
+    let mut prog = opened.load(&verify_opts, kind, false)?;
     if args.events.is_some() {
         for m in prog.maps.iter() {
             m.attach_consumer();

@@ -11,7 +11,7 @@ use crate::port::pcap::{PcapIn, PcapOut};
 use crate::port::sink::{CheckSpec, Sink, SinkKind};
 use crate::port::{parse_mac, Port};
 use crate::rx::route::{Iface, NextHop};
-use crate::xdp::ebpf::{EbpfProgram, EngineKind};
+use crate::xdp::ebpf::{EngineKind, OpenedXdp};
 use crate::xdp::{XdpMode, XdpProgram};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -606,21 +606,17 @@ impl Config {
                         progs.push(crate::xdp::builtin::parse(&x.program, self.ports.len()).map_err(|e| field("xdp.program", e))?);
                     }
                 } else {
-                    let first = EbpfProgram::load_for_workers(
-                        std::path::Path::new(&x.program),
-                        x.section.as_deref(),
-                        x.engine,
-                        locked_atomics,
-                        dp.workers.len() as u32,
-                        runners.len() as u32,
-                    )
-                    .map_err(load_error)?;
+                    // As libbpf: open, set the maps (and `.rodata`), then load (freeze, verify).
+                    let opened = OpenedXdp::open(std::path::Path::new(&x.program), x.section.as_deref(), false, dp.workers.len() as u32)
+                        .map_err(load_error)?;
                     if let Some(path) = &x.maps {
-                        crate::xdp::map_setup::apply_maps_file(&first, path).map_err(|e| field("xdp.maps", e))?;
+                        crate::xdp::map_setup::apply_maps_file(&opened, path).map_err(|e| field("xdp.maps", e))?;
                     }
                     for entry in &x.map {
-                        crate::xdp::map_setup::apply_map_flag(&first, entry).map_err(|e| field("xdp.map", format!("`{entry}`: {e}")))?;
+                        crate::xdp::map_setup::apply_map_flag(&opened, entry).map_err(|e| field("xdp.map", format!("`{entry}`: {e}")))?;
                     }
+                    let locked = locked_atomics || runners.len() > 1;
+                    let first = opened.load(&sluice_ebpf::verifier::VerifyOptions::default(), x.engine, locked).map_err(load_error)?;
                     for _ in 1..runners.len() {
                         progs.push(Box::new(first.instance().map_err(load_error)?));
                     }

@@ -7,7 +7,7 @@ use super::{RunOutcome, XdpBuff, XdpProgram};
 use crate::buf::Pkt;
 use sluice_ebpf::insn::XDP_ABORTED;
 use sluice_ebpf::jit::{Jit, JitProgram};
-use sluice_ebpf::verifier::{verify, VerifyOptions};
+use sluice_ebpf::verifier::{verify_with_frozen, VerifiedProgram, VerifyOptions};
 use sluice_ebpf::{BurstCtx, BurstFaults, FrameRegion, Interpreter, LoadOptions, Maps, Object, RunConfig};
 
 use std::path::Path;
@@ -72,8 +72,8 @@ pub struct EbpfProgram {
     tail_refusals: Vec<Option<String>>,
     /// What [`EbpfProgram::instance`] builds another engine from: the verified entry program,
     /// the tail-call targets, and the run configuration.
-    entry: Arc<sluice_ebpf::Program>,
-    tail_programs: Vec<Option<Arc<sluice_ebpf::Program>>>,
+    entry: Arc<VerifiedProgram>,
+    tail_programs: Vec<Option<Arc<VerifiedProgram>>>,
     config: RunConfig,
 }
 
@@ -85,25 +85,10 @@ impl EbpfProgram {
     }
 
     /// [`EbpfProgram::load`]; `locked_atomics` keeps bus-locked atomics even with one worker
-    /// (the `xdp.locked_atomics` tunable).
+    /// (the `xdp.locked_atomics` tunable). Nothing is set before the load: to set maps or
+    /// `.rodata` first, [`OpenedXdp::open`], set them, then [`OpenedXdp::load`].
     pub fn load_with(path: &Path, section: Option<&str>, kind: EngineKind, locked_atomics: bool) -> Result<EbpfProgram, XdpLoadError> {
-        EbpfProgram::load_selected(path, section, false, &VerifyOptions::default(), kind, locked_atomics)
-    }
-
-    /// [`EbpfProgram::load_with`] for a datapath of `workers` workers, `runners` of which
-    /// run an instance ([`EbpfProgram::instance`]): per-CPU maps get a copy per worker, and
-    /// when more than one runs the program BPF atomics use bus-locked instructions, as the
-    /// kernel's do.
-    pub fn load_for_workers(
-        path: &Path,
-        section: Option<&str>,
-        kind: EngineKind,
-        locked_atomics: bool,
-        workers: u32,
-        runners: u32,
-    ) -> Result<EbpfProgram, XdpLoadError> {
-        let locked = locked_atomics || runners > 1;
-        EbpfProgram::load_full(path, section, false, &VerifyOptions::default(), kind, locked, workers.max(1))
+        OpenedXdp::open(path, section, false, 1)?.load(&VerifyOptions::default(), kind, locked_atomics)
     }
 
     /// Another instance of this program for another worker: its own engine (and JIT code),
@@ -134,52 +119,93 @@ impl EbpfProgram {
         })
     }
 
-    /// [`EbpfProgram::load_with`] with libbpf / bpftool program selection: `force_xdp` takes a
-    /// program of any section as XDP (bpftool's `prog load ... type xdp`), see
-    /// [`Object::select_xdp`]; `verify` chooses the verifier's rule set (privileged by default).
-    pub fn load_selected(
-        path: &Path,
-        section: Option<&str>,
-        force_xdp: bool,
-        verify_opts: &VerifyOptions,
-        kind: EngineKind,
-        locked_atomics: bool,
-    ) -> Result<EbpfProgram, XdpLoadError> {
-        EbpfProgram::load_full(path, section, force_xdp, verify_opts, kind, locked_atomics, 1)
+    /// The index of program `name` in the object (what a PROG_ARRAY slot holds).
+    pub fn program_index(&self, name: &str) -> Option<u32> {
+        self.program_names.iter().position(|n| n == name).map(|i| i as u32)
     }
 
-    fn load_full(
-        path: &Path,
-        section: Option<&str>,
-        force_xdp: bool,
-        verify_opts: &VerifyOptions,
-        kind: EngineKind,
-        locked_atomics: bool,
-        workers: u32,
-    ) -> Result<EbpfProgram, XdpLoadError> {
+    /// Whether program `index` of the object may go in a PROG_ARRAY slot, as the kernel's
+    /// map update checks it (`Err`: why not).
+    pub fn tail_target_allowed(&self, index: u32) -> Result<(), String> {
+        tail_slot_allowed(&self.tail_refusals, index)
+    }
+}
+
+/// An object opened and its XDP program picked, its maps filled from the ELF, nothing
+/// verified yet: what user space sets before the load (libbpf's open → set `.rodata` and
+/// maps → load). [`OpenedXdp::load`] then freezes `.rodata`, verifies with its values known
+/// (so `const volatile` settings prune branches and bound offsets, as in the kernel) and
+/// prepares the engines.
+pub struct OpenedXdp {
+    path: String,
+    obj: Object,
+    prog: sluice_ebpf::Program,
+    force_xdp: bool,
+}
+
+impl OpenedXdp {
+    /// Opens `path` and picks the program as [`Object::select_xdp`] (`force_xdp` takes one of
+    /// any section as XDP, as bpftool's `prog load ... type xdp`); per-CPU maps get a copy for
+    /// each of `workers`.
+    pub fn open(path: &Path, section: Option<&str>, force_xdp: bool, workers: u32) -> Result<OpenedXdp, XdpLoadError> {
         let p = path.display().to_string();
-        // Per-CPU maps have a copy per worker; unless asked for locked atomics, one worker
-        // runs the program and is the single writer (no bus lock needed; RunConfig::single_writer).
-        let obj = Object::from_file_with(path, &LoadOptions { ncpus: workers, ..LoadOptions::default() })
+        let obj = Object::from_file_with(path, &LoadOptions { ncpus: workers.max(1), ..LoadOptions::default() })
             .map_err(|e| XdpLoadError::Load { path: p.clone(), msg: e.to_string() })?;
         let prog = obj.select_xdp(section, force_xdp).cloned().map_err(|why| XdpLoadError::Select { path: p.clone(), why })?;
-        let name = format!("{}:{}", path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(), prog.name);
+        Ok(OpenedXdp { path: p, obj, prog, force_xdp })
+    }
+
+    pub fn maps(&self) -> &Arc<Maps> {
+        &self.obj.maps
+    }
+
+    /// The index of program `name` in the object (what a PROG_ARRAY slot holds).
+    pub fn program_index(&self, name: &str) -> Option<u32> {
+        self.obj.programs.iter().position(|p| p.name == name).map(|i| i as u32)
+    }
+
+    /// Whether program `index` may go in a PROG_ARRAY slot before the load: its type and
+    /// frags awareness; the load verifies the programs the filled slots name.
+    pub fn tail_target_allowed(&self, index: u32) -> Result<(), String> {
+        let t = self
+            .obj
+            .programs
+            .get(index as usize)
+            .ok_or_else(|| format!("a PROG_ARRAY slot names program {index}; the object has {}", self.obj.programs.len()))?;
+        tail_target_kind(t, self.force_xdp, self.prog.frags_aware())
+            .map_err(|why| format!("a PROG_ARRAY cannot hold program {index}: {why}"))
+    }
+
+    /// Loads the opened program: freezes the object's `.rodata` maps as libbpf does once they
+    /// are set (user space can no longer write them, programs never could), verifies the
+    /// program knowing their values, and prepares the engine and the tail-call targets. The
+    /// JIT compiles the program the verifier accepted with those values.
+    pub fn load(self, verify_opts: &VerifyOptions, kind: EngineKind, locked_atomics: bool) -> Result<EbpfProgram, XdpLoadError> {
+        let OpenedXdp { path: p, obj, prog, force_xdp } = self;
+        let frozen = obj.freeze_rodata();
+        let name = format!("{}:{}", Path::new(&p).file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(), prog.name);
         // Every program is verified, whichever engine runs it: the JIT's code has no checks.
-        verify(&prog, verify_opts).map_err(|e| XdpLoadError::Verifier { path: p.clone(), prog: prog.name.clone(), msg: e.to_string() })?;
+        let verified = verify_with_frozen(&prog, verify_opts, &frozen).map_err(|e| XdpLoadError::Verifier {
+            path: p.clone(),
+            prog: prog.name.clone(),
+            msg: e.to_string(),
+        })?;
         let frags_aware = prog.frags_aware();
         let calls_tail =
             prog.insns.iter().any(|i| i.code == sluice_ebpf::insn::BPF_JMP | sluice_ebpf::insn::BPF_CALL && i.src == 0 && i.imm == 12);
-        let prog = Arc::new(prog);
+        let entry = Arc::new(verified);
         let maps = obj.maps.clone();
+        // Per-CPU maps have a copy per worker; unless asked for locked atomics, one worker
+        // runs the program and is the single writer (no bus lock needed; RunConfig::single_writer).
         let config = RunConfig { single_writer: !locked_atomics, ..RunConfig::default() };
         let (engine, engine_kind, jit_fallback) =
-            make_engine(kind, &prog, &maps, config).map_err(|msg| XdpLoadError::Load { path: p.clone(), msg })?;
+            make_engine(kind, &entry, &maps, config).map_err(|msg| XdpLoadError::Load { path: p.clone(), msg })?;
         // Tail-call targets: the object's programs a PROG_ARRAY may hold, each checked as the
         // kernel checks a program put in one (bpf_prog_map_compatible: an XDP program with the
         // entry's frags awareness, loaded, i.e. verified).
         let has_prog_array = obj.maps.iter().any(|m| m.def().map_type == sluice_ebpf::program::map_type::PROG_ARRAY);
-        let tail_fit: Vec<Result<Arc<sluice_ebpf::Program>, String>> = if has_prog_array {
-            obj.programs.iter().map(|t| tail_target_fit(t, force_xdp, frags_aware, verify_opts)).collect()
+        let tail_fit: Vec<Result<Arc<VerifiedProgram>, String>> = if has_prog_array {
+            obj.programs.iter().map(|t| tail_target_fit(t, force_xdp, frags_aware, verify_opts, &frozen)).collect()
         } else {
             Vec::new()
         };
@@ -188,7 +214,7 @@ impl EbpfProgram {
             // The entry program uses the maps it tail-calls through: their filled slots must fit it.
             check_prog_arrays(&obj.maps, &tail_refusals).map_err(|msg| XdpLoadError::Load { path: p.clone(), msg })?;
         }
-        let tail_programs: Vec<Option<Arc<sluice_ebpf::Program>>> =
+        let tail_programs: Vec<Option<Arc<VerifiedProgram>>> =
             if calls_tail { tail_fit.into_iter().map(Result::ok).collect() } else { Vec::new() };
         let tail_targets =
             tail_programs.iter().map(|t| t.as_ref().and_then(|t| make_engine(engine_kind, t, &maps, config).ok()).map(|e| e.0)).collect();
@@ -205,41 +231,37 @@ impl EbpfProgram {
             tail_targets,
             program_names,
             tail_refusals,
-            entry: prog,
+            entry,
             tail_programs,
             config,
         })
-    }
-
-    /// The index of program `name` in the object (what a PROG_ARRAY slot holds).
-    pub fn program_index(&self, name: &str) -> Option<u32> {
-        self.program_names.iter().position(|n| n == name).map(|i| i as u32)
-    }
-
-    /// Whether program `index` of the object may go in a PROG_ARRAY slot, as the kernel's
-    /// map update checks it (`Err`: why not).
-    pub fn tail_target_allowed(&self, index: u32) -> Result<(), String> {
-        tail_slot_allowed(&self.tail_refusals, index)
     }
 }
 
 /// Whether `t` may be the target of a tail call from an entry program of `entry_frags`
 /// awareness: what bpf_prog_map_compatible requires (same program type, same
-/// `xdp_has_frags`) of a program that loaded (verified).
+/// `xdp_has_frags`) of a program that loaded (verified, knowing the frozen `.rodata`).
 fn tail_target_fit(
     t: &sluice_ebpf::Program,
     force_xdp: bool,
     entry_frags: bool,
     verify_opts: &VerifyOptions,
-) -> Result<Arc<sluice_ebpf::Program>, String> {
+    frozen: &[Option<Vec<u8>>],
+) -> Result<Arc<VerifiedProgram>, String> {
+    tail_target_kind(t, force_xdp, entry_frags)?;
+    let verified = verify_with_frozen(t, verify_opts, frozen).map_err(|e| format!("`{}` is refused by the verifier: {e}", t.name))?;
+    Ok(Arc::new(verified))
+}
+
+/// The type and frags-awareness half of [`tail_target_fit`].
+fn tail_target_kind(t: &sluice_ebpf::Program, force_xdp: bool, entry_frags: bool) -> Result<(), String> {
     if !(t.is_xdp() || force_xdp) {
         return Err(format!("`{}` (section `{}`) is not an XDP program", t.name, t.section));
     }
     if t.frags_aware() != entry_frags {
         return Err(format!("`{}` differs from the entry program in frags awareness (xdp.frags)", t.name));
     }
-    verify(t, verify_opts).map_err(|e| format!("`{}` is refused by the verifier: {e}", t.name))?;
-    Ok(Arc::new(t.clone()))
+    Ok(())
 }
 
 /// `refusals` has one entry per program of the object.
@@ -264,18 +286,21 @@ fn check_prog_arrays(maps: &Maps, refusals: &[Option<String>]) -> Result<(), Str
     Ok(())
 }
 
-/// The engine `kind` asks for over `prog`: the JIT, or the checked interpreter when asked or
-/// when the JIT cannot translate the program (the reason is returned then).
+/// The engine `kind` asks for over the verified program: the JIT (compiling what the
+/// verifier accepted), or the checked interpreter when asked or when the JIT cannot
+/// translate the program (the reason is returned then).
 fn make_engine(
     kind: EngineKind,
-    prog: &Arc<sluice_ebpf::Program>,
+    verified: &VerifiedProgram,
     maps: &Arc<Maps>,
     config: RunConfig,
 ) -> Result<(Engine, EngineKind, Option<String>), String> {
-    let interp = || Interpreter::with_config(prog.clone(), maps.clone(), config).map(Engine::Interp).map_err(|e| e.to_string());
+    let interp = || {
+        Interpreter::with_config(Arc::new(verified.program().clone()), maps.clone(), config).map(Engine::Interp).map_err(|e| e.to_string())
+    };
     Ok(match kind {
         EngineKind::Interp => (interp()?, EngineKind::Interp, None),
-        EngineKind::Jit => match Jit::compile_with_config(prog.clone(), maps.clone(), config) {
+        EngineKind::Jit => match Jit::compile_verified_with_config(verified, maps.clone(), config) {
             Ok(j) => (Engine::Jit(j), EngineKind::Jit, None),
             Err(e) => (interp()?, EngineKind::Interp, Some(e.to_string())),
         },
@@ -394,5 +419,46 @@ mod tests {
         assert!(e.contains("frags awareness"), "{e}");
         crate::xdp::map_setup::apply_map_flag(&prog, "jmp:03000000=xdp_tail_v4").expect("an XDP program fits");
         assert_eq!(prog.maps.get(prog.maps.index_of("jmp").unwrap()).unwrap().tail_call_target(3), prog.program_index("xdp_tail_v4"));
+    }
+
+    /// bpf/obj/xdp_rodata_config.o's `const volatile` settings (verdict table index, counted
+    /// byte) are set between open and load, as libbpf skeletons set them, and the load
+    /// freezes them: the verifier needs their values (the object is refused otherwise, as in
+    /// the kernel), both engines run what it accepted, and user space can no longer write
+    /// them afterwards.
+    #[test]
+    fn rodata_settings_are_set_before_the_load_and_frozen_by_it() {
+        let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("bpf/obj/xdp_rodata_config.o");
+        let mut frame = vec![0u8; 64];
+        frame[0] = 0x11;
+        frame[14] = 0x45;
+        let run = |prog: &mut EbpfProgram| {
+            let mut mem = LowMem::new(4096).unwrap();
+            mem.as_mut_slice()[256..256 + frame.len()].copy_from_slice(&frame);
+            let mut xb = XdpBuff::new(mem.as_mut_slice(), 256, frame.len());
+            let (routes, neigh, mut trace) = (crate::rx::route::RouteTable::new(), crate::rx::route::Neighbours::default(), Vec::new());
+            let action = prog.run(&mut xb, &mut SluiceEnv::new(&routes, &neigh, &[], &mut trace)).action;
+            let peeked = prog.maps.by_name("peeked").unwrap().lookup(&[0; 4], 0).unwrap();
+            (action, u64::from_le_bytes(peeked[..8].try_into().unwrap()))
+        };
+        for kind in [EngineKind::Interp, EngineKind::Jit] {
+            let opts = VerifyOptions::default();
+            let mut prog = OpenedXdp::open(&path, None, false, 1).unwrap().load(&opts, kind, false).unwrap();
+            assert_eq!(prog.engine_kind, kind, "{:?}", prog.jit_fallback);
+            assert_eq!(run(&mut prog), (sluice_ebpf::insn::XDP_PASS, 0x45), "defaults: verdicts[1], byte 14");
+
+            let opened = OpenedXdp::open(&path, None, false, 1).unwrap();
+            crate::xdp::map_setup::apply_map_flag(&opened, ".rodata:00000000=0200000000000000").unwrap();
+            let mut prog = opened.load(&opts, kind, false).unwrap();
+            assert_eq!(prog.engine_kind, kind, "{:?}", prog.jit_fallback);
+            assert_eq!(run(&mut prog), (sluice_ebpf::insn::XDP_TX, 0x11), "set: verdicts[2], byte 0");
+            let e = crate::xdp::map_setup::apply_map_flag(&prog, ".rodata:00000000=0000000000000000").unwrap_err();
+            assert!(e.contains("frozen"), "{e}");
+
+            let opened = OpenedXdp::open(&path, None, false, 1).unwrap();
+            crate::xdp::map_setup::apply_map_flag(&opened, ".rodata:00000000=0400000000000000").unwrap();
+            let e = opened.load(&opts, kind, false).err().expect("verdicts[4] is off the stack");
+            assert!(matches!(e, XdpLoadError::Verifier { .. }), "{e}");
+        }
     }
 }

@@ -3,10 +3,45 @@
 //! of a config's `[xdp]` table), keys and values as hex, numbers, byte lists or BTF-typed
 //! fields, inner maps and programs by name. `xdp run --json` output is valid input.
 
-use super::ebpf::EbpfProgram;
+use super::ebpf::{EbpfProgram, OpenedXdp};
 use serde_json::Value;
 use sluice_ebpf::btf_types::TypeDesc;
+use sluice_ebpf::Maps;
 use std::path::Path;
+
+/// What map setup writes into: an opened object before its load (`.rodata` settable) or a
+/// loaded program (`.rodata` frozen, program-array slots checked against verified programs).
+pub trait MapSetup {
+    fn setup_maps(&self) -> &Maps;
+    /// The index of program `name` in the object (what a PROG_ARRAY slot holds).
+    fn program_index(&self, name: &str) -> Option<u32>;
+    /// Whether program `index` may go in a PROG_ARRAY slot (`Err`: why not).
+    fn tail_target_allowed(&self, index: u32) -> Result<(), String>;
+}
+
+impl MapSetup for OpenedXdp {
+    fn setup_maps(&self) -> &Maps {
+        self.maps()
+    }
+    fn program_index(&self, name: &str) -> Option<u32> {
+        OpenedXdp::program_index(self, name)
+    }
+    fn tail_target_allowed(&self, index: u32) -> Result<(), String> {
+        OpenedXdp::tail_target_allowed(self, index)
+    }
+}
+
+impl MapSetup for EbpfProgram {
+    fn setup_maps(&self) -> &Maps {
+        &self.maps
+    }
+    fn program_index(&self, name: &str) -> Option<u32> {
+        EbpfProgram::program_index(self, name)
+    }
+    fn tail_target_allowed(&self, index: u32) -> Result<(), String> {
+        EbpfProgram::tail_target_allowed(self, index)
+    }
+}
 
 /// A DEVMAP / DEVMAP_HASH value starts with an ifindex: the kernel refuses an update naming no
 /// device (ifindexes are positive ints), except that ifindex 0 empties a DEVMAP slot
@@ -46,9 +81,9 @@ enum SetValue {
 
 /// Puts `value` at `key` of map `name` (None deletes), as user space does with
 /// bpf_map_update_elem / bpf_map_delete_elem.
-fn set_entry(prog: &EbpfProgram, name: &str, key: &[u8], value: Option<SetValue>) -> Result<(), String> {
+fn set_entry(prog: &impl MapSetup, name: &str, key: &[u8], value: Option<SetValue>) -> Result<(), String> {
     use sluice_ebpf::program::map_type;
-    let maps = &prog.maps;
+    let maps = prog.setup_maps();
     let idx = maps.index_of(name).ok_or_else(|| format!("no map named `{name}`"))?;
     let map = maps.get(idx).ok_or_else(|| format!("no map named `{name}`"))?;
     let d = map.def();
@@ -91,7 +126,7 @@ fn set_entry(prog: &EbpfProgram, name: &str, key: &[u8], value: Option<SetValue>
 
 /// `--map NAME:KEYHEX=VALUE`: VALUE is hex bytes, a program (PROG_ARRAY) or inner map (map of
 /// maps) by name; empty deletes the entry.
-pub fn apply_map_flag(prog: &EbpfProgram, u: &str) -> Result<(), String> {
+pub fn apply_map_flag(prog: &impl MapSetup, u: &str) -> Result<(), String> {
     let bad = || "expected NAME:KEYHEX=VALUE".to_owned();
     let (name, kv) = u.split_once(':').ok_or_else(bad)?;
     let (k, v) = kv.split_once('=').ok_or_else(bad)?;
@@ -155,7 +190,7 @@ fn entry_bytes(v: &Value, size: usize, ty: Option<&TypeDesc>) -> Result<Vec<u8>,
 /// `map update name NAME key [hex] BYTES… value [hex] BYTES…`, `value name INNER_OR_PROG`
 /// for maps of maps and program arrays, and `map delete name NAME key [hex] BYTES…`. Bytes
 /// are decimal or `0x` hex, or hex without prefix after `hex`, as bpftool takes them.
-fn apply_batch(prog: &EbpfProgram, text: &str) -> Result<(), String> {
+fn apply_batch(prog: &impl MapSetup, text: &str) -> Result<(), String> {
     for (n, line) in text.lines().enumerate() {
         let line = line.split('#').next().unwrap_or("").trim();
         if line.is_empty() {
@@ -203,7 +238,7 @@ fn batch_bytes(words: &[&str]) -> Result<Vec<u8>, String> {
         .collect()
 }
 
-pub fn apply_maps_file(prog: &EbpfProgram, path: &Path) -> Result<(), String> {
+pub fn apply_maps_file(prog: &impl MapSetup, path: &Path) -> Result<(), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let bad = |m: String| format!("{}: {m}", path.display());
     if !text.trim_start().starts_with('{') {
@@ -215,11 +250,11 @@ pub fn apply_maps_file(prog: &EbpfProgram, path: &Path) -> Result<(), String> {
     // Plain maps first: inner maps are filled before they are put in their outer maps
     // (the order does not matter for the result, only for messages).
     let mut names: Vec<&String> = maps.keys().collect();
-    names.sort_by_key(|n| prog.maps.by_name(n).is_some_and(|m| m.def().is_map_of_maps()));
+    names.sort_by_key(|n| prog.setup_maps().by_name(n).is_some_and(|m| m.def().is_map_of_maps()));
     for name in names {
-        let map = prog.maps.by_name(name).ok_or_else(|| bad(format!("no map named `{name}`")))?;
+        let map = prog.setup_maps().by_name(name).ok_or_else(|| bad(format!("no map named `{name}`")))?;
         let (ks, vs) = (map.def().key_size as usize, map.def().value_size as usize);
-        let types = prog.maps.index_of(name).and_then(|i| prog.maps.types(i));
+        let types = prog.setup_maps().index_of(name).and_then(|i| prog.setup_maps().types(i));
         let (kt, vt) = (types.and_then(|t| t.key.as_ref()), types.and_then(|t| t.value.as_ref()));
         let entries = maps[name].as_array().ok_or_else(|| bad(format!("`{name}`: expected a list of entries")))?;
         for (n, e) in entries.iter().enumerate() {

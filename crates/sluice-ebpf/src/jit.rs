@@ -96,7 +96,7 @@ use crate::interp::{BPF_LOAD_ACQ, BPF_STORE_REL, FRAME_STACK_SIZE, MAX_CALL_FRAM
 use crate::maps::Maps;
 use crate::program::{map_type, Program};
 use crate::state::{xdp_context, Engine, RunConfig, RunError, RunErrorKind, RunHead, RunState, OFF_CPU, OFF_CTX, OFF_FAULT, OFF_FAULT_PC};
-use crate::verifier::{verify, SubprogInfo, VerifiedProgram, VerifyError, VerifyOptions};
+use crate::verifier::{verify_with_frozen, SubprogInfo, VerifiedProgram, VerifyError, VerifyOptions};
 use crate::xdp::{RunOutcome, XdpBuff, XdpMd};
 
 /// Why a program could not be compiled (the caller falls back to the interpreter).
@@ -133,9 +133,10 @@ pub enum JitError {
 pub struct Jit;
 
 impl Jit {
-    /// Verifies `program` (default [`VerifyOptions`]) and compiles it for `maps`, which must be
-    /// the maps it was linked with (same definitions at the same indices). A program the
-    /// verifier refuses gives [`JitError::Verify`].
+    /// Verifies `program` (default [`VerifyOptions`], knowing the values of the frozen
+    /// read-only maps among `maps`: [`Maps::frozen_values`]) and compiles it for `maps`, which
+    /// must be the maps it was linked with (same definitions at the same indices). A program
+    /// the verifier refuses gives [`JitError::Verify`].
     pub fn compile(program: Arc<Program>, maps: Arc<Maps>) -> Result<JitProgram, JitError> {
         Jit::compile_with_config(program, maps, RunConfig::default())
     }
@@ -143,7 +144,7 @@ impl Jit {
     /// [`Jit::compile`] with an engine configuration (`insn_budget` is ignored: verified
     /// programs terminate).
     pub fn compile_with_config(program: Arc<Program>, maps: Arc<Maps>, config: RunConfig) -> Result<JitProgram, JitError> {
-        let verified = verify(&program, &VerifyOptions::default()).map_err(JitError::Verify)?;
+        let verified = verify_with_frozen(&program, &VerifyOptions::default(), &maps.frozen_values()).map_err(JitError::Verify)?;
         build(program, verified.subprogs(), maps, config)
     }
 

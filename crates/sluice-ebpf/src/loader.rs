@@ -326,6 +326,20 @@ impl Object {
         Ok(Object { programs, maps: Arc::new(maps), license: obj.license.to_string_lossy().into_owned() })
     }
 
+    /// Freezes the object's `.rodata` maps as libbpf does at load (internal maps of
+    /// `.rodata*` sections, once user space has set them): user space can no longer write
+    /// them, and programs never could. Returns their values by map index, for
+    /// [`crate::verifier::verify_with_frozen`] to read as constants; `None` for other maps.
+    pub fn freeze_rodata(&self) -> Vec<Option<Vec<u8>>> {
+        for m in self.maps.iter() {
+            let d = m.def();
+            if d.name.starts_with(".rodata") && d.flags & crate::maps::BPF_F_RDONLY_PROG != 0 {
+                m.freeze();
+            }
+        }
+        self.maps.frozen_values()
+    }
+
     /// The program whose function name is `name_or_section`, else the first program of the ELF
     /// section of that name (`"xdp"`, `"xdp.frags"`, ...), else `None`. An empty string picks
     /// the first XDP program.
@@ -386,13 +400,19 @@ impl Object {
 /// A program's name and the verifier's refusal, if any.
 pub type ProgramVerdict = (String, Result<(), String>);
 
-/// Loads an object from untrusted bytes and verifies every program in it, as XDP (the
-/// loader fuzz target's entry point: any input gives `Err` or per-program results, never a
-/// panic). Each result is the program's name and the verifier's refusal, if any.
+/// Loads an object from untrusted bytes and verifies every program in it, as XDP, with its
+/// `.rodata` frozen as a loader does (the loader fuzz target's entry point: any input gives
+/// `Err` or per-program results, never a panic). Each result is the program's name and the
+/// verifier's refusal, if any.
 pub fn load_and_verify(bytes: &[u8]) -> Result<Vec<ProgramVerdict>, LoadError> {
     let obj = Object::from_bytes(bytes)?;
+    let frozen = obj.freeze_rodata();
     let opts = crate::verifier::VerifyOptions::default();
-    Ok(obj.programs.iter().map(|p| (p.name.clone(), crate::verifier::verify(p, &opts).map(|_| ()).map_err(|e| e.to_string()))).collect())
+    Ok(obj
+        .programs
+        .iter()
+        .map(|p| (p.name.clone(), crate::verifier::verify_with_frozen(p, &opts, &frozen).map(|_| ()).map_err(|e| e.to_string())))
+        .collect())
 }
 
 /// Checks the linked program follows the `Program` conventions (so nothing downstream has to

@@ -1559,6 +1559,24 @@ impl Maps {
         self.maps.iter()
     }
 
+    /// The values the verifier may read as constants, by map index: those of frozen
+    /// `BPF_F_RDONLY_PROG` arrays of one entry (bpf_map_is_rdonly: no one can write them any
+    /// more); `None` for every other map. See [`crate::verifier::verify_with_frozen`].
+    pub fn frozen_values(&self) -> Vec<Option<Vec<u8>>> {
+        self.maps
+            .iter()
+            .map(|m| {
+                let d = &m.def;
+                let constant = m.is_frozen() && d.flags & BPF_F_RDONLY_PROG != 0 && d.map_type == map_type::ARRAY && d.max_entries == 1;
+                if constant {
+                    m.lookup(&0u32.to_le_bytes(), 0)
+                } else {
+                    None
+                }
+            })
+            .collect()
+    }
+
     pub fn defs(&self) -> Vec<MapDef> {
         self.maps.iter().map(|m| m.def.clone()).collect()
     }

@@ -120,9 +120,12 @@ fn setup(maps: &Maps) {
     }
 }
 
+/// Loads an object as a loader does: `.rodata` frozen (the JIT's verifier reads it).
 fn load(path: &Path) -> Option<Object> {
     let opts = LoadOptions { ncpus: 2, ..LoadOptions::default() };
-    Object::from_file_with(path, &opts).ok()
+    let obj = Object::from_file_with(path, &opts).ok()?;
+    obj.freeze_rodata();
+    Some(obj)
 }
 
 /// Runs every XDP program of the object at `path` in both engines; returns the number of runs

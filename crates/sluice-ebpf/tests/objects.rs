@@ -460,3 +460,34 @@ fn maps_shared_between_threads() {
     assert_eq!(total, 2 * N as u64);
     assert_eq!(o.maps.by_name("lru_seen").unwrap().len(), 4);
 }
+
+/// bpf/obj/xdp_rodata_config.o reads two `const volatile` settings as a stack index and a
+/// packet offset: the kernel loads it only because libbpf freezes `.rodata` and the
+/// verifier reads frozen read-only maps as constants. So does sluice: refused while
+/// `.rodata` is writable, accepted once frozen, and a setting that makes the read fall off
+/// the stack is refused at the load it is frozen for.
+#[test]
+fn rodata_settings_are_constants_to_the_verifier_once_frozen() {
+    use sluice_ebpf::verifier::{verify, verify_with_frozen, VerifyOptions};
+    let opts = VerifyOptions::default();
+    let file = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bpf/obj/xdp_rodata_config.o");
+    let load = || Object::from_file(&file).unwrap();
+    let obj = load();
+    let prog = obj.program("xdp_rodata_config").unwrap().clone();
+    let e = verify(&prog, &opts).unwrap_err().to_string();
+    assert!(e.contains("unbounded"), "{e}");
+    assert_eq!(obj.maps.frozen_values().iter().flatten().count(), 0, "nothing is frozen before the load");
+    let frozen = obj.freeze_rodata();
+    let rodata = obj.maps.index_of(".rodata").unwrap();
+    assert_eq!(frozen[rodata].as_deref(), Some(&[1, 0, 0, 0, 14, 0, 0, 0][..]), "verdict_idx 1, peek_off 14");
+    assert!(frozen.iter().enumerate().all(|(i, v)| v.is_some() == (i == rodata)), "only .rodata is frozen");
+    assert!(obj.maps.get(rodata).unwrap().update(&0u32.to_le_bytes(), &[0; 8], BPF_ANY).is_err(), "frozen for user space");
+    verify_with_frozen(&prog, &opts, &frozen).expect("constants make it safe");
+    assert!(sluice_ebpf::load_and_verify(&std::fs::read(&file).unwrap()).unwrap().iter().all(|(_, r)| r.is_ok()));
+
+    // verdict_idx 4 reads past the 4-entry table, off the top of the stack.
+    let obj = load();
+    obj.maps.get(rodata).unwrap().update(&0u32.to_le_bytes(), &[4, 0, 0, 0, 14, 0, 0, 0], BPF_ANY).unwrap();
+    let frozen = obj.freeze_rodata();
+    assert!(verify_with_frozen(&prog, &opts, &frozen).is_err(), "an index past the table is refused");
+}

@@ -7,7 +7,7 @@
 mod corpus;
 
 use corpus::*;
-use sluice_ebpf::verifier::{verify, VerifyError, VerifyOptions};
+use sluice_ebpf::verifier::{verify, verify_with_frozen, VerifyError, VerifyOptions};
 
 fn check(name: &str, src: &str) -> Vec<Result<usize, VerifyError>> {
     let mut results = Vec::new();
@@ -101,14 +101,18 @@ fn committed_objects_verify() {
     for dir in dirs {
         for obj in objects_in(&dir) {
             // sluice's loader: it takes any section name (aya-obj alone refuses `prog`, `tc`, ...).
-            let progs = match sluice_ebpf::Object::from_file(&obj) {
-                Ok(o) => o.programs,
+            // `.rodata` frozen as a loader freezes it, so the verifier reads its settings.
+            let (progs, frozen) = match sluice_ebpf::Object::from_file(&obj) {
+                Ok(o) => {
+                    let frozen = o.freeze_rodata();
+                    (o.programs, frozen)
+                }
                 // A ring buffer map: sluice's runtime has no such map type.
                 Err(e) if e.to_string().contains("unsupported map type") => continue,
                 Err(e) => panic!("{}: {e}", obj.display()),
             };
             for p in progs {
-                let r = verify(&p, &VerifyOptions::default());
+                let r = verify_with_frozen(&p, &VerifyOptions::default(), &frozen);
                 eprintln!("{} {}: {:?}", obj.display(), p.name, r.as_ref().map(|v| v.stats().processed_insns));
                 match r {
                     Ok(_) => n += 1,

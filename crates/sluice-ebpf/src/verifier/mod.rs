@@ -176,7 +176,7 @@ pub fn verify(prog: &Program, opts: &VerifyOptions) -> Result<VerifiedProgram, V
 /// other map are ignored. Loads from it at a constant offset are those constants, as in the
 /// kernel (check_mem_access: bpf_map_is_rdonly, bpf_map_direct_read), so `const volatile`
 /// settings prune branches and bound loops. The maps must stay frozen while the program runs.
-/// (sluice's loader does not use it yet: its map settings come after the load.)
+/// [`crate::Object::freeze_rodata`] freezes an object's `.rodata` and gives these values.
 pub fn verify_with_frozen(prog: &Program, opts: &VerifyOptions, frozen: &[Option<Vec<u8>>]) -> Result<VerifiedProgram, VerifyError> {
     // Internal invariant violations must refuse the program, never take the host down.
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| verify_inner(prog, opts, frozen))) {
