@@ -16,10 +16,27 @@ fn main() -> ExitCode {
     match dispatch(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_line(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes as `a: b: c`, leaving out a cause whose text the line already
+/// holds (library errors often quote their source in their own message).
+fn error_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
 }
 
 fn dispatch(cli: Cli) -> Result<()> {
@@ -47,8 +64,13 @@ fn dispatch(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Tunables => {
-            for (name, doc, default) in TUNABLES {
-                outln!("{name:<34} {default:>8}  {doc}");
+            // The value as `--set` takes it (the table's source text writes `30_000`, and the
+            // default qdisc by its index).
+            let defaults = sluice::config::Tunables::default();
+            let width = TUNABLES.iter().map(|t| t.0.len()).max().unwrap_or(0);
+            for (name, doc, source) in TUNABLES {
+                let default = defaults.get_text(name).unwrap_or_else(|_| source.to_string());
+                outln!("{name:<width$} {default:>10}  {doc}");
             }
             Ok(())
         }

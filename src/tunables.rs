@@ -102,7 +102,7 @@ impl BadNumber {
 
 /// CPU masks (`rps_cpus`, `net.core.flow_limit_cpu_bitmap`) are written as CPU lists, as
 /// the kernel prints them (`0-3,6`), or as a hex mask with `0x` (what sysfs takes: `0x3`);
-/// `none` or an empty list clears them. Each CPU must be present on this machine.
+/// `none` or `0` clears them (an empty value is refused). Each CPU must be present on this machine.
 fn special_value(name: &str, value: &str) -> Option<Result<u64, String>> {
     if name == "net.core.default_qdisc" {
         return Some(qdisc_index(value));
@@ -123,6 +123,20 @@ fn special_value(name: &str, value: &str) -> Option<Result<u64, String>> {
         });
     }
     Some(parse_cpu_list(v, present).map(|cpus| cpus.iter().fold(0u64, |m, c| m | 1 << c)).map_err(|e| e.to_string()))
+}
+
+impl Tunables {
+    /// A tunable's value as `--set` takes it back: a number, or for `net.core.default_qdisc`
+    /// the qdisc's name.
+    pub fn get_text(&self, name: &str) -> Result<String, TunableError> {
+        let v = self.get(name)?;
+        if name == "net.core.default_qdisc" {
+            if let Some(q) = usize::try_from(v).ok().and_then(|i| QDISC_NAMES.get(i)) {
+                return Ok((*q).to_string());
+            }
+        }
+        Ok(v.to_string())
+    }
 }
 
 /// The qdisc names `net.core.default_qdisc` takes, in the order of its value (the same
@@ -324,6 +338,21 @@ mod tests {
         assert!(matches!(t.set("net.core.dev_weight", "x"), Err(TunableError::BadValue { .. })));
         assert!(t.apply_all(&["novalue"]).is_err());
         assert!(TUNABLES.iter().any(|(n, _, d)| *n == "net.core.gro_normal_batch" && *d == "8"));
+    }
+
+    /// What `sluice tunables` prints as each default is what `--set` takes back, giving the
+    /// same settings.
+    #[test]
+    fn every_default_as_printed_is_accepted_by_set() {
+        let defaults = Tunables::default();
+        let mut t = Tunables::default();
+        for (name, _, _) in TUNABLES {
+            let text = defaults.get_text(name).unwrap();
+            t.set(name, &text).unwrap_or_else(|e| panic!("{name}={text}: {e}"));
+        }
+        assert_eq!(t, defaults);
+        assert_eq!(defaults.get_text("net.core.default_qdisc").unwrap(), "pfifo_fast");
+        assert_eq!(defaults.get_text("net.ipv4.neigh.default.base_reachable_time_ms").unwrap(), "30000");
     }
 
     #[test]

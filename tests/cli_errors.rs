@@ -119,6 +119,15 @@ fn bad_configs_are_refused_with_the_field_named() {
     refused(&["run", "--config", &config(d, "series-series.toml", &two), "--seconds", "0.1"], "overlap route_series[0]");
     let apart = two.replace("10.0.7.0", "10.0.8.0");
     assert!(run(&["run", "--config", &config(d, "series-apart.toml", &apart), "--seconds", "0.1", "-q"]).status.success());
+    // A blackhole or unreachable route names no gateway or port (the kernel's "Gateway,
+    // device and multipath can not be specified for this route type").
+    for (kind, extra, needle) in
+        [("blackhole", "port = \"b\"", "routes[0].port"), ("unreachable", "via = \"198.51.100.2\"", "routes[0].via")]
+    {
+        let r = format!("{TWO_PORTS}\n[[routes]]\nprefix = \"10.9.0.0/16\"\nkind = \"{kind}\"\n{extra}\n");
+        refused(&["run", "--config", &config(d, "hole-port.toml", &r), "--seconds", "0.1"], needle);
+        refused(&["run", "--config", &config(d, "hole-port.toml", &r), "--seconds", "0.1"], "takes no gateway or port");
+    }
 }
 
 /// Native XDP with a program that is not frags-aware on a port whose MTU needs multi-buffer
@@ -287,4 +296,20 @@ fn real_interface_ports_refuse_clearly() {
     refused(&["run", "--port", "afpacket:sluicenosuch0", "--seconds", "1"], "no interface named `sluicenosuch0` (`ip link` lists them)");
     refused(&["run", "--port", "bogus:lo", "--seconds", "1"], "unknown port kind");
     refused(&["run", "--capture", "nosuch=/tmp/x.pcap", "--seconds", "1"], "no port named `nosuch`");
+}
+
+/// An error that quotes its cause is printed once: the buffer pool's size error had read
+/// "buffer pool: X: X".
+#[test]
+fn an_error_line_says_each_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    for frames in ["0", "900000000"] {
+        let c = config(dir.path(), "pool.toml", &TWO_PORTS.replace("pool_frames = 1024", &format!("pool_frames = {frames}")));
+        let o = run(&["run", "--config", &c, "--seconds", "0.1"]);
+        let (_, err) = text(&o);
+        assert!(!o.status.success());
+        let needle = format!("buffer pool of {frames} frames");
+        assert_eq!(err.matches(&needle).count(), 1, "{err}");
+        assert_eq!(err.matches("must be between").count(), 1, "{err}");
+    }
 }

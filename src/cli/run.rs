@@ -14,7 +14,7 @@ use std::time::Duration;
 pub enum RunError {
     #[error(transparent)]
     Config(#[from] ConfigError),
-    #[error("buffer pool: {0}")]
+    #[error(transparent)]
     Pool(#[from] crate::buf::PoolError),
     #[error("{0}")]
     Other(String),

@@ -929,7 +929,15 @@ impl Config {
         port: Option<&str>,
         what: &str,
     ) -> Result<NextHop, ConfigError> {
-        match kind.unwrap_or("forward") {
+        let kind = kind.unwrap_or("forward");
+        // As the kernel's fib_create_info for route types that are an error (blackhole,
+        // unreachable, prohibit): "Gateway, device and multipath can not be specified".
+        if matches!(kind, "blackhole" | "unreachable") {
+            if let Some((name, _)) = [("via", via), ("port", port)].into_iter().find(|(_, v)| v.is_some()) {
+                return Err(field(format!("{what}.{name}"), format!("a {kind} route takes no gateway or port")));
+            }
+        }
+        match kind {
             "blackhole" => return Ok(NextHop::Blackhole),
             "unreachable" => return Ok(NextHop::Unreachable),
             "local" => return Ok(NextHop::Local),
