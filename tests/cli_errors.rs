@@ -72,6 +72,10 @@ fn bad_run_arguments_are_refused() {
     refused(&["run", "--set", "net.core.dev_weight=99999999999999999999999"], "too large");
     refused(&["run", "--set", "net.core.nope=1"], "unknown tunable");
     refused(&["run", "--pipeline", "nope"], "unknown pipeline");
+    // `bench hol` simulates its time: options it cannot honour are refused, not ignored.
+    refused(&["bench", "hol", "--seconds", "1"], "`hol` takes no --seconds");
+    refused(&["bench", "hol", "--set", "qdisc.bulk=0"], "`hol` takes no --set");
+    refused(&["bench", "hol", "--runs", "1"], "needs 2 runs or more");
     refused(&["run", "--pipeline", "io", "--xdp", "builtin:drop"], "would never run");
     refused(&["run", "--xdp", "builtin:drop", "--xdp-section", "xdp"], "no sections");
     refused(&["run", "--xdp-section", "xdp"], "need a program");

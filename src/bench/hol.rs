@@ -288,7 +288,20 @@ pub fn measure(runs: usize, run_ns: u64, mut progress: impl FnMut(&str, usize)) 
 /// `sluice bench hol`: measures, prints the table, writes hol.json and hol-bql.svg.
 pub fn main(args: &BenchArgs) -> Result<HolResults, BenchError> {
     let settings = super::Settings::from_args(args)?;
-    let runs = settings.runs.unwrap_or(6).max(2);
+    // Simulated time: options for measured runs would change nothing here, so they are
+    // refused rather than ignored.
+    for (given, opt) in [(args.seconds.is_some(), "--seconds"), (args.warmup.is_some(), "--warmup"), (!args.set.is_empty(), "--set")] {
+        if given {
+            return Err(BenchError::Settings(format!(
+                "`hol` takes no {opt}: each run simulates {} ms (--runs, --quick, --out and --quiet apply)",
+                RUN_NS as f64 / 1e6
+            )));
+        }
+    }
+    let runs = settings.runs.unwrap_or(6);
+    if runs < 2 {
+        return Err(BenchError::Settings(format!("--runs {runs}: `hol` compares arms with Welch's t-test, which needs 2 runs or more")));
+    }
     let quiet = args.quiet;
     let arms = measure(runs, RUN_NS, |name, k| {
         if !quiet {
