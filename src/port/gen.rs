@@ -32,7 +32,9 @@ pub enum L4Proto {
 }
 
 /// Frame sizes: a fixed size (frame bytes without FCS: 60 = a 64-byte packet on the wire)
-/// or the simple IMIX (7 × 60, 4 × 590, 1 × 1514).
+/// or the simple IMIX (7 × 60, 4 × 590, 1 × 1514). A size below what the flow's headers
+/// need is raised to them, and any frame to Ethernet's 60-byte minimum, as a NIC pads a
+/// runt; the frames' real mean length is [`Generator::mean_frame_len`] (rates use it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FrameSize {
