@@ -204,13 +204,15 @@ impl BufCache {
         v
     }
 
-    /// A copy of the packet in new buffers with full headroom (None when the pool runs out).
+    /// A copy of the packet in new buffers with full headroom (None when the pool runs out):
+    /// every byte, in a chain when they no longer fit one buffer after its headroom (a
+    /// frame whose data an XDP program grew into the headroom holds more than `MAX_DATA`).
     pub fn clone_pkt(&mut self, p: Pkt) -> Option<Pkt> {
-        if !p.is_chained() {
+        let n = self.data(p).len();
+        if !p.is_chained() && n <= MAX_DATA {
             // Through the stack, not the heap: both frames are in the pool `self` borrows.
             let mut tmp = [0u8; MAX_DATA];
-            let n = self.data(p).len().min(MAX_DATA);
-            tmp[..n].copy_from_slice(&self.data(p)[..n]);
+            tmp[..n].copy_from_slice(self.data(p));
             return self.alloc_copy(&tmp[..n]);
         }
         self.alloc_copy(&self.to_vec(p))
@@ -407,6 +409,28 @@ mod tests {
             assert_eq!(c.in_use(), 0);
         }
         assert!(c.alloc_copy(&bytes(MAX_CHAIN_BYTES + 1)).is_none());
+    }
+
+    /// A frame whose data grew into the headroom (bpf_xdp_adjust_head down to the reserved
+    /// bytes) holds more than a buffer's `MAX_DATA`: its copy is a chain of every byte, not
+    /// cut at `MAX_DATA`.
+    #[test]
+    fn a_clone_of_a_frame_grown_into_its_headroom_keeps_every_byte() {
+        let pool = Pool::new(16).unwrap();
+        let mut c = pool.cache();
+        let b = bytes(MAX_DATA);
+        let mut p = c.alloc_copy(&b).unwrap();
+        p.off = 40;
+        p.len = (FRAME_SIZE - 40) as u16;
+        let whole = c.to_vec(p);
+        assert_eq!(whole.len(), FRAME_SIZE - 40);
+        let q = c.clone_pkt(p).unwrap();
+        assert_eq!(q.total_len(), FRAME_SIZE - 40);
+        assert!(q.is_chained());
+        assert_eq!(c.to_vec(q), whole);
+        c.free(q);
+        c.free(p);
+        assert_eq!(c.in_use(), 0);
     }
 
     #[test]

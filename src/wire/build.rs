@@ -198,14 +198,16 @@ pub fn build_with_offsets(spec: &PacketSpec, out: &mut [u8]) -> Result<(usize, B
     write_l4(&spec.l4, &spec.l3, segment);
 
     let datagram = &mut frame[layout.l3..layout.ip_end];
-    // Both lengths were bounded by 65535 in Layout::of.
-    let datagram_len = datagram.len() as u16;
+    // Layout::of bounds IPv4's total length and IPv6's payload length (the 40-byte header
+    // comes on top of it) by 65535.
+    let datagram_len = datagram.len();
+    let payload_len = layout.ip_end - layout.l4;
     match spec.l3 {
         L3Spec::V4 { src, dst, tos, ident, dont_frag } => {
             let mut ip = Ipv4Packet::new_unchecked(datagram);
             ip.set_version_and_header_len(ipv4::MIN_HEADER_LEN);
             ip.set_tos(tos);
-            ip.set_total_len(datagram_len);
+            ip.set_total_len(datagram_len as u16);
             ip.set_ident(ident);
             ip.set_dont_frag(dont_frag);
             ip.set_ttl(spec.ttl);
@@ -219,7 +221,7 @@ pub fn build_with_offsets(spec: &PacketSpec, out: &mut [u8]) -> Result<(usize, B
             ip.set_version();
             ip.set_traffic_class(traffic_class);
             ip.set_flow_label(flow_label);
-            ip.set_payload_len(datagram_len - ipv6::HEADER_LEN as u16);
+            ip.set_payload_len(payload_len as u16);
             ip.set_next_header(protocol);
             ip.set_hop_limit(spec.ttl);
             ip.set_src_addr(&src);
@@ -496,6 +498,14 @@ mod tests {
         assert_eq!(build(&too_long, &mut buf), Err(WireError::Malformed));
         let max_v4 = PacketSpec { frame_len: 14 + 65_535, ..PacketSpec::default() };
         assert_eq!(build(&max_v4, &mut buf), Ok(14 + 65_535));
+        // IPv6's length field leaves out its 40-byte header: the largest frame is 40 longer
+        // (the datagram's own length no longer fits 16 bits; the field must not wrap).
+        let v6 = L3Spec::V6 { src: [0; 16], dst: [0; 16], traffic_class: 0, flow_label: 0 };
+        let max_v6 = PacketSpec { l3: v6, frame_len: 14 + 40 + 65_535, ..PacketSpec::default() };
+        assert_eq!(build(&max_v6, &mut buf), Ok(14 + 40 + 65_535));
+        assert_eq!(u16::from_be_bytes([buf[14 + 4], buf[14 + 5]]), 65_535, "payload length");
+        let too_long_v6 = PacketSpec { frame_len: 14 + 40 + 65_536, ..max_v6 };
+        assert_eq!(build(&too_long_v6, &mut buf), Err(WireError::Malformed));
         let bad_label =
             PacketSpec { l3: L3Spec::V6 { src: [0; 16], dst: [0; 16], traffic_class: 0, flow_label: 0x10_0000 }, ..PacketSpec::default() };
         assert_eq!(build(&bad_label, &mut buf), Err(WireError::Malformed));

@@ -1097,3 +1097,72 @@ fn xdp_bytes_offset_and_length_limit_is_0xffff_inclusive() {
     assert_eq!(load(0xffff, 1), einval, "offset 0xffff: only past the packet");
     assert_eq!(load(0x10000, 1), efault);
 }
+
+/// `bpf_xdp_adjust_tail` growing a multi-buffer packet extends the last fragment within its
+/// tailroom (the kernel's `bpf_xdp_frags_increase_tail`): 0, the fragment longer by delta,
+/// the new bytes zeroed; a delta of 0 is 0 too; past the tailroom -EINVAL, nothing changed.
+#[test]
+fn adjust_tail_grows_the_last_fragment_within_its_tailroom() {
+    let run_frags = |delta: i32| {
+        let interp = Interpreter::new(prog(vec![mov64_imm(2, delta), call(hid::XDP_ADJUST_TAIL), exit()], &[]), Arc::new(Maps::empty(1)))
+            .expect("interpreter");
+        let mut frags = crate::xdp::PageFrags::split(&[0xab; 100], 4096, 17).unwrap();
+        let mut mem = LowMem::new(FRAME).unwrap();
+        let mut xdp = XdpBuff::new(&mut mem.as_mut_slice()[..FRAME], HEADROOM, 64);
+        xdp.frags = Some(&mut frags);
+        let (_, r0) = interp.run_full(&mut xdp, &mut NullEnv::new()).unwrap();
+        let linear = xdp.data_end - xdp.data;
+        drop(xdp);
+        (r0 as i64, linear, frags.bytes().map(<[u8]>::to_vec).collect::<Vec<_>>())
+    };
+    let (r0, linear, frags) = run_frags(10);
+    assert_eq!((r0, linear, frags.len()), (0, 64, 1));
+    assert_eq!(frags[0].len(), 110, "the last fragment grew by 10");
+    assert!(frags[0][..100].iter().all(|&b| b == 0xab) && frags[0][100..].iter().all(|&b| b == 0), "the new bytes zeroed");
+    let lens = |(r0, linear, frags): (i64, usize, Vec<Vec<u8>>)| (r0, linear, frags.iter().map(Vec::len).collect::<Vec<_>>());
+    assert_eq!(lens(run_frags(0)), (0, 64, vec![100]));
+    assert_eq!(lens(run_frags(3996)), (0, 64, vec![4096]), "up to the page's end");
+    assert_eq!(lens(run_frags(3997)), (-(libc::EINVAL as i64), 64, vec![100]), "past the tailroom");
+}
+
+/// `bpf_xdp_store_bytes` only reads its buffer (`ARG_PTR_TO_MEM | MEM_RDONLY`): it may come
+/// from read-only memory such as a `.rodata` value. `bpf_xdp_load_bytes` writes its buffer
+/// (`ARG_PTR_TO_UNINIT_MEM`): a read-only one is refused and stays as it was.
+#[test]
+fn xdp_store_bytes_reads_read_only_memory_and_load_bytes_needs_writable() {
+    let defs = [array_def(".rodata", 8, 1, crate::maps::BPF_F_RDONLY_PROG)];
+    let maps = maps_of(&defs, 1);
+    let value = [0x11u8, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88];
+    maps.get(0).unwrap().update(&0u32.to_le_bytes(), &value, 0).unwrap();
+    let copy = |helper: u32| flat(&[&lddw_map_value(3, 0, 0), &[mov64_imm(2, 2), mov64_imm(4, 4), call(helper), exit()]]);
+    let pkt: Vec<u8> = (0..64).collect();
+    let r = run_with(copy(hid::XDP_STORE_BYTES), &defs, maps.clone(), &pkt);
+    assert_eq!(rc(&r), 0);
+    assert_eq!(&r.frame[HEADROOM..HEADROOM + 8], &[0, 1, 0x11, 0x22, 0x33, 0x44, 6, 7], "4 .rodata bytes at offset 2");
+    let r = run_with(copy(hid::XDP_LOAD_BYTES), &defs, maps.clone(), &pkt);
+    assert!(matches!(
+        r.result.unwrap_err().kind,
+        K::HelperFault { helper: hid::XDP_LOAD_BYTES, fault: crate::state::HelperFault::BadPointer }
+    ));
+    assert_eq!(maps.get(0).unwrap().lookup(&0u32.to_le_bytes(), 0).unwrap()[..], value, ".rodata untouched");
+}
+
+/// `bpf_trace_printk`: `%p` followed by whitespace, punctuation or the end of the format is
+/// a plain pointer (the kernel's `bpf_bprintf_prepare` accepts it: "%p\n" is common); only
+/// other letters or digits after `%p` (extensions it does not support) are -EINVAL.
+#[test]
+fn printk_plain_pointer_before_whitespace_or_punctuation() {
+    let mut mem = LowMem::new(4096).unwrap();
+    let maps = Maps::empty(1);
+    let mut env = NullEnv::new();
+    let mut xdp = XdpBuff::new(mem.as_mut_slice(), 256, 64);
+    let st = RunState::new(&mut xdp, &maps, &mut env, &RunConfig::default()).unwrap();
+    let f = |fmt: &str, args: &[u64]| crate::helpers::tests_format(&st, fmt.as_bytes(), args);
+    assert_eq!(f("%p\n", &[0x1234]).as_deref(), Some("0000000000001234\n"));
+    assert_eq!(f("at %p.", &[0xab]).as_deref(), Some("at 00000000000000ab."));
+    assert_eq!(f("[%p] %p", &[1, 2]).as_deref(), Some("[0000000000000001] 0000000000000002"));
+    assert_eq!(f("%p-%p\t", &[3, 4]).as_deref(), Some("0000000000000003-0000000000000004\t"));
+    assert_eq!(f("%p", &[5]).as_deref(), Some("0000000000000005"));
+    assert_eq!(f("%pz", &[5]), None);
+    assert_eq!(f("%p4", &[5]), None);
+}

@@ -158,6 +158,37 @@ fn other_lookups_call_the_helper() {
     same_runs(&p, &defs, 1, &[Input::pkt(&[0; 64]), Input::pkt(&[0; 64])]);
 }
 
+/// An exit ends its basic block after itself (the next instruction starts a new one), not
+/// before: a lookup right before a function's exit, with r1 set earlier in that block, is
+/// still inlined (here a subprogram returning the value pointer to its caller, which bumps
+/// the value), and gives what the helper gives.
+#[test]
+fn lookup_right_before_an_exit_is_inlined() {
+    let defs = [def("a", map_type::ARRAY, 4, 8, 4)];
+    let p = flat(&[
+        // main: key = the packet's first 4 bytes (short packet: 9); r0 = f(&key);
+        // NULL: 8; else bump the value's first byte, 7.
+        &[ldx(BPF_W, 6, 1, 0), ldx(BPF_W, 7, 1, 4), mov64_reg(8, 6), alu64_imm(BPF_ADD, 8, 4), jmp_reg(BPF_JGT, 8, 7, 13)],
+        &[ldx(BPF_W, 9, 6, 0), stx(BPF_W, 10, 9, -4), mov64_reg(1, 10), alu64_imm(BPF_ADD, 1, -4), call_local(10)],
+        &[jmp_imm(BPF_JEQ, 0, 0, 5), ldx(BPF_B, 3, 0, 0), alu64_imm(BPF_ADD, 3, 1), stx(BPF_B, 0, 3, 0)],
+        &[mov64_imm(0, 7), exit(), mov64_imm(0, 8), exit(), mov64_imm(0, 9), exit()],
+        // f(key ptr) at 20: return bpf_map_lookup_elem(&a, key), the call right before the exit.
+        &[mov64_reg(2, 1)],
+        &lddw_map(1, 0),
+        &[call(hid::MAP_LOOKUP_ELEM), exit()],
+    ]);
+    let j = compiled(&p, &defs, 1);
+    assert_eq!(j.inlined_lookups(), 1);
+    assert!(!j.calls_helpers());
+    let mut inputs: Vec<Input> = keys(4).into_iter().map(|k| Input::pkt(&keyed(k))).collect();
+    inputs.push(Input::pkt(&keyed(3)));
+    inputs.push(Input::pkt(&[1, 0, 0]));
+    let v = same_runs(&p, &defs, 1, &inputs);
+    assert_eq!(v[0].r0(), 7, "key 0 found");
+    assert_eq!(v[4].r0(), 8, "key 4 out of range");
+    assert_eq!(v.last().unwrap().r0(), 9);
+}
+
 /// A program without helper calls runs with the small setup: XDP_REDIRECT without a target
 /// (a failed redirect), offsets untouched, packet writes kept.
 #[test]
