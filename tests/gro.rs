@@ -292,3 +292,17 @@ fn gro_on_two_workers_with_rss_and_rps_keeps_flows_and_the_ledger() {
     }
     assert_eq!(outs[0], outs[1]);
 }
+
+/// At shutdown GRO delivers what it holds before the neighbour queues are emptied: packets
+/// it flushes toward a next hop that never resolved are dropped (neigh_dead) like the ones
+/// already waiting, not left queued with their buffers (one full-weight poll: GRO holds
+/// every segment until the drain).
+#[test]
+fn the_drain_flushes_gro_before_the_neighbour_queues() {
+    let (mut c, tun) = tcp_lab(4, 16, IpVersion::V4, &["gro=1"]);
+    let sink = c.ports[1].name.clone();
+    c.neighbours.retain(|n| n.port != sink);
+    let (dp, out) = run(&c, tun, 64);
+    assert!(out.iter().all(|f| f[12..14] == [0x08, 0x06]), "only ARP requests leave: the next hop never answers");
+    assert!(dp.counters().dropped(sluice::stats::DropReason::NeighDead) > 0, "{:?}", dp.counters().nonzero_drops());
+}

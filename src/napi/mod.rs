@@ -482,9 +482,11 @@ fn busy_wait(net: &Net, w: &mut Worker) -> bool {
 /// buffers: after it, nothing is in flight. Returns the ports whose output could not be
 /// finished (a capture that could not be written), by name.
 pub fn drain(net: &Net, w: &mut Worker) -> Vec<(String, std::io::Error)> {
-    crate::rx::neigh::drain(w);
+    // GRO first: what it delivers may wait for a neighbour, and the neighbour queues are
+    // emptied after it.
     crate::gro::flush_all(net, w);
     poll_end(net, w);
+    crate::rx::neigh::drain(w);
     crate::tx::drain_qdiscs(net, w);
     w.sockets.drain_all(&mut w.bufs);
     let mut failed = Vec::new();

@@ -174,4 +174,56 @@ impl Port for Tap {
     fn captured(&self) -> Option<&[Vec<u8>]> {
         self.inner.captured()
     }
+
+    fn rx_wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.inner.rx_wait_fd()
+    }
+
+    fn request_response(&self) -> Option<super::gen::RequestResponse> {
+        self.inner.request_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A port that only answers the questions a wrapper must pass on.
+    struct Probe;
+
+    impl Port for Probe {
+        fn name(&self) -> &str {
+            "probe"
+        }
+        fn rx_burst(&mut self, _: &mut BufCache, _: &mut Vec<Pkt>, _: usize) -> usize {
+            0
+        }
+        fn tx_burst(&mut self, _: &mut BufCache, _: &[Pkt], _: bool) -> usize {
+            0
+        }
+        fn stats(&self) -> PortStats {
+            PortStats::default()
+        }
+        fn rx_wait_fd(&self) -> Option<std::os::fd::RawFd> {
+            Some(7)
+        }
+        fn tso(&self) -> bool {
+            true
+        }
+        fn rx_bounded(&self) -> bool {
+            true
+        }
+    }
+
+    /// A capture on a port changes nothing about the port: an AF_PACKET / AF_XDP port's
+    /// descriptor still lets an idle worker sleep in poll() (it had spun a core), and its
+    /// offloads and bounds stay what they are.
+    #[test]
+    fn a_tap_passes_on_what_the_port_says_about_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let tapped = wrap_queues(vec![Box::new(Probe)], &dir.path().join("t.pcap")).unwrap();
+        assert_eq!(tapped[0].rx_wait_fd(), Some(7));
+        assert!(tapped[0].tso() && tapped[0].rx_bounded());
+        assert!(tapped[0].request_response().is_none());
+    }
 }

@@ -323,3 +323,222 @@ fn encodings() {
     assert_eq!(p[5], Insn::new(BPF_LD | BPF_IMM | BPF_DW, 1, BPF_PSEUDO_MAP_FD, 0, 0));
     assert_eq!(p.len(), 9);
 }
+
+// ---------------------------------------------------------------- verifier rules
+//
+// Rules pinned here are checked with no maps under the default (privileged) options; each
+// outcome is the kernel verifier's.
+
+fn verify_src(src: &str) -> Result<sluice_ebpf::verifier::VerifiedProgram, sluice_ebpf::verifier::VerifyError> {
+    sluice_ebpf::verifier::verify(&program(asm(src), vec![]), &sluice_ebpf::verifier::VerifyOptions::default())
+}
+
+#[track_caller]
+fn accepts(src: &str) -> sluice_ebpf::verifier::VerifiedProgram {
+    match verify_src(src) {
+        Ok(v) => v,
+        Err(e) => panic!("refused: {e}"),
+    }
+}
+
+#[track_caller]
+fn rejects(src: &str, insn: usize, frag: &str) {
+    match verify_src(src) {
+        Ok(v) => panic!("accepted (stats {:?}); expected insn {insn}: ...{frag}...", v.stats()),
+        Err(e) => assert!(e.insn == insn && e.msg.contains(frag), "expected insn {insn} with {frag:?}, got: {e}"),
+    }
+}
+
+/// Liveness: a conditional jump comparing a register with itself (`if r1 & r1`) reads it.
+/// The path with r1 = 0 (never taken) is saved at `check` with r1 precise; the path with
+/// r1 > 10 must not be pruned against it (r1 is live there), so its taken side is explored
+/// and refused.
+#[test]
+fn a_jump_comparing_a_register_with_itself_reads_it() {
+    rejects(
+        "call 7
+        r1 = 0
+        r2 = 0
+        r3 = 0
+        r4 = 0
+        r5 = 0
+        if r0 > 10 goto unknown
+        r2 = 1
+        r3 = 1
+        goto check
+    unknown:
+        r1 = r0
+    check:
+        if r1 & r1 goto bad
+        r0 = 2
+        exit
+    bad:
+        r0 = *(u64 *)(r10 + 8)
+        exit",
+        14,
+        "invalid read from stack R10 off=8 size=8",
+    );
+}
+
+/// Pointer arithmetic bound (BPF_MAX_VAR_OFF = 2^29): a packet pointer plus a scalar in
+/// [0, 2^29] is allowed; the bound on the variable offset is inclusive (the kernel's
+/// check_reg_sane_offset refuses a minimum at or beyond 2^29, not a maximum of exactly 2^29).
+#[test]
+fn a_variable_pointer_offset_of_exactly_the_bound_is_allowed() {
+    accepts(
+        "r2 = *(u32 *)(r1 + 0)
+        r4 = *(u32 *)(r1 + 16)
+        if r4 > 0x20000000 goto out
+        r2 += r4
+    out:
+        r0 = 2
+        exit",
+    );
+}
+
+/// check_packet_access: an access below a packet pointer at a constant offset is outside
+/// the checked range ("invalid access to packet, off=-1"), not a negative minimum (the
+/// pointer's variable part is 0).
+#[test]
+fn a_packet_access_at_a_negative_constant_offset_is_out_of_range() {
+    rejects(
+        "r2 = *(u32 *)(r1 + 0)
+        r3 = *(u32 *)(r1 + 4)
+        r4 = r2
+        r4 += 8
+        if r4 > r3 goto out
+        r0 = *(u8 *)(r2 - 1)
+    out:
+        r0 = 2
+        exit",
+        5,
+        "invalid access to packet, off=-1 size=1",
+    );
+}
+
+/// check_packet_access: a packet pointer whose variable offset may be negative is refused
+/// with "min value is negative" before its range is looked at.
+#[test]
+fn a_packet_access_through_a_possibly_negative_variable_offset_has_a_negative_minimum() {
+    rejects(
+        "r2 = *(u32 *)(r1 + 0)
+        r5 = *(u32 *)(r1 + 16)
+        if r5 > 8 goto out
+        r5 -= 4
+        r2 += r5
+        r0 = *(u8 *)(r2 + 0)
+    out:
+        r0 = 2
+        exit",
+        5,
+        "R2 min value is negative",
+    );
+}
+
+/// Sign extension (MOVSX, coerce_reg_to_size_sx): r1 in [0, 128] sign-extended from 8 bits
+/// is in [-128, 127] (128 is 0x80, i.e. -128), so `r2 s< 0` can be taken.
+#[test]
+fn sign_extending_a_value_whose_top_is_the_sign_bit_can_be_negative() {
+    rejects(
+        "r1 = *(u32 *)(r1 + 16)
+        if r1 > 128 goto out
+        r2 = (s8)r1
+        if r2 s< 0 goto bad
+    out:
+        r0 = 2
+        exit
+    bad:
+        r0 = *(u64 *)(r10 + 8)
+        exit",
+        6,
+        "invalid read from stack R10 off=8 size=8",
+    );
+}
+
+/// A chain of `n` diamonds on unknown packet metadata: the taken side of diamond k sets
+/// bit k of r7, so every path reaches the end with a different r7; r9 = -8 throughout.
+fn diamonds(n: u32, tail: &str) -> String {
+    let mut s = String::from("r6 = r1\n r7 = 0\n r9 = -8\n");
+    for k in 0..n {
+        s += &format!(
+            "r0 = *(u32 *)(r6 + 16)
+            if r0 > 3 goto t{k}
+            r2 = 1
+            r3 = 2
+            r4 = 3
+            r5 = 4
+            r8 = 5
+            goto j{k}
+        t{k}:
+            r7 |= {bit}
+            r2 = 1
+            r3 = 2
+            r4 = 3
+            r5 = 4
+            r8 = 5
+        j{k}:
+        ",
+            bit = 1u32 << k
+        );
+    }
+    s + tail
+}
+
+/// Precision backtracking (backtrack_insn, ALU): `r8 += r7` with r8 not needed needs
+/// nothing, so only r9 (a stack offset) becomes precise; r7 stays imprecise and the 2^20
+/// paths, differing only in r7, are pruned at the joins (far below the 1M-insn limit).
+#[test]
+fn an_alu_op_whose_destination_is_not_needed_makes_nothing_precise() {
+    let v = accepts(&diamonds(
+        20,
+        "r8 = 0
+        r8 += r7
+        r1 = r10
+        r1 += r9
+        r0 = 2
+        exit",
+    ));
+    assert!(v.stats().processed_insns < 10_000, "{:?}", v.stats());
+}
+
+/// Precision backtracking (backtrack_insn, atomic with BPF_FETCH): the fetched register
+/// gets an unknown value with no source; nothing else becomes needed, so r7 (read by
+/// `r8 = r7`, so live at every join) stays imprecise and the joins prune.
+#[test]
+fn an_atomic_fetch_makes_nothing_else_precise() {
+    let v = accepts(&diamonds(
+        20,
+        "r8 = r7
+        *(u64 *)(r10 - 8) = 0
+        r1 = 1
+        atomic u64 r10 - 8 fetch_add r1
+        r1 = r10
+        r1 += r9
+        r0 = 2
+        exit",
+    ));
+    assert!(v.stats().processed_insns < 10_000, "{:?}", v.stats());
+}
+
+/// A misaligned stack load spanning two spilled non-zero constants (8 and 7) reads
+/// unknown bytes, not the constant 0, so `r0 != 0` can be taken. The kernel refuses the
+/// load itself (check_ptr_alignment is strict for stack pointers); sluice, which allows
+/// misaligned stack accesses, must refuse at the load or on the taken side.
+#[test]
+fn a_misaligned_stack_load_across_two_nonzero_spills_is_not_zero() {
+    let e = verify_src(
+        "r1 = 8
+        *(u64 *)(r10 - 16) = r1
+        r1 = 7
+        *(u64 *)(r10 - 8) = r1
+        r0 = *(u64 *)(r10 - 12)
+        if r0 != 0 goto bad
+        r0 = 2
+        exit
+    bad:
+        r0 = *(u64 *)(r10 + 8)
+        exit",
+    )
+    .expect_err("accepted");
+    assert!(e.insn == 4 || e.insn == 8, "{e}");
+}
