@@ -520,10 +520,10 @@ fn an_atomic_fetch_makes_nothing_else_precise() {
     assert!(v.stats().processed_insns < 10_000, "{:?}", v.stats());
 }
 
-/// A misaligned stack load spanning two spilled non-zero constants (8 and 7) reads
-/// unknown bytes, not the constant 0, so `r0 != 0` can be taken. The kernel refuses the
-/// load itself (check_ptr_alignment is strict for stack pointers); sluice, which allows
-/// misaligned stack accesses, must refuse at the load or on the taken side.
+/// A misaligned stack load spanning two spilled non-zero constants (8 and 7): the kernel
+/// refuses the load itself (check_ptr_alignment is strict for stack pointers), and so does
+/// sluice now; were the load let through, it would read unknown bytes, not the constant 0,
+/// and the taken side's bad read would be refused (so either refusal passes).
 #[test]
 fn a_misaligned_stack_load_across_two_nonzero_spills_is_not_zero() {
     let e = verify_src(

@@ -691,6 +691,12 @@ impl<'a> Verifier<'a> {
         };
         let o = b + off;
         let size_i = size as i64;
+        // check_ptr_alignment is always strict for the stack (unlike packet or map memory
+        // on x86), and comes before the bounds.
+        if o.rem_euclid(size_i) != 0 {
+            let var = b - base.off;
+            return Err(err(pc, format!("misaligned stack access off ({var:#x}; 0x0)+{}+{off} size {size}", base.off)));
+        }
         if o < -MAX_BPF_STACK || o + size_i > 0 {
             return Err(err(pc, format!("invalid {dir} stack R{regno} off={o} size={size} (outside the 512-byte frame [-512, 0))")));
         }
@@ -715,9 +721,6 @@ impl<'a> Verifier<'a> {
                 Ok(Reg::NOT_INIT)
             }
             Access::Atomic => {
-                if o % size_i != 0 {
-                    return Err(err(pc, format!("misaligned atomic stack access off={o} size={size}")));
-                }
                 let (old, _) = stack_read(st, fno, pc, regno, o, size, self.opts.privileged)?;
                 if old.ty != RegType::Scalar {
                     return Err(err(pc, format!("atomic on a spilled {} at stack off={o}", old.ty.name())));
