@@ -130,3 +130,50 @@ fn a_fault_wrapped_generator_still_reports_its_transactions() {
     assert_eq!(rr.transactions, requests, "every request answered through the delaying wire");
     assert_eq!((rr.outstanding, rr.unmatched), (0, 0));
 }
+
+/// A tagged answer (a VLAN link answers tagged) ends its client's transaction: the tag is
+/// skipped to find the client's port (it was not: every such answer was unmatched and each
+/// client stopped after its first request).
+#[test]
+fn tagged_answers_end_their_transactions() {
+    let cfg = GenConfig { flows: 2, ip: IpVersion::V4, dst_port: 7, request_response: true, vlan: Some(10), ..GenConfig::default() };
+    let mut g = Generator::new("rr", cfg).expect("generator");
+    let pool = Pool::new(64).expect("pool");
+    let mut bufs = pool.cache();
+    let mut out = Vec::new();
+    use sluice::port::Port;
+    assert_eq!(g.rx_burst(&mut bufs, &mut out, 64), 2);
+    let d = bufs.data_mut(out[1]);
+    assert_eq!(d[12..14], [0x81, 0x00], "tagged requests");
+    // The echo: UDP ports swapped (4 bytes further in for the tag).
+    let (s, t) = ([d[38], d[39]], [d[40], d[41]]);
+    d[38..40].copy_from_slice(&t);
+    d[40..42].copy_from_slice(&s);
+    assert_eq!(g.tx_burst(&mut bufs, &[out[1]], false), 1);
+    let rr = g.request_response().expect("closed loop");
+    assert_eq!((rr.transactions, rr.unmatched, rr.outstanding), (1, 0, 1));
+    bufs.free(out[0]);
+}
+
+/// A request nobody answers is given up after `request_timeout_ms` and its client sends the
+/// next one: a lost packet cannot stall a flow (and a run counted in packets) for good.
+#[test]
+fn an_unanswered_request_times_out_and_its_client_goes_on() {
+    let cfg = GenConfig { flows: 3, ip: IpVersion::V4, dst_port: 7, request_response: true, request_timeout_ms: 1, ..GenConfig::default() };
+    let mut g = Generator::new("rr", cfg).expect("generator");
+    let pool = Pool::new(256).expect("pool");
+    let mut bufs = pool.cache();
+    let mut out = Vec::new();
+    use sluice::port::Port;
+    assert_eq!(g.rx_burst(&mut bufs, &mut out, 64), 3, "one request per client");
+    assert_eq!(g.rx_burst(&mut bufs, &mut out, 64), 0, "none before an answer or the timeout");
+    std::thread::sleep(Duration::from_millis(3));
+    assert_eq!(g.rx_burst(&mut bufs, &mut out, 64), 3, "after the timeout every client sends again");
+    let rr = g.request_response().expect("closed loop");
+    assert_eq!((rr.timeouts, rr.outstanding, rr.transactions), (3, 3, 0));
+    bufs.free_pkts(&out);
+    let zero = GenConfig { request_response: true, request_timeout_ms: 0, dst_port: 7, ..GenConfig::default() };
+    assert!(Generator::new("rr", zero).err().expect("refused").to_string().contains("request_timeout_ms"));
+    let jumbo = GenConfig { request_response: true, size: FrameSize::Fixed(9000), dst_port: 7, ..GenConfig::default() };
+    assert!(Generator::new("rr", jumbo).err().expect("refused").to_string().contains("single-buffer"));
+}

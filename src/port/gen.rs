@@ -89,6 +89,10 @@ pub struct GenConfig {
     /// outstanding; it sends its next only once the answer came back out of this port.
     /// Each transaction's latency, send to answer, goes into a histogram.
     pub request_response: bool,
+    /// Closed loop: a request unanswered this long is given up (counted in
+    /// `RequestResponse::timeouts`) and the client sends its next one, so a lost request or
+    /// answer cannot stall its flow for good (netperf's UDP_RR would wait for ever).
+    pub request_timeout_ms: u64,
 }
 
 impl Default for GenConfig {
@@ -119,6 +123,7 @@ impl Default for GenConfig {
             ttl: 64,
             dont_frag: true,
             request_response: false,
+            request_timeout_ms: 1000,
         }
     }
 }
@@ -204,6 +209,9 @@ const IDLE: u64 = u64::MAX;
 #[derive(Clone)]
 struct ClosedLoop {
     epoch: Instant,
+    /// `request_timeout_ms` in ns, and when the outstanding requests are next looked at.
+    timeout_ns: u64,
+    next_expiry_scan: u64,
     /// Per flow: when its outstanding request left (ns since `epoch`), or [`IDLE`].
     sent_at: Vec<u64>,
     /// Flows that may send their next request, oldest answer first.
@@ -221,6 +229,9 @@ pub struct RequestResponse {
     /// Frames sent to the port that answer no outstanding request (not UDP, another port,
     /// or a second answer).
     pub unmatched: u64,
+    /// Requests given up after `request_timeout_ms` without an answer (lost on the way
+    /// there or back); their clients went on with the next request.
+    pub timeouts: u64,
     /// Send-to-answer latency of each transaction, in ns.
     pub latency_ns: hdrhistogram::Histogram<u64>,
 }
@@ -231,6 +242,7 @@ impl RequestResponse {
             transactions: 0,
             outstanding: 0,
             unmatched: 0,
+            timeouts: 0,
             // 1 ns to 100 s at 3 significant digits.
             latency_ns: hdrhistogram::Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("valid histogram bounds"),
         }
@@ -241,6 +253,7 @@ impl RequestResponse {
         self.transactions += o.transactions;
         self.outstanding += o.outstanding;
         self.unmatched += o.unmatched;
+        self.timeouts += o.timeouts;
         self.latency_ns.add(&o.latency_ns).expect("same histogram bounds");
     }
 
@@ -252,15 +265,19 @@ impl RequestResponse {
             transactions: self.transactions - earlier.transactions,
             outstanding: self.outstanding,
             unmatched: self.unmatched - earlier.unmatched,
+            timeouts: self.timeouts - earlier.timeouts,
             latency_ns,
         }
     }
 }
 
 impl ClosedLoop {
-    fn new(flows: u32) -> ClosedLoop {
+    fn new(flows: u32, timeout_ms: u64) -> ClosedLoop {
+        let timeout_ns = timeout_ms.saturating_mul(1_000_000);
         ClosedLoop {
             epoch: Instant::now(),
+            timeout_ns,
+            next_expiry_scan: timeout_ns,
             sent_at: vec![IDLE; flows as usize],
             idle: (0..flows).collect(),
             figures: RequestResponse::new(),
@@ -269,6 +286,24 @@ impl ClosedLoop {
 
     fn now_ns(&self) -> u64 {
         self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// Gives up the requests outstanding for `timeout_ns` or longer: their clients become
+    /// idle again. Looked at no more often than an eighth of the timeout (a walk over the
+    /// flows, not per packet), so a request is given up within 1.125 timeouts.
+    fn expire(&mut self, now: u64) {
+        if now < self.next_expiry_scan {
+            return;
+        }
+        self.next_expiry_scan = now.saturating_add((self.timeout_ns / 8).max(1));
+        for (f, sent) in self.sent_at.iter_mut().enumerate() {
+            if *sent != IDLE && now.saturating_sub(*sent) >= self.timeout_ns {
+                *sent = IDLE;
+                self.idle.push_back(f as u32);
+                self.figures.outstanding -= 1;
+                self.figures.timeouts += 1;
+            }
+        }
     }
 
     /// An answer: the flow is the client whose source port the answer is addressed to.
@@ -288,18 +323,26 @@ impl ClosedLoop {
     }
 }
 
-/// The UDP destination port of an IPv4 or IPv6 frame (an answer's client port).
+/// The UDP destination port of an IPv4 or IPv6 frame, VLAN-tagged or not (an answer's
+/// client port: the router answers a tagged request tagged).
 fn client_port(frame: &[u8]) -> Option<u16> {
-    use crate::wire::{EthernetFrame, Ipv4Packet, Ipv6Packet, UdpPacket};
+    use crate::wire::{EthernetFrame, Ipv4Packet, Ipv6Packet, UdpPacket, VlanHeader};
     let eth = EthernetFrame::new_checked(frame).ok()?;
     let dst_port = |l4: &[u8]| UdpPacket::new_checked(l4).ok().map(|u| u.dst_port());
-    match eth.ethertype() {
+    let (ethertype, l3) = match eth.ethertype() {
+        0x8100 | 0x88a8 => {
+            let tag = VlanHeader::new_checked(eth.payload()).ok()?;
+            (tag.inner_ethertype(), tag.into_payload())
+        }
+        t => (t, eth.payload()),
+    };
+    match ethertype {
         0x0800 => {
-            let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
+            let ip = Ipv4Packet::new_checked(l3).ok()?;
             (ip.protocol() == crate::wire::IPPROTO_UDP).then(|| dst_port(ip.payload()))?
         }
         0x86dd => {
-            let ip = Ipv6Packet::new_checked(eth.payload()).ok()?;
+            let ip = Ipv6Packet::new_checked(l3).ok()?;
             (ip.next_header() == crate::wire::IPPROTO_UDP).then(|| dst_port(ip.payload()))?
         }
         _ => None,
@@ -320,6 +363,12 @@ impl Generator {
             return Err(GenError::Config(
                 "request_response: UDP clients, one request each in turn (burst = 1), at most 65536 flows (one source port each)".into(),
             ));
+        }
+        if cfg.request_response && cfg.request_timeout_ms == 0 {
+            return Err(GenError::Config("request_timeout_ms = 0: a request needs some time to be answered".into()));
+        }
+        if cfg.request_response && matches!(cfg.size, FrameSize::Fixed(n) if n as usize > MAX_DATA) {
+            return Err(GenError::Config(format!("request_response: requests are single-buffer frames of at most {MAX_DATA} bytes")));
         }
         if cfg.vlan.is_some_and(|v| !(1..=4094).contains(&v)) {
             return Err(GenError::Config(format!("vlan = {}: VLAN ids are 1..=4094", cfg.vlan.unwrap_or(0))));
@@ -391,7 +440,7 @@ impl Generator {
         }
         let flows = cfg.flows as usize;
         let fixed_small = sizes.len() == 1 && templates.iter().all(|t| t.bytes.len() <= SMALL);
-        let cfg_rr = cfg.request_response.then(|| Box::new(ClosedLoop::new(cfg.flows)));
+        let cfg_rr = cfg.request_response.then(|| Box::new(ClosedLoop::new(cfg.flows, cfg.request_timeout_ms)));
         Ok(Generator {
             name: name.to_string(),
             order: (0..cfg.flows).collect(),
@@ -624,6 +673,7 @@ impl Generator {
     /// what the packet count allows), stamped with one clock read for the burst.
     fn rx_requests(&mut self, bufs: &mut BufCache, out: &mut Vec<Pkt>, max: usize) -> usize {
         let Some(rr) = self.rr.as_mut() else { return 0 };
+        rr.expire(rr.now_ns());
         let mut want = max.min(rr.idle.len());
         if let Some(limit) = self.packets {
             want = want.min(limit.saturating_sub(self.sent) as usize);
