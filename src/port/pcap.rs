@@ -32,6 +32,16 @@ pub struct Capture {
     pub frames: Vec<Vec<u8>>,
     /// Records that hold fewer bytes than the frame had on the wire (caplen < orig_len).
     pub truncated: u64,
+    /// Per frame: whether its record was cut that way.
+    pub cut: Vec<bool>,
+}
+
+impl Capture {
+    fn push(&mut self, frame: Vec<u8>, cut: bool) {
+        self.frames.push(frame);
+        self.cut.push(cut);
+        self.truncated += u64::from(cut);
+    }
 }
 
 const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
@@ -86,10 +96,7 @@ pub fn parse_pcap(bytes: &[u8]) -> Result<Capture, String> {
         if raw.incl_len > MAX_SNAPLEN {
             return Err(format!("record {n} at byte {at}: {} captured bytes (more than {MAX_SNAPLEN})", raw.incl_len));
         }
-        if raw.incl_len < raw.orig_len {
-            cap.truncated += 1;
-        }
-        cap.frames.push(raw.data.into_owned());
+        cap.push(raw.data.into_owned(), raw.incl_len < raw.orig_len);
         rest = next;
     }
     Ok(cap)
@@ -107,7 +114,19 @@ pub fn parse_pcapng(bytes: &[u8]) -> Result<Capture, String> {
                 let link = parser.interfaces().get(b.interface_id as usize).map(|i| i.linktype);
                 (link, b.data.as_ref(), b.original_len)
             }
-            Block::SimplePacket(b) => (parser.interfaces().first().map(|i| i.linktype), b.data.as_ref(), b.original_len),
+            // The obsolete Packet Block (libpcap and tshark still read it).
+            Block::Packet(b) => {
+                let link = parser.interfaces().get(b.interface_id as usize).map(|i| i.linktype);
+                (link, b.data.as_ref(), b.original_len)
+            }
+            // A Simple Packet Block's body holds the frame and its padding to 4 bytes: its
+            // bytes are min(original length, interface 0's snaplen), as libpcap takes them.
+            Block::SimplePacket(b) => {
+                let iface = parser.interfaces().first();
+                let snaplen = iface.map_or(0, |i| i.snaplen);
+                let caplen = (b.original_len as usize).min(if snaplen == 0 { usize::MAX } else { snaplen as usize });
+                (iface.map(|i| i.linktype), &b.data[..caplen.min(b.data.len())], b.original_len)
+            }
             _ => {
                 rest = next;
                 continue;
@@ -118,10 +137,7 @@ pub fn parse_pcapng(bytes: &[u8]) -> Result<Capture, String> {
             Some(other) => return Err(format!("pcapng block at byte {at}: link type {other:?} is not Ethernet")),
             None => return Err(format!("pcapng block at byte {at}: packet of an undeclared interface")),
         }
-        if (data.len() as u64) < orig_len as u64 {
-            cap.truncated += 1;
-        }
-        cap.frames.push(data.to_vec());
+        cap.push(data.to_vec(), (data.len() as u64) < orig_len as u64);
         rest = next;
     }
     Ok(cap)
@@ -137,18 +153,28 @@ pub struct PcapIn {
     stats: PortStats,
     /// Frames too long to take since the datapath last asked (`take_rx_dropped`).
     too_long: u64,
+    /// Per frame: its record was cut short in the capture (counted as it is played).
+    cut: Vec<bool>,
 }
 
 impl PcapIn {
     pub fn open(name: &str, path: &Path, repeat: u64) -> Result<PcapIn, PcapError> {
         let cap = read_capture(path)?;
         let mut port = Self::from_frames(name, cap.frames, repeat);
-        port.stats.rx_truncated = cap.truncated.saturating_mul(port.rounds_left);
+        port.cut = cap.cut;
         Ok(port)
     }
 
     pub fn from_frames(name: &str, frames: Vec<Vec<u8>>, repeat: u64) -> PcapIn {
-        PcapIn { name: name.to_string(), frames, next: 0, rounds_left: repeat.max(1), stats: PortStats::default(), too_long: 0 }
+        PcapIn {
+            name: name.to_string(),
+            frames,
+            next: 0,
+            rounds_left: repeat.max(1),
+            stats: PortStats::default(),
+            too_long: 0,
+            cut: Vec::new(),
+        }
     }
 }
 
@@ -184,6 +210,7 @@ impl Port for PcapIn {
                 self.stats.rx_nobuf += 1;
                 break;
             };
+            self.stats.rx_truncated += u64::from(self.cut.get(self.next).copied().unwrap_or(false));
             self.next += 1;
             self.stats.rx_packets += 1;
             self.stats.rx_bytes += p.total_len() as u64;
@@ -441,6 +468,55 @@ mod tests {
         assert_eq!(cap.frames.len(), 2);
         assert_eq!(cap.frames[1].len(), 128);
         assert_eq!(cap.truncated, 1);
+    }
+
+    /// Cut records are counted as they are played: a run stopped after one round of a
+    /// capture repeated ten times counts them once (they had been counted for every round
+    /// up front).
+    #[test]
+    fn cut_records_are_counted_as_they_are_played() {
+        let pool = crate::buf::Pool::new(64).unwrap();
+        let mut bufs = pool.cache();
+        let mut port = PcapIn::from_frames("in", vec![vec![1u8; 60], vec![2u8; 60], vec![3u8; 60]], 10);
+        port.cut = vec![false, true, false];
+        let mut out = Vec::new();
+        assert_eq!(port.rx_burst(&mut bufs, &mut out, 2), 2);
+        assert_eq!(port.stats().rx_truncated, 1);
+        assert_eq!(port.rx_burst(&mut bufs, &mut out, 2), 2, "the rest of round 1, then round 2 begins");
+        assert_eq!(port.stats().rx_truncated, 1, "frame 1 of round 2 not played yet");
+        assert_eq!(port.rx_burst(&mut bufs, &mut out, 1), 1);
+        assert_eq!(port.stats().rx_truncated, 2);
+        bufs.free_pkts(&out);
+    }
+
+    /// A Simple Packet Block's frame is min(original length, snaplen) bytes of its body,
+    /// without the padding to 4 bytes (libpcap); the obsolete Packet Block is read too.
+    #[test]
+    fn pcapng_simple_and_obsolete_packet_blocks_are_read_as_libpcap_reads_them() {
+        use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
+        use pcap_file::pcapng::blocks::packet::PacketBlock;
+        use pcap_file::pcapng::blocks::simple_packet::SimplePacketBlock;
+        use pcap_file::pcapng::PcapNgWriter;
+        let mut w = PcapNgWriter::new(Vec::new()).unwrap();
+        w.write_pcapng_block(InterfaceDescriptionBlock::new(DataLink::ETHERNET, 100)).unwrap();
+        // 61 bytes (written with 3 bytes of padding), and 150 bytes cut to the snaplen of 100.
+        w.write_pcapng_block(SimplePacketBlock { original_len: 61, data: std::borrow::Cow::Owned(vec![5u8; 61]) }).unwrap();
+        w.write_pcapng_block(SimplePacketBlock { original_len: 150, data: std::borrow::Cow::Owned(vec![6u8; 100]) }).unwrap();
+        let pb = PacketBlock {
+            interface_id: 0,
+            drop_count: 0,
+            timestamp: 1,
+            captured_len: 62,
+            original_len: 62,
+            data: std::borrow::Cow::Owned(vec![8u8; 62]),
+            options: vec![],
+        };
+        w.write_pcapng_block(pb).unwrap();
+        let cap = parse_pcapng(&w.into_inner()).unwrap();
+        let lens: Vec<usize> = cap.frames.iter().map(Vec::len).collect();
+        assert_eq!(lens, [61, 100, 62]);
+        assert_eq!(cap.frames[0], vec![5u8; 61], "no padding bytes");
+        assert_eq!(cap.truncated, 1, "the 150-byte frame, cut to 100");
     }
 
     #[test]
