@@ -225,7 +225,7 @@ tunables! {
     gro: u8 = 0, "gro", min 0, max 1;
     /// Largest packet GRO builds, IP header included (the device's gro_max_size; no BIG TCP).
     gro_max_size: u32 = 65536, "gro_max_size", min 1, max 65536;
-    /// The device's gro_flush_timeout (ns): when set, a completed poll completes only GRO packets held over a tick, as a budget-exhausted one does (0 = complete all).
+    /// The device's gro_flush_timeout (ns): when set, a completed poll that took packets completes only GRO packets held over a tick and arms a timer; the first empty poll once it fires completes all (0 = a completed poll completes all).
     gro_flush_timeout: u64 = 0, "gro_flush_timeout", min 0, max 1_000_000_000;
     /// UDP GRO for forwarding, fraglist form (`ethtool -K <dev> rx-gro-list on` on every port,
     /// `NETIF_F_GRO_FRAGLIST`; needs `gro`): a UDP train is kept as the chain of its datagrams

@@ -306,3 +306,23 @@ fn the_drain_flushes_gro_before_the_neighbour_queues() {
     assert!(out.iter().all(|f| f[12..14] == [0x08, 0x06]), "only ARP requests leave: the next hop never answers");
     assert!(dp.counters().dropped(sluice::stats::DropReason::NeighDead) > 0, "{:?}", dp.counters().nonzero_drops());
 }
+
+/// `gro_flush_timeout` (napi_complete_done's timer): after a poll that took packets, GRO
+/// keeps what it holds through the empty polls before the timer fires (here 1 s away);
+/// without the timeout the first completed poll delivers everything.
+#[test]
+fn gro_flush_timeout_holds_merged_segments_until_its_timer() {
+    for (timeout, held_after) in [("0", 0), ("1000000000", 1)] {
+        let (mut c, tun) = tcp_lab(1, 4, IpVersion::V4, &["gro=1", &format!("gro_flush_timeout={timeout}")]);
+        c.ports[0].gen.as_mut().unwrap().packets = Some(4);
+        let pool = Pool::new(c.pool_frames).expect("pool");
+        let mut dp = c.build(tun, &pool).expect("build");
+        for _ in 0..5 {
+            sluice::napi::softirq_round(&dp.net, &mut dp.workers[0]);
+        }
+        assert_eq!(dp.in_flight(), held_after, "gro_flush_timeout={timeout}: four segments merged into one held packet");
+        dp.drain();
+        assert_eq!(dp.in_flight(), 0);
+        assert_eq!(dp.conservation(), Ok(()));
+    }
+}

@@ -121,31 +121,50 @@ fn deliver(net: &Net, w: &mut Worker, list: &mut Vec<Skb>) {
     list.clear();
 }
 
+/// How a poll ended, for [`flush_rule`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PollEnd {
+    /// It took its whole weight: not complete, polled again.
+    BudgetUsed,
+    /// It took packets, fewer than its weight: complete (napi_complete_done with work).
+    Work,
+    /// It found nothing: complete with no work, as the poll the flush timer schedules.
+    Empty,
+}
+
 /// End of a poll of `port`: what [`flush_rule`] says is completed, then `gro_normal_list`.
 /// Returns packets delivered.
-pub fn poll_done(net: &Net, w: &mut Worker, port: u16, budget_used: bool) -> usize {
+pub fn poll_done(net: &Net, w: &mut Worker, port: u16, end: PollEnd) -> usize {
     let Some(t) = w.gro.get(port as usize) else { return 0 };
     if t.held == 0 && t.normal.is_empty() {
         return 0;
     }
     let mut t = table(w, port);
-    let (older_than, cause) = flush_rule(budget_used, net.tun.gro_flush_timeout, w.now_ns);
+    let (older_than, cause, timer) = flush_rule(end, net.tun.gro_flush_timeout, t.flush_timer, w.now_ns);
+    t.flush_timer = timer;
     t.flush(&mut w.bufs, &mut w.c.gro, older_than, cause);
     let n = normal_list(net, w, &mut t);
     w.gro[port as usize] = t;
     n
 }
 
-/// Which held packets a poll ending at `now` completes: a poll that used its whole budget,
-/// only those held over a tick (`napi_gro_flush(napi, true)`); a completed poll
-/// (`napi_complete_done`) all of them, but with `gro_flush_timeout` set also only those held
-/// over a tick (its `gro_flush(.., !!timeout)`; the timer the kernel then arms polls again
-/// later, as sluice's next round does). None = every one.
-fn flush_rule(budget_used: bool, flush_timeout_ns: u64, now: u64) -> (Option<u64>, FlushCause) {
-    if budget_used || flush_timeout_ns > 0 {
-        (Some(now.saturating_sub(TICK_NS)), FlushCause::Aged)
-    } else {
-        (None, FlushCause::PollDone)
+/// Which held packets a poll ending at `now` completes (None = every one), and the flush
+/// timer after it (0 = not armed), as napi_complete_done and its `gro_flush_timeout` timer:
+/// - a poll that used its whole budget: only those held over a tick (`napi_gro_flush(n,
+///   true)`);
+/// - a completed poll that took packets, with the timeout set: only those held over a tick
+///   too, and the timer is armed to poll again `gro_flush_timeout` ns later;
+/// - a completed poll that found nothing (what the timer's poll finds when traffic paused):
+///   every one; but while an armed timer is not yet due, only those over a tick — sluice
+///   polls every round, where the kernel would not poll before the timer fires;
+/// - without the timeout, a completed poll: every one.
+fn flush_rule(end: PollEnd, flush_timeout_ns: u64, timer: u64, now: u64) -> (Option<u64>, FlushCause, u64) {
+    let aged = Some(now.saturating_sub(TICK_NS));
+    match end {
+        PollEnd::BudgetUsed => (aged, FlushCause::Aged, timer),
+        PollEnd::Work if flush_timeout_ns > 0 => (aged, FlushCause::Aged, now.saturating_add(flush_timeout_ns)),
+        PollEnd::Empty if timer != 0 && now < timer => (aged, FlushCause::Aged, timer),
+        PollEnd::Work | PollEnd::Empty => (None, FlushCause::PollDone, 0),
     }
 }
 

@@ -230,6 +230,9 @@ pub struct GroTable {
     pub(crate) spare: Vec<Skb>,
     /// A part of the list being delivered (when a flush completed more than a batch).
     pub(crate) chunk: Vec<Skb>,
+    /// When the `gro_flush_timeout` timer a completed poll armed fires (ns, the worker's
+    /// clock); 0 = not armed.
+    pub(crate) flush_timer: u64,
 }
 
 /// Settings GRO reads (from the tunables; a struct so tests can run GRO without a `Net`).

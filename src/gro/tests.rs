@@ -805,14 +805,30 @@ fn flush_old_completes_only_packets_held_before_the_tick_napi_gro_flush() {
 
 mod udp;
 
-/// napi_complete_done with `gro_flush_timeout` set flushes as a budget-exhausted poll does:
-/// only packets held over a tick (`gro_flush(.., !!timeout)`), whatever the timeout's value.
+/// napi_complete_done and the `gro_flush_timeout` timer: a completed poll with packets and
+/// the timeout set flushes only what is held over a tick and arms the timer; empty polls
+/// before it fires flush the same way; the first empty poll after it flushes everything
+/// (its `work_done == 0` takes no timeout). Without the timeout a completed poll flushes
+/// everything; a poll that used its budget only what is over a tick.
 #[test]
-fn flush_timeout_completes_only_what_is_held_over_a_tick_napi_complete_done() {
+fn flush_timeout_holds_packets_until_its_timer_fires_napi_complete_done() {
+    use super::PollEnd::*;
     let now = 10 * TICK_NS;
-    assert_eq!(super::flush_rule(false, 0, now), (None, FlushCause::PollDone), "completed poll: everything");
-    assert_eq!(super::flush_rule(true, 0, now), (Some(now - TICK_NS), FlushCause::Aged), "budget used: over a tick");
+    let aged = Some(now - TICK_NS);
+    assert_eq!(super::flush_rule(Work, 0, 0, now), (None, FlushCause::PollDone, 0), "completed poll: everything");
+    assert_eq!(super::flush_rule(Empty, 0, 0, now), (None, FlushCause::PollDone, 0));
+    assert_eq!(super::flush_rule(BudgetUsed, 0, 0, now), (aged, FlushCause::Aged, 0), "budget used: over a tick");
     for timeout in [1, 20_000, 2_000_000, 1_000_000_000] {
-        assert_eq!(super::flush_rule(false, timeout, now), (Some(now - TICK_NS), FlushCause::Aged), "timeout {timeout}");
+        let armed = now + timeout;
+        assert_eq!(super::flush_rule(Work, timeout, 0, now), (aged, FlushCause::Aged, armed), "timeout {timeout}: armed");
+        assert_eq!(super::flush_rule(BudgetUsed, timeout, armed, now), (aged, FlushCause::Aged, armed), "not complete");
+        if timeout > 1 {
+            assert_eq!(
+                super::flush_rule(Empty, timeout, armed, now + 1),
+                (aged.map(|a| a + 1), FlushCause::Aged, armed),
+                "before it fires"
+            );
+        }
+        assert_eq!(super::flush_rule(Empty, timeout, armed, armed), (None, FlushCause::PollDone, 0), "the timer's poll");
     }
 }

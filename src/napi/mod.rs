@@ -94,7 +94,7 @@ pub fn napi_poll(net: &Net, w: &mut Worker, port: u16, weight: usize) -> usize {
     if n == 0 {
         w.rx_scratch = rx;
         // An empty poll completes (napi_complete_done): GRO delivers what it holds.
-        if crate::gro::poll_done(net, w, port, false) > 0 {
+        if crate::gro::poll_done(net, w, port, crate::gro::PollEnd::Empty) > 0 {
             poll_end(net, w);
         }
         return too_long as usize;
@@ -113,7 +113,8 @@ pub fn napi_poll(net: &Net, w: &mut Worker, port: u16, weight: usize) -> usize {
             crate::xdp::run_generic(net, w, &mut skbs);
             if crate::gro::enabled(net) {
                 crate::gro::receive_burst(net, w, port, &mut skbs);
-                crate::gro::poll_done(net, w, port, n == weight);
+                let end = if n == weight { crate::gro::PollEnd::BudgetUsed } else { crate::gro::PollEnd::Work };
+                crate::gro::poll_done(net, w, port, end);
             }
             crate::rps::steer(net, w, &mut skbs);
             if skbs.is_empty() {
