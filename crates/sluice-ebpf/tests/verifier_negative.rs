@@ -1276,9 +1276,26 @@ fn pointer_plus_i64_min() {
     rejects(
         "r1 = 0x8000000000000000 ll \n r2 = r10 \n r2 += r1 \n *(u64 *)(r2 + 0) = 0 \n r0 = 0 \n exit",
         3,
-        "pointer arithmetic out of bounds",
+        "math between fp pointer and -9223372036854775808 is not allowed",
     );
-    rejects("r1 = 0x8000000000000000 ll \n r2 = r10 \n r2 -= r1 \n r0 = 0 \n exit", 3, "pointer arithmetic out of bounds");
+    rejects("r1 = 0x8000000000000000 ll \n r2 = r10 \n r2 -= r1 \n r0 = 0 \n exit", 3, "is not allowed");
+}
+
+/// check_reg_sane_offset: a constant added to a pointer, and the pointer's own fixed offset,
+/// must each be strictly within ±2^29 (BPF_MAX_VAR_OFF), checked before the operation;
+/// the sum itself is left to the access that uses it.
+#[test]
+fn pointer_constants_must_be_within_two_to_the_29() {
+    rejects("r2 = r10 \n r2 += 536870912 \n r0 = 0 \n exit", 1, "math between fp pointer and 536870912 is not allowed");
+    rejects("r2 = r10 \n r2 += -536870912 \n r0 = 0 \n exit", 1, "math between fp pointer and -536870912 is not allowed");
+    // 2^29 - 1 twice: the first sum is fine, the next add sees an offset past the bound.
+    rejects(
+        "r2 = r10 \n r2 += 536870911 \n r2 += 536870911 \n r2 += 1 \n r0 = 0 \n exit",
+        3,
+        "fp pointer offset 1073741822 is not allowed",
+    );
+    let ok = "r2 = r10 \n r2 += 536870911 \n r2 += -536870911 \n *(u64 *)(r2 - 8) = 0 \n r0 = 0 \n exit";
+    verify(&program(asm(ok), vec![]), &VerifyOptions::default()).expect("back within the frame");
 }
 
 // ---------------------------------------------------------------- ring buffer records

@@ -310,22 +310,18 @@ impl<'a> Verifier<'a> {
         }
         let mut r = p;
         if let Some(c) = s.as_const() {
+            // check_reg_sane_offset, on both operands before the operation: the constant and
+            // the pointer's fixed offset each strictly within ±2^29 (the sum may reach
+            // twice that; accesses check it against their memory).
             let c = c as i64;
-            let delta = if sub { c.checked_neg() } else { Some(c) };
-            match delta.and_then(|d| p.off.checked_add(d)).filter(|o| (-MAX_VAR_OFF..=MAX_VAR_OFF).contains(o)) {
-                Some(o) => r.off = o,
-                None => {
-                    return Err(err(
-                        pc,
-                        format!(
-                            "R{dst} pointer arithmetic out of bounds: offset {} {} {c} on {}",
-                            p.off,
-                            if sub { "-" } else { "+" },
-                            p.ty.name()
-                        ),
-                    ))
-                }
+            let sane = |v: i64| -MAX_VAR_OFF < v && v < MAX_VAR_OFF;
+            if !sane(c) {
+                return Err(err(pc, format!("R{dst} math between {} pointer and {c} is not allowed", p.ty.name())));
             }
+            if !sane(p.off) {
+                return Err(err(pc, format!("R{dst} {} pointer offset {} is not allowed", p.ty.name(), p.off)));
+            }
+            r.off = if sub { p.off - c } else { p.off + c };
             return Ok(r);
         }
         if p.ty == RegType::Ctx {
