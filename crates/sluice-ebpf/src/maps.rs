@@ -616,6 +616,46 @@ fn invalid(def: &MapDef, reason: impl Into<String>) -> MapError {
     MapError::InvalidDef { name: def.name.clone(), reason: reason.into() }
 }
 
+/// Map creation flags the kernel takes for each map type (its `*_alloc_check`s and
+/// map_create), and their combinations it refuses; `Err` names the offending flag.
+fn check_map_flags(def: &MapDef) -> Result<(), String> {
+    const NO_PREALLOC: u32 = BPF_F_NO_PREALLOC;
+    const NO_COMMON_LRU: u32 = 1 << 1;
+    const NUMA_NODE: u32 = 1 << 2;
+    const RDONLY: u32 = 1 << 3;
+    const WRONLY: u32 = 1 << 4;
+    const ZERO_SEED: u32 = 1 << 6;
+    const MMAPABLE: u32 = 1 << 10;
+    const PRESERVE_ELEMS: u32 = 1 << 11;
+    const INNER_MAP: u32 = 1 << 12;
+    const ACCESS: u32 = RDONLY | WRONLY | BPF_F_RDONLY_PROG | BPF_F_WRONLY_PROG;
+    let (t, f) = (def.map_type, def.flags);
+    if f & (RDONLY | WRONLY) == RDONLY | WRONLY || f & (BPF_F_RDONLY_PROG | BPF_F_WRONLY_PROG) == BPF_F_RDONLY_PROG | BPF_F_WRONLY_PROG {
+        return Err(format!("map_flags {f:#x}: read-only and write-only at once"));
+    }
+    let allowed = match t {
+        map_type::ARRAY => NUMA_NODE | MMAPABLE | ACCESS | INNER_MAP,
+        map_type::PERCPU_ARRAY => NUMA_NODE | ACCESS,
+        map_type::PERF_EVENT_ARRAY => NUMA_NODE | RDONLY | WRONLY | PRESERVE_ELEMS,
+        // fd arrays: array_map_alloc_check without the program access flags.
+        map_type::PROG_ARRAY | map_type::ARRAY_OF_MAPS => NUMA_NODE | RDONLY | WRONLY,
+        map_type::HASH | map_type::PERCPU_HASH | map_type::HASH_OF_MAPS => NO_PREALLOC | NUMA_NODE | ACCESS | ZERO_SEED,
+        map_type::LRU_HASH | map_type::LRU_PERCPU_HASH => NO_COMMON_LRU | NUMA_NODE | ACCESS | ZERO_SEED,
+        map_type::DEVMAP | map_type::DEVMAP_HASH | map_type::XSKMAP => NUMA_NODE | RDONLY | WRONLY,
+        map_type::CPUMAP | map_type::RINGBUF => NUMA_NODE,
+        _ => u32::MAX,
+    };
+    if f & !allowed != 0 {
+        let lru = matches!(t, map_type::LRU_HASH | map_type::LRU_PERCPU_HASH);
+        return Err(match f & !allowed {
+            x if lru && x & NO_PREALLOC != 0 => "map_flags: an LRU hash is always preallocated (BPF_F_NO_PREALLOC: ENOTSUPP)".into(),
+            x if x & NO_COMMON_LRU != 0 => "map_flags: BPF_F_NO_COMMON_LRU is for LRU hashes only".into(),
+            x => format!("map_flags {x:#x} are not taken by a {} map", map_type_name(t)),
+        });
+    }
+    Ok(())
+}
+
 impl Map {
     /// Creates a map with `ncpus` copies of each value if it is a per-CPU map, reserving at
     /// most `max_bytes` of memory.
@@ -624,6 +664,7 @@ impl Map {
         if !is_supported_map_type(t) {
             return Err(MapError::UnsupportedType { name: def.name.clone(), map_type: t, type_name: map_type_name(t) });
         }
+        check_map_flags(def).map_err(|why| invalid(def, why))?;
         if t == map_type::PERF_EVENT_ARRAY || t == map_type::RINGBUF {
             return Map::new_events(def);
         }
@@ -1647,6 +1688,30 @@ mod tests {
 
     fn def(t: u32, ks: u32, vs: u32, n: u32) -> MapDef {
         MapDef { name: "m".into(), map_type: t, key_size: ks, value_size: vs, max_entries: n, flags: 0, inner: None }
+    }
+
+    /// Creation flags as the kernel takes them per map type: an LRU hash cannot be
+    /// NO_PREALLOC, NO_COMMON_LRU is for LRU hashes, arrays take no NO_PREALLOC and only a
+    /// plain ARRAY is mmapable, program arrays take no program access flags, and nothing is
+    /// read-only and write-only at once.
+    #[test]
+    fn creation_flags_follow_the_kernels_rules_per_map_type() {
+        let with = |t: u32, ks: u32, vs: u32, flags: u32| Map::new(&MapDef { flags, ..def(t, ks, vs, 4) }, 1, 1 << 20);
+        let refused = |t: u32, ks: u32, vs: u32, flags: u32, why: &str| {
+            let e = with(t, ks, vs, flags).err().unwrap_or_else(|| panic!("type {t} flags {flags:#x} accepted")).to_string();
+            assert!(e.contains(why), "type {t} flags {flags:#x}: {e}");
+        };
+        refused(map_type::LRU_HASH, 4, 8, BPF_F_NO_PREALLOC, "always preallocated");
+        refused(map_type::HASH, 4, 8, 1 << 1, "LRU hashes only");
+        refused(map_type::ARRAY, 4, 8, BPF_F_NO_PREALLOC, "not taken by a array map");
+        refused(map_type::PERCPU_ARRAY, 4, 8, 1 << 10, "not taken");
+        refused(map_type::PROG_ARRAY, 4, 4, BPF_F_RDONLY_PROG, "not taken");
+        refused(map_type::CPUMAP, 4, 4, 1 << 3, "not taken");
+        refused(map_type::ARRAY, 4, 8, BPF_F_RDONLY_PROG | BPF_F_WRONLY_PROG, "read-only and write-only");
+        assert!(with(map_type::HASH, 4, 8, BPF_F_NO_PREALLOC).is_ok());
+        assert!(with(map_type::LRU_PERCPU_HASH, 4, 8, 1 << 1).is_ok(), "NO_COMMON_LRU");
+        assert!(with(map_type::ARRAY, 4, 8, (1 << 10) | BPF_F_RDONLY_PROG).is_ok(), "mmapable read-only data");
+        assert!(with(map_type::DEVMAP, 4, 4, 1 << 2).is_ok(), "NUMA node");
     }
 
     #[test]
