@@ -309,6 +309,73 @@ fn misaligned_stack_accesses_are_refused() {
     rejects("r0 = *(u32 *)(r10 - 514) \n exit", 0, "misaligned stack access");
 }
 
+/// A branch decided by a link between its operands (one id: they hold one value) rests on
+/// that link: the pruned state must agree on it. Here the first path links r1 and r2 (r1 =
+/// r2 = 5 or 6), so `r1 > r2` cannot be taken; the second path reaches the branch with r1
+/// unknown and r2 = 0, which must not be pruned against the first (precision marked for the
+/// decision, as the kernel marks it for every decided branch): the taken side's unbounded
+/// stack offset is refused.
+#[test]
+fn a_branch_decided_by_linked_registers_does_not_prune_an_unlinked_path() {
+    let src = "
+        r6 = *(u32 *)(r1 + 16)
+        r7 = *(u32 *)(r1 + 12)
+        if r7 == 0 goto other
+        r2 = r6
+        r2 &= 1
+        r2 += 5
+        r1 = r2
+        r0 = 0
+        r0 = 0
+        r0 = 0
+        goto join
+    other:
+        r1 = r6
+        r2 = 0
+    join:
+        if r1 > r2 goto bad
+        r0 = 2
+        exit
+    bad:
+        r3 = r10
+        r3 += r1
+        r0 = *(u8 *)(r3 - 8)
+        exit";
+    rejects(src, 17, "R3");
+}
+
+/// A spilled constant partly overwritten leaves bytes of no known value (the kernel's
+/// scrub_spilled_slot makes them STACK_MISC), not zero bytes: the first path's read of them
+/// must not stand for the second path's spilled unknown. Both sides of `r1 != 0` are then
+/// explored, and the taken side's unbounded stack offset is refused.
+#[test]
+fn a_broken_spill_of_zero_reads_back_unknown() {
+    let src = "
+        r6 = *(u32 *)(r1 + 16)
+        r7 = 0
+        if r6 > 7 goto spill
+        *(u64 *)(r10 - 8) = 0
+        r0 = 0
+        r0 = 0
+        r0 = 0
+        r0 = 0
+        goto join
+    spill:
+        *(u64 *)(r10 - 8) = r6
+    join:
+        *(u32 *)(r10 - 4) = r7
+        r1 = *(u32 *)(r10 - 8)
+        if r1 != 0 goto bad
+        r0 = 2
+        exit
+    bad:
+        r2 = r10
+        r2 += r1
+        r0 = *(u8 *)(r2 - 8)
+        exit";
+    rejects(src, 16, "R2");
+}
+
 #[test]
 fn stack_overflow_across_calls() {
     let src = "

@@ -757,8 +757,13 @@ impl<'a> Verifier<'a> {
             let refine = |c: Cmp| if is32 { refine32(c, d.var, s.var) } else { refine64(c, d.var, s.var) };
             let rt = refine(cmp);
             let rf = refine(cmp.negate());
-            if rt.is_none() != rf.is_none() {
-                // Only one side is explored: that decision rests on the operands' bounds.
+            // A side is feasible when its refined bounds exist and, for operands linked by an
+            // id (one value), also agree with each other (`apply_scalar`).
+            let linked = x && (insn.src == insn.dst || (d.id != 0 && d.id == s.id));
+            let feasible = |r: &Option<(Scalar, Scalar)>| r.as_ref().is_some_and(|(nd, ns)| !linked || nd.meet(ns).is_some());
+            if !(feasible(&rt) && feasible(&rf)) {
+                // Only one side is explored: that decision rests on the operands' bounds (and
+                // their link), so a state that prunes this one must agree on them.
                 self.mark_reg_precise(st, insn.dst);
                 if x {
                     self.mark_reg_precise(st, insn.src);
@@ -1367,8 +1372,8 @@ fn pkt_below(st: &mut State, x: &Reg, y: &Reg, strict: bool) {
     });
 }
 
-/// A spill partially overwritten: the rest stays readable as scalar bytes (or, for a
-/// pointer, becomes unreadable so its bits cannot leak).
+/// A spill partially overwritten: the rest stays readable as unknown scalar bytes (or, for
+/// a pointer, becomes unreadable so its bits cannot leak).
 fn break_spill(slot: &mut Slot) {
     if !slot.is_spill() {
         return;
@@ -1378,13 +1383,10 @@ fn break_spill(slot: &mut Slot) {
         if slot.b[j] != SB::Spill {
             continue;
         }
-        slot.b[j] = if sp.ty != RegType::Scalar {
-            SB::Invalid
-        } else if sp.var.as_const().is_some_and(|c| (c >> (8 * j)) & 0xff == 0) {
-            SB::Zero
-        } else {
-            SB::Misc
-        };
+        // As the kernel's scrub_spilled_slot: a scalar's remaining bytes are data of no
+        // known value, even if the spill was a constant whose byte is zero (a Zero byte is
+        // a precision source the spill, imprecise, would not be).
+        slot.b[j] = if sp.ty != RegType::Scalar { SB::Invalid } else { SB::Misc };
     }
     slot.spill = Reg::NOT_INIT;
 }
