@@ -1375,6 +1375,29 @@ fn rb_maps() -> Vec<MapDef> {
     m
 }
 
+/// A packet pointer is stale after bpf_tail_call (the kernel since 6.13: the tail-called
+/// program may change packet data, and a tail call from a subprogram returns to its
+/// caller): a privileged loader gets an unknown scalar, never dereferenced.
+#[test]
+fn a_tail_call_invalidates_packet_pointers() {
+    let src = "r6 = r1
+        r7 = *(u32 *)(r1 + 0)
+        r3 = *(u32 *)(r1 + 4)
+        r4 = r7
+        r4 += 14
+        if r4 > r3 goto out
+        r1 = r6
+        r2 = map[6] ll
+        r3 = 0
+        call 12
+        r0 = *(u8 *)(r7 + 12)
+        exit
+    out:
+        r0 = 2
+        exit";
+    rb_rejects(src, 11, "R7 invalid mem access 'scalar': packet pointer invalidated");
+}
+
 #[track_caller]
 fn rb_rejects(src: &str, insn: usize, frag: &str) {
     rejects_with(src, rb_maps(), VerifyOptions::default(), insn, frag);

@@ -114,7 +114,10 @@ pub(crate) fn proto(id: i32) -> Option<Proto> {
         8 => p("bpf_get_smp_processor_id", [n; 5], Ret::U32, false, MapUse::None),
         // Does not return when it succeeds (the target runs in its place); on a failure
         // (index past the end, empty slot, 33 calls made) the program goes on.
-        12 => p("bpf_tail_call", [Ctx, MapPtr, Anything, n, n], Ret::Scalar, false, MapUse::ProgArray),
+        // Changes packet data: the program it runs may have, and a tail call from a
+        // subprogram returns to its caller (the kernel since 6.13, "tail calls invalidate
+        // packet pointers").
+        12 => p("bpf_tail_call", [Ctx, MapPtr, Anything, n, n], Ret::Scalar, true, MapUse::ProgArray),
         23 => p("bpf_redirect", [Anything, Anything, n, n, n], Ret::Scalar, false, MapUse::None),
         28 => p("bpf_csum_diff", [MemOrNull, SizeOrZeroMult4, MemOrNull, SizeOrZeroMult4, Anything], Ret::Scalar, false, MapUse::None),
         44 => p("bpf_xdp_adjust_head", [Ctx, Anything, n, n, n], Ret::Scalar, true, MapUse::None),
