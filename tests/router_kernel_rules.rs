@@ -257,3 +257,18 @@ fn icmp_timestamp_answers_with_originate_receive_and_transmit_times() {
 }
 
 use sluice::wire::checksum;
+
+/// icmp6_send answers about a packet that is only its 40-byte header (next header 59, "no
+/// next header", payload length 0): hop limit exceeded on forwarding is reported, quoting
+/// those 40 bytes.
+#[test]
+fn icmp6_send_reports_a_packet_that_is_only_its_header() {
+    let mut f = udp6(SRC_V6, DST1_V6, 1000, 53).ttl(1).build();
+    f.truncate(14 + 40);
+    f[14 + 4..14 + 6].copy_from_slice(&[0, 0]);
+    f[14 + 6] = 59;
+    let f = pad(f);
+    let o = run_both(std::slice::from_ref(&f), &Setup::default());
+    assert_eq!(drops(&o), BTreeMap::from([("ip_ttl_expired", 1)]), "hop limit exceeded");
+    assert_icmp6_error(&o.port(P_IN)[0], 3, 0, IN_V6, &f);
+}
