@@ -31,12 +31,14 @@
 //!   is a direct native call passing r1-r5 and `r10 - 512` (a fresh 512-byte frame below the
 //!   caller's, as in the interpreter); r6-r9 survive the call because they are the caller's
 //!   own variables.
-//! * The bpf stack lives on the native stack of [`JitProgram::run`], uninitialised: the
-//!   verifier refuses every read of a stack byte the program has not written in this run
-//!   (also through helper arguments), so what a previous run or the host left there is never
-//!   observed. The one exception is `bpf_trace_printk` / `bpf_trace_vprintk`, whose `%s`
-//!   and `%pI4`-style arguments are unchecked values the helper dereferences: programs
-//!   calling them get all their frames zeroed per run, like the interpreter. The stack
+//! * The bpf stack lives on the native stack of [`JitProgram::run`], uninitialised when the
+//!   verifier saw no read of a stack byte the program has not written in this run (also
+//!   through helper arguments), so what a previous run or the host left there is never
+//!   observed. Two exceptions get all their frames zeroed per run (per packet in a burst),
+//!   like the interpreter: a program the verifier let read unwritten stack (a privileged
+//!   loader's allow_uninit_stack, `VerifiedProgram::reads_uninit_stack`), and one calling
+//!   `bpf_trace_printk` / `bpf_trace_vprintk`, whose `%s` and `%pI4`-style arguments are
+//!   unchecked values the helper dereferences. The stack
 //!   declared to the helpers ([`RunState::set_stack`]) is what the verifier's per-function
 //!   stack depths allow over every call chain.
 //! * Helpers are the interpreter's `extern "C"` functions ([`helper_fn`]), called with the
@@ -65,7 +67,8 @@
 //! [`JitError`]; the caller then uses the interpreter.
 //!
 //! Differences from the interpreter that verified programs cannot observe: there is no
-//! instruction budget (verified programs terminate); the stack is not zeroed; after a
+//! instruction budget (verified programs terminate); the stack is not zeroed (when nothing
+//! reads it unwritten); after a
 //! bpf-to-bpf call the caller's r1-r5 keep their values (the interpreter leaves the callee's
 //! r1-r5 in place; the verifier forbids reading them either way); helpers accept pointers
 //! into the stack any call chain can use from the start of the run (the interpreter only into
@@ -145,7 +148,7 @@ impl Jit {
     /// programs terminate).
     pub fn compile_with_config(program: Arc<Program>, maps: Arc<Maps>, config: RunConfig) -> Result<JitProgram, JitError> {
         let verified = verify_with_frozen(&program, &VerifyOptions::default(), &maps.frozen_values()).map_err(JitError::Verify)?;
-        build(program, verified.subprogs(), maps, config)
+        build(program, verified.subprogs(), verified.reads_uninit_stack(), maps, config)
     }
 
     /// Compiles a program the verifier accepted (`verified.program`) for `maps`, which must be
@@ -156,7 +159,7 @@ impl Jit {
 
     /// [`Jit::compile_verified`] with an engine configuration.
     pub fn compile_verified_with_config(verified: &VerifiedProgram, maps: Arc<Maps>, config: RunConfig) -> Result<JitProgram, JitError> {
-        build(Arc::new(verified.program().clone()), verified.subprogs(), maps, config)
+        build(Arc::new(verified.program().clone()), verified.subprogs(), verified.reads_uninit_stack(), maps, config)
     }
 
     /// Translates `program` for `maps` **without verifying it** and throws the code away:
@@ -176,8 +179,20 @@ fn generate(insns: &[Insn], plan: &Plan) -> Result<(JITModule, EntryFn), JitErro
     crate::loader::quiet_catch(|| codegen(insns, plan)).map_err(JitError::Codegen)?
 }
 
-fn build(program: Arc<Program>, subprogs: &[SubprogInfo], maps: Arc<Maps>, config: RunConfig) -> Result<JitProgram, JitError> {
+fn build(
+    program: Arc<Program>,
+    subprogs: &[SubprogInfo],
+    reads_uninit: bool,
+    maps: Arc<Maps>,
+    config: RunConfig,
+) -> Result<JitProgram, JitError> {
     let mut plan = Plan::new(&program, &maps, Some(subprogs))?;
+    if reads_uninit {
+        // What it reads unwritten must be zero, as in the interpreter, not the host's stack
+        // or the previous packet's.
+        plan.zero_stack = true;
+        plan.stack_bytes = plan.layout.frames * FRAME_STACK_SIZE;
+    }
     plan.single_writer = config.single_writer;
     if plan.stack_bytes > STACK_SIZE {
         return Err(JitError::Codegen(format!("stack of {} bytes", plan.stack_bytes)));
@@ -330,9 +345,14 @@ impl JitProgram {
         let (ctx, _) = xdp_context(xdp).map_err(|k| RunError::new(0, k))?;
         let cpu = self.cpu(env)?;
         let mut head = RunHead { ctx, fault: 0, fault_helper: 0, redirect_kind: 0, redirect_target: 0, cpu, fault_pc: 0 };
-        // Not zeroed: the verifier refuses every read of stack the program has not written.
+        // Not zeroed unless the program may read stack it has not written (the verifier's
+        // `reads_uninit_stack`, allowed to a privileged loader): it then reads zeros.
         let mut stack = MaybeUninit::<[u64; W]>::uninit();
         let r10 = stack.as_mut_ptr() as u64 + (W * 8) as u64;
+        if self.zero_stack {
+            // SAFETY: stack_bytes <= W * 8 (`build` picks W): the top `stack_bytes` of `stack`.
+            unsafe { std::ptr::write_bytes((r10 as *mut u8).wrapping_sub(self.stack_bytes), 0, self.stack_bytes) };
+        }
         let state: *mut RunHead = &mut head;
         // SAFETY: `entry` is finalized code owned by `self.module`, alive as long as `self`,
         // generated for this program's verified instructions, which call no helper: it only
@@ -392,11 +412,16 @@ impl JitProgram {
             }
         };
         let mut head = RunHead { ctx: XdpMd::default(), fault: 0, fault_helper: 0, redirect_kind: 0, redirect_target: 0, cpu, fault_pc: 0 };
-        // Not zeroed, and not cleared between packets: the verifier refuses every read of
-        // stack the program has not written in the same run.
+        // Not zeroed, and not cleared between packets, unless the program may read stack it
+        // has not written in the same run (`zero_stack`): then zeroed for every packet, so no
+        // packet sees another's bytes.
         let mut stack = MaybeUninit::<[u64; W]>::uninit();
         let r10 = stack.as_mut_ptr() as u64 + (W * 8) as u64;
         for (d, o) in pkts.iter().zip(out.iter_mut()) {
+            if self.zero_stack {
+                // SAFETY: as in `exec_lean`: the top `stack_bytes <= W * 8` bytes of `stack`.
+                unsafe { std::ptr::write_bytes((r10 as *mut u8).wrapping_sub(self.stack_bytes), 0, self.stack_bytes) };
+            }
             let Some((data, data_end)) = region.addresses(d) else {
                 *o = ABORTED;
                 faults.record(RunError::new(0, bad_desc(d, region)));

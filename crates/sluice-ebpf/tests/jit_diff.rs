@@ -1103,3 +1103,21 @@ fn random_programs_never_crash_the_compiler() {
     }
     assert!(compiled > 0);
 }
+
+/// A privileged loader may read stack the program has not written (allow_uninit_stack):
+/// the JIT then zeroes the stack on every run as the interpreter does, so a read before the
+/// write gives 0 each time, never the previous run's 7 or the host's leftovers; a program
+/// that reads only what it wrote keeps the unzeroed stack.
+#[test]
+fn stack_read_before_it_is_written_is_zero_on_every_run() {
+    use sluice_ebpf::verifier::{verify, VerifyOptions};
+    let p = vec![ldx(BPF_DW, 0, 10, -8), st(BPF_DW, 10, -8, 7), exit()];
+    let v = verify(&prog(p.clone(), &[]), &VerifyOptions::default()).expect("privileged: allowed");
+    assert!(v.reads_uninit_stack());
+    let written_first = vec![st(BPF_DW, 10, -8, 7), ldx(BPF_DW, 0, 10, -8), exit()];
+    assert!(!verify(&prog(written_first, &[]), &VerifyOptions::default()).unwrap().reads_uninit_stack());
+    match diff_runs(p, &[], 1, &|_| {}, &[Input::pkt(&[0u8; 64]), Input::pkt(&[0u8; 64]), Input::pkt(&[0u8; 64])]) {
+        Diff::Same(runs) => assert!(runs.iter().all(|r| r.r0() == 0), "{:?}", runs.iter().map(|r| r.r0()).collect::<Vec<_>>()),
+        Diff::Refused(e) => panic!("refused: {e}"),
+    }
+}

@@ -698,6 +698,9 @@ impl<'a> Verifier<'a> {
         }
         self.touch_stack(st, fno, o);
         let slot_id = stack_pos(o).map(|(si, _)| (fno as u8, si as u8));
+        if !matches!(acc, Access::Write { .. }) && reads_uninit(st, fno, o, size) {
+            self.reads_uninit_stack = true;
+        }
         match acc {
             Access::Read { .. } => {
                 let (v, from_spill) = stack_read(st, fno, pc, regno, o, size, self.opts.privileged)?;
@@ -1141,7 +1144,7 @@ impl<'a> Verifier<'a> {
                     let slot = fr.slot(si);
                     match slot.b[bi] {
                         // allow_uninit_stack: a privileged loader may pass never-written bytes.
-                        SB::Invalid if self.opts.privileged => {}
+                        SB::Invalid if self.opts.privileged => self.reads_uninit_stack = true,
                         SB::Invalid => {
                             return Err(err(pc, format!(
                                 "invalid read from stack R{regno} off={o} size={size} (byte at off={a} is uninitialized; helper argument; unprivileged rule)"
@@ -1389,6 +1392,12 @@ fn break_spill(slot: &mut Slot) {
         slot.b[j] = if sp.ty != RegType::Scalar { SB::Invalid } else { SB::Misc };
     }
     slot.spill = Reg::NOT_INIT;
+}
+
+/// Whether any of the `size` bytes at `o` was never written (read only under the kernel's
+/// allow_uninit_stack).
+fn reads_uninit(st: &State, fno: usize, o: i64, size: u32) -> bool {
+    (o..o + size as i64).any(|a| stack_pos(a).is_some_and(|(si, bi)| st.frames[fno].slot(si).b[bi] == SB::Invalid))
 }
 
 /// The value read, and whether it came from a spilled register (a precision source).

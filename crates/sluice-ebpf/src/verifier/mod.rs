@@ -133,11 +133,19 @@ pub struct VerifiedProgram {
     /// Per instruction slot, a set of [`mem`] bits.
     insn_mem: Vec<u8>,
     stats: VerifyStats,
+    reads_uninit_stack: bool,
 }
 
 impl VerifiedProgram {
     pub fn program(&self) -> &Program {
         &self.program
+    }
+
+    /// Whether some path may read stack bytes it never wrote (a privileged loader's
+    /// allow_uninit_stack): what it reads must then not be the host's leftovers, so the JIT
+    /// zeroes the program's stack on every run, as the interpreter always does.
+    pub fn reads_uninit_stack(&self) -> bool {
+        self.reads_uninit_stack
     }
 
     /// The functions (entry first) with their verified stack depths.
@@ -198,6 +206,7 @@ fn verify_inner(prog: &Program, opts: &VerifyOptions, frozen: &[Option<Vec<u8>>]
         program: prog.clone(),
         subprogs,
         insn_mem: v.insn_mem,
+        reads_uninit_stack: v.reads_uninit_stack,
         stats: VerifyStats {
             processed_insns: v.processed,
             states_stored: v.stored,
@@ -284,6 +293,9 @@ pub(crate) struct Verifier<'a> {
     insn_mem: Vec<u8>,
     stored: usize,
     pruned: usize,
+    /// Some path reads stack bytes it never wrote (allowed to a privileged loader, as the
+    /// kernel's allow_uninit_stack): the engines must then start from zeroed stack frames.
+    reads_uninit_stack: bool,
 }
 
 enum Visit {
@@ -321,6 +333,7 @@ impl<'a> Verifier<'a> {
             insn_mem: vec![0; n],
             stored: 0,
             pruned: 0,
+            reads_uninit_stack: false,
         }
     }
 
