@@ -157,8 +157,16 @@ impl Jit {
         Jit::compile_verified_with_config(verified, maps, RunConfig::default())
     }
 
-    /// [`Jit::compile_verified`] with an engine configuration.
+    /// [`Jit::compile_verified`] with an engine configuration. The maps must hold, frozen,
+    /// the read-only values the verifier took as constants (else [`JitError::Codegen`]): the
+    /// code's safety rests on them.
     pub fn compile_verified_with_config(verified: &VerifiedProgram, maps: Arc<Maps>, config: RunConfig) -> Result<JitProgram, JitError> {
+        let now = maps.frozen_values();
+        for (i, v) in verified.frozen_values().iter().enumerate() {
+            if v.is_some() && now.get(i) != Some(v) {
+                return Err(JitError::Codegen(format!("map {i} does not hold, frozen, the value the program was verified with")));
+            }
+        }
         build(Arc::new(verified.program().clone()), verified.subprogs(), verified.reads_uninit_stack(), maps, config)
     }
 

@@ -482,7 +482,15 @@ fn rodata_settings_are_constants_to_the_verifier_once_frozen() {
     assert_eq!(frozen[rodata].as_deref(), Some(&[1, 0, 0, 0, 14, 0, 0, 0][..]), "verdict_idx 1, peek_off 14");
     assert!(frozen.iter().enumerate().all(|(i, v)| v.is_some() == (i == rodata)), "only .rodata is frozen");
     assert!(obj.maps.get(rodata).unwrap().update(&0u32.to_le_bytes(), &[0; 8], BPF_ANY).is_err(), "frozen for user space");
-    verify_with_frozen(&prog, &opts, &frozen).expect("constants make it safe");
+    let verified = verify_with_frozen(&prog, &opts, &frozen).expect("constants make it safe");
+    // The JIT compiles it only for maps holding those values, frozen: its safety rests on them.
+    use sluice_ebpf::jit::Jit;
+    Jit::compile_verified(&verified, obj.maps.clone()).expect("the maps it was verified with");
+    let other = load();
+    assert!(Jit::compile_verified(&verified, other.maps.clone()).is_err(), "not frozen");
+    other.maps.get(rodata).unwrap().update(&0u32.to_le_bytes(), &[1, 0, 0, 0, 0, 0, 1, 0], BPF_ANY).unwrap();
+    other.freeze_rodata();
+    assert!(Jit::compile_verified(&verified, other.maps.clone()).is_err(), "frozen with another peek_off");
     assert!(sluice_ebpf::load_and_verify(&std::fs::read(&file).unwrap()).unwrap().iter().all(|(_, r)| r.is_ok()));
 
     // verdict_idx 4 reads past the 4-entry table, off the top of the stack.

@@ -134,11 +134,20 @@ pub struct VerifiedProgram {
     insn_mem: Vec<u8>,
     stats: VerifyStats,
     reads_uninit_stack: bool,
+    /// The frozen map values it was verified knowing (by map index): the maps it runs with
+    /// must hold them, frozen.
+    frozen: Vec<Option<Vec<u8>>>,
 }
 
 impl VerifiedProgram {
     pub fn program(&self) -> &Program {
         &self.program
+    }
+
+    /// The frozen read-only map values the verification relied on, by map index
+    /// ([`verify_with_frozen`]); the maps the program runs with must hold these, frozen.
+    pub fn frozen_values(&self) -> &[Option<Vec<u8>>] {
+        &self.frozen
     }
 
     /// Whether some path may read stack bytes it never wrote (a privileged loader's
@@ -207,6 +216,17 @@ fn verify_inner(prog: &Program, opts: &VerifyOptions, frozen: &[Option<Vec<u8>>]
         subprogs,
         insn_mem: v.insn_mem,
         reads_uninit_stack: v.reads_uninit_stack,
+        // Only what the verifier reads as constants (`frozen_read`'s maps): the rest was ignored.
+        frozen: frozen
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let m = prog.maps.get(i)?;
+                let ro_array =
+                    m.flags & helpers::BPF_F_RDONLY_PROG != 0 && m.map_type == crate::program::map_type::ARRAY && m.max_entries == 1;
+                v.clone().filter(|b| ro_array && b.len() == m.value_size as usize)
+            })
+            .collect(),
         stats: VerifyStats {
             processed_insns: v.processed,
             states_stored: v.stored,
