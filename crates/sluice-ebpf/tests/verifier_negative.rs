@@ -692,6 +692,27 @@ fn fib_lookup_short_buffer() {
     rejects(src, 5, "invalid indirect access to stack R2 off=-8 size=64");
 }
 
+/// Memory a helper writes must lie inside the 512-byte frame at both ends
+/// (check_helper_mem_access → check_stack_range_initialized): bpf_xdp_load_bytes into
+/// 16 bytes from fp-8 would write 8 bytes above the frame, from fp-520 below it.
+#[test]
+fn a_helper_cannot_write_outside_the_stack_frame() {
+    for (start, size) in [(-8, 16), (-520, 16)] {
+        let src = format!(
+            "r6 = r1
+            r1 = r6
+            r2 = 0
+            r3 = r10
+            r3 += {start}
+            r4 = {size}
+            call 189
+            r0 = 2
+            exit"
+        );
+        rejects(&src, 6, &format!("invalid indirect access to stack R3 off={start} size={size}"));
+    }
+}
+
 #[test]
 fn adjust_head_without_ctx() {
     rejects("r1 = 0 \n r2 = 0 \n call 44 \n exit", 2, "R1 type=scalar expected=ctx");
