@@ -1019,6 +1019,11 @@ fn refuses_untranslatable_programs() {
     assert!(matches!(refused(vec![Insn::new(0xb7, 11, 0, 0, 0), exit()]), JitError::InvalidInstruction { .. }));
     assert!(matches!(refused(vec![Insn::new(0x20, 0, 0, 0, 0), exit()]), JitError::InvalidInstruction { .. }));
     assert!(matches!(refused(vec![Insn::new(0x18, 0, 0, 0, 0)]), JitError::FallsOffEnd { .. }));
+    // An ALU offset is movsx's width (8, 16, 32 for a 64-bit register move) or sdiv/smod's
+    // 1; anything else is not an instruction: off = 32 on an ALU32 move or a 64-bit add.
+    for code in [BPF_ALU | BPF_MOV | BPF_X, BPF_ALU64 | BPF_ADD | BPF_X, BPF_ALU64 | BPF_MOV | BPF_K] {
+        assert!(matches!(refused(vec![Insn::new(code, 0, 1, 32, 0), exit()]), JitError::InvalidInstruction { .. }), "{code:#x}");
+    }
     assert!(matches!(refused(vec![]), JitError::Empty));
     assert!(matches!(refused(vec![mov64_imm(0, 1)]), JitError::FallsOffEnd { .. }));
     assert!(matches!(refused(vec![ja(5), exit()]), JitError::BadTarget { .. }));
