@@ -1126,3 +1126,28 @@ fn stack_read_before_it_is_written_is_zero_on_every_run() {
         Diff::Refused(e) => panic!("refused: {e}"),
     }
 }
+
+/// Stack a helper may write counts as written (as in the kernel), yet bpf_xdp_load_bytes
+/// writes nothing when it fails: bytes the program never wrote itself must then read as
+/// zeros in the JIT as in the interpreter, never a previous run's (or the host's) bytes.
+#[test]
+fn a_failed_load_bytes_leaves_zeros_not_stale_stack() {
+    use sluice_ebpf::verifier::{verify, VerifyOptions};
+    let p = vec![
+        mov64_reg(6, 1),
+        mov64_reg(1, 6),
+        mov64_imm(2, 0x10000), // past 0xffff: -EFAULT, nothing written
+        mov64_reg(3, 10),
+        alu64_imm(BPF_ADD, 3, -64),
+        mov64_imm(4, 64),
+        call(hid::XDP_LOAD_BYTES),
+        ldx(BPF_DW, 0, 10, -8),
+        st(BPF_DW, 10, -8, 7),
+        exit(),
+    ];
+    assert!(verify(&prog(p.clone(), &[]), &VerifyOptions::default()).unwrap().reads_uninit_stack());
+    match diff_runs(p, &[], 1, &|_| {}, &[Input::pkt(&[0u8; 64]), Input::pkt(&[0u8; 64]), Input::pkt(&[0u8; 64])]) {
+        Diff::Same(runs) => assert!(runs.iter().all(|r| r.r0() == 0), "{:?}", runs.iter().map(|r| r.r0()).collect::<Vec<_>>()),
+        Diff::Refused(e) => panic!("refused: {e}"),
+    }
+}

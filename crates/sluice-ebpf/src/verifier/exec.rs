@@ -1133,6 +1133,12 @@ impl<'a> Verifier<'a> {
                 }
                 self.touch_stack(st, fno, o);
                 if rw == Rw::Write {
+                    // The bytes count as written after the call, as in the kernel, though
+                    // the helper may fail or write fewer (bpf_xdp_load_bytes): never-written
+                    // ones among them must then read as zeros, not the host's leftovers.
+                    if reads_uninit(st, fno, o, size as u32) {
+                        self.reads_uninit_stack = true;
+                    }
                     writes.push((fno, o, size));
                     return Ok(());
                 }
