@@ -1061,22 +1061,29 @@ fn perf_event_output_appends_ctxlen_packet_bytes_to_the_record() {
     assert_eq!(ev[0].data, vec![0x11, 0x22, 0x33, 0x44, 0x80, 0x81, 0x82, 0x83, 0x84, 0x85], "the data, then 6 packet bytes");
 }
 
+/// `bpf_xdp_adjust_tail(delta)` on a packet of 64 linear bytes and one 100-byte fragment
+/// (of 0xab) in a 4 KiB page: (r0, linear length, the fragments' bytes).
+fn adjust_tail_on_frags(delta: i32) -> (i64, usize, Vec<Vec<u8>>) {
+    let interp = Interpreter::new(prog(vec![mov64_imm(2, delta), call(hid::XDP_ADJUST_TAIL), exit()], &[]), Arc::new(Maps::empty(1)))
+        .expect("interpreter");
+    let mut frags = crate::xdp::PageFrags::split(&[0xab; 100], 4096, 17).unwrap();
+    let mut mem = LowMem::new(FRAME).unwrap();
+    let mut xdp = XdpBuff::new(&mut mem.as_mut_slice()[..FRAME], HEADROOM, 64);
+    xdp.frags = Some(&mut frags);
+    let (_, r0) = interp.run_full(&mut xdp, &mut NullEnv::new()).unwrap();
+    let linear = xdp.data_end - xdp.data;
+    drop(xdp);
+    (r0 as i64, linear, frags.bytes().map(<[u8]>::to_vec).collect::<Vec<_>>())
+}
+
 /// `bpf_xdp_adjust_tail` shrinking a multi-buffer packet takes the bytes from the last
 /// fragments first (the kernel's `bpf_xdp_frags_shrink_tail`), and only once no fragment
 /// is left from the linear part.
 #[test]
 fn adjust_tail_shrinks_the_fragments_before_the_linear_part() {
     let run_frags = |delta: i32| {
-        let interp = Interpreter::new(prog(vec![mov64_imm(2, delta), call(hid::XDP_ADJUST_TAIL), exit()], &[]), Arc::new(Maps::empty(1)))
-            .expect("interpreter");
-        let mut frags = crate::xdp::PageFrags::split(&[0xab; 100], 4096, 17).unwrap();
-        let mut mem = LowMem::new(FRAME).unwrap();
-        let mut xdp = XdpBuff::new(&mut mem.as_mut_slice()[..FRAME], HEADROOM, 64);
-        xdp.frags = Some(&mut frags);
-        let (_, r0) = interp.run_full(&mut xdp, &mut NullEnv::new()).unwrap();
-        let linear = xdp.data_end - xdp.data;
-        drop(xdp);
-        (r0 as i64, linear, frags.bytes().map(<[u8]>::len).collect::<Vec<_>>())
+        let (r0, linear, frags) = adjust_tail_on_frags(delta);
+        (r0, linear, frags.iter().map(Vec::len).collect::<Vec<_>>())
     };
     assert_eq!(run_frags(-10), (0, 64, vec![90]), "cut from the fragment, the linear part intact");
     assert_eq!(run_frags(-120), (0, 44, vec![]), "the fragment released, then 20 linear bytes");
@@ -1103,18 +1110,7 @@ fn xdp_bytes_offset_and_length_limit_is_0xffff_inclusive() {
 /// the new bytes zeroed; a delta of 0 is 0 too; past the tailroom -EINVAL, nothing changed.
 #[test]
 fn adjust_tail_grows_the_last_fragment_within_its_tailroom() {
-    let run_frags = |delta: i32| {
-        let interp = Interpreter::new(prog(vec![mov64_imm(2, delta), call(hid::XDP_ADJUST_TAIL), exit()], &[]), Arc::new(Maps::empty(1)))
-            .expect("interpreter");
-        let mut frags = crate::xdp::PageFrags::split(&[0xab; 100], 4096, 17).unwrap();
-        let mut mem = LowMem::new(FRAME).unwrap();
-        let mut xdp = XdpBuff::new(&mut mem.as_mut_slice()[..FRAME], HEADROOM, 64);
-        xdp.frags = Some(&mut frags);
-        let (_, r0) = interp.run_full(&mut xdp, &mut NullEnv::new()).unwrap();
-        let linear = xdp.data_end - xdp.data;
-        drop(xdp);
-        (r0 as i64, linear, frags.bytes().map(<[u8]>::to_vec).collect::<Vec<_>>())
-    };
+    let run_frags = adjust_tail_on_frags;
     let (r0, linear, frags) = run_frags(10);
     assert_eq!((r0, linear, frags.len()), (0, 64, 1));
     assert_eq!(frags[0].len(), 110, "the last fragment grew by 10");
@@ -1165,4 +1161,69 @@ fn printk_plain_pointer_before_whitespace_or_punctuation() {
     assert_eq!(f("%p", &[5]).as_deref(), Some("0000000000000005"));
     assert_eq!(f("%pz", &[5]), None);
     assert_eq!(f("%p4", &[5]), None);
+}
+
+/// `bpf_ringbuf_discard` releases its reservation as the kernel's does: the discarded record
+/// is skipped by the consumer, which moves past it to the submitted record behind it, and
+/// `bpf_ringbuf_query(BPF_RB_AVAIL_DATA)` drops back to 0. A reservation left busy would hold
+/// every later record back from the consumer.
+#[test]
+fn ringbuf_discard_releases_the_record_and_unblocks_the_ones_after_it() {
+    let defs =
+        [MapDef { name: "rb".into(), map_type: map_type::RINGBUF, key_size: 0, value_size: 0, max_entries: 4096, flags: 0, inner: None }];
+    let maps = maps_of(&defs, 1);
+    maps.get(0).unwrap().attach_consumer();
+    let reserve = |len: i32| flat(&[&lddw_map(1, 0), &[mov64_imm(2, len), mov64_imm(3, 0), call(hid::RINGBUF_RESERVE)]]);
+    let p = flat(&[
+        // A = reserve(8); B = reserve(3); either NULL: return 1.
+        &reserve(8),
+        &[mov64_reg(6, 0)],
+        &reserve(3),
+        &[
+            mov64_reg(7, 0),
+            jmp_imm(BPF_JEQ, 6, 0, 1),
+            jmp_imm(BPF_JNE, 7, 0, 2),
+            mov64_imm(0, 1),
+            exit(),
+            // B = "bbb", submitted; then A discarded.
+            st(BPF_B, 7, 0, b'b' as i32),
+            st(BPF_B, 7, 1, b'b' as i32),
+            st(BPF_B, 7, 2, b'b' as i32),
+            mov64_reg(1, 7),
+            mov64_imm(2, 0),
+            call(hid::RINGBUF_SUBMIT),
+            mov64_reg(1, 6),
+            mov64_imm(2, 0),
+            call(hid::RINGBUF_DISCARD),
+        ],
+        // return bpf_ringbuf_query(rb, BPF_RB_AVAIL_DATA)
+        &lddw_map(1, 0),
+        &[mov64_imm(2, 0), call(hid::RINGBUF_QUERY), exit()],
+    ]);
+    let r = run_with(p, &defs, maps.clone(), &[0; 64]);
+    assert_eq!(rc(&r), 0, "both records consumed: nothing left available");
+    let ev = maps.get(0).unwrap().take_events();
+    assert_eq!(ev.len(), 1, "only the submitted record reaches the consumer: {ev:?}");
+    assert_eq!(ev[0].data, b"bbb".to_vec());
+}
+
+/// `bpf_trace_printk`: the ' ' flag is accepted (the kernel's `bpf_bprintf_prepare` skips
+/// `[0 +-]` flags) and, as in `vsnprintf`, puts a space where a non-negative signed value's
+/// sign goes: `-` wins for a negative value, `+` wins over ' ', unsigned conversions ignore
+/// it, and the width counts the space.
+#[test]
+fn printk_space_flag() {
+    let mut mem = LowMem::new(4096).unwrap();
+    let maps = Maps::empty(1);
+    let mut env = NullEnv::new();
+    let mut xdp = XdpBuff::new(mem.as_mut_slice(), 256, 64);
+    let st = RunState::new(&mut xdp, &maps, &mut env, &RunConfig::default()).unwrap();
+    let f = |fmt: &str, args: &[u64]| crate::helpers::tests_format(&st, fmt.as_bytes(), args);
+    assert_eq!(f("% d", &[42]).as_deref(), Some(" 42"));
+    assert_eq!(f("% d", &[0]).as_deref(), Some(" 0"));
+    assert_eq!(f("% d", &[0xffff_fffb]).as_deref(), Some("-5"));
+    assert_eq!(f("% lld", &[u64::MAX]).as_deref(), Some("-1"));
+    assert_eq!(f("[% 5d|% 05d|% -5d]", &[42, 42, 42]).as_deref(), Some("[   42| 0042| 42  ]"));
+    assert_eq!(f("%+ d % +d", &[7, 7]).as_deref(), Some("+7 +7"));
+    assert_eq!(f("% u", &[7]).as_deref(), Some("7"));
 }

@@ -1734,3 +1734,11 @@ fn precision_of_a_returned_r0_follows_it_into_the_callee() {
         "invalid access to map value, value_size=16 off=100 size=1",
     );
 }
+
+/// Subtracting a constant from a pointer moves its fixed offset down by exactly that
+/// constant (adjust_ptr_min_max_vals, BPF_SUB: `off = ptr.off - val`): r10 - 512, then 8
+/// below that, is fp-520, out of the stack.
+#[test]
+fn pointer_minus_constant_below_the_stack() {
+    rejects("r2 = r10 \n r2 -= 512 \n *(u64 *)(r2 - 8) = 0 \n r0 = 0 \n exit", 2, "invalid write to stack R2 off=-520 size=8");
+}

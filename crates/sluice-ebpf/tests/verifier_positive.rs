@@ -784,3 +784,11 @@ fn a_callee_join_with_the_same_returned_r0_prunes() {
     );
     assert_eq!(v.stats().states_pruned, 1, "{:?}", v.stats());
 }
+
+/// Subtracting a constant from a pointer moves its fixed offset down by that constant
+/// (adjust_ptr_min_max_vals, BPF_SUB with a known scalar: `off = ptr.off - val`): r10 - 8
+/// addresses the stack slot at fp-8.
+#[test]
+fn pointer_minus_constant_moves_the_offset_down() {
+    accepts("r2 = r10 \n r2 -= 8 \n *(u64 *)(r2 + 0) = 0 \n r2 -= 8 \n *(u64 *)(r2 + 0) = 0 \n r0 = *(u64 *)(r10 - 16) \n exit");
+}
