@@ -1742,3 +1742,100 @@ fn precision_of_a_returned_r0_follows_it_into_the_callee() {
 fn pointer_minus_constant_below_the_stack() {
     rejects("r2 = r10 \n r2 -= 512 \n *(u64 *)(r2 - 8) = 0 \n r0 = 0 \n exit", 2, "invalid write to stack R2 off=-520 size=8");
 }
+
+/// Kernel regsafe: a ctx pointer (default case, regs_exact) covers another only with the
+/// same offset and the same variable part. The first path reaches `join` with r9 = ctx, the
+/// second with r9 = ctx + 8; pruning the second against the first would let it load through
+/// a modified ctx pointer (check_ptr_off_reg: "dereference of modified ctx ptr").
+#[test]
+fn ctx_pointers_with_other_offsets_are_not_pruned_as_one() {
+    rejects(
+        "r6 = r1
+        call 5
+        r7 = r0
+        *(u32 *)(r10 - 4) = 0
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        if r0 == 0 goto out
+        r8 = r0
+        if r7 > 100 goto big
+        r9 = r6
+        r3 = 0
+        r4 = 1
+        r5 = 2
+        goto pad
+    pad:
+        r3 = 3
+        r4 = 4
+        r5 = 5
+        goto join
+    big:
+        r9 = r6
+        r9 += 8
+        r3 = 3
+        r4 = 4
+        r5 = 5
+    join:
+        r0 = *(u32 *)(r9 + 0)
+    out:
+        r0 = 2
+        exit",
+        26,
+        "dereference of modified ctx ptr R9 off=8 disallowed",
+    );
+}
+
+/// Static liveness (the kernel's helper call reads R1..R(nargs), as in check_helper_call /
+/// compute_live_registers): R2, the key of bpf_map_lookup_elem, is live at `join` though
+/// only the call reads it. The first path reaches `join` with a stack key in R2, the second
+/// with the scalar 0; had R2 been dead there, the second path would be pruned and its call
+/// accepted.
+#[test]
+fn helper_arguments_are_live_before_the_call() {
+    rejects(
+        "r6 = r1
+        call 5
+        r7 = r0
+        *(u32 *)(r10 - 4) = 0
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        if r0 == 0 goto out
+        r8 = r0
+        if r7 > 100 goto big
+        r2 = r10
+        r2 += -4
+        r4 = 1
+        r5 = 2
+        goto pad
+    pad:
+        r3 = 3
+        r4 = 4
+        r5 = 5
+        goto join
+    big:
+        r2 = 0
+        r3 = 3
+        r4 = 4
+        r5 = 5
+    join:
+        r1 = map[1] ll
+        call 1
+    out:
+        r0 = 2
+        exit",
+        27,
+        "R2 type=scalar expected=",
+    );
+}
+
+/// A kfunc call (BPF_CALL with src_reg BPF_PSEUDO_KFUNC_CALL) is refused as such, not as
+/// a reserved-field error: sluice has no kernel BTF, like a kernel without kfunc support
+/// (check_kfunc_call refuses it before the program runs).
+#[test]
+fn kfunc_calls_are_refused_by_name() {
+    rejects("raw 0x85 0 2 0 1 \n r0 = 0 \n exit", 0, "kfunc calls are not supported");
+}

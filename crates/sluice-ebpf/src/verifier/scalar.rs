@@ -726,4 +726,24 @@ mod tests {
         let below = alu64(AluOp::Mod, Scalar::urange(3, 7), Scalar::konst(8));
         assert_eq!((below.umin, below.umax), (3, 7), "x < y: x itself");
     }
+
+    /// Kernel scalar_min_max_lsh: without overflow the unsigned bounds shift with the value
+    /// (umax << max shift), tighter than the tnum's: [0, 5] << 1 is [0, 10], not the
+    /// tnum's [0, 14].
+    #[test]
+    fn a_left_shift_keeps_the_shifted_unsigned_maximum() {
+        let r = alu64(AluOp::Lsh, Scalar::urange(0, 5), Scalar::konst(1));
+        assert_eq!((r.umin, r.umax), (0, 10), "{r:?}");
+    }
+
+    /// Kernel coerce_reg_to_size / __reg32_deduce_bounds: when umin and umax agree above the
+    /// low 32 bits, the low 32 bits keep their order and bounds ([2^32 + 1, 2^32 + 5] is
+    /// [1, 5] as a 32-bit subregister); otherwise they may wrap and are [0, 2^32 - 1].
+    #[test]
+    fn truncation_keeps_bounds_that_share_their_upper_bits() {
+        let r = Scalar::urange(0x1_0000_0001, 0x1_0000_0005).trunc(32);
+        assert_eq!((r.umin, r.umax), (1, 5), "{r:?}");
+        let w = Scalar::urange(0xffff_fffe, 0x1_0000_0001).trunc(32);
+        assert_eq!((w.umin, w.umax), (0, 0xffff_ffff), "{w:?}");
+    }
 }
