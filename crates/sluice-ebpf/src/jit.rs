@@ -559,7 +559,12 @@ impl Plan {
             }
             if insn.code == (BPF_JMP | BPF_CALL) && insn.src == 0 {
                 helpers.push((pc, insn.imm));
-                needs_cpu |= insn.imm == helper_id::GET_SMP_PROCESSOR_ID as i32;
+                // The helpers that read the run's CPU: the processor id, and the event
+                // outputs (BPF_F_CURRENT_CPU picks the perf array slot; records carry it).
+                needs_cpu |=
+                    [helper_id::GET_SMP_PROCESSOR_ID, helper_id::PERF_EVENT_OUTPUT, helper_id::RINGBUF_OUTPUT, helper_id::RINGBUF_RESERVE]
+                        .iter()
+                        .any(|&id| insn.imm == id as i32);
             }
             // Per-CPU map lookups and updates use the run's CPU. (Verified programs only get
             // map handles from `lddw`.)

@@ -1151,3 +1151,30 @@ fn a_failed_load_bytes_leaves_zeros_not_stale_stack() {
         Diff::Refused(e) => panic!("refused: {e}"),
     }
 }
+
+/// The event outputs read the run's CPU (BPF_F_CURRENT_CPU picks the perf array slot): the
+/// JIT gives them the run's CPU as the interpreter does, not CPU 0. On CPU 3 with a
+/// two-slot perf array the slot does not exist (-E2BIG in both engines).
+#[test]
+fn event_outputs_see_the_runs_cpu() {
+    let defs = [MapDef {
+        name: "events".into(),
+        map_type: map_type::PERF_EVENT_ARRAY,
+        key_size: 4,
+        value_size: 4,
+        max_entries: 2,
+        flags: 0,
+        inner: None,
+    }];
+    let p = flat(&[
+        &[mov64_reg(6, 1), st(BPF_DW, 10, -8, 0), mov64_reg(1, 6)],
+        &lddw_map(2, 0),
+        &lddw(3, 0xffff_ffff),
+        &[mov64_reg(4, 10), alu64_imm(BPF_ADD, 4, -8), mov64_imm(5, 8), call(hid::PERF_EVENT_OUTPUT), exit()],
+    ]);
+    let input = Input { cpu: 3, ..Input::pkt(&[0u8; 64]) };
+    match diff_runs(p, &defs, 4, &|_| {}, &[input]) {
+        Diff::Same(runs) => assert_eq!(runs[0].r0() as i64, -(libc::E2BIG as i64)),
+        Diff::Refused(e) => panic!("refused: {e}"),
+    }
+}
