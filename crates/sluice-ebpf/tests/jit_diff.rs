@@ -1178,3 +1178,30 @@ fn event_outputs_see_the_runs_cpu() {
         Diff::Refused(e) => panic!("refused: {e}"),
     }
 }
+
+/// bpf_trace_vprintk: the format and an array of u64 arguments (data_len bytes), printed as
+/// bpf_trace_printk prints them, in both engines.
+#[test]
+fn trace_vprintk_prints_its_argument_array() {
+    let fmt = b"v=%d u=%u\0\0\0\0\0\0\0";
+    let mut p = Vec::new();
+    for (i, chunk) in fmt.chunks(8).enumerate() {
+        p.extend_from_slice(&lddw(1, u64::from_le_bytes(chunk.try_into().unwrap())));
+        p.push(stx(BPF_DW, 10, 1, -16 + 8 * i as i16));
+    }
+    p.extend_from_slice(&[
+        st(BPF_DW, 10, -32, -5),
+        st(BPF_DW, 10, -24, 7),
+        mov64_reg(1, 10),
+        alu64_imm(BPF_ADD, 1, -16),
+        mov64_imm(2, 10),
+        mov64_reg(3, 10),
+        alu64_imm(BPF_ADD, 3, -32),
+        mov64_imm(4, 16),
+        call(hid::TRACE_VPRINTK),
+        exit(),
+    ]);
+    let s = same(p);
+    assert_eq!(s.traces, vec!["v=-5 u=7".to_owned()]);
+    assert!(s.r0() > 0, "the length written");
+}
