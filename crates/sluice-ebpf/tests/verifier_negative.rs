@@ -1839,3 +1839,21 @@ fn helper_arguments_are_live_before_the_call() {
 fn kfunc_calls_are_refused_by_name() {
     rejects("raw 0x85 0 2 0 1 \n r0 = 0 \n exit", 0, "kfunc calls are not supported");
 }
+
+/// Comparing two packet pointers learns nothing about the packet's length (only a
+/// comparison against data_end does, find_good_pkt_pointers): reading 8 bytes at data after
+/// `data + 8 <= data` is still out of range.
+#[test]
+fn comparing_two_packet_pointers_grants_no_range() {
+    let src = "
+        r2 = *(u32 *)(r1 + 0)
+        r4 = r2
+        r4 += 8
+        if r4 > r2 goto out
+        r0 = *(u64 *)(r2 + 0)
+        exit
+    out:
+        r0 = 2
+        exit";
+    rejects(src, 4, "invalid access to packet");
+}

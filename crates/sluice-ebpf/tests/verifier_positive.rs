@@ -792,3 +792,29 @@ fn a_callee_join_with_the_same_returned_r0_prunes() {
 fn pointer_minus_constant_moves_the_offset_down() {
     accepts("r2 = r10 \n r2 -= 8 \n *(u64 *)(r2 + 0) = 0 \n r2 -= 8 \n *(u64 *)(r2 + 0) = 0 \n r0 = *(u64 *)(r10 - 16) \n exit");
 }
+
+/// Scalar plus pointer is pointer arithmetic too (adjust_ptr_min_max_vals takes the pointer
+/// from either operand of an add): `r1 = -8; r1 += r10` is a stack pointer to fp-8.
+#[test]
+fn a_scalar_plus_a_pointer_is_a_pointer() {
+    accepts("r1 = -8 \n r1 += r10 \n *(u64 *)(r1 + 0) = 0 \n r0 = *(u64 *)(r10 - 8) \n exit");
+}
+
+/// A plain (zero-extending) load from frozen `.rodata` is the byte's unsigned value
+/// (bpf_map_direct_read, no sign extension but for BPF_MEMSX): 0xff reads as 255, so the
+/// branch to the bad access is never taken and the program is accepted; as a sign-extending
+/// load it is -1.
+#[test]
+fn frozen_rodata_bytes_read_unsigned_unless_sign_extended() {
+    let mut frozen = vec![None; maps().len()];
+    let mut value = vec![0u8; 32];
+    value[0] = 0xff;
+    frozen[3] = Some(value);
+    let bad = "\n r0 = *(u64 *)(r10 + 8) \n exit";
+    let unsigned = format!("r1 = map_value[3][0] ll \n r2 = *(u8 *)(r1 + 0) \n if r2 != 255 goto bad \n r0 = 2 \n exit \n bad:{bad}");
+    let p = program(asm(&unsigned), maps());
+    sluice_ebpf::verifier::verify_with_frozen(&p, &VerifyOptions::default(), &frozen).expect("255: the bad branch is dead");
+    let signed = format!("r1 = map_value[3][0] ll \n r2 = *(s8 *)(r1 + 0) \n if r2 != -1 goto bad \n r0 = 2 \n exit \n bad:{bad}");
+    let p = program(asm(&signed), maps());
+    sluice_ebpf::verifier::verify_with_frozen(&p, &VerifyOptions::default(), &frozen).expect("-1: the bad branch is dead");
+}
