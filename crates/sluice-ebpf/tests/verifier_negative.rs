@@ -1857,3 +1857,11 @@ fn comparing_two_packet_pointers_grants_no_range() {
         exit";
     rejects(src, 4, "invalid access to packet");
 }
+
+/// BPF_EXIT exists only in the BPF_JMP class: the same opcode in BPF_JMP32 (0x96) is not an
+/// instruction (the kernel's check_cond_jmp_op / "unknown opcode").
+#[test]
+fn exit_in_the_jmp32_class_is_not_an_instruction() {
+    let e = verify(&program(asm("r0 = 2 \n raw 0x96 0 0 0 0"), vec![]), &VerifyOptions::default()).unwrap_err();
+    assert_eq!(e.insn, 1, "{e}");
+}
