@@ -874,6 +874,7 @@ fn printk_format_subset() {
     let mut stack = [0u8; 64];
     stack[..4].copy_from_slice(&[10, 0, 0, 1]);
     stack[8..13].copy_from_slice(b"eth0\0");
+    stack[16..32].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
     st.set_stack(stack.as_mut_ptr(), 64);
     let base = stack.as_ptr() as u64;
     let f = |st: &RunState<'_>, fmt: &str, args: &[u64]| crate::helpers::tests_format(st, fmt.as_bytes(), args);
@@ -886,6 +887,9 @@ fn printk_format_subset() {
     assert_eq!(f(&st, "%#x %X %c%%", &[255, 255, b'z' as u64]).as_deref(), Some("0xff FF z%"));
     assert_eq!(f(&st, "%pI4 %pi4", &[base, base]).as_deref(), Some("10.0.0.1 010.000.000.001"));
     assert_eq!(f(&st, "dev %s", &[base + 8]).as_deref(), Some("dev eth0"));
+    // The kernel's %pI6: eight colon-separated groups of four hex digits; %pi6 without colons.
+    assert_eq!(f(&st, "%pI6", &[base + 16]).as_deref(), Some("2001:0db8:0000:0000:0000:0000:0000:0001"));
+    assert_eq!(f(&st, "%pi6", &[base + 16]).as_deref(), Some("20010db8000000000000000000000001"));
     assert_eq!(f(&st, "%s", &[16]).as_deref(), Some("(fault)"));
     assert_eq!(f(&st, "%d %d %d %d", &[1, 2, 3]), None, "too many conversions");
     assert_eq!(f(&st, "%q", &[1, 2, 3]), None);
