@@ -290,3 +290,29 @@ fn compile_api() {
     let e = unverified(vec![ldx(BPF_DW, 0, 10, -520), exit()], &[]);
     assert_eq!(e.insn, 0);
 }
+
+/// A `ja` target starts a block: the map known to be in r1 on the fall-through into it is
+/// not the map of the path that jumps there. Queue 1 jumps with map 0 in r1, queue 0 falls
+/// in with map 1; the lookup after the join must read each path's own map (11 and 22), as
+/// the interpreter does, not inline map 1 for both.
+#[test]
+fn a_jump_target_forgets_the_map_known_before_it() {
+    let defs = [def("m0", map_type::ARRAY, 4, 8, 1), def("m1", map_type::ARRAY, 4, 8, 1)];
+    let p = flat(&[
+        &[ldx(BPF_W, 6, 1, 16), st(BPF_W, 10, -4, 0), jmp_imm(BPF_JEQ, 6, 0, 3)],
+        &lddw_map(1, 0),
+        &[ja(2)],
+        &lddw_map(1, 1),
+        &[mov64_reg(2, 10), alu64_imm(BPF_ADD, 2, -4), call(hid::MAP_LOOKUP_ELEM), jmp_imm(BPF_JEQ, 0, 0, 2)],
+        &[ldx(BPF_B, 0, 0, 0), exit(), mov64_imm(0, 0), exit()],
+    ]);
+    let setup = |m: &Maps| {
+        m.get(0).unwrap().update(&0u32.to_le_bytes(), &[11, 0, 0, 0, 0, 0, 0, 0], 0).unwrap();
+        m.get(1).unwrap().update(&0u32.to_le_bytes(), &[22, 0, 0, 0, 0, 0, 0, 0], 0).unwrap();
+    };
+    let inputs = [Input { rxq: 1, ..Input::pkt(&[0u8; 64]) }, Input { rxq: 0, ..Input::pkt(&[0u8; 64]) }];
+    match diff_runs(p, &defs, 1, &setup, &inputs) {
+        Diff::Same(v) => assert_eq!((v[0].r0(), v[1].r0()), (11, 22)),
+        Diff::Refused(e) => panic!("refused: {e}"),
+    }
+}
