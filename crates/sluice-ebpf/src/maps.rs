@@ -1608,7 +1608,7 @@ impl Maps {
             .iter()
             .map(|m| {
                 let d = &m.def;
-                let constant = m.is_frozen() && d.flags & BPF_F_RDONLY_PROG != 0 && d.map_type == map_type::ARRAY && d.max_entries == 1;
+                let constant = m.is_frozen() && d.is_readonly_one_value_array();
                 if constant {
                     m.lookup(&0u32.to_le_bytes(), 0)
                 } else {

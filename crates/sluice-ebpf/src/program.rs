@@ -36,6 +36,12 @@ pub struct MapDef {
 }
 
 impl MapDef {
+    /// A `BPF_F_RDONLY_PROG` array of one value (`.rodata`): once frozen, the verifier reads
+    /// its bytes as constants (bpf_map_is_rdonly + bpf_map_direct_read).
+    pub fn is_readonly_one_value_array(&self) -> bool {
+        self.flags & crate::maps::BPF_F_RDONLY_PROG != 0 && self.map_type == map_type::ARRAY && self.max_entries == 1
+    }
+
     /// ARRAY_OF_MAPS or HASH_OF_MAPS: values are maps.
     pub fn is_map_of_maps(&self) -> bool {
         matches!(self.map_type, map_type::ARRAY_OF_MAPS | map_type::HASH_OF_MAPS)

@@ -625,8 +625,7 @@ impl<'a> Verifier<'a> {
         let bytes = self.frozen.get(base.aux as usize)?.as_deref()?;
         // Only what the kernel reads so: a read-only array of one value, of its size.
         let m = self.prog.maps.get(base.aux as usize)?;
-        let ro_array = m.flags & helpers::BPF_F_RDONLY_PROG != 0 && m.map_type == crate::program::map_type::ARRAY && m.max_entries == 1;
-        if !ro_array || bytes.len() != m.value_size as usize {
+        if !m.is_readonly_one_value_array() || bytes.len() != m.value_size as usize {
             return None;
         }
         let at = usize::try_from(base.off.checked_add(off)?.checked_add(base.var.as_const()? as i64)?).ok()?;
@@ -776,14 +775,14 @@ impl<'a> Verifier<'a> {
             let mut taken = None;
             if let Some((nd, ns)) = rt {
                 let mut t = if rf.is_some() { st.clone() } else { std::mem::replace(st, State::entry()) };
-                if apply_scalar(&mut t, insn, x, &d, &s, nd, ns) {
+                if apply_scalar(&mut t, insn, x, linked, nd, ns) {
                     taken = Some(t);
                 }
             }
             let mut fall = None;
             if let Some((nd, ns)) = rf {
                 let mut f = std::mem::replace(st, State::entry());
-                if apply_scalar(&mut f, insn, x, &d, &s, nd, ns) {
+                if apply_scalar(&mut f, insn, x, linked, nd, ns) {
                     fall = Some(f);
                 }
             }
@@ -1265,10 +1264,9 @@ fn ptr_diff(d: &Reg, s: &Reg) -> Option<Scalar> {
     Some(alu64(AluOp::Add, var, fixed))
 }
 
-/// Writes the refined operands back (and to every register linked to them). `false` if the
-/// branch turns out infeasible.
-fn apply_scalar(st: &mut State, insn: Insn, x: bool, d: &Reg, s: &Reg, nd: Scalar, ns: Scalar) -> bool {
-    let linked = x && (insn.src == insn.dst || (d.id != 0 && d.id == s.id));
+/// Writes the refined operands back (and to every register linked to them); `linked`: the
+/// operands are one value (same register or id). `false` if the branch is infeasible.
+fn apply_scalar(st: &mut State, insn: Insn, x: bool, linked: bool, nd: Scalar, ns: Scalar) -> bool {
     if linked {
         match nd.meet(&ns) {
             Some(m) => set_linked(st, insn.dst, m),

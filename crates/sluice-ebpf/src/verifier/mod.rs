@@ -222,9 +222,7 @@ fn verify_inner(prog: &Program, opts: &VerifyOptions, frozen: &[Option<Vec<u8>>]
             .enumerate()
             .map(|(i, v)| {
                 let m = prog.maps.get(i)?;
-                let ro_array =
-                    m.flags & helpers::BPF_F_RDONLY_PROG != 0 && m.map_type == crate::program::map_type::ARRAY && m.max_entries == 1;
-                v.clone().filter(|b| ro_array && b.len() == m.value_size as usize)
+                v.clone().filter(|b| m.is_readonly_one_value_array() && b.len() == m.value_size as usize)
             })
             .collect(),
         stats: VerifyStats {
