@@ -677,7 +677,9 @@ impl Generator {
     /// what the packet count allows), stamped with one clock read for the burst.
     fn rx_requests(&mut self, bufs: &mut BufCache, out: &mut Vec<Pkt>, max: usize) -> usize {
         let Some(rr) = self.rr.as_mut() else { return 0 };
-        rr.expire(rr.now_ns());
+        // One clock read per burst: the timeouts and the send times.
+        let now = rr.now_ns();
+        rr.expire(now);
         let mut want = max.min(rr.idle.len());
         if let Some(limit) = self.packets {
             want = want.min(limit.saturating_sub(self.sent) as usize);
@@ -688,7 +690,6 @@ impl Generator {
         let first = out.len();
         let got = bufs.alloc_bulk(out, want, 0);
         self.stats.rx_nobuf += (want - got) as u64;
-        let now = rr.now_ns();
         let mut bytes = 0u64;
         for p in &mut out[first..first + got] {
             let flow = rr.idle.pop_front().expect("counted above") as usize;
