@@ -57,6 +57,9 @@ pub struct Skb {
     pub drop: Option<DropReason>,
 }
 
+/// The low 48 bits: a MAC address read as a little-endian number.
+const MAC_BITS: u64 = (1 << 48) - 1;
+
 impl Skb {
     /// Builds metadata for a frame received on (port, queue), like eth_type_trans: reads the
     /// Ethernet header only. `port_mac` decides pkt_type.
@@ -69,14 +72,18 @@ impl Skb {
             return skb;
         }
         skb.protocol = u16::from_be_bytes([data[12], data[13]]);
-        let dst = &data[0..6];
-        skb.pkt_type = if dst[0] & 1 != 0 {
-            if dst == [0xff; 6] {
+        // The destination as one 48-bit number (one load and compare, not byte slices);
+        // little-endian, so the group bit (first byte's bit 0) is bit 0.
+        let dst = data.first_chunk::<8>().map_or(0, |b| u64::from_le_bytes(*b)) & MAC_BITS;
+        let mut mac = [0u8; 8];
+        mac[..6].copy_from_slice(port_mac);
+        skb.pkt_type = if dst & 1 != 0 {
+            if dst == MAC_BITS {
                 PktType::Broadcast
             } else {
                 PktType::Multicast
             }
-        } else if dst != port_mac {
+        } else if dst != u64::from_le_bytes(mac) {
             PktType::OtherHost
         } else {
             PktType::Host
@@ -105,6 +112,14 @@ mod tests {
         assert_eq!(Skb::build(p, &f, 0, 0, &mac).pkt_type, PktType::Multicast);
         f[0] = 0x02;
         assert_eq!(Skb::build(p, &f, 0, 0, &mac).pkt_type, PktType::OtherHost);
+        // Every byte of the address counts, and the source address after it does not.
+        f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+        assert_eq!(Skb::build(p, &f, 0, 0, &mac).pkt_type, PktType::OtherHost);
+        f[0..6].copy_from_slice(&mac);
+        f[6..8].copy_from_slice(&[0xff, 0xff]);
+        assert_eq!(Skb::build(p, &f, 0, 0, &mac).pkt_type, PktType::Host);
+        f[0..6].copy_from_slice(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xfe]);
+        assert_eq!(Skb::build(p, &f, 0, 0, &mac).pkt_type, PktType::Multicast);
         assert_eq!(Skb::build(p, &f[..10], 0, 0, &mac).drop, Some(DropReason::PktTooSmall));
     }
 }

@@ -57,8 +57,8 @@ fn eth_addrs(dst: &[u8; 6], src: &[u8; 6]) -> [u8; 12] {
 
 /// Rewrites one IPv4 packet in place for output: TTL, header checksum, MACs (`macs`:
 /// destination then source).
-#[inline]
 /// `out_addr`: the egress port's address, for a Record Route option.
+#[inline(always)]
 pub(crate) fn rewrite_v4(bufs: &mut BufCache, skb: &Skb, mtu: u16, macs: &[u8; 12], out_addr: [u8; 4]) -> Result<(), FwdError> {
     let l3 = skb.network_off as usize;
     let data = bufs.data_mut(skb.pkt);

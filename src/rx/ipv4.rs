@@ -66,7 +66,7 @@ pub(crate) fn refuse(net: &Net, w: &mut Worker, skb: Skb, e: RcvError) {
 /// ip_rcv_core's checks, in its order, each with its drop reason, then ip_rcv_options for a
 /// header with options. On success the packet is trimmed to the IP total length (Ethernet
 /// padding goes) and the transport header is set.
-#[inline]
+#[inline(always)]
 pub(crate) fn rcv_core(bufs: &mut BufCache, routes: &RouteTable, skb: &mut Skb) -> Result<(), RcvError> {
     if skb.pkt_type == PktType::OtherHost {
         return Err(DropReason::OtherHost.into());

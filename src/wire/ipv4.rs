@@ -343,21 +343,28 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
         self.set_header_checksum(csum);
     }
 
-    /// Decrements TTL and patches the checksum incrementally (RFC 1624), returning the
-    /// new TTL. A TTL of 0 is left alone (returns 0): forwarding must drop at TTL <= 1
-    /// before calling this, and wrapping to 255 would revive the packet.
+    /// Decrements TTL and patches the checksum incrementally, returning the new TTL. A TTL
+    /// of 0 is left alone (returns 0): forwarding must drop at TTL <= 1 before calling this,
+    /// and wrapping to 255 would revive the packet.
+    ///
+    /// The TTL is the high byte of its 16-bit word, so the header's sum drops by exactly
+    /// 0x0100 and its complement, the checksum, grows by 0x0100 (RFC 1141): one add with an
+    /// end-around carry. A sum reaching 0xffff becomes 0x0000, as a full recompute writes it
+    /// (a header's sum is never +0), so the result always equals the recomputed checksum.
     #[inline]
     pub fn decrement_ttl(&mut self) -> u8 {
-        let ttl = self.ttl();
+        // One bounds check for the fixed header instead of one per field.
+        let Some(h) = self.bytes_mut().first_chunk_mut::<MIN_HEADER_LEN>() else {
+            return 0;
+        };
+        let ttl = h[TTL];
         if ttl == 0 {
             return 0;
         }
-        // TTL is the high byte of the (TTL, protocol) word.
-        let old_word = read_u16(self.bytes(), TTL);
-        let new_word = old_word - 0x0100;
-        let csum = checksum::update16(self.header_checksum(), old_word, new_word);
-        self.set_ttl(ttl - 1);
-        self.set_header_checksum(csum);
+        let c = u32::from(u16::from_be_bytes([h[CHECKSUM], h[CHECKSUM + 1]])) + 0x0100;
+        let csum = (c + u32::from(c >= 0xffff)) as u16;
+        h[TTL] = ttl - 1;
+        h[CHECKSUM..CHECKSUM + 2].copy_from_slice(&csum.to_be_bytes());
         ttl - 1
     }
 
@@ -564,6 +571,31 @@ mod tests {
         let before = p.header_checksum();
         assert_eq!(p.decrement_ttl(), 0, "TTL 0 does not wrap");
         assert_eq!((p.ttl(), p.header_checksum()), (0, before));
+    }
+
+    /// Every checksum value the header can have (the ID word takes all 65536 values), the
+    /// end-around carry and the 0xffff → 0x0000 case included: the incremental TTL patch
+    /// writes what a full recompute writes.
+    #[test]
+    fn decrement_ttl_matches_recompute_for_every_checksum() {
+        let mut bytes = packet(0x73, 0);
+        for id in 0..=u16::MAX {
+            let mut p = Ipv4Packet::new_checked(&mut bytes[..]).unwrap();
+            p.set_ident(id);
+            p.set_ttl(64);
+            p.fill_checksum();
+            assert_eq!(p.decrement_ttl(), 63);
+            let incremental = p.header_checksum();
+            p.fill_checksum();
+            assert_eq!(incremental, p.header_checksum(), "id {id:#06x}");
+        }
+    }
+
+    #[test]
+    fn decrement_ttl_on_a_short_buffer_changes_nothing() {
+        let mut bytes = [0x45u8, 0, 0, 20, 0, 0, 0, 0, 64, 17];
+        assert_eq!(Ipv4Packet::new_unchecked(&mut bytes[..]).decrement_ttl(), 0);
+        assert_eq!(bytes[8], 64);
     }
 
     #[test]
