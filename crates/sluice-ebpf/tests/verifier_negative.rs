@@ -1263,6 +1263,23 @@ fn precision_follows_arguments_into_callee() {
     rejects(&src, 28, "invalid access to map value, value_size=16 off=100 size=1");
 }
 
+/// A scalar ALU step with a register source (`r1 += r9`) makes the source as needed as
+/// the result (mutant sample 7: only NEG or only END kept the source).
+#[test]
+fn precision_follows_a_register_operand_of_scalar_alu() {
+    let src = format!(
+        "{PRUNE_PROLOGUE}
+        r1 = 0
+        r1 += r9
+        r8 += r1
+        r0 = *(u8 *)(r8 + 0)
+    out:
+        r0 = 2
+        exit"
+    );
+    rejects(&src, 25, "invalid access to map value, value_size=16 off=100 size=1");
+}
+
 #[test]
 fn precision_of_branch_decisions() {
     // The second path only reaches the bad access because r9 decides the inner branch.

@@ -395,3 +395,26 @@ pub(crate) fn loop_hash(st: &State, live: &[u16]) -> u64 {
     }
     h.finish()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::size_of;
+
+    /// The verifier's state-memory budget counts what a stored state holds beyond its fixed
+    /// part: every stack slot of every frame and every reference (mutant sample 7: a `/` for
+    /// a `*` made a full stack count as a few bytes, so the budget could not bind).
+    #[test]
+    fn approx_bytes_counts_stack_slots_frames_and_references() {
+        let base = State::entry().approx_bytes();
+        let mut st = State::entry();
+        assert!(st.frames[0].slot_mut(STACK_SLOTS - 1).is_some());
+        let with_stack = st.approx_bytes();
+        assert!(with_stack >= base + STACK_SLOTS * size_of::<Slot>(), "{base} -> {with_stack}");
+        st.frames.push(Frame::new(1, 0, 0));
+        let with_frame = st.approx_bytes();
+        assert!(with_frame >= with_stack + size_of::<Frame>(), "{with_stack} -> {with_frame}");
+        st.refs = Vec::with_capacity(16);
+        assert!(st.approx_bytes() >= with_frame + 16 * size_of::<RefState>());
+    }
+}
