@@ -1023,7 +1023,14 @@ impl Map {
     /// `value` must be valid for reads of `value_size` bytes.
     pub unsafe fn prog_update(&self, key: &[u8], value: *const u8, flags: u64, cpu: u32) -> Result<(), MapError> {
         self.check_key(key)?;
-        if flags > BPF_EXIST {
+        // BPF_F_LOCK may join the others, and no sluice map holds a bpf_spin_lock, so it is
+        // EINVAL — for an array only after the index and NOEXIST (array_map_update_elem's
+        // order), for a hash at once (htab_map_update_elem).
+        let lock = flags & BPF_F_LOCK != 0;
+        if flags & !BPF_F_LOCK > BPF_EXIST {
+            return Err(MapError::Flags(flags));
+        }
+        if lock && !matches!(self.kind, Kind::Array) {
             return Err(MapError::Flags(flags));
         }
         let vs = self.def.value_size as usize;
@@ -1035,8 +1042,11 @@ impl Map {
             Kind::Events(_) => Err(MapError::NotSupported),
             Kind::Array => {
                 let i = self.array_index(key).ok_or_else(|| self.out_of_range(key))?;
-                if flags == BPF_NOEXIST {
+                if flags & BPF_NOEXIST != 0 {
                     return Err(MapError::Exists);
+                }
+                if lock {
+                    return Err(MapError::Flags(flags));
                 }
                 // SAFETY: value readable for vs bytes (contract); the slot holds >= vs bytes.
                 unsafe { copy_relaxed(self.value_ptr(i, cpu), value, vs) };
@@ -1122,6 +1132,11 @@ impl Map {
                     return Err(MapError::Exists);
                 }
                 write(slot, false);
+                // htab_lru_map_update_elem sets the reference of an element it replaces: a
+                // flow that is only ever updated stays as hot as one that is looked up.
+                if idx.lru {
+                    idx.flags[slot as usize] |= SLOT_REF;
+                }
                 Ok(())
             }
             None => {
@@ -1220,7 +1235,9 @@ impl Map {
             return Err(MapError::Flags(flags));
         }
         let vs = self.def.value_size as usize;
-        let per_cpu_layout = self.copies > 1 && value.len() == self.stride * self.copies as usize;
+        // The kernel's per-CPU layout (`round_up(value_size, 8)` per CPU) holds with one CPU
+        // too: what `lookup_percpu` gives back for a 4-byte value is 8 bytes.
+        let per_cpu_layout = self.is_percpu() && value.len() == self.stride * self.copies as usize;
         if value.len() != vs && !per_cpu_layout {
             return Err(MapError::ValueSize { expected: vs, got: value.len() });
         }
@@ -1239,21 +1256,29 @@ impl Map {
                 return Err(MapError::Exists);
             }
         }
+        // The stored value names the attached program by id, not fd (0: none), as
+        // __dev_map_alloc_node / __cpu_map_entry_alloc store `bpf_prog.id`.
+        let mut redirect_value = [0u8; 8];
+        let mut value = value;
         if matches!(t, map_type::DEVMAP | map_type::DEVMAP_HASH | map_type::CPUMAP) {
             let first = u32::from_le_bytes(value[0..4].try_into().unwrap_or([0; 4]));
             let second = value.get(4..8).map(|b| i32::from_le_bytes(b.try_into().unwrap_or([0; 4]))).unwrap_or(0);
-            if second > 0 {
-                return Err(MapError::InvalidValue("programs attached to DEVMAP/CPUMAP entries are not supported"));
-            }
+            // cpu_map_update_elem: the qsize bound, then qsize 0 deletes whatever the fd;
+            // __dev_map_update_elem: ifindex 0 deletes, but not with a program fd.
             if t == map_type::CPUMAP && first > MAX_CPUMAP_QSIZE {
                 return Err(MapError::Overflow("a CPUMAP qsize above 16384"));
             }
-            if t != map_type::DEVMAP_HASH && first == 0 {
+            if t == map_type::CPUMAP && first == 0 {
                 return self.delete(key);
             }
-            if first == 0 {
-                return Err(MapError::InvalidValue("ifindex 0"));
+            if second > 0 {
+                return Err(MapError::InvalidValue("programs attached to DEVMAP/CPUMAP entries are not supported"));
             }
+            if first == 0 {
+                return if t == map_type::DEVMAP { self.delete(key) } else { Err(MapError::InvalidValue("ifindex 0")) };
+            }
+            redirect_value[..4].copy_from_slice(&value[..4]);
+            value = &redirect_value[..value.len()];
         }
         let copies = self.copies;
         let stride = self.stride;
@@ -1790,6 +1815,84 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The kernel's per-CPU value layout (`round_up(value_size, 8)` per CPU) is taken with
+    /// one CPU too: what `lookup_percpu` (and `sluice xdp run --json`) gives back for a
+    /// 4-byte value is one 8-byte copy, and it must read back in.
+    #[test]
+    fn per_cpu_values_in_the_kernels_layout_are_taken_with_one_cpu() {
+        for t in [map_type::PERCPU_ARRAY, map_type::PERCPU_HASH] {
+            let m = Map::new(&def(t, 4, 4, 4), 1, 1 << 20).unwrap();
+            m.update(&1u32.to_le_bytes(), &[7, 0, 0, 0, 0, 0, 0, 0], BPF_ANY).unwrap();
+            assert_eq!(m.lookup_percpu(&1u32.to_le_bytes()).unwrap(), vec![vec![7, 0, 0, 0]], "type {t}");
+            m.update(&1u32.to_le_bytes(), &[9, 0, 0, 0], BPF_ANY).unwrap();
+            assert_eq!(m.lookup(&1u32.to_le_bytes(), 0), Some(vec![9, 0, 0, 0]));
+            assert!(matches!(m.update(&1u32.to_le_bytes(), &[0; 6], BPF_ANY), Err(MapError::ValueSize { .. })));
+        }
+        // A plain array's value stays exactly value_size bytes.
+        let a = Map::new(&def(map_type::ARRAY, 4, 4, 4), 1, 1 << 20).unwrap();
+        assert!(matches!(a.update(&1u32.to_le_bytes(), &[0; 8], BPF_ANY), Err(MapError::ValueSize { .. })));
+    }
+
+    /// htab_lru_map_update_elem references the element it replaces: a key that is only ever
+    /// updated (never looked up) is not the eviction victim.
+    #[test]
+    fn lru_update_of_an_existing_key_references_it() {
+        for t in [map_type::LRU_HASH, map_type::LRU_PERCPU_HASH] {
+            let m = Map::new(&def(t, 4, 4, 4), 1, 1 << 20).unwrap();
+            for i in 0..4u32 {
+                m.update(&i.to_le_bytes(), &i.to_le_bytes(), BPF_ANY).unwrap();
+            }
+            let v = 5u32.to_le_bytes();
+            // SAFETY: v is 4 readable bytes.
+            unsafe { m.prog_update(&0u32.to_le_bytes(), v.as_ptr(), BPF_EXIST, 0) }.unwrap();
+            m.update(&1u32.to_le_bytes(), &v, BPF_EXIST).unwrap();
+            m.update(&10u32.to_le_bytes(), &v, BPF_NOEXIST).unwrap();
+            assert_eq!(m.lookup(&2u32.to_le_bytes(), 0), None, "type {t}: the oldest unreferenced key goes");
+            for i in [0u32, 1, 3, 10] {
+                assert!(m.lookup(&i.to_le_bytes(), 0).is_some(), "type {t}: key {i}");
+            }
+        }
+    }
+
+    /// DEVMAP/CPUMAP values read back with the program id (0: none), not the fd given;
+    /// CPUMAP checks the qsize bound first and deletes on qsize 0 whatever the fd
+    /// (cpu_map_update_elem); DEVMAP refuses ifindex 0 with a program fd (__dev_map_update_elem).
+    #[test]
+    fn redirect_map_values_in_the_kernels_order_with_program_id_zero() {
+        let val = |first: u32, fd: i32| [first.to_le_bytes(), fd.to_le_bytes()].concat();
+        let dev = Map::new(&def(map_type::DEVMAP, 4, 8, 4), 1, 1 << 20).unwrap();
+        dev.update(&1u32.to_le_bytes(), &val(5, -1), BPF_ANY).unwrap();
+        assert_eq!(dev.lookup(&1u32.to_le_bytes(), 0), Some(val(5, 0)));
+        assert!(matches!(dev.update(&1u32.to_le_bytes(), &val(0, 3), BPF_ANY), Err(MapError::InvalidValue(_))));
+        assert!(dev.lookup(&1u32.to_le_bytes(), 0).is_some(), "a refused update leaves the entry");
+        dev.update(&1u32.to_le_bytes(), &val(0, -1), BPF_ANY).unwrap();
+        assert_eq!(dev.lookup(&1u32.to_le_bytes(), 0), None);
+        let cpu = Map::new(&def(map_type::CPUMAP, 4, 8, 4), 1, 1 << 20).unwrap();
+        cpu.update(&0u32.to_le_bytes(), &val(64, 0), BPF_ANY).unwrap();
+        assert_eq!(cpu.lookup(&0u32.to_le_bytes(), 0), Some(val(64, 0)));
+        assert!(matches!(cpu.update(&0u32.to_le_bytes(), &val(20000, 5), BPF_ANY), Err(MapError::Overflow(_))));
+        cpu.update(&0u32.to_le_bytes(), &val(0, 5), BPF_ANY).unwrap();
+        assert_eq!(cpu.lookup(&0u32.to_le_bytes(), 0), None, "qsize 0 deletes");
+    }
+
+    /// BPF_F_LOCK from a program: no sluice map holds a bpf_spin_lock, so it is EINVAL —
+    /// after the index (E2BIG) and NOEXIST (EEXIST) for an array, at once for a hash.
+    #[test]
+    fn program_updates_with_f_lock_fail_in_the_kernels_order() {
+        let v = 1u32.to_le_bytes();
+        let a = Map::new(&def(map_type::ARRAY, 4, 4, 4), 1, 1 << 20).unwrap();
+        // SAFETY (each call): v is 4 readable bytes.
+        let up = |m: &Map, k: u32, flags: u64| unsafe { m.prog_update(&k.to_le_bytes(), v.as_ptr(), flags, 0) };
+        assert!(matches!(up(&a, 9, BPF_F_LOCK), Err(MapError::OutOfRange { .. })));
+        assert!(matches!(up(&a, 1, BPF_F_LOCK | BPF_NOEXIST), Err(MapError::Exists)));
+        assert!(matches!(up(&a, 1, BPF_F_LOCK), Err(MapError::Flags(_))));
+        assert!(matches!(up(&a, 1, BPF_F_LOCK | 8), Err(MapError::Flags(_))));
+        up(&a, 1, BPF_EXIST).unwrap();
+        let h = Map::new(&def(map_type::HASH, 4, 4, 4), 1, 1 << 20).unwrap();
+        assert!(matches!(up(&h, 1, BPF_F_LOCK | BPF_NOEXIST), Err(MapError::Flags(_))));
+        assert_eq!(h.len(), 0);
     }
 
     #[test]
