@@ -166,9 +166,12 @@ pub fn qdisc_run(net: &Net, q: &mut TxQueue, dev: &mut dyn Port, bufs: &mut BufC
         {
             let mut dropped = std::mem::take(&mut q.dropped);
             let mut cx = QCtx { bufs, now_ns, dropped: &mut dropped };
+            // A requeued packet goes alone (dequeue_skb: one from gso_skb, no bulk), so the
+            // requeued rest of a bulk drains before the qdisc is dequeued into again.
+            let requeued = !q.requeued.is_empty();
             if let Some(first) = next_packet(q, &mut cx) {
                 // Bulk: more while BQL's byte budget lasts (no BQL, no bulking).
-                let mut budget = if bulk { avail.unwrap_or(0) - first.total_len() as i64 } else { 0 };
+                let mut budget = if bulk && !requeued { avail.unwrap_or(0) - first.total_len() as i64 } else { 0 };
                 chain.push(first);
                 while budget > 0 {
                     let Some(p) = next_packet(q, &mut cx) else { break };

@@ -3,7 +3,7 @@
 //! limit over all of them: the device's `txqueuelen`). A full FIFO drops the arriving
 //! packet (tail drop).
 
-use super::{classify, pfifo_fast_band, QCtx, Qdisc, QdiscKind, QdiscStats};
+use super::{pfifo_fast_band, priority_tos, QCtx, Qdisc, QdiscKind, QdiscStats};
 use crate::buf::Pkt;
 use std::collections::VecDeque;
 
@@ -114,19 +114,23 @@ impl PfifoFast {
 }
 
 impl Qdisc for PfifoFast {
+    /// No packet limit over all bands, and a requeued packet waits outside the rings (the
+    /// lockless qdisc's `gso_skb`), so it does not count against one: each band has its own.
     fn limit_pkts(&self) -> usize {
-        self.limit
+        usize::MAX
     }
 
     fn kind(&self) -> QdiscKind {
         QdiscKind::PfifoFast
     }
 
+    /// Each band is its own ring of `limit` packets (pfifo_fast_init since the lockless
+    /// pfifo_fast): a full bulk band does not refuse an interactive packet.
     fn enqueue(&mut self, p: Pkt, cx: &mut QCtx<'_>) {
-        if self.stats.backlog_pkts as usize >= self.limit {
+        let band = pfifo_fast_band(priority_tos(cx.bufs, p));
+        if self.bands[band].len() >= self.limit {
             return tail_drop(&mut self.stats, p, cx);
         }
-        let band = pfifo_fast_band(classify(cx.bufs, p).tos);
         added(&mut self.stats, &p);
         self.bands[band].push_back(p);
     }

@@ -155,7 +155,8 @@ impl FqCodel {
     /// Over the limit: drop up to `drop_batch` packets from the head of the fattest flow,
     /// stopping once half its bytes are gone (fq_codel_drop).
     fn drop_from_fattest(&mut self, cx: &mut QCtx<'_>) {
-        let Some(fat) = (0..self.flows.len()).max_by_key(|&f| self.flows[f].backlog_bytes) else { return };
+        // The first of equally fat flows (fq_codel_drop's strict `>` scan).
+        let Some(fat) = (0..self.flows.len()).rev().max_by_key(|&f| self.flows[f].backlog_bytes) else { return };
         let threshold = self.flows[fat].backlog_bytes / 2;
         let mut dropped_bytes = 0;
         let mut n = 0;
@@ -165,8 +166,11 @@ impl FqCodel {
             cx.dropped.push(p);
             n += 1;
         }
+        // CoDel on that flow drops harder from now on ("increase its signal strength");
+        // `tc -s`'s overlimits is not touched, drop_overlimit is.
+        let cv = &mut self.flows[fat].cv;
+        cv.count = cv.count.wrapping_add(n);
         self.stats.drops += n as u64;
-        self.stats.overlimits += n as u64;
         self.drop_overlimit += n as u64;
     }
 
@@ -183,7 +187,8 @@ impl FqCodel {
             cv.first_above_time = now_ns + self.interval_ns;
             return false;
         }
-        now_ns >= cv.first_above_time
+        // codel_time_after: strictly later.
+        now_ns > cv.first_above_time
     }
 
     /// The next drop time: `t + interval / sqrt(count)`.
@@ -211,9 +216,9 @@ impl FqCodel {
     fn codel_dequeue(&mut self, f: usize, cx: &mut QCtx<'_>) -> Option<Pkt> {
         let now = cx.now_ns;
         let Some((mut p, mut t)) = self.pop_head(f) else {
-            let cv = &mut self.flows[f].cv;
-            cv.first_above_time = 0;
-            cv.dropping = false;
+            // codel_dequeue finding nothing leaves dropping, but first_above_time stands: a
+            // flow that empties between DRR rounds may still be a standing queue.
+            self.flows[f].cv.dropping = false;
             return None;
         };
         let drop = self.should_drop(f, t, now);
@@ -249,11 +254,18 @@ impl FqCodel {
             let mut out = Some(p);
             if !self.try_mark(p, cx) {
                 self.codel_drop(p, cx);
-                out = self.pop_head(f).map(|(np, nt)| {
-                    // Evaluated for its effect on first_above_time, as CoDel does.
-                    self.should_drop(f, nt, now);
-                    np
-                });
+                out = match self.pop_head(f) {
+                    Some((np, nt)) => {
+                        // Evaluated for its effect on first_above_time, as CoDel does.
+                        self.should_drop(f, nt, now);
+                        Some(np)
+                    }
+                    None => {
+                        // codel_should_drop(NULL): an empty queue is no standing queue.
+                        self.flows[f].cv.first_above_time = 0;
+                        None
+                    }
+                };
             }
             let interval = self.interval_ns;
             let cv = &mut self.flows[f].cv;
@@ -350,5 +362,103 @@ impl FqCodel {
         } else {
             self.old_flows.pop_front();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buf::Pool;
+
+    fn qdisc() -> FqCodel {
+        FqCodel::new(&QdiscSpec::new(QdiscKind::FqCodel), 1514)
+    }
+
+    const MS: u64 = 1_000_000;
+
+    /// codel_dequeue on an empty flow only leaves the dropping state: the time the queue
+    /// went above target stands, so a flow that empties between DRR rounds while its packets
+    /// keep waiting too long still reaches its first drop after one interval.
+    #[test]
+    fn an_empty_dequeue_keeps_the_time_the_queue_went_above_target() {
+        let pool = Pool::new(8).unwrap();
+        let mut bufs = pool.cache();
+        let mut dropped = Vec::new();
+        let mut cx = QCtx { bufs: &mut bufs, now_ns: 50 * MS, dropped: &mut dropped };
+        let mut q = qdisc();
+        q.flows[0].cv = CodelVars { dropping: true, first_above_time: 40 * MS, ..CodelVars::default() };
+        assert!(q.codel_dequeue(0, &mut cx).is_none());
+        assert!(!q.flows[0].cv.dropping);
+        assert_eq!(q.flows[0].cv.first_above_time, 40 * MS);
+    }
+
+    /// After CoDel drops the head, the next dequeue finding the flow empty resets the time
+    /// above target (codel_should_drop(NULL)).
+    #[test]
+    fn a_drop_that_empties_the_flow_resets_the_time_above_target() {
+        let pool = Pool::new(8).unwrap();
+        let mut bufs = pool.cache();
+        let mut dropped = Vec::new();
+        let mut q = qdisc();
+        let p = bufs.alloc_copy(&[0u8; 1000]).unwrap();
+        q.push_tail(0, p, 0);
+        // Another flow's backlog keeps the queue above one MTU.
+        let others: Vec<Pkt> = (0..2).map(|_| bufs.alloc_copy(&[0u8; 1000]).unwrap()).collect();
+        for &o in &others {
+            q.push_tail(1, o, 0);
+        }
+        q.flows[0].cv.first_above_time = 10 * MS;
+        let mut cx = QCtx { bufs: &mut bufs, now_ns: 20 * MS, dropped: &mut dropped };
+        assert!(q.codel_dequeue(0, &mut cx).is_none(), "the only packet is dropped");
+        assert_eq!(cx.dropped.len(), 1);
+        assert!(q.flows[0].cv.dropping);
+        assert_eq!(q.flows[0].cv.first_above_time, 0);
+        let mut all = std::mem::take(cx.dropped);
+        while let Some((p, _)) = q.pop_head(1) {
+            all.push(p);
+        }
+        bufs.free_pkts(&all);
+        assert_eq!(bufs.in_use(), 0);
+    }
+
+    /// codel_time_after is strict: at exactly `first_above_time` it is not yet time to drop.
+    #[test]
+    fn the_first_drop_comes_only_after_the_interval_has_passed() {
+        let mut q = qdisc();
+        q.stats.backlog_bytes = 10_000;
+        q.flows[0].cv.first_above_time = 100 * MS;
+        assert!(!q.should_drop(0, 0, 100 * MS));
+        assert!(q.should_drop(0, 0, 100 * MS + 1));
+    }
+
+    /// fq_codel_drop: the first of equally fat flows loses packets, its CoDel count grows by
+    /// the packets dropped, and `tc -s`'s overlimits stays 0 (drop_overlimit counts them).
+    #[test]
+    fn an_overlimit_drop_takes_the_first_fattest_flow_and_raises_its_count() {
+        let pool = Pool::new(16).unwrap();
+        let mut bufs = pool.cache();
+        let mut dropped = Vec::new();
+        let mut q = qdisc();
+        for f in [3usize, 5] {
+            for _ in 0..2 {
+                let p = bufs.alloc_copy(&[0u8; 100]).unwrap();
+                q.push_tail(f, p, 0);
+            }
+        }
+        q.flows[3].cv.count = 7;
+        let mut cx = QCtx { bufs: &mut bufs, now_ns: 0, dropped: &mut dropped };
+        q.drop_from_fattest(&mut cx);
+        assert_eq!(cx.dropped.len(), 1, "half of 200 bytes is one 100-byte packet");
+        assert_eq!((q.flow_len(3), q.flow_len(5)), (1, 2));
+        assert_eq!(q.flows[3].cv.count, 8);
+        assert_eq!((q.drop_overlimit, q.stats.drops, q.stats.overlimits), (1, 1, 0));
+        let mut all = std::mem::take(cx.dropped);
+        for f in [3, 5] {
+            while let Some((p, _)) = q.pop_head(f) {
+                all.push(p);
+            }
+        }
+        bufs.free_pkts(&all);
+        assert_eq!(bufs.in_use(), 0);
     }
 }

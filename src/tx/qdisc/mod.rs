@@ -101,6 +101,11 @@ impl QdiscSpec {
             return Err(("limit", "0: the qdisc could hold nothing".into()));
         }
         if self.kind == QdiscKind::FqCodel {
+            // Its packet slots are allocated with it: a bound keeps a typo from asking for
+            // gigabytes mid-run (no buffer pool holds this many packets anyway).
+            if let Some(l) = self.limit.filter(|&l| l > MAX_FQ_CODEL_LIMIT) {
+                return Err(("limit", format!("{l} is above {MAX_FQ_CODEL_LIMIT} packets")));
+            }
             if !(1..=65536).contains(&self.flows) {
                 return Err(("flows", format!("{} outside 1..=65536", self.flows)));
             }
@@ -130,6 +135,9 @@ impl QdiscSpec {
         }
     }
 }
+
+/// The largest fq_codel `limit` (packets).
+pub const MAX_FQ_CODEL_LIMIT: u32 = 1 << 20;
 
 /// Counters of one qdisc (`tc -s qdisc`): sent packets/bytes, drops, requeues, backlog,
 /// overlimits, and fq_codel's marks and new flows.
@@ -223,6 +231,18 @@ pub fn classify(bufs: &BufCache, p: Pkt) -> PktClass {
     }
 }
 
+/// The TOS pfifo_fast's band comes from (`skb->priority`): an IPv4 packet's TOS, as
+/// ip_forward sets `rt_tos2priority(tos)`; 0 for everything else, IPv6 included
+/// (ip6_forward leaves the priority at 0 whatever the traffic class). Reads nothing past
+/// the IPv4 header: no flow hash is needed here.
+pub fn priority_tos(bufs: &BufCache, p: Pkt) -> u8 {
+    let Ok(eth) = EthernetFrame::new_checked(bufs.data(p)) else { return 0 };
+    if eth.ethertype() != EtherType::IPV4 {
+        return 0;
+    }
+    Ipv4Packet::new_checked(eth.payload()).map_or(0, |ip| ip.tos())
+}
+
 /// Sets ECN CE on an ECN-capable IP packet (INET_ECN_set_ce); false when it is not
 /// ECN-capable (Not-ECT) or not IP, and then CoDel drops it instead.
 pub fn set_ecn_ce(bufs: &mut BufCache, p: Pkt) -> bool {
@@ -259,9 +279,11 @@ pub fn set_ecn_ce(bufs: &mut BufCache, p: Pkt) -> bool {
 /// pfifo_fast's band for a TOS byte: the kernel's TOS → priority table (`ip_tos2prio`, as
 /// `rt_tos2priority` reads it) then priority → band (`prio2band`). Band 0 is served first.
 pub fn pfifo_fast_band(tos: u8) -> usize {
-    // Priority per TOS nibble (IPTOS_TOS(tos) >> 1): best effort 0, filler 1, bulk 2,
-    // interactive bulk 4, interactive 6.
-    const TOS2PRIO: [u8; 16] = [0, 1, 0, 0, 2, 2, 2, 2, 6, 6, 6, 6, 4, 4, 4, 4];
+    // Priority per TOS nibble (IPTOS_TOS(tos) >> 1): best effort 0, bulk 2, interactive
+    // bulk 4, interactive 6. The low bit of the nibble is ECT(0) now, not "minimum cost":
+    // the kernel's table maps it as the same class without it (ECN_OR_COST), so ECN
+    // traffic is not pushed behind everything else as filler.
+    const TOS2PRIO: [u8; 16] = [0, 0, 0, 0, 2, 2, 2, 2, 6, 6, 6, 6, 4, 4, 4, 4];
     const PRIO2BAND: [u8; 16] = [1, 2, 2, 2, 1, 2, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1];
     PRIO2BAND[TOS2PRIO[((tos & 0x1e) >> 1) as usize] as usize] as usize
 }

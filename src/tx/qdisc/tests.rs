@@ -57,16 +57,50 @@ fn kinds_are_named_as_tc_and_numbered_as_the_tunable() {
 #[test]
 fn pfifo_fast_bands_follow_the_tos_priority_map() {
     // Low delay -> interactive -> band 0; best effort and reliability -> band 1;
-    // throughput (bulk) and min cost (filler) -> band 2.
+    // throughput (bulk) -> band 2.
     assert_eq!(pfifo_fast_band(0x10), 0);
     assert_eq!(pfifo_fast_band(0x00), 1);
     assert_eq!(pfifo_fast_band(0x04), 1);
     assert_eq!(pfifo_fast_band(0x08), 2);
-    assert_eq!(pfifo_fast_band(0x02), 2);
+    // ECT(0) and CE (the old "minimum cost" bit) keep their class: best effort, band 1
+    // (ip_tos2prio's ECN_OR_COST(BESTEFFORT)), not filler in band 2.
+    assert_eq!(pfifo_fast_band(0x02), 1);
+    assert_eq!(pfifo_fast_band(0x03), 1);
+    assert_eq!(pfifo_fast_band(0x0a), 2);
+    assert_eq!(pfifo_fast_band(0x12), 0);
     // Low delay + throughput: interactive bulk (priority 4), band 1.
     assert_eq!(pfifo_fast_band(0x18), 1);
     // The ECN bits and precedence do not count.
     assert_eq!(pfifo_fast_band(0xe1 | 0x10), 0);
+}
+
+/// pfifo_fast's band comes from `skb->priority`: ip_forward derives it from an IPv4 TOS,
+/// ip6_forward leaves it 0, so IPv6 of any traffic class is best effort (band 1).
+#[test]
+fn pfifo_fast_bands_ipv6_by_priority_zero_whatever_its_traffic_class() {
+    let pool = Pool::new(8).unwrap();
+    let mut bufs = pool.cache();
+    let spec = PacketSpec {
+        l3: L3Spec::V6 { src: [0x20; 16], dst: [0x21; 16], traffic_class: 0x10, flow_label: 0 },
+        l4: L4Spec::Udp { src_port: 1, dst_port: 9 },
+        frame_len: 80,
+        ..PacketSpec::default()
+    };
+    let mut b = vec![0u8; 80];
+    let n = build(&spec, &mut b).unwrap();
+    let p6 = bufs.alloc_copy(&b[..n]).unwrap();
+    let p4 = frame(&mut bufs, 0x10, 1, 0, 60);
+    assert_eq!((priority_tos(&bufs, p6), priority_tos(&bufs, p4)), (0, 0x10));
+    let mut dropped = Vec::new();
+    let mut q = PfifoFast::new(4);
+    let mut cx = QCtx { bufs: &mut bufs, now_ns: 0, dropped: &mut dropped };
+    q.enqueue(p6, &mut cx);
+    q.enqueue(p4, &mut cx);
+    assert_eq!(q.band_lens(), [1, 1, 0]);
+    while let Some(p) = q.dequeue(&mut cx) {
+        cx.bufs.free(p);
+    }
+    assert_eq!(bufs.in_use(), 0);
 }
 
 #[test]
@@ -74,21 +108,24 @@ fn pfifo_fast_serves_band_0_first_and_tail_drops_at_its_limit() {
     let pool = Pool::new(64).unwrap();
     let mut bufs = pool.cache();
     let mut dropped = Vec::new();
-    let mut q = PfifoFast::new(4);
-    let pkts = [(0x08, 1), (0x00, 2), (0x10, 3), (0x00, 4), (0x10, 5)].map(|(tos, s)| frame(&mut bufs, tos, 1, s, 60));
+    let mut q = PfifoFast::new(2);
+    let pkts = [(0x08, 1), (0x00, 2), (0x10, 3), (0x00, 4), (0x00, 5), (0x10, 6)].map(|(tos, s)| frame(&mut bufs, tos, 1, s, 60));
     let mut cx = QCtx { bufs: &mut bufs, now_ns: 0, dropped: &mut dropped };
     for p in pkts {
         q.enqueue(p, &mut cx);
     }
-    assert_eq!(q.stats().drops, 1, "limit 4: the fifth is tail-dropped");
+    // Each band is a ring of `limit` (pfifo_fast_init): the third best-effort packet is
+    // tail-dropped, the second interactive one is not, though 4 are queued by then.
+    assert_eq!(q.stats().drops, 1, "band 1 full at 2");
     assert_eq!(cx.dropped.len(), 1);
-    assert_eq!(q.band_lens(), [1, 2, 1]);
+    assert_eq!(flow_seq(cx.bufs, cx.dropped[0]).1, 5);
+    assert_eq!(q.band_lens(), [2, 2, 1]);
     let mut order = Vec::new();
     while let Some(p) = q.dequeue(&mut cx) {
         order.push(p);
     }
     let seqs: Vec<u32> = order.iter().map(|p| flow_seq(&bufs, *p).1).collect();
-    assert_eq!(seqs, [3, 2, 4, 1], "band 0, then band 1 in order, then band 2");
+    assert_eq!(seqs, [3, 6, 2, 4, 1], "band 0, then band 1 in order, then band 2");
     assert_eq!((q.stats().backlog_pkts, q.stats().backlog_bytes), (0, 0));
     bufs.free_pkts(&order);
     bufs.free_pkts(&dropped);
@@ -480,3 +517,17 @@ fn a_datapath_run_drains_the_qdisc_into_the_nic_and_balances() {
 
 // Head-of-line delay behind a bulk backlog (BQL's purpose) is `sluice bench hol`, with its
 // tests in src/bench/hol.rs.
+
+/// fq_codel allocates its packet slots when it is built: a limit beyond any pool is refused
+/// up front, naming the setting, instead of allocating gigabytes at the first transmit.
+#[test]
+fn an_fq_codel_limit_beyond_any_pool_is_refused() {
+    let spec = |limit| QdiscSpec { limit: Some(limit), ..QdiscSpec::new(QdiscKind::FqCodel) };
+    assert!(spec(MAX_FQ_CODEL_LIMIT).validate().is_ok());
+    let (what, why) = spec(MAX_FQ_CODEL_LIMIT + 1).validate().unwrap_err();
+    assert_eq!(what, "limit");
+    assert!(why.contains("1048577"), "{why}");
+    assert!(spec(u32::MAX).validate().is_err());
+    // The fifos keep their own rule (no preallocation beyond a bound).
+    assert!(QdiscSpec { limit: Some(u32::MAX), ..QdiscSpec::new(QdiscKind::Pfifo) }.validate().is_ok());
+}
