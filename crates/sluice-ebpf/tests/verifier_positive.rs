@@ -464,6 +464,57 @@ fn linked_scalars_share_bounds() {
     );
 }
 
+/// Registers linked by an id hold one value at run time, and sluice refines a comparison of
+/// two of them as one (`apply_scalar`): r2 = r1 in [0, 1], so `r2 > r1` never holds (the
+/// taken side's refined operands, [1, 1] and [0, 0], cannot both be the value) and its taken
+/// side is not walked.
+#[test]
+fn linked_copies_compared_with_each_other_are_one_value() {
+    accepts(
+        "r1 = *(u32 *)(r1 + 16)
+        r1 &= 1
+        r2 = r1
+        if r2 > r1 goto bad
+        r0 = 2
+        exit
+    bad:
+        r0 = *(u64 *)(r10 + 8)
+        exit",
+    );
+}
+
+/// A register compared with itself: the comparison alone decides, whatever the register's
+/// bounds (the kernel's is_scalar_branch_taken when reg1 == reg2): `>`, `<`, `!=`, `s>`,
+/// `s<` never jump, `==`, `>=`, `<=`, `s>=`, `s<=` always do, in both widths; the side that
+/// cannot happen is not walked (here it would read outside the stack).
+#[test]
+fn a_register_compared_with_itself_is_decided_by_the_comparison_alone() {
+    for r in ["r1", "w1"] {
+        for op in [">", "<", "!=", "s>", "s<"] {
+            accepts(&format!(
+                "r1 = *(u32 *)(r1 + 16)
+                if {r} {op} {r} goto bad
+                r0 = 2
+                exit
+            bad:
+                r0 = *(u64 *)(r10 + 8)
+                exit"
+            ));
+        }
+        for op in ["==", ">=", "<=", "s>=", "s<="] {
+            accepts(&format!(
+                "r1 = *(u32 *)(r1 + 16)
+                if {r} {op} {r} goto ok
+                r0 = *(u64 *)(r10 + 8)
+                exit
+            ok:
+                r0 = 2
+                exit"
+            ));
+        }
+    }
+}
+
 #[test]
 fn many_branches_are_pruned() {
     // 40 independent diamonds on bits of one value: 2^40 paths without pruning.

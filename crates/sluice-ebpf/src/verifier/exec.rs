@@ -757,8 +757,17 @@ impl<'a> Verifier<'a> {
 
         let (taken, fall) = if d.ty == RegType::Scalar && s.ty == RegType::Scalar {
             let refine = |c: Cmp| if is32 { refine32(c, d.var, s.var) } else { refine64(c, d.var, s.var) };
-            let rt = refine(cmp);
-            let rf = refine(cmp.negate());
+            let (mut rt, mut rf) = (refine(cmp), refine(cmp.negate()));
+            // A register compared with itself: the comparison alone decides (the kernel's
+            // is_scalar_branch_taken for reg1 == reg2), whatever its bounds. `&` still
+            // depends on the value (whether it can be 0): the refinement below decides it.
+            if x && insn.src == insn.dst {
+                match cmp {
+                    Cmp::Eq | Cmp::Ge | Cmp::Le | Cmp::Sge | Cmp::Sle => rf = None,
+                    Cmp::Ne | Cmp::Gt | Cmp::Lt | Cmp::Sgt | Cmp::Slt => rt = None,
+                    Cmp::Set | Cmp::NotSet => {}
+                }
+            }
             // A side is feasible when its refined bounds exist and, for operands linked by an
             // id (one value), also agree with each other (`apply_scalar`).
             let linked = x && (insn.src == insn.dst || (d.id != 0 && d.id == s.id));
