@@ -799,6 +799,14 @@ fn fallthrough_off_end() {
     rejects("r0 = 0 \n r0 += 1", 1, "last insn is not an exit or jmp");
 }
 
+/// A function whose last slot is the second half of a 16-byte load falls off its end too;
+/// the error names the load (its first slot), the last instruction, not its second half.
+#[test]
+fn a_function_ending_in_a_16_byte_load_is_refused_at_the_load() {
+    rejects("r0 = 0 \n r1 = 5 ll", 1, "last insn is not an exit or jmp");
+    rejects("call @f \n r0 = 0 \n exit \n f: \n r0 = 1 \n r1 = 5 ll", 4, "last insn is not an exit or jmp");
+}
+
 #[test]
 fn conditional_jump_as_last_insn() {
     rejects("r0 = 0 \n if r0 == 0 goto -2", 1, "last insn is not an exit or jmp");
@@ -1117,6 +1125,27 @@ fn ld_abs_refused() {
 #[test]
 fn shift_out_of_range() {
     rejects("r0 = 1 \n w0 <<= 32 \n exit", 1, "invalid shift 32");
+}
+
+/// The runtime masks a shift amount to the width (`w1 <<= w2` with w2 = 32 shifts by 0):
+/// an amount that may reach the width leaves any masked amount possible (the kernel makes
+/// the result unknown), not the value shifted by 32, whose low half would be 0. So w1 stays
+/// unknown, and the side where it is not 0 is walked and refused.
+#[test]
+fn a_32_bit_shift_by_a_register_holding_32_is_masked_not_a_zero_result() {
+    rejects(
+        "r1 = *(u32 *)(r1 + 16)
+        w2 = 32
+        w1 <<= w2
+        if r1 != 0 goto bad
+        r0 = 2
+        exit
+    bad:
+        r0 = *(u64 *)(r10 + 8)
+        exit",
+        6,
+        "invalid read from stack R10 off=8 size=8",
+    );
 }
 
 #[test]

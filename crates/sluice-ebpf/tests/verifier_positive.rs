@@ -145,6 +145,28 @@ fn bounded_loop_with_constant_bound() {
     assert!(v.stats().processed_insns < 200, "{:?}", v.stats());
 }
 
+/// Inside a loop (a state saved at the same instruction is still being explored) a new
+/// state is saved only after 20 jumps or 100 instructions, not every 2 jumps and 8
+/// instructions as elsewhere (the kernel's is_state_visited: loop iterations rarely prune
+/// each other). 1000 iterations of a 2-instruction loop, one jump each: a state every 20
+/// iterations at the loop head (51 states in all here; the rule outside loops, a state
+/// every 4 iterations, would save about 250).
+#[test]
+fn inside_a_loop_a_state_is_saved_every_20_jumps() {
+    let v = accepts(
+        "
+        r1 = 0
+    l:
+        r1 += 1
+        if r1 < 1000 goto l
+        r0 = 2
+        exit",
+    );
+    let s = v.stats();
+    assert_eq!(s.processed_insns, 2003, "{s:?}");
+    assert!((45..=55).contains(&s.states_stored), "{s:?}");
+}
+
 #[test]
 fn bounded_loop_32bit_counter() {
     accepts(
@@ -464,6 +486,31 @@ fn linked_scalars_share_bounds() {
     );
 }
 
+/// A 32-bit copy of a value that already fits 32 bits is the same value: the two registers
+/// are linked as a 64-bit copy would be (the kernel's assign_scalar_id_before_mov for a u32
+/// source), so bounding w2 bounds r1.
+#[test]
+fn a_32_bit_copy_of_a_32_bit_value_shares_its_bounds() {
+    accepts(
+        "
+        r6 = r1
+        *(u32 *)(r10 - 4) = 0
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        if r0 == 0 goto out
+        r1 = *(u32 *)(r6 + 12)
+        w2 = w1
+        if r2 > 8 goto out
+        r0 += r1
+        r0 = *(u64 *)(r0 + 0)
+    out:
+        r0 = 2
+        exit",
+    );
+}
+
 /// Registers linked by an id hold one value at run time, and sluice refines a comparison of
 /// two of them as one (`apply_scalar`): r2 = r1 in [0, 1], so `r2 > r1` never holds (the
 /// taken side's refined operands, [1, 1] and [0, 0], cannot both be the value) and its taken
@@ -513,6 +560,23 @@ fn a_register_compared_with_itself_is_decided_by_the_comparison_alone() {
             ));
         }
     }
+}
+
+/// A left shift whose bounds overflow still knows its low bits are zero (the kernel's
+/// scalar_min_max_lsh keeps `tnum_lshift` when the bounds are lost): a u32 shifted by 40
+/// has its low 40 bits clear, so `r1 & 0xff` is never true.
+#[test]
+fn a_left_shift_past_the_top_keeps_the_known_zero_low_bits() {
+    accepts(
+        "r1 = *(u32 *)(r1 + 16)
+        r1 <<= 40
+        if r1 & 0xff goto bad
+        r0 = 2
+        exit
+    bad:
+        r0 = *(u64 *)(r10 + 8)
+        exit",
+    );
 }
 
 #[test]
@@ -719,6 +783,16 @@ fn pruned_paths_are_counted_in_the_stats() {
 #[test]
 fn a_nonzero_narrow_store_does_not_make_its_source_precise() {
     let v = diamond_r6(2, "*(u8 *)(r10 - 3) = r6 \n r0 = 2 \n exit");
+    assert_eq!(v.stats().states_pruned, 1, "{:?}", v.stats());
+}
+
+/// Precision backtracking (backtrack_insn, ALU with an immediate): `r6 += -9` with r6
+/// needed needs r6 only; it reads no source register (its src field, 0, is not r0). r0
+/// differs at the join (0 on the fall-through, non-zero on the other path) and is read
+/// there, but no decision depends on it, so the join prunes.
+#[test]
+fn an_alu_op_with_an_immediate_makes_no_other_register_precise() {
+    let v = diamond_r6(1, "r7 = r0 \n r6 += -9 \n r1 = r10 \n r1 += r6 \n *(u8 *)(r1 + 0) = 0 \n r0 = 2 \n exit");
     assert_eq!(v.stats().states_pruned, 1, "{:?}", v.stats());
 }
 
