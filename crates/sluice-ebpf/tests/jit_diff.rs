@@ -8,6 +8,8 @@
 
 mod jit_common;
 
+use std::sync::Arc;
+
 use jit_common::*;
 use sluice_ebpf::asm::*;
 use sluice_ebpf::helpers::id as hid;
@@ -16,7 +18,7 @@ use sluice_ebpf::interp::{BPF_LOAD_ACQ, BPF_STORE_REL};
 use sluice_ebpf::jit::{Jit, JitError};
 use sluice_ebpf::maps::{BPF_ANY, BPF_F_RDONLY_PROG};
 use sluice_ebpf::program::map_type;
-use sluice_ebpf::{MapDef, Maps, RedirectTarget, RunErrorKind};
+use sluice_ebpf::{Interpreter, MapDef, Maps, RedirectTarget, RunConfig, RunErrorKind};
 
 const INTERESTING: &[u64] = &[
     0,
@@ -1204,4 +1206,60 @@ fn trace_vprintk_prints_its_argument_array() {
     let s = same(p);
     assert_eq!(s.traces, vec!["v=-5 u=7".to_owned()]);
     assert!(s.r0() > 0, "the length written");
+}
+
+/// bpf_trace_vprintk takes up to 12 arguments (the kernel's MAX_BPRINTF_VARARGS): an array
+/// of 96 bytes is printed whole, one of 104 is refused with -EINVAL and prints nothing.
+#[test]
+fn trace_vprintk_takes_up_to_twelve_arguments() {
+    let run = |data_len: i32| {
+        let fmt = b"%d %d %d %d %d %d %d %d %d %d %d %d\0\0\0\0\0";
+        let mut p = Vec::new();
+        for (i, chunk) in fmt.chunks(8).enumerate() {
+            p.extend_from_slice(&lddw(1, u64::from_le_bytes(chunk.try_into().unwrap())));
+            p.push(stx(BPF_DW, 10, 1, -40 + 8 * i as i16));
+        }
+        for k in 0..13i16 {
+            p.push(st(BPF_DW, 10, -144 + 8 * k, k as i32 + 1));
+        }
+        p.extend_from_slice(&[
+            mov64_reg(1, 10),
+            alu64_imm(BPF_ADD, 1, -40),
+            mov64_imm(2, fmt.len() as i32),
+            mov64_reg(3, 10),
+            alu64_imm(BPF_ADD, 3, -144),
+            mov64_imm(4, data_len),
+            call(hid::TRACE_VPRINTK),
+            exit(),
+        ]);
+        same(p)
+    };
+    let s = run(96);
+    assert_eq!(s.traces, vec!["1 2 3 4 5 6 7 8 9 10 11 12".to_owned()]);
+    assert!(s.r0() > 0, "the length written");
+    let s = run(104);
+    assert_eq!(s.r0() as i64, -(libc::EINVAL as i64));
+    assert!(s.traces.is_empty(), "{:?}", s.traces);
+}
+
+/// `JitProgram::set_config` replaces the run limits of the compiled program (here the
+/// metadata limit bpf_xdp_adjust_meta checks: 36 bytes fit the default 255, not the legacy
+/// 32), as `Interpreter::set_config` does, but keeps `single_writer`, which is compiled into
+/// the code.
+#[test]
+fn set_config_changes_the_run_limits_but_not_the_compiled_single_writer() {
+    let p = prog(vec![mov64_imm(2, -36), call(hid::XDP_ADJUST_META), exit()], &[]);
+    let maps = Arc::new(Maps::empty(1));
+    let mut interp = Interpreter::new(p.clone(), maps.clone()).unwrap();
+    let mut jit = Jit::compile(p, maps).unwrap();
+    let rc = |e: Engine2<'_>| run_one(e, &Maps::empty(1), &Input::pkt(&[0u8; 64]), &mut TestEnv::new()).r0() as i64;
+    assert_eq!(rc(Engine2::Interp(&interp)), 0);
+    assert_eq!(rc(Engine2::Jit(&jit)), 0);
+    let legacy = RunConfig { meta_max: sluice_ebpf::xdp::XDP_META_MAX_LEGACY, single_writer: true, ..RunConfig::default() };
+    interp.set_config(legacy);
+    jit.set_config(legacy);
+    assert_eq!(rc(Engine2::Interp(&interp)), -(libc::EACCES as i64));
+    assert_eq!(rc(Engine2::Jit(&jit)), -(libc::EACCES as i64));
+    assert_eq!(jit.config().meta_max, sluice_ebpf::xdp::XDP_META_MAX_LEGACY);
+    assert!(!jit.config().single_writer, "compiled without single_writer");
 }
