@@ -1076,7 +1076,6 @@ fn adjust_tail_on_frags(delta: i32) -> (i64, usize, Vec<Vec<u8>>) {
     xdp.frags = Some(&mut frags);
     let (_, r0) = interp.run_full(&mut xdp, &mut NullEnv::new()).unwrap();
     let linear = xdp.data_end - xdp.data;
-    drop(xdp);
     (r0 as i64, linear, frags.bytes().map(<[u8]>::to_vec).collect::<Vec<_>>())
 }
 
