@@ -292,7 +292,7 @@ tunables! {
     /// Qdisc bulk dequeue: hand the driver as many packets per call as BQL's dql_avail()
     /// allows, with xmit_more (0 = one packet per call, a doorbell each).
     qdisc_bulk: u8 = 1, "qdisc.bulk", min 0, max 1;
-    /// Packet limit of pfifo_fast and pfifo (a device's tx_queue_len; bfifo: × MTU bytes).
+    /// Packet limit of pfifo and of each pfifo_fast band (a device's tx_queue_len; bfifo: × MTU bytes).
     txqueuelen: u32 = 1000, "txqueuelen", min 1, max 1 << 24;
     /// Packets a port's transmit queue gathers before a tx burst.
     tx_burst: u32 = 32, "tx.burst", min 1, max 4096;
