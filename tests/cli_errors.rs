@@ -317,3 +317,32 @@ fn an_error_line_says_each_cause_once() {
         assert_eq!(err.matches("must be between").count(), 1, "{err}");
     }
 }
+
+/// Output files are touched only by a run that starts: a configuration refused after its
+/// ports were opened leaves an existing `--pcap-out` / `--capture` file as it was and
+/// leaves no new file behind; two outputs on one file, or an output on an input, are
+/// refused naming both settings.
+#[test]
+fn outputs_are_written_only_by_a_run_that_starts_and_by_one_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let bad = config(d, "bad.toml", &format!("{TWO_PORTS}\n[[routes]]\nprefix = \"10.9.0.0/16\"\nvia = \"1.2.3.4\"\nport = \"b\"\n"));
+    let precious = d.join("precious.pcap");
+    std::fs::write(&precious, b"precious data").unwrap();
+    let fresh = d.join("fresh.pcap");
+    let (p, f) = (precious.display().to_string(), fresh.display().to_string());
+    refused(&["run", "--config", &bad, "--pcap-out", &p, "--seconds", "0.1"], "routes[0].via");
+    refused(&["run", "--config", &bad, "--capture", &format!("a={f}"), "--seconds", "0.1"], "routes[0].via");
+    assert_eq!(std::fs::read(&precious).unwrap(), b"precious data");
+    assert!(!fresh.exists(), "a refused run leaves no file behind");
+    let good = config(d, "good.toml", TWO_PORTS);
+    let same = d.join("same.pcap").display().to_string();
+    refused(&["run", "--config", &good, "--capture", &format!("a={same}"), "--capture", &format!("b={same}")], "ports[0] (a).capture");
+    refused(&["run", "--config", &good, "--pcap-out", &same, "--capture", &format!("a={same}")], "one file per output");
+    // A run that starts writes a whole capture, even with nothing to capture.
+    let o = run(&["run", "--config", &good, "--pcap-out", &f, "--packets", "100", "-q"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let bytes = std::fs::read(&fresh).unwrap();
+    assert_eq!(&bytes[..4], &[0xd4, 0xc3, 0xb2, 0xa1], "a pcap header");
+    assert_eq!(bytes.len(), 24, "header only: TWO_PORTS routes nothing to b");
+}

@@ -16,7 +16,7 @@ use crate::xdp::{XdpMode, XdpProgram};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -789,6 +789,31 @@ impl Config {
 
     /// Checks what the datapath would otherwise take silently: limits sized against memory,
     /// names that must be unique, ranges of the link layer, XDP combinations that would never run.
+    /// Every file a run writes (pcap-out ports, captures) is written by one writer only and
+    /// is nobody's input: two writers each start at offset 0 and lose each other's records,
+    /// and an output on an input would replace the capture being played.
+    fn check_capture_paths(&self) -> Result<(), ConfigError> {
+        let mut files: Vec<(PathBuf, String, bool)> = Vec::new();
+        for (i, pc) in self.ports.iter().enumerate() {
+            let what = format!("ports[{i}] ({})", pc.name);
+            if let Some(p) = pc.pcap.as_ref().filter(|_| matches!(pc.kind, PortKind::PcapIn | PortKind::PcapOut)) {
+                files.push((p.clone(), format!("{what}.pcap"), pc.kind == PortKind::PcapOut));
+            }
+            if let Some(p) = &pc.capture {
+                files.push((p.clone(), format!("{what}.capture"), true));
+            }
+        }
+        let same = |a: &Path, b: &Path| a == b || std::path::absolute(a).ok().zip(std::path::absolute(b).ok()).is_some_and(|(x, y)| x == y);
+        for (k, (p, setting, writes)) in files.iter().enumerate() {
+            for (q, other, other_writes) in &files[..k] {
+                if (*writes || *other_writes) && same(p, q) {
+                    return Err(field(setting, format!("{} is also {other}: one file per output, and never an input", p.display())));
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn validate(&self, _locked_atomics: bool) -> Result<(), ConfigError> {
         if self.ports.len() > 1024 {
             return Err(field("ports", format!("{} ports: at most 1024", self.ports.len())));
@@ -849,6 +874,7 @@ impl Config {
                 return Err(field(format!("{what}.repeat"), "0: a capture is played at least once"));
             }
         }
+        self.check_capture_paths()?;
         let series: u64 = self.route_series.iter().map(|s| s.count as u64).sum();
         let total = self.routes.len() as u64 + series;
         if total > MAX_ROUTES {

@@ -12,7 +12,7 @@ use pcap_file::pcap::{PcapHeader, PcapParser};
 use pcap_file::pcapng::{Block, PcapNgParser};
 use pcap_file::{DataLink, PcapError as FormatError};
 use std::fs::File;
-use std::io::Write;
+use std::io::{Seek, Write};
 use std::path::Path;
 
 /// tcpdump's largest snapshot length: what a capture record may hold.
@@ -259,6 +259,9 @@ pub struct PcapOut {
     stats: PortStats,
     /// The first write error, reported by `finish`.
     error: Option<std::io::Error>,
+    /// The file was emptied and has its header ([`start_output`]).
+    started: bool,
+    guard: OutputGuard,
     ts: u64,
     /// Segments GRO packets "in hardware" (TSO): they are written whole, as tcpdump on a
     /// receiving veth shows them.
@@ -282,6 +285,54 @@ pub(crate) fn push_record<'a>(out: &mut Vec<u8>, ts_us: u64, segments: impl Iter
     }
 }
 
+/// Opens (or creates) a capture output without touching what it holds: the file is
+/// emptied and given its header only when the run writes to it ([`start_output`]), so a
+/// configuration refused after the ports were opened leaves an existing file as it was.
+/// Also says whether the file was created here (see [`OutputGuard`]).
+pub(crate) fn open_output(path: &Path) -> Result<(File, OutputGuard), PcapError> {
+    let created = !path.exists();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|source| PcapError::Io { path: path.display().to_string(), source })?;
+    Ok((file, OutputGuard { path: created.then(|| path.to_path_buf()) }))
+}
+
+/// Removes an output file this run created but never started (the configuration was
+/// refused after the ports were opened): no empty, header-less file is left behind.
+pub(crate) struct OutputGuard {
+    path: Option<std::path::PathBuf>,
+}
+
+impl OutputGuard {
+    /// The file was started: it stays.
+    pub(crate) fn keep(&mut self) {
+        self.path = None;
+    }
+}
+
+impl Drop for OutputGuard {
+    fn drop(&mut self) {
+        if let Some(p) = self.path.take() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// Empties an output opened by [`open_output`] and writes the pcap header.
+pub(crate) fn start_output(file: &mut File) -> std::io::Result<()> {
+    file.set_len(0)?;
+    file.seek(std::io::SeekFrom::Start(0))?;
+    let mut header = Vec::with_capacity(24);
+    pcap_header().write_to(&mut header).map_err(|e| std::io::Error::other(e.to_string()))?;
+    match write_counted(file, &header) {
+        (_, Some(e)) => Err(e),
+        _ => Ok(()),
+    }
+}
+
 /// Writes `buf`, returning how many bytes reached the file before an error.
 pub(crate) fn write_counted(file: &mut File, buf: &[u8]) -> (usize, Option<std::io::Error>) {
     let mut done = 0;
@@ -297,19 +348,16 @@ pub(crate) fn write_counted(file: &mut File, buf: &[u8]) -> (usize, Option<std::
 }
 
 impl PcapOut {
+    /// Opens `path` for writing; it is emptied and written from the first transmit (or at
+    /// `finish` for a run that sent nothing), not here.
     pub fn create(name: &str, path: &Path) -> Result<PcapOut, PcapError> {
-        let p = path.display().to_string();
-        let io = |source| PcapError::Io { path: p.clone(), source };
-        let mut file = File::create(path).map_err(io)?;
-        let mut header = Vec::with_capacity(24);
-        pcap_header().write_to(&mut header).map_err(|e| PcapError::Format { path: p.clone(), msg: e.to_string() })?;
-        if let (_, Some(e)) = write_counted(&mut file, &header) {
-            return Err(io(e));
-        }
+        let (file, guard) = open_output(path)?;
         Ok(PcapOut {
             name: name.to_string(),
-            path: p,
+            path: path.display().to_string(),
             file: Some(file),
+            started: false,
+            guard,
             scratch: Vec::with_capacity(64 * 1024),
             ends: Vec::with_capacity(256),
             stats: PortStats::default(),
@@ -347,6 +395,14 @@ impl Port for PcapOut {
         let Some(file) = self.file.as_mut().filter(|_| self.error.is_none()) else {
             return 0;
         };
+        if !self.started {
+            self.started = true;
+            self.guard.keep();
+            if let Err(e) = start_output(file) {
+                self.error = Some(e);
+                return 0;
+            }
+        }
         self.scratch.clear();
         self.ends.clear();
         for p in pkts {
@@ -370,7 +426,12 @@ impl Port for PcapOut {
     }
 
     fn finish(&mut self) -> std::io::Result<()> {
-        if let Some(f) = self.file.take() {
+        if let Some(mut f) = self.file.take() {
+            if !self.started && self.error.is_none() {
+                self.started = true;
+                self.guard.keep();
+                self.error = start_output(&mut f).err();
+            }
             if self.error.is_none() {
                 f.sync_data().or_else(|e| if e.raw_os_error() == Some(libc::EINVAL) { Ok(()) } else { Err(e) })?;
             }

@@ -6,7 +6,7 @@
 //! Received frames are recorded as the wrapped port hands them over, transmitted frames as
 //! the wrapped port accepts them. Timestamps are wall-clock time, one per burst.
 
-use super::pcap::{pcap_header, push_record, write_counted, PcapError};
+use super::pcap::{open_output, push_record, start_output, write_counted, OutputGuard, PcapError};
 use super::{Port, PortStats};
 use crate::buf::{BufCache, Pkt};
 use std::fs::File;
@@ -19,6 +19,9 @@ struct TapFile {
     file: File,
     /// The first write error: later bursts are not written, `finish` reports it.
     error: Option<std::io::Error>,
+    /// Emptied and given its header (at the first write or at `finish`).
+    started: bool,
+    guard: OutputGuard,
     frames: u64,
 }
 
@@ -29,17 +32,11 @@ pub struct Tap {
     ends: Vec<usize>,
 }
 
-/// Wraps each queue of a port in a tap writing to `path` (created, or truncated).
+/// Wraps each queue of a port in a tap writing to `path` (created, or emptied when the run
+/// first writes to it: a configuration refused later leaves an existing file alone).
 pub fn wrap_queues(queues: Vec<Box<dyn Port>>, path: &Path) -> Result<Vec<Box<dyn Port>>, PcapError> {
-    let p = path.display().to_string();
-    let io = |source| PcapError::Io { path: p.clone(), source };
-    let mut file = File::create(path).map_err(io)?;
-    let mut header = Vec::with_capacity(24);
-    pcap_header().write_to(&mut header).map_err(|e| PcapError::Format { path: p.clone(), msg: e.to_string() })?;
-    if let (_, Some(e)) = write_counted(&mut file, &header) {
-        return Err(io(e));
-    }
-    let out = Arc::new(Mutex::new(TapFile { path: p.clone(), file, error: None, frames: 0 }));
+    let (file, guard) = open_output(path)?;
+    let out = Arc::new(Mutex::new(TapFile { path: path.display().to_string(), file, error: None, started: false, guard, frames: 0 }));
     Ok(queues
         .into_iter()
         .map(|inner| {
@@ -68,6 +65,11 @@ impl Tap {
         let upto = if n == 0 { 0 } else { self.ends[n - 1] };
         if upto > 0 {
             if let Ok(mut f) = self.out.lock() {
+                if !f.started {
+                    f.started = true;
+                    f.guard.keep();
+                    f.error = start_output(&mut f.file).err();
+                }
                 if f.error.is_none() {
                     let (_, err) = write_counted(&mut f.file, &self.scratch[..upto]);
                     f.error = err;
@@ -151,7 +153,13 @@ impl Port for Tap {
 
     fn finish(&mut self) -> std::io::Result<()> {
         let inner = self.inner.finish();
-        if let Ok(f) = self.out.lock() {
+        if let Ok(mut f) = self.out.lock() {
+            if !f.started {
+                // Nothing was captured: still an empty capture, as tcpdump -w leaves.
+                f.started = true;
+                f.guard.keep();
+                f.error = start_output(&mut f.file).err();
+            }
             if let Some(e) = &f.error {
                 return Err(std::io::Error::new(e.kind(), format!("capture {}: {e}", f.path)));
             }
