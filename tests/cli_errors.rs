@@ -132,6 +132,26 @@ fn bad_configs_are_refused_with_the_field_named() {
         refused(&["run", "--config", &config(d, "hole-port.toml", &r), "--seconds", "0.1"], needle);
         refused(&["run", "--config", &config(d, "hole-port.toml", &r), "--seconds", "0.1"], "takes no gateway or port");
     }
+    // A configured route never replaces a port's own address or subnet route (the kernel
+    // keeps them: local table, or "File exists"); a blackhole over the router's address
+    // had dropped everything sent to it.
+    for (prefix, needle) in
+        [("192.0.2.1/32", "192.0.2.1/32 is a port's own address"), ("198.51.100.0/24", "198.51.100.0/24 is a port's own")]
+    {
+        let r = format!("{TWO_PORTS}\n[[routes]]\nprefix = \"{prefix}\"\nkind = \"blackhole\"\n");
+        refused(&["run", "--config", &config(d, "own.toml", &r), "--seconds", "0.1"], needle);
+    }
+    // An address listed twice on a port, or a neighbour entry twice (the second MAC had
+    // silently replaced the first): File exists, as `ip addr add` / `ip neigh add` say.
+    let twice = TWO_PORTS.replacen("ipv4 = [\"192.0.2.1/24\"]", "ipv4 = [\"192.0.2.1/24\", \"192.0.2.1/24\"]", 1);
+    refused(&["run", "--config", &config(d, "addr2.toml", &twice), "--seconds", "0.1"], "ports[0] (a).ipv4");
+    let neigh = format!(
+        "{TWO_PORTS}\n[[neighbours]]\nport = \"b\"\nip = \"198.51.100.2\"\nmac = \"02:00:00:00:00:bb\"\n[[neighbours]]\nport = \"b\"\nip = \"198.51.100.2\"\nmac = \"02:00:00:00:00:cc\"\n"
+    );
+    refused(&["run", "--config", &config(d, "neigh2.toml", &neigh), "--seconds", "0.1"], "neighbours[1].ip");
+    let other =
+        neigh.replacen("ip = \"198.51.100.2\"\nmac = \"02:00:00:00:00:cc\"", "ip = \"198.51.100.3\"\nmac = \"02:00:00:00:00:cc\"", 1);
+    assert!(run(&["run", "--config", &config(d, "neigh-ok.toml", &other), "--seconds", "0.1", "-q"]).status.success());
 }
 
 /// Native XDP with a program that is not frags-aware on a port whose MTU needs multi-buffer

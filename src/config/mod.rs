@@ -468,12 +468,19 @@ impl Config {
             iface.vlans = pc.vlans.clone();
             for a in &pc.ipv4 {
                 match parse_prefix(a, &format!("{what}.ipv4"))? {
+                    // `ip addr add` of an address the device has: File exists.
+                    (IpAddr::V4(v4), l) if iface.v4.contains(&(v4.octets(), l)) => {
+                        return Err(field(format!("{what}.ipv4"), format!("`{a}` is listed twice (File exists)")));
+                    }
                     (IpAddr::V4(v4), l) => iface.v4.push((v4.octets(), l)),
                     _ => return Err(field(format!("{what}.ipv4"), format!("`{a}` is not IPv4"))),
                 }
             }
             for a in &pc.ipv6 {
                 match parse_prefix(a, &format!("{what}.ipv6"))? {
+                    (IpAddr::V6(v6), l) if iface.v6.contains(&(v6.octets(), l)) => {
+                        return Err(field(format!("{what}.ipv6"), format!("`{a}` is listed twice (File exists)")));
+                    }
                     (IpAddr::V6(v6), l) => iface.v6.push((v6.octets(), l)),
                     _ => return Err(field(format!("{what}.ipv6"), format!("`{a}` is not IPv6"))),
                 }
@@ -496,11 +503,18 @@ impl Config {
         {
             return Err(field("ports", "io/macswap pipelines need a `peer` on every receiving port"));
         }
+        let mut neighbours_seen = std::collections::HashMap::new();
         for (i, n) in self.neighbours.iter().enumerate() {
             let what = format!("neighbours[{i}]");
             let port = self.port_index(&n.port, &format!("{what}.port"))?;
             let mac = parse_mac(&n.mac).ok_or_else(|| field(format!("{what}.mac"), format!("`{}` is not a MAC address", n.mac)))?;
-            match n.ip.parse::<IpAddr>().map_err(|_| field(format!("{what}.ip"), format!("`{}` is not an IP address", n.ip)))? {
+            let ip = n.ip.parse::<IpAddr>().map_err(|_| field(format!("{what}.ip"), format!("`{}` is not an IP address", n.ip)))?;
+            // `ip neigh add` of an entry that exists: File exists (a second MAC would replace
+            // the first silently).
+            if let Some(j) = neighbours_seen.insert((port, ip), i) {
+                return Err(field(format!("{what}.ip"), format!("{ip} on port `{}` is already neighbours[{j}] (File exists)", n.port)));
+            }
+            match ip {
                 IpAddr::V4(a) => dp.add_neigh_v4(port, a.octets(), mac),
                 IpAddr::V6(a) => dp.add_neigh_v6(port, a.octets(), mac),
             };
@@ -1052,7 +1066,18 @@ fn parse_ip_route(line: &str) -> Result<IpRoute<'_>, String> {
     Ok(r)
 }
 
+/// Adds a configured route. Configured routes are added after every port's address and
+/// subnet routes and never repeat one another (checked before), so a prefix already there
+/// is a port's own: the kernel keeps those (local table, or "File exists" for a connected
+/// subnet), where replacing it would black-hole the router's own address or link.
 fn add_route(dp: &mut Datapath, addr: IpAddr, len: u8, nh: NextHop) -> Result<(), String> {
+    let taken = match addr {
+        IpAddr::V4(a) => dp.net.routes.has_v4(a.octets(), len),
+        IpAddr::V6(a) => dp.net.routes.has_v6(a.octets(), len),
+    };
+    if taken {
+        return Err(format!("{addr}/{len} is a port's own address or subnet route (File exists)"));
+    }
     match addr {
         IpAddr::V4(a) => dp.net.routes.add_v4(a.octets(), len, nh),
         IpAddr::V6(a) => dp.net.routes.add_v6(a.octets(), len, nh),

@@ -192,6 +192,16 @@ impl RouteTable {
         Ok(())
     }
 
+    /// Whether exactly `prefix/len` is routed (host bits ignored).
+    pub fn has_v4(&self, prefix: [u8; 4], len: u8) -> bool {
+        self.fib4.get(u32::from_be_bytes(prefix), len).is_some()
+    }
+
+    /// Whether exactly `prefix/len` is routed (host bits ignored).
+    pub fn has_v6(&self, prefix: [u8; 16], len: u8) -> bool {
+        self.fib6.get(u128::from_be_bytes(prefix), len).is_some()
+    }
+
     /// Adds an interface's addresses: a local host route per address and a connected route
     /// per subnet.
     pub fn add_iface(&mut self, port: u16, iface: &Iface) -> Result<(), RouteError> {
