@@ -1230,3 +1230,25 @@ fn printk_space_flag() {
     assert_eq!(f("%+ d % +d", &[7, 7]).as_deref(), Some("+7 +7"));
     assert_eq!(f("% u", &[7]).as_deref(), Some("7"));
 }
+
+/// `bpf_xdp_load_bytes` from the middle of one fragment into the next: the part from the
+/// first is what is left of it past the offset (10 bytes), the rest from the start of the
+/// second; copied back into the linear part with `bpf_xdp_store_bytes` to be compared.
+#[test]
+fn load_bytes_from_inside_a_fragment_continues_into_the_next() {
+    let p = flat(&[
+        &[mov64_reg(6, 1), mov64_imm(2, 64 + 90), mov64_reg(3, 10), alu64_imm(BPF_ADD, 3, -32), mov64_imm(4, 20)],
+        &[call(hid::XDP_LOAD_BYTES), jmp_imm(BPF_JNE, 0, 0, 6)],
+        &[mov64_reg(1, 6), mov64_imm(2, 0), mov64_reg(3, 10), alu64_imm(BPF_ADD, 3, -32), mov64_imm(4, 20)],
+        &[call(hid::XDP_STORE_BYTES), exit()],
+    ]);
+    let interp = Interpreter::new(prog(p, &[]), Arc::new(Maps::empty(1))).expect("interpreter");
+    let data: Vec<u8> = (0..200u32).map(|i| (i * 7 + 3) as u8).collect();
+    let mut frags = crate::xdp::PageFrags::split(&data, 100, 17).unwrap();
+    let mut mem = LowMem::new(FRAME).unwrap();
+    let mut xdp = XdpBuff::new(&mut mem.as_mut_slice()[..FRAME], HEADROOM, 64);
+    xdp.frags = Some(&mut frags);
+    let (_, r0) = interp.run_full(&mut xdp, &mut NullEnv::new()).unwrap();
+    assert_eq!(r0, 0);
+    assert_eq!(&xdp.packet()[..20], &data[90..110]);
+}

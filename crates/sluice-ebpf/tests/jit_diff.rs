@@ -1263,3 +1263,17 @@ fn set_config_changes_the_run_limits_but_not_the_compiled_single_writer() {
     assert_eq!(jit.config().meta_max, sluice_ebpf::xdp::XDP_META_MAX_LEGACY);
     assert!(!jit.config().single_writer, "compiled without single_writer");
 }
+
+/// `addr_space_cast` (a 64-bit register move with offset 1) is an instruction the JIT does
+/// not support (arena maps), named as such; offset 1 on any other register ALU op but
+/// sdiv/smod is no instruction at all.
+#[test]
+fn an_address_space_cast_is_unsupported_and_offset_1_elsewhere_invalid() {
+    match refused(vec![Insn::new(BPF_ALU64 | BPF_MOV | BPF_X, 1, 1, 1, 1), exit()]) {
+        JitError::Unsupported { pc: 0, what } => assert!(what.contains("addr_space_cast"), "{what}"),
+        e => panic!("{e:?}"),
+    }
+    for code in [BPF_ALU64 | BPF_ADD | BPF_X, BPF_ALU64 | BPF_LSH | BPF_X, BPF_ALU | BPF_MOV | BPF_X, BPF_ALU64 | BPF_MOV | BPF_K] {
+        assert!(matches!(refused(vec![Insn::new(code, 1, 2, 1, 1), exit()]), JitError::InvalidInstruction { pc: 0, .. }), "{code:#x}");
+    }
+}

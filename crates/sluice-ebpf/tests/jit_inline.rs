@@ -316,3 +316,87 @@ fn a_jump_target_forgets_the_map_known_before_it() {
         Diff::Refused(e) => panic!("refused: {e}"),
     }
 }
+
+/// A packet of a burst: frame index and bounds within it.
+#[derive(Debug, Clone, Copy)]
+struct Desc {
+    frame: u32,
+    data: u16,
+    len: u16,
+}
+
+impl sluice_ebpf::FrameDesc for Desc {
+    fn frame(&self) -> u32 {
+        self.frame
+    }
+    fn data(&self) -> usize {
+        self.data as usize
+    }
+    fn data_len(&self) -> usize {
+        self.len as usize
+    }
+    fn set_bounds(&mut self, data: usize, len: usize) {
+        self.data = data as u16;
+        self.len = len as u16;
+    }
+}
+
+/// A burst of a helper-free program runs on one native stack sized for the program's call
+/// chain: here 512 + 256 bytes (main and a function using 256), the 1 KiB class. Every
+/// packet gets the outcome and bytes a run of its own gives, and the values the function
+/// keeps at the bottom of its frame.
+#[test]
+fn a_helper_free_burst_has_the_stack_of_its_call_chain() {
+    let p = flat(&[
+        // main: 8 bytes or r0 = 1; the first word at r10-8; r0 = f(word) + word = 5 * word;
+        // its low byte written to the packet; XDP action r0 & 3.
+        &[ldx(BPF_W, 2, 1, 0), ldx(BPF_W, 3, 1, 4), mov64_reg(4, 2), alu64_imm(BPF_ADD, 4, 8), jmp_reg(BPF_JGT, 4, 3, 9)],
+        &[ldx(BPF_DW, 1, 2, 0), stx(BPF_DW, 10, 1, -8), mov64_reg(6, 2), call_local(7)],
+        &[ldx(BPF_DW, 1, 10, -8), alu64_reg(BPF_ADD, 0, 1), stx(BPF_B, 6, 0, 0), alu64_imm(BPF_AND, 0, 3), exit()],
+        &[mov64_imm(0, 1), exit()],
+        // f(w) at 16: w at r10-256, 3w at r10-128; returns their sum.
+        &[stx(BPF_DW, 10, 1, -256), alu64_imm(BPF_MUL, 1, 3), stx(BPF_DW, 10, 1, -128)],
+        &[ldx(BPF_DW, 0, 10, -256), ldx(BPF_DW, 2, 10, -128), alu64_reg(BPF_ADD, 0, 2), exit()],
+    ]);
+    let j = compiled(&p, &[], 1);
+    assert!(!j.calls_helpers());
+    assert!((513..=1024).contains(&j.stack_bytes()), "stack {}", j.stack_bytes());
+    const FRAME: usize = 2048;
+    let words: [u64; 6] = [0, 1, 2, 0x0102_0304_0506_0708, u64::MAX, 0x8000_0000_0000_0003];
+    let mut pkts: Vec<Vec<u8>> = words.iter().map(|w| [w.to_le_bytes().as_slice(), &[0xaa; 56]].concat()).collect();
+    pkts.push(vec![9, 9, 9, 9]);
+    // One run per packet.
+    let mut want = Vec::new();
+    for p in &pkts {
+        let mut mem = LowMem::new(FRAME).unwrap();
+        mem.as_mut_slice()[HEADROOM..HEADROOM + p.len()].copy_from_slice(p);
+        let mut xdp = XdpBuff::new(&mut mem.as_mut_slice()[..FRAME], HEADROOM, p.len());
+        let out = j.run(&mut xdp, &mut NullEnv::default()).unwrap();
+        want.push((out, xdp.packet().to_vec()));
+    }
+    for (w, (out, bytes)) in words.iter().zip(&want) {
+        let five = w.wrapping_mul(5);
+        assert_eq!((out.action as u64, bytes[0]), (five & 3, five as u8), "word {w:#x}");
+    }
+    assert_eq!(want[6].0.action, 1);
+    // The burst.
+    let mut mem = LowMem::new(FRAME * pkts.len()).unwrap();
+    let mut descs = Vec::new();
+    for (i, p) in pkts.iter().enumerate() {
+        let start = i * FRAME + HEADROOM;
+        mem.as_mut_slice()[start..start + p.len()].copy_from_slice(p);
+        descs.push(Desc { frame: i as u32, data: HEADROOM as u16, len: p.len() as u16 });
+    }
+    let mut out = vec![sluice_ebpf::RunOutcome { action: 99, redirect: None }; descs.len()];
+    let faults = {
+        let mut region = sluice_ebpf::FrameRegion::new(mem.as_mut_slice(), FRAME).unwrap();
+        let ctx = sluice_ebpf::BurstCtx { ingress_ifindex: 0, rx_queue_index: 0 };
+        j.run_burst(&mut region, &mut descs, ctx, &mut NullEnv::default(), &mut out)
+    };
+    assert_eq!(faults.count, 0);
+    for (i, (w, bytes)) in want.iter().enumerate() {
+        let start = i * FRAME + HEADROOM;
+        assert_eq!(out[i], *w, "packet {i} outcome");
+        assert_eq!(&mem.as_slice()[start..start + bytes.len()], &bytes[..], "packet {i} bytes");
+    }
+}

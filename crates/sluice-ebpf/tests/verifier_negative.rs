@@ -1911,3 +1911,129 @@ fn exit_in_the_jmp32_class_is_not_an_instruction() {
     let e = verify(&program(asm("r0 = 2 \n raw 0x96 0 0 0 0"), vec![]), &VerifyOptions::default()).unwrap_err();
     assert_eq!(e.insn, 1, "{e}");
 }
+
+/// The 512-byte limit holds over every call chain, not the first callee's only: main calls
+/// a small function, then a deep one (the kernel's check_max_stack_depth walks every callee).
+#[test]
+fn the_stack_limit_counts_the_deepest_callee_not_the_first() {
+    let src = "
+        *(u64 *)(r10 - 296) = 0
+        call @small
+        call @deep
+        exit
+    small:
+        *(u64 *)(r10 - 8) = 0
+        r0 = 0
+        exit
+    deep:
+        *(u64 *)(r10 - 312) = 0
+        r0 = 0
+        exit";
+    rejects(src, 2, "combined stack size of 2 calls is 608 bytes");
+}
+
+/// A fetching atomic writes the old value to its source register (cmpxchg to r0): with r10
+/// as the source that is a write to the frame pointer, refused as the kernel refuses it.
+#[test]
+fn a_fetching_atomic_cannot_write_the_frame_pointer() {
+    for op in ["xchg", "fetch_add", "fetch_or"] {
+        let src = format!(
+            "
+            *(u64 *)(r10 - 8) = 0
+            atomic u64 r10 - 8 {op} r10
+            r0 = 0
+            exit"
+        );
+        rejects(&src, 1, "frame pointer is read only");
+    }
+}
+
+/// Atomics on a ringbuf record must be aligned to their size (as every atomic access): an
+/// aligned one is accepted, a misaligned one refused at the atomic.
+#[test]
+fn atomics_on_a_ringbuf_record_are_accepted_when_aligned() {
+    for (size, off) in [("u64", 0), ("u32", 4), ("u64", 8)] {
+        let src = format!(
+            "{RESERVE8}
+            if r0 == 0 goto out
+            r1 = 1
+            atomic {size} r0 + {off} add r1
+            r1 = r0
+            r2 = 0
+            call 132
+        out:
+            r0 = 2
+            exit"
+        );
+        let p = program(asm(&src), rb_maps());
+        match (off, verify(&p, &VerifyOptions::default())) {
+            (8, Err(e)) => assert!(e.insn == 8 && e.msg.contains("invalid access to memory"), "{e}"),
+            (8, Ok(_)) => panic!("an atomic past the 8-byte record accepted"),
+            (_, r) => {
+                r.unwrap_or_else(|e| panic!("{size} at +{off}: {e}"));
+            }
+        }
+    }
+    let src = format!(
+        "{RESERVE8} if r0 == 0 goto out \n r1 = 1 \n atomic u32 r0 + 2 add r1 \n r1 = r0 \n r2 = 0 \n call 132 \n out: \n r0 = 2 \n exit"
+    );
+    rb_rejects(&src, 8, "misaligned atomic access to ringbuf memory off=2 size=4");
+}
+
+/// Unprivileged, the difference of two pointers into one ringbuf record keeps their
+/// variable parts: the record plus r8 (0..7) minus the record is 0..7, not 0, so the record
+/// plus that difference reaches past the 8-byte record with a 4-byte write at offset 4.
+/// (A privileged loader gets an unknown scalar, as in the kernel.)
+#[test]
+fn the_difference_of_two_record_pointers_keeps_their_variable_offsets() {
+    let src = format!(
+        "r9 = r1
+        call 7
+        r8 = r0
+        r8 &= 7
+        r1 = r9
+        {RESERVE8}
+        if r0 == 0 goto out
+        r7 = r0
+        r1 = r7
+        r1 += r8
+        r1 -= r7
+        r2 = r7
+        r2 += r1
+        *(u32 *)(r2 + 4) = 0
+        r1 = r7
+        r2 = 0
+        call 132
+    out:
+        r0 = 2
+        exit"
+    );
+    rejects_with(&src, rb_maps(), VerifyOptions::unprivileged(), 18, "invalid access to memory, mem_size=8");
+}
+
+/// cmpxchg reads r0 (the value compared): r0 is live before it even when its result is not
+/// used, so a path reaching the join with r0 unset is not pruned against one that set it,
+/// and is refused at the cmpxchg as the kernel refuses it (R0 !read_ok).
+#[test]
+fn cmpxchg_reads_r0_so_r0_is_live_before_it() {
+    let src = "
+        r2 = *(u32 *)(r1 + 12)
+        if r2 == 0 goto join
+        r0 = 0
+        r3 = 0
+        r3 = 1
+        r3 = 2
+        r3 = 3
+        r3 = 4
+        r3 = 5
+        r3 = 6
+        r3 = 7
+        goto join
+    join:
+        *(u64 *)(r10 - 8) = 0
+        r3 = 0
+        atomic u64 r10 - 8 cmpxchg r3
+        r0 = 0
+        exit";
+    rejects(src, 14, "R0 !read_ok");
+}

@@ -943,3 +943,40 @@ fn frozen_rodata_bytes_read_unsigned_unless_sign_extended() {
     let p = program(asm(&signed), maps());
     sluice_ebpf::verifier::verify_with_frozen(&p, &VerifyOptions::default(), &frozen).expect("-1: the bad branch is dead");
 }
+
+/// `x / y` is at most `x` for every divisor, 0 included (the runtime defines `x / 0 = 0`):
+/// a dividend of 0..15 divided by a register that may be zero still indexes a 16-byte
+/// map value.
+#[test]
+fn a_division_by_a_register_that_may_be_zero_is_at_most_the_dividend() {
+    accepts(
+        "call 7
+        r8 = r0
+        r8 &= 15
+        call 7
+        r9 = r0
+        r9 &= 255
+        *(u32 *)(r10 - 4) = 0
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        if r0 == 0 goto out
+        r8 /= r9
+        r0 += r8
+        r0 = *(u8 *)(r0 + 0)
+    out:
+        r0 = 2
+        exit",
+    );
+}
+
+/// Precision backtracking (the kernel's backtrack_insn): a pointer plus an immediate
+/// (`r1 += -8`, src field 0) reads no scalar, so it makes none precise, r0 included: r0
+/// differs at the join (0 and non-zero) and is read after it, but nothing depends on its
+/// value, so the join prunes.
+#[test]
+fn a_pointer_plus_an_immediate_makes_no_scalar_precise() {
+    let v = diamond_r6(1, "r7 = r0 \n r1 = r10 \n r1 += -8 \n *(u64 *)(r1 + 0) = r7 \n r0 = 2 \n exit");
+    assert_eq!(v.stats().states_pruned, 1, "{:?}", v.stats());
+}
