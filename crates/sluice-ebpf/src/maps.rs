@@ -56,7 +56,8 @@ pub const BPF_F_LOCK: u64 = 4;
 
 /// Map creation flags (`map_flags`).
 pub const BPF_F_NO_PREALLOC: u32 = 1 << 0;
-pub const BPF_F_RDONLY_PROG: u32 = 1 << 7;
+// Defined with the map definition that reads it (program.rs), so maps.rs only looks down.
+pub use crate::program::BPF_F_RDONLY_PROG;
 pub const BPF_F_WRONLY_PROG: u32 = 1 << 8;
 
 /// Largest key of a hash map (the kernel's `MAX_BPF_STACK` limit for keys).

@@ -2,6 +2,9 @@
 
 use crate::insn::Insn;
 
+/// Map creation flag: programs may not write the map (`.rodata`).
+pub const BPF_F_RDONLY_PROG: u32 = 1 << 7;
+
 /// Kernel map type numbers (enum bpf_map_type) that sluice understands.
 pub mod map_type {
     pub const HASH: u32 = 1;
@@ -39,7 +42,7 @@ impl MapDef {
     /// A `BPF_F_RDONLY_PROG` array of one value (`.rodata`): once frozen, the verifier reads
     /// its bytes as constants (bpf_map_is_rdonly + bpf_map_direct_read).
     pub fn is_readonly_one_value_array(&self) -> bool {
-        self.flags & crate::maps::BPF_F_RDONLY_PROG != 0 && self.map_type == map_type::ARRAY && self.max_entries == 1
+        self.flags & BPF_F_RDONLY_PROG != 0 && self.map_type == map_type::ARRAY && self.max_entries == 1
     }
 
     /// ARRAY_OF_MAPS or HASH_OF_MAPS: values are maps.
