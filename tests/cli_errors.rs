@@ -366,3 +366,20 @@ fn outputs_are_written_only_by_a_run_that_starts_and_by_one_writer() {
     assert_eq!(&bytes[..4], &[0xd4, 0xc3, 0xb2, 0xa1], "a pcap header");
     assert_eq!(bytes.len(), 24, "header only: TWO_PORTS routes nothing to b");
 }
+
+/// `--pcap-in` / `--pcap-out` replace a port of any kind: what described it before (here
+/// the NIC model's `sim` table) goes with it, so the shipped examples take both flags; one
+/// port cannot be both ends.
+#[test]
+fn capture_flags_replace_a_port_of_any_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let nic = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/nic.toml");
+    let out = d.join("o.pcap").display().to_string();
+    let o = run(&["run", "--config", nic, "--pcap-out", &out, "--packets", "2000", "-q"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let o = run(&["run", "--config", nic, "--pcap-in", &out, "-q"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let one = config(d, "one.toml", "pipeline = \"l3fwd\"\n[[ports]]\nname = \"a\"\nkind = \"null\"\nmac = \"02:00:00:00:00:01\"\n");
+    refused(&["run", "--config", &one, "--pcap-in", &out, "--pcap-out", &d.join("x.pcap").display().to_string()], "with one port");
+}

@@ -144,21 +144,19 @@ pub fn resolve_config(args: &RunArgs) -> Result<Config, RunError> {
             "--xdp-mode, --xdp-engine and --xdp-section need a program (--xdp PROG or [xdp] in the config)".into(),
         ));
     }
+    if args.pcap_in.is_some() && args.pcap_out.is_some() && cfg.ports.len() < 2 {
+        return Err(RunError::Other(
+            "--pcap-in replaces the first port and --pcap-out the last: with one port they would be the same".into(),
+        ));
+    }
     if let Some(pin) = &args.pcap_in {
         let first = cfg.ports.first_mut().ok_or_else(|| RunError::Other("config has no ports".into()))?;
-        first.kind = PortKind::PcapIn;
-        first.pcap = Some(pin.clone());
-        // The capture replaces what the port was: its generator or sink settings go with it.
-        first.gen = None;
-        first.check = None;
+        become_capture(first, PortKind::PcapIn, pin);
     }
     if let Some(pout) = &args.pcap_out {
         let last = cfg.ports.last_mut().ok_or_else(|| RunError::Other("config has no ports".into()))?;
-        last.kind = PortKind::PcapOut;
-        last.pcap = Some(pout.clone());
+        become_capture(last, PortKind::PcapOut, pout);
         last.tso = args.pcap_out_tso;
-        last.check = None;
-        last.gen = None;
     }
     for spec in &args.ports {
         apply_port_flag(&mut cfg, spec).map_err(|e| RunError::Other(format!("--port {spec}: {e}")))?;
@@ -210,6 +208,30 @@ pub fn parse_port_flag(spec: &str) -> Result<PortFlag, String> {
 }
 
 /// Applies one `--port`: the config's port on that interface changes kind, or a port is added.
+/// `--pcap-in` / `--pcap-out`: the port becomes a capture reader or writer; its addresses,
+/// routes and name stay, and whatever described what it was before (generator, check, NIC
+/// model, real interface, RSS queues) goes with it, so a config's port of any kind can be
+/// replaced.
+fn become_capture(pc: &mut crate::config::PortConfig, kind: PortKind, path: &std::path::Path) {
+    if pc.kind != PortKind::PcapIn {
+        pc.repeat = None;
+    }
+    pc.kind = kind;
+    pc.pcap = Some(path.to_path_buf());
+    pc.gen = None;
+    pc.check = None;
+    pc.sim = None;
+    pc.afpacket = None;
+    pc.afxdp = None;
+    pc.iface = None;
+    pc.promisc = false;
+    pc.tso = false;
+    pc.rss_queues = None;
+    pc.rss_key = None;
+    pc.rss_indir = None;
+    pc.rx_hash = None;
+}
+
 fn apply_port_flag(cfg: &mut Config, spec: &str) -> Result<(), String> {
     let f = parse_port_flag(spec)?;
     let at = cfg
