@@ -1465,6 +1465,85 @@ fn a_tail_call_invalidates_packet_pointers() {
     rb_rejects(src, 11, "R7 invalid mem access 'scalar': packet pointer invalidated");
 }
 
+/// A successful tail call in a subprogram returns the target's r0, any scalar, to the
+/// subprogram's caller (the kernel's x86-64 JIT since 5.10; its verifier explores that return
+/// too): what the subprogram would have returned after the call proves nothing.
+#[test]
+fn a_tail_call_in_a_subprogram_returns_any_r0_to_its_caller() {
+    let src = "r6 = r1
+        r1 = 0
+        *(u32 *)(r10 - 4) = r1
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        if r0 != 0 goto found
+        exit
+    found:
+        r7 = r0
+        r1 = r6
+        call @sub
+        r7 += r0
+        r0 = *(u8 *)(r7 + 0)
+        exit
+    sub:
+        r2 = map[6] ll
+        r3 = 0
+        call 12
+        r0 = 0
+        exit";
+    rb_rejects(src, 13, "R7 pointer arithmetic with unbounded register prohibited");
+}
+
+/// A subprogram may tail-call only when its callers' frames use less than 256 bytes of stack
+/// (each rounded up to 16, as the kernel's check_max_stack_depth_subprog does for a JIT,
+/// checked against Linux 6.18): the target runs while they stay. The entry function's own
+/// tail calls have no such limit.
+#[test]
+fn a_tail_call_in_a_subprogram_needs_less_than_256_bytes_of_stack_below_it() {
+    let src = |depth: u32| {
+        format!(
+            "r2 = 0
+            *(u32 *)(r10 - {depth}) = r2
+            call @sub
+            exit
+        sub:
+            r2 = map[6] ll
+            r3 = 0
+            call 12
+            r0 = 0
+            exit"
+        )
+    };
+    rb_rejects(&src(244), 7, "tail_calls are not allowed when call stack of previous frames is 256 bytes. Too large");
+    verify(&program(asm(&src(240)), rb_maps()), &VerifyOptions::default()).expect("240 bytes below it");
+    // Two callers of 128 bytes each.
+    let two = "r2 = 0
+            *(u64 *)(r10 - 128) = r2
+            call @f1
+            exit
+        f1:
+            r2 = 0
+            *(u64 *)(r10 - 128) = r2
+            call @f2
+            exit
+        f2:
+            r2 = map[6] ll
+            r3 = 0
+            call 12
+            r0 = 0
+            exit";
+    rb_rejects(two, 11, "call stack of previous frames is 256 bytes");
+    let entry = "r2 = 0
+            *(u64 *)(r10 - 512) = r2
+            r2 = map[6] ll
+            r3 = 0
+            call 12
+            r0 = 0
+            exit";
+    verify(&program(asm(entry), rb_maps()), &VerifyOptions::default()).expect("a tail call from the entry function");
+}
+
 #[track_caller]
 fn rb_rejects(src: &str, insn: usize, frag: &str) {
     rejects_with(src, rb_maps(), VerifyOptions::default(), insn, frag);

@@ -102,6 +102,9 @@ const fn p(name: &'static str, args: [Arg; 5], ret: Ret, changes_pkt: bool, maps
 
 use Arg::*;
 
+/// The id of `bpf_tail_call`.
+pub(crate) const TAIL_CALL: i32 = 12;
+
 pub(crate) fn proto(id: i32) -> Option<Proto> {
     let n = None;
     Some(match id {
@@ -112,12 +115,13 @@ pub(crate) fn proto(id: i32) -> Option<Proto> {
         6 => p("bpf_trace_printk", [Mem, Size, AnythingOrUninit, AnythingOrUninit, AnythingOrUninit], Ret::Scalar, false, MapUse::None),
         7 => p("bpf_get_prandom_u32", [n; 5], Ret::U32, false, MapUse::None),
         8 => p("bpf_get_smp_processor_id", [n; 5], Ret::U32, false, MapUse::None),
-        // Does not return when it succeeds (the target runs in its place); on a failure
-        // (index past the end, empty slot, 33 calls made) the program goes on.
+        // Does not return when it succeeds (the target runs in its place; in a subprogram,
+        // the target returns to the subprogram's caller: `Verifier::tail_call_returns`); on
+        // a failure (index past the end, empty slot, 33 calls made) the program goes on.
         // Changes packet data: the program it runs may have, and a tail call from a
         // subprogram returns to its caller (the kernel since 6.13, "tail calls invalidate
         // packet pointers").
-        12 => p("bpf_tail_call", [Ctx, MapPtr, Anything, n, n], Ret::Scalar, true, MapUse::ProgArray),
+        TAIL_CALL => p("bpf_tail_call", [Ctx, MapPtr, Anything, n, n], Ret::Scalar, true, MapUse::ProgArray),
         23 => p("bpf_redirect", [Anything, Anything, n, n, n], Ret::Scalar, false, MapUse::None),
         28 => p("bpf_csum_diff", [MemOrNull, SizeOrZeroMult4, MemOrNull, SizeOrZeroMult4, Anything], Ret::Scalar, false, MapUse::None),
         44 => p("bpf_xdp_adjust_head", [Ctx, Anything, n, n, n], Ret::Scalar, true, MapUse::None),

@@ -208,6 +208,7 @@ fn verify_inner(prog: &Program, opts: &VerifyOptions, frozen: &[Option<Vec<u8>>]
     v.frozen = frozen;
     v.run()?;
     let chain = v.check_stack_chains()?;
+    v.check_tail_call_stack()?;
     let depths: Vec<u32> = v.stack_depth.iter().map(|&d| round8(d)).collect();
     let subprogs =
         v.cfg.subprogs.iter().zip(&depths).map(|(&(start, end), &stack_depth)| SubprogInfo { start, end, stack_depth }).collect();
@@ -556,6 +557,50 @@ impl<'a> Verifier<'a> {
             self.parent = Some(idx);
         }
         Ok(Visit::Continue)
+    }
+
+    /// A subprogram may only tail-call when the frames below it on every call chain use less
+    /// than 256 bytes of stack: a tail call unwinds the subprogram's frame only, so the
+    /// callers' stay while the target runs, up to 33 times over (the kernel's
+    /// check_max_stack_depth_subprog; its depths rounded up to 16 bytes, as for a JIT).
+    fn check_tail_call_stack(&self) -> Result<(), VerifyError> {
+        const MAX_STACK_BELOW_TAIL_CALL: u32 = 256;
+        let m = self.cfg.subprogs.len();
+        // Functions callers first (reverse post-order of the acyclic call graph from the entry).
+        let mut order = Vec::with_capacity(m);
+        let mut seen = vec![false; m];
+        let mut dfs: Vec<(usize, usize)> = vec![(0, 0)];
+        seen[0] = true;
+        while let Some(top) = dfs.last_mut() {
+            let (node, idx) = *top;
+            if let Some(&(_, c)) = self.cfg.callees[node].get(idx) {
+                top.1 += 1;
+                if !seen[c] {
+                    seen[c] = true;
+                    dfs.push((c, 0));
+                }
+            } else {
+                order.push(node);
+                dfs.pop();
+            }
+        }
+        // Per function, the most stack the frames below it use on a chain reaching it.
+        let mut below: Vec<Option<u32>> = vec![None; m];
+        below[0] = Some(0);
+        for &f in order.iter().rev() {
+            let Some(b) = below[f] else { continue };
+            let with_f = b + self.stack_depth[f].div_ceil(16) * 16;
+            for &(_, c) in &self.cfg.callees[f] {
+                below[c] = Some(below[c].map_or(with_f, |x| x.max(with_f)));
+            }
+        }
+        for (f, &(start, end)) in self.cfg.subprogs.iter().enumerate().skip(1) {
+            let Some(b) = below[f].filter(|&b| b >= MAX_STACK_BELOW_TAIL_CALL) else { continue };
+            if let Some(pc) = (start..end).find(|&pc| self.cfg.kinds.get(pc) == Some(&cfg::Kind::CallHelper(helpers::TAIL_CALL))) {
+                return Err(err(pc, format!("tail_calls are not allowed when call stack of previous frames is {b} bytes. Too large")));
+            }
+        }
+        Ok(())
     }
 
     /// Frames live on one host stack: the sum over any call chain must fit 512 bytes.

@@ -10,6 +10,7 @@
 //! state's precise scalars to the pruned path's ancestors, whose safety now relies on them.
 
 use super::cfg::{Kind, MAX_CALL_FRAMES};
+use super::helpers::TAIL_CALL;
 use super::state::{RegType, State};
 use super::Verifier;
 use crate::insn::*;
@@ -145,7 +146,14 @@ impl<'a> Verifier<'a> {
                 }
             }
             // R0 is the helper's result (no source); R1-R5 are dead afterwards.
-            Kind::CallHelper(_) => need.regs[f] &= !R0_5,
+            Kind::CallHelper(id) => {
+                need.regs[f] &= !R0_5;
+                if id == TAIL_CALL && f >= 1 {
+                    // The path where the tail call returned to the caller: its R0 is the
+                    // target's (no source). On the other path the caller's R0 is not live.
+                    need.regs[f - 1] &= !1;
+                }
+            }
             Kind::Cond(_) => {
                 let involved = dst | if x { src } else { 0 };
                 let hit = need.regs[f] & involved != 0 || h.linked.iter().any(|&(lf, i)| need.has(lf, i));
