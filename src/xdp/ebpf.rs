@@ -8,7 +8,7 @@ use crate::buf::Pkt;
 use sluice_ebpf::insn::XDP_ABORTED;
 use sluice_ebpf::jit::{Jit, JitProgram};
 use sluice_ebpf::verifier::{verify_with_frozen, VerifiedProgram, VerifyOptions};
-use sluice_ebpf::{BurstCtx, BurstFaults, FrameRegion, Interpreter, LoadOptions, Maps, Object, RunConfig};
+use sluice_ebpf::{BurstCtx, BurstFaults, FrameRegion, Interpreter, LoadOptions, Maps, Object, RunConfig, RunInProgress, TailCallTargets};
 
 use std::path::Path;
 use std::sync::Arc;
@@ -64,7 +64,7 @@ pub struct EbpfProgram {
     /// The object's programs by index, for a program that calls `bpf_tail_call` (a
     /// PROG_ARRAY slot holds an index): each verified and prepared like the entry program;
     /// `None` for one that is not XDP or that the verifier refused. Empty otherwise.
-    tail_targets: Vec<Option<Engine>>,
+    tail_targets: TailTargets,
     /// Names of the object's programs (same indexes), to fill PROG_ARRAY slots by name.
     program_names: Vec<String>,
     /// Why each of the object's programs cannot go in a PROG_ARRAY (`None`: it can); empty
@@ -96,11 +96,12 @@ impl EbpfProgram {
     pub fn instance(&self) -> Result<EbpfProgram, XdpLoadError> {
         let load_error = |msg| XdpLoadError::Load { path: self.name.clone(), msg };
         let engine = make_engine(self.engine_kind, &self.entry, &self.maps, self.config).map_err(load_error)?.0;
-        let tail_targets = self
-            .tail_programs
-            .iter()
-            .map(|t| t.as_ref().and_then(|t| make_engine(self.engine_kind, t, &self.maps, self.config).ok()).map(|e| e.0))
-            .collect();
+        let tail_targets = TailTargets(
+            self.tail_programs
+                .iter()
+                .map(|t| t.as_ref().and_then(|t| make_engine(self.engine_kind, t, &self.maps, self.config).ok()).map(|e| e.0))
+                .collect(),
+        );
         Ok(EbpfProgram {
             name: self.name.clone(),
             engine,
@@ -216,8 +217,9 @@ impl OpenedXdp {
         }
         let tail_programs: Vec<Option<Arc<VerifiedProgram>>> =
             if calls_tail { tail_fit.into_iter().map(Result::ok).collect() } else { Vec::new() };
-        let tail_targets =
-            tail_programs.iter().map(|t| t.as_ref().and_then(|t| make_engine(engine_kind, t, &maps, config).ok()).map(|e| e.0)).collect();
+        let tail_targets = TailTargets(
+            tail_programs.iter().map(|t| t.as_ref().and_then(|t| make_engine(engine_kind, t, &maps, config).ok()).map(|e| e.0)).collect(),
+        );
         let program_names = obj.programs.iter().map(|p| p.name.clone()).collect();
         Ok(EbpfProgram {
             name,
@@ -315,6 +317,40 @@ impl Engine {
             Engine::Interp(i) => i.run(xdp, env),
         }
     }
+
+    /// [`Engine::run`] for a program that may tail-call into `targets`.
+    fn run_with_tail_calls(
+        &self,
+        xdp: &mut XdpBuff<'_>,
+        env: &mut SluiceEnv<'_>,
+        targets: &TailTargets,
+    ) -> Result<RunOutcome, sluice_ebpf::RunError> {
+        match self {
+            Engine::Jit(j) => j.run_with_tail_calls(xdp, env, targets),
+            Engine::Interp(i) => i.run_with_tail_calls(xdp, env, targets),
+        }
+    }
+}
+
+/// The engines of an object's programs by index (what a PROG_ARRAY slot holds), `None` for
+/// one that cannot be a tail call's target.
+struct TailTargets(Vec<Option<Engine>>);
+
+impl TailTargets {
+    fn get(&self, index: u32) -> Result<&Engine, sluice_ebpf::RunError> {
+        self.0.get(index as usize).and_then(Option::as_ref).ok_or_else(|| {
+            sluice_ebpf::RunError::new(0, sluice_ebpf::RunErrorKind::MapMismatch(format!("tail call to program {index}, which cannot run")))
+        })
+    }
+}
+
+impl TailCallTargets for TailTargets {
+    fn run_target(&self, index: u32, run: &mut RunInProgress<'_, '_>) -> Result<u64, sluice_ebpf::RunError> {
+        match self.get(index)? {
+            Engine::Jit(j) => j.run_tail_call_target(run),
+            Engine::Interp(i) => i.run_tail_call_target(run),
+        }
+    }
 }
 
 impl XdpProgram for EbpfProgram {
@@ -332,17 +368,16 @@ impl XdpProgram for EbpfProgram {
 
     #[inline]
     fn run(&mut self, xdp: &mut XdpBuff<'_>, env: &mut SluiceEnv<'_>) -> RunOutcome {
-        let mut r = self.engine.run(xdp, env);
-        // A tail call ends the run and names the program to run next on the same context.
+        let mut r = if self.tail_targets.0.is_empty() {
+            self.engine.run(xdp, env)
+        } else {
+            self.engine.run_with_tail_calls(xdp, env, &self.tail_targets)
+        };
+        // A tail call from an entry function ends the run and names the program to run next
+        // on the same context (the helper counted it in `xdp.tail_calls`). One from a
+        // subprogram ran its target inside the run, which went on after the subprogram.
         while let Err(sluice_ebpf::RunError { kind: sluice_ebpf::RunErrorKind::TailCall { target }, .. }) = r {
-            xdp.tail_calls += 1;
-            r = match self.tail_targets.get(target as usize).and_then(Option::as_ref) {
-                Some(next) => next.run(xdp, env),
-                None => Err(sluice_ebpf::RunError::new(
-                    0,
-                    sluice_ebpf::RunErrorKind::MapMismatch(format!("tail call to program {target}, which cannot run")),
-                )),
-            };
+            r = self.tail_targets.get(target).and_then(|next| next.run_with_tail_calls(xdp, env, &self.tail_targets));
         }
         match r {
             Ok(out) => out,
@@ -364,7 +399,7 @@ impl XdpProgram for EbpfProgram {
         env: &mut SluiceEnv<'_>,
         out: &mut [RunOutcome],
     ) {
-        if !self.tail_targets.is_empty() {
+        if !self.tail_targets.0.is_empty() {
             // Tail calls chain programs per packet: one run at a time.
             return super::run_each(self, region, pkts, ctx, env, out);
         }

@@ -535,9 +535,11 @@ fn adjust_frags_tail(linear: usize, frags: &mut dyn XdpFrags, delta: i64) -> Res
 }
 
 /// `long bpf_tail_call(ctx, prog_array, index)`: when slot `index` holds a program and fewer
-/// than MAX_TAIL_CALL_CNT tail calls were made on this packet, the run ends here and that
-/// program runs next on the same context (reported as a `TailCall` "fault" the engines turn
-/// into [`RunErrorKind::TailCall`]); otherwise the program goes on after the call.
+/// than MAX_TAIL_CALL_CNT tail calls were made on this packet, the call is counted and that
+/// program runs on the same context (reported as a `TailCall` "fault": from the entry
+/// function the engines end the run with [`RunErrorKind::TailCall`], from a subprogram they
+/// run the target in place of the rest of the subprogram, see [`crate::tail_call`]);
+/// otherwise the program goes on after the call.
 pub extern "C" fn bpf_tail_call(st: &mut RunState<'_>, r1: u64, r2: u64, r3: u64, _: u64, _: u64) -> u64 {
     if !is_ctx(st, r1) {
         fault!(st, id::TAIL_CALL, HelperFault::BadCtx)
@@ -548,6 +550,7 @@ pub extern "C" fn bpf_tail_call(st: &mut RunState<'_>, r1: u64, r2: u64, r3: u64
     }
     match map.tail_call_target(r3 as u32) {
         Some(target) => {
+            st.tail_calls += 1;
             st.tail_target = target;
             fault!(st, id::TAIL_CALL, HelperFault::TailCall)
         }

@@ -11,7 +11,9 @@
 //! other memory or hang the host.
 //!
 //! Per run: no heap allocation. The stack (8 frames × 512 bytes) lives on the native stack;
-//! a frame is zeroed the first time a call reaches its depth.
+//! a frame is zeroed the first time a call reaches its depth. A program tail-called from a
+//! subprogram runs nested, with a stack of its own, each with its own instruction budget
+//! ([`crate::tail_call`]).
 
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
@@ -23,6 +25,7 @@ use crate::insn::*;
 use crate::maps::Maps;
 use crate::program::Program;
 use crate::state::{Engine, MemKind, RunConfig, RunError, RunErrorKind, RunState};
+use crate::tail_call::{run_from_subprogram, NestedTailCalls, RunInProgress, TailCallTargets};
 use crate::xdp::{RunOutcome, XdpBuff};
 
 /// Maximum number of call frames (the entry function plus 7 nested bpf-to-bpf calls).
@@ -34,6 +37,14 @@ const STACK_SIZE: usize = MAX_CALL_FRAMES * FRAME_STACK_SIZE;
 /// `imm` of BPF_STX | BPF_ATOMIC for load-acquire and store-release.
 pub const BPF_LOAD_ACQ: i32 = 0x100;
 pub const BPF_STORE_REL: i32 = 0x110;
+
+/// What a run gives back or uses besides the packet (see `Interpreter::run_inner`).
+struct RunExtras<'n> {
+    /// The full r0, written after the run.
+    r0: u64,
+    /// Tail calls from subprograms run these ([`crate::tail_call`]).
+    nested: Option<&'n NestedTailCalls<'n>>,
+}
 
 /// The interpreter engine for one program and its maps.
 #[derive(Debug, Clone)]
@@ -79,9 +90,38 @@ impl Interpreter {
         self.config = config;
     }
 
-    /// Runs the program once (same as [`Engine::run`]).
+    /// Runs the program once (same as [`Engine::run`]). A tail call from a subprogram ends
+    /// the run with an error: use [`Interpreter::run_with_tail_calls`] for programs that make
+    /// tail calls.
+    #[inline]
     pub fn run(&self, xdp: &mut XdpBuff<'_>, env: &mut dyn Env) -> Result<RunOutcome, RunError> {
         self.run_inner(xdp, env, None)
+    }
+
+    /// Runs the program once; tail calls from subprograms run the programs of `targets`
+    /// ([`crate::tail_call`]). A tail call from the entry function ends the run with
+    /// [`RunErrorKind::TailCall`], as in [`Interpreter::run`].
+    pub fn run_with_tail_calls(
+        &self,
+        xdp: &mut XdpBuff<'_>,
+        env: &mut dyn Env,
+        targets: &dyn TailCallTargets,
+    ) -> Result<RunOutcome, RunError> {
+        let nested = NestedTailCalls::new(targets);
+        self.run_inner(xdp, env, Some(&mut RunExtras { r0: 0, nested: Some(&nested) }))
+    }
+
+    /// Runs the program as the target of a tail call a subprogram made in `run`, with a
+    /// stack of its own: its r0 (see [`TailCallTargets::run_target`]).
+    pub fn run_tail_call_target(&self, run: &mut RunInProgress<'_, '_>) -> Result<u64, RunError> {
+        let st = run.state();
+        if !std::ptr::eq(st.maps, &*self.maps) {
+            return Err(RunError::new(
+                0,
+                RunErrorKind::MapMismatch("a tail call target must use the maps of the program calling it".into()),
+            ));
+        }
+        self.exec(st)
     }
 
     /// Runs the program on every packet of a burst, one at a time (see [`crate::burst`]).
@@ -99,24 +139,27 @@ impl Interpreter {
     /// Runs the program once and also returns the full 64-bit r0 (for tests and for
     /// differential testing of other engines).
     pub fn run_full(&self, xdp: &mut XdpBuff<'_>, env: &mut dyn Env) -> Result<(RunOutcome, u64), RunError> {
-        let mut r0 = 0;
-        let outcome = self.run_inner(xdp, env, Some(&mut r0))?;
-        Ok((outcome, r0))
+        let mut extras = RunExtras { r0: 0, nested: None };
+        let outcome = self.run_inner(xdp, env, Some(&mut extras))?;
+        Ok((outcome, extras.r0))
     }
 
-    /// One run; the full r0 goes to `r0_out` if given. `run` returns the outcome in the shape
-    /// it is built in (going through `run_full`'s tuple made the caller reload it in another
-    /// shape, which stalls on store forwarding). Not inlined into both callers, so that `exec`
-    /// keeps a single call site and is inlined here (with `RunState` in registers).
+    /// One run; with `extras`, the full r0 goes there and tail calls from subprograms run its
+    /// `nested` targets (one argument for both: a separate one lengthened every run's setup).
+    /// `run` returns the outcome in the shape it is built in (going through `run_full`'s tuple
+    /// made the caller reload it in another shape, which stalls on store forwarding). Not
+    /// inlined into its callers, so that `exec` is inlined here once (with `RunState` in
+    /// registers).
     #[inline(never)]
-    fn run_inner(&self, xdp: &mut XdpBuff<'_>, env: &mut dyn Env, r0_out: Option<&mut u64>) -> Result<RunOutcome, RunError> {
+    fn run_inner(&self, xdp: &mut XdpBuff<'_>, env: &mut dyn Env, extras: Option<&mut RunExtras<'_>>) -> Result<RunOutcome, RunError> {
         if xdp.frags.is_some() {
-            return self.run_with_frags(xdp, env, r0_out);
+            return self.run_with_frags(xdp, env, extras);
         }
         let mut st = RunState::new(xdp, &self.maps, env, &self.config).map_err(|k| RunError::new(0, k))?;
-        let mut stack = MaybeUninit::<[u64; STACK_SIZE / 8]>::uninit();
-        let stack_base = stack.as_mut_ptr() as *mut u8;
-        let r0 = match self.exec(&mut st, stack_base) {
+        if let Some(e) = &extras {
+            st.nested_tail_calls = e.nested;
+        }
+        let r0 = match self.exec(&mut st) {
             Ok(r0) => r0,
             Err(e) => {
                 if let RunErrorKind::TailCall { .. } = e.kind {
@@ -125,8 +168,11 @@ impl Interpreter {
                 return Err(e);
             }
         };
-        if let Some(out) = r0_out {
-            *out = r0;
+        if let Some(e) = extras {
+            e.r0 = r0;
+            if e.nested.is_some() {
+                xdp.tail_calls = st.tail_calls;
+            }
         }
         Ok(st.finish(xdp, r0))
     }
@@ -134,11 +180,18 @@ impl Interpreter {
     /// A multi-buffer packet: the helpers reach its fragments through the run's `Env`.
     #[cold]
     #[inline(never)]
-    fn run_with_frags(&self, xdp: &mut XdpBuff<'_>, env: &mut dyn Env, r0_out: Option<&mut u64>) -> Result<RunOutcome, RunError> {
-        crate::env::with_frags_of(xdp, env, |xdp, env| self.run_inner(xdp, env, r0_out))
+    fn run_with_frags(&self, xdp: &mut XdpBuff<'_>, env: &mut dyn Env, extras: Option<&mut RunExtras<'_>>) -> Result<RunOutcome, RunError> {
+        crate::env::with_frags_of(xdp, env, |xdp, env| self.run_inner(xdp, env, extras))
     }
 
-    fn exec(&self, st: &mut RunState<'_>, stack_base: *mut u8) -> Result<u64, RunError> {
+    // Inlined into `run_inner`, where the state stays in registers (out of line, the fixed
+    // cost of a run grows by ~70 instructions), and into `run_tail_call_target`, a copy that
+    // only runs programs tail-called from subprograms (`exec_atomic` is forced inline too:
+    // with two callers it was not inlined into either).
+    #[inline(always)]
+    fn exec(&self, st: &mut RunState<'_>) -> Result<u64, RunError> {
+        let mut stack = MaybeUninit::<[u64; STACK_SIZE / 8]>::uninit();
+        let stack_base = stack.as_mut_ptr() as *mut u8;
         let insns: &[Insn] = &self.program.insns;
         let budget = self.config.insn_budget;
         let mut executed: u64 = 0;
@@ -338,7 +391,17 @@ impl Interpreter {
                                     };
                                     regs[0] = f(st, regs[1], regs[2], regs[3], regs[4], regs[5]);
                                     if let Some(kind) = st.take_fault() {
-                                        return Err(err(kind));
+                                        if depth == 0 {
+                                            return Err(err(kind));
+                                        }
+                                        // A tail call from a subprogram: the target runs in
+                                        // place of the rest of it and returns to its caller.
+                                        regs[0] = tail_call_from_subprogram(st, kind).map_err(err)??;
+                                        depth -= 1;
+                                        let f = frames[depth];
+                                        regs[6..11].copy_from_slice(&f.saved);
+                                        pc = f.ret;
+                                        continue;
                                     }
                                     pc += 1;
                                 }
@@ -465,6 +528,16 @@ impl Engine for Interpreter {
     fn run(&self, xdp: &mut XdpBuff<'_>, env: &mut dyn Env) -> Result<RunOutcome, RunError> {
         Interpreter::run(self, xdp, env)
     }
+}
+
+/// After a helper called from a subprogram recorded `fault`: a successful tail call runs its
+/// target ([`crate::tail_call`]), whose r0 (or error) the subprogram returns; any other fault
+/// ends the run (the outer error, at the helper call).
+#[cold]
+#[inline(never)]
+fn tail_call_from_subprogram(st: &mut RunState<'_>, fault: RunErrorKind) -> Result<Result<u64, RunError>, RunErrorKind> {
+    let RunErrorKind::TailCall { target } = fault else { return Err(fault) };
+    run_from_subprogram(st, target).ok_or(RunErrorKind::NoTailCallTargets { target })
 }
 
 #[inline]
@@ -651,6 +724,8 @@ fn rmw_result(op: i32, old: u64, v: u64, expected: u64) -> u64 {
 /// BPF_STX | BPF_ATOMIC: add/and/or/xor (optionally fetching), xchg, cmpxchg on 32/64-bit
 /// aligned stack or map memory, plus load-acquire / store-release (any size). With
 /// `single_writer` ([`RunConfig::single_writer`]) read-modify-writes are a load and a store.
+// Inlined into both copies of `exec` (see there).
+#[inline(always)]
 fn exec_atomic(st: &RunState<'_>, insn: Insn, size: usize, regs: &mut [u64; 11], single_writer: bool) -> Result<(), RunErrorKind> {
     let dst = insn.dst as usize;
     let src = insn.src as usize;

@@ -44,7 +44,11 @@
 //! * Helpers are the interpreter's `extern "C"` functions ([`helper_fn`]), called with the
 //!   `RunState` pointer first; after each call the code checks `state.fault` and, if a helper
 //!   refused its arguments, stores the instruction slot in `state.fault_pc` and unwinds
-//!   through all frames (every bpf-to-bpf call site checks `state.fault` too).
+//!   through all frames (every bpf-to-bpf call site checks `state.fault` too). A successful
+//!   `bpf_tail_call` reports one: from the entry function the run ends
+//!   ([`RunErrorKind::TailCall`]); from a subprogram the code calls back into the runtime,
+//!   which runs the target nested ([`crate::tail_call`]), and the subprogram returns the
+//!   target's r0 to its caller.
 //! * `bpf_map_lookup_elem` on an ARRAY or PERCPU_ARRAY map is inlined when r1 is known to be
 //!   that map (an `lddw` pseudo map fd earlier in the same basic block, possibly through
 //!   register copies), like the kernel's `array_map_gen_lookup`: the 4-byte key is compared
@@ -98,9 +102,34 @@ use crate::insn::*;
 use crate::interp::{BPF_LOAD_ACQ, BPF_STORE_REL, FRAME_STACK_SIZE, MAX_CALL_FRAMES};
 use crate::maps::Maps;
 use crate::program::{map_type, Program};
-use crate::state::{xdp_context, Engine, RunConfig, RunError, RunErrorKind, RunHead, RunState, OFF_CPU, OFF_CTX, OFF_FAULT, OFF_FAULT_PC};
+use crate::state::{
+    xdp_context, Engine, HelperFault, RunConfig, RunError, RunErrorKind, RunHead, RunState, OFF_CPU, OFF_CTX, OFF_FAULT, OFF_FAULT_PC,
+};
+use crate::tail_call::{run_from_subprogram, NestedTailCalls, RunInProgress, TailCallTargets};
 use crate::verifier::{verify_with_frozen, SubprogInfo, VerifiedProgram, VerifyError, VerifyOptions};
 use crate::xdp::{RunOutcome, XdpBuff, XdpMd};
+
+/// Called by the code of a subprogram after its `bpf_tail_call` recorded a fault: a
+/// successful tail call runs its target ([`crate::tail_call`]), whose r0 the subprogram
+/// returns; any other fault, or the target's failure, stays recorded for the code to unwind.
+extern "C" fn tail_call_from_subprogram(st: &mut RunState<'_>) -> u64 {
+    if st.fault != HelperFault::TailCall as u32 {
+        return 0;
+    }
+    st.fault = 0;
+    let target = st.tail_target;
+    match run_from_subprogram(st, target) {
+        Some(Ok(r0)) => r0,
+        Some(Err(e)) => {
+            st.fail_with_target_error(e);
+            0
+        }
+        None => {
+            st.set_fault(helper_id::TAIL_CALL, HelperFault::NoTailCallTargets);
+            0
+        }
+    }
+}
 
 /// Why a program could not be compiled (the caller falls back to the interpreter).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -315,10 +344,75 @@ impl JitProgram {
         self.stack_bytes
     }
 
-    /// Runs the program once (same as [`Engine::run`]).
+    /// Runs the program once (same as [`Engine::run`]). A tail call from a subprogram ends
+    /// the run with an error: use [`JitProgram::run_with_tail_calls`] for programs that make
+    /// tail calls.
     #[inline]
     pub fn run(&self, xdp: &mut XdpBuff<'_>, env: &mut dyn Env) -> Result<RunOutcome, RunError> {
         (self.runner)(self, xdp, env, None)
+    }
+
+    /// Runs the program once; tail calls from subprograms run the programs of `targets`
+    /// ([`crate::tail_call`]). A tail call from the entry function ends the run with
+    /// [`RunErrorKind::TailCall`], as in [`JitProgram::run`].
+    pub fn run_with_tail_calls(
+        &self,
+        xdp: &mut XdpBuff<'_>,
+        env: &mut dyn Env,
+        targets: &dyn TailCallTargets,
+    ) -> Result<RunOutcome, RunError> {
+        if !self.calls_helpers {
+            // No helper, no tail call.
+            return self.run(xdp, env);
+        }
+        let nested = NestedTailCalls::new(targets);
+        match self.stack_bytes {
+            0..=512 => self.exec_full_with::<{ 512 / 8 }>(xdp, env, None, Some(&nested)),
+            513..=1024 => self.exec_full_with::<{ 1024 / 8 }>(xdp, env, None, Some(&nested)),
+            1025..=2048 => self.exec_full_with::<{ 2048 / 8 }>(xdp, env, None, Some(&nested)),
+            _ => self.exec_full_with::<{ STACK_SIZE / 8 }>(xdp, env, None, Some(&nested)),
+        }
+    }
+
+    /// Runs the program as the target of a tail call a subprogram made in `run`, with a
+    /// stack of its own: its r0 (see [`TailCallTargets::run_target`]).
+    pub fn run_tail_call_target(&self, run: &mut RunInProgress<'_, '_>) -> Result<u64, RunError> {
+        let st = run.state();
+        if !std::ptr::eq(st.maps, &*self.maps) {
+            return Err(RunError::new(
+                0,
+                RunErrorKind::MapMismatch("a tail call target must use the maps of the program calling it".into()),
+            ));
+        }
+        match self.stack_bytes {
+            0..=512 => self.exec_target::<{ 512 / 8 }>(st),
+            513..=1024 => self.exec_target::<{ 1024 / 8 }>(st),
+            1025..=2048 => self.exec_target::<{ 2048 / 8 }>(st),
+            _ => self.exec_target::<{ STACK_SIZE / 8 }>(st),
+        }
+    }
+
+    /// [`JitProgram::run_tail_call_target`] with a stack of `W` words.
+    fn exec_target<const W: usize>(&self, st: &mut RunState<'_>) -> Result<u64, RunError> {
+        let mut stack = MaybeUninit::<[u64; W]>::uninit();
+        let top = (stack.as_mut_ptr() as *mut u8).wrapping_add(W * 8);
+        let lo = top.wrapping_sub(self.stack_bytes);
+        if self.zero_stack {
+            // SAFETY: stack_bytes <= W * 8 (the caller picks W), so [lo, top) is inside `stack`.
+            unsafe { std::ptr::write_bytes(lo, 0, self.stack_bytes) };
+        }
+        st.set_stack(lo, self.stack_bytes);
+        let state: *mut RunState<'_> = st;
+        // SAFETY: as in `exec_full`: finalized code for this verified program, alive with
+        // `self`, touching only `st` (the state of a run in progress, which `RunInProgress`
+        // guarantees: its context and packet are the run's, its maps this program's, checked
+        // by the caller), the `stack_bytes` below `top` and map values. A program that calls
+        // no helper reads only the `RunHead` prefix of the state.
+        let r0 = unsafe { (self.entry)(state.cast(), top as u64) };
+        match st.take_error() {
+            Some(e) => Err(e),
+            None => Ok(r0),
+        }
     }
 
     /// Runs the program once and also returns the full 64-bit r0 (differential testing).
@@ -461,12 +555,25 @@ impl JitProgram {
         env: &mut dyn Env,
         r0_out: Option<&mut u64>,
     ) -> Result<RunOutcome, RunError> {
+        self.exec_full_with::<W>(xdp, env, r0_out, None)
+    }
+
+    /// [`JitProgram::exec_full`], running tail calls from subprograms with `nested`.
+    #[inline(always)]
+    fn exec_full_with<const W: usize>(
+        &self,
+        xdp: &mut XdpBuff<'_>,
+        env: &mut dyn Env,
+        r0_out: Option<&mut u64>,
+        nested: Option<&NestedTailCalls<'_>>,
+    ) -> Result<RunOutcome, RunError> {
         if xdp.frags.is_some() {
             // A multi-buffer packet: the helpers reach its fragments through the run's `Env`.
-            return crate::env::with_frags_of(xdp, env, |xdp, env| self.exec_full::<W>(xdp, env, r0_out));
+            return crate::env::with_frags_of(xdp, env, |xdp, env| self.exec_full_with::<W>(xdp, env, r0_out, nested));
         }
         let cpu = self.cpu(env)?;
         let mut st = RunState::with_cpu(xdp, &self.maps, env, &self.config, cpu).map_err(|k| RunError::new(0, k))?;
+        st.nested_tail_calls = nested;
         let mut stack = MaybeUninit::<[u64; W]>::uninit();
         let top = (stack.as_mut_ptr() as *mut u8).wrapping_add(W * 8);
         let lo = top.wrapping_sub(self.stack_bytes);
@@ -482,14 +589,17 @@ impl JitProgram {
         // `stack_bytes` below `top` (inside `stack`), the packet and context described by
         // `st` and map values, and calls helpers with `st` exactly as the interpreter does.
         let r0 = unsafe { (self.entry)(state.cast(), top as u64) };
-        if let Some(kind) = st.take_fault() {
-            if let RunErrorKind::TailCall { .. } = kind {
+        if let Some(e) = st.take_error() {
+            if let RunErrorKind::TailCall { .. } = e.kind {
                 st.finish_for_tail_call(xdp);
             }
-            return Err(RunError::new(st.fault_pc as usize, kind));
+            return Err(e);
         }
         if let Some(out) = r0_out {
             *out = r0;
+        }
+        if nested.is_some() {
+            xdp.tail_calls = st.tail_calls;
         }
         Ok(st.finish(xdp, r0))
     }
@@ -1436,8 +1546,51 @@ impl Translator<'_, '_> {
         let call = self.b.ins().call_indirect(sig, addr, &args);
         let r0 = self.b.inst_results(call)[0];
         self.set(0, r0);
-        self.check_fault(pc, true);
+        if id == helper_id::TAIL_CALL as i32 && self.lo != 0 {
+            self.check_subprogram_tail_call(pc);
+        } else {
+            self.check_fault(pc, true);
+        }
         Ok(())
+    }
+
+    /// After `bpf_tail_call` in a subprogram: on a fault (a successful tail call reports one),
+    /// [`tail_call_from_subprogram`] runs the target; this function then returns its r0 to
+    /// the caller, or unwinds like [`Translator::check_fault`] if a fault is left.
+    fn check_subprogram_tail_call(&mut self, pc: usize) {
+        let st = self.b.use_var(self.state);
+        let fault = self.b.ins().load(types::I32, flags(), st, OFF_FAULT as i32);
+        let called = self.b.create_block();
+        let unwind = self.b.create_block();
+        let returned = self.b.create_block();
+        let cont = self.b.create_block();
+        for blk in [called, unwind, returned] {
+            self.b.set_cold_block(blk);
+        }
+        self.b.ins().brif(fault, called, &[], cont, &[]);
+
+        self.b.switch_to_block(called);
+        let mut sig = Signature::new(self.call_conv);
+        sig.params.push(AbiParam::new(types::I64));
+        sig.returns.push(AbiParam::new(types::I64));
+        let sig = self.b.import_signature(sig);
+        let f: extern "C" fn(&mut RunState<'_>) -> u64 = tail_call_from_subprogram;
+        let addr = self.iconst(types::I64, f as usize as i64);
+        let call = self.b.ins().call_indirect(sig, addr, &[st]);
+        let r0 = self.b.inst_results(call)[0];
+        let fault = self.b.ins().load(types::I32, flags(), st, OFF_FAULT as i32);
+        self.b.ins().brif(fault, unwind, &[], returned, &[]);
+
+        self.b.switch_to_block(unwind);
+        let pcv = self.iconst(types::I32, pc as i64);
+        self.b.ins().store(flags(), pcv, st, OFF_FAULT_PC as i32);
+        let zero = self.iconst(types::I64, 0);
+        self.b.ins().return_(&[zero]);
+
+        self.b.switch_to_block(returned);
+        self.b.ins().return_(&[r0]);
+
+        self.b.switch_to_block(cont);
     }
 
     /// `r0 = bpf_map_lookup_elem(map, r2)` for an array `map` (see [`ArrayLookup`]), as

@@ -18,6 +18,7 @@ mod map_init;
 pub mod maps;
 pub mod program;
 pub mod state;
+pub mod tail_call;
 pub mod verifier;
 pub mod xdp;
 
@@ -28,4 +29,5 @@ pub use loader::{load_and_verify, LoadError, LoadOptions, Object, ProgramVerdict
 pub use maps::{Map, MapDump, MapDumpEntry, MapError, Maps};
 pub use program::{section_kind, MapDef, Program, SectionKind};
 pub use state::{Engine, RunConfig, RunError, RunErrorKind, RunState};
+pub use tail_call::{RunInProgress, TailCallTargets};
 pub use xdp::{LowMem, PageFrags, RedirectTarget, RunOutcome, XdpBuff, XdpFrags, XdpMd};

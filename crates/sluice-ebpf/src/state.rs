@@ -28,6 +28,7 @@ use std::mem::offset_of;
 
 use crate::env::Env;
 use crate::maps::{Maps, MemRegion};
+use crate::tail_call::NestedTailCalls;
 use crate::xdp::{RedirectTarget, RunOutcome, XdpBuff, XdpMd, XDP_MD_SIZE, XDP_META_MAX, XDP_TAILROOM_DEFAULT};
 
 /// Default instruction budget of one run of the interpreter.
@@ -71,8 +72,15 @@ pub enum HelperFault {
     /// An argument that must be the context pointer is not.
     BadCtx = 3,
     /// Not a fault: `bpf_tail_call` succeeded; the run ends here and the target program
-    /// (`RunState::tail_target`) runs on the same context.
+    /// (`RunState::tail_target`) runs on the same context (from a subprogram: the engine runs
+    /// it nested, see [`crate::tail_call`]).
     TailCall = 4,
+    /// The program a subprogram tail-called failed: its error ends the run
+    /// ([`RunState::take_error`]).
+    TailCallTargetFailed = 5,
+    /// Not a helper's refusal: a tail call from a subprogram succeeded in a run given no
+    /// tail-call targets ([`RunErrorKind::NoTailCallTargets`]).
+    NoTailCallTargets = 6,
 }
 
 impl HelperFault {
@@ -82,6 +90,8 @@ impl HelperFault {
             2 => Some(HelperFault::BadPointer),
             3 => Some(HelperFault::BadCtx),
             4 => Some(HelperFault::TailCall),
+            5 => Some(HelperFault::TailCallTargetFailed),
+            6 => Some(HelperFault::NoTailCallTargets),
             _ => None,
         }
     }
@@ -108,10 +118,15 @@ pub enum RunErrorKind {
     BudgetExceeded { budget: u64 },
     #[error("unknown helper {id}")]
     UnknownHelper { id: i32 },
-    /// The program tail-called program `target` (an index into its object's programs): not
-    /// an error, the caller runs the target next (see `XdpBuff::tail_calls`).
+    /// The program's entry function tail-called program `target` (an index into its
+    /// object's programs): not an error, the caller runs the target next (see
+    /// `XdpBuff::tail_calls`).
     #[error("tail call to program {target}")]
     TailCall { target: u32 },
+    /// A subprogram tail-called program `target` in a run that was given no programs to run
+    /// (see `Interpreter::run_with_tail_calls`).
+    #[error("tail call to program {target} from a subprogram, in a run given no tail-call targets")]
+    NoTailCallTargets { target: u32 },
     #[error("helper {helper} refused its arguments: {fault:?}")]
     HelperFault { helper: u32, fault: HelperFault },
     #[error("lddw refers to map {index}, which does not exist")]
@@ -193,10 +208,14 @@ pub struct RunState<'a> {
     pub maps: &'a Maps,
     pub regions: &'a [MemRegion],
     pub env: &'a mut dyn Env,
-    /// Tail calls made before this run on the same packet (`XdpBuff::tail_calls`).
+    /// Tail calls made on this packet so far, this run's included (`XdpBuff::tail_calls`
+    /// before the run, written back after it).
     pub tail_calls: u32,
     /// The program `bpf_tail_call` chose (valid with a `TailCall` fault).
     pub tail_target: u32,
+    /// What tail calls from subprograms need ([`crate::tail_call`]); `None` in a run given
+    /// no tail-call targets.
+    pub(crate) nested_tail_calls: Option<&'a NestedTailCalls<'a>>,
 }
 
 pub const OFF_CTX: usize = offset_of!(RunState<'static>, ctx);
@@ -347,6 +366,7 @@ impl<'a> RunState<'a> {
             env,
             tail_calls: xdp.tail_calls,
             tail_target: 0,
+            nested_tail_calls: None,
         })
     }
 
@@ -406,10 +426,31 @@ impl<'a> RunState<'a> {
         let fault = HelperFault::from_u32(self.fault).unwrap_or(HelperFault::BadPointer);
         let helper = self.fault_helper;
         self.fault = 0;
-        if fault == HelperFault::TailCall {
-            return Some(RunErrorKind::TailCall { target: self.tail_target });
+        match fault {
+            HelperFault::TailCall => return Some(RunErrorKind::TailCall { target: self.tail_target }),
+            HelperFault::NoTailCallTargets => return Some(RunErrorKind::NoTailCallTargets { target: self.tail_target }),
+            _ => {}
         }
         Some(RunErrorKind::HelperFault { helper, fault })
+    }
+
+    /// The helper fault recorded, if any, as the error ending the run at slot `fault_pc` (for
+    /// the JIT, whose code stores the slot there); the failure of a program a subprogram
+    /// tail-called is that program's own error.
+    pub fn take_error(&mut self) -> Option<RunError> {
+        let kind = self.take_fault()?;
+        let pc = self.fault_pc as usize;
+        Some(self.nested_tail_calls.and_then(NestedTailCalls::take_failure).unwrap_or_else(|| RunError::new(pc, kind)))
+    }
+
+    /// Ends the run with `e`, the error of a program a subprogram tail-called (for the JIT's
+    /// code, which unwinds on a fault).
+    pub(crate) fn fail_with_target_error(&mut self, e: RunError) {
+        if let Some(n) = self.nested_tail_calls {
+            n.fail(e);
+        }
+        self.fault = HelperFault::TailCallTargetFailed as u32;
+        self.fault_helper = crate::helpers::id::TAIL_CALL;
     }
 
     /// Finds the memory `[addr, addr + len)` lies in and returns a pointer to it (with the
@@ -458,13 +499,16 @@ impl<'a> RunState<'a> {
     }
 
     /// The run ended in a successful `bpf_tail_call`: the target runs next on the context as
-    /// this program left it, with the redirect it chose.
+    /// this program left it, with the redirect it chose, after the tail calls counted so far.
     pub fn finish_for_tail_call(&self, xdp: &mut XdpBuff<'_>) {
         self.finish(xdp, 0);
         xdp.redirect = self.redirect();
+        xdp.tail_calls = self.tail_calls;
     }
 
-    /// Writes the new buffer offsets into `xdp` and builds the outcome from r0.
+    /// Writes the new buffer offsets into `xdp` and builds the outcome from r0. (The tail-call
+    /// count only changes in a run that made tail calls from subprograms, given targets to run:
+    /// the engines write it back after such a run.)
     pub fn finish(&self, xdp: &mut XdpBuff<'_>, r0: u64) -> RunOutcome {
         let base = self.frame_base();
         xdp.data = (self.ctx.data as usize).wrapping_sub(base);

@@ -78,8 +78,9 @@ pub struct XdpBuff<'a> {
     pub egress_ifindex: u32,
     /// The fragments after `data_end` of a multi-buffer packet (None: one buffer).
     pub frags: Option<&'a mut dyn XdpFrags>,
-    /// Tail calls made so far on this packet: `bpf_tail_call` falls through after
-    /// [`MAX_TAIL_CALL_CNT`], as the kernel's.
+    /// Tail calls made so far on this packet (counted by `bpf_tail_call`, which falls
+    /// through after [`MAX_TAIL_CALL_CNT`], as the kernel's, whether the calls were made
+    /// from entry functions or from subprograms).
     pub tail_calls: u32,
     /// The redirect an earlier program of this packet's tail-call chain chose: the next one
     /// starts with it, as the kernel's per-CPU redirect info outlives a tail call (a program
