@@ -77,7 +77,7 @@ cc() { # cc OUT.o SRC.c [extra flags...]
 for p in xdp_drop_count xdp_macswap_tx xdp_proto_count xdp_ipip_encap \
 	xdp_lru_ratelimit xdp_devmap_redirect xdp_ctx_probe xdp_legacy_globals \
 	xdp_mixed_types xdp_legacy_sections xdp_unknown_action xdp_vlan_push_stale xdp_events \
-	xdp_frags_parse xdp_cpumap_redirect xdp_tail_call xdp_ringbuf_reserve xdp_map_in_map xdp_big_arrays \
+	xdp_frags_parse xdp_cpumap_redirect xdp_tail_call xdp_tail_call_subprog xdp_ringbuf_reserve xdp_map_in_map xdp_big_arrays \
 	xdp_rodata_config; do
 	cc "$OUT/obj/$p.o" "$p.c"
 done

@@ -30,6 +30,8 @@ for obj in "$HERE"/obj/*.o; do
 	xdp_tail_call) env=(ORACLE_PROG=xdp_tail_entry ORACLE_PROG_ARRAY=0=xdp_tail_v4,1=xdp_tail_v6,2=xdp_tail_loop) ;;
 	# The same with the slots filled in the object (libbpf's static `.values` initialisation).
 	xdp_tail_call_static) env=(ORACLE_PROG=xdp_tail_entry) ;;
+	# Tail calls from a subprogram, which return to the subprogram's caller.
+	xdp_tail_call_subprog) env=(ORACLE_PROG=xdp_sub_entry ORACLE_PROG_ARRAY=0=xdp_sub_v4,1=xdp_sub_v6,2=xdp_sub_nest) ;;
 	# Map-in-map: inner maps inserted from user space, as sluice gets them with --map.
 	xdp_map_in_map) env=(ORACLE_MAP_IN_MAP=by_class:2=class_arp,flows_by_cpu:1=flows_cpu1,by_l4:6=l4_tcp) ;;
 	*) env=() ;;

@@ -36,6 +36,7 @@ for obj in bpf/obj/*.o; do
     [ "$name" = xdp_cpumap_redirect ] && extra=(--map cpus:00000000=c0000000)
     [ "$name" = xdp_tail_call ] && extra=(--section xdp_tail_entry --map jmp:00000000=xdp_tail_v4 --map jmp:01000000=xdp_tail_v6 --map jmp:02000000=xdp_tail_loop)
     [ "$name" = xdp_tail_call_static ] && extra=(--section xdp_tail_entry)
+    [ "$name" = xdp_tail_call_subprog ] && extra=(--section xdp_sub_entry --map jmp:00000000=xdp_sub_v4 --map jmp:01000000=xdp_sub_v6 --map jmp:02000000=xdp_sub_nest)
     [ "$name" = xdp_map_in_map ] && extra=(--map by_class:02000000=class_arp --map flows_by_cpu:01000000=flows_cpu1 --map by_l4:06000000=l4_tcp)
     # Legacy section names: picked by section, as iproute2's `sec NAME` (the oracle runs the same program).
     [ "$name" = xdp_legacy_sections ] && extra=(--section xdp_icmp_echo)
