@@ -121,7 +121,7 @@ extern "C" fn tail_call_from_subprogram(st: &mut RunState<'_>) -> u64 {
     match run_from_subprogram(st, target) {
         Some(Ok(r0)) => r0,
         Some(Err(e)) => {
-            st.fail_with_target_error(e);
+            crate::tail_call::fail_with_target_error(st, e);
             0
         }
         None => {

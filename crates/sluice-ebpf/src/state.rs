@@ -28,8 +28,8 @@ use std::mem::offset_of;
 
 use crate::env::Env;
 use crate::maps::{Maps, MemRegion};
-use crate::tail_call::NestedTailCalls;
 use crate::xdp::{RedirectTarget, RunOutcome, XdpBuff, XdpMd, XDP_MD_SIZE, XDP_META_MAX, XDP_TAILROOM_DEFAULT};
+use std::cell::Cell;
 
 /// Default instruction budget of one run of the interpreter.
 pub const DEFAULT_INSN_BUDGET: u64 = 1_000_000;
@@ -443,16 +443,6 @@ impl<'a> RunState<'a> {
         Some(self.nested_tail_calls.and_then(NestedTailCalls::take_failure).unwrap_or_else(|| RunError::new(pc, kind)))
     }
 
-    /// Ends the run with `e`, the error of a program a subprogram tail-called (for the JIT's
-    /// code, which unwinds on a fault).
-    pub(crate) fn fail_with_target_error(&mut self, e: RunError) {
-        if let Some(n) = self.nested_tail_calls {
-            n.fail(e);
-        }
-        self.fault = HelperFault::TailCallTargetFailed as u32;
-        self.fault_helper = crate::helpers::id::TAIL_CALL;
-    }
-
     /// Finds the memory `[addr, addr + len)` lies in and returns a pointer to it (with the
     /// right provenance). `write` requires writable memory (never the context). Checks, in
     /// order: stack, packet `[data_meta, data_end)` as it currently is, context (loads only;
@@ -528,5 +518,51 @@ mod tests {
         assert_eq!((OFF_CTX, OFF_FAULT, OFF_FAULT_HELPER), (0, 24, 28));
         assert_eq!((OFF_REDIRECT_KIND, OFF_REDIRECT_TARGET, OFF_CPU, OFF_FAULT_PC), (32, 36, 40, 44));
         assert_eq!(std::mem::size_of::<XdpMd>(), XDP_MD_SIZE);
+    }
+}
+
+// ---- tail calls from subprograms (run by crate::tail_call) ----
+
+/// The programs a run's tail calls can reach, by the index a PROG_ARRAY slot holds.
+pub trait TailCallTargets {
+    /// Runs program `index` as the target of a tail call a subprogram made in `run`
+    /// ([`crate::Interpreter::run_tail_call_target`],
+    /// [`crate::jit::JitProgram::run_tail_call_target`]): its r0, or the error that ends the
+    /// run. A tail call it makes from its entry function ends it with
+    /// [`RunErrorKind::TailCall`], which the caller follows.
+    fn run_target(&self, index: u32, run: &mut RunInProgress<'_, '_>) -> Result<u64, RunError>;
+}
+
+/// What a run needs for tail calls from subprograms: the programs, and the error of one
+/// that failed, on its way out of the code that called it (the JIT's code unwinds on a
+/// fault flag only).
+pub(crate) struct NestedTailCalls<'t> {
+    pub(crate) targets: &'t dyn TailCallTargets,
+    failure: Cell<Option<RunError>>,
+}
+
+impl<'t> NestedTailCalls<'t> {
+    pub(crate) fn new(targets: &'t dyn TailCallTargets) -> NestedTailCalls<'t> {
+        NestedTailCalls { targets, failure: Cell::new(None) }
+    }
+
+    pub(crate) fn fail(&self, e: RunError) {
+        self.failure.set(Some(e));
+    }
+
+    pub(crate) fn take_failure(&self) -> Option<RunError> {
+        self.failure.take()
+    }
+}
+
+/// A run in progress, handed to the target of a tail call made in it. Only the engines make
+/// one, from the state of a run they are executing: compiled code may trust what it holds.
+pub struct RunInProgress<'r, 'a> {
+    pub(crate) st: &'r mut RunState<'a>,
+}
+
+impl<'a> RunInProgress<'_, 'a> {
+    pub(crate) fn state(&mut self) -> &mut RunState<'a> {
+        self.st
     }
 }

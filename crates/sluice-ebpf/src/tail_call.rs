@@ -20,52 +20,19 @@
 //! runs stack up on the native stack, a few KiB each (the bpf stack of the target plus the
 //! engine's frames), at most 33 deep: the count bounds them.
 
-use std::cell::Cell;
+use crate::state::{HelperFault, RunError, RunErrorKind, RunState};
+// Defined with RunState, which holds them, so state.rs need not import this module.
+pub(crate) use crate::state::NestedTailCalls;
+pub use crate::state::{RunInProgress, TailCallTargets};
 
-use crate::state::{RunError, RunErrorKind, RunState};
-
-/// The programs a run's tail calls can reach, by the index a PROG_ARRAY slot holds.
-pub trait TailCallTargets {
-    /// Runs program `index` as the target of a tail call a subprogram made in `run`
-    /// ([`crate::Interpreter::run_tail_call_target`],
-    /// [`crate::jit::JitProgram::run_tail_call_target`]): its r0, or the error that ends the
-    /// run. A tail call it makes from its entry function ends it with
-    /// [`RunErrorKind::TailCall`], which the caller follows.
-    fn run_target(&self, index: u32, run: &mut RunInProgress<'_, '_>) -> Result<u64, RunError>;
-}
-
-/// What a run needs for tail calls from subprograms: the programs, and the error of one
-/// that failed, on its way out of the code that called it (the JIT's code unwinds on a
-/// fault flag only).
-pub(crate) struct NestedTailCalls<'t> {
-    targets: &'t dyn TailCallTargets,
-    failure: Cell<Option<RunError>>,
-}
-
-impl<'t> NestedTailCalls<'t> {
-    pub(crate) fn new(targets: &'t dyn TailCallTargets) -> NestedTailCalls<'t> {
-        NestedTailCalls { targets, failure: Cell::new(None) }
+/// Ends the run with `e`, the error of a program a subprogram tail-called (for the JIT's
+/// code, which unwinds on a fault).
+pub(crate) fn fail_with_target_error(st: &mut RunState<'_>, e: RunError) {
+    if let Some(n) = st.nested_tail_calls {
+        n.fail(e);
     }
-
-    pub(crate) fn fail(&self, e: RunError) {
-        self.failure.set(Some(e));
-    }
-
-    pub(crate) fn take_failure(&self) -> Option<RunError> {
-        self.failure.take()
-    }
-}
-
-/// A run in progress, handed to the target of a tail call made in it. Only the engines make
-/// one, from the state of a run they are executing: compiled code may trust what it holds.
-pub struct RunInProgress<'r, 'a> {
-    st: &'r mut RunState<'a>,
-}
-
-impl<'a> RunInProgress<'_, 'a> {
-    pub(crate) fn state(&mut self) -> &mut RunState<'a> {
-        self.st
-    }
+    st.fault = HelperFault::TailCallTargetFailed as u32;
+    st.fault_helper = crate::helpers::id::TAIL_CALL;
 }
 
 /// Runs program `target`, which a subprogram of the run `st` belongs to tail-called (the
