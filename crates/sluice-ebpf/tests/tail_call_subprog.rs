@@ -121,6 +121,35 @@ sub:
     r0 = 1
     exit";
 
+/// After `sub`'s tail call returns, the caller hands its own stack to a helper that checks
+/// stack bounds (bpf_xdp_load_bytes, never inlined): 4 zero packet bytes overwrite 0x5555,
+/// so it returns 100 only if the helper took the caller's stack; 3 if it refused it.
+const ENTRY_STACK_HELPER_AFTER: &str = "
+    r6 = r1
+    r1 = 0x5555
+    *(u64 *)(r10 - 8) = r1
+    r1 = r6
+    call @sub
+    r1 = r6
+    r2 = 0
+    r3 = r10
+    r3 += -8
+    r4 = 4
+    call 189
+    if r0 != 0 goto bad
+    r0 = *(u32 *)(r10 - 8)
+    r0 += 100
+    exit
+bad:
+    r0 = 3
+    exit
+sub:
+    r2 = map[0] ll
+    r3 = 0
+    call 12
+    r0 = 1
+    exit";
+
 /// Picks ifindex 7 with bpf_redirect and returns 0.
 const REDIRECT_7: &str = "
     r1 = 7
@@ -338,5 +367,19 @@ fn without_targets_a_tail_call_from_a_subprogram_is_an_error() {
         };
         let e = r.unwrap_err();
         assert_eq!((e.pc, e.kind), (14, RunErrorKind::NoTailCallTargets { target: 1 }), "{k:?}");
+    }
+}
+
+/// The stack bounds the helpers check are the caller's again once a nested target returned
+/// (the target ran with a stack of its own): a helper given the caller's stack takes it.
+#[test]
+fn after_a_nested_target_the_helpers_see_the_callers_stack() {
+    for k in BOTH {
+        for target in BOTH {
+            let o = Object::new(&[(ENTRY_STACK_HELPER_AFTER, k), (SEVEN, target)], &[(0, 1)]);
+            let (r, _, _, tail_calls) = o.run(0);
+            assert_eq!(verdict(r), 100, "{k:?} calling {target:?}");
+            assert_eq!(tail_calls, 1);
+        }
     }
 }
