@@ -252,16 +252,13 @@ pub struct PcapOut {
     name: String,
     path: String,
     /// None once finished (flushed and closed).
-    file: Option<File>,
+    file: Option<OutputFile>,
     /// One tx burst's records, written with one write call; `ends[i]` is where record i ends.
     scratch: Vec<u8>,
     ends: Vec<usize>,
     stats: PortStats,
     /// The first write error, reported by `finish`.
     error: Option<std::io::Error>,
-    /// The file was emptied and has its header ([`start_output`]).
-    started: bool,
-    guard: OutputGuard,
     ts: u64,
     /// Segments GRO packets "in hardware" (TSO): they are written whole, as tcpdump on a
     /// receiving veth shows them.
@@ -285,51 +282,52 @@ pub(crate) fn push_record<'a>(out: &mut Vec<u8>, ts_us: u64, segments: impl Iter
     }
 }
 
-/// Opens (or creates) a capture output without touching what it holds: the file is
-/// emptied and given its header only when the run writes to it ([`start_output`]), so a
-/// configuration refused after the ports were opened leaves an existing file as it was.
-/// Also says whether the file was created here (see [`OutputGuard`]).
-pub(crate) fn open_output(path: &Path) -> Result<(File, OutputGuard), PcapError> {
-    let created = !path.exists();
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(|source| PcapError::Io { path: path.display().to_string(), source })?;
-    Ok((file, OutputGuard { path: created.then(|| path.to_path_buf()) }))
+/// A capture output: opened (or created) without touching what it holds, and emptied and
+/// given its header only when the run first writes to it or ends ([`OutputFile::start`]),
+/// so a configuration refused after the ports were opened leaves an existing file as it
+/// was, and a file created for it is removed again.
+pub(crate) struct OutputFile {
+    pub(crate) file: File,
+    started: bool,
+    /// The path of a file this run created, removed if the output never starts.
+    created: Option<std::path::PathBuf>,
 }
 
-/// Removes an output file this run created but never started (the configuration was
-/// refused after the ports were opened): no empty, header-less file is left behind.
-pub(crate) struct OutputGuard {
-    path: Option<std::path::PathBuf>,
-}
-
-impl OutputGuard {
-    /// The file was started: it stays.
-    pub(crate) fn keep(&mut self) {
-        self.path = None;
+impl OutputFile {
+    pub(crate) fn open(path: &Path) -> Result<OutputFile, PcapError> {
+        let created = !path.exists();
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|source| PcapError::Io { path: path.display().to_string(), source })?;
+        Ok(OutputFile { file, started: false, created: created.then(|| path.to_path_buf()) })
     }
-}
 
-impl Drop for OutputGuard {
-    fn drop(&mut self) {
-        if let Some(p) = self.path.take() {
-            let _ = std::fs::remove_file(p);
+    /// Empties the file and writes the pcap header, once: later calls do nothing.
+    pub(crate) fn start(&mut self) -> std::io::Result<()> {
+        if self.started {
+            return Ok(());
+        }
+        self.started = true;
+        self.created = None;
+        self.file.set_len(0)?;
+        self.file.seek(std::io::SeekFrom::Start(0))?;
+        let mut header = Vec::with_capacity(24);
+        pcap_header().write_to(&mut header).map_err(|e| std::io::Error::other(e.to_string()))?;
+        match write_counted(&mut self.file, &header) {
+            (_, Some(e)) => Err(e),
+            _ => Ok(()),
         }
     }
 }
 
-/// Empties an output opened by [`open_output`] and writes the pcap header.
-pub(crate) fn start_output(file: &mut File) -> std::io::Result<()> {
-    file.set_len(0)?;
-    file.seek(std::io::SeekFrom::Start(0))?;
-    let mut header = Vec::with_capacity(24);
-    pcap_header().write_to(&mut header).map_err(|e| std::io::Error::other(e.to_string()))?;
-    match write_counted(file, &header) {
-        (_, Some(e)) => Err(e),
-        _ => Ok(()),
+impl Drop for OutputFile {
+    fn drop(&mut self) {
+        if let Some(p) = self.created.take() {
+            let _ = std::fs::remove_file(p);
+        }
     }
 }
 
@@ -351,13 +349,10 @@ impl PcapOut {
     /// Opens `path` for writing; it is emptied and written from the first transmit (or at
     /// `finish` for a run that sent nothing), not here.
     pub fn create(name: &str, path: &Path) -> Result<PcapOut, PcapError> {
-        let (file, guard) = open_output(path)?;
         Ok(PcapOut {
             name: name.to_string(),
             path: path.display().to_string(),
-            file: Some(file),
-            started: false,
-            guard,
+            file: Some(OutputFile::open(path)?),
             scratch: Vec::with_capacity(64 * 1024),
             ends: Vec::with_capacity(256),
             stats: PortStats::default(),
@@ -392,17 +387,14 @@ impl Port for PcapOut {
         if !more {
             self.stats.doorbells += 1;
         }
-        let Some(file) = self.file.as_mut().filter(|_| self.error.is_none()) else {
+        let Some(out) = self.file.as_mut().filter(|_| self.error.is_none()) else {
             return 0;
         };
-        if !self.started {
-            self.started = true;
-            self.guard.keep();
-            if let Err(e) = start_output(file) {
-                self.error = Some(e);
-                return 0;
-            }
+        if let Err(e) = out.start() {
+            self.error = Some(e);
+            return 0;
         }
+        let file = &mut out.file;
         self.scratch.clear();
         self.ends.clear();
         for p in pkts {
@@ -427,13 +419,11 @@ impl Port for PcapOut {
 
     fn finish(&mut self) -> std::io::Result<()> {
         if let Some(mut f) = self.file.take() {
-            if !self.started && self.error.is_none() {
-                self.started = true;
-                self.guard.keep();
-                self.error = start_output(&mut f).err();
+            if self.error.is_none() {
+                self.error = f.start().err();
             }
             if self.error.is_none() {
-                f.sync_data().or_else(|e| if e.raw_os_error() == Some(libc::EINVAL) { Ok(()) } else { Err(e) })?;
+                f.file.sync_data().or_else(|e| if e.raw_os_error() == Some(libc::EINVAL) { Ok(()) } else { Err(e) })?;
             }
         }
         match &self.error {

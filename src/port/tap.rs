@@ -6,22 +6,18 @@
 //! Received frames are recorded as the wrapped port hands them over, transmitted frames as
 //! the wrapped port accepts them. Timestamps are wall-clock time, one per burst.
 
-use super::pcap::{open_output, push_record, start_output, write_counted, OutputGuard, PcapError};
+use super::pcap::{push_record, write_counted, OutputFile, PcapError};
 use super::{Port, PortStats};
 use crate::buf::{BufCache, Pkt};
-use std::fs::File;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 /// The capture file, shared by a port's queues.
 struct TapFile {
     path: String,
-    file: File,
+    out: OutputFile,
     /// The first write error: later bursts are not written, `finish` reports it.
     error: Option<std::io::Error>,
-    /// Emptied and given its header (at the first write or at `finish`).
-    started: bool,
-    guard: OutputGuard,
     frames: u64,
 }
 
@@ -35,8 +31,8 @@ pub struct Tap {
 /// Wraps each queue of a port in a tap writing to `path` (created, or emptied when the run
 /// first writes to it: a configuration refused later leaves an existing file alone).
 pub fn wrap_queues(queues: Vec<Box<dyn Port>>, path: &Path) -> Result<Vec<Box<dyn Port>>, PcapError> {
-    let (file, guard) = open_output(path)?;
-    let out = Arc::new(Mutex::new(TapFile { path: path.display().to_string(), file, error: None, started: false, guard, frames: 0 }));
+    let file = OutputFile::open(path)?;
+    let out = Arc::new(Mutex::new(TapFile { path: path.display().to_string(), out: file, error: None, frames: 0 }));
     Ok(queues
         .into_iter()
         .map(|inner| {
@@ -65,13 +61,11 @@ impl Tap {
         let upto = if n == 0 { 0 } else { self.ends[n - 1] };
         if upto > 0 {
             if let Ok(mut f) = self.out.lock() {
-                if !f.started {
-                    f.started = true;
-                    f.guard.keep();
-                    f.error = start_output(&mut f.file).err();
+                if f.error.is_none() {
+                    f.error = f.out.start().err();
                 }
                 if f.error.is_none() {
-                    let (_, err) = write_counted(&mut f.file, &self.scratch[..upto]);
+                    let (_, err) = write_counted(&mut f.out.file, &self.scratch[..upto]);
                     f.error = err;
                     f.frames += n as u64;
                 }
@@ -154,11 +148,9 @@ impl Port for Tap {
     fn finish(&mut self) -> std::io::Result<()> {
         let inner = self.inner.finish();
         if let Ok(mut f) = self.out.lock() {
-            if !f.started {
-                // Nothing was captured: still an empty capture, as tcpdump -w leaves.
-                f.started = true;
-                f.guard.keep();
-                f.error = start_output(&mut f.file).err();
+            if f.error.is_none() {
+                // Nothing captured is still an empty capture, as tcpdump -w leaves.
+                f.error = f.out.start().err();
             }
             if let Some(e) = &f.error {
                 return Err(std::io::Error::new(e.kind(), format!("capture {}: {e}", f.path)));
