@@ -136,10 +136,10 @@ pub fn napi_poll(net: &Net, w: &mut Worker, port: u16, weight: usize) -> usize {
 /// Builds packet metadata for a burst: its own stage, so its cost shows.
 fn build_meta(net: &Net, w: &mut Worker, port: u16, rx: &[crate::buf::Pkt], skbs: &mut Vec<Skb>) {
     let t0 = w.clock();
-    let mac = net.ifaces.get(port as usize).map(|i| i.mac).unwrap_or([0; 6]);
+    let mac = crate::buf::skb::mac_number(&net.ifaces.get(port as usize).map(|i| i.mac).unwrap_or([0; 6]));
     skbs.clear();
     let queue = w.id as u16; // queue q of a port belongs to worker q
-    skbs.extend(rx.iter().map(|&p| Skb::build(p, w.bufs.data(p), port, queue, &mac)));
+    skbs.extend(rx.iter().map(|&p| Skb::build_for(p, w.bufs.data(p), port, queue, mac)));
     if w.port_queue(port).is_some_and(|p| p.rx_csum_verified()) {
         skbs.iter_mut().for_each(|s| s.ip_summed = crate::buf::skb::Csum::Unnecessary);
     }
