@@ -25,12 +25,14 @@
 //!   (lack of) guarantees as in the kernel. The host side (userspace API, helper copies)
 //!   only touches value memory through relaxed atomic loads/stores (8 bytes at a time
 //!   when aligned), so there is no data race in the Rust sense.
-//! * Hash-type maps keep their index (buckets, chains, keys, free list, LRU bits) behind a
-//!   `Mutex` per map; lookups from programs take it too (uncontended cost: one CAS + one
-//!   store). Keys and index arrays are preallocated: no allocation on update. A deleted
-//!   element's value slot may be reused at once by a later insert, so a program still
-//!   holding a pointer to it may see another key's value — the same as the kernel's
-//!   preallocated hash maps. Updating an existing key writes its value in place.
+//! * Hash-type maps keep their index (buckets, chains, keys, free list, LRU bits) in
+//!   preallocated atomic arrays ([`hash_index`]): writers take a `Mutex` per map and change
+//!   the chains inside a sequence-lock window; lookups from programs take no lock (they walk
+//!   again if a writer overlapped). No allocation on update. A deleted element's value slot
+//!   may be reused at once by a later insert, so a program still holding a pointer to it may
+//!   see another key's value — the same as the kernel's preallocated hash maps. Updating an
+//!   existing key writes its value in place. Keys hash with a random seed per map
+//!   (`BPF_F_ZERO_SEED`: none).
 //! * LRU maps evict with a second-chance CLOCK: a lookup from a program sets the element's
 //!   reference bit; when the map is full an insert sweeps the slots, clearing set bits and
 //!   evicting the first element whose bit is clear. The kernel's LRU (per-CPU free lists,
@@ -41,7 +43,10 @@
 
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
+
+mod hash_index;
+use hash_index::HashIndex;
 
 use serde::{Deserialize, Serialize};
 
@@ -59,6 +64,8 @@ pub const BPF_F_NO_PREALLOC: u32 = 1 << 0;
 // Defined with the map definition that reads it (program.rs), so maps.rs only looks down.
 pub use crate::program::BPF_F_RDONLY_PROG;
 pub const BPF_F_WRONLY_PROG: u32 = 1 << 8;
+/// Hash maps: hash keys without a random seed (testing, reproducible layouts).
+pub const BPF_F_ZERO_SEED: u32 = 1 << 6;
 
 /// Largest key of a hash map (the kernel's `MAX_BPF_STACK` limit for keys).
 pub const MAX_KEY_SIZE: usize = 512;
@@ -344,188 +351,6 @@ unsafe impl Send for MemRegion {}
 unsafe impl Sync for MemRegion {}
 
 // ---------------------------------------------------------------------------------------------
-// Hash index.
-
-const SLOT_USED: u8 = 1;
-const SLOT_REF: u8 = 2;
-
-/// The preallocated index of a hash-type map. Slot numbers are stored +1 so that 0 means "none"
-/// (which lets all arrays start zeroed and untouched).
-struct HashIndex {
-    key_size: usize,
-    capacity: u32,
-    mask: u32,
-    buckets: Vec<u32>,
-    next: Vec<u32>,
-    hashes: Vec<u32>,
-    keys: Vec<u8>,
-    flags: Vec<u8>,
-    count: u32,
-    high_water: u32,
-    free_head: u32,
-    lru: bool,
-    hand: u32,
-}
-
-fn hash_key(k: &[u8]) -> u32 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ (k.len() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    for chunk in k.chunks(8) {
-        let mut w = 0u64;
-        for (i, b) in chunk.iter().enumerate() {
-            w |= (*b as u64) << (8 * i);
-        }
-        h = (h ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
-    }
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    h ^= h >> 33;
-    h as u32
-}
-
-impl HashIndex {
-    fn new(key_size: usize, capacity: u32, lru: bool) -> HashIndex {
-        let nb = (capacity as usize).next_power_of_two().max(1);
-        HashIndex {
-            key_size,
-            capacity,
-            mask: (nb - 1) as u32,
-            buckets: vec![0; nb],
-            next: vec![0; capacity as usize],
-            hashes: vec![0; capacity as usize],
-            keys: vec![0; capacity as usize * key_size],
-            flags: vec![0; capacity as usize],
-            count: 0,
-            high_water: 0,
-            free_head: 0,
-            lru,
-            hand: 0,
-        }
-    }
-
-    fn bytes(key_size: usize, capacity: u32) -> Option<usize> {
-        let nb = (capacity as usize).checked_next_power_of_two()?;
-        let per_slot = key_size.checked_add(4 + 4 + 1)?;
-        (capacity as usize).checked_mul(per_slot)?.checked_add(nb.checked_mul(4)?)
-    }
-
-    fn key_of(&self, slot: u32) -> &[u8] {
-        let s = slot as usize * self.key_size;
-        self.keys.get(s..s + self.key_size).unwrap_or(&[])
-    }
-
-    fn find(&self, key: &[u8], h: u32) -> Option<u32> {
-        let mut cur = *self.buckets.get((h & self.mask) as usize)?;
-        let mut guard = 0u32;
-        while cur != 0 && guard <= self.capacity {
-            let slot = cur - 1;
-            if self.hashes.get(slot as usize) == Some(&h) && self.key_of(slot) == key {
-                return Some(slot);
-            }
-            cur = *self.next.get(slot as usize)?;
-            guard += 1;
-        }
-        None
-    }
-
-    /// Removes `slot` from its bucket chain (does not free it).
-    fn unlink(&mut self, slot: u32) {
-        let Some(&h) = self.hashes.get(slot as usize) else {
-            return;
-        };
-        let b = (h & self.mask) as usize;
-        let target = slot + 1;
-        let Some(&head) = self.buckets.get(b) else {
-            return;
-        };
-        let after = self.next.get(slot as usize).copied().unwrap_or(0);
-        if head == target {
-            self.buckets[b] = after;
-            return;
-        }
-        let mut cur = head;
-        let mut guard = 0u32;
-        while cur != 0 && guard <= self.capacity {
-            let nx = self.next.get((cur - 1) as usize).copied().unwrap_or(0);
-            if nx == target {
-                self.next[(cur - 1) as usize] = after;
-                return;
-            }
-            cur = nx;
-            guard += 1;
-        }
-    }
-
-    fn free_slot(&mut self, slot: u32) {
-        self.unlink(slot);
-        if let Some(f) = self.flags.get_mut(slot as usize) {
-            *f = 0;
-        }
-        if let Some(n) = self.next.get_mut(slot as usize) {
-            *n = self.free_head;
-        }
-        self.free_head = slot + 1;
-        self.count = self.count.saturating_sub(1);
-    }
-
-    /// Takes an unused slot: from the free list, then never-used slots, then (LRU only) by
-    /// evicting with the CLOCK sweep. `None` when full.
-    fn alloc_slot(&mut self) -> Option<u32> {
-        if self.free_head != 0 {
-            let slot = self.free_head - 1;
-            self.free_head = self.next.get(slot as usize).copied().unwrap_or(0);
-            return Some(slot);
-        }
-        if self.high_water < self.capacity {
-            let slot = self.high_water;
-            self.high_water += 1;
-            return Some(slot);
-        }
-        if !self.lru || self.capacity == 0 {
-            return None;
-        }
-        // CLOCK: at most two sweeps (the first clears every reference bit).
-        for _ in 0..(2 * self.capacity as u64 + 1) {
-            let slot = self.hand;
-            self.hand = (self.hand + 1) % self.capacity;
-            let f = self.flags.get(slot as usize).copied().unwrap_or(0);
-            if f & SLOT_USED == 0 {
-                continue;
-            }
-            if f & SLOT_REF != 0 {
-                self.flags[slot as usize] = f & !SLOT_REF;
-                continue;
-            }
-            self.free_slot(slot);
-            // free_slot pushed it on the free list: pop it again.
-            self.free_head = self.next.get(slot as usize).copied().unwrap_or(0);
-            return Some(slot);
-        }
-        None
-    }
-
-    /// Links a freshly allocated slot for `key` into its bucket.
-    fn link(&mut self, slot: u32, key: &[u8], h: u32) {
-        let s = slot as usize;
-        let ks = self.key_size;
-        if let Some(dst) = self.keys.get_mut(s * ks..s * ks + ks) {
-            dst.copy_from_slice(key);
-        }
-        self.hashes[s] = h;
-        self.flags[s] = SLOT_USED;
-        let b = (h & self.mask) as usize;
-        self.next[s] = self.buckets[b];
-        self.buckets[b] = slot + 1;
-        self.count += 1;
-    }
-
-    fn used_slots(&self) -> impl Iterator<Item = u32> + '_ {
-        (0..self.high_water).filter(|&s| self.flags.get(s as usize).copied().unwrap_or(0) & SLOT_USED != 0)
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
 // Map.
 
 enum Kind {
@@ -536,7 +361,7 @@ enum Kind {
     /// DEVMAP / CPUMAP / XSKMAP: array entries that are present or not.
     Slots { present: Box<[AtomicU8]> },
     /// HASH / PERCPU_HASH / LRU_HASH / LRU_PERCPU_HASH / DEVMAP_HASH.
-    Hash(Mutex<HashIndex>),
+    Hash(HashIndex),
 }
 
 /// One record a program sent (`bpf_perf_event_output` / `bpf_ringbuf_output`).
@@ -625,7 +450,7 @@ fn check_map_flags(def: &MapDef) -> Result<(), String> {
     const NUMA_NODE: u32 = 1 << 2;
     const RDONLY: u32 = 1 << 3;
     const WRONLY: u32 = 1 << 4;
-    const ZERO_SEED: u32 = 1 << 6;
+    const ZERO_SEED: u32 = BPF_F_ZERO_SEED;
     const MMAPABLE: u32 = 1 << 10;
     const PRESERVE_ELEMS: u32 = 1 << 11;
     const INNER_MAP: u32 = 1 << 12;
@@ -655,6 +480,16 @@ fn check_map_flags(def: &MapDef) -> Result<(), String> {
         });
     }
     Ok(())
+}
+
+/// The seed of a hash map's key hash: random per map (the kernel's `get_random_u32` into
+/// `htab->hashrnd`, so crafted keys cannot all land in one chain), 0 with BPF_F_ZERO_SEED.
+fn hash_seed(def: &MapDef) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    if def.flags & BPF_F_ZERO_SEED != 0 {
+        return 0;
+    }
+    std::collections::hash_map::RandomState::new().build_hasher().finish()
 }
 
 impl Map {
@@ -738,7 +573,7 @@ impl Map {
         let region = ValueRegion::new(region_len).ok_or_else(|| invalid(def, "out of memory"))?;
         let kind = if is_hash {
             let lru = matches!(t, map_type::LRU_HASH | map_type::LRU_PERCPU_HASH);
-            Kind::Hash(Mutex::new(HashIndex::new(ks, def.max_entries, lru)))
+            Kind::Hash(HashIndex::new(ks, def.max_entries, lru, hash_seed(def)))
         } else if t == map_type::ARRAY || t == map_type::PERCPU_ARRAY {
             Kind::Array
         } else {
@@ -966,12 +801,6 @@ impl Map {
         self.region.ptr.as_ptr().wrapping_add(off)
     }
 
-    fn lock<'m>(&self, m: &'m Mutex<HashIndex>) -> MutexGuard<'m, HashIndex> {
-        // The index is never left inconsistent by a panic (nothing in it panics), so a
-        // poisoned lock is still usable.
-        m.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     fn array_index(&self, key: &[u8]) -> Option<u32> {
         let k: [u8; 4] = key.try_into().ok()?;
         let i = u32::from_le_bytes(k);
@@ -1007,11 +836,10 @@ impl Map {
                 }
                 Some(self.value_ptr(i, 0))
             }
-            Kind::Hash(m) => {
-                let mut idx = self.lock(m);
-                let slot = idx.find(key, hash_key(key))?;
-                if idx.lru {
-                    idx.flags[slot as usize] |= SLOT_REF;
+            Kind::Hash(ix) => {
+                let slot = ix.find(key, ix.hash(key))?;
+                if ix.lru {
+                    ix.reference(slot);
                 }
                 Some(self.value_ptr(slot, cpu))
             }
@@ -1055,9 +883,9 @@ impl Map {
             }
             Kind::Slots { .. } => Err(MapError::NotSupported),
             Kind::Hash(_) if self.def.map_type == map_type::DEVMAP_HASH || self.def.is_map_of_maps() => Err(MapError::NotSupported),
-            Kind::Hash(m) => {
+            Kind::Hash(ix) => {
                 let copies = self.copies;
-                self.hash_update(m, key, flags, |slot, is_new| {
+                self.hash_update(ix, key, flags, |slot, is_new| {
                     for c in 0..copies {
                         let dst = self.value_ptr(slot, c);
                         if c == cpu {
@@ -1081,7 +909,7 @@ impl Map {
             Kind::Array => Err(MapError::InvalidValue("array elements cannot be deleted")),
             Kind::Slots { .. } => Err(MapError::NotSupported),
             Kind::Hash(_) if self.def.map_type == map_type::DEVMAP_HASH || self.def.is_map_of_maps() => Err(MapError::NotSupported),
-            Kind::Hash(m) => self.hash_delete(m, key),
+            Kind::Hash(ix) => self.hash_delete(ix, key),
         }
     }
 
@@ -1124,10 +952,10 @@ impl Map {
         Some(unsafe { AtomicU64::from_ptr(ptr as *mut u64).load(Ordering::Relaxed) } as u32)
     }
 
-    fn hash_update(&self, m: &Mutex<HashIndex>, key: &[u8], flags: u64, write: impl FnOnce(u32, bool)) -> Result<(), MapError> {
-        let h = hash_key(key);
-        let mut idx = self.lock(m);
-        match idx.find(key, h) {
+    fn hash_update(&self, ix: &HashIndex, key: &[u8], flags: u64, write: impl FnOnce(u32, bool)) -> Result<(), MapError> {
+        let h = ix.hash(key);
+        let mut w = ix.writer();
+        match w.find(key, h) {
             Some(slot) => {
                 if flags == BPF_NOEXIST {
                     return Err(MapError::Exists);
@@ -1135,8 +963,8 @@ impl Map {
                 write(slot, false);
                 // htab_lru_map_update_elem sets the reference of an element it replaces: a
                 // flow that is only ever updated stays as hot as one that is looked up.
-                if idx.lru {
-                    idx.flags[slot as usize] |= SLOT_REF;
+                if ix.lru {
+                    w.reference(slot);
                 }
                 Ok(())
             }
@@ -1144,18 +972,18 @@ impl Map {
                 if flags == BPF_EXIST {
                     return Err(MapError::NotFound);
                 }
-                let slot = idx.alloc_slot().ok_or(MapError::Full)?;
+                let slot = w.alloc_slot().ok_or(MapError::Full)?;
                 write(slot, true);
-                idx.link(slot, key, h);
+                w.link(slot, key, h);
                 Ok(())
             }
         }
     }
 
-    fn hash_delete(&self, m: &Mutex<HashIndex>, key: &[u8]) -> Result<(), MapError> {
-        let mut idx = self.lock(m);
-        let slot = idx.find(key, hash_key(key)).ok_or(MapError::NotFound)?;
-        idx.free_slot(slot);
+    fn hash_delete(&self, ix: &HashIndex, key: &[u8]) -> Result<(), MapError> {
+        let mut w = ix.writer();
+        let slot = w.find(key, ix.hash(key)).ok_or(MapError::NotFound)?;
+        w.free_slot(slot);
         Ok(())
     }
 
@@ -1192,12 +1020,13 @@ impl Map {
                 unsafe { copy_relaxed(out.as_mut_ptr(), self.value_ptr(i, cpu), out.len()) };
                 true
             }
-            Kind::Hash(m) => {
-                let idx = self.lock(m);
-                let Some(slot) = idx.find(key, hash_key(key)) else {
+            Kind::Hash(ix) => {
+                // The writers' lock keeps the slot from being reused while its value is copied.
+                let w = ix.writer();
+                let Some(slot) = w.find(key, ix.hash(key)) else {
                     return false;
                 };
-                // SAFETY: as above; the index lock keeps the slot from being reused meanwhile.
+                // SAFETY: as above.
                 unsafe { copy_relaxed(out.as_mut_ptr(), self.value_ptr(slot, cpu), out.len()) };
                 true
             }
@@ -1315,10 +1144,10 @@ impl Map {
                 p.store(1, Ordering::Release);
                 Ok(())
             }
-            Kind::Hash(m) => {
+            Kind::Hash(ix) => {
                 // __dev_map_hash_update_elem checks NOEXIST only: EXIST inserts a missing key.
                 let flags = if t == map_type::DEVMAP_HASH && flags == BPF_EXIST { BPF_ANY } else { flags };
-                self.hash_update(m, key, flags, |slot, _| write(slot))
+                self.hash_update(ix, key, flags, |slot, _| write(slot))
             }
         }
     }
@@ -1359,7 +1188,7 @@ impl Map {
                 }
                 Ok(())
             }
-            Kind::Hash(m) => self.hash_delete(m, key),
+            Kind::Hash(ix) => self.hash_delete(ix, key),
         }
     }
 
@@ -1369,7 +1198,7 @@ impl Map {
             Kind::Events(_) => 0,
             Kind::Array => self.def.max_entries as usize,
             Kind::Slots { present } => present.iter().filter(|p| p.load(Ordering::Relaxed) != 0).count(),
-            Kind::Hash(m) => self.lock(m).count as usize,
+            Kind::Hash(ix) => ix.writer().alloc.count as usize,
         }
     }
 
@@ -1386,9 +1215,9 @@ impl Map {
                 .filter(|&i| present[i as usize].load(Ordering::Acquire) != 0)
                 .map(|i| i.to_le_bytes().to_vec())
                 .collect(),
-            Kind::Hash(m) => {
-                let idx = self.lock(m);
-                idx.used_slots().map(|s| idx.key_of(s).to_vec()).collect()
+            Kind::Hash(ix) => {
+                let w = ix.writer();
+                w.used_slots().map(|s| w.key_of(s)).collect()
             }
         }
     }
