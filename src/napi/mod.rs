@@ -269,7 +269,7 @@ pub fn run_until(
                 break StopReason::InputDone;
             }
             // Idle only once producers know to wake it (and nothing came in meanwhile).
-            if backlog.is_some_and(|b| b.idle(|| w.backlog_pending())) {
+            if backlog.is_some_and(|b| b.idle(|| work_pending(net, w))) {
                 continue;
             }
             idle_wait(net, w);
@@ -374,7 +374,7 @@ pub fn run_worker(net: &Net, w: &mut Worker, limit: &RunLimit) {
             input_done = true;
             net.rps.rx_finished.fetch_add(1, Ordering::AcqRel);
         }
-        if did > 0 || backlog.idle(|| w.backlog_pending()) {
+        if did > 0 || backlog.idle(|| work_pending(net, w)) {
             continue;
         }
         if !input_done {
@@ -386,6 +386,12 @@ pub fn run_worker(net: &Net, w: &mut Worker, limit: &RunLimit) {
     drain(net, w);
     publish(w);
     net.rps.finished.fetch_add(1, Ordering::Release);
+}
+
+/// Work other workers gave this one: steered packets in its backlog, or packets handed over
+/// for a port it transmits on.
+fn work_pending(net: &Net, w: &Worker) -> bool {
+    w.backlog_pending() || crate::tx::handoff_pending(net, w)
 }
 
 /// Longest sleep of an idle worker waiting on its ports' descriptors: timers (neighbour
@@ -464,7 +470,7 @@ fn busy_wait(net: &Net, w: &mut Worker) -> bool {
     let until = Instant::now() + Duration::from_micros(net.tun.busy_poll as u64);
     let backlog = &net.rps.backlogs[w.id];
     loop {
-        if w.backlog_pending() {
+        if work_pending(net, w) {
             backlog.schedule();
             w.c.busy_poll_hits += 1;
             return true;
@@ -589,6 +595,26 @@ mod tests {
         assert_eq!(w.c.time_squeeze, 1);
         assert_eq!(softirq_round(&net, &mut w), 36);
         assert_eq!(w.c.time_squeeze, 1, "the rest fit in the budget");
+    }
+
+    /// A worker does not go idle (sleep until woken) while packets handed over for a port
+    /// it transmits on wait: the wake-up for them may already have been spent.
+    #[test]
+    fn handed_over_packets_keep_their_owner_awake() {
+        let pool = Pool::new(64).unwrap();
+        let mut net = Net::with_workers(Tunables::default(), Pipeline::L3fwd, 2);
+        net.ifaces.push(Iface::new("out", [2, 0, 0, 0, 0, 2]));
+        net.rps.tx_handoff.push(crossbeam_queue::ArrayQueue::new(8));
+        let mut w = Worker::new(0, &pool);
+        w.add_port(0, Some(Box::new(Sink::new("out", SinkKind::Null, CheckSpec::default()))));
+        let b = &net.rps.backlogs[0];
+        assert!(!b.idle(|| work_pending(&net, &w)), "nothing waiting: idle");
+        let p = w.bufs.alloc_copy(&[0u8; 60]).unwrap();
+        net.rps.tx_handoff[0].push(p).unwrap();
+        assert!(b.idle(|| work_pending(&net, &w)), "a handed-over packet waits: stay awake");
+        assert_eq!(softirq_round(&net, &mut w), 0, "nothing received");
+        assert_eq!(w.c.tx, 1, "but the handed-over packet left");
+        assert!(!b.idle(|| work_pending(&net, &w)));
     }
 
     #[test]

@@ -240,19 +240,29 @@ pub fn enqueue(net: &Net, w: &mut Worker, port: u16, p: Pkt) {
     }
 }
 
-/// A queue for a port another worker owns goes to that port's handoff queue (the owner
-/// transmits it at the end of its next poll); what does not fit is dropped (`qdisc_drop`).
+/// The worker that transmits what the others hand over: every port's queue 0 is worker 0's
+/// (`Datapath::add_port_queues`), and only workers without a queue of a port hand off.
+const HANDOFF_OWNER: usize = 0;
+
+/// A queue for a port another worker owns goes to that port's handoff queue; what does not
+/// fit is dropped (`qdisc_drop`). The owner is woken at the end of this round, as for a
+/// backlog (it may be idle: nothing else would make it look before its next packet).
 #[cold]
 fn hand_off(net: &Net, w: &mut Worker, port: u16) {
     let Some(q) = w.txq.get_mut(port as usize) else { return };
     let mut pkts = std::mem::take(&mut q.pkts);
     match net.rps.tx_handoff.get(port as usize) {
         Some(h) => {
+            let mut handed = 0;
             for p in pkts.drain(..) {
                 match h.push(p) {
-                    Ok(()) => w.c.tx_handoffs += 1,
+                    Ok(()) => handed += 1,
                     Err(p) => w.drop_pkt(p, DropReason::QdiscDrop),
                 }
+            }
+            w.c.tx_handoffs += handed;
+            if handed > 0 && net.rps.backlogs.get(HANDOFF_OWNER).is_some_and(|b| b.schedule()) {
+                w.wake_pending |= 1 << HANDOFF_OWNER;
             }
         }
         None => {
@@ -262,6 +272,11 @@ fn hand_off(net: &Net, w: &mut Worker, port: u16) {
         }
     }
     w.txq[port as usize].pkts = pkts;
+}
+
+/// Whether other workers handed over packets for ports this worker owns.
+pub fn handoff_pending(net: &Net, w: &Worker) -> bool {
+    net.rps.tx_handoff.iter().enumerate().any(|(i, h)| !h.is_empty() && w.ports.get(i).is_some_and(Option::is_some))
 }
 
 /// Takes what other workers handed over for the ports this worker owns into their queues.
@@ -329,13 +344,17 @@ const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
 /// their completions (which wakes stopped queues) and qdiscs still holding packets run
 /// again, even when no poll received anything (a sender waiting for buffers).
 pub fn tx_action(net: &Net, w: &mut Worker) {
+    if net.rps.workers() > 1 {
+        // Handed-over packets go out now, not after this worker's next busy poll (its own
+        // ports may have nothing to receive for a long time).
+        pull_handoff(net, w);
+    }
     for i in 0..w.ports.len() {
         let Some(dev) = w.ports[i].as_mut() else { continue };
-        if dev.tx_queue().is_none() {
-            continue;
+        if dev.tx_queue().is_some() {
+            dev.tx_completions(&mut w.bufs);
         }
-        dev.tx_completions(&mut w.bufs);
-        if w.txq.get(i).is_some_and(|q| q.held() > 0) {
+        if w.txq.get(i).is_some_and(|q| !q.is_empty()) {
             xmit_queue(net, w, i as u16);
         }
     }
@@ -354,6 +373,42 @@ mod tests {
     use crate::buf::Pool;
     use crate::net::Pipeline;
     use crate::tunables::Tunables;
+
+    /// A packet handed to the owner of a port goes out at the owner's next round even when
+    /// the owner receives nothing (it had waited for the owner's next busy poll), and the
+    /// owner is woken once at the end of the sender's round.
+    #[test]
+    fn handed_over_packets_wake_the_owner_and_leave_in_its_next_round() {
+        use crate::port::sink::{CheckSpec, Sink, SinkKind};
+        let pool = Pool::new(64).unwrap();
+        let tun = Tunables { rps_cpus: 0b11, ..Tunables::default() };
+        let mut net = Net::new(tun, Pipeline::L3fwd);
+        net.ifaces.push(crate::rx::route::Iface::new("p0", [2, 0, 0, 0, 0, 1]));
+        net.rps.tx_handoff.push(crossbeam_queue::ArrayQueue::new(8));
+        let mut w0 = Worker::new(0, &pool);
+        w0.add_port(0, Some(Box::new(Sink::new("p0", SinkKind::Null, CheckSpec::default()))));
+        let mut w1 = Worker::new(1, &pool);
+        w1.add_port(0, None);
+        for _ in 0..3 {
+            let p = w1.bufs.alloc_copy(&[0u8; 60]).unwrap();
+            w1.txq[0].pkts.push(p);
+        }
+        assert!(!handoff_pending(&net, &w0));
+        flush_all(&net, &mut w1);
+        assert_eq!(w1.wake_pending, 1 << HANDOFF_OWNER, "the owner is to be woken");
+        assert!(handoff_pending(&net, &w0), "the owner sees work (it must not go idle)");
+        assert!(!handoff_pending(&net, &w1), "not the sender's to transmit");
+        // A second hand-over while the owner is still scheduled wakes nobody again.
+        w1.wake_pending = 0;
+        let p = w1.bufs.alloc_copy(&[0u8; 60]).unwrap();
+        w1.txq[0].pkts.push(p);
+        flush_all(&net, &mut w1);
+        assert_eq!(w1.wake_pending, 0);
+        tx_action(&net, &mut w0);
+        assert_eq!(w0.c.tx, 4, "sent without anything received");
+        assert!(!handoff_pending(&net, &w0));
+        assert_eq!(w0.buffers_in_use() + w1.buffers_in_use(), 0, "each buffer freed once");
+    }
 
     #[test]
     fn a_full_handoff_queue_drops_as_qdisc_drop() {
