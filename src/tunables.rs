@@ -107,6 +107,14 @@ fn special_value(name: &str, value: &str) -> Option<Result<u64, String>> {
     if name == "net.core.default_qdisc" {
         return Some(qdisc_index(value));
     }
+    if name == "net.core.flow_limit_table_len" {
+        // flow_limit_table_len_sysctl refuses a length that is not a power of two (EINVAL).
+        return Some(match parse_value(value) {
+            Ok(v) if v.is_power_of_two() => Ok(v),
+            Ok(_) => Err("must be a power of two (the kernel's sysctl refuses others)".into()),
+            Err(why) => Err(why.explain(1, 1 << 20)),
+        });
+    }
     if name != "rps_cpus" && name != "net.core.flow_limit_cpu_bitmap" {
         return None;
     }
@@ -233,9 +241,9 @@ tunables! {
     rx_gro_list: u8 = 0, "rx-gro-list", min 0, max 1;
     /// Packets one qdisc run may dequeue before rescheduling.
     dev_tx_weight: u32 = 64, "net.core.dev_tx_weight", min 1, max 65536;
-    /// Flow-limit table buckets per CPU.
+    /// Flow-limit table buckets per CPU (a power of two).
     flow_limit_table_len: u32 = 4096, "net.core.flow_limit_table_len", min 1, max 1 << 20;
-    /// CPUs (workers) whose backlog applies the flow limit (a CPU list or 0x mask; 0 = none, the kernel's default).
+    /// CPUs (workers) that apply the flow limit to the packets they queue on backlogs (a CPU list or 0x mask; 0 = none, the kernel's default).
     flow_limit_cpu_bitmap: u64 = 0, "net.core.flow_limit_cpu_bitmap", min 0, max u64::MAX;
     /// Receive Packet Steering: workers the receive path spreads flows over (a CPU list like 0-1, or a 0x mask; 0 = off). One worker per CPU up to the highest one.
     rps_cpus: u64 = 0, "rps_cpus", min 0, max u64::MAX;

@@ -66,7 +66,9 @@ pub struct Worker {
     /// and its steering rounds.
     pub(crate) rps_flows: Vec<crate::rps::rfs::DevFlow>,
     pub(crate) steer_round: u64,
-    pub(crate) flow_limit: Vec<FlowLimit>,
+    /// The flow limit's history of what this worker queued on backlogs (when its bit is in
+    /// `net.core.flow_limit_cpu_bitmap`), made at the first backlog past half full.
+    pub(crate) flow_limit: Option<FlowLimit>,
     /// GRO tables, one per rx port this worker polls (each worker is that queue's NAPI instance).
     pub(crate) gro: Vec<crate::gro::table::GroTable>,
     pub(crate) gso_scratch: Vec<Pkt>,
@@ -108,7 +110,7 @@ impl Worker {
             ring_queued: Vec::new(),
             rps_flows: Vec::new(),
             steer_round: 0,
-            flow_limit: Vec::new(),
+            flow_limit: None,
             gro: Vec::new(),
             gso_scratch: Vec::new(),
             cpu_time: None,

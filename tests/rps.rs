@@ -94,10 +94,12 @@ fn a_full_backlog_drops_with_its_name() {
 
 #[test]
 fn the_flow_limit_drops_the_elephant_not_the_mice() {
-    // Every packet goes to worker 1, whose backlog applies the flow limit; one flow sends 9 in 10
-    // packets. Past half a full backlog the elephant is dropped and the mice pass.
+    // Every packet goes to worker 1; worker 0, which polls the port and queues them, applies
+    // the flow limit (the bitmap names the enqueuing CPU, as skb_flow_limit reads this CPU's
+    // table); one flow sends 9 in 10 packets. Past half a full backlog the elephant is dropped
+    // and the mice pass.
     let mut setup = rps_setup("1");
-    setup.tun.set("net.core.flow_limit_cpu_bitmap", "1").unwrap();
+    setup.tun.set("net.core.flow_limit_cpu_bitmap", "0x1").unwrap();
     setup.tun.netdev_max_backlog = 64;
     setup.tun.extra_work = 5_000;
     let mut frames = Vec::new();
@@ -115,6 +117,11 @@ fn the_flow_limit_drops_the_elephant_not_the_mice() {
         (mice_backlog_drops as u64) < limited / 4,
         "the flow limit hits the elephant: {mice_backlog_drops} mice lost, {limited} limited"
     );
+    // The target's bit alone limits nothing: worker 1 enqueues nothing on any backlog.
+    setup.tun.set("net.core.flow_limit_cpu_bitmap", "1").unwrap();
+    let (o, _) = run_rps(&frames, &setup);
+    assert_eq!(o.dropped(DropReason::CpuBacklogFlowLimit), 0, "{:?}", o.drops());
+    assert!(o.dropped(DropReason::CpuBacklog) > 0, "the full backlog still drops: {:?}", o.drops());
 }
 
 #[test]
@@ -128,6 +135,11 @@ fn bad_rps_settings_are_refused_by_name() {
     assert_eq!(t.rps_cpus, 0);
     t.set("rps_cpus", "0x1").unwrap();
     assert_eq!(t.rps_cpus, 1);
+    // flow_limit_table_len_sysctl: a power of two or EINVAL.
+    let e = t.set("net.core.flow_limit_table_len", "1000").unwrap_err().to_string();
+    assert!(e.contains("power of two"), "{e}");
+    t.set("net.core.flow_limit_table_len", "1024").unwrap();
+    assert_eq!(t.flow_limit_table_len, 1024);
 }
 
 // ---------------------------------------------------------------------------------------

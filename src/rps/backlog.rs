@@ -124,7 +124,8 @@ pub struct Steering {
     /// `[port][queue]`: a receive queue's own map (sysfs `queues/rx-N/rps_cpus`, a port's
     /// `rps_cpus` setting), overriding `cpus` for that queue; empty or absent: `cpus`.
     pub queue_cpus: Vec<Vec<Vec<u16>>>,
-    /// Workers whose backlog applies the flow limit (`net.core.flow_limit_cpu_bitmap`).
+    /// Workers that apply the flow limit to what they queue on backlogs
+    /// (`net.core.flow_limit_cpu_bitmap`: the enqueuing CPUs, as the kernel's).
     pub flow_limit_cpus: u64,
     /// One per worker.
     pub backlogs: Vec<Backlog>,
@@ -212,34 +213,46 @@ pub fn workers_for(mask: u64) -> usize {
     (64 - mask.leading_zeros() as usize).max(1)
 }
 
-/// Recent flows of one target backlog (the kernel's `sd_flow_limit`): a ring of the last
-/// 128 packets' flow buckets and a count per bucket.
+/// Recent flows of the packets one worker queued on backlogs (the kernel's `sd_flow_limit`,
+/// which belongs to the enqueuing CPU and serves every target): a ring of the last 128
+/// packets' flow buckets and a count per bucket.
 pub struct FlowLimit {
     history: [u32; FLOW_LIMIT_HISTORY],
     pos: usize,
-    buckets: Vec<u16>,
+    /// log2 of the table length (a power of two: the sysctl refuses others).
+    log_buckets: u32,
+    buckets: Vec<u8>,
 }
 
 /// Packets of history the flow limit looks at (FLOW_LIMIT_HISTORY).
 const FLOW_LIMIT_HISTORY: usize = 128;
 
+/// The kernel's `hash_32`: the top `bits` bits of `val` times the 32-bit golden ratio.
+fn hash_32(val: u32, bits: u32) -> u32 {
+    val.wrapping_mul(0x61c8_8647).checked_shr(32 - bits).unwrap_or(0)
+}
+
 impl FlowLimit {
+    /// A table of `table_len` buckets (rounded down to a power of two), zeroed as the
+    /// kernel's kzalloc'd one: the history's initial zeros count for no bucket.
     pub fn new(table_len: usize) -> FlowLimit {
-        let mut buckets = vec![0u16; table_len.max(1)];
-        buckets[0] = FLOW_LIMIT_HISTORY as u16;
-        FlowLimit { history: [0; FLOW_LIMIT_HISTORY], pos: 0, buckets }
+        let log_buckets = table_len.max(1).ilog2();
+        FlowLimit { history: [0; FLOW_LIMIT_HISTORY], pos: 0, log_buckets, buckets: vec![0; 1 << log_buckets] }
     }
 
     /// Records one packet of flow `hash`; true when the flow had more than half of the
     /// recent packets (the packet is then dropped).
     pub fn over_limit(&mut self, hash: u32) -> bool {
-        let new = hash as usize % self.buckets.len();
+        let new = hash_32(hash, self.log_buckets) as usize;
         let old = self.history[self.pos] as usize;
-        self.buckets[old] = self.buckets[old].saturating_sub(1);
         self.history[self.pos] = new as u32;
         self.pos = (self.pos + 1) % FLOW_LIMIT_HISTORY;
-        self.buckets[new] += 1;
-        self.buckets[new] as usize > FLOW_LIMIT_HISTORY / 2
+        if let Some(b) = self.buckets.get_mut(old) {
+            *b = b.saturating_sub(1);
+        }
+        let Some(b) = self.buckets.get_mut(new) else { return false };
+        *b = b.saturating_add(1);
+        *b as usize > FLOW_LIMIT_HISTORY / 2
     }
 }
 
@@ -265,12 +278,42 @@ mod tests {
             assert!(!fl.over_limit(mouse));
         }
         assert!(!fl.over_limit(elephant), "64 of 128 after the mouse's packets");
-        // Flows in one bucket of the table count as one (the table is 4096 buckets).
+        // Flows in one bucket of the table count as one (the table is 4096 buckets, picked
+        // by hash_32 of the flow hash).
+        let twin = (6u32..).find(|&h| hash_32(h, 12) == hash_32(5, 12)).unwrap();
         let mut fl = FlowLimit::new(4096);
         for i in 0..65u32 {
-            let over = fl.over_limit(5 + (i % 2) * 4096);
+            let over = fl.over_limit(if i % 2 == 0 { 5 } else { twin });
             assert_eq!(over, i == 64, "packet {i}");
         }
+    }
+
+    /// The table starts zeroed (kzalloc) while the history starts as 128 entries of bucket
+    /// 0: each leaving entry takes one from its bucket only if that is not zero. So a flow of
+    /// bucket 0 is never limited at the start (each of its packets takes out an initial zero
+    /// as it comes in), while the flows of other buckets are limited from their 65th packet.
+    #[test]
+    fn a_flow_of_bucket_zero_is_not_limited_by_the_initial_history() {
+        assert_eq!(hash_32(0, 12), 0);
+        let mut fl = FlowLimit::new(4096);
+        for i in 1..=200 {
+            assert!(!fl.over_limit(0), "packet {i}");
+        }
+        // Another flow still fills the history and is limited past half of it.
+        let other = (1u32..).find(|&h| hash_32(h, 12) != 0).unwrap();
+        let over: Vec<bool> = (0..128).map(|_| fl.over_limit(other)).collect();
+        assert_eq!(over.iter().position(|&o| o), Some(64), "the 65th packet of the other flow");
+    }
+
+    /// hash_32 keeps the top bits of the product (include/linux/hash.h), and a table of one
+    /// bucket takes every flow.
+    #[test]
+    fn hash_32_takes_the_top_bits_of_the_golden_ratio_product() {
+        assert_eq!(hash_32(1, 12), 0x61c8_8647 >> 20);
+        assert_eq!(hash_32(0xffff_ffff, 32), 0x61c8_8647u32.wrapping_neg());
+        assert_eq!(hash_32(12345, 0), 0);
+        let mut one = FlowLimit::new(1);
+        assert!(!one.over_limit(1) && !one.over_limit(2));
     }
 
     #[test]

@@ -170,8 +170,8 @@ fn drained(net: &Net, w: &Worker, cpu: usize, qtail: u64) -> bool {
 }
 
 /// Appends this worker's staged packets for `target` to its backlog ring, a run at once: a
-/// full ring drops (`cpu_backlog`), and past half full, when the target applies the flow
-/// limit, a flow with more than half of the recent packets is dropped.
+/// full ring drops (`cpu_backlog`), and past half full, when this worker applies the flow
+/// limit, a flow with more than half of its recent packets is dropped.
 fn enqueue_to_backlog(net: &Net, w: &mut Worker, target: usize) {
     let st = &net.rps;
     let mut staged = std::mem::take(&mut w.rps_out[target]);
@@ -185,15 +185,14 @@ fn enqueue_to_backlog(net: &Net, w: &mut Worker, target: usize) {
     };
     let cap = st.max_backlog;
     let half = cap / 2;
-    let limit_flows = st.flow_limit_cpus >> target & 1 == 1;
+    // The flow limit is the enqueuing CPU's (skb_flow_limit reads this CPU's softnet_data):
+    // its bit in the bitmap, one history for every target.
+    let limit_flows = st.flow_limit_cpus >> w.id & 1 == 1;
     let mut queued = 0u64;
     if limit_flows && cap - ring.slots() + staged.len() > half {
-        if w.flow_limit.len() <= target {
-            let len = net.tun.flow_limit_table_len as usize;
-            w.flow_limit.resize_with(target + 1, || FlowLimit::new(len));
-        }
+        let mut fl = w.flow_limit.take().unwrap_or_else(|| FlowLimit::new(net.tun.flow_limit_table_len as usize));
         for s in staged.drain(..) {
-            if cap - ring.slots() >= half && w.flow_limit[target].over_limit(s.hash) {
+            if cap - ring.slots() >= half && fl.over_limit(s.hash) {
                 w.drop_pkt(s.pkt, DropReason::CpuBacklogFlowLimit);
                 continue;
             }
@@ -202,6 +201,7 @@ fn enqueue_to_backlog(net: &Net, w: &mut Worker, target: usize) {
                 Err(rtrb::PushError::Full(s)) => w.drop_pkt(s.pkt, DropReason::CpuBacklog),
             }
         }
+        w.flow_limit = Some(fl);
     } else {
         let (sent, refused) = ring.push_partial_slice(&staged);
         queued = sent.len() as u64;
