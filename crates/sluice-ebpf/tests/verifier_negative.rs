@@ -376,6 +376,46 @@ fn a_broken_spill_of_zero_reads_back_unknown() {
     rejects(src, 16, "R2");
 }
 
+/// Zero bytes in the saved state stand only for current bytes that are zero too: a spilled
+/// constant covers them byte by byte where its own byte is 0 (stacksafe). The fall-through
+/// (walked first, saved at `join`) leaves fp-6..fp-1 zero bytes (narrow stores off the 8-byte
+/// grid, no spill); the branch target spills 0x0101010101010101 over the slot, whose bytes are
+/// all 1. The second path must not be pruned there: it reads 257 back and its stack offset is
+/// refused. (The kernel does not prune either, STACK_ZERO and STACK_SPILL differ; it reads
+/// an unknown 16-bit number there and refuses the same access.)
+#[test]
+fn zero_bytes_do_not_cover_a_spilled_constant_whose_bytes_are_not_zero() {
+    rejects(
+        "r6 = *(u32 *)(r1 + 16)
+        if r6 > 7 goto spill
+        *(u16 *)(r10 - 6) = 0
+        *(u32 *)(r10 - 4) = 0
+        r3 = 0
+        r4 = 1
+        goto pad
+    pad:
+        r3 = 3
+        r4 = 4
+        r5 = 5
+        goto join
+    spill:
+        r1 = 0x0101010101010101 ll
+        *(u64 *)(r10 - 8) = r1
+    join:
+        r1 = *(u16 *)(r10 - 6)
+        if r1 == 0 goto out
+        r2 = r10
+        r2 += r1
+        r0 = *(u8 *)(r2 - 8)
+        exit
+    out:
+        r0 = 2
+        exit",
+        18,
+        "invalid read from stack R2 off=249",
+    );
+}
+
 #[test]
 fn stack_overflow_across_calls() {
     let src = "
