@@ -1768,6 +1768,15 @@ fn neg_with_a_source_register_or_an_offset_is_refused() {
     rejects("r0 = 0 \n raw 0x84 0 2 0 0 \n exit", 1, "BPF_NEG uses reserved fields");
 }
 
+/// A signed 32-bit comparison reads the low word as a signed number: w1 = -1 is
+/// 0xffffffff, which `if w1 s< 0` takes (refine32 projects the operands with sext(32) for
+/// signed comparisons, trunc(32) for unsigned ones). The taken side is walked and refused.
+#[test]
+fn a_signed_32_bit_comparison_sees_the_low_word_as_negative() {
+    rejects("w1 = -1 \n if w1 s< 0 goto bad \n r0 = 2 \n exit \n bad: \n r0 = r9 \n exit", 4, "R9 !read_ok");
+    rejects("w1 = -1 \n if w1 s> 0 goto ok \n r0 = r9 \n exit \n ok: \n r0 = 2 \n exit", 2, "R9 !read_ok");
+}
+
 /// An atomic without BPF_FETCH leaves its source register as it was: precision of that
 /// register after the atomic is precision before it (the kernel's backtrack_insn only
 /// clears the source of fetching atomics). r9 (4 or 100) is added to memory, then used as a
