@@ -1768,6 +1768,19 @@ fn neg_with_a_source_register_or_an_offset_is_refused() {
     rejects("r0 = 0 \n raw 0x84 0 2 0 0 \n exit", 1, "BPF_NEG uses reserved fields");
 }
 
+/// Sign-extending loads exist for 1, 2 and 4 bytes only: BPF_LDX | BPF_MEMSX | BPF_DW (0x99)
+/// is not an instruction (the kernel's bpf_opcode_in_insntable has no INSN_3(LDX, MEMSX, DW):
+/// "unknown opcode 99").
+#[test]
+fn a_sign_extending_8_byte_load_is_not_an_instruction() {
+    rejects("r0 = 0 \n raw 0x99 0 10 -8 0 \n exit", 1, "unknown opcode 0x99");
+    // The three real sizes decode.
+    for code in [0x91, 0x89, 0x81] {
+        let src = format!("*(u64 *)(r10 - 8) = 0 \n raw {code:#x} 0 10 -8 0 \n exit");
+        verify(&program(asm(&src), maps()), &VerifyOptions::default()).expect("a sign-extending load of 1, 2 or 4 bytes");
+    }
+}
+
 /// A signed 32-bit comparison reads the low word as a signed number: w1 = -1 is
 /// 0xffffffff, which `if w1 s< 0` takes (refine32 projects the operands with sext(32) for
 /// signed comparisons, trunc(32) for unsigned ones). The taken side is walked and refused.
