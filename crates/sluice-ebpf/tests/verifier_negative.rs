@@ -732,6 +732,36 @@ fn fib_lookup_short_buffer() {
     rejects(src, 5, "invalid indirect access to stack R2 off=-8 size=64");
 }
 
+/// bpf_fib_lookup writes its parameter buffer (ARG_PTR_TO_MEM | MEM_WRITE: the kernel's
+/// check_stack_range_initialized with BPF_WRITE scrubs the spills there): a constant spilled
+/// into it is an unknown number after the call, so its use as a stack offset is refused.
+#[test]
+fn a_helper_that_writes_its_stack_buffer_leaves_unknown_bytes_there() {
+    let src = "
+        r6 = r1
+        r2 = r10
+        r2 += -64
+        *(u64 *)(r10 - 64) = 0
+        *(u64 *)(r10 - 56) = 0
+        *(u64 *)(r10 - 48) = 0
+        *(u64 *)(r10 - 40) = 0
+        *(u64 *)(r10 - 32) = 0
+        *(u64 *)(r10 - 24) = 0
+        *(u64 *)(r10 - 16) = 0
+        r1 = 8
+        *(u64 *)(r10 - 8) = r1
+        r1 = r6
+        r3 = 64
+        r4 = 0
+        call 69
+        r1 = *(u64 *)(r10 - 8)
+        r2 = r10
+        r2 += r1
+        r0 = *(u8 *)(r2 - 16)
+        exit";
+    rejects(src, 18, "R2 pointer arithmetic with unbounded register");
+}
+
 /// Memory a helper writes must lie inside the 512-byte frame at both ends
 /// (check_helper_mem_access → check_stack_range_initialized): bpf_xdp_load_bytes into
 /// 16 bytes from fp-8 would write 8 bytes above the frame, from fp-520 below it.

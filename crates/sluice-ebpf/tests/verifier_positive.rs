@@ -980,3 +980,25 @@ fn a_pointer_plus_an_immediate_makes_no_scalar_precise() {
     let v = diamond_r6(1, "r7 = r0 \n r1 = r10 \n r1 += -8 \n *(u64 *)(r1 + 0) = r7 \n r0 = 2 \n exit");
     assert_eq!(v.stats().states_pruned, 1, "{:?}", v.stats());
 }
+
+/// A map key on the stack is only read by the lookup (ARG_PTR_TO_MAP_KEY is read-only; the
+/// kernel writes nothing there): a constant spilled as the key is the same constant after
+/// the call, so it may index the value.
+#[test]
+fn a_map_key_on_the_stack_keeps_its_spilled_constant_after_the_lookup() {
+    accepts(
+        "r1 = 3
+        *(u64 *)(r10 - 8) = r1
+        r2 = r10
+        r2 += -8
+        r1 = map[1] ll
+        call 1
+        if r0 == 0 goto out
+        r1 = *(u64 *)(r10 - 8)
+        r0 += r1
+        r0 = *(u8 *)(r0 + 0)
+    out:
+        r0 = 2
+        exit",
+    );
+}
