@@ -981,6 +981,28 @@ fn a_pointer_plus_an_immediate_makes_no_scalar_precise() {
     assert_eq!(v.stats().states_pruned, 1, "{:?}", v.stats());
 }
 
+/// `if r2 & r1` with r2 the constant 4 (a single bit) sets bit 2 of r1 on the taken side, as
+/// `if r1 & 4` does: the kernel's regs_refine_cond_op swaps the operands of BPF_JSET so the
+/// constant is the mask, whichever register holds it. `r1 &= 4` is then exactly 4 and the
+/// branch to the bad access never taken.
+#[test]
+fn a_jset_with_the_constant_bit_in_the_destination_sets_that_bit_in_the_source() {
+    let bad = "\n r0 = *(u64 *)(r10 + 8) \n exit";
+    accepts(&format!(
+        "r1 = *(u32 *)(r1 + 16)
+        r2 = 4
+        if r2 & r1 goto set
+        r0 = 2
+        exit
+    set:
+        r1 &= 4
+        if r1 == 0 goto bad
+        r0 = 2
+        exit
+    bad:{bad}"
+    ));
+}
+
 /// A map key on the stack is only read by the lookup (ARG_PTR_TO_MAP_KEY is read-only; the
 /// kernel writes nothing there): a constant spilled as the key is the same constant after
 /// the call, so it may index the value.
