@@ -1070,3 +1070,41 @@ fn a_map_key_on_the_stack_keeps_its_spilled_constant_after_the_lookup() {
         exit",
     );
 }
+
+/// The instruction after a call to a subprogram is a prune point (the kernel's
+/// visit_func_call_insn marks t + 1), the call at instruction 0 included. The two paths
+/// through `f` differ in r6, a stack offset there (precise), so the second is not pruned
+/// inside `f`; back in the caller `f`'s frame is gone, both states are the same, and the
+/// second path is pruned at instruction 1 (the only prune point left on its way).
+#[test]
+fn the_return_point_of_a_call_at_the_first_instruction_is_a_prune_point() {
+    let v = accepts(
+        "call @f
+        r0 = 2
+        exit
+    f:
+        call 7
+        r6 = 1
+        if r0 != 0 goto other
+        r3 = 0
+        r4 = 1
+        r5 = 2
+        r3 = 3
+        r4 = 4
+        r5 = 5
+        goto join
+    other:
+        r6 = 2
+    join:
+        r1 = r10
+        r1 += r6
+        *(u8 *)(r1 - 8) = 0
+        call 7
+        r0 = 0
+        r1 = 0
+        r2 = 0
+        r3 = 0
+        exit",
+    );
+    assert_eq!(v.stats().states_pruned, 1, "{:?}", v.stats());
+}
