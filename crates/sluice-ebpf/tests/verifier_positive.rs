@@ -1108,3 +1108,20 @@ fn the_return_point_of_a_call_at_the_first_instruction_is_a_prune_point() {
     );
     assert_eq!(v.stats().states_pruned, 1, "{:?}", v.stats());
 }
+
+/// A saved state that keeps failing to match is dropped (the kernel's is_state_visited:
+/// `miss_cnt > hit_cnt * 3 + 3`, memory and time): r6 = 0, 1, 2, 3, 4 reach `join`
+/// one after the other (each path saved there, r6 a stack offset after it, so precise),
+/// and the r6 = 0 state, missed by the four after it, is gone when a sixth path brings
+/// r6 = 0 again: that path is walked, not pruned (were the state kept, it would be).
+#[test]
+fn a_saved_state_missed_four_times_without_a_hit_is_dropped() {
+    let pad = |k: u32| format!("r3 = 0 \n r4 = 1 \n goto pad{k} \n pad{k}: \n r3 = 3 \n r4 = 4 \n r5 = 5 \n goto join \n");
+    let mut src = String::from("call 7 \n r7 = r0 \n");
+    for k in 1..=5 {
+        src += &format!("if r7 > {k} goto a{k} \n r6 = {} \n{} a{k}: \n", k - 1, pad(k));
+    }
+    src += &format!("r6 = 0 \n{} join: \n r1 = r10 \n r1 += r6 \n *(u8 *)(r1 - 8) = 0 \n r0 = 2 \n exit", pad(6));
+    let v = accepts(&src);
+    assert_eq!(v.stats().states_pruned, 0, "{:?}", v.stats());
+}
