@@ -1210,6 +1210,32 @@ fn ringbuf_discard_releases_the_record_and_unblocks_the_ones_after_it() {
     assert_eq!(ev[0].data, b"bbb".to_vec());
 }
 
+/// `bpf_ringbuf_output` copies `size` bytes into a new record and submits it: 0 on success
+/// (the consumer gets the bytes), -EINVAL for flags other than BPF_RB_NO_WAKEUP /
+/// BPF_RB_FORCE_WAKEUP, and no record then.
+#[test]
+fn ringbuf_output_copies_the_bytes_into_a_submitted_record() {
+    let defs =
+        [MapDef { name: "rb".into(), map_type: map_type::RINGBUF, key_size: 0, value_size: 0, max_entries: 4096, flags: 0, inner: None }];
+    let maps = maps_of(&defs, 1);
+    maps.get(0).unwrap().attach_consumer();
+    let output = |flags: i32| {
+        flat(&[
+            &[st(BPF_W, 10, -8, 0x6463_6261), mov64_reg(2, 10), alu64_imm(BPF_ADD, 2, -8)],
+            &lddw_map(1, 0),
+            &[mov64_imm(3, 4), mov64_imm(4, flags), call(hid::RINGBUF_OUTPUT), exit()],
+        ])
+    };
+    let r = run_with(output(2), &defs, maps.clone(), &[0; 64]);
+    assert_eq!(rc(&r), 0);
+    let ev = maps.get(0).unwrap().take_events();
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert_eq!(ev[0].data, b"abcd".to_vec());
+    let r = run_with(output(4), &defs, maps.clone(), &[0; 64]);
+    assert_eq!(rc(&r), -(libc::EINVAL as i64));
+    assert!(maps.get(0).unwrap().take_events().is_empty());
+}
+
 /// `bpf_trace_printk`: the ' ' flag is accepted (the kernel's `bpf_bprintf_prepare` skips
 /// `[0 +-]` flags) and, as in `vsnprintf`, puts a space where a non-negative signed value's
 /// sign goes: `-` wins for a negative value, `+` wins over ' ', unsigned conversions ignore
