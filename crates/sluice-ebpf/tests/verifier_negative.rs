@@ -380,9 +380,33 @@ fn a_broken_spill_of_zero_reads_back_unknown() {
 /// constant covers them byte by byte where its own byte is 0 (stacksafe). The fall-through
 /// (walked first, saved at `join`) leaves fp-6..fp-1 zero bytes (narrow stores off the 8-byte
 /// grid, no spill); the branch target spills 0x0101010101010101 over the slot, whose bytes are
-/// all 1. The second path must not be pruned there: it reads 257 back and its stack offset is
-/// refused. (The kernel does not prune either, STACK_ZERO and STACK_SPILL differ; it reads
-/// an unknown 16-bit number there and refuses the same access.)
+/// all 1. The second path must not be pruned there: it reads an unknown 16-bit number back
+/// (a fill off the slot's start) and its stack offset is refused. (The kernel does not
+/// prune either: STACK_ZERO and STACK_SPILL differ.)
+/// A narrow read inside a spilled register but not at its slot's start fills no register
+/// (the kernel's check_stack_read_fixed_off: bpf_stack_narrow_access_ok wants `off % 8 ==
+/// 0` on little-endian hosts): two bytes at fp-6 of a spilled 0x10000 are an unknown
+/// 0..65535, not the constant 1, and refused as a stack offset. At the slot's start they are
+/// the constant (0, the low bytes), and a spilled 0 reads as 0 anywhere.
+#[test]
+fn a_narrow_read_inside_a_spilled_constant_off_its_start_is_unknown() {
+    let src = |read: &str| {
+        format!(
+            "r1 = 0x10000
+            *(u64 *)(r10 - 8) = r1
+            {read}
+            r2 = r10
+            r2 += r1
+            r0 = *(u8 *)(r2 - 8)
+            exit"
+        )
+    };
+    rejects(&src("r1 = *(u16 *)(r10 - 6)"), 5, "invalid variable-offset read from stack R2 (offset range [0, 65535])");
+    for ok in ["r1 = *(u16 *)(r10 - 8)", "r1 = 0 \n *(u64 *)(r10 - 8) = r1 \n r1 = *(u16 *)(r10 - 6)"] {
+        verify(&program(asm(&src(ok)), maps()), &VerifyOptions::default()).unwrap_or_else(|e| panic!("{ok}: {e}"));
+    }
+}
+
 #[test]
 fn zero_bytes_do_not_cover_a_spilled_constant_whose_bytes_are_not_zero() {
     rejects(
@@ -412,7 +436,7 @@ fn zero_bytes_do_not_cover_a_spilled_constant_whose_bytes_are_not_zero() {
         r0 = 2
         exit",
         18,
-        "invalid read from stack R2 off=249",
+        "invalid variable-offset read from stack R2 (offset range [1, 65535])",
     );
 }
 

@@ -1451,12 +1451,15 @@ fn stack_read(st: &State, fno: usize, pc: usize, regno: u8, o: i64, size: u32, a
             ));
         }
         let bits = size * 8;
-        if let Some(c) = sp.var.as_const() {
-            return Ok((Reg::scalar(Scalar::konst(c >> (8 * bi)).trunc(bits)), true));
-        }
         if bi == 0 {
             // Little-endian: the low bytes of the spilled value.
             return Ok((Reg::scalar(sp.var.trunc(bits)), true));
+        }
+        // Further into the slot the kernel fills no register (bpf_stack_narrow_access_ok
+        // wants the slot's start): the bytes are data of no known value, even those of a
+        // spilled constant, but for a spilled 0 (still a fill, a precision source).
+        if sp.var.as_const() == Some(0) {
+            return Ok((Reg::konst(0), true));
         }
         return Ok((Reg::scalar(Scalar::bounded(bits)), false));
     }
