@@ -509,18 +509,6 @@ impl<'a> RunState<'a> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn documented_layout() {
-        assert_eq!((OFF_CTX, OFF_FAULT, OFF_FAULT_HELPER), (0, 24, 28));
-        assert_eq!((OFF_REDIRECT_KIND, OFF_REDIRECT_TARGET, OFF_CPU, OFF_FAULT_PC), (32, 36, 40, 44));
-        assert_eq!(std::mem::size_of::<XdpMd>(), XDP_MD_SIZE);
-    }
-}
-
 // ---- tail calls from subprograms (run by crate::tail_call) ----
 
 /// The programs a run's tail calls can reach, by the index a PROG_ARRAY slot holds.
@@ -564,5 +552,17 @@ pub struct RunInProgress<'r, 'a> {
 impl<'a> RunInProgress<'_, 'a> {
     pub(crate) fn state(&mut self) -> &mut RunState<'a> {
         self.st
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documented_layout() {
+        assert_eq!((OFF_CTX, OFF_FAULT, OFF_FAULT_HELPER), (0, 24, 28));
+        assert_eq!((OFF_REDIRECT_KIND, OFF_REDIRECT_TARGET, OFF_CPU, OFF_FAULT_PC), (32, 36, 40, 44));
+        assert_eq!(std::mem::size_of::<XdpMd>(), XDP_MD_SIZE);
     }
 }
