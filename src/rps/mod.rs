@@ -86,13 +86,15 @@ fn l4_ports(d: &[u8], off: usize, proto: u8) -> Option<(u16, u16)> {
 /// get_rps_cpu + enqueue_to_backlog for one poll's list: each packet's flow picks a target
 /// worker; this worker's packets stay in `skbs` (in order), the others go to their
 /// target's backlog, a run per target at once. Wake-ups are collected for the end of the
-/// round ([`send_wakeups`]).
+/// round ([`send_wakeups`]). A queue steers with a CPU map, with RFS, or both (RFS alone
+/// moves the flows whose readers it knows and leaves the others here).
 pub fn steer(net: &Net, w: &mut Worker, skbs: &mut Vec<Skb>) {
     let st = &net.rps;
     // One poll's list comes from one receive queue: one map for all of it.
     let Some(first) = skbs.first() else { return };
     let map = st.map_for(first.rx_port, first.rx_queue);
-    if map.is_empty() {
+    let rfs = st.sock_flow.enabled() && !w.rps_flows.is_empty();
+    if map.is_empty() && !rfs {
         return;
     }
     let t0 = w.clock();
@@ -101,21 +103,21 @@ pub fn steer(net: &Net, w: &mut Worker, skbs: &mut Vec<Skb>) {
         w.rps_out.resize_with(st.workers(), Vec::new);
     }
     let mut n = 0;
-    let rfs = st.sock_flow.enabled() && !w.rps_flows.is_empty();
     w.steer_round += 1;
     for i in 0..skbs.len() {
         let hash = skb_hash(&w.bufs, &mut skbs[i]);
-        let mut target = map[reciprocal_scale(hash, map.len() as u32) as usize] as usize;
+        let mut target = (!map.is_empty()).then(|| map[reciprocal_scale(hash, map.len() as u32) as usize] as usize);
         if rfs {
             target = rfs_target(net, w, hash, target);
         }
-        if target == w.id {
-            if n != i {
-                skbs[n] = skbs[i];
+        match target {
+            Some(t) if t != w.id => w.rps_out[t].push(skbs[i]),
+            _ => {
+                if n != i {
+                    skbs[n] = skbs[i];
+                }
+                n += 1;
             }
-            n += 1;
-        } else {
-            w.rps_out[target].push(skbs[i]);
         }
     }
     skbs.truncate(n);
@@ -128,16 +130,19 @@ pub fn steer(net: &Net, w: &mut Worker, skbs: &mut Vec<Skb>) {
 }
 
 /// RFS: the worker for flow `hash`. A flow the socket flow table does not know yet goes
-/// where the CPU map sends it (`map_target`); once a reader on another worker has consumed
-/// it, it moves there, but only after everything it queued on its current worker has been
-/// processed. Stricter than the kernel, the flow table also notes flows placed by the map,
-/// so that first move keeps the order too.
-fn rfs_target(net: &Net, w: &mut Worker, hash: u32, map_target: usize) -> usize {
+/// where the CPU map sends it (`map_target`; without a map it stays on this worker); once a
+/// reader on another worker has consumed it, it moves there, but only after everything it
+/// queued on its current worker has been processed. Stricter than the kernel, the flow table
+/// also notes flows placed by the map (the kernel leaves their bucket alone), so that every
+/// flow of a bucket is where the bucket says: the first move keeps the order too, and so does
+/// a flow sharing its bucket with one that moved. The price: flows no reader claims follow
+/// their bucket's worker, not the map (with few buckets, few workers get them).
+fn rfs_target(net: &Net, w: &mut Worker, hash: u32, map_target: Option<usize>) -> Option<usize> {
     let desired = net.rps.sock_flow.desired(hash).filter(|&c| c < net.rps.workers());
     let slot = hash as usize & (w.rps_flows.len() - 1);
     let f = w.rps_flows[slot];
     let cpu = match (f.cpu, desired) {
-        (rfs::NO_CPU, d) => d.unwrap_or(map_target),
+        (rfs::NO_CPU, d) => d.or(map_target).unwrap_or(w.id),
         (cur, Some(next)) if cur as usize != next && drained(net, w, cur as usize, f.last_qtail) => {
             w.c.rfs_moves += 1;
             next
@@ -145,9 +150,18 @@ fn rfs_target(net: &Net, w: &mut Worker, hash: u32, map_target: usize) -> usize 
         (cur, _) => cur as usize,
     };
     // Where this packet will stand: this worker's steering round, or its place in the ring.
-    let qtail = if cpu == w.id { w.steer_round } else { w.ring_queued[cpu] + w.rps_out.get(cpu).map_or(0, Vec::len) as u64 + 1 };
+    let qtail = if cpu == w.id { w.steer_round } else { queue_tail(w, cpu) + 1 };
     w.rps_flows[slot] = rfs::DevFlow { cpu: cpu as u16, last_qtail: qtail };
-    cpu
+    Some(cpu)
+}
+
+/// The tail of what this worker has sent to worker `cpu` so far: the packets queued on its
+/// ring and those staged for it in this poll (for this worker itself: this steering round).
+fn queue_tail(w: &Worker, cpu: usize) -> u64 {
+    if cpu == w.id {
+        return w.steer_round;
+    }
+    w.ring_queued.get(cpu).copied().unwrap_or(0) + w.rps_out.get(cpu).map_or(0, Vec::len) as u64
 }
 
 /// True when worker `cpu` has processed every packet this worker queued for it up to
@@ -319,18 +333,49 @@ mod tests {
         w.rps_flows = vec![rfs::DevFlow::default(); 1];
         let (f, g) = (0x1234_0001, 0x5678_0001);
         net.rps.sock_flow.record(g, 2);
-        assert_eq!(rfs_target(&net, &mut w, f, 1), 1, "F1 where the map sends it");
+        assert_eq!(rfs_target(&net, &mut w, f, Some(1)), Some(1), "F1 where the map sends it");
         w.rps_out[1].push(Skb::default());
-        assert_eq!(rfs_target(&net, &mut w, g, 1), 1, "G1 may not move the slot while F1 is staged for worker 1");
+        assert_eq!(rfs_target(&net, &mut w, g, Some(1)), Some(1), "G1 may not move the slot while F1 is staged for worker 1");
         w.rps_out[1].push(Skb::default());
-        assert_eq!(rfs_target(&net, &mut w, f, 1), 1, "F2 follows F1");
+        assert_eq!(rfs_target(&net, &mut w, f, Some(1)), Some(1), "F2 follows F1");
         assert_eq!(w.c.rfs_moves, 0);
         // Once in the ring and processed there, the slot may move to G's reader.
         w.ring_queued[1] += 2;
         w.rps_out[1].clear();
         net.rps.ring_done[1][0].store(2, std::sync::atomic::Ordering::Release);
-        assert_eq!(rfs_target(&net, &mut w, g, 1), 2);
+        assert_eq!(rfs_target(&net, &mut w, g, Some(1)), Some(2));
         assert_eq!(w.c.rfs_moves, 1);
+    }
+
+    /// RFS without an RPS map still steers (get_rps_cpu: `!flow_table && !map` is the only
+    /// way out before the hash): known flows go to their readers, the rest stay here.
+    #[test]
+    fn rfs_steers_without_a_cpu_map() {
+        use crate::net::Pipeline;
+        use crate::tunables::Tunables;
+        let pool = crate::buf::Pool::new(64).unwrap();
+        let net = Net::with_workers(Tunables { rps_sock_flow_entries: 1024, ..Tunables::default() }, Pipeline::L3fwd, 2);
+        assert!(net.rps.cpus.is_empty(), "no rps_cpus");
+        let (mut tx, _rx) = backlog::backlog_rings(2, 16);
+        let mut w = Worker::new(0, &pool);
+        w.rps_tx = std::mem::take(&mut tx[0]);
+        w.ring_queued = vec![0; 2];
+        w.rps_flows = vec![rfs::DevFlow::default(); 64];
+        let (known, unknown) = (0x5678_0001u32, 0x1234_0002u32);
+        net.rps.sock_flow.record(known, 1);
+        let mut poll = |w: &mut Worker, hashes: &[u32]| {
+            let mut skbs: Vec<Skb> =
+                hashes.iter().map(|&hash| Skb { pkt: w.bufs.alloc_copy(&[0u8; 60]).unwrap(), hash, ..Skb::default() }).collect();
+            steer(&net, w, &mut skbs);
+            let kept: Vec<u32> = skbs.iter().map(|s| s.hash).collect();
+            for s in skbs {
+                w.bufs.free(s.pkt);
+            }
+            kept
+        };
+        assert_eq!(poll(&mut w, &[known, unknown, known]), vec![unknown], "the unknown flow stays");
+        assert_eq!(w.ring_queued[1], 2, "the known flow went to its reader's backlog");
+        assert_eq!(w.c.rps_steered, 2);
     }
 
     /// One sender keeping its ring full does not starve another: each process_backlog
