@@ -10,9 +10,12 @@ use crate::stats::{DropReason, Stage};
 use crate::worker::Worker;
 use std::time::{Duration, Instant};
 
-/// One softirq round over every port. Returns packets processed.
+/// One softirq round over every port (net_rx_action). Returns packets processed. Each poll
+/// gets its full weight (`dev_weight`) whatever is left of `netdev_budget`, as
+/// `__napi_poll` passes `n->weight`: the budget is checked after each poll and may go below
+/// zero; the round ends (a time squeeze) once it has, or once `netdev_budget_usecs` passed.
 pub fn softirq_round(net: &Net, w: &mut Worker) -> usize {
-    let mut budget = net.tun.netdev_budget as usize;
+    let mut budget = net.tun.netdev_budget as i64;
     w.tick_tsc();
     if net.neigh_log.len() != w.neigh_seen {
         net.neigh_log.sync_into(&mut w.neigh_seen, &mut w.neigh);
@@ -22,16 +25,17 @@ pub fn softirq_round(net: &Net, w: &mut Worker) -> usize {
     }
     // The time limit on the TSC: a read costs less than the monotonic clock's.
     let deadline = w.tsc_deadline(net.tun.netdev_budget_usecs as u64);
+    let weight = net.tun.dev_weight as usize;
     let mut done = 0;
     if net.rps.workers() > 1 {
         // The backlog RPS fills is one more NAPI instance (process_backlog), weight dev_weight.
-        let work = crate::rps::process_backlog(net, w, (net.tun.dev_weight as usize).min(budget));
+        let work = crate::rps::process_backlog(net, w, weight);
         if work > 0 {
             poll_end(net, w);
         }
         done += work;
-        budget -= work;
-        if budget == 0 {
+        budget -= work as i64;
+        if budget <= 0 {
             // The backlog used the whole budget: a squeeze too (net_rx_action checks after
             // every poll).
             w.c.time_squeeze += 1;
@@ -44,19 +48,18 @@ pub fn softirq_round(net: &Net, w: &mut Worker) -> usize {
     let nports = net.nports() as u16;
     let first = w.next_rx_port % nports.max(1);
     for port in (first..nports).chain(0..first) {
-        let weight = (net.tun.dev_weight as usize).min(budget).min(w.rx_quota.min(usize::MAX as u64) as usize);
+        // (A packet-count limit on the run is the only other bound on a poll.)
+        let weight = weight.min(w.rx_quota.min(usize::MAX as u64) as usize);
         if weight == 0 {
             break;
         }
         let work = napi_poll(net, w, port, weight);
         done += work;
-        // (A port returns at most `weight`; saturating all the same, so one that broke that
-        // promise could not make the round's budget wrap.)
-        budget = budget.saturating_sub(work);
-        if work == weight {
+        budget -= work as i64;
+        if work >= weight {
             w.c.napi_budget_exhausted += 1;
         }
-        if budget == 0 || (work > 0 && crate::stats::tsc::reached(deadline)) {
+        if budget <= 0 || (work > 0 && crate::stats::tsc::reached(deadline)) {
             w.c.time_squeeze += 1;
             w.next_rx_port = port + 1;
             break;
@@ -542,12 +545,28 @@ mod tests {
         (net, w)
     }
 
+    /// The budget bounds a round, not a poll (net_rx_action): a poll gets its whole weight
+    /// (64) even with a budget of 10, and the round ends after it, a time squeeze, before
+    /// the second port; the next round starts there.
     #[test]
     fn netdev_budget_bounds_one_softirq_round() {
-        let (net, mut w) = io_with_100_frames(Tunables { netdev_budget: 10, dev_weight: 64, ..Tunables::default() });
-        assert_eq!(softirq_round(&net, &mut w), 10);
-        assert_eq!(w.c.rx, 10);
+        let pool = Pool::new(512).unwrap();
+        let mut net = Net::new(Tunables { netdev_budget: 10, dev_weight: 64, ..Tunables::default() }, Pipeline::Io);
+        let mut w = Worker::new(0, &pool);
+        for (i, name) in ["a", "b"].iter().enumerate() {
+            net.ifaces.push(Iface::new(name, [2, 0, 0, 0, 0, i as u8 + 1]));
+            w.add_port(i as u16, Some(Box::new(PcapIn::from_frames(name, vec![vec![0u8; 60]; 100], 1))));
+        }
+        net.ifaces.push(Iface::new("out", [2, 0, 0, 0, 0, 9]));
+        w.add_port(2, Some(Box::new(Sink::new("out", SinkKind::Null, CheckSpec::default()))));
+        net.peer = vec![Some(2), Some(2), None];
+        let rx = |w: &Worker, i: u16| w.port_queue(i).unwrap().stats().rx_packets;
+        assert_eq!(softirq_round(&net, &mut w), 64);
+        assert_eq!((rx(&w, 0), rx(&w, 1)), (64, 0), "the second port waits for the next round");
         assert_eq!(w.c.time_squeeze, 1, "a round cut by the budget is a time squeeze");
+        assert_eq!(softirq_round(&net, &mut w), 64);
+        assert_eq!((rx(&w, 0), rx(&w, 1)), (64, 64));
+        assert_eq!(w.c.napi_budget_exhausted, 2);
     }
 
     /// Two busy inputs and a budget one poll uses up: rounds take turns (net_rx_action
