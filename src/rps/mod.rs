@@ -22,7 +22,8 @@ use backlog::FlowLimit;
 pub use hash::reciprocal_scale;
 
 /// The packet's flow hash: the port's (skb.hash) or a software one over the addresses and,
-/// for TCP/UDP/SCTP not fragmented, the ports (`skb_get_hash`). Set in `skb.hash`.
+/// for TCP/UDP/SCTP not fragmented, the ports — for IPv6 with a flow label, the label
+/// instead (`skb_get_hash`). Set in `skb.hash`.
 #[inline]
 pub fn skb_hash(bufs: &BufCache, skb: &mut Skb) -> u32 {
     if skb.hash != 0 {
@@ -49,6 +50,14 @@ pub fn skb_hash(bufs: &BufCache, skb: &mut Skb) -> u32 {
             None => (1, false),
         },
         0x86dd => match d.get(o..o + 40) {
+            // A flow label names the flow: the dissector stops there (skb_get_hash's
+            // FLOW_DISSECTOR_F_STOP_AT_FLOW_LABEL) and hashes the addresses, the first next
+            // header and the label instead of the ports, and that hash counts as L4.
+            Some(ip) if u32::from_be_bytes([0, ip[1] & 0x0f, ip[2], ip[3]]) != 0 => {
+                let label = u32::from_be_bytes([0, ip[1] & 0x0f, ip[2], ip[3]]);
+                let seed = HASH_SEED ^ label.wrapping_mul(0x9e37_79b9);
+                (hash::flow_hash(&ip[8..24], &ip[24..40], (0, 0), ip[6], seed), true)
+            }
             Some(ip) => {
                 // Past the extension headers, as the kernel's flow dissector: a flow with a
                 // Hop-by-Hop or Destination Options header is the same flow. Every piece of
@@ -299,6 +308,10 @@ mod tests {
     use super::*;
 
     fn udp6_frame(vlan: Option<u16>, sport: u16) -> Vec<u8> {
+        udp6_frame_labelled(vlan, sport, 0)
+    }
+
+    fn udp6_frame_labelled(vlan: Option<u16>, sport: u16, flow_label: u32) -> Vec<u8> {
         use crate::wire::build::{build, L3Spec, L4Spec, PacketSpec};
         let (src, dst) =
             ([0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
@@ -306,7 +319,7 @@ mod tests {
             src_mac: [2, 0, 0, 0, 0, 1],
             dst_mac: [2, 0, 0, 0, 0, 2],
             vlan,
-            l3: L3Spec::V6 { src, dst, traffic_class: 0, flow_label: 0 },
+            l3: L3Spec::V6 { src, dst, traffic_class: 0, flow_label },
             l4: L4Spec::Udp { src_port: sport, dst_port: 53 },
             ttl: 64,
             frame_len: 80,
@@ -434,6 +447,20 @@ mod tests {
         hbh.extend_from_slice(&[17, 0, 1, 4, 0, 0, 0, 0]);
         hbh.extend_from_slice(&plain[54..]);
         assert_eq!(hash_of(&mut bufs, &hbh), (h, true), "with a Hop-by-Hop header");
+    }
+
+    /// With a flow label the dissector stops at it: the label, not the ports, tells flows
+    /// apart (a sender that changes the label moves the flow), and the hash counts as L4.
+    #[test]
+    fn an_ipv6_flow_label_stands_in_for_the_ports() {
+        let pool = crate::buf::Pool::new(64).unwrap();
+        let mut bufs = pool.cache();
+        let (h, l4) = hash_of(&mut bufs, &udp6_frame_labelled(None, 1000, 0x12345));
+        assert!(l4, "a labelled hash counts as L4");
+        assert_eq!(hash_of(&mut bufs, &udp6_frame_labelled(None, 1001, 0x12345)).0, h, "other ports, same label: same flow");
+        assert_ne!(hash_of(&mut bufs, &udp6_frame_labelled(None, 1000, 0x12346)).0, h, "a new label: another flow");
+        assert_ne!(hash_of(&mut bufs, &udp6_frame(None, 1000)).0, h, "no label: the ports' hash");
+        assert_eq!(hash_of(&mut bufs, &udp6_frame_labelled(Some(7), 1000, 0x12345)), (h, true), "through a VLAN tag");
     }
 
     #[test]
