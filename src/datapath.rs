@@ -72,7 +72,7 @@ impl Datapath {
     /// a multi-queue port, say.
     pub fn with_workers(tun: Tunables, pipeline: Pipeline, pool: &Pool, workers: usize) -> Datapath {
         let net = Net::with_workers(tun, pipeline, workers);
-        let (tx, rx) = crate::rps::backlog::backlog_rings(net.rps.workers(), net.rps.max_backlog);
+        let (tx, rx) = crate::rps::backlog::backlog_rings(net.rps.workers(), net.rps.max_backlog + 1);
         let workers = tx
             .into_iter()
             .zip(rx)
@@ -84,7 +84,7 @@ impl Datapath {
                 if n > 1 {
                     w.rps_tx = tx;
                     w.backlog_rx = rx;
-                    w.backlog_src = (0..n).filter(|&s| s != id).collect();
+                    w.backlog_src = (0..n).collect();
                     w.ring_queued = vec![0; n];
                     if net.rps.sock_flow.enabled() && net.tun.rps_flow_cnt > 0 {
                         w.rps_flows = vec![Default::default(); net.tun.rps_flow_cnt.next_power_of_two() as usize];

@@ -62,10 +62,8 @@ pub struct Worker {
     pub(crate) backlog_src: Vec<usize>,
     /// Packets this worker has queued on each target's ring (its backlog tail, for RFS).
     pub(crate) ring_queued: Vec<u64>,
-    /// RFS: this worker's flow table (`rps_flow_cnt` entries, a power of two; empty = off),
-    /// and its steering rounds.
+    /// RFS: this worker's flow table (`rps_flow_cnt` entries, a power of two; empty = off).
     pub(crate) rps_flows: Vec<crate::rps::rfs::DevFlow>,
-    pub(crate) steer_round: u64,
     /// The flow limit's history of what this worker queued on backlogs (when its bit is in
     /// `net.core.flow_limit_cpu_bitmap`), made at the first backlog past half full.
     pub(crate) flow_limit: Option<FlowLimit>,
@@ -109,7 +107,6 @@ impl Worker {
             backlog_src: Vec::new(),
             ring_queued: Vec::new(),
             rps_flows: Vec::new(),
-            steer_round: 0,
             flow_limit: None,
             gro: Vec::new(),
             gso_scratch: Vec::new(),

@@ -23,23 +23,30 @@ pub const HANDOFF_LEN: usize = 4096;
 pub type BacklogTx = rtrb::Producer<Skb>;
 pub type BacklogRx = rtrb::Consumer<Skb>;
 
-/// Rings for `workers` workers, `len` packets each (`net.core.netdev_max_backlog`): entry
-/// `[s][d]` is the producer from worker s to worker d (None for s = d), and the consumers of
-/// worker d are `rx[d]`.
+/// Rings for `workers` workers, `len` packets each (`net.core.netdev_max_backlog` + 1, what
+/// one CPU's backlog can hold): entry `[s][d]` is the producer from worker s to worker d, and
+/// the consumers of worker d are `rx[d]`, in order of s. A worker has a ring to itself too:
+/// with RPS on, the packets it keeps go through its own backlog, as enqueue_to_backlog takes
+/// the local CPU's packets like the others'.
 pub fn backlog_rings(workers: usize, len: usize) -> (Vec<Vec<Option<BacklogTx>>>, Vec<Vec<BacklogRx>>) {
     let mut tx: Vec<Vec<Option<BacklogTx>>> = (0..workers).map(|_| (0..workers).map(|_| None).collect()).collect();
     let mut rx: Vec<Vec<BacklogRx>> = (0..workers).map(|_| Vec::new()).collect();
-    for (s, row) in tx.iter_mut().enumerate() {
+    for row in tx.iter_mut() {
         for (d, slot) in row.iter_mut().enumerate() {
-            if s != d {
-                let (p, c) = rtrb::RingBuffer::new(len.max(1));
-                *slot = Some(p);
-                rx[d].push(c);
-            }
+            let (p, c) = rtrb::RingBuffer::new(len.max(1));
+            *slot = Some(p);
+            rx[d].push(c);
         }
     }
     (tx, rx)
 }
+
+/// Packets in one worker's backlog, all rings together (`skb_queue_len` of the kernel's one
+/// `input_pkt_queue`): producers reserve room in it before they push, the owner gives it back
+/// as it processes. On a cache line of its own.
+#[repr(align(128))]
+#[derive(Default)]
+pub struct BacklogLen(pub std::sync::atomic::AtomicI64);
 
 /// One worker's backlog: whether it is scheduled, and who serves it.
 pub struct Backlog {
@@ -129,8 +136,11 @@ pub struct Steering {
     pub flow_limit_cpus: u64,
     /// One per worker.
     pub backlogs: Vec<Backlog>,
-    /// Each backlog ring's capacity (`net.core.netdev_max_backlog`).
+    /// `net.core.netdev_max_backlog`: a backlog takes a packet while it holds at most this
+    /// many (so it holds one more at most, as the kernel's).
     pub max_backlog: usize,
+    /// One per worker: packets in its backlog.
+    pub backlog_len: Vec<BacklogLen>,
     /// RFS: who consumes which flow (empty: RFS off).
     pub sock_flow: super::rfs::SockFlowTable,
     /// `[target][source]`: packets the target has processed from the source's ring.
@@ -158,6 +168,7 @@ impl Steering {
             flow_limit_cpus,
             backlogs: (0..workers).map(|_| Backlog::new()).collect(),
             max_backlog: max_backlog.max(1),
+            backlog_len: (0..workers).map(|_| BacklogLen::default()).collect(),
             sock_flow: super::rfs::SockFlowTable::new(sock_flow_entries, workers),
             ring_done: (0..workers).map(|_| (0..workers).map(|_| Default::default()).collect()).collect(),
             tx_handoff: Vec::new(),
@@ -347,17 +358,14 @@ mod tests {
     }
 
     #[test]
-    fn every_pair_of_distinct_workers_has_one_ring_of_the_backlog_length() {
+    fn every_pair_of_workers_has_one_ring_of_the_backlog_length() {
         let (tx, rx) = backlog_rings(3, 8);
-        for (s, row) in tx.iter().enumerate() {
-            for (d, p) in row.iter().enumerate() {
-                assert_eq!(p.is_some(), s != d, "[{s}][{d}]");
-                if let Some(p) = p {
-                    assert_eq!(p.slots(), 8);
-                }
+        for row in &tx {
+            for p in row {
+                assert_eq!(p.as_ref().map(|p| p.slots()), Some(8));
             }
         }
-        assert!(rx.iter().all(|r| r.len() == 2));
+        assert!(rx.iter().all(|r| r.len() == 3), "one from each worker, itself included");
         let (tx, _) = backlog_rings(2, 0);
         assert_eq!(tx[0][1].as_ref().unwrap().slots(), 1, "a ring holds at least one packet");
         assert_eq!(Steering::new(2, vec![1], 0, 0, 0).max_backlog, 1);

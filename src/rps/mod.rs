@@ -112,7 +112,7 @@ pub fn steer(net: &Net, w: &mut Worker, skbs: &mut Vec<Skb>) {
         w.rps_out.resize_with(st.workers(), Vec::new);
     }
     let mut n = 0;
-    w.steer_round += 1;
+    let multi = st.workers() > 1;
     for i in 0..skbs.len() {
         let hash = skb_hash(&w.bufs, &mut skbs[i]);
         let mut target = (!map.is_empty()).then(|| map[reciprocal_scale(hash, map.len() as u32) as usize] as usize);
@@ -120,7 +120,10 @@ pub fn steer(net: &Net, w: &mut Worker, skbs: &mut Vec<Skb>) {
             target = rfs_target(net, w, hash, target);
         }
         match target {
-            Some(t) if t != w.id => w.rps_out[t].push(skbs[i]),
+            // The local worker's packets too go through its backlog (enqueue_to_backlog for
+            // any cpu >= 0): its limit, its flow limit and its quota apply to them, and they
+            // queue behind what other workers sent it. With one worker there is no backlog.
+            Some(t) if multi => w.rps_out[t].push(skbs[i]),
             _ => {
                 if n != i {
                     skbs[n] = skbs[i];
@@ -158,28 +161,20 @@ fn rfs_target(net: &Net, w: &mut Worker, hash: u32, map_target: Option<usize>) -
         }
         (cur, _) => cur as usize,
     };
-    // Where this packet will stand: this worker's steering round, or its place in the ring.
-    let qtail = if cpu == w.id { w.steer_round } else { queue_tail(w, cpu) + 1 };
-    w.rps_flows[slot] = rfs::DevFlow { cpu: cpu as u16, last_qtail: qtail };
+    // Where this packet will stand in that worker's backlog.
+    w.rps_flows[slot] = rfs::DevFlow { cpu: cpu as u16, last_qtail: queue_tail(w, cpu) + 1 };
     Some(cpu)
 }
 
 /// The tail of what this worker has sent to worker `cpu` so far: the packets queued on its
-/// ring and those staged for it in this poll (for this worker itself: this steering round).
+/// ring and those staged for it in this poll.
 fn queue_tail(w: &Worker, cpu: usize) -> u64 {
-    if cpu == w.id {
-        return w.steer_round;
-    }
     w.ring_queued.get(cpu).copied().unwrap_or(0) + w.rps_out.get(cpu).map_or(0, Vec::len) as u64
 }
 
-/// True when worker `cpu` has processed every packet this worker queued for it up to
-/// `qtail` (for this worker itself: when `qtail` was an earlier steering round, whose kept
-/// packets went through the receive path before this one began).
+/// True when worker `cpu` (this one included) has processed every packet this worker queued
+/// for it up to `qtail`.
 fn drained(net: &Net, w: &Worker, cpu: usize, qtail: u64) -> bool {
-    if cpu == w.id {
-        return qtail < w.steer_round;
-    }
     let queued = w.ring_queued.get(cpu).copied().unwrap_or(0);
     let staged = w.rps_out.get(cpu).map_or(0, Vec::len) as u64;
     if qtail > queued && qtail <= queued + staged {
@@ -192,13 +187,19 @@ fn drained(net: &Net, w: &Worker, cpu: usize, qtail: u64) -> bool {
     done >= qtail.min(queued)
 }
 
-/// Appends this worker's staged packets for `target` to its backlog ring, a run at once: a
-/// full ring drops (`cpu_backlog`), and past half full, when this worker applies the flow
-/// limit, a flow with more than half of its recent packets is dropped.
+/// enqueue_to_backlog for this worker's staged packets for `target`, a run at once: the
+/// target's backlog (all its rings) takes a packet while it holds at most
+/// `netdev_max_backlog` (else `cpu_backlog`), and from half of that, when this worker applies
+/// the flow limit, a flow with more than half of its recent packets is dropped
+/// (`cpu_backlog_flow_limit`). Room is reserved in the target's length for the whole run
+/// first and what was not taken is given back: two atomic operations per run, and two
+/// producers racing near the limit each see the other's whole run (one may drop a packet the
+/// kernel's lock would have let in, never the other way round).
 fn enqueue_to_backlog(net: &Net, w: &mut Worker, target: usize) {
+    use std::sync::atomic::Ordering;
     let st = &net.rps;
     let mut staged = std::mem::take(&mut w.rps_out[target]);
-    let Some(mut ring) = w.rps_tx.get_mut(target).and_then(Option::take) else {
+    let (Some(mut ring), Some(len)) = (w.rps_tx.get_mut(target).and_then(Option::take), st.backlog_len.get(target)) else {
         // No ring to that worker (cannot happen with rings from `backlog_rings`).
         for s in staged.drain(..) {
             w.drop_pkt(s.pkt, DropReason::CpuBacklog);
@@ -206,36 +207,48 @@ fn enqueue_to_backlog(net: &Net, w: &mut Worker, target: usize) {
         w.rps_out[target] = staged;
         return;
     };
-    let cap = st.max_backlog;
-    let half = cap / 2;
+    let max = st.max_backlog as i64;
+    let run = staged.len() as i64;
+    let before = len.0.fetch_add(run, Ordering::AcqRel).max(0);
     // The flow limit is the enqueuing CPU's (skb_flow_limit reads this CPU's softnet_data):
     // its bit in the bitmap, one history for every target.
-    let limit_flows = st.flow_limit_cpus >> w.id & 1 == 1;
+    let limit_flows = st.flow_limit_cpus >> w.id & 1 == 1 && before + run > max / 2;
     let mut queued = 0u64;
-    if limit_flows && cap - ring.slots() + staged.len() > half {
+    if limit_flows {
         let mut fl = w.flow_limit.take().unwrap_or_else(|| FlowLimit::new(net.tun.flow_limit_table_len as usize));
         for s in staged.drain(..) {
-            if cap - ring.slots() >= half && fl.over_limit(s.hash) {
+            let qlen = before + queued as i64;
+            if qlen > max {
+                w.drop_pkt(s.pkt, DropReason::CpuBacklog);
+            } else if qlen >= max / 2 && fl.over_limit(s.hash) {
                 w.drop_pkt(s.pkt, DropReason::CpuBacklogFlowLimit);
-                continue;
-            }
-            match ring.push(s) {
-                Ok(()) => queued += 1,
-                Err(rtrb::PushError::Full(s)) => w.drop_pkt(s.pkt, DropReason::CpuBacklog),
+            } else {
+                match ring.push(s) {
+                    Ok(()) => queued += 1,
+                    Err(rtrb::PushError::Full(s)) => w.drop_pkt(s.pkt, DropReason::CpuBacklog),
+                }
             }
         }
         w.flow_limit = Some(fl);
     } else {
-        let (sent, refused) = ring.push_partial_slice(&staged);
+        let room = (max + 1 - before).clamp(0, run) as usize;
+        let (sent, refused) = ring.push_partial_slice(&staged[..room]);
         queued = sent.len() as u64;
-        for s in refused {
+        for s in refused.iter().chain(&staged[room..]) {
             w.drop_pkt(s.pkt, DropReason::CpuBacklog);
         }
         staged.clear();
     }
+    if queued < run as u64 {
+        len.0.fetch_sub(run - queued as i64, Ordering::AcqRel);
+    }
     w.rps_tx[target] = Some(ring);
     w.rps_out[target] = staged;
     w.ring_queued[target] += queued;
+    if target == w.id {
+        // This worker serves its own backlog in its next round: no wake-up.
+        return;
+    }
     w.c.rps_steered += queued;
     if queued > 0 && st.backlogs[target].schedule() {
         w.wake_pending |= 1 << target;
@@ -265,11 +278,10 @@ pub fn process_backlog(net: &Net, w: &mut Worker, quota: usize) -> usize {
     let mut skbs = std::mem::take(&mut w.skb_scratch);
     skbs.clear();
     let mut taken = [0u32; 64];
-    // The rings are served from a different one each call: one sender keeping its ring
-    // full must not starve the others (the kernel's backlog is one FIFO for all senders).
+    // Each call starts at the ring after the last one it took from: one sender keeping its
+    // ring full must not starve the others (the kernel's backlog is one FIFO for all senders).
     let rings = w.backlog_rx.len();
     let first = w.backlog_next % rings.max(1);
-    w.backlog_next = first + 1;
     for src in (first..rings).chain(0..first) {
         let ring = &mut w.backlog_rx[src];
         let want = quota.saturating_sub(skbs.len()).min(ring.slots());
@@ -282,8 +294,12 @@ pub fn process_backlog(net: &Net, w: &mut Worker, quota: usize) -> usize {
         let got = got.len();
         skbs.truncate(start + got);
         taken[src] = got as u32;
+        w.backlog_next = src + 1;
     }
     let n = skbs.len();
+    if let Some(len) = net.rps.backlog_len.get(w.id) {
+        len.0.fetch_sub(n as i64, std::sync::atomic::Ordering::AcqRel);
+    }
     w.c.backlog_processed += n as u64;
     w.c.napi_polls += 1;
     if net.tun.listified != 0 {
@@ -376,7 +392,7 @@ mod tests {
         w.rps_flows = vec![rfs::DevFlow::default(); 64];
         let (known, unknown) = (0x5678_0001u32, 0x1234_0002u32);
         net.rps.sock_flow.record(known, 1);
-        let mut poll = |w: &mut Worker, hashes: &[u32]| {
+        let poll = |w: &mut Worker, hashes: &[u32]| {
             let mut skbs: Vec<Skb> =
                 hashes.iter().map(|&hash| Skb { pkt: w.bufs.alloc_copy(&[0u8; 60]).unwrap(), hash, ..Skb::default() }).collect();
             steer(&net, w, &mut skbs);
@@ -386,9 +402,50 @@ mod tests {
             }
             kept
         };
-        assert_eq!(poll(&mut w, &[known, unknown, known]), vec![unknown], "the unknown flow stays");
+        assert_eq!(poll(&mut w, &[known, unknown, known]), Vec::<u32>::new(), "all go through backlogs");
         assert_eq!(w.ring_queued[1], 2, "the known flow went to its reader's backlog");
-        assert_eq!(w.c.rps_steered, 2);
+        assert_eq!(w.ring_queued[0], 1, "the unknown flow to this worker's own");
+        assert_eq!(w.c.rps_steered, 2, "steered to another worker: the known flow");
+    }
+
+    /// One CPU's backlog takes a packet while it holds at most netdev_max_backlog, all
+    /// senders together, the CPU's own packets included (enqueue_to_backlog's qlen is the
+    /// target's one input queue): with a limit of 4, runs of 3 from itself and from another
+    /// worker leave 5 queued and drop 1; processing gives the room back.
+    #[test]
+    fn a_backlog_holds_max_backlog_plus_one_from_all_its_senders() {
+        use crate::net::Pipeline;
+        use crate::tunables::Tunables;
+        let pool = crate::buf::Pool::new(1024).unwrap();
+        let net = Net::with_workers(Tunables { netdev_max_backlog: 4, ..Tunables::default() }, Pipeline::L3fwd, 2);
+        let (tx, mut rx) = backlog::backlog_rings(2, net.rps.max_backlog + 1);
+        let mut ws: Vec<Worker> = tx
+            .into_iter()
+            .enumerate()
+            .map(|(id, tx)| {
+                let mut w = Worker::new(id, &pool);
+                w.rps_tx = tx;
+                w.ring_queued = vec![0; 2];
+                w.rps_out.resize_with(2, Vec::new);
+                w
+            })
+            .collect();
+        ws[1].backlog_rx = std::mem::take(&mut rx[1]);
+        ws[1].backlog_src = vec![0, 1];
+        for k in [1, 0] {
+            for _ in 0..3 {
+                let p = ws[k].bufs.alloc_copy(&[0u8; 60]).unwrap();
+                ws[k].rps_out[1].push(Skb { pkt: p, hash: 7, ..Skb::default() });
+            }
+            enqueue_to_backlog(&net, &mut ws[k], 1);
+        }
+        assert_eq!((ws[1].ring_queued[1], ws[0].ring_queued[1]), (3, 2), "4 + 1 in all");
+        assert_eq!(ws[0].c.dropped(DropReason::CpuBacklog), 1, "the sixth dropped by its sender");
+        assert_eq!((ws[0].c.rps_steered, ws[1].c.rps_steered), (2, 0), "its own packets are not steered away");
+        assert_eq!(ws[0].wake_pending, 1 << 1, "the other worker wakes it; it does not wake itself");
+        assert_eq!(net.rps.backlog_len[1].0.load(std::sync::atomic::Ordering::Relaxed), 5);
+        assert_eq!(process_backlog(&net, &mut ws[1], 64), 5);
+        assert_eq!(net.rps.backlog_len[1].0.load(std::sync::atomic::Ordering::Relaxed), 0, "room given back");
     }
 
     /// One sender keeping its ring full does not starve another: each process_backlog
@@ -402,9 +459,10 @@ mod tests {
         let (mut tx, mut rx) = backlog::backlog_rings(3, 512);
         let mut w = Worker::new(0, &pool);
         w.backlog_rx = std::mem::take(&mut rx[0]);
-        w.backlog_src = vec![1, 2];
+        w.backlog_src = vec![0, 1, 2];
         w.ring_queued = vec![0; 3];
         // Frames of no protocol the receive path knows: processed, then dropped and freed.
+        // (Its own ring, the first, stays empty.)
         for (sender, n) in [(1, 300), (2, 10)] {
             let ring = tx[sender][0].as_mut().unwrap();
             for _ in 0..n {
@@ -414,8 +472,8 @@ mod tests {
         }
         assert_eq!(process_backlog(&net, &mut w, 64), 64);
         assert_eq!(process_backlog(&net, &mut w, 64), 64);
-        assert_eq!(w.backlog_rx[1].slots(), 0, "the second sender's ring was served by the second poll");
-        assert_eq!(w.backlog_rx[0].slots(), 300 - 64 - 54);
+        assert_eq!(w.backlog_rx[2].slots(), 0, "the second sender's ring was served by the second poll");
+        assert_eq!(w.backlog_rx[1].slots(), 300 - 64 - 54);
         assert_eq!(w.c.backlog_processed, 128);
     }
 
