@@ -137,6 +137,8 @@ struct Seg {
     udp: bool,
     /// UDP over IPv4 without a checksum (0: valid, never merged).
     zero_csum: bool,
+    /// Zero bytes after the frame (more Ethernet padding: the IP length stays the packet's).
+    pad: usize,
 }
 
 fn seg(sport: u16, i: usize) -> Seg {
@@ -156,6 +158,7 @@ fn seg(sport: u16, i: usize) -> Seg {
         v6: None,
         udp: false,
         zero_csum: false,
+        pad: 0,
     }
 }
 
@@ -198,7 +201,8 @@ fn frame(s: &Seg, dst_mac: [u8; 6]) -> Vec<u8> {
         ttl: s.ttl,
         frame_len: hdr + s.len,
     };
-    let mut out = vec![0u8; hdr + s.len];
+    // The builder pads a frame to 60 bytes, as a NIC would.
+    let mut out = vec![0u8; (hdr + s.len).max(60)];
     let n = build(&spec, &mut out).expect("build");
     out.truncate(n);
     let l4 = l4_of(&out);
@@ -215,6 +219,7 @@ fn frame(s: &Seg, dst_mac: [u8; 6]) -> Vec<u8> {
             out[l4 + 6..l4 + 8].copy_from_slice(&[0, 0]);
         }
     }
+    out.resize(out.len() + s.pad, 0);
     out
 }
 
@@ -291,6 +296,18 @@ fn scenarios() -> Vec<(&'static str, Vec<Seg>)> {
     let flows: Vec<Vec<Seg>> = (0..9).map(|f| train(2100 + f, 3)).collect();
     v.push(("nine flows in one bucket", (0..3).flat_map(|i| flows.iter().map(move |f| f[i].clone())).collect()));
     v.push(("past 64 KB", train(2015, 70)));
+    // A small segment padded (to the 60-byte minimum frame over IPv4, by `pad` bytes more):
+    // its IP length is not the frame's, so it completes the two held before it and follows
+    // them.
+    let padded = |mut t: Vec<Seg>, pad: usize| -> Vec<Seg> {
+        t[2].len = 4;
+        t[2].pad = pad;
+        for s in &mut t[3..] {
+            s.seq -= (MSS - 4) as u32;
+        }
+        t
+    };
+    v.push(("padded small segment", padded(train(2016, 5), 0)));
     // IPv6: a train, then hop limit, traffic class and flow label changes.
     let v6 = |sport: u16, n: usize| -> Vec<Seg> {
         let mut t = train(sport, n);
@@ -312,6 +329,7 @@ fn scenarios() -> Vec<(&'static str, Vec<Seg>)> {
     t[3].v6 = Some(8);
     v.push(("ipv6 flow label change", t));
     v.push(("ipv6 past 64 KB", v6(2205, 70)));
+    v.push(("ipv6 padded small segment", padded(v6(2206, 5), 2)));
     v
 }
 

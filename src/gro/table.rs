@@ -71,44 +71,64 @@ struct Seg {
     addr_sum: u64,
     /// Folded sum of the payload bytes (for the merged packet's checksum).
     payload_sum: u16,
+    /// The IP layer flushes it (`NAPI_GRO_CB(skb)->flush`): it completes its flow's held
+    /// packet and goes NORMAL (`skb_gro_receive` returns -E2BIG).
+    flush: bool,
 }
 
 /// Reads a frame as an untagged IPv4/IPv6 TCP segment (or, with `udp`, UDP datagram) GRO can
 /// take: IPv4 with IHL 5, a valid header checksum, no fragment; IPv6 with TCP/UDP as the next
-/// header; the IP length covering the frame exactly (no padding, no lie); a valid L4 checksum
-/// (`skb_gro_checksum_validate`), summed here unless the port verified it (`verified`).
-/// None = NORMAL.
+/// header; a valid L4 checksum (`skb_gro_checksum_validate`), summed here unless the port
+/// verified it (`verified`). None = NORMAL, held packets untouched.
+/// An IP length that is not the frame's (padding or a lie) marks a TCP segment `flush`
+/// (`NAPI_GRO_CB(skb)->flush`): its flow's held packet is completed and it goes NORMAL; its
+/// checksum is not checked (`tcp4_gro_receive` skips it when it will flush anyway). A UDP
+/// datagram so marked is None.
 fn parse(data: &[u8], verified: bool, udp: bool) -> Option<Seg> {
     let eth = EthernetFrame::new_checked(data).ok()?;
     let l3 = &data[ETH_LEN..];
-    // The IP layer's fields: (v4, UDP, L4 offset, ID, DF, TTL, TOS, flow label, address sum).
+    // The IP layer's fields: (v4, UDP, L4 offset, ID, DF, TTL, TOS, flow label, address sum,
+    // flush). The IP length is not checked against the frame here (it only flushes).
     let ip = match eth.ethertype() {
         EtherType::IPV4 => {
-            let ip = Ipv4Packet::new_checked(l3).ok()?;
-            if ip.header_len() != 20
-                || !ip.verify_checksum()
+            let ip = Ipv4Packet::new_unchecked(l3);
+            if l3.len() < 20
+                || ip.version() != 4
+                || ip.header_len() != 20
                 || ip.is_fragment()
+                || !ip.verify_checksum()
                 || !(ip.protocol() == IPPROTO_TCP || udp && ip.protocol() == IPPROTO_UDP)
-                || ETH_LEN + ip.total_len() as usize != data.len()
             {
                 return None;
             }
+            let flush = ETH_LEN + ip.total_len() as usize != data.len();
             let addr_sum = sum_fixed(&ip.src_addr()) + sum_fixed(&ip.dst_addr());
-            (true, ip.protocol() == IPPROTO_UDP, ETH_LEN + 20, ip.ident(), ip.dont_frag(), ip.ttl(), ip.tos(), 0, addr_sum)
+            (true, ip.protocol() == IPPROTO_UDP, ETH_LEN + 20, ip.ident(), ip.dont_frag(), ip.ttl(), ip.tos(), 0, addr_sum, flush)
         }
         EtherType::IPV6 => {
-            let ip = Ipv6Packet::new_checked(l3).ok()?;
-            let nh = ip.next_header();
-            if !(nh == IPPROTO_TCP || udp && nh == IPPROTO_UDP) || ETH_LEN + IPV6_LEN + ip.payload_len() as usize != data.len() {
+            let ip = Ipv6Packet::new_unchecked(l3);
+            if l3.len() < IPV6_LEN || ip.version() != 6 {
                 return None;
             }
+            let nh = ip.next_header();
+            if !(nh == IPPROTO_TCP || udp && nh == IPPROTO_UDP) {
+                return None;
+            }
+            let flush = ETH_LEN + IPV6_LEN + ip.payload_len() as usize != data.len();
             let addr_sum = sum_fixed(&ip.src_addr()) + sum_fixed(&ip.dst_addr());
-            (false, nh == IPPROTO_UDP, ETH_LEN + IPV6_LEN, 0, false, ip.hop_limit(), ip.traffic_class(), ip.flow_label(), addr_sum)
+            (false, nh == IPPROTO_UDP, ETH_LEN + IPV6_LEN, 0, false, ip.hop_limit(), ip.traffic_class(), ip.flow_label(), addr_sum, flush)
         }
         _ => return None,
     };
-    let (v4, is_udp, l4, ip_id, df, ttl, tos, flow_label, addr_sum) = ip;
-    let l4_part = if is_udp { parse_udp(data, verified, l4, addr_sum) } else { parse_tcp(data, verified, l4, addr_sum) }?;
+    let (v4, is_udp, l4, ip_id, df, ttl, tos, flow_label, addr_sum, flush) = ip;
+    let l4_part = match (is_udp, flush) {
+        // udp_gro_receive_segment refuses a length not the frame's before any lookup; the
+        // other flushed case (the kernel may still chain it) is left NORMAL here.
+        (true, true) => None,
+        (true, false) => parse_udp(data, verified, l4, addr_sum),
+        // A flushed segment's checksum is not checked (taken as verified): it merges nothing.
+        (false, _) => parse_tcp(data, verified || flush, l4, addr_sum),
+    }?;
     // One struct built once, in place (a copy of one just written would wait on store
     // forwarding).
     Some(Seg {
@@ -129,6 +149,7 @@ fn parse(data: &[u8], verified: bool, udp: bool) -> Option<Seg> {
         ports: l4_part.ports,
         addr_sum,
         payload_sum: l4_part.payload_sum,
+        flush,
     })
 }
 
@@ -266,6 +287,14 @@ impl GroTable {
         let bucket = (skb.hash as usize) & (GRO_HASH_BUCKETS - 1);
         let words = FlowWords::of(bufs.data(skb.pkt), seg.v4);
         let found = self.buckets[bucket].iter().rposition(|p| p.skb.hash == skb.hash && same_flow(&p.first, &seg) && p.words.same(&words));
+        if seg.flush {
+            if let Some(i) = found {
+                let p = self.buckets[bucket].remove(i);
+                self.held -= 1;
+                self.complete(bufs, st, p, FlushCause::Mismatch);
+            }
+            return self.normal_one(st, skb, 1);
+        }
         if seg.udp {
             return self.receive_udp(bufs, st, cfg, now_ns, skb, seg, (bucket, words), found);
         }

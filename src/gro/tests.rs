@@ -453,14 +453,56 @@ fn bad_checksums_ihl_and_fragments_are_normal_inet_gro_receive() {
     frag[20] |= 0x20; // MF
     let mut ihl = base.clone();
     ihl[14] = 0x46;
-    let mut padded = base.clone();
-    padded.extend_from_slice(&[0; 4]); // IP length no longer covers the frame
-    for f in [bad_ip, bad_tcp, frag, ihl, padded] {
+    for f in [bad_ip, bad_tcp, frag, ihl] {
         let mut r = Rig::new();
         r.rx(&tr[0]);
         assert_eq!(r.rx_frame(&f, 0), GroResult::Normal);
         assert_eq!(r.t.held(), 1, "the held flow is untouched");
         assert_eq!(r.st.merged, 0);
+    }
+}
+
+/// An IP length that is not the frame's (Ethernet padding, or a lie either way) flushes the
+/// segment in the IP layer, which still runs the TCP layer: the held packet of its flow is
+/// completed first (`skb_gro_receive` returns -E2BIG for a flushed segment) and the segment
+/// follows it, NORMAL — a padded small segment is not delivered ahead of the data before it.
+/// Its checksum is not checked (`tcp4_gro_receive` skips it when it will flush anyway).
+#[test]
+fn ip_length_not_the_frame_s_completes_the_held_flow_inet_gro_receive_flush() {
+    for v6 in [false, true] {
+        let l4 = if v6 { 54 } else { 34 };
+        let mut tr = train(2, 1448);
+        tr[1].payload.truncate(4);
+        for t in &mut tr {
+            t.v6 = v6;
+        }
+        let small = tr[1].frame();
+        let mut padded = small.clone();
+        padded.resize(small.len().max(60) + 2, 0);
+        let mut longer = small.clone();
+        longer[if v6 { 19 } else { 17 }] += 3; // IP length past the frame
+        let mut shorter = small.clone();
+        shorter[if v6 { 19 } else { 17 }] -= 2; // IP length short of it
+        if !v6 {
+            refill_checksums(&mut longer);
+            refill_checksums(&mut shorter);
+        }
+        let mut bad_tcp = padded.clone();
+        bad_tcp[l4 + 16] ^= 1;
+        for (what, f) in [("padded", padded), ("longer", longer), ("shorter", shorter), ("padded, bad TCP checksum", bad_tcp)] {
+            let mut r = Rig::new();
+            assert_eq!(r.rx(&tr[0]), GroResult::Held);
+            assert_eq!(r.rx_frame(&f, 0), GroResult::Normal, "{what} v6={v6}");
+            assert_eq!(r.t.held(), 0, "{what} v6={v6}: the held packet was completed");
+            let d = r.delivered();
+            let got: Vec<Vec<u8>> = d.iter().map(|s| r.bytes(s)).collect();
+            assert_eq!(got, [tr[0].frame(), f.clone()], "{what} v6={v6}: held packet first, then the segment");
+            assert_eq!((r.st.merged, r.st.flushed[FlushCause::Mismatch as usize]), (0, 1));
+            // Without a flow to complete it is NORMAL too, never held.
+            let mut r = Rig::new();
+            assert_eq!(r.rx_frame(&f, 0), GroResult::Normal, "{what} v6={v6}");
+            assert_eq!(r.t.held(), 0);
+        }
     }
 }
 
