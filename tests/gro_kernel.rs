@@ -139,6 +139,8 @@ struct Seg {
     zero_csum: bool,
     /// Zero bytes after the frame (more Ethernet padding: the IP length stays the packet's).
     pad: usize,
+    /// IPv4 with the reserved flag bit set.
+    reserved: bool,
 }
 
 fn seg(sport: u16, i: usize) -> Seg {
@@ -159,6 +161,7 @@ fn seg(sport: u16, i: usize) -> Seg {
         udp: false,
         zero_csum: false,
         pad: 0,
+        reserved: false,
     }
 }
 
@@ -218,6 +221,10 @@ fn frame(s: &Seg, dst_mac: [u8; 6]) -> Vec<u8> {
         if s.zero_csum {
             out[l4 + 6..l4 + 8].copy_from_slice(&[0, 0]);
         }
+    }
+    if s.reserved {
+        out[20] |= 0x80;
+        sluice::wire::ipv4::Ipv4Packet::new_unchecked(&mut out[14..34]).fill_checksum();
     }
     out.resize(out.len() + s.pad, 0);
     out
@@ -308,6 +315,9 @@ fn scenarios() -> Vec<(&'static str, Vec<Seg>)> {
         t
     };
     v.push(("padded small segment", padded(train(2016, 5), 0)));
+    let mut t = train(2017, 5);
+    t[2].reserved = true;
+    v.push(("reserved flag", t));
     // IPv6: a train, then hop limit, traffic class and flow label changes.
     let v6 = |sport: u16, n: usize| -> Vec<Seg> {
         let mut t = train(sport, n);
@@ -389,6 +399,9 @@ fn udp_scenarios() -> Vec<(&'static str, Vec<Seg>)> {
     }
     t[4].ttl = 63;
     v.push(("ipv6 udp train, hop limit change", t));
+    let mut t = utrain(3016, 5, MSS);
+    t[2].reserved = true;
+    v.push(("udp reserved flag", t));
     v
 }
 

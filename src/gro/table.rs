@@ -80,10 +80,10 @@ struct Seg {
 /// take: IPv4 with IHL 5, a valid header checksum, no fragment; IPv6 with TCP/UDP as the next
 /// header; a valid L4 checksum (`skb_gro_checksum_validate`), summed here unless the port
 /// verified it (`verified`). None = NORMAL, held packets untouched.
-/// An IP length that is not the frame's (padding or a lie) marks a TCP segment `flush`
-/// (`NAPI_GRO_CB(skb)->flush`): its flow's held packet is completed and it goes NORMAL; its
-/// checksum is not checked (`tcp4_gro_receive` skips it when it will flush anyway). A UDP
-/// datagram so marked is None.
+/// An IP length that is not the frame's (padding or a lie), or the IPv4 reserved flag, marks
+/// a TCP segment `flush` (`NAPI_GRO_CB(skb)->flush`): its flow's held packet is completed and
+/// it goes NORMAL; its checksum is not checked (`tcp4_gro_receive` skips it when it will
+/// flush anyway). A UDP datagram so marked is None.
 fn parse(data: &[u8], verified: bool, udp: bool) -> Option<Seg> {
     let eth = EthernetFrame::new_checked(data).ok()?;
     let l3 = &data[ETH_LEN..];
@@ -101,7 +101,10 @@ fn parse(data: &[u8], verified: bool, udp: bool) -> Option<Seg> {
             {
                 return None;
             }
-            let flush = ETH_LEN + ip.total_len() as usize != data.len();
+            // inet_gro_receive: `(u16)((word0 ^ gro_len) | (id|frag_off & ~IP_DF))`, the
+            // fragment bits refused above: the IP length, or the reserved flag, which a merged
+            // packet could not carry for each segment.
+            let flush = ETH_LEN + ip.total_len() as usize != data.len() || ip.reserved_flag();
             let addr_sum = sum_fixed(&ip.src_addr()) + sum_fixed(&ip.dst_addr());
             (true, ip.protocol() == IPPROTO_UDP, ETH_LEN + 20, ip.ident(), ip.dont_frag(), ip.ttl(), ip.tos(), 0, addr_sum, flush)
         }
@@ -123,7 +126,7 @@ fn parse(data: &[u8], verified: bool, udp: bool) -> Option<Seg> {
     let (v4, is_udp, l4, ip_id, df, ttl, tos, flow_label, addr_sum, flush) = ip;
     let l4_part = match (is_udp, flush) {
         // udp_gro_receive_segment refuses a length not the frame's before any lookup; the
-        // other flushed case (the kernel may still chain it) is left NORMAL here.
+        // other flushed cases (the kernel may still chain them) are left NORMAL here.
         (true, true) => None,
         (true, false) => parse_udp(data, verified, l4, addr_sum),
         // A flushed segment's checksum is not checked (taken as verified): it merges nothing.

@@ -506,6 +506,27 @@ fn ip_length_not_the_frame_s_completes_the_held_flow_inet_gro_receive_flush() {
     }
 }
 
+/// Any flag bit but DF (the fragment bits bail out earlier) flushes in `inet_gro_receive`:
+/// a segment with the reserved flag completes the held packet and goes NORMAL, never merged
+/// (GSO would give it the head's flags).
+#[test]
+fn reserved_flag_completes_the_held_flow_inet_gro_receive_flush() {
+    let tr = train(3, 1000);
+    let mut evil = tr[1].frame();
+    evil[20] |= 0x80;
+    refill_checksums(&mut evil);
+    let mut r = Rig::new();
+    r.rx(&tr[0]);
+    assert_eq!(r.rx_frame(&evil, 0), GroResult::Normal);
+    assert_eq!(r.t.held(), 0, "the held packet was completed");
+    let got: Vec<Vec<u8>> = r.delivered().iter().map(|s| r.bytes(s)).collect();
+    assert_eq!(got, [tr[0].frame(), evil.clone()]);
+    // Without a flow it is NORMAL, never held (so nothing merges into it either).
+    let mut r = Rig::new();
+    assert_eq!(r.rx_frame(&evil, 0), GroResult::Normal);
+    assert_eq!(r.t.held(), 0);
+}
+
 #[test]
 fn udp_and_other_traffic_is_normal_dev_gro_receive() {
     let mut r = Rig::new();

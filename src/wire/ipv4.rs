@@ -24,6 +24,7 @@ const CHECKSUM: usize = 10;
 const SRC: usize = 12;
 const DST: usize = 16;
 
+const FLAG_RESERVED: u16 = 0x8000;
 const FLAG_DF: u16 = 0x4000;
 const FLAG_MF: u16 = 0x2000;
 const FRAG_OFFSET_MASK: u16 = 0x1fff;
@@ -139,6 +140,12 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     #[inline]
     pub fn dont_frag(&self) -> bool {
         self.flags_frag() & FLAG_DF != 0
+    }
+
+    /// The reserved flag bit (RFC 791: must be zero).
+    #[inline]
+    pub fn reserved_flag(&self) -> bool {
+        self.flags_frag() & FLAG_RESERVED != 0
     }
 
     #[inline]
