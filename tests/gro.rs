@@ -3,10 +3,12 @@
 //! ledger balancing with merged segments counted, nothing left held or leaked.
 
 use sluice::buf::Pool;
-use sluice::config::{self, Config, PortKind};
+use sluice::config::{self, Config, PortKind, XdpConfig};
 use sluice::datapath::{Datapath, Pipeline};
 use sluice::napi::RunLimit;
 use sluice::port::gen::{FrameSize, IpVersion, L4Proto};
+use sluice::xdp::ebpf::EngineKind;
+use sluice::xdp::XdpMode;
 use std::time::Duration;
 
 fn tcp_lab(flows: u32, burst: u32, ip: IpVersion, sets: &[&str]) -> (Config, sluice::config::Tunables) {
@@ -165,6 +167,33 @@ fn udp_gro_packets_delivered_locally_reach_the_socket_as_datagrams() {
     assert_eq!(k.local, 640, "every datagram delivered on its own: {k:?}");
     assert_eq!(dp.conservation(), Ok(()));
     assert_eq!(dp.in_flight(), 0);
+}
+
+/// A generic XDP program on the receiving port turns GRO off there (`netif_elide_gro`:
+/// `dev->xdp_prog`): nothing merges, the frames forwarded are those of GRO off. A native
+/// program leaves GRO on.
+#[test]
+fn a_generic_xdp_program_elides_gro_on_its_port_netif_elide_gro() {
+    let (c, off) = tcp_lab(4, 16, IpVersion::V4, &["gro=0"]);
+    let (_, want) = run(&c, off, 2_000);
+    for mode in [XdpMode::Generic, XdpMode::Native] {
+        let (mut c, on) = tcp_lab(4, 16, IpVersion::V4, &["gro=1"]);
+        c.xdp =
+            Some(XdpConfig { program: "builtin:pass".into(), mode, engine: EngineKind::Jit, section: None, maps: None, map: Vec::new() });
+        let (dp, got) = run(&c, on, 2_000);
+        let k = dp.counters();
+        assert_eq!(k.xdp_actions.iter().sum::<u64>(), 2_000, "{mode:?}: the program ran on every frame");
+        if mode == XdpMode::Generic {
+            assert_eq!((k.gro.merged, k.gro.held, k.gro.normal), (0, 0, 0), "{mode:?}: GRO skipped: {:?}", k.gro);
+        } else {
+            assert!(k.gro.merged > 1_000, "{mode:?}: GRO on: {:?}", k.gro);
+        }
+        // (GRO on interleaves flows differently: compare each flow's frames.)
+        assert!(per_flow(&got) == per_flow(&want), "{mode:?}: each flow's frames as with GRO off");
+        if mode == XdpMode::Generic {
+            assert!(got == want, "{mode:?}: and in the same order");
+        }
+    }
 }
 
 #[test]

@@ -24,10 +24,13 @@ use crate::worker::Worker;
 
 // ---- the NAPI side: per-port tables on the worker, list delivery ----
 
-/// True when GRO runs on receive (`ethtool -K gro on` for every port).
+/// True when GRO runs on receive from `port` (not `netif_elide_gro`): the `gro` tunable is on
+/// (`ethtool -K gro on` for every port) and no generic XDP program is attached to the port
+/// (`dev->xdp_prog`, set by `generic_xdp_install`; a native program is the driver's own and
+/// leaves GRO on).
 #[inline]
-pub fn enabled(net: &Net) -> bool {
-    net.tun.gro != 0
+pub fn enabled(net: &Net, w: &Worker, port: u16) -> bool {
+    net.tun.gro != 0 && !w.xdp.generic_on(port)
 }
 
 fn config(net: &Net) -> GroConfig {

@@ -114,7 +114,7 @@ pub fn napi_poll(net: &Net, w: &mut Worker, port: u16, weight: usize) -> usize {
             let mut skbs = std::mem::take(&mut w.skb_scratch);
             build_meta(net, w, port, &rx, &mut skbs);
             crate::xdp::run_generic(net, w, &mut skbs);
-            if crate::gro::enabled(net) {
+            if crate::gro::enabled(net, w, port) {
                 crate::gro::receive_burst(net, w, port, &mut skbs);
                 let end = if n == weight { crate::gro::PollEnd::BudgetUsed } else { crate::gro::PollEnd::Work };
                 crate::gro::poll_done(net, w, port, end);

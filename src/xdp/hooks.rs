@@ -133,4 +133,9 @@ impl XdpHooks {
     pub fn any_generic(&self) -> bool {
         self.generic.iter().any(Option::is_some)
     }
+
+    /// A generic-mode program is attached to `port` (the kernel's `dev->xdp_prog`).
+    pub fn generic_on(&self, port: u16) -> bool {
+        matches!(self.generic.get(port as usize), Some(Some(_)))
+    }
 }

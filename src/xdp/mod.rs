@@ -322,7 +322,7 @@ pub fn run_generic(net: &Net, w: &mut Worker, skbs: &mut Vec<Skb>) {
     let mut kept = 0;
     for i in 0..n {
         let mut s = skbs[i];
-        let attached = matches!(w.xdp.generic.get(s.rx_port as usize), Some(Some(_)));
+        let attached = w.xdp.generic_on(s.rx_port);
         let (off, end) = (s.pkt.off as usize, s.pkt.off as usize + s.pkt.len as usize);
         if attached && (off < HEADROOM || end > FRAME_SIZE) {
             // Rare: the headroom went to a header (or the bounds are off): a copy has it back.
