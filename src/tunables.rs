@@ -231,7 +231,8 @@ tunables! {
     /// Generic receive offload on every port (`ethtool -K <dev> gro on`). Off by default until
     /// forwarding segments GRO packets on transmit (see src/gro/README.md).
     gro: u8 = 0, "gro", min 0, max 1;
-    /// Largest packet GRO builds, IP header included (the device's gro_max_size; no BIG TCP).
+    /// Largest TCP packet GRO builds, IP header included (the device's gro_max_size; no BIG
+    /// TCP). UDP fraglists have a fixed 64 KB bound (`skb_gro_receive_list`).
     gro_max_size: u32 = 65536, "gro_max_size", min 1, max 65536;
     /// The device's gro_flush_timeout (ns): when set, a completed poll that took packets completes only GRO packets held over a tick and arms a timer; the first empty poll once it fires completes all (0 = a completed poll completes all).
     gro_flush_timeout: u64 = 0, "gro_flush_timeout", min 0, max 1_000_000_000;

@@ -28,6 +28,9 @@ pub use crate::buf::skb::gso_type;
 
 /// Datagrams one UDP fraglist packet may carry (`UDP_GRO_CNT_MAX`).
 pub const UDP_GRO_CNT_MAX: u16 = 64;
+/// Bytes a UDP fraglist packet stays under: fixed in `skb_gro_receive_list`, whatever the
+/// device's `gro_max_size` (which bounds TCP's `skb_gro_receive`).
+pub const GRO_LIST_MAX_SIZE: u32 = 65536;
 
 /// What GRO did with a packet (`enum gro_result`). Merging always keeps the segment's frame
 /// as a fragment, so there is no MERGED_FREE here.
@@ -262,6 +265,7 @@ pub struct GroTable {
 /// Settings GRO reads (from the tunables; a struct so tests can run GRO without a `Net`).
 #[derive(Debug, Clone, Copy)]
 pub struct GroConfig {
+    /// `gro_max_size`: bounds TCP GRO packets (`skb_gro_receive`), not UDP fraglists.
     pub max_size: u32,
     /// UDP GRO for forwarding in the fraglist form (`ethtool -K <dev> rx-gro-list on`,
     /// `NETIF_F_GRO_FRAGLIST`); off: UDP is NORMAL.
@@ -299,7 +303,7 @@ impl GroTable {
             return self.normal_one(st, skb, 1);
         }
         if seg.udp {
-            return self.receive_udp(bufs, st, cfg, now_ns, skb, seg, (bucket, words), found);
+            return self.receive_udp(bufs, st, now_ns, skb, seg, (bucket, words), found);
         }
         let control = seg.flags & (flags::URG | flags::PSH | flags::RST | flags::SYN | flags::FIN) != 0;
         if let Some(i) = found {
@@ -379,7 +383,6 @@ impl GroTable {
         &mut self,
         bufs: &mut BufCache,
         st: &mut GroStats,
-        cfg: GroConfig,
         now_ns: u64,
         skb: Skb,
         seg: Seg,
@@ -392,7 +395,7 @@ impl GroTable {
                 Some(FlushCause::Mismatch)
             } else if skb.ip_summed != p.skb.ip_summed {
                 return self.normal_one(st, skb, 1);
-            } else if udp_list_len(p) + (seg.payload_len + seg.hdr_len - ETH_LEN) as u32 >= cfg.max_size {
+            } else if udp_list_len(p) + (seg.payload_len + seg.hdr_len - ETH_LEN) as u32 >= GRO_LIST_MAX_SIZE {
                 // skb_gro_receive_list: the held packet's length plus the whole datagram.
                 Some(FlushCause::Full)
             } else {

@@ -14,7 +14,8 @@ pub enum FlushCause {
     /// The next segment did not continue it (seq, ack, window, flags, options, IP ID,
     /// TTL/TOS/DF, longer than the MSS, empty).
     Mismatch,
-    /// `gro_max_size` bytes or `gro::MAX_GRO_SEGS` segments reached.
+    /// `gro_max_size` bytes (64 KB for a UDP fraglist), `gro::MAX_GRO_SEGS` segments or
+    /// `UDP_GRO_CNT_MAX` datagrams reached.
     Full,
     /// A ninth flow was held in its bucket (gro_flush_oldest).
     Evicted,
