@@ -61,7 +61,7 @@ pub fn receive_burst(net: &Net, w: &mut Worker, port: u16, skbs: &mut Vec<Skb>) 
         t.receive(&mut w.bufs, &mut w.c.gro, cfg, w.now_ns, skb);
         if t.list_full(batch) {
             own += w.stage_lap(t0);
-            normal_list(net, w, &mut t);
+            normal_list(net, w, &mut t, true);
             t0 = w.clock();
         }
     }
@@ -72,13 +72,15 @@ pub fn receive_burst(net: &Net, w: &mut Worker, port: u16, skbs: &mut Vec<Skb>) 
 }
 
 /// `gro_normal_list`: hands the normal list to the receive path, cut where it reached
-/// `gro_normal_batch` segments (a flush completes many packets at once; the kernel's
-/// `gro_normal_one` would have delivered at each of those points). Returns packets delivered.
-fn normal_list(net: &Net, w: &mut Worker, t: &mut GroTable) -> usize {
+/// `gro_normal_batch` segments (one packet can push two at once, a flush many; the kernel's
+/// `gro_normal_one` would have delivered at each of those points). Mid-poll (`keep_rest`)
+/// what follows the last cut stays on the list, as what `gro_normal_one` pushed after its
+/// delivery; at the end of a poll it goes too. Returns packets delivered.
+fn normal_list(net: &Net, w: &mut Worker, t: &mut GroTable, keep_rest: bool) -> usize {
     let mut list = std::mem::take(&mut t.spare);
     let segs = t.normal_segs;
     t.take_normal(&mut w.c.gro, &mut list);
-    let n = list.len();
+    let mut n = list.len();
     let batch = net.tun.gro_normal_batch;
     if segs <= batch || n == 1 {
         deliver(net, w, &mut list);
@@ -96,7 +98,14 @@ fn normal_list(net: &Net, w: &mut Worker, t: &mut GroTable) -> usize {
                 cuts += 1;
             }
         }
-        if !chunk.is_empty() {
+        if !chunk.is_empty() && keep_rest {
+            // Back on the (emptied) list, not yet delivered.
+            n -= chunk.len();
+            w.c.gro.list_segs -= in_chunk as u64;
+            t.normal.extend_from_slice(&chunk);
+            t.normal_segs = in_chunk;
+            chunk.clear();
+        } else if !chunk.is_empty() {
             deliver(net, w, &mut chunk);
             chunk.clear();
             cuts += 1;
@@ -146,7 +155,7 @@ pub fn poll_done(net: &Net, w: &mut Worker, port: u16, end: PollEnd) -> usize {
     let (older_than, cause, timer) = flush_rule(end, net.tun.gro_flush_timeout, t.flush_timer, w.now_ns);
     t.flush_timer = timer;
     t.flush(&mut w.bufs, &mut w.c.gro, older_than, cause);
-    let n = normal_list(net, w, &mut t);
+    let n = normal_list(net, w, &mut t, false);
     w.gro[port as usize] = t;
     n
 }
@@ -181,7 +190,7 @@ pub fn flush_all(net: &Net, w: &mut Worker) {
         }
         let mut t = table(w, port as u16);
         t.flush(&mut w.bufs, &mut w.c.gro, None, FlushCause::PollDone);
-        normal_list(net, w, &mut t);
+        normal_list(net, w, &mut t, false);
         w.gro[port] = t;
     }
 }

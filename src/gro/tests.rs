@@ -683,6 +683,38 @@ fn normal_list_counts_segments_gro_normal_one() {
     assert_eq!((r.st.lists, r.st.list_segs), (1, 6));
 }
 
+/// `gro_normal_one` delivers the list the moment it reaches `gro_normal_batch` segments;
+/// a packet pushed after that (here the RST that completed the held packet, pushed after it)
+/// waits on the list for later packets or the poll's end: it is not delivered as a list of
+/// its own mid-poll.
+#[test]
+fn what_follows_a_batch_cut_stays_on_the_list_gro_normal_one() {
+    let pool = Pool::new(64).unwrap();
+    let tun = crate::tunables::Tunables { gro: 1, gro_normal_batch: 4, ..Default::default() };
+    let mut net = crate::net::Net::new(tun, crate::datapath::Pipeline::L3fwd);
+    net.ifaces.push(crate::rx::route::Iface::new("in", MAC));
+    let mut w = crate::worker::Worker::new(0, &pool);
+    let mut other = T::new(1, 10).frame();
+    other[14 + 9] = 17; // not TCP: NORMAL
+    let held = T::new(1000, 100);
+    let mut rst = T::new(1100, 0);
+    rst.flags |= flags::RST; // its flag word differs: completes `held`, then NORMAL
+    let frames = [other.clone(), other.clone(), other, held.frame(), rst.frame()];
+    let mut skbs: Vec<Skb> = frames
+        .iter()
+        .map(|f| {
+            let p = w.bufs.alloc_copy(f).unwrap();
+            Skb::build(p, w.bufs.data(p), 0, 0, &MAC)
+        })
+        .collect();
+    receive_burst(&net, &mut w, 0, &mut skbs);
+    assert_eq!((w.c.gro.lists, w.c.gro.list_segs), (1, 4), "three NORMAL and the completed packet");
+    assert_eq!(w.gro[0].pending(), 1, "the RST waits on the list");
+    poll_done(&net, &mut w, 0, PollEnd::Work);
+    assert_eq!((w.c.gro.lists, w.c.gro.list_segs), (2, 5), "delivered at the poll's end");
+    assert_eq!(w.gro[0].pending(), 0);
+}
+
 #[test]
 fn gso_splits_a_gro_packet_into_the_original_segments_tcp_gso_segment() {
     for v6 in [false, true] {
