@@ -545,21 +545,28 @@ mod tests {
         (net, w)
     }
 
+    /// An io datapath with two inputs of `frames` frames each (ports 0 and 1), both peered to
+    /// a null sink (port 2); one worker.
+    fn two_busy_inputs(tun: Tunables, frames: usize) -> (Net, Worker) {
+        let pool = Pool::new(512).unwrap();
+        let mut net = Net::new(tun, Pipeline::Io);
+        let mut w = Worker::new(0, &pool);
+        for (i, name) in ["a", "b"].iter().enumerate() {
+            net.ifaces.push(Iface::new(name, [2, 0, 0, 0, 0, i as u8 + 1]));
+            w.add_port(i as u16, Some(Box::new(PcapIn::from_frames(name, vec![vec![0u8; 60]; frames], 1))));
+        }
+        net.ifaces.push(Iface::new("out", [2, 0, 0, 0, 0, 9]));
+        w.add_port(2, Some(Box::new(Sink::new("out", SinkKind::Null, CheckSpec::default()))));
+        net.peer = vec![Some(2), Some(2), None];
+        (net, w)
+    }
+
     /// The budget bounds a round, not a poll (net_rx_action): a poll gets its whole weight
     /// (64) even with a budget of 10, and the round ends after it, a time squeeze, before
     /// the second port; the next round starts there.
     #[test]
     fn netdev_budget_bounds_one_softirq_round() {
-        let pool = Pool::new(512).unwrap();
-        let mut net = Net::new(Tunables { netdev_budget: 10, dev_weight: 64, ..Tunables::default() }, Pipeline::Io);
-        let mut w = Worker::new(0, &pool);
-        for (i, name) in ["a", "b"].iter().enumerate() {
-            net.ifaces.push(Iface::new(name, [2, 0, 0, 0, 0, i as u8 + 1]));
-            w.add_port(i as u16, Some(Box::new(PcapIn::from_frames(name, vec![vec![0u8; 60]; 100], 1))));
-        }
-        net.ifaces.push(Iface::new("out", [2, 0, 0, 0, 0, 9]));
-        w.add_port(2, Some(Box::new(Sink::new("out", SinkKind::Null, CheckSpec::default()))));
-        net.peer = vec![Some(2), Some(2), None];
+        let (net, mut w) = two_busy_inputs(Tunables { netdev_budget: 10, dev_weight: 64, ..Tunables::default() }, 100);
         let rx = |w: &Worker, i: u16| w.port_queue(i).unwrap().stats().rx_packets;
         assert_eq!(softirq_round(&net, &mut w), 64);
         assert_eq!((rx(&w, 0), rx(&w, 1)), (64, 0), "the second port waits for the next round");
@@ -574,16 +581,7 @@ mod tests {
     /// starved by the first.
     #[test]
     fn a_round_starts_where_the_last_ran_out_of_budget() {
-        let pool = Pool::new(512).unwrap();
-        let mut net = Net::new(Tunables { netdev_budget: 64, dev_weight: 64, ..Tunables::default() }, Pipeline::Io);
-        let mut w = Worker::new(0, &pool);
-        for (i, name) in ["a", "b"].iter().enumerate() {
-            net.ifaces.push(Iface::new(name, [2, 0, 0, 0, 0, i as u8 + 1]));
-            w.add_port(i as u16, Some(Box::new(PcapIn::from_frames(name, vec![vec![0u8; 60]; 200], 1))));
-        }
-        net.ifaces.push(Iface::new("out", [2, 0, 0, 0, 0, 9]));
-        w.add_port(2, Some(Box::new(Sink::new("out", SinkKind::Null, CheckSpec::default()))));
-        net.peer = vec![Some(2), Some(2), None];
+        let (net, mut w) = two_busy_inputs(Tunables { netdev_budget: 64, dev_weight: 64, ..Tunables::default() }, 200);
         let rx = |w: &Worker, i: u16| w.port_queue(i).unwrap().stats().rx_packets;
         for round in 1..=4u64 {
             assert_eq!(softirq_round(&net, &mut w), 64);
