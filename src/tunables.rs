@@ -101,8 +101,9 @@ impl BadNumber {
 }
 
 /// CPU masks (`rps_cpus`, `net.core.flow_limit_cpu_bitmap`) are written as CPU lists, as
-/// the kernel prints them (`0-3,6`), or as a hex mask with `0x` (what sysfs takes: `0x3`);
-/// `none` or `0` clears them (an empty value is refused). Each CPU must be present on this machine.
+/// the kernel prints them (`0-3,6`), or as a hex mask with `0x` (what sysfs takes: `0x3`) or
+/// as sysfs prints it (`00000003`, groups of 8 hex digits); `none` or `0` clears them (an
+/// empty value is refused). Each CPU must be present on this machine.
 fn special_value(name: &str, value: &str) -> Option<Result<u64, String>> {
     if name == "net.core.default_qdisc" {
         return Some(qdisc_index(value));
@@ -123,6 +124,20 @@ fn special_value(name: &str, value: &str) -> Option<Result<u64, String>> {
         return Some(Ok(0));
     }
     let present = std::thread::available_parallelism().map_or(1, |n| n.get()).min(64) as u32;
+    // What sysfs prints (`cat .../rps_cpus`: groups of 8 hex digits, comma-separated, most
+    // significant first) reads back as that mask, not as a CPU list: "00000003" is CPUs 0-1.
+    let groups: Vec<&str> = v.split(',').collect();
+    let sysfs_mask = groups.iter().all(|g| g.len() == 8 && g.bytes().all(|b| b.is_ascii_hexdigit()));
+    let joined;
+    let v = if sysfs_mask {
+        joined = format!("0x{}", groups.concat().trim_start_matches('0'));
+        if joined == "0x" {
+            return Some(Ok(0));
+        }
+        joined.as_str()
+    } else {
+        v
+    };
     if let Some(hex) = v.strip_prefix("0x") {
         return Some(match u64::from_str_radix(hex, 16) {
             Ok(m) if m >> present == 0 || present == 64 => Ok(m),

@@ -137,6 +137,13 @@ fn bad_rps_settings_are_refused_by_name() {
     assert_eq!(t.rps_cpus, 0);
     t.set("rps_cpus", "0x1").unwrap();
     assert_eq!(t.rps_cpus, 1);
+    // What `cat /sys/class/net/*/queues/rx-*/rps_cpus` prints reads back as that mask.
+    t.set("rps_cpus", "00000001").unwrap();
+    assert_eq!(t.rps_cpus, 1, "sysfs's 00000001 is CPU 0, not CPU 1");
+    t.set("rps_cpus", "00000000,00000000").unwrap();
+    assert_eq!(t.rps_cpus, 0);
+    t.set("rps_cpus", "1").unwrap();
+    assert_eq!(t.rps_cpus, 0b10, "a short number is still a CPU list");
     // flow_limit_table_len_sysctl: a power of two or EINVAL.
     let e = t.set("net.core.flow_limit_table_len", "1000").unwrap_err().to_string();
     assert!(e.contains("power of two"), "{e}");
