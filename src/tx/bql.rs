@@ -436,4 +436,41 @@ mod tests {
         assert!(!q.stopped());
         assert_eq!((q.stops, q.wakes), (2, 2));
     }
+
+    #[test]
+    fn the_largest_limit_is_half_the_counter_space_minus_one_object() {
+        // include/linux/dynamic_queue_limits.h: DQL_MAX_OBJECT (UINT_MAX / 16),
+        // DQL_MAX_LIMIT ((UINT_MAX / 2) - DQL_MAX_OBJECT).
+        assert_eq!(DQL_MAX_OBJECT, 0x0fff_ffff);
+        assert_eq!(DQL_MAX_LIMIT, 0x7000_0000);
+        let mut d = Dql::new(HOLD, 0);
+        d.set_limit_max(u32::MAX);
+        assert_eq!(d.limit_max(), 0x7000_0000);
+        d.set_limit_min(u32::MAX);
+        assert_eq!(d.limit_min(), 0x7000_0000);
+        d.set_limit(u32::MAX);
+        assert_eq!(d.limit(), 0x7000_0000);
+        d.queued(u32::MAX);
+        assert_eq!(d.inflight(), 0x0fff_ffff, "one object counts at most DQL_MAX_OBJECT");
+    }
+
+    #[test]
+    fn reset_returns_to_limit_min_with_nothing_in_flight() {
+        let mut d = Dql::new(HOLD, 0);
+        queue(&mut d, 1, 100);
+        d.completed(100, 1); // starved: limit 100
+        queue(&mut d, 3, 100);
+        assert_eq!((d.limit(), d.inflight()), (100, 300));
+        d.set_limit_min(300);
+        d.reset(10);
+        // dql_reset: limit = min_limit (the kernel's 2025 fix; it was 0), every counter 0.
+        assert_eq!(d.limit(), 300);
+        assert_eq!(d.limit_min(), 300);
+        assert_eq!(d.inflight(), 0);
+        // Starved from scratch: 400 queued, all of it completed: ovlimit 100, nothing in
+        // progress -> grow by posdiff(400, prev_num_queued 0) + prev_ovlimit 0 = 400.
+        queue(&mut d, 1, 400);
+        d.completed(400, 20);
+        assert_eq!(d.limit(), 700);
+    }
 }
