@@ -473,4 +473,34 @@ mod tests {
         d.completed(400, 20);
         assert_eq!(d.limit(), 700);
     }
+
+    #[test]
+    fn the_slack_is_at_least_the_last_objects_part_under_the_limit() {
+        let mut d = Dql::new(HOLD, 0);
+        d.set_limit(1000);
+        queue(&mut d, 9, 100);
+        queue(&mut d, 1, 600); // 1500 queued: the last object went 500 over the limit
+        d.completed(100, 10);
+        // ovlimit = posdiff(1500, 1000) = 500; prev_inprogress 0: neither branch.
+        // prev_ovlimit 500, prev_last_obj_cnt 600.
+        assert_eq!(d.limit(), 1000);
+        d.completed(750, 2000);
+        // completed 850, inprogress 650, prev_inprogress 1400, not all completed -> busy:
+        // slack = posdiff(1000 + 500, 2 * 750) = 0, but slack_last_objs = posdiff(600, 500)
+        // = 100 (the part of the last object under the limit): lowest 100, the hold time is
+        // over -> limit 900.
+        assert_eq!(d.limit(), 900);
+        assert_eq!(d.avail(), 900 + 850 - 1500);
+    }
+
+    #[test]
+    fn the_limit_shrinks_only_strictly_after_the_hold_time() {
+        let mut d = busy_ring(0);
+        // time_after(jiffies, slack_start_time + slack_hold_time): at exactly 0 + 1000 the
+        // hold time is not over.
+        d.completed(100, 1000);
+        assert_eq!(d.limit(), 1000);
+        d.completed(100, 1001);
+        assert_eq!(d.limit(), 200);
+    }
 }
