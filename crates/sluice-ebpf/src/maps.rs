@@ -483,7 +483,7 @@ fn check_map_flags(def: &MapDef) -> Result<(), String> {
 }
 
 /// The seed of a hash map's key hash: random per map (the kernel's `get_random_u32` into
-/// `htab->hashrnd`, so crafted keys cannot all land in one chain), 0 with BPF_F_ZERO_SEED.
+/// `htab->hashrnd`: each map lays its keys out differently), 0 with BPF_F_ZERO_SEED.
 fn hash_seed(def: &MapDef) -> u64 {
     use std::hash::{BuildHasher, Hasher};
     if def.flags & BPF_F_ZERO_SEED != 0 {

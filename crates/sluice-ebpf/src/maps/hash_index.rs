@@ -9,7 +9,9 @@
 //!   that also holds the allocation state (free list, high water, count, CLOCK hand), and
 //!   make every change to the chains or keys inside a window where `seq` is odd;
 //! * a reader walks the chain of its bucket with relaxed atomic loads, then checks that
-//!   `seq` was even and unchanged across the walk; otherwise it walks again. Every index is
+//!   `seq` was even and unchanged across the walk; otherwise it walks again (after 64 tries
+//!   it takes the writers' lock, so a preempted writer or a stream of inserts makes it wait,
+//!   not spin). Every index is
 //!   bounds-checked and the walk is bounded by the capacity, so a walk racing a writer reads
 //!   garbage at worst, never out of bounds or forever, and its answer is thrown away.
 //!
@@ -23,6 +25,9 @@
 
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, MutexGuard};
+
+/// Lock-free walks a lookup tries before it takes the writers' lock.
+const LOCK_FREE_TRIES: u32 = 64;
 
 pub(super) const SLOT_USED: u8 = 1;
 pub(super) const SLOT_REF: u8 = 2;
@@ -93,7 +98,9 @@ fn key_word(key: &[u8], w: usize) -> u64 {
 }
 
 impl HashIndex {
-    /// `seed` mixes into every key hash (the kernel's `hashrnd`; 0 with BPF_F_ZERO_SEED).
+    /// `seed` starts every key hash (the kernel's `hashrnd` for jhash; 0 with
+    /// BPF_F_ZERO_SEED): a different bucket layout per map. Like jhash it is not a keyed
+    /// PRF: keys crafted to collide whatever the seed exist.
     pub fn new(key_size: usize, capacity: u32, lru: bool, seed: u64) -> HashIndex {
         let nb = (capacity as usize).next_power_of_two().max(1);
         let key_words = key_size.div_ceil(8);
@@ -169,7 +176,7 @@ impl HashIndex {
     /// raced is repeated.
     #[inline]
     pub fn find(&self, key: &[u8], h: u32) -> Option<u32> {
-        loop {
+        for _ in 0..LOCK_FREE_TRIES {
             let before = self.seq.load(Ordering::Acquire);
             if before & 1 == 0 {
                 let found = self.walk(key, h);
@@ -182,6 +189,14 @@ impl HashIndex {
             }
             std::hint::spin_loop();
         }
+        // Writers kept overlapping (a stream of inserts, or a writer preempted in its
+        // window): wait for the writers' lock instead of spinning on.
+        self.locked_find(key, h)
+    }
+
+    #[cold]
+    fn locked_find(&self, key: &[u8], h: u32) -> Option<u32> {
+        self.writer().find(key, h)
     }
 
     /// Marks `slot` recently used (LRU maps), writing the shared line only if needed.
@@ -409,6 +424,19 @@ mod tests {
         assert_eq!(ix.writer().alloc.count, 32);
         let s = insert(&ix, &100u32.to_le_bytes()).unwrap();
         assert_eq!(s, 62, "the last freed slot comes back first");
+    }
+
+    /// A lookup that keeps finding a write window open (here: one left open for good, as by a
+    /// writer that stopped inside it) stops spinning after its tries and answers under the
+    /// writers' lock.
+    #[test]
+    fn a_lookup_that_keeps_meeting_a_writer_falls_back_to_the_lock() {
+        let ix = HashIndex::new(4, 8, false, 1);
+        let k = 5u32.to_le_bytes();
+        let slot = insert(&ix, &k).unwrap();
+        ix.seq.store(ix.seq.load(Ordering::Relaxed) | 1, Ordering::Relaxed);
+        assert_eq!(ix.find(&k, ix.hash(&k)), Some(slot));
+        assert_eq!(ix.find(&[9, 0, 0, 0], ix.hash(&[9, 0, 0, 0])), None);
     }
 
     /// Readers racing a writer that keeps deleting and re-inserting keys of one chain never
