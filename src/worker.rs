@@ -60,6 +60,9 @@ pub struct Worker {
     pub(crate) backlog_rx: Vec<crate::rps::backlog::BacklogRx>,
     /// The producing worker of each ring in `backlog_rx`.
     pub(crate) backlog_src: Vec<usize>,
+    /// Packets taken from each ring of `backlog_rx` and not yet published as processed
+    /// (`rps::publish_processed`, after the poll's end).
+    pub(crate) backlog_taken: Vec<u32>,
     /// Packets this worker has queued on each target's ring (its backlog tail, for RFS).
     pub(crate) ring_queued: Vec<u64>,
     /// RFS: this worker's flow table (`rps_flow_cnt` entries, a power of two; empty = off).
@@ -105,6 +108,7 @@ impl Worker {
             rps_tx: Vec::new(),
             backlog_rx: Vec::new(),
             backlog_src: Vec::new(),
+            backlog_taken: Vec::new(),
             ring_queued: Vec::new(),
             rps_flows: Vec::new(),
             flow_limit: None,

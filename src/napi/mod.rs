@@ -32,6 +32,7 @@ pub fn softirq_round(net: &Net, w: &mut Worker) -> usize {
         let work = crate::rps::process_backlog(net, w, weight);
         if work > 0 {
             poll_end(net, w);
+            crate::rps::publish_processed(net, w);
         }
         done += work;
         budget -= work as i64;
@@ -303,6 +304,7 @@ fn wait_for_other_workers(net: &Net, w: &mut Worker) {
         let all_finished = net.rps.finished.load(Ordering::Acquire) >= others;
         let work = crate::rps::process_backlog(net, w, net.tun.dev_weight as usize);
         poll_end(net, w);
+        crate::rps::publish_processed(net, w);
         if all_finished && work == 0 {
             break;
         }
@@ -357,6 +359,7 @@ pub fn run_worker(net: &Net, w: &mut Worker, limit: &RunLimit) {
             let all_stopped = net.rps.rx_stopped.load(Ordering::Acquire) >= others;
             let work = crate::rps::process_backlog(net, w, net.tun.dev_weight as usize);
             poll_end(net, w);
+            crate::rps::publish_processed(net, w);
             if all_stopped && work == 0 {
                 break;
             }
@@ -496,6 +499,13 @@ pub fn drain(net: &Net, w: &mut Worker) -> Vec<(String, std::io::Error)> {
     // emptied after it.
     crate::gro::flush_all(net, w);
     poll_end(net, w);
+    if net.rps.workers() > 1 {
+        // What GRO delivered just now may stand in this worker's own backlog.
+        while crate::rps::process_backlog(net, w, net.tun.dev_weight as usize) > 0 {
+            poll_end(net, w);
+            crate::rps::publish_processed(net, w);
+        }
+    }
     crate::rx::neigh::drain(w);
     crate::tx::drain_qdiscs(net, w);
     w.sockets.drain_all(&mut w.bufs);
@@ -600,8 +610,10 @@ mod tests {
         let (mut tx, mut rx) = crate::rps::backlog::backlog_rings(2, 256);
         let mut w = Worker::new(0, &pool);
         w.backlog_rx = std::mem::take(&mut rx[0]);
-        w.backlog_src = vec![1];
+        w.backlog_src = vec![0, 1];
         w.ring_queued = vec![0; 2];
+        // 100 packets from worker 1, their room reserved as enqueue_to_backlog does.
+        net.rps.backlog_len[0].0.fetch_add(100, std::sync::atomic::Ordering::Relaxed);
         let ring = tx[1][0].as_mut().unwrap();
         for _ in 0..100 {
             // No protocol the receive path knows: processed, then dropped.

@@ -1,6 +1,7 @@
 //! The steering state workers share: each worker's backlog wake-up state (the backlog itself,
 //! the kernel's per-CPU `softnet_data.input_pkt_queue`, is a set of single-producer rings,
-//! one from every other worker, whose ends the two workers own: see [`backlog_rings`]), the
+//! one from every worker, itself included, whose ends the two workers own: see
+//! [`backlog_rings`]; and its length, all rings together: [`BacklogLen`]), the
 //! per-port handoff queues through which a worker transmits on a port another worker owns,
 //! and the run's stop signal. Lock-free bounded queues: producers and consumers never block
 //! each other.

@@ -1,9 +1,10 @@
 //! rps: flow hashing and steering of received packets to workers (Receive Packet
 //! Steering), the kernel's `get_rps_cpu`, `enqueue_to_backlog` and `process_backlog`.
 //!
-//! The worker that polls a port hashes each packet's flow after metadata and generic XDP,
-//! keeps its own flows and appends the others to their worker's backlog, a run per target
-//! per poll; a target is woken once per round when its backlog goes from idle to scheduled.
+//! The worker that polls a port hashes each packet's flow after metadata and generic XDP and
+//! appends it to its target worker's backlog (its own included, as the kernel's), a run per
+//! target per poll; a target is woken once per round when its backlog goes from idle to
+//! scheduled.
 //! Each worker polls its backlog as one more NAPI instance (`dev_weight` quota).
 
 pub mod backlog;
@@ -142,7 +143,7 @@ pub fn steer(net: &Net, w: &mut Worker, skbs: &mut Vec<Skb>) {
 }
 
 /// RFS: the worker for flow `hash`. A flow the socket flow table does not know yet goes
-/// where the CPU map sends it (`map_target`; without a map it stays on this worker); once a
+/// where the CPU map sends it (`map_target`; without a map it is processed here, None); once a
 /// reader on another worker has consumed it, it moves there, but only after everything it
 /// queued on its current worker has been processed. Stricter than the kernel, the flow table
 /// also notes flows placed by the map (the kernel leaves their bucket alone), so that every
@@ -151,6 +152,11 @@ pub fn steer(net: &Net, w: &mut Worker, skbs: &mut Vec<Skb>) {
 /// their bucket's worker, not the map (with few buckets, few workers get them).
 fn rfs_target(net: &Net, w: &mut Worker, hash: u32, map_target: Option<usize>) -> Option<usize> {
     let desired = net.rps.sock_flow.desired(hash).filter(|&c| c < net.rps.workers());
+    if desired.is_none() && map_target.is_none() {
+        // Neither a reader nor a map: processed here at once, not queued (get_rps_cpu
+        // returns -1). Such a flow never stands in a ring, so its bucket needs no note.
+        return None;
+    }
     let slot = hash as usize & (w.rps_flows.len() - 1);
     let f = w.rps_flows[slot];
     let cpu = match (f.cpu, desired) {
@@ -199,7 +205,8 @@ fn enqueue_to_backlog(net: &Net, w: &mut Worker, target: usize) {
     use std::sync::atomic::Ordering;
     let st = &net.rps;
     let mut staged = std::mem::take(&mut w.rps_out[target]);
-    let (Some(mut ring), Some(len)) = (w.rps_tx.get_mut(target).and_then(Option::take), st.backlog_len.get(target)) else {
+    let len = st.backlog_len.get(target);
+    let (Some(len), Some(mut ring)) = (len, len.and_then(|_| w.rps_tx.get_mut(target).and_then(Option::take))) else {
         // No ring to that worker (cannot happen with rings from `backlog_rings`).
         for s in staged.drain(..) {
             w.drop_pkt(s.pkt, DropReason::CpuBacklog);
@@ -277,7 +284,10 @@ pub fn process_backlog(net: &Net, w: &mut Worker, quota: usize) -> usize {
     w.clock.next_poll(net.tun.clock_sample);
     let mut skbs = std::mem::take(&mut w.skb_scratch);
     skbs.clear();
-    let mut taken = [0u32; 64];
+    let taken = &mut w.backlog_taken;
+    if taken.len() < w.backlog_rx.len() {
+        taken.resize(w.backlog_rx.len(), 0);
+    }
     // Each call starts at the ring after the last one it took from: one sender keeping its
     // ring full must not starve the others (the kernel's backlog is one FIFO for all senders).
     let rings = w.backlog_rx.len();
@@ -293,7 +303,7 @@ pub fn process_backlog(net: &Net, w: &mut Worker, quota: usize) -> usize {
         let (got, _) = ring.pop_partial_slice(&mut skbs[start..]);
         let got = got.len();
         skbs.truncate(start + got);
-        taken[src] = got as u32;
+        taken[src] += got as u32;
         w.backlog_next = src + 1;
     }
     let n = skbs.len();
@@ -309,14 +319,22 @@ pub fn process_backlog(net: &Net, w: &mut Worker, quota: usize) -> usize {
     }
     skbs.clear();
     w.skb_scratch = skbs;
-    // Processed (RFS reads how far each producer's packets have got): one store per ring.
-    for (i, &t) in taken.iter().enumerate().take(w.backlog_src.len()) {
-        if t > 0 {
-            let d = &net.rps.ring_done[w.id][w.backlog_src[i]];
-            d.store(d.load(std::sync::atomic::Ordering::Relaxed) + t as u64, std::sync::atomic::Ordering::Release);
+    n
+}
+
+/// After the poll's end (its transmit flush): says how far this worker has processed each
+/// producer's packets, one store per ring, for RFS's in-order rule. Not before: a flow may
+/// move only once its old packets have left this worker (the kernel counts a packet as
+/// dequeued after `__netif_receive_skb`, which has queued it on its device).
+pub fn publish_processed(net: &Net, w: &mut Worker) {
+    for (i, t) in w.backlog_taken.iter_mut().enumerate() {
+        if *t > 0 {
+            if let Some(d) = w.backlog_src.get(i).and_then(|&src| net.rps.ring_done.get(w.id)?.get(src)) {
+                d.store(d.load(std::sync::atomic::Ordering::Relaxed) + *t as u64, std::sync::atomic::Ordering::Release);
+            }
+            *t = 0;
         }
     }
-    n
 }
 
 #[cfg(test)]
@@ -402,9 +420,9 @@ mod tests {
             }
             kept
         };
-        assert_eq!(poll(&mut w, &[known, unknown, known]), Vec::<u32>::new(), "all go through backlogs");
+        assert_eq!(poll(&mut w, &[known, unknown, known]), vec![unknown], "the unknown flow is processed here at once");
         assert_eq!(w.ring_queued[1], 2, "the known flow went to its reader's backlog");
-        assert_eq!(w.ring_queued[0], 1, "the unknown flow to this worker's own");
+        assert_eq!(w.ring_queued[0], 0, "nothing queued on this worker's own backlog (get_rps_cpu: -1)");
         assert_eq!(w.c.rps_steered, 2, "steered to another worker: the known flow");
     }
 

@@ -52,7 +52,7 @@ impl SockFlowTable {
 
 /// One entry of a worker's flow table (`rps_dev_flow`): where the flows of this bucket go
 /// now, and how far they had got into that worker's backlog when their last packet went
-/// there (for this worker: the steering round it was kept in).
+/// there (`last_qtail`, the kernel's).
 #[derive(Debug, Clone, Copy)]
 pub struct DevFlow {
     pub cpu: u16,

@@ -276,11 +276,17 @@ fn hand_off(net: &Net, w: &mut Worker, port: u16) {
 
 /// Whether other workers handed over packets for ports this worker owns.
 pub fn handoff_pending(net: &Net, w: &Worker) -> bool {
-    net.rps.tx_handoff.iter().enumerate().any(|(i, h)| !h.is_empty() && w.ports.get(i).is_some_and(Option::is_some))
+    w.id == HANDOFF_OWNER
+        && net.rps.tx_handoff.iter().enumerate().any(|(i, h)| !h.is_empty() && w.ports.get(i).is_some_and(Option::is_some))
 }
 
-/// Takes what other workers handed over for the ports this worker owns into their queues.
+/// Takes what other workers handed over into this worker's queues, if it is the one that
+/// transmits handed-over packets: one consumer, so a flow's packets leave in order (another
+/// worker owning a queue of the same port must not take some of them to its own queue).
 fn pull_handoff(net: &Net, w: &mut Worker) {
+    if w.id != HANDOFF_OWNER {
+        return;
+    }
     for (i, h) in net.rps.tx_handoff.iter().enumerate() {
         if h.is_empty() || w.ports.get(i).is_none_or(Option::is_none) {
             continue;
@@ -408,6 +414,28 @@ mod tests {
         assert_eq!(w0.c.tx, 4, "sent without anything received");
         assert!(!handoff_pending(&net, &w0));
         assert_eq!(w0.buffers_in_use() + w1.buffers_in_use(), 0, "each buffer freed once");
+    }
+
+    /// Only the owner takes handed-over packets: another worker owning a queue of the same
+    /// port does not take some of them to its own queue (a flow's packets would leave on two
+    /// queues, out of order).
+    #[test]
+    fn only_the_owner_takes_handed_over_packets() {
+        use crate::port::sink::{CheckSpec, Sink, SinkKind};
+        let pool = Pool::new(64).unwrap();
+        let mut net = Net::new(Tunables { rps_cpus: 0b11, ..Tunables::default() }, Pipeline::L3fwd);
+        net.ifaces.push(crate::rx::route::Iface::new("p0", [2, 0, 0, 0, 0, 1]));
+        net.rps.tx_handoff.push(crossbeam_queue::ArrayQueue::new(8));
+        let mut w1 = Worker::new(1, &pool);
+        w1.add_port(0, Some(Box::new(Sink::new("p0q1", SinkKind::Null, CheckSpec::default()))));
+        let p = w1.bufs.alloc_copy(&[0u8; 60]).unwrap();
+        net.rps.tx_handoff[0].push(p).unwrap();
+        assert!(!handoff_pending(&net, &w1), "worker 1 owns queue 1, not the handoff");
+        tx_action(&net, &mut w1);
+        assert_eq!((w1.c.tx, net.rps.tx_handoff[0].len()), (0, 1), "left for worker 0");
+        if let Some(p) = net.rps.tx_handoff[0].pop() {
+            w1.bufs.free(p);
+        }
     }
 
     #[test]
