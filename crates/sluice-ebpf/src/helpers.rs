@@ -280,16 +280,14 @@ pub extern "C" fn bpf_map_delete_elem(st: &mut RunState<'_>, r1: u64, r2: u64, _
 
 // ---- event output --------------------------------------------------------------------------
 
-/// Copies `len` bytes of program memory at `addr` (None: not readable for that size).
-fn read_mem(st: &RunState<'_>, addr: u64, len: usize) -> Option<Vec<u8>> {
+/// The address of `len` readable bytes of program memory at `addr` (None: not readable for
+/// that size). Event output copies from it straight into the record: nothing is allocated
+/// per event unless a consumer takes the records out.
+fn readable(st: &RunState<'_>, addr: u64, len: usize) -> Option<*const u8> {
     if len == 0 {
-        return Some(Vec::new());
+        return Some(std::ptr::NonNull::dangling().as_ptr());
     }
-    let p = st.helper_mem(addr, len, false)?;
-    let mut v = vec![0u8; len];
-    // SAFETY: p is readable for len bytes (helper_mem), v has len bytes.
-    unsafe { copy_relaxed(v.as_mut_ptr(), p, len) };
-    Some(v)
+    st.helper_mem(addr, len, false).map(|p| p as *const u8)
 }
 
 /// `long bpf_perf_event_output(ctx, map, flags, data, size)`: a record of `data` followed by
@@ -299,18 +297,23 @@ pub extern "C" fn bpf_perf_event_output(st: &mut RunState<'_>, r1: u64, r2: u64,
         fault!(st, id::PERF_EVENT_OUTPUT, HelperFault::BadCtx)
     }
     let Some(m) = map_of(st, r2) else { fault!(st, id::PERF_EVENT_OUTPUT, HelperFault::BadMap) };
-    let Some(mut record) = read_mem(st, r4, r5 as usize) else { fault!(st, id::PERF_EVENT_OUTPUT, HelperFault::BadPointer) };
+    let len = r5 as usize;
+    let Some(src) = readable(st, r4, len) else { fault!(st, id::PERF_EVENT_OUTPUT, HelperFault::BadPointer) };
     let ctxlen = ((r3 & crate::maps::BPF_F_CTXLEN_MASK) >> 32) as usize;
     let plen = st.ctx.data_end.wrapping_sub(st.ctx.data) as usize;
     if ctxlen > plen {
         return neg_errno(libc::EFAULT);
     }
     let pkt = st.frame_ptr.wrapping_add(st.ctx.data as usize - st.frame_base());
-    let r = m.perf_output(r3, st.cpu, || {
-        let at = record.len();
-        record.resize(at + ctxlen, 0);
-        // SAFETY: [pkt, pkt+ctxlen) is inside [data, data_end) (ctxlen <= plen).
-        unsafe { copy_relaxed(record[at..].as_mut_ptr(), pkt, ctxlen) };
+    // The record is built only once a listener is known to take it (no allocation otherwise).
+    let r = m.perf_output(r3, st.cpu, (len + ctxlen) as u64, || {
+        let mut record = vec![0u8; len + ctxlen];
+        // SAFETY: src is readable for len bytes (readable), [pkt, pkt+ctxlen) is inside
+        // [data, data_end) (ctxlen <= plen); record holds len + ctxlen bytes.
+        unsafe {
+            copy_relaxed(record.as_mut_ptr(), src, len);
+            copy_relaxed(record[len..].as_mut_ptr(), pkt, ctxlen);
+        }
         record
     });
     r as u64
@@ -319,8 +322,9 @@ pub extern "C" fn bpf_perf_event_output(st: &mut RunState<'_>, r1: u64, r2: u64,
 /// `long bpf_ringbuf_output(ringbuf, data, size, flags)`.
 pub extern "C" fn bpf_ringbuf_output(st: &mut RunState<'_>, r1: u64, r2: u64, r3: u64, r4: u64, _: u64) -> u64 {
     let Some(m) = map_of(st, r1) else { fault!(st, id::RINGBUF_OUTPUT, HelperFault::BadMap) };
-    let Some(data) = read_mem(st, r2, r3 as usize) else { fault!(st, id::RINGBUF_OUTPUT, HelperFault::BadPointer) };
-    m.ringbuf_output(r4, st.cpu, &data) as u64
+    let Some(src) = readable(st, r2, r3 as usize) else { fault!(st, id::RINGBUF_OUTPUT, HelperFault::BadPointer) };
+    // SAFETY: src is readable for r3 bytes (readable).
+    unsafe { m.ringbuf_output(r4, st.cpu, src, r3 as usize) as u64 }
 }
 
 /// `void *bpf_ringbuf_reserve(ringbuf, size, flags)`: record memory or NULL.

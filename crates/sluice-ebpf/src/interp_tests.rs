@@ -1204,10 +1204,11 @@ fn ringbuf_discard_releases_the_record_and_unblocks_the_ones_after_it() {
         &[mov64_imm(2, 0), call(hid::RINGBUF_QUERY), exit()],
     ]);
     let r = run_with(p, &defs, maps.clone(), &[0; 64]);
-    assert_eq!(rc(&r), 0, "both records consumed: nothing left available");
+    assert_eq!(rc(&r), 32, "both records (16 bytes each) wait for the reader, the discarded one too");
     let ev = maps.get(0).unwrap().take_events();
     assert_eq!(ev.len(), 1, "only the submitted record reaches the consumer: {ev:?}");
     assert_eq!(ev[0].data, b"bbb".to_vec());
+    assert_eq!(maps.get(0).unwrap().ringbuf_query(crate::maps::BPF_RB_AVAIL_DATA), 0, "read past both");
 }
 
 /// `bpf_ringbuf_output` copies `size` bytes into a new record and submits it: 0 on success

@@ -26,7 +26,7 @@ pub use burst::{BurstCtx, BurstFaults, FrameDesc, FrameRegion};
 pub use env::{Env, NullEnv, SystemEnv};
 pub use interp::Interpreter;
 pub use loader::{load_and_verify, LoadError, LoadOptions, Object, ProgramVerdict, SelectError};
-pub use maps::{Map, MapDump, MapDumpEntry, MapError, Maps};
+pub use maps::{EventRecord, Map, MapDump, MapDumpEntry, MapError, Maps};
 pub use program::{section_kind, MapDef, Program, SectionKind};
 pub use state::{Engine, RunConfig, RunError, RunErrorKind, RunState};
 pub use tail_call::{RunInProgress, TailCallTargets};

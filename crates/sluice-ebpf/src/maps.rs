@@ -372,16 +372,20 @@ pub struct EventRecord {
     pub data: Vec<u8>,
 }
 
-/// Event output state: whether a consumer listens, its records, and the ring positions.
+/// Event output state: whether a perf reader listens, its records, and the ring positions.
 #[derive(Debug, Default)]
 struct EventQueue {
     consumer: bool,
+    /// Perf records not yet read, and the bytes they take in each slot's buffer (index =
+    /// perf array slot; grown once per slot on its first record).
     records: Vec<EventRecord>,
+    perf_used: Vec<u64>,
     /// Ring buffer producer / consumer positions in bytes (8-byte record headers included).
     prod: u64,
     cons: u64,
-    /// Ring buffer records not yet passed to the consumer, in ring order: a consumer reads
-    /// records in order and stops at one still reserved (busy), as the kernel's does.
+    /// Ring buffer records not yet read (their bytes stay in the ring until then), in ring
+    /// order: a consumer reads records in order and stops at one still reserved (busy), as
+    /// the kernel's does.
     ring: std::collections::VecDeque<RingRecord>,
 }
 
@@ -418,6 +422,18 @@ pub const BPF_RB_CONS_POS: u64 = 2;
 pub const BPF_RB_PROD_POS: u64 = 3;
 /// Bytes of a ring buffer record header (length + page offset).
 const RINGBUF_HDR: u64 = 8;
+/// Bytes of each perf array slot's buffer: what a reader that maps 64 data pages per CPU
+/// (`perf_buffer__new(map, 64, …)`) gives the kernel to write into. A record takes
+/// [`perf_record_bytes`]; one that does not fit is lost (-ENOSPC) until the reader takes
+/// the records.
+pub const PERF_BUFFER_BYTES: u64 = 64 * 4096;
+
+/// Bytes a `bpf_perf_event_output` record of `len` bytes takes in a perf buffer: the
+/// `perf_event_header` (8) and a PERF_SAMPLE_RAW sample (a u32 size, the data, padded so
+/// the record stays 8-byte aligned).
+pub fn perf_record_bytes(len: u64) -> u64 {
+    8 + (4 + len).next_multiple_of(8)
+}
 
 /// One map: its definition and its preallocated storage.
 pub struct Map {
@@ -620,24 +636,46 @@ impl Map {
         }
     }
 
-    /// A consumer listens from now on (a perf buffer reader opens every CPU slot; a ring
-    /// buffer reader consumes each record as it comes). Without one, perf output finds no
-    /// event (-ENOENT) and a ring buffer fills up (-EAGAIN), as in the kernel.
+    /// A perf reader listens from now on (it opens every CPU slot): without one, perf output
+    /// finds no event (-ENOENT), as in the kernel. A ring buffer needs no attaching: its
+    /// records wait in the ring for [`Map::take_events`], and the ring fills up (-EAGAIN)
+    /// while nobody takes them.
     pub fn attach_consumer(&self) {
         if let Some(mut q) = self.events() {
             q.consumer = true;
         }
     }
 
-    /// The records sent so far to a consumer, oldest first (taken: the next call gets only
-    /// newer ones).
+    /// Reads the records sent so far, oldest first, and frees the space they took (the
+    /// next call gets only newer ones). A ring buffer's reader stops at the first record
+    /// still reserved and skips discarded ones, as the kernel's consumer does. The copies
+    /// are made here, on the reader's side, not when a program sends.
     pub fn take_events(&self) -> Vec<EventRecord> {
-        self.events().map(|mut q| std::mem::take(&mut q.records)).unwrap_or_default()
+        let Some(mut q) = self.events() else { return Vec::new() };
+        if self.def.map_type == map_type::PERF_EVENT_ARRAY {
+            q.perf_used.iter_mut().for_each(|b| *b = 0);
+            return std::mem::take(&mut q.records);
+        }
+        let mut out = Vec::new();
+        while q.ring.front().is_some_and(|r| r.state != RingState::Busy) {
+            let Some(r) = q.ring.pop_front() else { break };
+            if r.state == RingState::Submitted {
+                let mut data = vec![0u8; r.len as usize];
+                // SAFETY: [data_off, data_off + len) lies in the region (ring_reserve: data_off
+                // < size + 8 and len < size - 8, region = 2 * size bytes).
+                unsafe { copy_relaxed(data.as_mut_ptr(), self.region.ptr.as_ptr().add(r.data_off), data.len()) };
+                out.push(EventRecord { cpu: r.cpu, data });
+            }
+            q.cons = r.pos + r.span;
+        }
+        out
     }
 
     /// `bpf_perf_event_output` on this map: the kernel's return value (0, -ENOENT without a
-    /// listener in the slot, -E2BIG for an index past the array, -EINVAL for unknown flags).
-    pub(crate) fn perf_output(&self, flags: u64, cpu: u32, record: impl FnOnce() -> Vec<u8>) -> i64 {
+    /// listener in the slot, -E2BIG for an index past the array, -EINVAL for unknown flags,
+    /// -ENOSPC when the slot's buffer has no room for a record of `len` bytes: it is lost).
+    /// `record` builds the bytes only once they will be kept.
+    pub(crate) fn perf_output(&self, flags: u64, cpu: u32, len: u64, record: impl FnOnce() -> Vec<u8>) -> i64 {
         let Some(mut q) = self.events().filter(|_| self.def.map_type == map_type::PERF_EVENT_ARRAY) else {
             return -(libc::EINVAL as i64);
         };
@@ -651,6 +689,15 @@ impl Map {
         if !q.consumer {
             return -(libc::ENOENT as i64);
         }
+        let slot = index as usize;
+        if q.perf_used.len() <= slot {
+            q.perf_used.resize(slot + 1, 0);
+        }
+        let bytes = perf_record_bytes(len);
+        if q.perf_used[slot] + bytes > PERF_BUFFER_BYTES {
+            return -(libc::ENOSPC as i64);
+        }
+        q.perf_used[slot] += bytes;
         let data = record();
         q.records.push(EventRecord { cpu, data });
         0
@@ -675,40 +722,25 @@ impl Map {
         Some(data_off)
     }
 
-    /// Hands finished records at the head of the ring to the consumer (submitted ones as
-    /// records, discarded ones skipped), up to the first still reserved.
-    fn ring_drain(&self, q: &mut EventQueue) {
-        while q.ring.front().is_some_and(|r| r.state != RingState::Busy) {
-            let Some(r) = q.ring.pop_front() else { break };
-            if !q.consumer {
-                // Nobody reads: the bytes stay unconsumed (the consumer position stays).
-                continue;
-            }
-            if r.state == RingState::Submitted {
-                let mut data = vec![0u8; r.len as usize];
-                // SAFETY: [data_off, data_off + len) lies in the region (ring_reserve: data_off
-                // < size + 8 and len < size - 8, region = 2 * size bytes).
-                unsafe { copy_relaxed(data.as_mut_ptr(), self.region.ptr.as_ptr().add(r.data_off), data.len()) };
-                q.records.push(EventRecord { cpu: r.cpu, data });
-            }
-            q.cons = r.pos + r.span;
-        }
-    }
-
     /// `bpf_ringbuf_output` on this map: 0, or -EAGAIN when the record does not fit,
     /// -EINVAL for flags other than BPF_RB_NO_WAKEUP / BPF_RB_FORCE_WAKEUP.
-    pub(crate) fn ringbuf_output(&self, flags: u64, cpu: u32, data: &[u8]) -> i64 {
+    ///
+    /// # Safety
+    /// `src` must be readable for `len` bytes (program memory the helper checked); it may be
+    /// written by other workers meanwhile (the copy is relaxed atomic bytes).
+    pub(crate) unsafe fn ringbuf_output(&self, flags: u64, cpu: u32, src: *const u8, len: usize) -> i64 {
         let Some(mut q) = self.ring() else { return -(libc::EINVAL as i64) };
         if flags & !3 != 0 {
             return -(libc::EINVAL as i64);
         }
-        let Some(off) = self.ring_reserve(&mut q, data.len() as u64, cpu) else { return -(libc::EAGAIN as i64) };
-        // SAFETY: the reserved bytes lie in the region (see ring_drain), data has len bytes.
-        unsafe { copy_relaxed(self.region.ptr.as_ptr().add(off), data.as_ptr(), data.len()) };
+        let Some(off) = self.ring_reserve(&mut q, len as u64, cpu) else { return -(libc::EAGAIN as i64) };
+        // SAFETY: the reserved bytes lie in the region (see take_events) and no other live
+        // record shares them (src may be one: they take disjoint bytes); src has len bytes
+        // (the caller's contract).
+        unsafe { copy_relaxed(self.region.ptr.as_ptr().add(off), src, len) };
         if let Some(r) = q.ring.back_mut() {
             r.state = RingState::Submitted;
         }
-        self.ring_drain(&mut q);
         0
     }
 
@@ -734,7 +766,6 @@ impl Map {
         let Some(off) = addr.checked_sub(base) else { return false };
         let Some(r) = q.ring.iter_mut().find(|r| r.data_off as u64 == off && r.state == RingState::Busy) else { return false };
         r.state = if discard { RingState::Discarded } else { RingState::Submitted };
-        self.ring_drain(&mut q);
         true
     }
 
@@ -745,7 +776,7 @@ impl Map {
     }
 
     /// `bpf_ringbuf_query`: available bytes, ring size, consumer or producer position.
-    pub(crate) fn ringbuf_query(&self, flags: u64) -> u64 {
+    pub fn ringbuf_query(&self, flags: u64) -> u64 {
         let Some(q) = self.ring() else { return 0 };
         match flags {
             BPF_RB_AVAIL_DATA => q.prod - q.cons,
@@ -1918,12 +1949,40 @@ mod tests {
     #[test]
     fn ringbuf_without_consumer_fills_up() {
         let m = Map::new(&def(map_type::RINGBUF, 0, 0, 4096), 1, 1 << 20).unwrap();
+        let rec = [0u8; 200];
+        // SAFETY: rec is readable for its 200 bytes.
+        let output = || unsafe { m.ringbuf_output(0, 0, rec.as_ptr(), rec.len()) };
         let mut n = 0;
-        while m.ringbuf_output(0, 0, &[0; 200]) == 0 {
+        while output() == 0 {
             n += 1;
         }
         assert_eq!(n, 19, "208-byte records: 19 fit below size - 1");
         assert_eq!(m.ringbuf_reserve(200, 0, 0), 0);
-        assert_eq!(m.ringbuf_output(0, 0, &[0; 200]), -(libc::EAGAIN as i64));
+        assert_eq!(output(), -(libc::EAGAIN as i64));
+        // A reader that comes later finds every record and frees their room.
+        assert_eq!(m.take_events().len(), 19);
+        assert_eq!(m.ringbuf_query(BPF_RB_AVAIL_DATA), 0);
+        assert_eq!(output(), 0);
+    }
+
+    /// A perf slot's buffer holds PERF_BUFFER_BYTES: a record that does not fit is lost
+    /// (-ENOSPC, perf_output_begin) and the others are kept; reading frees the room. Each
+    /// slot has its own buffer.
+    #[test]
+    fn perf_records_past_the_slot_buffer_are_lost_until_read() {
+        let m = Map::new(&def(map_type::PERF_EVENT_ARRAY, 4, 4, 2), 2, 1 << 20).unwrap();
+        m.attach_consumer();
+        assert_eq!(perf_record_bytes(4), 16);
+        assert_eq!(perf_record_bytes(5), 24);
+        let per = perf_record_bytes(100);
+        let fit = PERF_BUFFER_BYTES / per;
+        for _ in 0..fit {
+            assert_eq!(m.perf_output(0, 0, 100, || vec![1; 100]), 0);
+        }
+        assert_eq!(m.perf_output(0, 0, 100, || unreachable!("a lost record is not built")), -(libc::ENOSPC as i64));
+        assert_eq!(m.perf_output(1, 0, 100, || vec![2; 100]), 0, "slot 1 has its own buffer");
+        let ev = m.take_events();
+        assert_eq!(ev.len() as u64, fit + 1);
+        assert_eq!(m.perf_output(0, 0, 100, || vec![3; 100]), 0, "read: room again");
     }
 }
