@@ -395,13 +395,8 @@ impl JitProgram {
     /// [`JitProgram::run_tail_call_target`] with a stack of `W` words.
     fn exec_target<const W: usize>(&self, st: &mut RunState<'_>) -> Result<u64, RunError> {
         let mut stack = MaybeUninit::<[u64; W]>::uninit();
-        let top = (stack.as_mut_ptr() as *mut u8).wrapping_add(W * 8);
-        let lo = top.wrapping_sub(self.stack_bytes);
-        if self.zero_stack {
-            // SAFETY: stack_bytes <= W * 8 (the caller picks W), so [lo, top) is inside `stack`.
-            unsafe { std::ptr::write_bytes(lo, 0, self.stack_bytes) };
-        }
-        st.set_stack(lo, self.stack_bytes);
+        let top = self.stack_top(&mut stack);
+        st.set_stack(top.wrapping_sub(self.stack_bytes), self.stack_bytes);
         let state: *mut RunState<'_> = st;
         // SAFETY: as in `exec_full`: finalized code for this verified program, alive with
         // `self`, touching only `st` (the state of a run in progress, which `RunInProgress`
@@ -420,6 +415,22 @@ impl JitProgram {
         let mut r0 = 0;
         let out = (self.runner)(self, xdp, env, Some(&mut r0))?;
         Ok((out, r0))
+    }
+
+    /// The program's r10 on `stack` (its end: the stack grows down), with the `stack_bytes`
+    /// below it zeroed when the program may read stack it has not written (the verifier's
+    /// `reads_uninit_stack`, allowed to a privileged loader: it then reads zeros); left
+    /// uninitialised otherwise (the verifier lets it read only bytes it wrote). The array
+    /// stays in the caller's frame, alive for the run.
+    #[inline(always)]
+    fn stack_top<const W: usize>(&self, stack: &mut MaybeUninit<[u64; W]>) -> *mut u8 {
+        let top = (stack.as_mut_ptr() as *mut u8).wrapping_add(W * 8);
+        if self.zero_stack {
+            // SAFETY: stack_bytes <= W * 8 (every caller picks W by the `stack_bytes` size
+            // class), so the `stack_bytes` below `top` lie inside `stack`.
+            unsafe { std::ptr::write_bytes(top.wrapping_sub(self.stack_bytes), 0, self.stack_bytes) };
+        }
+        top
     }
 
     /// The CPU of this run if the program can look at it (checked against the maps), else 0.
@@ -447,14 +458,8 @@ impl JitProgram {
         let (ctx, _) = xdp_context(xdp).map_err(|k| RunError::new(0, k))?;
         let cpu = self.cpu(env)?;
         let mut head = RunHead { ctx, fault: 0, fault_helper: 0, redirect_kind: 0, redirect_target: 0, cpu, fault_pc: 0 };
-        // Not zeroed unless the program may read stack it has not written (the verifier's
-        // `reads_uninit_stack`, allowed to a privileged loader): it then reads zeros.
         let mut stack = MaybeUninit::<[u64; W]>::uninit();
-        let r10 = stack.as_mut_ptr() as u64 + (W * 8) as u64;
-        if self.zero_stack {
-            // SAFETY: stack_bytes <= W * 8 (`build` picks W): the top `stack_bytes` of `stack`.
-            unsafe { std::ptr::write_bytes((r10 as *mut u8).wrapping_sub(self.stack_bytes), 0, self.stack_bytes) };
-        }
+        let r10 = self.stack_top(&mut stack) as u64;
         let state: *mut RunHead = &mut head;
         // SAFETY: `entry` is finalized code owned by `self.module`, alive as long as `self`,
         // generated for this program's verified instructions, which call no helper: it only
@@ -518,12 +523,8 @@ impl JitProgram {
         // has not written in the same run (`zero_stack`): then zeroed for every packet, so no
         // packet sees another's bytes.
         let mut stack = MaybeUninit::<[u64; W]>::uninit();
-        let r10 = stack.as_mut_ptr() as u64 + (W * 8) as u64;
         for (d, o) in pkts.iter().zip(out.iter_mut()) {
-            if self.zero_stack {
-                // SAFETY: as in `exec_lean`: the top `stack_bytes <= W * 8` bytes of `stack`.
-                unsafe { std::ptr::write_bytes((r10 as *mut u8).wrapping_sub(self.stack_bytes), 0, self.stack_bytes) };
-            }
+            let r10 = self.stack_top(&mut stack) as u64;
             let Some((data, data_end)) = region.addresses(d) else {
                 *o = ABORTED;
                 faults.record(RunError::new(0, bad_desc(d, region)));
@@ -575,14 +576,9 @@ impl JitProgram {
         let mut st = RunState::with_cpu(xdp, &self.maps, env, &self.config, cpu).map_err(|k| RunError::new(0, k))?;
         st.nested_tail_calls = nested;
         let mut stack = MaybeUninit::<[u64; W]>::uninit();
-        let top = (stack.as_mut_ptr() as *mut u8).wrapping_add(W * 8);
-        let lo = top.wrapping_sub(self.stack_bytes);
-        if self.zero_stack {
-            // SAFETY: stack_bytes <= W * 8 (`build` picks W), so [lo, top) is inside `stack`.
-            unsafe { std::ptr::write_bytes(lo, 0, self.stack_bytes) };
-        }
+        let top = self.stack_top(&mut stack);
         // Uninitialised unless zeroed: helpers only read bytes the program wrote (verifier).
-        st.set_stack(lo, self.stack_bytes);
+        st.set_stack(top.wrapping_sub(self.stack_bytes), self.stack_bytes);
         let state: *mut RunState<'_> = &mut st;
         // SAFETY: `entry` is finalized code owned by `self.module`, alive as long as `self`,
         // generated for this program's verified instructions: it only touches `st`, the
