@@ -277,7 +277,7 @@ fn hand_off(net: &Net, w: &mut Worker, port: u16) {
 /// Whether other workers handed over packets for ports this worker owns.
 pub fn handoff_pending(net: &Net, w: &Worker) -> bool {
     w.id == HANDOFF_OWNER
-        && net.rps.tx_handoff.iter().enumerate().any(|(i, h)| !h.is_empty() && w.ports.get(i).is_some_and(Option::is_some))
+        && net.rps.tx_handoff.iter().enumerate().any(|(i, h)| !h.is_empty() && w.port_queue(i as u16).is_some())
 }
 
 /// Takes what other workers handed over into this worker's queues, if it is the one that
@@ -288,7 +288,7 @@ fn pull_handoff(net: &Net, w: &mut Worker) {
         return;
     }
     for (i, h) in net.rps.tx_handoff.iter().enumerate() {
-        if h.is_empty() || w.ports.get(i).is_none_or(Option::is_none) {
+        if h.is_empty() || w.port_queue(i as u16).is_none() {
             continue;
         }
         while let Some(p) = h.pop() {
