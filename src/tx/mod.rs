@@ -276,8 +276,7 @@ fn hand_off(net: &Net, w: &mut Worker, port: u16) {
 
 /// Whether other workers handed over packets for ports this worker owns.
 pub fn handoff_pending(net: &Net, w: &Worker) -> bool {
-    w.id == HANDOFF_OWNER
-        && net.rps.tx_handoff.iter().enumerate().any(|(i, h)| !h.is_empty() && w.port_queue(i as u16).is_some())
+    w.id == HANDOFF_OWNER && net.rps.tx_handoff.iter().enumerate().any(|(i, h)| !h.is_empty() && w.port_queue(i as u16).is_some())
 }
 
 /// Takes what other workers handed over into this worker's queues, if it is the one that

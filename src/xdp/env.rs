@@ -9,19 +9,49 @@ use std::time::Instant;
 /// Trace lines kept (bpf_trace_printk output is a debugging aid, not a log to grow).
 const TRACE_KEEP: usize = 256;
 
+/// What the helpers keep between runs on one worker (the kernel's per-CPU helper state):
+/// the `bpf_get_prandom_u32` generator (`bpf_user_rnd_state`, seeded once at random and
+/// carried on, so a sampling program does not see the same numbers in every burst) and the
+/// last trace lines.
+#[derive(Debug, Clone)]
+pub struct HostState {
+    rng: u64,
+    trace: std::collections::VecDeque<String>,
+}
+
+impl Default for HostState {
+    /// Seeded at random (each worker's generator differs, as each CPU's does).
+    fn default() -> HostState {
+        use std::hash::{BuildHasher, Hasher};
+        let seed = std::collections::hash_map::RandomState::new().build_hasher().finish();
+        HostState::seeded(seed)
+    }
+}
+
+impl HostState {
+    /// A generator started from `seed` (0 is not a state xorshift leaves: it is replaced).
+    pub fn seeded(seed: u64) -> HostState {
+        HostState { rng: if seed == 0 { 0x9e37_79b9_7f4a_7c15 } else { seed }, trace: Default::default() }
+    }
+
+    /// The last `TRACE_KEEP` lines programs printed, oldest first.
+    pub fn trace_lines(&self) -> impl Iterator<Item = &str> {
+        self.trace.iter().map(String::as_str)
+    }
+}
+
 pub struct SluiceEnv<'a> {
     routes: &'a RouteTable,
     neigh: &'a Neighbours,
     ifaces: &'a [Iface],
-    trace: &'a mut Vec<String>,
-    rng: u64,
+    host: &'a mut HostState,
     /// The worker running the program: `bpf_get_smp_processor_id`, and the per-CPU map copy.
     cpu: u32,
 }
 
 impl<'a> SluiceEnv<'a> {
-    pub fn new(routes: &'a RouteTable, neigh: &'a Neighbours, ifaces: &'a [Iface], trace: &'a mut Vec<String>) -> SluiceEnv<'a> {
-        SluiceEnv { routes, neigh, ifaces, trace, rng: 0x9e37_79b9_7f4a_7c15, cpu: 0 }
+    pub fn new(routes: &'a RouteTable, neigh: &'a Neighbours, ifaces: &'a [Iface], host: &'a mut HostState) -> SluiceEnv<'a> {
+        SluiceEnv { routes, neigh, ifaces, host, cpu: 0 }
     }
 
     /// Runs programs as worker `cpu` (its per-CPU map copies, its processor id).
@@ -47,17 +77,18 @@ impl Env for SluiceEnv<'_> {
 
     fn prandom_u32(&mut self) -> u32 {
         // xorshift64*: cheap and good enough for sampling decisions.
-        self.rng ^= self.rng >> 12;
-        self.rng ^= self.rng << 25;
-        self.rng ^= self.rng >> 27;
-        (self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) as u32
+        let r = &mut self.host.rng;
+        *r ^= *r >> 12;
+        *r ^= *r << 25;
+        *r ^= *r >> 27;
+        (r.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) as u32
     }
 
     fn trace(&mut self, msg: &str) {
-        if self.trace.len() >= TRACE_KEEP {
-            self.trace.remove(0);
+        if self.host.trace.len() >= TRACE_KEEP {
+            self.host.trace.pop_front();
         }
-        self.trace.push(msg.to_string());
+        self.host.trace.push_back(msg.to_string());
     }
 
     /// `bpf_fib_lookup` as the kernel answers an XDP program (bpf_ipv4_fib_lookup /
@@ -152,6 +183,25 @@ mod tests {
     use super::*;
     use sluice_ebpf::env::fib_flag;
 
+    /// `bpf_get_prandom_u32` continues its sequence across bursts (each burst builds a new
+    /// `SluiceEnv` on the worker's `HostState`), like the kernel's per-CPU state: a fixed
+    /// restart gave packet i of every burst the same number, so a program sampling 1 in N
+    /// chose by position in the burst. And two workers' generators start apart.
+    #[test]
+    fn prandom_carries_on_across_bursts_and_workers_start_apart() {
+        let (r, n) = (RouteTable::new(), Neighbours::default());
+        let draw = |host: &mut HostState| -> Vec<u32> {
+            let mut env = SluiceEnv::new(&r, &n, &[], host);
+            (0..4).map(|_| env.prandom_u32()).collect()
+        };
+        let mut host = HostState::seeded(7);
+        let (first, second) = (draw(&mut host), draw(&mut host));
+        assert_ne!(first, second, "the second burst continues the sequence");
+        assert_eq!(draw(&mut HostState::seeded(7))[..], first[..], "a seed fixes the sequence");
+        assert_ne!(draw(&mut HostState::default()), draw(&mut HostState::default()), "random seeds per worker");
+        assert_ne!(draw(&mut HostState::seeded(0)), vec![0; 4], "seed 0 is not xorshift's fixed point");
+    }
+
     const MAC_OUT: [u8; 6] = [2, 0, 0, 0, 0, 2];
     const MAC_GW: [u8; 6] = [2, 0, 0, 0, 0, 0xbb];
     const MAC_HOST: [u8; 6] = [2, 0, 0, 0, 0, 0xcc];
@@ -195,8 +245,8 @@ mod tests {
 
     fn lookup(p: &mut [u8; 64], flags: u32) -> i64 {
         let (r, n, ifaces) = lab();
-        let mut trace = Vec::new();
-        SluiceEnv::new(&r, &n, &ifaces, &mut trace).fib_lookup(p, flags)
+        let mut host = HostState::default();
+        SluiceEnv::new(&r, &n, &ifaces, &mut host).fib_lookup(p, flags)
     }
 
     /// bpf_ipv4_fib_lookup for XDP: success fills the egress ifindex, the gateway as the

@@ -88,8 +88,8 @@ pub struct XdpHooks {
     pub xmit: Vec<Vec<Pkt>>,
     /// AF_XDP-like local consumers: frames received per XSKMAP key.
     pub xsk_rx: Vec<u64>,
-    /// Trace lines from bpf_trace_printk (the last few).
-    pub trace: Vec<String>,
+    /// The helpers' per-worker state: random generator, last bpf_trace_printk lines.
+    pub host: super::env::HostState,
     /// Outcomes of the burst being judged (reused).
     pub(crate) outcomes: Vec<RunOutcome>,
     /// Buffers the native hook frees after a burst's verdicts (kept to avoid allocation).

@@ -158,7 +158,7 @@ pub fn run_native(net: &Net, w: &mut Worker, port: u16, rx: &mut Vec<Pkt>) {
     if outs.len() < rx.len() {
         outs.resize(rx.len(), RunOutcome { action: XDP_ABORTED, redirect: None });
     }
-    let mut env = env::SluiceEnv::new(&net.routes, &w.neigh, &net.ifaces, &mut w.xdp.trace).on_cpu(w.id as u32);
+    let mut env = env::SluiceEnv::new(&net.routes, &w.neigh, &net.ifaces, &mut w.xdp.host).on_cpu(w.id as u32);
     // Queue q of a port belongs to worker q.
     let ctx = BurstCtx { ingress_ifindex: port as u32 + 1, rx_queue_index: w.id as u32 };
     if rx.iter().any(Pkt::is_chained) {
@@ -365,7 +365,7 @@ pub fn run_generic(net: &Net, w: &mut Worker, skbs: &mut Vec<Skb>) {
         if outs.len() < pkts.len() {
             outs.resize(pkts.len(), RunOutcome { action: XDP_ABORTED, redirect: None });
         }
-        let mut env = env::SluiceEnv::new(&net.routes, &w.neigh, &net.ifaces, &mut w.xdp.trace).on_cpu(w.id as u32);
+        let mut env = env::SluiceEnv::new(&net.routes, &w.neigh, &net.ifaces, &mut w.xdp.host).on_cpu(w.id as u32);
         let ctx = BurstCtx { ingress_ifindex: port as u32 + 1, rx_queue_index: skbs[start].rx_queue as u32 };
         if pkts[0].is_chained() {
             outs[0] = if prog.frags_aware() {
