@@ -1118,6 +1118,38 @@ fn xdp_native_and_generic_hooks_agree() {
     assert_eq!(o.c.xdp_actions, [0, 5, 5, 5, 5, 0]);
 }
 
+/// A program that rewrites the destination MAC in place to the port's own and passes the
+/// frame: in either mode the stack sees a frame for this host and forwards it. Generic mode
+/// had kept the packet type it found before the program (other host: dropped), where the
+/// kernel (bpf_prog_run_generic_xdp) derives it again when the Ethernet header changed.
+#[test]
+fn xdp_pass_after_rewriting_the_mac_in_place_is_seen_as_rewritten() {
+    // Two for another host's MAC, two with an unknown EtherType: the program puts the
+    // port's MAC and IPv4's EtherType in.
+    let mut frames: Vec<_> = (0..4).map(|i| udp4(SRC_V4, DST1_V4, 1, 9).dst_mac(MAC_OTHER).seq(i).build()).collect();
+    for f in &mut frames[2..] {
+        f[..6].copy_from_slice(&MAC_IN);
+        f[12..14].copy_from_slice(&[0x88, 0xb5]);
+    }
+    for mode in [XdpMode::Native, XdpMode::Generic] {
+        let mut setup = Setup::default();
+        setup.xdp.push((0, mode, || {
+            Box::new(FnXdpMut(|p| {
+                p[..6].copy_from_slice(&MAC_IN);
+                p[12..14].copy_from_slice(&[0x08, 0x00]);
+                RunOutcome { action: XDP_PASS, redirect: None }
+            }))
+        }));
+        let o = run_both(&frames, &setup);
+        assert_no_drops(&o);
+        assert_eq!(o.port(P_OUT1).len(), 4, "{mode:?}: forwarded, not dropped as otherhost / unknown protocol");
+    }
+    // Without the rewrite these frames are for another host, or of no protocol the stack has.
+    let o = run_both(&frames, &Setup::default());
+    assert_eq!(o.drops().values().sum::<u64>(), 4, "{:?}", o.drops());
+    assert_eq!(o.drops().get("otherhost"), Some(&2));
+}
+
 #[test]
 fn xdp_builtin_tx_swaps_macs_and_drop_drops_everything() {
     let frames: Vec<_> = (0..5).map(|i| udp4(SRC_V4, DST1_V4, 1, 9).seq(i).build()).collect();

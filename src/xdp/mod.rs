@@ -15,7 +15,7 @@ pub mod env;
 pub mod hooks;
 pub mod map_setup;
 
-use crate::buf::skb::Skb;
+use crate::buf::skb::{mac_number, Skb};
 use crate::buf::{Pkt, FRAME_SIZE, HEADROOM};
 use crate::net::Net;
 use crate::stats::{DropReason, Stage};
@@ -376,15 +376,18 @@ pub fn run_generic(net: &Net, w: &mut Worker, skbs: &mut Vec<Skb>) {
         } else {
             prog.run_burst(&mut w.bufs.region_mut(), &mut pkts, ctx, &mut env, &mut outs);
         }
+        let port_mac = mac_number(&net.ifaces.get(port as usize).map(|i| i.mac).unwrap_or([0; 6]));
         for (j, i) in (start..end).enumerate() {
             let mut s = skbs[i];
             let np = pkts[j];
             match fate_of(&outs[j], port, sizes, &mut w.c.xdp_actions) {
                 Fate::Pass => {
-                    if np != s.pkt {
-                        // The data moved: reset the network header and re-derive the protocol.
-                        let mac = net.ifaces.get(port as usize).map(|i| i.mac).unwrap_or([0; 6]);
-                        let rebuilt = Skb::build(np, w.bufs.data(np), port, s.rx_queue, &mac);
+                    // As bpf_prog_run_generic_xdp: data moved (adjust_head / adjust_tail), or the
+                    // Ethernet header rewritten in place so that the EtherType or whether the
+                    // frame is for this host, multicast or broadcast changed: the network
+                    // header, protocol and packet type are derived again (eth_type_trans).
+                    let rebuilt = Skb::build_for(np, w.bufs.data(np), port, s.rx_queue, port_mac);
+                    if np != s.pkt || rebuilt.protocol != s.protocol || rebuilt.pkt_type != s.pkt_type {
                         s = Skb { hash: s.hash, l4_hash: s.l4_hash, ..rebuilt };
                     }
                     skbs[keep] = s;

@@ -194,6 +194,18 @@ impl XdpProgram for FnXdp {
     }
 }
 
+/// An XDP program that may rewrite the packet in place before its verdict.
+pub struct FnXdpMut(pub fn(&mut [u8]) -> RunOutcome);
+
+impl XdpProgram for FnXdpMut {
+    fn name(&self) -> String {
+        "test:fn-mut".into()
+    }
+    fn run(&mut self, xdp: &mut XdpBuff<'_>, _env: &mut SluiceEnv<'_>) -> RunOutcome {
+        (self.0)(xdp.frame.get_mut(xdp.data..xdp.data_end).unwrap_or(&mut []))
+    }
+}
+
 /// [`FnXdp`] for a program not declared frags-aware (a plain `SEC("xdp")` object).
 pub struct FnXdpLinear(pub fn(&[u8]) -> RunOutcome);
 
