@@ -68,7 +68,8 @@ fn ci_half_width_pct(a: &Summary, b: &Summary) -> Option<f64> {
     Some(100.0 * t_quantile(0.975, df)? * se / a.mean)
 }
 
-/// PASS when the harness finds B's known extra cost (significant, B slower), finds no large
+/// PASS when the harness finds B's known extra cost (significant, and B slower: more CPU
+/// ns/packet, or fewer Mpps where the arms have no CPU time), finds no large
 /// significant A vs A' difference, resolves differences of [`MAX_RESOLUTION_PCT`] between
 /// identical arms, and the sweep rises. Judged on CPU ns/packet (immune to preemption, unlike
 /// the packet rate) where the arms have it.
@@ -76,9 +77,16 @@ pub fn health(r: &ExperimentResult) -> Health {
     let mut failures = Vec::new();
     let arm = |name: &str| r.arms.iter().find(|a| a.name == name);
     let cmp = |b: &str| r.comparisons.iter().find(|c| c.a == "a" && c.b == b);
-    match cmp("b").and_then(|c| c.cpu_ns_per_packet.as_ref().or(c.verdict.as_ref())) {
-        Some(v) if v.significant && v.p < 0.01 => {}
-        Some(v) => failures.push(format!("the known extra cost of B was not found (p = {:.3}, {:+.1}%)", v.p, v.diff_pct)),
+    // B's extra cost shows as more CPU ns/packet, or, without CPU times, as fewer Mpps: the
+    // sign the change must have. A significant change the other way is no found cost.
+    let ab = cmp("b").and_then(|c| c.cpu_ns_per_packet.as_ref().map(|v| (v, 1.0)).or(c.verdict.as_ref().map(|v| (v, -1.0))));
+    match ab {
+        Some((v, sign)) if v.significant && v.p < 0.01 && sign * v.diff_pct > 0.0 => {}
+        Some((v, _)) if v.significant && v.p < 0.01 => failures.push(format!(
+            "B came out faster than A despite its known extra cost (p = {:.3}, {:+.1}%): the harness mixes up or mismeasures arms",
+            v.p, v.diff_pct
+        )),
+        Some((v, _)) => failures.push(format!("the known extra cost of B was not found (p = {:.3}, {:+.1}%)", v.p, v.diff_pct)),
         None => failures.push("no A vs B comparison".into()),
     }
     if let Some(v) = cmp("a-prime").and_then(|c| c.cpu_ns_per_packet.as_ref().or(c.verdict.as_ref())) {
@@ -104,6 +112,8 @@ pub fn health(r: &ExperimentResult) -> Health {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::analysis::ComparisonResult;
+    use crate::bench::stats::Verdict;
 
     fn summary(n: usize, mean: f64, sd: f64) -> Summary {
         Summary { n, mean, sd, sem: sd / (n as f64).sqrt(), ci95: (mean, mean), min: mean, median: mean, max: mean }
@@ -115,5 +125,58 @@ mod tests {
         let noisy = ci_half_width_pct(&summary(6, 100.0, 20.0), &summary(6, 100.0, 20.0)).unwrap();
         assert!(quiet < 2.0 && noisy > MAX_RESOLUTION_PCT, "{quiet} {noisy}");
         assert!(ci_half_width_pct(&summary(1, 100.0, 0.0), &summary(6, 100.0, 1.0)).is_none());
+    }
+
+    /// A result with only the a → b comparison, judged on CPU ns/packet (`cpu`) or on the
+    /// packet rate.
+    fn result_with_ab(v: Verdict, cpu: bool) -> ExperimentResult {
+        let c = ComparisonResult {
+            title: "A vs B".into(),
+            a: "a".into(),
+            b: "b".into(),
+            metric: "mpps",
+            higher_is_better: true,
+            alpha: 0.05,
+            verdict: (!cpu).then(|| v.clone()),
+            welch: None,
+            mann_whitney: None,
+            cpu_ns_per_packet: cpu.then_some(v),
+            cpu_welch: None,
+            censored: None,
+            ratio: None,
+            zoom_delta: vec![],
+            note: None,
+        };
+        ExperimentResult {
+            name: "selfcheck",
+            title: String::new(),
+            description: String::new(),
+            notes: vec![],
+            seed: None,
+            cap_mpps: None,
+            runs: 6,
+            seconds: 1.0,
+            warmup: 0.0,
+            order: vec![],
+            arms: vec![],
+            comparisons: vec![c],
+            sweeps: vec![],
+            wall_seconds: 0.0,
+            health: None,
+        }
+    }
+
+    /// B carries a known extra cost: a significant difference the other way (B cheaper, or
+    /// faster) is a broken harness, not a found cost.
+    #[test]
+    fn extra_cost_must_make_b_slower() {
+        let verdict = |diff_pct: f64| Verdict { text: String::new(), significant: true, p: 1e-6, diff_pct, method: "Welch t-test" };
+        let mentions_cost = |h: &Health| h.failures.iter().any(|f| f.contains("extra cost"));
+        // CPU ns/packet: B must cost more.
+        assert!(mentions_cost(&health(&result_with_ab(verdict(-20.0), true))));
+        assert!(!mentions_cost(&health(&result_with_ab(verdict(20.0), true))));
+        // Packet rate (no CPU time): B must be slower.
+        assert!(mentions_cost(&health(&result_with_ab(verdict(20.0), false))));
+        assert!(!mentions_cost(&health(&result_with_ab(verdict(-20.0), false))));
     }
 }
