@@ -459,7 +459,8 @@ pub fn sweep_fits(exp: &Experiment, arms: &[ArmResult]) -> Vec<SweepFit> {
         .collect()
 }
 
-/// (intercept, slope, r²); None with fewer than 2 distinct x.
+/// (intercept, slope, r²); None with fewer than 2 distinct x. r² is NaN (printed "-") when
+/// every y is the same: there is no variance for the line to explain.
 pub fn least_squares(pts: &[(f64, f64)]) -> Option<(f64, f64, f64)> {
     let n = pts.len() as f64;
     if pts.len() < 2 {
@@ -474,7 +475,7 @@ pub fn least_squares(pts: &[(f64, f64)]) -> Option<(f64, f64, f64)> {
         return None;
     }
     let slope = sxy / sxx;
-    let r2 = if syy > 0.0 { (sxy * sxy) / (sxx * syy) } else { 1.0 };
+    let r2 = if syy > 0.0 { (sxy * sxy) / (sxx * syy) } else { f64::NAN };
     Some((my - slope * mx, slope, r2))
 }
 
@@ -488,6 +489,14 @@ mod tests {
         assert!((a - 1.0).abs() < 1e-12 && (b - 2.0).abs() < 1e-12 && (r2 - 1.0).abs() < 1e-12);
         assert!(least_squares(&[(1.0, 1.0), (1.0, 2.0)]).is_none());
         assert!(least_squares(&[]).is_none());
+    }
+
+    /// A flat sweep explains no variance because there is none: r² is undefined, not 1.
+    #[test]
+    fn flat_sweep_has_no_r2() {
+        let (a, b, r2) = least_squares(&[(0.0, 5.0), (1.0, 5.0), (2.0, 5.0)]).unwrap();
+        assert_eq!((a, b), (5.0, 0.0));
+        assert!(r2.is_nan(), "{r2}");
     }
 
     #[test]

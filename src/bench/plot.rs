@@ -162,7 +162,12 @@ fn sweep_chart(e: &ExperimentResult, path: &Path) -> Result<bool, String> {
         chart
             .draw_series(LineSeries::new(sw.points.iter().map(|p| (p.0, p.1)), c.stroke_width(2)))
             .map_err(|e| e.to_string())?
-            .label(format!("{} (slope {:.3}, r² {:.3})", sw.series, sw.slope, sw.r2))
+            .label(format!(
+                "{} (slope {:.3}, r² {})",
+                sw.series,
+                sw.slope,
+                if sw.r2.is_finite() { format!("{:.3}", sw.r2) } else { "-".into() }
+            ))
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
         chart.draw_series(sw.points.iter().map(|p| Circle::new((p.0, p.1), 4, c.filled()))).map_err(|e| e.to_string())?;
         // Whiskers where there is an interval (not for a point of one run).
