@@ -567,6 +567,9 @@ fn request_response_section(s: &mut String, e: &ExperimentResult) {
                         p_text(w.p_two_sided)
                     );
                 }
+                None if va.iter().chain(&vb).any(|v| !v.is_finite()) => {
+                    let _ = writeln!(s, "- {name}: no t-test, a run had no transactions (its latency is undefined)");
+                }
                 None => {
                     let _ = writeln!(s, "- {name}: too few runs for a t-test");
                 }

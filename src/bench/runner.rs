@@ -6,6 +6,7 @@ use super::BenchError;
 use crate::cli::run as clirun;
 use crate::config::Config;
 use crate::napi::RunLimit;
+use crate::port::gen::RequestResponse;
 use crate::stats::{Counters, DropReason, Stage};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -65,7 +66,8 @@ pub struct Sample {
     pub testpmd_periods: Vec<[f64; 2]>,
 }
 
-/// A request/response run (netperf TCP_RR-like): transactions and their latency.
+/// A request/response run (netperf TCP_RR-like): transactions and their latency. With no
+/// transaction the latencies and per-transaction figures are NaN (null in results.json).
 #[derive(Debug, Clone, Serialize, Default, PartialEq)]
 pub struct RrSample {
     pub transactions: u64,
@@ -81,8 +83,28 @@ pub struct RrSample {
     pub unmatched: u64,
 }
 
+/// One run's request/response figures from the generator's figures over the measured
+/// `secs`, the workers' CPU seconds and the RPS wake-ups sent. Without a transaction the
+/// latencies and per-transaction figures are NaN (None for the CPU time): an empty
+/// histogram reads 0, which is no measured latency, and the statistics refuse NaN.
+pub fn rr_sample(r: &RequestResponse, secs: f64, cpu_s: Option<f64>, wakeups: u64) -> RrSample {
+    let any = r.transactions > 0;
+    let n = r.transactions as f64;
+    let us = |q: f64| if any { r.latency_ns.value_at_quantile(q) as f64 / 1e3 } else { f64::NAN };
+    RrSample {
+        transactions: r.transactions,
+        transactions_per_s: n / secs,
+        latency_p50_us: us(0.5),
+        latency_p99_us: us(0.99),
+        latency_mean_us: if any { r.latency_ns.mean() / 1e3 } else { f64::NAN },
+        cpu_ns_per_transaction: cpu_s.filter(|_| any).map(|t| t * 1e9 / n),
+        wakeups_per_transaction: if any { wakeups as f64 / n } else { f64::NAN },
+        unmatched: r.unmatched,
+    }
+}
+
 /// Every closed-loop generator's figures of the datapath, summed (None: no such port).
-pub fn request_response(dp: &crate::datapath::Datapath) -> Option<crate::port::gen::RequestResponse> {
+pub fn request_response(dp: &crate::datapath::Datapath) -> Option<RequestResponse> {
     dp.all_queues().filter_map(|p| p.request_response()).reduce(|mut a, b| {
         a.merge(&b);
         a
@@ -149,21 +171,7 @@ pub fn run_sluice(
         }
     }
     let cpu = user.zip(sys).map(|(u, s)| u + s);
-    let rr = request_response(&dp).zip(rr0).map(|(after, before)| {
-        let r = after.since(&before);
-        let n = r.transactions.max(1) as f64;
-        let us = |q: f64| r.latency_ns.value_at_quantile(q) as f64 / 1e3;
-        RrSample {
-            transactions: r.transactions,
-            transactions_per_s: r.transactions as f64 / secs,
-            latency_p50_us: us(0.5),
-            latency_p99_us: us(0.99),
-            latency_mean_us: r.latency_ns.mean() / 1e3,
-            cpu_ns_per_transaction: cpu.map(|t| t * 1e9 / n),
-            wakeups_per_transaction: c.rps_wakeups as f64 / n,
-            unmatched: r.unmatched,
-        }
-    });
+    let rr = request_response(&dp).zip(rr0).map(|(after, before)| rr_sample(&after.since(&before), secs, cpu, c.rps_wakeups));
     // Packets that entered processing: what a full backlog refused never did.
     let processed = c.rx - c.dropped(DropReason::CpuBacklog) - c.dropped(DropReason::CpuBacklogFlowLimit);
     let pk = processed.max(1) as f64;
@@ -191,4 +199,33 @@ pub fn run_sluice(
         rr,
         testpmd_periods: Vec::new(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn figures(latencies_ns: &[u64]) -> RequestResponse {
+        let mut latency_ns = hdrhistogram::Histogram::new_with_bounds(1, 100_000_000_000, 3).unwrap();
+        for &l in latencies_ns {
+            latency_ns.record(l).unwrap();
+        }
+        RequestResponse { transactions: latencies_ns.len() as u64, outstanding: 0, unmatched: 0, timeouts: 0, latency_ns }
+    }
+
+    /// No transaction, no latency: an empty histogram's 0 must not enter the t-tests as
+    /// a measured 0 µs, nor a division by zero hide behind `max(1)`.
+    #[test]
+    fn no_transactions_no_latency() {
+        let r = rr_sample(&figures(&[]), 1.0, Some(0.5), 10);
+        assert_eq!((r.transactions, r.transactions_per_s), (0, 0.0));
+        assert!(r.latency_p50_us.is_nan() && r.latency_p99_us.is_nan() && r.latency_mean_us.is_nan(), "{r:?}");
+        assert!(r.wakeups_per_transaction.is_nan() && r.cpu_ns_per_transaction.is_none(), "{r:?}");
+        assert!(crate::bench::stats::summarize(&[r.latency_p99_us, 3.0]).is_none());
+
+        let r = rr_sample(&figures(&[2000, 4000]), 2.0, Some(1e-3), 4);
+        assert_eq!((r.transactions, r.transactions_per_s, r.wakeups_per_transaction), (2, 1.0, 2.0));
+        assert!((r.latency_mean_us - 3.0).abs() < 0.01 && (r.latency_p99_us - 4.0).abs() < 0.01, "{r:?}");
+        assert!((r.cpu_ns_per_transaction.unwrap() - 5e5).abs() < 1e-6);
+    }
 }
