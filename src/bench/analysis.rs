@@ -389,9 +389,10 @@ pub fn compare(title: &str, a: &ArmResult, b: &ArmResult, cap: Option<f64>, want
 
 /// Fieller's 95% interval for the ratio of two independent means, B / A: the ρ with
 /// (b̄ − ρā)² ≤ t² (se_b² + ρ² se_a²), t on the Welch–Satterthwaite df of the relative
-/// variances (se/mean)². None only when a mean is ≤ 0; with fewer than two runs on a side
-/// the interval is NaN (none exists), and when A's mean is not clearly above zero it is
-/// (−∞, ∞) (Fieller's set is unbounded then); both print as "-".
+/// variances (se/mean)². None only when a mean is ≤ 0; with fewer than two runs on a side,
+/// or no spread in either arm, the interval is NaN (none exists: zero spread in a few runs is
+/// no certainty), and when A's mean is not clearly above zero it is (−∞, ∞) (Fieller's set is
+/// unbounded then); both print as "-".
 fn ratio_ci(a: Option<&Summary>, b: Option<&Summary>) -> Option<RatioCi> {
     let (a, b) = (a?, b?);
     if a.mean <= 0.0 || b.mean <= 0.0 {
@@ -403,7 +404,7 @@ fn ratio_ci(a: Option<&Summary>, b: Option<&Summary>) -> Option<RatioCi> {
     }
     let (ra, rb) = ((a.sem / a.mean).powi(2), (b.sem / b.mean).powi(2));
     if ra + rb == 0.0 {
-        return Some(RatioCi { ratio: r, ci95: (r, r) });
+        return Some(RatioCi { ratio: r, ci95: (f64::NAN, f64::NAN) });
     }
     let df = (ra + rb).powi(2) / (ra * ra / (a.n - 1) as f64 + rb * rb / (b.n - 1) as f64);
     let t = stats::t_quantile(0.975, df)?;
@@ -536,6 +537,9 @@ mod tests {
         let one = Summary { n: 1, sd: 0.0, sem: 0.0, ..b.clone() };
         let r = ratio_ci(Some(&a), Some(&one)).unwrap();
         assert!(r.ratio == 0.5 && r.ci95.0.is_nan() && r.ci95.1.is_nan(), "one run: a ratio, no interval");
+        let flat = |s: &Summary| Summary { sd: 0.0, sem: 0.0, ..s.clone() };
+        let r = ratio_ci(Some(&flat(&a)), Some(&flat(&b))).unwrap();
+        assert!(r.ratio == 0.5 && r.ci95.0.is_nan() && r.ci95.1.is_nan(), "no spread: no zero-width interval");
         // A's mean within t·se of zero: Fieller's set is unbounded.
         let vague = Summary { n: 2, sem: 6.0, ..a.clone() };
         let r = ratio_ci(Some(&vague), Some(&b)).unwrap();

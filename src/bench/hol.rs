@@ -331,7 +331,11 @@ pub fn table(r: &HolResults) -> String {
     );
     for a in &r.arms {
         let f = |x: &Option<Summary>, d: f64| x.as_ref().map_or("-".into(), |s| format!("{:.1}±{:.1}", s.mean / d, s.sd / d));
-        let vs = a.p99_vs_no_bql.as_ref().map_or("-".into(), |w| format!("{:.3}× ({:.1e})", w.mean_b / w.mean_a, w.p_two_sided));
+        let vs = a.p99_vs_no_bql.as_ref().map_or("-".into(), |w| {
+            // No variance in either arm: no p (NaN), printed "-".
+            let p = if w.p_two_sided.is_finite() { format!("{:.1e}", w.p_two_sided) } else { "-".into() };
+            format!("{:.3}× ({p})", w.mean_b / w.mean_a)
+        });
         let wire = a.runs.iter().map(|x| x.wire_gbps).sum::<f64>() / a.runs.len().max(1) as f64;
         let (p50, p99, ring) = (f(&a.p50_us, 1.0), f(&a.p99_us, 1.0), f(&a.ring_bytes_mean, 1e3));
         s += &format!("{:<38} {p50:>12} {p99:>14} {ring:>16} {wire:>10.2} {vs:>22}\n", a.label);

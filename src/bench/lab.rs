@@ -300,7 +300,13 @@ fn table(r: &LabResults) -> String {
     for a in &r.arms {
         let fmt = |x: &Option<Summary>| x.as_ref().map_or("-".to_string(), |s| format!("{:.3}±{:.3}", s.mean / 1e6, s.sd / 1e6));
         let fmt_tcp = |x: &Option<Summary>| x.as_ref().map_or("-".to_string(), |s| format!("{:.2}±{:.2}", s.mean, s.sd));
-        let vs = |w: &Option<Welch>| w.as_ref().map_or("-".to_string(), |w| format!("{:.2}× ({:.3})", w.mean_b / w.mean_a, w.p_two_sided));
+        let vs = |w: &Option<Welch>| {
+            w.as_ref().map_or("-".to_string(), |w| {
+                // No variance in either arm: no p (NaN), printed "-".
+                let p = if w.p_two_sided.is_finite() { format!("{:.3}", w.p_two_sided) } else { "-".into() };
+                format!("{:.2}× ({p})", w.mean_b / w.mean_a)
+            })
+        };
         s += &format!(
             "{:<34} {:>12} {:>16} {:>10} {:>16}\n",
             a.label,

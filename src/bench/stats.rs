@@ -12,8 +12,10 @@
 //!   caller's back.
 //! * Nothing panics. Where a quantity is undefined (too few samples, or
 //!   intermediate overflow on absurd magnitudes) the function returns
-//!   `None`; documented degenerate results (zero variance) are returned as
-//!   `Some` with the rule spelled out on the function.
+//!   `None`. Zero variance (n too small, or quantised data) is returned as
+//!   `Some` with the undefined parts NaN: no zero-width interval, no p of 0
+//!   or 1, since zero spread in a few runs is no certainty. NaN prints "-"
+//!   in the reports and null in results.json.
 //! * `diff = b - a` ("B relative to A"), but `t` follows the
 //!   `scipy.stats.ttest_ind(a, b)` sign convention, `(mean_a - mean_b) / se`,
 //!   so reference values can be compared directly.
@@ -32,7 +34,7 @@ pub struct Summary {
     /// Standard error of the mean, sd / sqrt(n).
     pub sem: f64,
     /// Two-sided 95% confidence interval for the mean from Student's t with
-    /// n - 1 degrees of freedom; NaN when n = 1 (one run has no interval).
+    /// n - 1 degrees of freedom; NaN when n = 1 or sd = 0 (no interval).
     pub ci95: (f64, f64),
     pub min: f64,
     pub median: f64,
@@ -110,6 +112,8 @@ pub const METHOD_CENSORED: &str = "Cohen-1959 censored MLE t-test, approx. df";
 /// `compare` wanted the censored test but it was undefined (typically one
 /// side entirely at the cap), so it ran Welch on the capped values.
 pub const METHOD_WELCH_CAPPED: &str = "Welch t-test on capped values, censored MLE undefined";
+/// Why [`compare`] has no p: every value of each arm is the same.
+pub const NO_VARIANCE: &str = "no variance in either arm (n too small or quantised data)";
 
 // ---------------------------------------------------------------------------
 // Basic helpers
@@ -119,8 +123,13 @@ fn all_finite(x: &[f64]) -> bool {
     x.iter().all(|v| v.is_finite())
 }
 
+/// Mean of `x`; exactly the value when every value is the same, as the summed mean can be an
+/// ulp off (three 0.1s) and would turn zero spread into a tiny variance and a "certain" test.
 fn mean_of(x: &[f64]) -> f64 {
-    x.iter().sum::<f64>() / x.len() as f64
+    match x.first() {
+        Some(&v) if x.iter().all(|&y| y == v) => v,
+        _ => x.iter().sum::<f64>() / x.len() as f64,
+    }
 }
 
 /// Sum of squared deviations from `m` (two-pass, to avoid the cancellation
@@ -244,7 +253,8 @@ fn norm_log_sf(z: f64) -> f64 {
 ///
 /// `None` for an empty or non-finite sample. n = 1 gives sd = sem = 0 and a `ci95` of NaN:
 /// one run has no interval (a zero-width one would claim certainty); tables print "-",
-/// JSON null, plots draw no whisker.
+/// JSON null, plots draw no whisker. The same for n >= 2 equal values (sd = 0): a few
+/// identical runs mean too few runs or quantised data, not a mean known exactly.
 pub fn summarize(x: &[f64]) -> Option<Summary> {
     if x.is_empty() || !all_finite(x) {
         return None;
@@ -260,7 +270,8 @@ pub fn summarize(x: &[f64]) -> Option<Summary> {
         let sd = (ss_about(x, mean) / (n - 1) as f64).sqrt();
         let sem = sd / (n as f64).sqrt();
         let q = t_quantile(0.975, (n - 1) as f64)?;
-        (sd, sem, (mean - q * sem, mean + q * sem))
+        let ci95 = if sd > 0.0 { (mean - q * sem, mean + q * sem) } else { (f64::NAN, f64::NAN) };
+        (sd, sem, ci95)
     };
     if !(mean.is_finite() && sd.is_finite()) {
         return None; // overflow on extreme magnitudes
@@ -284,8 +295,8 @@ fn pct_change(from: f64, to: f64) -> f64 {
 /// degrees of freedom. Shared by the plain and the censored test.
 ///
 /// Degenerate rule: when both standard errors are zero the t statistic is
-/// 0 (equal means) or ±inf, p is 1 or 0 respectively, and df falls back to
-/// `df_if_degenerate` because Satterthwaite's formula is 0/0 there.
+/// 0/0 or ±x/0 and there is no test: t and p are NaN (see [`compare`]), and df
+/// falls back to `df_if_degenerate` because Satterthwaite's formula is 0/0.
 fn welch_from_parts(mean_a: f64, se2_a: f64, nu_a: f64, mean_b: f64, se2_b: f64, nu_b: f64, df_if_degenerate: f64) -> Option<Welch> {
     let se2 = se2_a + se2_b;
     let diff = mean_b - mean_a;
@@ -293,12 +304,7 @@ fn welch_from_parts(mean_a: f64, se2_a: f64, nu_a: f64, mean_b: f64, se2_b: f64,
         return None;
     }
     let (t, df, p) = if se2 == 0.0 {
-        if diff == 0.0 {
-            (0.0, df_if_degenerate, 1.0)
-        } else {
-            let t = if mean_a > mean_b { f64::INFINITY } else { f64::NEG_INFINITY };
-            (t, df_if_degenerate, 0.0)
-        }
+        (f64::NAN, df_if_degenerate, f64::NAN)
     } else {
         let t = (mean_a - mean_b) / se2.sqrt();
         // Satterthwaite df written with weights se2_i/se2 so tiny
@@ -314,8 +320,8 @@ fn welch_from_parts(mean_a: f64, se2_a: f64, nu_a: f64, mean_b: f64, se2_b: f64,
 ///
 /// Matches `scipy.stats.ttest_ind(a, b, equal_var=False)`. `None` unless
 /// both samples have at least 2 finite values (a variance is needed on each
-/// side). If both variances are zero: p = 1 when the means are equal, else
-/// p = 0 (t = ±inf), df = n_a + n_b - 2.
+/// side). If both variances are zero there is no test: t = p = NaN,
+/// df = n_a + n_b - 2 (means and diff are still given).
 pub fn welch_t_test(a: &[f64], b: &[f64]) -> Option<Welch> {
     if a.len() < 2 || b.len() < 2 || !all_finite(a) || !all_finite(b) {
         return None;
@@ -620,7 +626,7 @@ pub fn censored_normal_mle(x: &[f64], cap: f64, rel_tol: f64) -> Option<Censored
 ///
 /// `None` when either side has fewer than 2 samples or its estimate is
 /// `None` (notably: every sample at the cap). Zero-se degenerate rule as in
-/// [`welch_t_test`], with df = n_a + n_b - 2.
+/// [`welch_t_test`] (t = p = NaN), with df = n_a + n_b - 2.
 pub fn censored_compare(a: &[f64], b: &[f64], cap: f64, rel_tol: f64) -> Option<Welch> {
     if a.len() < 2 || b.len() < 2 {
         return None;
@@ -650,7 +656,9 @@ fn format_p(p: f64) -> String {
 /// impossible (a side entirely at the cap) it falls back to Welch on the
 /// capped values and says so in `method`. Otherwise [`welch_t_test`].
 /// `higher_is_better = false` is for costs (ns/packet, CPU%): there "lower"
-/// is called better. `significant` is `p < alpha`.
+/// is called better. `significant` is `p < alpha`. With no variance in either
+/// arm the test is undefined: `p` is NaN, not significant, and the text says
+/// "no test" and why ([`NO_VARIANCE`]).
 ///
 /// `None` when the test itself is undefined (see [`welch_t_test`]) or
 /// `alpha` is not in (0, 1).
@@ -670,7 +678,8 @@ pub fn compare(a: &[f64], b: &[f64], cap: Option<f64>, higher_is_better: bool, a
     let p = w.p_two_sided;
     let significant = p < alpha;
 
-    let mut detail = format!("{}, {}, n = {}+{}", format_p(p), method, a.len(), b.len());
+    let p_part = if p.is_nan() { String::new() } else { format!("{}, ", format_p(p)) };
+    let mut detail = format!("{p_part}{}, n = {}+{}", method, a.len(), b.len());
     if let Some(t) = threshold.filter(|_| hits_cap) {
         let at_cap = |x: &[f64]| x.iter().filter(|&&v| v >= t).count();
         detail.push_str(&format!(", {}+{} at cap", at_cap(a), at_cap(b)));
@@ -682,7 +691,14 @@ pub fn compare(a: &[f64], b: &[f64], cap: Option<f64>, higher_is_better: bool, a
         // A's mean is zero: a percentage is meaningless, give the absolute.
         format!("{} (absolute)", w.diff.abs())
     };
-    let text = if w.diff == 0.0 {
+    let text = if p.is_nan() {
+        let change = if w.diff == 0.0 {
+            "equal means".to_string()
+        } else {
+            format!("B is {size} {} than A", if w.diff > 0.0 { "higher" } else { "lower" })
+        };
+        format!("no test, {NO_VARIANCE}: {change} ({detail})")
+    } else if w.diff == 0.0 {
         format!("no significant difference: B and A have equal means ({detail})")
     } else {
         let higher = w.diff > 0.0;
@@ -741,7 +757,7 @@ mod tests {
         assert_eq!((s.sd, s.sem, s.mean), (0.0, 0.0, 4.2));
         assert!(s.ci95.0.is_nan() && s.ci95.1.is_nan(), "one run has no interval");
         let s = summarize(&[3.0, 3.0, 3.0]).unwrap();
-        assert_eq!((s.sd, s.ci95), (0.0, (3.0, 3.0)));
+        assert!(s.sd == 0.0 && s.ci95.0.is_nan() && s.ci95.1.is_nan(), "no spread, no interval");
     }
 
     #[test]
@@ -817,14 +833,34 @@ mod tests {
         assert_eq!(welch_t_test(&[1.0], &[1.0, 2.0]), None);
         assert_eq!(welch_t_test(&[1.0, f64::NAN], &[1.0, 2.0]), None);
         let w = welch_t_test(&[1.0, 1.0, 1.0], &[1.0, 1.0]).unwrap();
-        assert_eq!((w.t, w.df, w.p_two_sided), (0.0, 3.0, 1.0));
-        let w = welch_t_test(&[1.0, 1.0], &[2.0, 2.0]).unwrap();
-        assert_eq!((w.t, w.p_two_sided, w.diff_pct), (f64::NEG_INFINITY, 0.0, 100.0));
+        assert!(w.t.is_nan() && w.p_two_sided.is_nan() && w.df == 3.0, "{w:?}");
         // One side constant: df collapses to the other side's n - 1.
         let w = welch_t_test(&[1.0, 1.0, 1.0], &[1.0, 2.0, 3.0, 4.0]).unwrap();
         close(w.df, 3.0, 1e-12);
         let w = welch_t_test(&[0.0, 0.0], &[1.0, 2.0]).unwrap();
         assert!(w.diff_pct.is_nan());
+    }
+
+    /// Two constant samples: the t statistic is x/0, no test exists (n too small or the
+    /// data quantised), so no p, no verdict and no zero-width interval.
+    #[test]
+    fn zero_variance_is_no_test() {
+        let v = compare(&[5.0, 5.0], &[6.0, 6.0], None, true, 0.05).unwrap();
+        assert!(!v.significant && v.p.is_nan(), "{v:?}");
+        assert!(v.text.contains("no variance") && !v.text.contains("NaN"), "{}", v.text);
+        assert_eq!(v.diff_pct, 20.0);
+        let v = compare(&[5.0, 5.0], &[5.0, 5.0], None, true, 0.05).unwrap();
+        assert!(!v.significant && v.p.is_nan() && v.text.contains("no variance"), "{v:?}");
+        let w = welch_t_test(&[1.0, 1.0], &[2.0, 2.0]).unwrap();
+        assert!(w.t.is_nan() && w.p_two_sided.is_nan(), "{w:?}");
+        assert_eq!((w.mean_a, w.mean_b, w.diff_pct), (1.0, 2.0, 100.0));
+        let s = summarize(&[10.0, 10.0]).unwrap();
+        assert!(s.ci95.0.is_nan() && s.ci95.1.is_nan(), "{s:?}");
+        // Summed, three 0.1s make a mean one ulp off 0.1: the spread must still be 0.
+        let w = welch_t_test(&[0.1; 3], &[0.2; 3]).unwrap();
+        assert!(w.p_two_sided.is_nan() && w.mean_a == 0.1, "{w:?}");
+        let s = summarize(&[0.1; 3]).unwrap();
+        assert!(s.sd == 0.0 && s.ci95.0.is_nan(), "{s:?}");
     }
 
     #[test]

@@ -57,14 +57,19 @@ pub const MAX_RESOLUTION_PCT: f64 = 10.0;
 /// A significant A vs A' difference at least this large means the harness is biased.
 pub const MAX_AA_BIAS_PCT: f64 = 3.0;
 
-/// Half-width of the Welch 95% CI of mean(b) − mean(a), in % of mean(a).
+/// Half-width of the Welch 95% CI of mean(b) − mean(a), in % of mean(a). None without two
+/// runs a side or without any spread (no interval: identical runs are quantised data, not
+/// a perfect resolution).
 fn ci_half_width_pct(a: &Summary, b: &Summary) -> Option<f64> {
     if a.n < 2 || b.n < 2 || a.mean <= 0.0 {
         return None;
     }
     let (va, vb) = (a.sd * a.sd / a.n as f64, b.sd * b.sd / b.n as f64);
     let se = (va + vb).sqrt();
-    let df = if se == 0.0 { (a.n + b.n - 2) as f64 } else { (va + vb).powi(2) / (va * va / (a.n - 1) as f64 + vb * vb / (b.n - 1) as f64) };
+    if se == 0.0 {
+        return None;
+    }
+    let df = (va + vb).powi(2) / (va * va / (a.n - 1) as f64 + vb * vb / (b.n - 1) as f64);
     Some(100.0 * t_quantile(0.975, df)? * se / a.mean)
 }
 
@@ -101,7 +106,7 @@ pub fn health(r: &ExperimentResult) -> Health {
         Some(w) => failures.push(format!(
             "too noisy: A' − A is only known to ±{w:.1}% (95% CI), need ±{MAX_RESOLUTION_PCT}% (a quieter machine, or more --runs)"
         )),
-        None => failures.push("too few runs to estimate the noise (need at least 2 per arm)".into()),
+        None => failures.push("cannot estimate the noise (need at least 2 runs per arm, not all identical)".into()),
     }
     if r.sweeps.first().is_some_and(|s| s.slope <= 0.0) {
         failures.push("the extra_work sweep does not rise".into());
@@ -125,6 +130,7 @@ mod tests {
         let noisy = ci_half_width_pct(&summary(6, 100.0, 20.0), &summary(6, 100.0, 20.0)).unwrap();
         assert!(quiet < 2.0 && noisy > MAX_RESOLUTION_PCT, "{quiet} {noisy}");
         assert!(ci_half_width_pct(&summary(1, 100.0, 0.0), &summary(6, 100.0, 1.0)).is_none());
+        assert!(ci_half_width_pct(&summary(6, 100.0, 0.0), &summary(6, 100.0, 0.0)).is_none(), "no spread is no resolution");
     }
 
     /// A result with only the a → b comparison, judged on CPU ns/packet (`cpu`) or on the
