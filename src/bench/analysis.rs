@@ -72,11 +72,13 @@ pub struct ArmResult {
     pub conservation_errors: Vec<String>,
 }
 
-/// The ratio of means B / A with its 95% interval (Fieller's).
+/// The ratio B / A with its 95% interval: of the means the verdict compared (Fieller's).
 #[derive(Debug, Clone, Serialize)]
 pub struct RatioCi {
     pub ratio: f64,
     pub ci95: (f64, f64),
+    /// How ratio and interval were estimated, for the report.
+    pub method: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -369,7 +371,12 @@ pub fn compare(title: &str, a: &ArmResult, b: &ArmResult, cap: Option<f64>, want
         c.note = Some(format!("no verdict: needs at least 2 runs per arm (have {}+{})", xa.len(), xb.len()));
     }
     if want_ratio {
-        c.ratio = ratio_ci(a.mpps.as_ref(), b.mpps.as_ref());
+        // The ratio of the means the verdict compared: at the cap, the censored estimates.
+        let censored = c.verdict.as_ref().is_some_and(|v| v.method == stats::METHOD_CENSORED);
+        c.ratio = match cap.filter(|_| censored) {
+            Some(cap) => censored_ratio_ci(&xa, &xb, cap),
+            None => ratio_ci(a.mpps.as_ref(), b.mpps.as_ref()),
+        };
     }
     if a.zoom.is_empty() || b.zoom.is_empty() {
         return c;
@@ -387,35 +394,62 @@ pub fn compare(title: &str, a: &ArmResult, b: &ArmResult, cap: Option<f64>, want
     c
 }
 
+/// One arm's mean for [`fieller`]: its standard error and the degrees of freedom behind it.
+struct MeanSe {
+    mean: f64,
+    se: f64,
+    df: f64,
+}
+
 /// Fieller's 95% interval for the ratio of two independent means, B / A: the ρ with
 /// (b̄ − ρā)² ≤ t² (se_b² + ρ² se_a²), t on the Welch–Satterthwaite df of the relative
-/// variances (se/mean)². None only when a mean is ≤ 0; with fewer than two runs on a side,
-/// or no spread in either arm, the interval is NaN (none exists: zero spread in a few runs is
-/// no certainty), and when A's mean is not clearly above zero it is (−∞, ∞) (Fieller's set is
-/// unbounded then); both print as "-".
-fn ratio_ci(a: Option<&Summary>, b: Option<&Summary>) -> Option<RatioCi> {
-    let (a, b) = (a?, b?);
+/// variances (se/mean)². Returns (ratio, interval). None only when a mean is ≤ 0; with df < 1
+/// on a side (fewer than two runs), or no spread in either arm, the interval is NaN (none
+/// exists: zero spread in a few runs is no certainty), and when A's mean is not clearly above
+/// zero it is (−∞, ∞) (Fieller's set is unbounded then); both print as "-".
+fn fieller(a: &MeanSe, b: &MeanSe) -> Option<(f64, (f64, f64))> {
     if a.mean <= 0.0 || b.mean <= 0.0 {
         return None;
     }
     let r = b.mean / a.mean;
-    if a.n < 2 || b.n < 2 {
-        return Some(RatioCi { ratio: r, ci95: (f64::NAN, f64::NAN) });
+    let none = (f64::NAN, f64::NAN);
+    if a.df < 1.0 || b.df < 1.0 {
+        return Some((r, none));
     }
-    let (ra, rb) = ((a.sem / a.mean).powi(2), (b.sem / b.mean).powi(2));
+    let (ra, rb) = ((a.se / a.mean).powi(2), (b.se / b.mean).powi(2));
     if ra + rb == 0.0 {
-        return Some(RatioCi { ratio: r, ci95: (f64::NAN, f64::NAN) });
+        return Some((r, none));
     }
-    let df = (ra + rb).powi(2) / (ra * ra / (a.n - 1) as f64 + rb * rb / (b.n - 1) as f64);
+    let df = (ra + rb).powi(2) / (ra * ra / a.df + rb * rb / b.df);
     let t = stats::t_quantile(0.975, df)?;
-    let (t2, va, vb) = (t * t, a.sem * a.sem, b.sem * b.sem);
+    let (t2, va, vb) = (t * t, a.se * a.se, b.se * b.se);
     let denom = a.mean * a.mean - t2 * va;
     let disc = a.mean * a.mean * vb + b.mean * b.mean * va - t2 * va * vb;
     if denom <= 0.0 || disc < 0.0 {
-        return Some(RatioCi { ratio: r, ci95: (f64::NEG_INFINITY, f64::INFINITY) });
+        return Some((r, (f64::NEG_INFINITY, f64::INFINITY)));
     }
     let half = t * disc.sqrt();
-    Some(RatioCi { ratio: r, ci95: ((a.mean * b.mean - half) / denom, (a.mean * b.mean + half) / denom) })
+    Some((r, ((a.mean * b.mean - half) / denom, (a.mean * b.mean + half) / denom)))
+}
+
+/// B / A of the plain means with Fieller's interval (see [`fieller`]).
+fn ratio_ci(a: Option<&Summary>, b: Option<&Summary>) -> Option<RatioCi> {
+    let (a, b) = (a?, b?);
+    let side = |s: &Summary| MeanSe { mean: s.mean, se: s.sem, df: s.n as f64 - 1.0 };
+    let (ratio, ci95) = fieller(&side(a), &side(b))?;
+    Some(RatioCi { ratio, ci95, method: format!("Fieller, means of {}+{} runs", a.n, b.n) })
+}
+
+/// B / A of the censored-normal (Cohen 1959) means, the ones a censored verdict compares,
+/// with Fieller's interval on their standard errors from the observed information and the
+/// df of [`stats::censored_compare`] (uncensored runs − 1 a side, at least 1).
+fn censored_ratio_ci(a: &[f64], b: &[f64], cap: f64) -> Option<RatioCi> {
+    let ea = stats::censored_normal_mle(a, cap, stats::CAP_REL_TOL)?;
+    let eb = stats::censored_normal_mle(b, cap, stats::CAP_REL_TOL)?;
+    let side = |e: &stats::Censored| MeanSe { mean: e.mean, se: e.se_mean, df: ((e.n - e.n_censored) as f64 - 1.0).max(1.0) };
+    let (ratio, ci95) = fieller(&side(&ea), &side(&eb))?;
+    let method = format!("Fieller on the censored-normal means, {}+{} runs, {}+{} at cap", ea.n, eb.n, ea.n_censored, eb.n_censored);
+    Some(RatioCi { ratio, ci95, method })
 }
 
 /// Least-squares fits of the sweep lines (over every sample, not the means).
@@ -480,9 +514,37 @@ pub fn least_squares(pts: &[(f64, f64)]) -> Option<(f64, f64, f64)> {
     Some((my - slope * mx, slope, r2))
 }
 
+/// An arm of the lab whose runs measured `mpps`, run `i` in round `i`.
+#[cfg(test)]
+pub(crate) fn arm_with_mpps(name: &str, mpps: &[f64]) -> ArmResult {
+    let samples = mpps.iter().enumerate().map(|(i, &m)| Sample { round: i, order: i, mpps: m, ..Sample::default() }).collect();
+    let arm = Arm::sluice(name, name, crate::config::lab(crate::datapath::Pipeline::L3fwd), &[]);
+    arm_result(&arm, &[], samples, None, None)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // stats.rs' seed-like fixtures: runs capped at 9.415 (line rate), 2 and 3 at the cap.
+    const CAP: f64 = 9.415;
+    const RUNS_A: [f64; 6] = [7.21, 8.05, 9.415, 8.62, 9.415, 7.88];
+    const RUNS_B: [f64; 6] = [9.415, 9.40, 8.91, 9.415, 8.33, 9.02];
+
+    /// With runs at the cap the verdict compares censored-normal means; the ratio must be of
+    /// the same means (+7.96%), not of the plain means the cap biases (+7.71%).
+    #[test]
+    fn censored_comparison_ratio_uses_censored_means() {
+        let (a, b) = (arm_with_mpps("a", &RUNS_A), arm_with_mpps("b", &RUNS_B));
+        let c = compare("t", &a, &b, Some(CAP), true);
+        assert_eq!(c.verdict.as_ref().unwrap().method, stats::METHOD_CENSORED);
+        let ea = stats::censored_normal_mle(&RUNS_A, CAP, stats::CAP_REL_TOL).unwrap();
+        let eb = stats::censored_normal_mle(&RUNS_B, CAP, stats::CAP_REL_TOL).unwrap();
+        let r = c.ratio.unwrap();
+        assert!((r.ratio - eb.mean / ea.mean).abs() < 1e-4, "{r:?}");
+        assert!((100.0 * (r.ratio - 1.0) - c.verdict.unwrap().diff_pct).abs() < 1e-9);
+        assert!(r.ci95.0 < r.ratio && r.ratio < r.ci95.1, "{r:?}");
+    }
 
     #[test]
     fn least_squares_line() {

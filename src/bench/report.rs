@@ -1,6 +1,7 @@
 //! The terminal table and REPORT.md, both drawn from the serialisable results.
 
 use super::analysis::{ArmResult, ComparisonResult, ExperimentResult};
+use super::stats::{Welch, METHOD_CENSORED};
 use super::Results;
 use std::fmt::Write;
 use std::path::Path;
@@ -64,23 +65,40 @@ fn seed_change(s: &super::analysis::SeedJson) -> String {
     }
 }
 
+/// The test behind a comparison's verdict: the censored-normal one when the runs hit the cap,
+/// else Welch's. Its means, change and p are the verdict's.
+fn verdict_test(c: &ComparisonResult) -> Option<&Welch> {
+    match &c.verdict {
+        Some(v) if v.method == METHOD_CENSORED => c.censored.as_ref(),
+        _ => c.welch.as_ref(),
+    }
+}
+
+/// Mean Mpps of A and B as the verdict compared them, and what they are.
+fn verdict_means(c: &ComparisonResult, a: &ArmResult, b: &ArmResult) -> (String, String, &'static str) {
+    if let Some(w) = c.censored.as_ref().filter(|_| c.verdict.as_ref().is_some_and(|v| v.method == METHOD_CENSORED)) {
+        return (f(w.mean_a, 3), f(w.mean_b, 3), " (censored-normal estimates)");
+    }
+    let mean = |x: &ArmResult| x.mpps.as_ref().map(|m| f(m.mean, 3)).unwrap_or_else(|| "-".into());
+    (mean(a), mean(b), "")
+}
+
 /// The seed's figure and sluice's, one line.
 pub fn seed_line(e: &ExperimentResult) -> Option<String> {
     let s = e.seed.as_ref()?;
     let c = e.comparisons.get(s.comparison)?;
     let (a, b) = (arm(e, &c.a)?, arm(e, &c.b)?);
+    let (ma, mb, what) = verdict_means(c, a, b);
     let mut line = format!(
-        "seed ({}): {} {} → {} {} ({}); sluice: {} → {} Mpps",
+        "seed ({}): {} {} → {} {} ({}); sluice: {ma} → {mb} Mpps{what}",
         s.file,
         s.baseline,
         s.unit,
         s.result,
         s.unit,
         seed_change(s),
-        a.mpps.as_ref().map(|m| f(m.mean, 2)).unwrap_or_else(|| "-".into()),
-        b.mpps.as_ref().map(|m| f(m.mean, 2)).unwrap_or_else(|| "-".into()),
     );
-    if let Some(w) = &c.welch {
+    if let Some(w) = verdict_test(c) {
         let _ = write!(line, " ({}, p = {}, n = {}+{})", pct(w.diff_pct), p_text(w.p_two_sided), a.samples.len(), b.samples.len());
     }
     Some(line)
@@ -141,7 +159,7 @@ pub fn terminal(e: &ExperimentResult) -> String {
             extra.push(format!("censored estimate: {} → {} Mpps, p = {}", f(cw.mean_a, 3), f(cw.mean_b, 3), p_text(cw.p_two_sided)));
         }
         if let Some(r) = &c.ratio {
-            extra.push(format!("ratio B/A = {} [95% CI {}, {}]", f(r.ratio, 3), f(r.ci95.0, 3), f(r.ci95.1, 3)));
+            extra.push(format!("ratio B/A = {} [95% CI {}, {}] ({})", f(r.ratio, 3), f(r.ci95.0, 3), f(r.ci95.1, 3), r.method));
         }
         if !extra.is_empty() {
             let _ = writeln!(s, "    {}", extra.join("; "));
@@ -289,11 +307,14 @@ fn experiment_md(s: &mut String, r: &Results, e: &ExperimentResult, out: &Path) 
                 seed_change(seed)
             );
             if let (Some(a), Some(b)) = (arm(e, &c.a), arm(e, &c.b)) {
-                let ma = a.mpps.as_ref().map(|m| format!("{} ± {} Mpps ({})", f(m.mean, 3), f(m.sd, 3), a.label)).unwrap_or_default();
-                let mb = b.mpps.as_ref().map(|m| format!("{} ± {} Mpps ({})", f(m.mean, 3), f(m.sd, 3), b.label)).unwrap_or_default();
-                let ch = c
-                    .welch
-                    .as_ref()
+                let cell = |x: &ArmResult, mean: String, what: &str| match (&x.mpps, what.is_empty()) {
+                    (Some(m), true) => format!("{mean} ± {} Mpps ({})", f(m.sd, 3), x.label),
+                    (Some(_), false) => format!("{mean} Mpps{what} ({})", x.label),
+                    (None, _) => String::new(),
+                };
+                let (mean_a, mean_b, what) = verdict_means(c, a, b);
+                let (ma, mb) = (cell(a, mean_a, what), cell(b, mean_b, what));
+                let ch = verdict_test(c)
                     .map(|w| format!("{} (p = {}, n = {}+{})", pct(w.diff_pct), p_text(w.p_two_sided), a.samples.len(), b.samples.len()))
                     .unwrap_or_else(|| "-".into());
                 let _ = writeln!(s, "| sluice: {} | {ma} | {mb} | {ch} |", c.title);
@@ -388,10 +409,11 @@ fn experiment_md(s: &mut String, r: &Results, e: &ExperimentResult, out: &Path) 
             let (la, lb) = (arm(e, &c.a).map(|a| a.label.as_str()).unwrap_or("A"), arm(e, &c.b).map(|a| a.label.as_str()).unwrap_or("B"));
             let _ = writeln!(
                 s,
-                "  - ratio B/A ({lb} / {la}) of the mean rates: **{}** (95% CI {} – {})",
+                "  - ratio B/A ({lb} / {la}) of the rates: **{}** (95% CI {} – {}; {})",
                 f(rt.ratio, 3),
                 f(rt.ci95.0, 3),
-                f(rt.ci95.1, 3)
+                f(rt.ci95.1, 3),
+                rt.method
             );
             if let Some(w) = &c.cpu_welch {
                 if w.mean_b > 0.0 {
@@ -575,5 +597,53 @@ fn request_response_section(s: &mut String, e: &ExperimentResult) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::analysis::{arm_with_mpps, compare, SeedJson};
+    use crate::bench::experiment::SeedFigure;
+
+    /// Runs at the cap: the seed line gives the censored verdict's change and p (+8.0%), not
+    /// Welch's on the capped values (+7.7%).
+    #[test]
+    fn seed_line_gives_the_verdicts_effect() {
+        let (a, b) =
+            (arm_with_mpps("a", &[7.21, 8.05, 9.415, 8.62, 9.415, 7.88]), arm_with_mpps("b", &[9.415, 9.40, 8.91, 9.415, 8.33, 9.02]));
+        let c = compare("t", &a, &b, Some(9.415), true);
+        let v = c.verdict.clone().unwrap();
+        let figure = SeedFigure {
+            file: "seed.txt",
+            setup: "",
+            baseline_label: "",
+            baseline: 1.0,
+            result_label: "",
+            result: 1.1,
+            stated_change_pct: None,
+            unit: "Gbps",
+            comparison: 0,
+        };
+        let e = ExperimentResult {
+            name: "t",
+            title: String::new(),
+            description: String::new(),
+            notes: vec![],
+            seed: Some(SeedJson { change_pct: figure.change_pct(), figure }),
+            cap_mpps: Some(9.415),
+            runs: 6,
+            seconds: 1.0,
+            warmup: 0.0,
+            order: vec![],
+            arms: vec![a, b],
+            comparisons: vec![c],
+            sweeps: vec![],
+            wall_seconds: 0.0,
+            health: None,
+        };
+        let line = seed_line(&e).unwrap();
+        assert!(line.contains(&format!("({}, p = {}, n = 6+6)", pct(v.diff_pct), p_text(v.p))), "{line}");
+        assert!(line.contains("+8.0%") && line.contains("8.662 → 9.351 Mpps (censored-normal estimates)"), "{line}");
     }
 }
