@@ -72,7 +72,8 @@ pub struct ArmResult {
     pub conservation_errors: Vec<String>,
 }
 
-/// The ratio B / A with its 95% interval: of the means the verdict compared (Fieller's).
+/// The ratio B / A with its 95% interval: per round when the arms' runs pair up, else of the
+/// means the verdict compared (Fieller's).
 #[derive(Debug, Clone, Serialize)]
 pub struct RatioCi {
     pub ratio: f64,
@@ -375,7 +376,7 @@ pub fn compare(title: &str, a: &ArmResult, b: &ArmResult, cap: Option<f64>, want
         let censored = c.verdict.as_ref().is_some_and(|v| v.method == stats::METHOD_CENSORED);
         c.ratio = match cap.filter(|_| censored) {
             Some(cap) => censored_ratio_ci(&xa, &xb, cap),
-            None => ratio_ci(a.mpps.as_ref(), b.mpps.as_ref()),
+            None => paired_ratio_ci(&a.samples, &b.samples).or_else(|| ratio_ci(a.mpps.as_ref(), b.mpps.as_ref())),
         };
     }
     if a.zoom.is_empty() || b.zoom.is_empty() {
@@ -438,6 +439,33 @@ fn ratio_ci(a: Option<&Summary>, b: Option<&Summary>) -> Option<RatioCi> {
     let side = |s: &Summary| MeanSe { mean: s.mean, se: s.sem, df: s.n as f64 - 1.0 };
     let (ratio, ci95) = fieller(&side(a), &side(b))?;
     Some(RatioCi { ratio, ci95, method: format!("Fieller, means of {}+{} runs", a.n, b.n) })
+}
+
+/// B / A from runs paired by interleaved round: machine drift hits both runs of a round, so
+/// the per-round ratios r_i = b_i / a_i vary less than the arms' means do. The ratio is
+/// exp(mean ln r_i) (the geometric mean of the r_i) with the t interval on n − 1 df of
+/// mean ln r_i, exponentiated. As everywhere, no spread in the ln r_i gives no interval
+/// (NaN, printed "-"), not a zero-width one. None unless both arms ran exactly the same
+/// rounds, once each, at least 2, with rates > 0: then the caller uses the unpaired means.
+fn paired_ratio_ci(a: &[Sample], b: &[Sample]) -> Option<RatioCi> {
+    let rounds = |x: &[Sample]| {
+        let mut r: Vec<usize> = x.iter().map(|s| s.round).collect();
+        r.sort_unstable();
+        r
+    };
+    let ra = rounds(a);
+    if ra.len() < 2 || ra != rounds(b) || ra.windows(2).any(|w| w[0] == w[1]) {
+        return None;
+    }
+    let log_ratios: Option<Vec<f64>> = a
+        .iter()
+        .map(|sa| {
+            let sb = b.iter().find(|sb| sb.round == sa.round)?;
+            (sa.mpps > 0.0 && sb.mpps > 0.0).then(|| (sb.mpps / sa.mpps).ln())
+        })
+        .collect();
+    let s = stats::summarize(&log_ratios?)?;
+    Some(RatioCi { ratio: s.mean.exp(), ci95: (s.ci95.0.exp(), s.ci95.1.exp()), method: format!("paired, {} rounds", s.n) })
 }
 
 /// B / A of the censored-normal (Cohen 1959) means, the ones a censored verdict compares,
@@ -544,6 +572,28 @@ mod tests {
         assert!((r.ratio - eb.mean / ea.mean).abs() < 1e-4, "{r:?}");
         assert!((100.0 * (r.ratio - 1.0) - c.verdict.unwrap().diff_pct).abs() < 1e-9);
         assert!(r.ci95.0 < r.ratio && r.ratio < r.ci95.1, "{r:?}");
+    }
+
+    /// Interleaved rounds pair the runs: the per-round ratio removes the drift both arms
+    /// share. No spread in the per-round ratios gives no interval (as for zero variance
+    /// anywhere); a little gives one narrower than the unpaired Fieller interval.
+    #[test]
+    fn ratio_pairs_runs_by_round() {
+        let a = arm_with_mpps("a", &[10.0, 12.0, 14.0]);
+        let r = compare("t", &a, &arm_with_mpps("b", &[5.0, 6.0, 7.0]), None, true).ratio.unwrap();
+        assert!((r.ratio - 0.5).abs() < 1e-12, "{r:?}");
+        assert!(r.ci95.0.is_nan() && r.ci95.1.is_nan() && r.method == "paired, 3 rounds", "{r:?}");
+
+        let b = arm_with_mpps("b", &[5.0, 6.1, 6.9]);
+        let paired = compare("t", &a, &b, None, true).ratio.unwrap();
+        let unpaired = ratio_ci(a.mpps.as_ref(), b.mpps.as_ref()).unwrap();
+        assert!(paired.ci95.0 < paired.ratio && paired.ratio < paired.ci95.1, "{paired:?}");
+        assert!(paired.ci95.1 - paired.ci95.0 < 0.5 * (unpaired.ci95.1 - unpaired.ci95.0), "{paired:?} {unpaired:?}");
+        // Rounds that do not pair (B missed round 2): the unpaired Fieller interval.
+        let mut b2 = arm_with_mpps("b", &[5.0, 6.1, 6.9]);
+        b2.samples[2].round = 3;
+        let r = compare("t", &a, &b2, None, true).ratio.unwrap();
+        assert!(r.method.starts_with("Fieller") && r.ci95 == unpaired.ci95, "{r:?}");
     }
 
     #[test]
