@@ -1150,6 +1150,33 @@ fn xdp_pass_after_rewriting_the_mac_in_place_is_seen_as_rewritten() {
     assert_eq!(o.drops().get("otherhost"), Some(&2));
 }
 
+/// A redirect checks the frame against the target port (xdp_ok_fwd_dev: MTU + Ethernet
+/// header + one VLAN tag, else -EMSGSIZE, a failed redirect); XDP_TX does not. Frames of
+/// OUT2_MTU + 18 and + 19 bytes redirected to out2, the same sizes sent back by XDP_TX.
+#[test]
+fn xdp_redirect_refuses_frames_longer_than_the_target_takes() {
+    let frame = |len: usize, dport: u16| {
+        let f = udp4(SRC_V4, DST1_V4, 1, dport).len(len).build();
+        assert_eq!(f.len(), len);
+        f
+    };
+    let fits = OUT2_MTU as usize + 18;
+    let frames = vec![frame(fits, 1), frame(fits + 1, 1), frame(fits, 2), frame(fits + 1, 2)];
+    for mode in [XdpMode::Native, XdpMode::Generic] {
+        let mut setup = Setup::default();
+        setup.xdp.push((0, mode, || {
+            Box::new(FnXdp(|p| match udp4_dport(p) {
+                1 => RunOutcome { action: XDP_REDIRECT, redirect: Some(RedirectTarget::Ifindex(P_OUT2 as u32 + 1)) },
+                _ => RunOutcome { action: XDP_TX, redirect: None },
+            }))
+        }));
+        let o = run_both(&frames, &setup);
+        assert_eq!(o.drops(), BTreeMap::from([("xdp_redirect_failed", 1)]), "{mode:?}");
+        assert_eq!(o.port(P_OUT2).iter().map(Vec::len).collect::<Vec<_>>(), [fits], "{mode:?}");
+        assert_eq!(o.port(P_IN).iter().map(Vec::len).collect::<Vec<_>>(), [fits, fits + 1], "{mode:?}: XDP_TX has no MTU check");
+    }
+}
+
 #[test]
 fn xdp_builtin_tx_swaps_macs_and_drop_drops_everything() {
     let frames: Vec<_> = (0..5).map(|i| udp4(SRC_V4, DST1_V4, 1, 9).seq(i).build()).collect();

@@ -482,6 +482,26 @@ fn xdp_maps_set_up_from_the_config_are_shared_by_every_workers_instance() {
     assert!(e.starts_with("xdp.map") && e.contains("no_such_map"), "{e}");
 }
 
+/// A DEVMAP entry must name a port of the datapath (the kernel's update fails with -EINVAL
+/// when no device has the ifindex): ifindex 2 (port 1) is taken, 9 is refused at set-up,
+/// naming the map and the ifindex.
+#[test]
+fn devmap_entries_naming_no_port_are_refused_at_set_up() {
+    let obj = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bpf/obj/xdp_devmap_redirect.o");
+    let (mut c, tun) = rss_lab(100, 1, &[]);
+    assert!(c.ports.len() >= 2, "the lab has an output port");
+    let pool = Pool::new(1024).unwrap();
+    let with_entry = |c: &mut Config, value: &str| {
+        let xdp = format!("program = {:?}\nmode = \"native\"\nmap = [\"tx_port:00000000={value}\"]", obj.display().to_string());
+        c.xdp = Some(toml::from_str(&xdp).expect("xdp table"));
+    };
+    with_entry(&mut c, "02000000");
+    assert!(c.build(tun.clone(), &pool).is_ok(), "ifindex 2: port 1");
+    with_entry(&mut c, "09000000");
+    let e = c.build(tun.clone(), &pool).err().expect("ifindex 9 refused").to_string();
+    assert!(e.starts_with("xdp.map") && e.contains("tx_port") && e.contains("ifindex 9"), "{e}");
+}
+
 /// `.rodata` settings from the config are set before the load (libbpf's open → set → load):
 /// bpf/obj/xdp_rodata_config.o set to verdicts[0] (DROP) and to count byte 0 (the first
 /// byte of the destination MAC) drops every packet on both workers' instances; the load

@@ -629,6 +629,7 @@ impl Config {
                     for entry in &x.map {
                         crate::xdp::map_setup::apply_map_flag(&opened, entry).map_err(|e| field("xdp.map", format!("`{entry}`: {e}")))?;
                     }
+                    crate::xdp::map_setup::check_devmap_ports(&opened, self.ports.len()).map_err(|e| field("xdp.map", e))?;
                     let locked = locked_atomics || runners.len() > 1;
                     let first = opened.load(&sluice_ebpf::verifier::VerifyOptions::default(), x.engine, locked).map_err(load_error)?;
                     for _ in 1..runners.len() {

@@ -62,6 +62,28 @@ fn check_devmap_value(map_type: u32, value: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
+/// Every DEVMAP / DEVMAP_HASH entry names a port of the datapath (ifindex = port + 1, ports
+/// `1..=nports`): the kernel's update finds the device then (`dev_get_by_index`, else
+/// -EINVAL), so a configuration naming another is refused at set-up instead of showing up as
+/// per-packet redirect failures.
+pub fn check_devmap_ports(prog: &impl MapSetup, nports: usize) -> Result<(), String> {
+    use sluice_ebpf::program::map_type::{DEVMAP, DEVMAP_HASH};
+    let mut bad = None;
+    for m in prog.setup_maps().iter().filter(|m| matches!(m.map_type(), DEVMAP | DEVMAP_HASH)) {
+        m.for_each_entry(sluice_ebpf::maps::DumpScope::All, |e| {
+            let ifindex = e.value.as_deref().and_then(|v| v.first_chunk::<4>()).map_or(0, |b| u32::from_le_bytes(*b));
+            if bad.is_none() && (ifindex == 0 || ifindex as usize > nports) {
+                bad = Some(format!(
+                    "map {}: key {} names ifindex {ifindex}, not a port of this datapath (ifindexes 1..={nports})",
+                    m.name(),
+                    e.key.iter().map(|b| format!("{b:02x}")).collect::<String>()
+                ));
+            }
+        });
+    }
+    bad.map_or(Ok(()), Err)
+}
+
 fn parse_hex(s: &str) -> Option<Vec<u8>> {
     let s = s.trim_start_matches("0x");
     if !s.len().is_multiple_of(2) {

@@ -98,7 +98,10 @@ fn run_linearized(
 enum Fate {
     Pass,
     Drop(DropReason),
+    /// XDP_TX: back out of the receiving port.
     Xmit(u16),
+    /// A redirect to a port (bpf_redirect, DEVMAP).
+    Redirect(u16),
     Xsk(u32),
 }
 
@@ -123,7 +126,7 @@ fn fate_of(out: &RunOutcome, port: u16, (nports, workers): (usize, usize), actio
         XDP_REDIRECT => {
             actions[XDP_REDIRECT as usize] += 1;
             match out.redirect {
-                Some(RedirectTarget::Ifindex(i)) if i >= 1 && (i as usize) <= nports => Fate::Xmit((i - 1) as u16),
+                Some(RedirectTarget::Ifindex(i)) if i >= 1 && (i as usize) <= nports => Fate::Redirect((i - 1) as u16),
                 // A CPUMAP redirect to a worker that exists continues into this worker's stack
                 // (not handed to that worker's backlog yet: README "Not there yet").
                 Some(RedirectTarget::Cpu(k)) if (k as usize) < workers => Fate::Pass,
@@ -226,6 +229,11 @@ pub fn run_native(net: &Net, w: &mut Worker, port: u16, rx: &mut Vec<Pkt>) {
                         free_list.push(p);
                     }
                     Fate::Xmit(to) => queue_xmit(&mut w.xdp.xmit, to, p),
+                    Fate::Redirect(to) if !fits_redirect_target(net, to, p) => {
+                        reasons.add(DropReason::XdpRedirectFailed);
+                        free_list.push(p);
+                    }
+                    Fate::Redirect(to) => queue_xmit(&mut w.xdp.xmit, to, p),
                     Fate::Xsk(k) => {
                         w.xdp.xsk_deliver(k, &mut w.c);
                         free_list.push(p);
@@ -287,6 +295,14 @@ impl DropTally {
         c.drop_n(DropReason::XdpAborted, self.aborted);
         c.drop_n(DropReason::XdpRedirectFailed, self.redirect_failed);
     }
+}
+
+/// Whether a frame redirected to port `to` fits it: xdp_ok_fwd_dev refuses (-EMSGSIZE) a frame
+/// longer than the port's MTU plus its Ethernet header and one VLAN tag, in native and
+/// generic mode. (XDP_TX has no such check: the frame leaves by the link it came in on.)
+#[inline]
+fn fits_redirect_target(net: &Net, to: u16, p: Pkt) -> bool {
+    net.ifaces.get(to as usize).is_none_or(|i| p.total_len() <= i.mtu as usize + 14 + 4)
 }
 
 #[inline]
@@ -395,6 +411,8 @@ pub fn run_generic(net: &Net, w: &mut Worker, skbs: &mut Vec<Skb>) {
                 }
                 Fate::Drop(r) => w.drop_pkt(np, r),
                 Fate::Xmit(to) => queue_xmit(&mut w.xdp.xmit, to, np),
+                Fate::Redirect(to) if !fits_redirect_target(net, to, np) => w.drop_pkt(np, DropReason::XdpRedirectFailed),
+                Fate::Redirect(to) => queue_xmit(&mut w.xdp.xmit, to, np),
                 Fate::Xsk(k) => {
                     w.xdp.xsk_deliver(k, &mut w.c);
                     w.bufs.free(np);
@@ -513,7 +531,7 @@ mod tests {
         assert!(matches!(fate(RedirectTarget::Xsk(7), 1, &mut a), Fate::Xsk(7)));
         assert!(failed(fate(RedirectTarget::Xsk(MAX_XSK_CONSUMERS as u32), 1, &mut a)));
         assert!(failed(fate(RedirectTarget::Xsk(u32::MAX), 1, &mut a)));
-        assert!(matches!(fate(RedirectTarget::Ifindex(2), 1, &mut a), Fate::Xmit(1)));
+        assert!(matches!(fate(RedirectTarget::Ifindex(2), 1, &mut a), Fate::Redirect(1)));
         assert!(failed(fate(RedirectTarget::Ifindex(3), 1, &mut a)));
     }
 }
