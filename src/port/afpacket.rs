@@ -209,8 +209,12 @@ pub struct AfPacketPort {
     blk_off: usize,
     blk_left: u32,
     /// Transmit ring: slot size and count, where it starts in the mapping, the next slot.
+    /// Slots never straddle a block: a block of `tx_block` bytes holds `tx_per_block` of
+    /// them and its tail is unused (the kernel's packet_lookup_frame addresses them so).
     tx_off: usize,
     tx_slot: usize,
+    tx_block: usize,
+    tx_per_block: usize,
     tx_slots: usize,
     tx_next: usize,
     /// Slots filled since the last doorbell.
@@ -545,6 +549,8 @@ impl AfPacketPort {
             blk_left: 0,
             tx_off: rx_bytes,
             tx_slot,
+            tx_block,
+            tx_per_block: per_block,
             tx_slots: per_block * tx_blocks,
             tx_next: 0,
             tx_pending: 0,
@@ -613,10 +619,20 @@ impl AfPacketPort {
         self.blk_off = 0;
     }
 
+    /// Where slot `i` starts in the transmit part of the mapping: where the kernel looks for
+    /// it (block i / per_block, then its place in the block; a block's tail past the last
+    /// whole slot is padding).
+    fn tx_slot_off(&self, i: usize) -> usize {
+        (i / self.tx_per_block) * self.tx_block + (i % self.tx_per_block) * self.tx_slot
+    }
+
     /// Slot `i` of the transmit ring.
     fn tx_hdr(&self, i: usize) -> *mut libc::tpacket3_hdr {
-        // SAFETY: i < tx_slots: the slot lies inside the transmit part of the mapping.
-        unsafe { self.ring.base.add(self.tx_off + i * self.tx_slot) as *mut libc::tpacket3_hdr }
+        debug_assert!(i < self.tx_slots);
+        // SAFETY: i < tx_slots, so i / tx_per_block < the ring's blocks and the slot's
+        // tx_slot bytes end within its block (tx_per_block * tx_slot <= tx_block): inside
+        // the transmit part of the mapping.
+        unsafe { self.ring.base.add(self.tx_off + self.tx_slot_off(i)) as *mut libc::tpacket3_hdr }
     }
 
     fn tx_status(&self, i: usize) -> u32 {
