@@ -950,3 +950,73 @@ fn two_workers_each_drive_their_own_queue_of_each_port() {
     assert!(per_queue.iter().all(|&n| n > 0), "both workers received on their queue: {per_queue:?}");
     dp.conservation().unwrap();
 }
+
+/// Polls `q` (completions, doorbells for what is still queued) until `want` packets failed
+/// or 3 s passed; returns the failures taken.
+fn failures_until(q: &mut AfXdpQueue, bufs: &mut sluice::buf::BufCache, want: u64) -> (u64, u64) {
+    let mut failed = (0, 0);
+    let mut none = Vec::new();
+    let end = Instant::now() + Duration::from_secs(3);
+    while failed.0 < want && Instant::now() < end {
+        none.clear();
+        q.rx_burst(bufs, &mut none, 64);
+        bufs.free_pkts(&none);
+        let (n, b) = q.take_tx_failed();
+        failed = (failed.0 + n, failed.1 + b);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    failed
+}
+
+/// The peer is down, so the port's end has no carrier (it is still up): the kernel builds
+/// each frame and the device drops it (`__dev_direct_xmit`: NET_XMIT_DROP, sendto says
+/// EBUSY; the descriptor is consumed and completed). Each of those is a failed packet, with
+/// its bytes, never a transmission.
+#[test]
+fn frames_the_device_drops_are_failed_not_sent() {
+    let Some(_serial) = root_or_skip() else { return };
+    let v = Veth::new();
+    let pool = Pool::new(4096).unwrap();
+    let mut bufs = pool.cache();
+    let mut q = open1(&v.a, &pool);
+    ip(&["link", "set", "dev", &v.b, "down"]);
+    // Lengths 100, 110, ...: the bytes say which frames failed.
+    let out: Vec<Vec<u8>> = (0..8).map(|i| frame(b"SLUICE-NOCARRIER", i, 100 + 10 * i as usize)).collect();
+    let pkts: Vec<Pkt> = out.iter().map(|f| bufs.alloc_copy(f).unwrap()).collect();
+    assert_eq!(q.tx_burst(&mut bufs, &pkts, false), 8, "the ring had room: the port takes the burst");
+    // Each EBUSY is the frame the kernel was sending: the first not done yet, in order.
+    let (n, b) = q.take_tx_failed();
+    assert!(n >= 1, "the doorbell met no EBUSY");
+    assert_eq!(b, (0..n).map(|i| 100 + 10 * i).sum::<u64>(), "{n} failed: other frames than the first {n}");
+    let rest = failures_until(&mut q, &mut bufs, 8 - n);
+    assert_eq!((n + rest.0, b + rest.1), (8, 1080), "frames the device dropped were counted as sent");
+    assert_eq!(q.stats().tx_packets, 0);
+    assert_eq!(q.xsk_stats().tx_completed, 8, "every dropped frame came back on the completion ring");
+    assert_eq!(q.xsk_stats().tx_dropped, 8);
+    q.flush_held(&mut bufs);
+    assert_eq!(q.take_tx_failed(), (0, 0), "nothing counted twice at the flush");
+}
+
+/// The port's interface is down (ENETDOWN): the kernel takes nothing, the descriptors wait
+/// on the ring. At the shutdown flush they are written off as failed (the socket closes and
+/// their frames go back to the pool), not left counted as sent; a second flush adds nothing.
+#[test]
+fn frames_still_queued_when_the_interface_is_down_at_shutdown_are_failed() {
+    let Some(_serial) = root_or_skip() else { return };
+    let v = Veth::new();
+    let pool = Pool::new(4096).unwrap();
+    let mut bufs = pool.cache();
+    let mut q = open1(&v.a, &pool);
+    ip(&["link", "set", "dev", &v.a, "down"]);
+    let out: Vec<Vec<u8>> = (0..5).map(|i| frame(b"SLUICE-DOWN", i, 90)).collect();
+    let pkts: Vec<Pkt> = out.iter().map(|f| bufs.alloc_copy(f).unwrap()).collect();
+    assert_eq!(q.tx_burst(&mut bufs, &pkts, false), 5);
+    assert_eq!(q.take_tx_failed(), (0, 0), "queued, not failed yet: the link may come back");
+    let t0 = Instant::now();
+    q.flush_held(&mut bufs);
+    assert!(t0.elapsed() < Duration::from_millis(150), "a down interface need not wait out the deadline");
+    assert_eq!(q.take_tx_failed(), (5, 450), "unsent frames counted as sent at shutdown");
+    assert_eq!(q.stats().tx_packets, 0);
+    q.flush_held(&mut bufs);
+    assert_eq!(q.take_tx_failed(), (0, 0), "written off once");
+}

@@ -513,7 +513,11 @@ pub fn drain(net: &Net, w: &mut Worker) -> Vec<(String, std::io::Error)> {
     for p in w.ports.iter_mut().flatten() {
         // Frames a port still holds (fault injection's delayed ones) go back to the pool.
         p.flush_held(&mut w.bufs);
-        if let Err(e) = p.finish() {
+        let finished = p.finish();
+        // What the port wrote off at the end (never sent after all) leaves the sent count.
+        let (unsent, unsent_bytes) = p.take_tx_failed();
+        w.c.tx_failed(unsent, unsent_bytes);
+        if let Err(e) = finished {
             failed.push((p.name().to_string(), e));
         }
     }

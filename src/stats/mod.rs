@@ -283,6 +283,17 @@ impl Counters {
         self.drops[reason as usize] += n;
     }
 
+    /// A port's `take_tx_failed`: packets counted in `tx` (in this burst or an earlier one: a
+    /// port may learn of a failure at a later doorbell) that never left become `tx_error`.
+    /// Returns how many moved.
+    pub fn tx_failed(&mut self, packets: u64, bytes: u64) -> u64 {
+        let n = packets.min(self.tx);
+        self.tx -= n;
+        self.tx_bytes = self.tx_bytes.saturating_sub(bytes);
+        self.drop_n(DropReason::TxError, n);
+        n
+    }
+
     pub fn dropped(&self, reason: DropReason) -> u64 {
         self.drops[reason as usize]
     }

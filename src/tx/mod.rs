@@ -84,10 +84,9 @@ fn xmit_direct(net: &Net, q: &mut TxQueue, dev: &mut dyn Port, bufs: &mut BufCac
         sent_total += sent;
     }
     q.pkts.clear();
+    count_sent(q, c, sent_total, bytes);
     let (failed, failed_bytes) = dev.take_tx_failed();
-    let failed = failed.min(sent_total as u64);
-    c.drop_n(DropReason::TxError, failed);
-    count_sent(q, c, sent_total - failed as usize, bytes.saturating_sub(failed_bytes));
+    uncount_failed(q, c, failed, failed_bytes);
 }
 
 /// Counts `sent` packets of `bytes` the port took: the worker's ledger and the qdisc's
@@ -99,6 +98,20 @@ fn count_sent(q: &mut TxQueue, c: &mut Counters, sent: usize, bytes: u64) {
         let st = qd.stats_mut();
         st.packets += sent as u64;
         st.bytes += bytes;
+    }
+}
+
+/// Moves what the port reports failed (now or from an earlier burst) from sent to
+/// `tx_error`, in the ledger and the qdisc's figures.
+fn uncount_failed(q: &mut TxQueue, c: &mut Counters, failed: u64, failed_bytes: u64) {
+    if failed == 0 {
+        return;
+    }
+    let n = c.tx_failed(failed, failed_bytes);
+    if let Some(qd) = q.qdisc.as_mut() {
+        let st = qd.stats_mut();
+        st.packets = st.packets.saturating_sub(n);
+        st.bytes = st.bytes.saturating_sub(failed_bytes);
     }
 }
 
@@ -194,10 +207,9 @@ pub fn qdisc_run(net: &Net, q: &mut TxQueue, dev: &mut dyn Port, bufs: &mut BufC
             q.stats.add_bulk(sent);
         }
         let bytes = chain[..sent].iter().map(|p| p.total_len() as u64).sum::<u64>();
+        count_sent(q, c, sent, bytes);
         let (failed, failed_bytes) = dev.take_tx_failed();
-        let failed = failed.min(sent as u64);
-        c.drop_n(DropReason::TxError, failed);
-        count_sent(q, c, sent - failed as usize, bytes.saturating_sub(failed_bytes));
+        uncount_failed(q, c, failed, failed_bytes);
         sent_total += sent;
         let refused = chain.len() - sent;
         if refused > 0 {

@@ -454,11 +454,10 @@ fn xmit_port(w: &mut Worker, port: u16) {
     let sent = dev.tx_burst(&mut w.bufs, q, false).min(n);
     w.c.doorbells += 1;
     // What the port took but its kernel ring then refused is a drop, not a transmission.
+    w.c.tx += sent as u64;
+    w.c.tx_bytes += q[..sent].iter().map(|p| p.total_len() as u64).sum::<u64>();
     let (failed, failed_bytes) = dev.take_tx_failed();
-    let failed = failed.min(sent as u64);
-    w.c.drop_n(DropReason::TxError, failed);
-    w.c.tx += sent as u64 - failed;
-    w.c.tx_bytes += q[..sent].iter().map(|p| p.total_len() as u64).sum::<u64>().saturating_sub(failed_bytes);
+    w.c.tx_failed(failed, failed_bytes);
     for p in &q[sent..] {
         w.c.drop(DropReason::XdpRedirectFailed);
         w.bufs.free(*p);

@@ -268,6 +268,10 @@ pub struct AfXdpStats {
     pub fill_nobuf: u64,
     /// Frames the kernel gave back on the completion ring.
     pub tx_completed: u64,
+    /// Packets taken by `tx_burst` that never left: the device dropped them (EBUSY), or the
+    /// kernel had not taken them when the queue was flushed at shutdown (link down). Each is
+    /// also in `take_tx_failed`.
+    pub tx_dropped: u64,
     /// What the kernel counted on this socket (XDP_STATISTICS).
     pub kernel: XdpStatistics,
 }
@@ -294,6 +298,8 @@ pub struct AfXdpQueue {
     /// Packets (and bytes) taken by `tx_burst` that can never be sent here (see
     /// [`PutError::Invalid`]): reported through `take_tx_failed`.
     tx_failed: (u64, u64),
+    /// The tx producer index up to which `flush_held` reported unsent descriptors failed.
+    tx_written_off: u32,
     stats: PortStats,
     xstats: AfXdpStats,
 }
@@ -381,6 +387,7 @@ pub fn open(name: &str, iface: &str, queues: Option<u32>, cfg: &AfXdpConfig, poo
             tx_lent: 0,
             rx_dropped: 0,
             tx_failed: (0, 0),
+            tx_written_off: 0,
             stats: PortStats::default(),
             xstats: AfXdpStats::default(),
         })
@@ -610,11 +617,12 @@ impl AfXdpQueue {
 
     /// Rings the doorbell when the kernel asks for it: `sendto` until the tx ring is
     /// consumed (copy mode takes 32 frames a call), reaping completions in between (a full
-    /// completion ring stops the kernel too).
-    fn doorbell(&mut self, bufs: &mut BufCache) {
+    /// completion ring stops the kernel too). False when the kernel refused the call for
+    /// good (interface down or gone): the descriptors stay queued until it is back.
+    fn doorbell(&mut self, bufs: &mut BufCache) -> bool {
         if !self.tx.needs_wakeup() {
             self.xstats.tx_kicks_skipped += 1;
-            return;
+            return true;
         }
         let mut tries = self.tx.prod_pending() / 32 + 2;
         while tries > 0 {
@@ -622,18 +630,54 @@ impl AfXdpQueue {
             let r = sys::kick_tx(self.sock.raw());
             self.stats.doorbells += 1;
             self.xstats.tx_kicks += 1;
-            match r {
+            match r.map_err(|e| e.raw_os_error()) {
                 Ok(()) => break,
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS)) => {
+                Err(Some(libc::EBUSY)) if !self.sock.zerocopy => {
+                    // NET_XMIT_DROP in __xsk_generic_xmit: the packet it was sending, the last
+                    // one it consumed, was dropped by the device (its completion still
+                    // comes). A failure, not a transmission; the rest wait for another call.
+                    self.tx.prod_pending(); // reads the kernel's consumer index
+                    let bytes = self.last_consumed_bytes();
+                    self.fail_taken(1, bytes);
                     self.reap(bufs);
                     if self.tx.prod_pending() == 0 {
                         break;
                     }
                 }
-                // The link is down or gone: the descriptors stay queued until it is back.
-                Err(_) => break,
+                Err(Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS)) => {
+                    self.reap(bufs);
+                    if self.tx.prod_pending() == 0 {
+                        break;
+                    }
+                }
+                Err(_) => return false,
             }
         }
+        true
+    }
+
+    /// Bytes of the packet whose last descriptor the kernel consumed last (its descriptors
+    /// back to the one after a descriptor without XDP_PKT_CONTD).
+    fn last_consumed_bytes(&self) -> u64 {
+        let mut bytes = self.tx.consumed_desc(0).len as u64;
+        for k in 1..MAX_TX_DESCS {
+            let d = self.tx.consumed_desc(k);
+            if d.options & sys::XDP_PKT_CONTD == 0 {
+                break;
+            }
+            bytes += d.len as u64;
+        }
+        bytes
+    }
+
+    /// `packets` taken by `tx_burst` (and counted sent there) did not leave: moved to
+    /// `take_tx_failed`.
+    fn fail_taken(&mut self, packets: u64, bytes: u64) {
+        self.tx_failed.0 += packets;
+        self.tx_failed.1 += bytes;
+        self.stats.tx_packets = self.stats.tx_packets.saturating_sub(packets);
+        self.stats.tx_bytes = self.stats.tx_bytes.saturating_sub(bytes);
+        self.xstats.tx_dropped += packets;
     }
 
     /// Writes packet `p` as descriptors from slot `at` on; returns how many it used, or why
@@ -788,16 +832,33 @@ impl Port for AfXdpQueue {
         std::mem::take(&mut self.tx_failed)
     }
 
-    /// At shutdown: rings the doorbell until everything sent has completed (at most 200 ms).
+    /// At shutdown: rings the doorbell until everything sent has completed (at most 200 ms,
+    /// less when the interface is down). Packets the kernel has not taken by then never leave
+    /// (the socket closes next and their frames go back to the pool): reported failed.
     fn flush_held(&mut self, bufs: &mut BufCache) -> usize {
         let deadline = Instant::now() + Duration::from_millis(200);
         let mut n = self.reap(bufs);
         while self.tx_lent > 0 && Instant::now() < deadline {
-            if self.tx.prod_pending() > 0 {
-                self.doorbell(bufs);
+            if self.tx.prod_pending() > 0 && !self.doorbell(bufs) {
+                break;
             }
             n += self.reap(bufs);
             std::hint::spin_loop();
+        }
+        let pending = self.tx.prod_pending();
+        // Those an earlier flush wrote off are not counted twice.
+        let cons = self.tx.prod_index().wrapping_sub(pending);
+        let done = self.tx_written_off.wrapping_sub(cons);
+        let from = if done <= pending { done } else { 0 };
+        self.tx_written_off = self.tx.prod_index();
+        let (mut packets, mut bytes) = (0u64, 0u64);
+        for i in from..pending {
+            let d = self.tx.get_desc(i);
+            bytes += d.len as u64;
+            packets += u64::from(d.options & sys::XDP_PKT_CONTD == 0);
+        }
+        if packets > 0 {
+            self.fail_taken(packets, bytes);
         }
         n
     }

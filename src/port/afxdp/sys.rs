@@ -266,6 +266,12 @@ impl Ring {
         self.prod().store(self.cached_prod, Ordering::Release);
     }
 
+    /// Our producer index (entries published so far, wrapping).
+    #[inline]
+    pub fn prod_index(&self) -> u32 {
+        self.cached_prod
+    }
+
     /// Entries the kernel has not consumed yet (tx: descriptors still to send).
     #[inline]
     pub fn prod_pending(&mut self) -> u32 {
@@ -301,6 +307,16 @@ impl Ring {
         unsafe { (self.desc as *const XdpDesc).add(slot).read() }
     }
 
+    /// A tx descriptor the kernel already consumed, `k` before its consumer index as last
+    /// read (0: the last one it took). Ours to read: the slot is only rewritten by our next
+    /// `put_desc` there.
+    #[inline]
+    pub fn consumed_desc(&self, k: u32) -> XdpDesc {
+        let slot = (self.cached_cons.wrapping_sub(1).wrapping_sub(k) & self.mask) as usize;
+        // SAFETY: slot <= mask < size, inside the descriptor array the mapping holds.
+        unsafe { (self.desc as *const XdpDesc).add(slot).read() }
+    }
+
     /// Gives `n` read entries back to the kernel. Release: our reads are done first.
     #[inline]
     pub fn release(&mut self, n: u32) {
@@ -316,8 +332,11 @@ impl Drop for Ring {
     }
 }
 
-/// Kicks the tx path: sendto with no data (MSG_DONTWAIT). EAGAIN / EBUSY / ENOBUFS mean
-/// "try again later" (copy mode sends at most 32 frames per call); ENETDOWN the link is down.
+/// Kicks the tx path: sendto with no data (MSG_DONTWAIT). EAGAIN / ENOBUFS mean "try again
+/// later" (copy mode sends at most 32 frames per call). EBUSY in copy mode is no "later": the
+/// device dropped the frame the kernel was sending (NET_XMIT_DROP, e.g. no carrier); that
+/// frame is consumed and completed, the ones behind it wait. ENETDOWN: the interface is
+/// down, nothing was consumed.
 pub fn kick_tx(fd: RawFd) -> io::Result<()> {
     // SAFETY: a zero-length send with no buffer and no address.
     let r = unsafe { libc::sendto(fd, std::ptr::null(), 0, libc::MSG_DONTWAIT, std::ptr::null(), 0) };
