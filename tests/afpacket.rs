@@ -692,3 +692,60 @@ fn jumbo_transmit_slots_are_where_the_kernel_looks_past_the_first_block() {
     }
     assert_eq!(bufs.in_use(), 0);
 }
+
+/// Brings the interface down and up again and waits until it is operationally up.
+fn flap(iface: &str) {
+    assert!(sh(&format!("ip link set {iface} down")));
+    assert!(sh(&format!("ip link set {iface} up")));
+    let end = Instant::now() + PATIENCE;
+    while std::fs::read_to_string(format!("/sys/class/net/{iface}/operstate")).unwrap().trim() != "up" {
+        assert!(Instant::now() < end, "{iface} did not come back up");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn poll_in(fd: i32, ms: i32) -> (i32, i16) {
+    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    // SAFETY: one live pollfd.
+    let r = unsafe { libc::poll(&mut p, 1, ms) };
+    (r, p.revents)
+}
+
+/// A link flap leaves ENETDOWN on the packet socket (the kernel's packet_notifier), and
+/// poll() reports POLLERR until it is read: the port reads it when told (`rx_wait_error`),
+/// and the socket then waits quietly again.
+#[test]
+fn a_link_flap_error_is_read_and_the_socket_waits_again() {
+    if !preconditions() {
+        return;
+    }
+    let veth = Veth::new('e', 1500);
+    let mut ports = open(&veth.port, 1, 1500);
+    let fd = ports[0].rx_wait_fd().unwrap();
+    assert_eq!(poll_in(fd, 50).0, 0, "an idle socket before the flap");
+    flap(&veth.port);
+    let (r, revents) = poll_in(fd, 50);
+    assert_eq!((r, revents & libc::POLLERR), (1, libc::POLLERR), "the kernel reports the flap as a socket error");
+    ports[0].rx_wait_error();
+    assert_eq!(ports[0].link_errors, 1);
+    assert_eq!(poll_in(fd, 50), (0, 0), "the error was read: nothing to wake for");
+}
+
+/// The same in a datapath: an idle worker after a link flap sleeps (a wake-up or so for the
+/// error), instead of returning from poll() at once for ever and spinning a core.
+#[test]
+fn an_idle_worker_sleeps_again_after_a_link_flap() {
+    if !preconditions() {
+        return;
+    }
+    use sluice::napi::RunLimit;
+    let veth = Veth::new('l', 1500);
+    let pool = Pool::new(1024).unwrap();
+    let (mut dp, _) = xdp_drop_datapath(&veth, &pool);
+    flap(&veth.port);
+    let limit = RunLimit { duration: Some(Duration::from_millis(300)), packets: None, until_bounded_inputs_done: false, stop: None };
+    dp.run(limit, Duration::from_secs(1), |_, _| {});
+    let c = dp.counters();
+    assert!(c.idle_wakeups <= 5, "{} idle wake-ups in 300 ms without a frame: the worker spins", c.idle_wakeups);
+    dp.conservation().unwrap();
+}

@@ -456,6 +456,16 @@ fn idle_wait(net: &Net, w: &mut Worker) {
     if !ready && poll_fds(&mut fds[..n], IDLE_POLL_MS) && fds[..ports].iter().any(|f| f.revents != 0) {
         w.c.idle_wakeups += 1;
     }
+    if fds[..ports].iter().any(|f| f.revents & libc::POLLERR != 0) {
+        // A socket error (a packet socket's ENETDOWN after a link flap) stays reported until
+        // read: its port clears it, else each later poll() returns at once.
+        let failed = &fds[..ports];
+        for p in w.ports.iter_mut().flatten() {
+            if p.rx_wait_fd().is_some_and(|fd| failed.iter().any(|f| f.fd == fd && f.revents & libc::POLLERR != 0)) {
+                p.rx_wait_error();
+            }
+        }
+    }
     if let Some(b) = backlog {
         if fds[ports].revents != 0 {
             b.clear_wake();

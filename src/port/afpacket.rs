@@ -238,6 +238,8 @@ pub struct AfPacketPort {
     pub tx_tso: u64,
     /// Frames split into MTU-sized segments on receive.
     pub rx_split: u64,
+    /// Socket errors read and cleared (ENETDOWN after the link went down).
+    pub link_errors: u64,
 }
 
 // SAFETY: the mapping and the socket belong to this port alone; moving it to the worker
@@ -561,6 +563,7 @@ impl AfPacketPort {
             scratch: Vec::with_capacity(MAX_CHAIN_BYTES),
             mtu: cfg.mtu,
             rx_split: 0,
+            link_errors: 0,
             tso_fd: if cfg.tso { Some(open_tso_socket(cfg, ifx)?) } else { None },
             iov: Vec::with_capacity(crate::buf::chain::MAX_FRAGS + 2),
             tx_tso: 0,
@@ -895,6 +898,26 @@ impl Port for AfPacketPort {
     /// or closed by its retire timer), so an idle worker sleeps instead of spinning.
     fn rx_wait_fd(&self) -> Option<std::os::fd::RawFd> {
         Some(self.fd.as_raw_fd())
+    }
+
+    /// The link went down (packet_notifier sets sk_err = ENETDOWN): poll() reports POLLERR
+    /// until the error is read, which the mmap'd ring never does. Reading SO_ERROR clears it.
+    fn rx_wait_error(&mut self) {
+        let mut err: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: `err`/`len` are live and sized for the int the kernel writes.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_ERROR,
+                &mut err as *mut libc::c_int as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        if r == 0 && err != 0 {
+            self.link_errors += 1;
+        }
     }
 
     fn rx_burst(&mut self, bufs: &mut BufCache, out: &mut Vec<Pkt>, max: usize) -> usize {

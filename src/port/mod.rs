@@ -146,6 +146,10 @@ pub trait Port: Send {
         None
     }
 
+    /// poll() found an error on `rx_wait_fd` (POLLERR): the port reads and clears it, or
+    /// every later poll() would return at once and the idle worker would spin.
+    fn rx_wait_error(&mut self) {}
+
     /// Flushes buffered output (pcap writer).
     fn finish(&mut self) -> std::io::Result<()> {
         Ok(())

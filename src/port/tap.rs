@@ -179,6 +179,10 @@ impl Port for Tap {
         self.inner.rx_wait_fd()
     }
 
+    fn rx_wait_error(&mut self) {
+        self.inner.rx_wait_error()
+    }
+
     fn request_response(&self) -> Option<super::gen::RequestResponse> {
         self.inner.request_response()
     }
