@@ -749,3 +749,58 @@ fn an_idle_worker_sleeps_again_after_a_link_flap() {
     assert!(c.idle_wakeups <= 5, "{} idle wake-ups in 300 ms without a frame: the worker spins", c.idle_wakeups);
     dp.conservation().unwrap();
 }
+
+/// The kernel refuses one frame of a flush (here one longer than the interface's MTU, which
+/// the port, told a larger MTU, let into the ring: tpacket_snd marks it WRONG_FORMAT and
+/// stops on it). Only that frame fails; the frames behind it still go, in order, and the
+/// ring goes on afterwards.
+#[test]
+fn a_frame_the_kernel_refuses_fails_alone_and_the_rest_of_the_flush_goes() {
+    if !preconditions() {
+        return;
+    }
+    let veth = Veth::new('m', 1500);
+    let peer_mac = afpacket::iface_mac(&veth.peer).unwrap();
+    let pool = Pool::new(256).unwrap();
+    let mut bufs = pool.cache();
+    let mut ports = open(&veth.port, 1, 1600);
+    let raw = Raw::open(&veth.peer);
+    let good: Vec<Vec<u8>> = (0..3u32).map(|i| frame(peer_mac, 5, i, 100 + i as usize)).collect();
+    let long = frame(peer_mac, 5, 99, 1614);
+    let burst = [&good[0], &long, &good[1], &good[2]];
+    let pkts: Vec<Pkt> = burst.iter().map(|f| bufs.alloc_copy(f).unwrap()).collect();
+    assert_eq!(ports[0].tx_burst(&mut bufs, &pkts, false), 4);
+    assert_eq!(ports[0].take_tx_failed(), (1, 1614), "only the refused frame failed");
+    assert_eq!(ports[0].stats().tx_packets, 3);
+    assert_eq!(raw.recv_ours(3), good, "the frames behind the refused one did not go");
+    let again: Vec<Vec<u8>> = (10..14u32).map(|i| frame(peer_mac, 5, i, 100)).collect();
+    let pkts: Vec<Pkt> = again.iter().map(|f| bufs.alloc_copy(f).unwrap()).collect();
+    assert_eq!(ports[0].tx_burst(&mut bufs, &pkts, false), 4);
+    assert_eq!(ports[0].take_tx_failed(), (0, 0));
+    assert_eq!(raw.recv_ours(4), again, "the ring stalled after the refused frame");
+    assert_eq!(bufs.in_use(), 0);
+}
+
+/// The kernel allows 4 bytes past MTU + 14 only for an 802.1Q tag, not 802.1ad (0x88a8):
+/// such a frame is failed at `tx_burst` (never enters the ring), and the rest go.
+#[test]
+fn a_qinq_frame_past_the_mtu_is_failed_at_once() {
+    if !preconditions() {
+        return;
+    }
+    let veth = Veth::new('n', 1500);
+    let peer_mac = afpacket::iface_mac(&veth.peer).unwrap();
+    let pool = Pool::new(256).unwrap();
+    let mut bufs = pool.cache();
+    let mut ports = open(&veth.port, 1, 1500);
+    let raw = Raw::open(&veth.peer);
+    let good: Vec<Vec<u8>> = (0..3u32).map(|i| frame(peer_mac, 6, i, 100)).collect();
+    let mut qinq = frame(peer_mac, 6, 99, 1518);
+    qinq[12..14].copy_from_slice(&[0x88, 0xa8]);
+    let burst = [&good[0], &qinq, &good[1], &good[2]];
+    let pkts: Vec<Pkt> = burst.iter().map(|f| bufs.alloc_copy(f).unwrap()).collect();
+    assert_eq!(ports[0].tx_burst(&mut bufs, &pkts, false), 4);
+    assert_eq!(ports[0].take_tx_failed(), (1, 1518));
+    assert_eq!(raw.recv_ours(3), good);
+    assert_eq!(bufs.in_use(), 0);
+}

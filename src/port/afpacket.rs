@@ -656,6 +656,50 @@ impl AfPacketPort {
             return;
         }
         self.stats.doorbells += 1;
+        loop {
+            self.send_ring();
+            // Whatever the kernel left requested or refused (WRONG_FORMAT) was not sent. It
+            // walks the ring in order and stops at the first frame it cannot send, keeping
+            // its own position there: the unsent frames are the tail of the pending ones.
+            let first_pending = (self.tx_next + self.tx_slots - self.tx_pending) % self.tx_slots;
+            let unsent = |k: usize| {
+                let s = self.tx_status((first_pending + k) % self.tx_slots);
+                s & (libc::TP_STATUS_SEND_REQUEST | libc::TP_STATUS_WRONG_FORMAT) != 0 && s & libc::TP_STATUS_SENDING == 0
+            };
+            let Some(stop) = (0..self.tx_pending).find(|&k| unsent(k)) else { break };
+            let at = (first_pending + stop) % self.tx_slots;
+            if self.tx_status(at) & libc::TP_STATUS_WRONG_FORMAT == 0 {
+                // Still requested: the kernel could not send now (link down, no buffers after
+                // the retries). Take them back, report them failed (`take_tx_failed`), and
+                // write the next frame into the first of them, where the kernel will look
+                // (else the ring would stall for good).
+                for k in stop..self.tx_pending {
+                    self.fail_slot((first_pending + k) % self.tx_slots);
+                }
+                self.tx_next = at;
+                break;
+            }
+            // The kernel refused this one frame (tpacket_snd: WRONG_FORMAT) and stays on its
+            // slot; the frames behind it are fine. Fail it alone, move them one slot back so
+            // the next one is where the kernel looks, and ring again.
+            self.fail_slot(at);
+            let rest = self.tx_pending - stop - 1;
+            for k in 0..rest {
+                self.move_slot((at + k + 1) % self.tx_slots, (at + k) % self.tx_slots);
+            }
+            self.tx_next = (at + rest) % self.tx_slots;
+            self.set_tx_status(self.tx_next, libc::TP_STATUS_AVAILABLE);
+            self.tx_pending = rest;
+            if rest == 0 {
+                break;
+            }
+        }
+        self.tx_pending = 0;
+    }
+
+    /// send(2) with no data: the kernel walks the transmit ring. Transient errors are
+    /// retried a few times.
+    fn send_ring(&mut self) {
         let mut tries = 0;
         loop {
             // SAFETY: send(2) with no data: the kernel walks the transmit ring.
@@ -671,31 +715,37 @@ impl AfPacketPort {
                 break;
             }
         }
-        // Whatever the kernel left requested or refused (WRONG_FORMAT) was not sent. It
-        // walks the ring in order and stops at the first frame it cannot send, keeping its
-        // own position there: the unsent frames are the tail of the pending ones. Take them
-        // back, report them as failed (`take_tx_failed`), and write the next frame into the
-        // first of them, where the kernel will look (else the ring would stall for good).
-        let first_pending = (self.tx_next + self.tx_slots - self.tx_pending) % self.tx_slots;
-        let unsent = |k: usize| {
-            let s = self.tx_status((first_pending + k) % self.tx_slots);
-            s & (libc::TP_STATUS_SEND_REQUEST | libc::TP_STATUS_WRONG_FORMAT) != 0 && s & libc::TP_STATUS_SENDING == 0
-        };
-        if let Some(stop) = (0..self.tx_pending).find(|&k| unsent(k)) {
-            for k in stop..self.tx_pending {
-                let i = (first_pending + k) % self.tx_slots;
-                // SAFETY: the length word of a slot the kernel gave up on (still ours).
-                let len = unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*self.tx_hdr(i)).tp_len)) } as u64;
-                self.set_tx_status(i, libc::TP_STATUS_AVAILABLE);
-                self.tx_errors += 1;
-                self.failed.0 += 1;
-                self.failed.1 += len;
-                self.stats.tx_packets -= 1;
-                self.stats.tx_bytes -= len;
-            }
-            self.tx_next = (first_pending + stop) % self.tx_slots;
+    }
+
+    /// Slot `i`, counted sent, was not: free it and report it failed.
+    fn fail_slot(&mut self, i: usize) {
+        // SAFETY: the length word of a slot the kernel gave up on (still ours).
+        let len = unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*self.tx_hdr(i)).tp_len)) } as u64;
+        self.set_tx_status(i, libc::TP_STATUS_AVAILABLE);
+        self.tx_errors += 1;
+        self.failed.0 += 1;
+        self.failed.1 += len;
+        self.stats.tx_packets -= 1;
+        self.stats.tx_bytes -= len;
+    }
+
+    /// Moves the requested frame in slot `from` to slot `to`, requested there.
+    fn move_slot(&mut self, from: usize, to: usize) {
+        let (src, dst) = (self.tx_hdr(from), self.tx_hdr(to));
+        // SAFETY: both slots are ours: `from` still SEND_REQUEST after send() returned and
+        // `to` freed by us, and the kernel walks the ring only inside our send(). Distinct
+        // slots of tx_slot bytes each, so the copy does not overlap; tp_len <= tx_slot -
+        // TP3_HDR as tx_burst wrote it.
+        unsafe {
+            let len = std::ptr::read_volatile(std::ptr::addr_of!((*src).tp_len));
+            let n = (len as usize).min(self.tx_slot - TP3_HDR);
+            std::ptr::copy_nonoverlapping((src as *const u8).add(TP3_HDR), (dst as *mut u8).add(TP3_HDR), n);
+            std::ptr::write_volatile(std::ptr::addr_of_mut!((*dst).tp_len), len);
+            std::ptr::write_volatile(std::ptr::addr_of_mut!((*dst).tp_snaplen), len);
+            std::ptr::write_volatile(std::ptr::addr_of_mut!((*dst).tp_next_offset), 0);
         }
-        self.tx_pending = 0;
+        fence(Ordering::Release);
+        self.set_tx_status(to, libc::TP_STATUS_SEND_REQUEST);
     }
 }
 
@@ -974,8 +1024,9 @@ impl Port for AfPacketPort {
         let mut accepted = 0;
         for p in pkts {
             let len = p.total_len();
-            // The kernel refuses a plain frame longer than MTU + Ethernet header (+ a tag).
-            let tagged = bufs.data(*p).get(12..14).is_some_and(|t| t == [0x81, 0x00] || t == [0x88, 0xa8]);
+            // The kernel refuses a plain frame longer than MTU + Ethernet header, + 4 for an
+            // 802.1Q tag only (packet_extra_vlan_len_allowed: not 802.1ad).
+            let tagged = bufs.data(*p).get(12..14).is_some_and(|t| t == [0x81, 0x00]);
             let limit = self.mtu as usize + 14 + if tagged { 4 } else { 0 };
             if len > limit {
                 // Larger than MTU + L2 header: with TSO a TCP packet goes whole for the
