@@ -804,3 +804,53 @@ fn a_qinq_frame_past_the_mtu_is_failed_at_once() {
     assert_eq!(raw.recv_ours(3), good);
     assert_eq!(bufs.in_use(), 0);
 }
+
+/// A TCP super-frame whose segments do not fit in what is left of a poll waits for the next
+/// poll; one with more segments than a whole poll may take is received and dropped
+/// (rx_length_errors, in the ledger): a poll never returns more than `max`.
+#[test]
+fn a_super_frame_waits_for_a_poll_with_room_or_is_dropped_if_none_has() {
+    if !preconditions() {
+        return;
+    }
+    let veth = Veth::new('o', 9000);
+    let mac = afpacket::iface_mac(&veth.port).unwrap();
+    let pool = Pool::new(1024).unwrap();
+    let mut bufs = pool.cache();
+    let mut ports = open(&veth.port, 1, 1500);
+    let raw = Raw::open(&veth.peer);
+    let spec = PacketSpec {
+        src_mac: TEST_MAC,
+        dst_mac: mac,
+        vlan: None,
+        l3: L3Spec::V4 { src: [198, 51, 100, 1], dst: [203, 0, 113, 1], tos: 0, ident: 100, dont_frag: true },
+        l4: L4Spec::Tcp { src_port: 4000, dst_port: 5201, seq: 1000, ack: 1, flags: 0x18, window: 500, timestamp: Some((7, 8)) },
+        ttl: 64,
+        frame_len: 8014,
+    };
+    let mut big = vec![0u8; 8014];
+    build(&spec, &mut big).unwrap();
+    let segs = (8014 - 14 - 20 - 32usize).div_ceil(1500 - 20 - 32); // 6
+                                                                    // Polls of `max` until something comes (or PATIENCE): what one poll returned.
+    let poll = |ports: &mut Vec<afpacket::AfPacketPort>, bufs: &mut BufCache, max: usize| {
+        let mut out: Vec<Pkt> = Vec::new();
+        let end = Instant::now() + PATIENCE;
+        while out.is_empty() && ports[0].stats().rx_length_errors == 0 && Instant::now() < end {
+            ports[0].rx_burst(bufs, &mut out, max);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let n = out.len();
+        bufs.free_pkts(&out);
+        n
+    };
+    raw.send(&frame(mac, 8, 0, 100));
+    raw.send(&big);
+    std::thread::sleep(Duration::from_millis(20)); // both in one block
+    assert_eq!(poll(&mut ports, &mut bufs, segs), 1, "the small frame; the super-frame waits");
+    assert_eq!(poll(&mut ports, &mut bufs, segs), segs, "the next poll has room for its segments");
+    raw.send(&big);
+    assert_eq!(poll(&mut ports, &mut bufs, segs - 1), 0, "no poll of {} takes {segs} segments", segs - 1);
+    assert_eq!(ports[0].stats().rx_length_errors, 1);
+    assert_eq!(ports[0].take_rx_dropped(), 1, "dropped in the ledger");
+    assert_eq!(bufs.in_use(), 0);
+}

@@ -816,12 +816,18 @@ impl AfPacketPort {
         let hash = hdr.hv1.tp_rxhash;
         let Some(g) = plan else {
             match self.take_frame(bufs, hdr, bytes) {
-                Some(mut p) => {
+                Ok(mut p) => {
                     p.rss_hash = hash;
                     out.push(p);
                 }
                 // No buffer: the frame never enters (as a NIC out of descriptors).
-                None => self.stats.rx_nobuf += 1,
+                Err(Untaken::NoBuf) => self.stats.rx_nobuf += 1,
+                // Longer than a chain once its tag is back: received and dropped, as a
+                // frame the kernel cut (the ledger's rx_length_error).
+                Err(Untaken::TooLong) => {
+                    self.stats.rx_length_errors += 1;
+                    self.too_long += 1;
+                }
             }
             return 1;
         };
@@ -859,12 +865,12 @@ impl AfPacketPort {
     /// may carry a checksum the sender left for "hardware" (TP_STATUS_CSUMNOTREADY, as
     /// veth passes CHECKSUM_PARTIAL on): put the tag back and complete the checksum, or
     /// the frame would leave sluice with a wrong one.
-    fn take_frame(&mut self, bufs: &mut BufCache, hdr: &libc::tpacket3_hdr, bytes: &[u8]) -> Option<Pkt> {
+    fn take_frame(&mut self, bufs: &mut BufCache, hdr: &libc::tpacket3_hdr, bytes: &[u8]) -> Result<Pkt, Untaken> {
         let status = hdr.tp_status;
         let tagged = status & libc::TP_STATUS_VLAN_VALID != 0;
         let partial = status & libc::TP_STATUS_CSUMNOTREADY != 0;
         if !tagged && !partial {
-            return bufs.alloc_copy(bytes);
+            return bufs.alloc_copy(bytes).ok_or(Untaken::NoBuf);
         }
         self.scratch.clear();
         self.scratch.extend_from_slice(bytes);
@@ -880,10 +886,19 @@ impl AfPacketPort {
             self.scratch.splice(12..12, tag);
         }
         if self.scratch.len() > MAX_CHAIN_BYTES {
-            return None;
+            return Err(Untaken::TooLong);
         }
-        bufs.alloc_copy(&self.scratch)
+        bufs.alloc_copy(&self.scratch).ok_or(Untaken::NoBuf)
     }
+}
+
+/// Why a received frame was not taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Untaken {
+    /// The pool is empty: the frame never entered (rx_nobuf, outside the ledger).
+    NoBuf,
+    /// Past MAX_CHAIN_BYTES with its VLAN tag put back: received and dropped.
+    TooLong,
 }
 
 /// Writes the full TCP/UDP checksum of an untagged IPv4/IPv6 frame whose sender left only
@@ -999,8 +1014,9 @@ impl Port for AfPacketPort {
             if pkttype != libc::PACKET_OUTGOING {
                 if !whole || need > max {
                     // Longer than a ring block holds (the kernel cut it), or more segments
-                    // than a poll may take: received and dropped (rx_length_errors), never
-                    // passed on cut.
+                    // than even an empty poll may take (a poll never returns more than `max`:
+                    // a packet count stops exactly): received and dropped (rx_length_errors),
+                    // never passed on cut.
                     seen += 1;
                     self.stats.rx_length_errors += 1;
                     self.too_long += 1;
