@@ -2,7 +2,7 @@
 //! verified, then run by the JIT (or the checked interpreter when asked or when the JIT
 //! cannot translate a program).
 
-use super::env::{HostState, SluiceEnv};
+use super::env::SluiceEnv;
 use super::{RunOutcome, XdpBuff, XdpProgram};
 use crate::buf::Pkt;
 use sluice_ebpf::insn::XDP_ABORTED;
@@ -437,7 +437,7 @@ mod tests {
             let mut mem = LowMem::new(4096).unwrap();
             let mut xb = XdpBuff::new(mem.as_mut_slice(), 256, 64);
             let (routes, neigh, mut host) =
-                (crate::rx::route::RouteTable::new(), crate::rx::route::Neighbours::default(), HostState::default());
+                (crate::rx::route::RouteTable::new(), crate::rx::route::Neighbours::default(), crate::xdp::env::HostState::default());
             let out = prog.run(&mut xb, &mut SluiceEnv::new(&routes, &neigh, &[], &mut host));
             assert_eq!((out.action, out.redirect), (sluice_ebpf::insn::XDP_REDIRECT, Some(RedirectTarget::Ifindex(7))), "{kind:?}");
             assert_eq!(xb.tail_calls, 1);
@@ -473,7 +473,7 @@ mod tests {
             mem.as_mut_slice()[256..256 + frame.len()].copy_from_slice(&frame);
             let mut xb = XdpBuff::new(mem.as_mut_slice(), 256, frame.len());
             let (routes, neigh, mut host) =
-                (crate::rx::route::RouteTable::new(), crate::rx::route::Neighbours::default(), HostState::default());
+                (crate::rx::route::RouteTable::new(), crate::rx::route::Neighbours::default(), crate::xdp::env::HostState::default());
             let action = prog.run(&mut xb, &mut SluiceEnv::new(&routes, &neigh, &[], &mut host)).action;
             let peeked = prog.maps.by_name("peeked").unwrap().lookup(&[0; 4], 0).unwrap();
             (action, u64::from_le_bytes(peeked[..8].try_into().unwrap()))
