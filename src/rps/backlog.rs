@@ -185,11 +185,6 @@ impl Steering {
         self.backlogs.len()
     }
 
-    /// Whether any receive queue steers.
-    pub fn enabled(&self) -> bool {
-        !self.cpus.is_empty() || self.queue_cpus.iter().flatten().any(|m| !m.is_empty())
-    }
-
     /// The CPU map of receive queue `queue` of `port`: its own, else the global one.
     #[inline]
     pub fn map_for(&self, port: u16, queue: u16) -> &[u16] {
@@ -381,9 +376,35 @@ mod tests {
         assert_eq!(workers_for(1), 1);
         assert_eq!(workers_for(0b1010), 4);
         assert_eq!(workers_for(1 << 63), 64);
-        let s = Steering::new(3, vec![0, 2], 16, 0, 0);
-        assert!(s.enabled() && s.workers() == 3);
-        assert!(!Steering::new(1, vec![], 16, 0, 0).enabled());
+        assert_eq!(Steering::new(3, vec![0, 2], 16, 0, 0).workers(), 3);
+    }
+
+    /// `wake` unparks the thread that registered for the backlog: a worker whose input has
+    /// ended parks between rounds and must not sleep out its timeout while packets wait.
+    /// (The parked thread's limit, 30 s, only bounds a broken registration's hang.)
+    #[test]
+    fn wake_unparks_the_thread_that_registered() {
+        use std::sync::Arc;
+        use std::time::{Duration, Instant};
+        let b = Arc::new(Backlog::new());
+        let go = Arc::new(AtomicBool::new(false));
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let worker = {
+            let (b, go) = (b.clone(), go.clone());
+            std::thread::spawn(move || {
+                b.register();
+                ready_tx.send(()).unwrap();
+                let start = Instant::now();
+                while !go.load(Ordering::SeqCst) && start.elapsed() < Duration::from_secs(30) {
+                    std::thread::park_timeout(Duration::from_secs(30));
+                }
+                start.elapsed() < Duration::from_secs(30)
+            })
+        };
+        ready_rx.recv().unwrap();
+        go.store(true, Ordering::SeqCst);
+        b.wake();
+        assert!(worker.join().unwrap(), "the registered thread slept out its park instead of being woken");
     }
 
     #[test]
