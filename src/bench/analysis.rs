@@ -372,7 +372,8 @@ pub fn compare(title: &str, a: &ArmResult, b: &ArmResult, cap: Option<f64>, want
         c.note = Some(format!("no verdict: needs at least 2 runs per arm (have {}+{})", xa.len(), xb.len()));
     }
     if want_ratio {
-        // The ratio of the means the verdict compared: at the cap, the censored estimates.
+        // At the cap, the ratio of the censored means the verdict compared; else paired by
+        // round (a geometric mean of per-round ratios) when the runs pair up, else of the means.
         let censored = c.verdict.as_ref().is_some_and(|v| v.method == stats::METHOD_CENSORED);
         c.ratio = match cap.filter(|_| censored) {
             Some(cap) => censored_ratio_ci(&xa, &xb, cap),

@@ -289,6 +289,8 @@ impl Counters {
     pub fn tx_failed(&mut self, packets: u64, bytes: u64) -> u64 {
         let n = packets.min(self.tx);
         self.tx -= n;
+        // Capped (more failures than sends on record): only the capped share of the bytes.
+        let bytes = if n == packets { bytes } else { (bytes as u128 * n as u128 / packets as u128) as u64 };
         self.tx_bytes = self.tx_bytes.saturating_sub(bytes);
         self.drop_n(DropReason::TxError, n);
         n
