@@ -845,7 +845,10 @@ impl Port for AfXdpQueue {
             n += self.reap(bufs);
             std::hint::spin_loop();
         }
-        let pending = self.tx.prod_pending();
+        // Never-consumed descriptors were never completed either, so no more than the ones
+        // still lent: a consumer index the kernel published late (it may publish only when
+        // its cached window runs out) cannot make frames that left count as written off.
+        let pending = self.tx.prod_pending().min(self.tx_lent);
         // Those an earlier flush wrote off are not counted twice.
         let cons = self.tx.prod_index().wrapping_sub(pending);
         let done = self.tx_written_off.wrapping_sub(cons);
