@@ -222,17 +222,7 @@ fn tcp_super_frames_are_split_to_the_mtu() {
     let mut bufs = pool.cache();
     let mut ports = open(&veth.port, 1, 1500);
     let raw = Raw::open(&veth.peer);
-    let spec = PacketSpec {
-        src_mac: TEST_MAC,
-        dst_mac: mac,
-        vlan: None,
-        l3: L3Spec::V4 { src: [198, 51, 100, 1], dst: [203, 0, 113, 1], tos: 0, ident: 100, dont_frag: true },
-        l4: L4Spec::Tcp { src_port: 4000, dst_port: 5201, seq: 1000, ack: 1, flags: 0x18, window: 500, timestamp: Some((7, 8)) },
-        ttl: 64,
-        frame_len: 8014,
-    };
-    let mut big = vec![0u8; 8014];
-    build(&spec, &mut big).unwrap();
+    let mut big = tso_super_frame(mac);
     let hdr = 14 + 20 + 32;
     for (i, b) in big[hdr..].iter_mut().enumerate() {
         *b = (i % 251) as u8;
@@ -805,6 +795,23 @@ fn a_qinq_frame_past_the_mtu_is_failed_at_once() {
     assert_eq!(bufs.in_use(), 0);
 }
 
+/// An 8014-byte IPv4 TCP frame (timestamps on) to `mac`, as a sender's TSO hands the wire
+/// a frame longer than the link's MTU.
+fn tso_super_frame(mac: [u8; 6]) -> Vec<u8> {
+    let spec = PacketSpec {
+        src_mac: TEST_MAC,
+        dst_mac: mac,
+        vlan: None,
+        l3: L3Spec::V4 { src: [198, 51, 100, 1], dst: [203, 0, 113, 1], tos: 0, ident: 100, dont_frag: true },
+        l4: L4Spec::Tcp { src_port: 4000, dst_port: 5201, seq: 1000, ack: 1, flags: 0x18, window: 500, timestamp: Some((7, 8)) },
+        ttl: 64,
+        frame_len: 8014,
+    };
+    let mut big = vec![0u8; 8014];
+    build(&spec, &mut big).unwrap();
+    big
+}
+
 /// A TCP super-frame whose segments do not fit in what is left of a poll waits for the next
 /// poll; one with more segments than a whole poll may take is received and dropped
 /// (rx_length_errors, in the ledger): a poll never returns more than `max`.
@@ -819,17 +826,7 @@ fn a_super_frame_waits_for_a_poll_with_room_or_is_dropped_if_none_has() {
     let mut bufs = pool.cache();
     let mut ports = open(&veth.port, 1, 1500);
     let raw = Raw::open(&veth.peer);
-    let spec = PacketSpec {
-        src_mac: TEST_MAC,
-        dst_mac: mac,
-        vlan: None,
-        l3: L3Spec::V4 { src: [198, 51, 100, 1], dst: [203, 0, 113, 1], tos: 0, ident: 100, dont_frag: true },
-        l4: L4Spec::Tcp { src_port: 4000, dst_port: 5201, seq: 1000, ack: 1, flags: 0x18, window: 500, timestamp: Some((7, 8)) },
-        ttl: 64,
-        frame_len: 8014,
-    };
-    let mut big = vec![0u8; 8014];
-    build(&spec, &mut big).unwrap();
+    let mut big = tso_super_frame(mac);
     let segs = (8014 - 14 - 20 - 32usize).div_ceil(1500 - 20 - 32); // 6
                                                                     // Polls of `max` until something comes (or PATIENCE): what one poll returned.
     let poll = |ports: &mut Vec<afpacket::AfPacketPort>, bufs: &mut BufCache, max: usize| {
