@@ -826,7 +826,7 @@ fn a_super_frame_waits_for_a_poll_with_room_or_is_dropped_if_none_has() {
     let mut bufs = pool.cache();
     let mut ports = open(&veth.port, 1, 1500);
     let raw = Raw::open(&veth.peer);
-    let mut big = tso_super_frame(mac);
+    let big = tso_super_frame(mac);
     let segs = (8014 - 14 - 20 - 32usize).div_ceil(1500 - 20 - 32); // 6
                                                                     // Polls of `max` until something comes (or PATIENCE): what one poll returned.
     let poll = |ports: &mut Vec<afpacket::AfPacketPort>, bufs: &mut BufCache, max: usize| {
