@@ -13,6 +13,12 @@
 //!   transmitted), except the ring-full refusal (`tx_full`, and a `rate_pps`/`rate_per_poll`
 //!   limit on transmit) which returns fewer accepted packets: the datapath drops those as
 //!   `tx_error`. Held packets are passed on later, at the latest by [`Port::flush_held`].
+//! - The wrapped port's refusals are never successes: a burst that crossed untouched (no
+//!   fault struck any of its packets) gets the wrapped port's answer, so a NIC model's qdisc
+//!   requeues what its ring refused; otherwise (a frame delayed, dropped, damaged or
+//!   duplicated, so the caller's slice is no longer what the wrapped port saw) the refused
+//!   frames are freed and reported by [`Port::take_tx_failed`] with the bytes the datapath
+//!   counted for them (a refused duplicate was never counted: only `inner_refused`).
 //!
 //! Clocks: the receive side counts `rx_burst` calls, the transmit side `tx_completions` calls
 //! (one per port at the end of every poll), so "hold N polls" is deterministic.
@@ -142,7 +148,8 @@ pub struct FaultCounts {
     pub tx_refused: u64,
     /// Receive: held frames freed at shutdown (they never arrived).
     pub discarded: u64,
-    /// Transmit: frames the wrapped port refused after this port had accepted them.
+    /// Transmit: frames the wrapped port refused after this port had accepted them (freed;
+    /// those the datapath counted sent are reported by `take_tx_failed`, duplicates are not).
     pub inner_refused: u64,
 }
 
@@ -275,6 +282,9 @@ impl TokenBucket {
 struct Held {
     due: u64,
     pkt: Pkt,
+    /// Transmit: the bytes the datapath counted sent for it; None for a duplicate (never
+    /// counted) and on the receive side.
+    counted: Option<u64>,
 }
 
 /// One direction's state: its clock, the frames it holds and its rate limiter.
@@ -296,13 +306,13 @@ impl Lane {
         }
     }
 
-    /// Moves frames due by now to `out` in the order they were held, at most `max` of them.
-    fn release_due(&mut self, out: &mut Vec<Pkt>, max: usize) {
+    /// Hands frames due by now to `out` in the order they were held, at most `max` of them.
+    fn release_due(&mut self, max: usize, mut out: impl FnMut(&Held)) {
         let now = self.polls;
         let mut taken = 0;
         self.held.retain(|h| {
             if taken < max && h.due <= now {
-                out.push(h.pkt);
+                out(h);
                 taken += 1;
                 false
             } else {
@@ -357,8 +367,14 @@ pub struct FaultPort {
     /// the wire side).
     stats: PortStats,
     scratch: Vec<Pkt>,
-    /// Frames for the wrapped port on the transmit side.
+    /// Frames for the wrapped port on the transmit side, and what the datapath counted for
+    /// each (`Held::counted`).
     tx_out: Vec<Pkt>,
+    tx_counted: Vec<Option<u64>>,
+    /// Accepted packets the wrapped port then refused, and their bytes (`take_tx_failed`).
+    tx_failed: (u64, u64),
+    /// All of them so far: `stats` leaves them out of the sent figures, as the ledger does.
+    tx_failed_total: (u64, u64),
     copy: Vec<u8>,
 }
 
@@ -374,6 +390,9 @@ impl FaultPort {
             stats: PortStats::default(),
             scratch: Vec::new(),
             tx_out: Vec::new(),
+            tx_counted: Vec::new(),
+            tx_failed: (0, 0),
+            tx_failed_total: (0, 0),
             copy: Vec::new(),
         })
     }
@@ -441,17 +460,25 @@ impl FaultPort {
         (fate, dup)
     }
 
-    /// Hands frames to the wrapped port; what it refuses after we accepted is lost on the wire.
+    /// Hands frames to the wrapped port. What it refuses after we accepted is freed and
+    /// reported failed (`take_tx_failed`): the datapath moves it from sent to `tx_error`.
     fn deliver(&mut self, bufs: &mut BufCache, more: bool) {
         if self.tx_out.is_empty() && more {
             return;
         }
         let n = self.inner.tx_burst(bufs, &self.tx_out, more).min(self.tx_out.len());
-        for p in &self.tx_out[n..] {
+        for (p, counted) in self.tx_out[n..].iter().zip(&self.tx_counted[n..]) {
             bufs.free(*p);
+            if let Some(bytes) = *counted {
+                self.tx_failed.0 += 1;
+                self.tx_failed.1 += bytes;
+                self.tx_failed_total.0 += 1;
+                self.tx_failed_total.1 += bytes;
+            }
         }
         self.tx.counts.inner_refused += (self.tx_out.len() - n) as u64;
         self.tx_out.clear();
+        self.tx_counted.clear();
     }
 }
 
@@ -469,7 +496,7 @@ impl Port for FaultPort {
         }
         self.rx.polls += 1;
         let first = out.len();
-        self.rx.release_due(out, max);
+        self.rx.release_due(max, |h| out.push(h.pkt));
         let room = max - (out.len() - first);
         let want = if self.active(&self.rx) { self.rx.allowance(&self.cfg, room) } else { room };
         if want > 0 {
@@ -494,8 +521,8 @@ impl Port for FaultPort {
                     match f {
                         // Never more than `max`: the rest waits for the next poll.
                         Fate::Pass(q) if out.len() - first < max => out.push(q),
-                        Fate::Pass(q) => self.rx.held.push(Held { due: now, pkt: q }),
-                        Fate::Hold(q, due) => self.rx.held.push(Held { due, pkt: q }),
+                        Fate::Pass(q) => self.rx.held.push(Held { due: now, pkt: q, counted: None }),
+                        Fate::Hold(q, due) => self.rx.held.push(Held { due, pkt: q, counted: None }),
                         Fate::Lost => {}
                     }
                 }
@@ -521,18 +548,37 @@ impl Port for FaultPort {
             let allowed = self.tx.allowance(&self.cfg, accept);
             self.tx.counts.rate_limited += (accept - allowed) as u64;
             accept = allowed;
+            // True while every packet goes on now, alone and as it came: then `tx_out` is
+            // `pkts[..accept]` and the wrapped port's refusals can go back to the caller.
+            let mut untouched = true;
             for &p in &pkts[..accept] {
+                let counted = p.total_len() as u64;
+                let damaged = self.tx.counts.corrupted + self.tx.counts.truncated;
                 let (fate, dup) = Self::roll(&mut self.rng, &self.cfg, &mut self.tx, &mut self.copy, bufs, p);
-                for f in std::iter::once(fate).chain(dup.map(|d| fate.for_copy(d))) {
+                untouched &=
+                    matches!(fate, Fate::Pass(_)) && dup.is_none() && self.tx.counts.corrupted + self.tx.counts.truncated == damaged;
+                let copies = std::iter::once((fate, Some(counted))).chain(dup.map(|d| (fate.for_copy(d), None)));
+                for (f, counted) in copies {
                     match f {
-                        Fate::Pass(q) => self.tx_out.push(q),
-                        Fate::Hold(q, due) => self.tx.held.push(Held { due, pkt: q }),
+                        Fate::Pass(q) => {
+                            self.tx_out.push(q);
+                            self.tx_counted.push(counted);
+                        }
+                        Fate::Hold(q, due) => self.tx.held.push(Held { due, pkt: q, counted }),
                         Fate::Lost => {}
                     }
                 }
             }
-            self.deliver(bufs, more);
-            accept
+            if untouched {
+                // The wrapped port's own answer stands: what it refused is still the caller's.
+                let n = if self.tx_out.is_empty() && more { 0 } else { self.inner.tx_burst(bufs, &self.tx_out, more) };
+                self.tx_out.clear();
+                self.tx_counted.clear();
+                n.min(accept)
+            } else {
+                self.deliver(bufs, more);
+                accept
+            }
         };
         self.stats.tx_packets += accepted as u64;
         self.stats.tx_bytes += pkts[..accepted].iter().map(|p| p.total_len() as u64).sum::<u64>();
@@ -545,9 +591,11 @@ impl Port for FaultPort {
     fn tx_completions(&mut self, bufs: &mut BufCache) -> usize {
         if self.cfg.side.tx() {
             self.tx.polls += 1;
-            let mut due = std::mem::take(&mut self.tx_out);
-            self.tx.release_due(&mut due, usize::MAX);
-            self.tx_out = due;
+            let (out, counted) = (&mut self.tx_out, &mut self.tx_counted);
+            self.tx.release_due(usize::MAX, |h| {
+                out.push(h.pkt);
+                counted.push(h.counted);
+            });
             if !self.tx_out.is_empty() {
                 self.deliver(bufs, false);
             }
@@ -586,8 +634,12 @@ impl Port for FaultPort {
         self.inner.take_rx_dropped()
     }
 
+    /// The wrapped port's own failures and the frames it refused after this port had
+    /// accepted them.
     fn take_tx_failed(&mut self) -> (u64, u64) {
-        self.inner.take_tx_failed()
+        let (n, bytes) = self.inner.take_tx_failed();
+        let (m, more) = std::mem::take(&mut self.tx_failed);
+        (n + m, bytes + more)
     }
 
     fn flush_held(&mut self, bufs: &mut BufCache) -> usize {
@@ -597,7 +649,10 @@ impl Port for FaultPort {
         }
         self.rx.counts.discarded += rx as u64;
         let tx = self.tx.held.len();
-        self.tx_out.extend(self.tx.held.drain(..).map(|h| h.pkt));
+        for h in self.tx.held.drain(..) {
+            self.tx_out.push(h.pkt);
+            self.tx_counted.push(h.counted);
+        }
         if !self.tx_out.is_empty() {
             self.deliver(bufs, false);
         }
@@ -608,15 +663,15 @@ impl Port for FaultPort {
         self.inner.finish()
     }
 
-    /// Packets and bytes as they crossed to and from the datapath; everything else (errors,
-    /// check failures) as the wrapped port counted it.
+    /// Packets and bytes as they crossed to and from the datapath (less what the wrapped port
+    /// then refused); everything else (errors, check failures) as the wrapped port counted it.
     fn stats(&self) -> PortStats {
         let s = &self.stats;
         PortStats {
             rx_packets: s.rx_packets,
             rx_bytes: s.rx_bytes,
-            tx_packets: s.tx_packets,
-            tx_bytes: s.tx_bytes,
+            tx_packets: s.tx_packets.saturating_sub(self.tx_failed_total.0),
+            tx_bytes: s.tx_bytes.saturating_sub(self.tx_failed_total.1),
             doorbells: s.doorbells,
             ..self.inner.stats()
         }
@@ -843,6 +898,56 @@ mod tests {
         let got = drain_rx(&mut port, &mut bufs, 10);
         assert_eq!(port.fault_stats().unwrap().rx.dropped, 20, "two polls of ten lost");
         assert_eq!(got.len(), 80);
+    }
+
+    /// Six 60-byte packets through `port` in one burst, then every held frame passed on.
+    /// Returns (accepted, what take_tx_failed reported).
+    fn send_six(port: &mut FaultPort, bufs: &mut BufCache) -> (usize, (u64, u64)) {
+        let pkts: Vec<Pkt> = (0..6u8).map(|i| bufs.alloc_copy(&[i; 60]).unwrap()).collect();
+        let n = port.tx_burst(bufs, &pkts, false);
+        bufs.free_pkts(&pkts[n..]);
+        let mut failed = port.take_tx_failed();
+        port.tx_completions(bufs);
+        port.flush_held(bufs);
+        let (m, b) = port.take_tx_failed();
+        failed = (failed.0 + m, failed.1 + b);
+        (n, failed)
+    }
+
+    /// The wrapped port's refusals reach the caller: at once when the burst crossed untouched
+    /// (a NIC's full ring, a capture the disk refuses), through take_tx_failed when the frames
+    /// had been held (delay) and the refusal came later. Never counted as sent.
+    #[test]
+    fn refusals_of_the_wrapped_port_are_never_successes() {
+        use crate::port::sim::{SimClock, SimConfig, SimNic};
+        use std::sync::atomic::AtomicU64;
+        use std::sync::Arc;
+        let pool = Pool::new(64).unwrap();
+        let mut bufs = pool.cache();
+        let nic = || {
+            let cfg = SimConfig { ring: 4, bql: false, ..SimConfig::default() };
+            Box::new(SimNic::with_clock("nic", cfg, 1500, SimClock::Manual(Arc::new(AtomicU64::new(0)))))
+        };
+        let mut port = FaultPort::new(nic(), FaultConfig::default()).unwrap();
+        assert_eq!(send_six(&mut port, &mut bufs), (4, (0, 0)), "the ring's refusal, synchronous: the caller requeues");
+        assert_eq!(port.stats().tx_packets, 4);
+        port.inner.flush_held(&mut bufs);
+
+        let mut port = FaultPort::new(nic(), FaultConfig { delay_polls: 1, ..FaultConfig::default() }).unwrap();
+        assert_eq!(send_six(&mut port, &mut bufs), (6, (2, 120)), "refused later: reported failed with its bytes");
+        assert_eq!(port.stats().tx_packets, 4);
+        assert_eq!(port.fault_stats().unwrap().tx.inner_refused, 2);
+        port.inner.flush_held(&mut bufs);
+
+        for delay_polls in [0, 1] {
+            let Ok(full) = crate::port::pcap::PcapOut::create("out", std::path::Path::new("/dev/full")) else { continue };
+            let mut port = FaultPort::new(Box::new(full), FaultConfig { delay_polls, ..FaultConfig::default() }).unwrap();
+            let (n, failed) = send_six(&mut port, &mut bufs);
+            assert_eq!(n as u64 - failed.0, 0, "delay {delay_polls}: /dev/full took nothing, so nothing is sent");
+            assert_eq!(failed.1, 60 * failed.0);
+            assert_eq!(port.stats().tx_packets, 0);
+        }
+        assert_eq!(bufs.in_use(), 0);
     }
 
     #[test]
