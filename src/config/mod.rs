@@ -754,15 +754,10 @@ impl Config {
                     }
                     Some(g) => {
                         let supply_hash = pc.rx_hash.unwrap_or(queues > 1);
-                        let gens = Generator::rss_queues(&pc.name, g.clone(), &rss, supply_hash)
-                            .map_err(|e| field(format!("{what}.gen"), e.to_string()))?;
-                        let flows = g.flows.max(1) as f64;
-                        nics.into_iter()
-                            .zip(gens)
-                            .map(|(n, g)| {
-                                let share = g.flows() as f64 / flows;
-                                Box::new(n.receiving(g, share)) as Box<dyn Port>
-                            })
+                        crate::port::sim::SimNic::receive_queues(&pc.name, nics, g.clone(), &rss, supply_hash)
+                            .map_err(|e| field(format!("{what}.gen"), e.to_string()))?
+                            .into_iter()
+                            .map(|n| Box::new(n) as Box<dyn Port>)
                             .collect()
                     }
                     None => nics.into_iter().map(|q| Box::new(q) as Box<dyn Port>).collect(),

@@ -226,13 +226,40 @@ impl SimNic {
     }
 
     /// Gives the queue a receive side: `gen`'s frames arrive at `share` of the line rate
-    /// (its frames' mean length with framing), or at `gen.rate_pps` × `share` when set.
+    /// (its frames' mean length with framing), or at `gen.rate_pps` when set: that is already
+    /// this queue's own (`Generator::rss_queues` gave each queue its flows' share of it).
     pub fn receiving(mut self, gen: super::gen::Generator, share: f64) -> SimNic {
         let line_pps = self.cfg.rate_gbps * 1e9 / 8.0 / (gen.mean_frame_len().max(MIN_FRAME as f64) + WIRE_OVERHEAD as f64);
-        let pps = gen.config().rate_pps.unwrap_or(line_pps) * share;
+        let pps = gen.config().rate_pps.unwrap_or(line_pps * share);
         let ring = self.cfg.rx_ring as u64;
         self.rx = Some(Box::new(SimRx { gen: gen.unpaced(), pps, ring, arrived: 0, pending: 0, start_ns: None }));
         self
+    }
+
+    /// A NIC's receive queues: `gen`'s flows spread over `nics` by `rss`, each queue its
+    /// flows' share of the wire (all of `gen.rate_pps` over the queues, or of the line rate).
+    pub fn receive_queues(
+        name: &str,
+        nics: Vec<SimNic>,
+        gen: super::gen::GenConfig,
+        rss: &super::rss::Rss,
+        supply_hash: bool,
+    ) -> Result<Vec<SimNic>, super::gen::GenError> {
+        let flows = gen.flows.max(1) as f64;
+        let gens = super::gen::Generator::rss_queues(name, gen, rss, supply_hash)?;
+        Ok(nics
+            .into_iter()
+            .zip(gens)
+            .map(|(n, g)| {
+                let share = g.flows() as f64 / flows;
+                n.receiving(g, share)
+            })
+            .collect())
+    }
+
+    /// Frames per second arriving at the receive ring (0 without a receive side).
+    pub fn rx_pps(&self) -> f64 {
+        self.rx.as_ref().map_or(0.0, |rx| rx.pps)
     }
 
     /// Frames that arrived since the last look go into the rx ring; what does not fit is missed.
@@ -484,6 +511,25 @@ mod tests {
         assert_eq!(bufs.in_use(), 0);
         let (idle, _) = manual(SimConfig::default());
         assert!(idle.rx_done(), "no wire source: nothing ever arrives");
+    }
+
+    /// `gen.rate_pps` is the whole wire's: the queues' rates add up to it (and with no rate,
+    /// to the line rate), however RSS spreads the flows.
+    #[test]
+    fn receive_queues_share_the_rate_once() {
+        let rss = crate::port::rss::Rss::new(4).unwrap();
+        let nics = || SimNic::queues("sim", SimConfig::default(), 1500, 4);
+        let gen = crate::port::gen::GenConfig { flows: 64, rate_pps: Some(1e6), ..Default::default() };
+        let queues = SimNic::receive_queues("sim", nics(), gen.clone(), &rss, true).unwrap();
+        let total: f64 = queues.iter().map(SimNic::rx_pps).sum();
+        assert!((total - 1e6).abs() < 1.0, "{total} pps over 4 queues, want 1e6");
+        assert!(queues.iter().filter(|q| q.rx_pps() > 0.0).count() > 1, "RSS spread the flows");
+        let line = crate::port::gen::GenConfig { rate_pps: None, ..gen };
+        let queues = SimNic::receive_queues("sim", nics(), line.clone(), &rss, true).unwrap();
+        let total: f64 = queues.iter().map(SimNic::rx_pps).sum();
+        let mean = crate::port::gen::Generator::new("g", line.clone()).unwrap().mean_frame_len();
+        let want = 10e9 / 8.0 / (mean + 24.0);
+        assert!((total - want).abs() < want * 1e-6, "{total} pps, want the 10G line rate {want}");
     }
 
     #[test]
