@@ -194,7 +194,12 @@ pub struct Generator {
     flow: u32,
     in_burst: u32,
     size_idx: usize,
+    /// Packets made or lost for want of a buffer (`rx_nobuf`): what the count and the pace
+    /// have used up.
     sent: u64,
+    /// The caller keeps what finds no buffer (a NIC model's ring holds the frame until a
+    /// buffer frees): nothing is lost, so a shortfall is neither `rx_nobuf` nor used up.
+    keep_unmade: bool,
     started: Option<Instant>,
     stats: PortStats,
     /// Closed-loop state (`request_response`).
@@ -457,6 +462,7 @@ impl Generator {
             in_burst: 0,
             size_idx: 0,
             sent: 0,
+            keep_unmade: false,
             started: None,
             stats: PortStats::default(),
             rr: cfg_rr,
@@ -497,9 +503,11 @@ impl Generator {
     }
 
     /// Sends at the pace its caller sets: drops its own `rate_pps` (the NIC model's receive
-    /// side paces arrivals itself).
+    /// side paces arrivals itself), and a frame that finds no buffer stays the caller's to
+    /// ask for again.
     pub fn unpaced(mut self) -> Generator {
         self.cfg.rate_pps = None;
+        self.keep_unmade = true;
         self
     }
 
@@ -688,8 +696,9 @@ impl Generator {
             return 0;
         }
         let first = out.len();
+        // A client whose request finds no buffer sends it once one frees (it stays idle):
+        // nothing is lost, so it is not `rx_nobuf`.
         let got = bufs.alloc_bulk(out, want, 0);
-        self.stats.rx_nobuf += (want - got) as u64;
         let mut bytes = 0u64;
         for p in &mut out[first..first + got] {
             let flow = rr.idle.pop_front().expect("counted above") as usize;
@@ -742,14 +751,16 @@ impl Port for Generator {
         }
         let first = out.len();
         let got = bufs.alloc_bulk(out, want, 0);
-        if got < want {
-            self.stats.rx_nobuf += (want - got) as u64;
-        }
+        // Packets due with no buffer are lost, as a NIC drops a frame with no descriptor:
+        // counted once in rx_nobuf and used up (a count ends with rx_packets + rx_nobuf = N,
+        // a pace does not catch up on them), unless the caller keeps them.
+        let lost = if self.keep_unmade { 0 } else { want - got };
+        self.stats.rx_nobuf += lost as u64;
         let train = self.cfg.tcp_train > 0 && self.cfg.proto == L4Proto::Tcp;
         let idents = !train && !self.cfg.dont_frag;
         if !train && !idents && self.fixed_small {
             let bytes = self.fill_small(bufs, &mut out[first..first + got]);
-            self.sent += got as u64;
+            self.sent += (got + lost) as u64;
             self.stats.rx_packets += got as u64;
             self.stats.rx_bytes += bytes;
             return got;
@@ -784,8 +795,9 @@ impl Port for Generator {
             bytes += len as u64;
         }
         let got = if short > 0 { got - Self::remove_short(bufs, out, first) } else { got };
+        let short = if self.keep_unmade { 0 } else { short };
         self.stats.rx_nobuf += short as u64;
-        self.sent += got as u64;
+        self.sent += (got + lost + short) as u64;
         self.stats.rx_packets += got as u64;
         self.stats.rx_bytes += bytes;
         got
@@ -871,6 +883,36 @@ mod tests {
         assert_eq!(g.stats.rx_packets, 9);
         assert_eq!(g.stats.rx_bytes, 9 * g.templates[0].bytes.len() as u64);
         bufs.free_pkts(&out);
+    }
+
+    /// A packet that finds the pool empty is lost once (rx_nobuf), not made again later: a
+    /// counted run ends with rx_packets + rx_nobuf = packets. A NIC model's generator
+    /// (`unpaced`) keeps it instead: its ring holds the frame until a buffer frees.
+    #[test]
+    fn a_packet_without_a_buffer_is_counted_once() {
+        let pool = Pool::new(4).expect("pool");
+        let mut bufs = pool.cache();
+        for keep in [false, true] {
+            let cfg = GenConfig { packets: Some(10), ..GenConfig::default() };
+            let mut g = Generator::new("g", cfg).expect("generator");
+            if keep {
+                g = g.unpaced();
+            }
+            let mut out = Vec::new();
+            for _ in 0..3 {
+                g.rx_burst(&mut bufs, &mut out, 64);
+                bufs.free_pkts(&out);
+                out.clear();
+            }
+            let s = g.stats();
+            assert!(g.rx_done());
+            if keep {
+                assert_eq!((s.rx_packets, s.rx_nobuf), (10, 0), "kept: all made in the end");
+            } else {
+                assert_eq!(s.rx_packets + s.rx_nobuf, 10, "{s:?}");
+                assert_eq!(s.rx_nobuf, 6, "10 due, 4 buffers");
+            }
+        }
     }
 
     /// IPv4 without DF: each flow's datagrams carry IDs 0, 1, 2, ... (valid header
