@@ -404,6 +404,15 @@ impl Port for PcapOut {
         }
         let (written, err) = write_counted(file, &self.scratch);
         let accepted = self.ends.iter().take_while(|&&end| end <= written).count();
+        let whole = accepted.checked_sub(1).map_or(0, |i| self.ends[i]);
+        if err.is_some() && written > whole {
+            // A record cut by the error: take its bytes back, so the file ends with the last
+            // whole record and stays readable (error path only: two more syscalls).
+            let torn = (written - whole) as u64;
+            if let Ok(end) = file.stream_position() {
+                let _ = file.set_len(end - torn).and_then(|()| file.seek(std::io::SeekFrom::Start(end - torn)));
+            }
+        }
         self.error = err;
         for p in &pkts[..accepted] {
             self.stats.tx_packets += 1;
@@ -568,6 +577,47 @@ mod tests {
         assert_eq!(lens, [61, 100, 62]);
         assert_eq!(cap.frames[0], vec![5u8; 61], "no padding bytes");
         assert_eq!(cap.truncated, 1, "the 150-byte frame, cut to 100");
+    }
+
+    /// A write cut short by a full disk leaves no torn record: the file ends with the last
+    /// whole one. Run in a child process (this test binary again) whose file size limit
+    /// (RLIMIT_FSIZE, SIGXFSZ ignored: EFBIG) leaves room for a record and a half.
+    #[test]
+    fn a_record_cut_by_a_write_error_is_taken_back() {
+        const CHILD: &str = "SLUICE_PCAP_FSIZE_CHILD";
+        if let Ok(path) = std::env::var(CHILD) {
+            let pool = crate::buf::Pool::new(8).unwrap();
+            let mut bufs = pool.cache();
+            let mut out = PcapOut::create("out", Path::new(&path)).unwrap();
+            let pkts: Vec<Pkt> = (0..2u8).map(|i| bufs.alloc_copy(&[i; 60]).unwrap()).collect();
+            assert_eq!(out.tx_burst(&mut bufs, &pkts, false), 1, "room for one record and a half");
+            bufs.free_pkts(&pkts[1..]);
+            assert!(out.finish().is_err());
+            return;
+        }
+        use std::os::unix::process::CommandExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.pcap");
+        let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+        cmd.args(["--exact", "port::pcap::tests::a_record_cut_by_a_write_error_is_taken_back", "--test-threads=1"]);
+        cmd.env(CHILD, &path);
+        // Header 24 + one record of 16 + 60, and 38 bytes of the next.
+        let limit = 24 + 76 + 38;
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                let lim = libc::rlimit { rlim_cur: limit, rlim_max: limit };
+                if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 || libc::signal(libc::SIGXFSZ, libc::SIG_IGN) == libc::SIG_ERR {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.output().unwrap();
+        assert!(child.status.success(), "{}", String::from_utf8_lossy(&child.stdout));
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(bytes.len(), 24 + 16 + 60, "the cut record is gone");
+        assert_eq!(parse_pcap(&bytes).unwrap().frames, vec![vec![0u8; 60]]);
     }
 
     #[test]
