@@ -96,6 +96,14 @@ pub fn parse_pcap(bytes: &[u8]) -> Result<Capture, String> {
         if raw.incl_len > MAX_SNAPLEN {
             return Err(format!("record {n} at byte {at}: {} captured bytes (more than {MAX_SNAPLEN})", raw.incl_len));
         }
+        if raw.incl_len > raw.orig_len {
+            // The record claims more bytes than the frame had: a broken writer; which length
+            // is wrong cannot be told, so the file is refused rather than guessed at.
+            return Err(format!(
+                "record {n} at byte {at}: {} captured bytes, more than the frame's {} on the wire (orig_len)",
+                raw.incl_len, raw.orig_len
+            ));
+        }
         cap.push(raw.data.into_owned(), raw.incl_len < raw.orig_len);
         rest = next;
     }
@@ -132,6 +140,13 @@ pub fn parse_pcapng(bytes: &[u8]) -> Result<Capture, String> {
                 continue;
             }
         };
+        if data.len() as u64 > orig_len as u64 {
+            // As in classic pcap: more captured than the frame had is a broken file.
+            return Err(format!(
+                "pcapng block at byte {at}: {} captured bytes, more than the frame's {orig_len} (original length)",
+                data.len()
+            ));
+        }
         match link {
             Some(DataLink::ETHERNET) => {}
             Some(other) => return Err(format!("pcapng block at byte {at}: link type {other:?} is not Ethernet")),
@@ -222,6 +237,7 @@ impl Port for PcapIn {
     }
 
     fn tx_burst(&mut self, bufs: &mut BufCache, pkts: &[Pkt], more: bool) -> usize {
+        self.stats.tx_bytes += pkts.iter().map(|p| p.total_len() as u64).sum::<u64>();
         bufs.free_pkts(pkts);
         self.stats.tx_packets += pkts.len() as u64;
         if !more {
@@ -481,6 +497,25 @@ mod tests {
         assert_eq!(cap.frames.len(), 2);
         assert_eq!(cap.frames[0], vec![1u8; 96]);
         assert_eq!(cap.truncated, 1);
+    }
+
+    /// A record holding more bytes than its frame had is refused with the record named.
+    #[test]
+    fn a_record_longer_than_its_frame_refuses_the_file() {
+        let e = parse_pcap(&pcap_bytes(&[(&[1u8; 60], 60), (&[2u8; 64], 60)])).unwrap_err();
+        assert!(e.contains("record 1 at byte 100") && e.contains("64 captured bytes") && e.contains("60"), "{e}");
+    }
+
+    /// Packets sent back into a replayed capture count in bytes as well as packets.
+    #[test]
+    fn pcap_in_counts_what_it_is_sent_in_bytes() {
+        let pool = crate::buf::Pool::new(8).unwrap();
+        let mut bufs = pool.cache();
+        let mut port = PcapIn::from_frames("in", Vec::new(), 1);
+        let pkts: Vec<Pkt> = [60usize, 100].iter().map(|&n| bufs.alloc_copy(&vec![0u8; n]).unwrap()).collect();
+        assert_eq!(port.tx_burst(&mut bufs, &pkts, false), 2);
+        assert_eq!((port.stats().tx_packets, port.stats().tx_bytes), (2, 160));
+        assert_eq!(bufs.in_use(), 0);
     }
 
     #[test]
