@@ -502,6 +502,17 @@ impl Generator {
         self.order.len()
     }
 
+    /// Packets its count still allows (None: no count).
+    pub fn remaining(&self) -> Option<u64> {
+        self.packets.map(|n| n.saturating_sub(self.sent))
+    }
+
+    /// Uses up `n` packets of its count without making them (frames a NIC model's ring
+    /// missed: they existed on the wire, so they end a counted run as made ones do).
+    pub fn skip(&mut self, n: u64) {
+        self.sent += n;
+    }
+
     /// Sends at the pace its caller sets: drops its own `rate_pps` (the NIC model's receive
     /// side paces arrivals itself), and a frame that finds no buffer stays the caller's to
     /// ask for again.

@@ -268,11 +268,18 @@ impl SimNic {
         let Some(rx) = self.rx.as_mut() else { return };
         let start = *rx.start_ns.get_or_insert(now);
         let due = (now.saturating_sub(start) as f64 * rx.pps / 1e9) as u64;
-        let new = due.saturating_sub(rx.arrived);
+        let mut new = due.saturating_sub(rx.arrived);
         rx.arrived = rx.arrived.max(due);
+        if let Some(left) = rx.gen.remaining() {
+            // A counted generator's frames stop arriving once all of them have: those in the
+            // ring are still to be made, missed ones were used up.
+            new = new.min(left.saturating_sub(rx.pending));
+        }
         let room = rx.ring - rx.pending;
         rx.pending += new.min(room);
-        self.stats.rx_missed += new.saturating_sub(room);
+        let missed = new.saturating_sub(room);
+        rx.gen.skip(missed);
+        self.stats.rx_missed += missed;
     }
 
     /// Bytes a packet of `len` bytes takes on the wire, framing included (TSO: segmented).
@@ -530,6 +537,27 @@ mod tests {
         let mean = crate::port::gen::Generator::new("g", line.clone()).unwrap().mean_frame_len();
         let want = 10e9 / 8.0 / (mean + 24.0);
         assert!((total - want).abs() < want * 1e-6, "{total} pps, want the 10G line rate {want}");
+    }
+
+    /// A counted generator behind the wire: arrivals end with its count, so frames that never
+    /// existed are not missed, and the missed ones end the run as received ones do.
+    #[test]
+    fn a_counted_wire_stops_arriving_at_its_count() {
+        let pool = Pool::new(64).unwrap();
+        let mut bufs = pool.cache();
+        let (nic, t) = manual(SimConfig { rx_ring: 8, ..SimConfig::default() });
+        let gen = crate::port::gen::GenConfig { flows: 1, rate_pps: Some(1e9), packets: Some(10), ..Default::default() };
+        let mut nic = nic.receiving(crate::port::gen::Generator::new("nic", gen).unwrap(), 1.0);
+        let mut out = Vec::new();
+        assert_eq!(nic.rx_burst(&mut bufs, &mut out, 32), 0, "the first look starts the wire");
+        t.store(1_000_000, Ordering::Relaxed);
+        assert_eq!(nic.rx_burst(&mut bufs, &mut out, 32), 8, "a full ring");
+        assert_eq!(nic.stats().rx_missed, 2, "10 frames existed, 8 fit");
+        t.store(2_000_000, Ordering::Relaxed);
+        assert_eq!(nic.rx_burst(&mut bufs, &mut out, 32), 0);
+        assert_eq!(nic.stats().rx_missed, 2);
+        assert!(nic.rx_done(), "every frame arrived or was missed");
+        bufs.free_pkts(&out);
     }
 
     #[test]
