@@ -848,7 +848,11 @@ impl Port for AfXdpQueue {
         // Never-consumed descriptors were never completed either, so no more than the ones
         // still lent: a consumer index the kernel published late (it may publish only when
         // its cached window runs out) cannot make frames that left count as written off.
-        let pending = self.tx.prod_pending().min(self.tx_lent);
+        // The unsent ones are the last `pending` before the producer index: `skip` of those
+        // after the consumer index as read were in fact taken.
+        let unconsumed = self.tx.prod_pending();
+        let pending = unconsumed.min(self.tx_lent);
+        let skip = unconsumed - pending;
         // Those an earlier flush wrote off are not counted twice.
         let cons = self.tx.prod_index().wrapping_sub(pending);
         let done = self.tx_written_off.wrapping_sub(cons);
@@ -856,7 +860,7 @@ impl Port for AfXdpQueue {
         self.tx_written_off = self.tx.prod_index();
         let (mut packets, mut bytes) = (0u64, 0u64);
         for i in from..pending {
-            let d = self.tx.get_desc(i);
+            let d = self.tx.get_desc(skip + i);
             bytes += d.len as u64;
             packets += u64::from(d.options & sys::XDP_PKT_CONTD == 0);
         }
