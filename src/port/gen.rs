@@ -502,6 +502,12 @@ impl Generator {
         self.order.len()
     }
 
+    /// Whether packets that find no buffer are lost (used up): only on a pace, which sets
+    /// when each is due, and not when the caller keeps them.
+    fn loses_unmade(&self) -> bool {
+        !self.keep_unmade && self.cfg.rate_pps.is_some()
+    }
+
     /// Packets its count still allows (None: no count).
     pub fn remaining(&self) -> Option<u64> {
         self.packets.map(|n| n.saturating_sub(self.sent))
@@ -762,11 +768,15 @@ impl Port for Generator {
         }
         let first = out.len();
         let got = bufs.alloc_bulk(out, want, 0);
-        // Packets due with no buffer are lost, as a NIC drops a frame with no descriptor:
-        // counted once in rx_nobuf and used up (a count ends with rx_packets + rx_nobuf = N,
-        // a pace does not catch up on them), unless the caller keeps them.
-        let lost = if self.keep_unmade { 0 } else { want - got };
-        self.stats.rx_nobuf += lost as u64;
+        // A paced generator's packets due with no buffer are lost, as a NIC drops a frame
+        // with no descriptor: counted once in rx_nobuf and used up (a count ends with
+        // rx_packets + rx_nobuf = N; the pace does not catch up on them). An unpaced one has
+        // no schedule to miss: the pool holds it back, the shortfall is counted in rx_nobuf
+        // as starvation and made later. A caller that keeps them (a NIC model) counts none.
+        let lost = if self.loses_unmade() { want - got } else { 0 };
+        if !self.keep_unmade {
+            self.stats.rx_nobuf += (want - got) as u64;
+        }
         let train = self.cfg.tcp_train > 0 && self.cfg.proto == L4Proto::Tcp;
         let idents = !train && !self.cfg.dont_frag;
         if !train && !idents && self.fixed_small {
@@ -806,8 +816,10 @@ impl Port for Generator {
             bytes += len as u64;
         }
         let got = if short > 0 { got - Self::remove_short(bufs, out, first) } else { got };
-        let short = if self.keep_unmade { 0 } else { short };
-        self.stats.rx_nobuf += short as u64;
+        if !self.keep_unmade {
+            self.stats.rx_nobuf += short as u64;
+        }
+        let short = if self.loses_unmade() { short } else { 0 };
         self.sent += (got + lost + short) as u64;
         self.stats.rx_packets += got as u64;
         self.stats.rx_bytes += bytes;
@@ -896,32 +908,37 @@ mod tests {
         bufs.free_pkts(&out);
     }
 
-    /// A packet that finds the pool empty is lost once (rx_nobuf), not made again later: a
-    /// counted run ends with rx_packets + rx_nobuf = packets. A NIC model's generator
-    /// (`unpaced`) keeps it instead: its ring holds the frame until a buffer frees.
+    /// A paced generator's packet that finds the pool empty is lost once (rx_nobuf), not
+    /// made again later: a counted run ends with rx_packets + rx_nobuf = packets. An unpaced
+    /// one is held back by the pool (the shortfall counted as starvation, every packet made
+    /// in the end); a NIC model's generator (`unpaced`) keeps them without counting.
     #[test]
     fn a_packet_without_a_buffer_is_counted_once() {
         let pool = Pool::new(4).expect("pool");
         let mut bufs = pool.cache();
-        for keep in [false, true] {
-            let cfg = GenConfig { packets: Some(10), ..GenConfig::default() };
+        for (paced, keep) in [(true, false), (false, false), (false, true)] {
+            // Paced fast enough that all 10 are due at once.
+            let rate_pps = paced.then_some(1e12);
+            let cfg = GenConfig { packets: Some(10), rate_pps, ..GenConfig::default() };
             let mut g = Generator::new("g", cfg).expect("generator");
             if keep {
                 g = g.unpaced();
             }
             let mut out = Vec::new();
-            for _ in 0..3 {
+            for _ in 0..1000 {
+                if g.rx_done() {
+                    break;
+                }
                 g.rx_burst(&mut bufs, &mut out, 64);
                 bufs.free_pkts(&out);
                 out.clear();
             }
             let s = g.stats();
-            assert!(g.rx_done());
-            if keep {
-                assert_eq!((s.rx_packets, s.rx_nobuf), (10, 0), "kept: all made in the end");
-            } else {
-                assert_eq!(s.rx_packets + s.rx_nobuf, 10, "{s:?}");
-                assert_eq!(s.rx_nobuf, 6, "10 due, 4 buffers");
+            assert!(g.rx_done(), "paced={paced} keep={keep}: {s:?}");
+            match (paced, keep) {
+                (true, _) => assert_eq!((s.rx_packets, s.rx_nobuf), (4, 6), "10 due, 4 buffers: 6 lost once"),
+                (false, false) => assert!(s.rx_packets == 10 && s.rx_nobuf > 0, "held back, all made: {s:?}"),
+                (false, true) => assert_eq!((s.rx_packets, s.rx_nobuf), (10, 0), "kept: all made in the end"),
             }
         }
     }

@@ -425,8 +425,9 @@ impl Port for PcapOut {
             // A record cut by the error: take its bytes back, so the file ends with the last
             // whole record and stays readable (error path only: two more syscalls).
             let torn = (written - whole) as u64;
-            if let Ok(end) = file.stream_position() {
-                let _ = file.set_len(end - torn).and_then(|()| file.seek(std::io::SeekFrom::Start(end - torn)));
+            // (A device whose position reads 0, such as /dev/full, has nothing to take back.)
+            if let Some(keep) = file.stream_position().ok().and_then(|end| end.checked_sub(torn)) {
+                let _ = file.set_len(keep).and_then(|()| file.seek(std::io::SeekFrom::Start(keep)));
             }
         }
         self.error = err;
