@@ -140,7 +140,7 @@ fn special_value(name: &str, value: &str) -> Option<Result<u64, String>> {
     };
     if let Some(hex) = v.strip_prefix("0x") {
         return Some(match u64::from_str_radix(hex, 16) {
-            Ok(m) if m >> present == 0 || present == 64 => Ok(m),
+            Ok(m) if present >= 64 || m >> present == 0 => Ok(m),
             Ok(m) => Err(format!("CPU {} is not present (this machine has CPUs 0-{})", 63 - m.leading_zeros(), present - 1)),
             Err(_) => Err("expected a CPU list like 0-1 or a hex mask like 0x3".into()),
         });

@@ -112,8 +112,18 @@ impl QdiscSpec {
             if self.quantum < 256 {
                 return Err(("quantum", format!("{} is below 256 bytes", self.quantum)));
             }
+            // fq_codel_change refuses a quantum above 1 MiB (EINVAL); a larger one would also
+            // overflow the signed deficit, and dequeue would never find a flow with credit.
+            if self.quantum > 1 << 20 {
+                return Err(("quantum", format!("{} is above 1048576 bytes", self.quantum)));
+            }
             if self.target_ns == 0 || self.interval_ns == 0 {
                 return Err(("target/interval", "must be above 0".into()));
+            }
+            // The kernel's netlink fields are u32 microseconds (and now + interval must not
+            // overflow the clock).
+            if self.target_ns.max(self.interval_ns) > u32::MAX as u64 * 1000 {
+                return Err(("target/interval", format!("above {} µs (the kernel's u32)", u32::MAX)));
             }
             if self.drop_batch == 0 {
                 return Err(("drop_batch", "0: an overlimit drop must drop something".into()));

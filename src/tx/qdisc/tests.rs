@@ -531,3 +531,18 @@ fn an_fq_codel_limit_beyond_any_pool_is_refused() {
     // The fifos keep their own rule (no preallocation beyond a bound).
     assert!(QdiscSpec { limit: Some(u32::MAX), ..QdiscSpec::new(QdiscKind::Pfifo) }.validate().is_ok());
 }
+
+/// fq_codel's quantum and times are bounded as the kernel bounds them (fq_codel_change:
+/// quantum <= 1 MiB, u32 µs): a quantum of 2^31 went negative in the signed deficit and
+/// dequeue spun forever; an interval near u64::MAX overflowed now + interval.
+#[test]
+fn fq_codel_quantum_and_times_beyond_the_kernels_bounds_are_refused() {
+    let fq = QdiscSpec::new(QdiscKind::FqCodel);
+    assert!(QdiscSpec { quantum: 1 << 20, ..fq.clone() }.validate().is_ok());
+    assert_eq!(QdiscSpec { quantum: (1 << 20) + 1, ..fq.clone() }.validate().unwrap_err().0, "quantum");
+    assert_eq!(QdiscSpec { quantum: 1 << 31, ..fq.clone() }.validate().unwrap_err().0, "quantum");
+    let max_ns = u32::MAX as u64 * 1000;
+    assert!(QdiscSpec { interval_ns: max_ns, target_ns: max_ns, ..fq.clone() }.validate().is_ok());
+    assert_eq!(QdiscSpec { interval_ns: max_ns + 1000, ..fq.clone() }.validate().unwrap_err().0, "target/interval");
+    assert_eq!(QdiscSpec { target_ns: u64::MAX, ..fq }.validate().unwrap_err().0, "target/interval");
+}
