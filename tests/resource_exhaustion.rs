@@ -181,18 +181,7 @@ fn hash_filler_program() -> Arc<Program> {
         mov64_imm(0, 2),      // out: XDP_PASS
         exit(),
     ]);
-    let maps = vec![
-        MapDef { name: "state".into(), map_type: map_type::ARRAY, key_size: 4, value_size: 24, max_entries: 1, flags: 0, inner: None },
-        MapDef {
-            name: "flows".into(),
-            map_type: map_type::HASH,
-            key_size: 8,
-            value_size: 8,
-            max_entries: FLOW_SLOTS,
-            flags: 0,
-            inner: None,
-        },
-    ];
+    let maps = vec![MapDef::new("state", map_type::ARRAY, 4, 24, 1), MapDef::new("flows", map_type::HASH, 8, 8, FLOW_SLOTS)];
     Arc::new(Program { name: "hash_filler".into(), section: "xdp".into(), insns, maps })
 }
 

@@ -421,7 +421,7 @@ fn calls_pass_stack_pointers_and_limit_depth() {
 }
 
 fn array_def(name: &str, vs: u32, n: u32, flags: u32) -> MapDef {
-    MapDef { name: name.into(), map_type: map_type::ARRAY, key_size: 4, value_size: vs, max_entries: n, flags, inner: None }
+    MapDef::new(name, map_type::ARRAY, 4, vs, n).with_flags(flags)
 }
 
 fn maps_of(defs: &[MapDef], ncpus: u32) -> Arc<Maps> {
@@ -521,10 +521,7 @@ fn globals_rodata_is_read_only() {
 
 #[test]
 fn map_helpers() {
-    let defs = [
-        MapDef { name: "h".into(), map_type: map_type::HASH, key_size: 4, value_size: 8, max_entries: 4, flags: 0, inner: None },
-        array_def("a", 8, 4, 0),
-    ];
+    let defs = [MapDef::new("h", map_type::HASH, 4, 8, 4), array_def("a", 8, 4, 0)];
     let maps = maps_of(&defs, 1);
     // update(h, key=7, value=42); v = lookup(h, 7); *v += 1; delete(h, 8) -> -ENOENT;
     // return *v + (delete result << 32)
@@ -594,8 +591,7 @@ fn map_helpers() {
 
 #[test]
 fn percpu_lookup_uses_env_cpu() {
-    let defs =
-        [MapDef { name: "pc".into(), map_type: map_type::PERCPU_ARRAY, key_size: 4, value_size: 8, max_entries: 1, flags: 0, inner: None }];
+    let defs = [MapDef::new("pc", map_type::PERCPU_ARRAY, 4, 8, 1)];
     let maps = maps_of(&defs, 4);
     let p = flat(&[
         &[st(BPF_W, 10, -4, 0)],
@@ -739,11 +735,7 @@ fn adjust_tail_bounds() {
 
 #[test]
 fn redirect_helpers() {
-    let defs = [
-        MapDef { name: "dev".into(), map_type: map_type::DEVMAP, key_size: 4, value_size: 4, max_entries: 8, flags: 0, inner: None },
-        MapDef { name: "xsk".into(), map_type: map_type::XSKMAP, key_size: 4, value_size: 4, max_entries: 8, flags: 0, inner: None },
-        array_def("arr", 4, 8, 0),
-    ];
+    let defs = [MapDef::new("dev", map_type::DEVMAP, 4, 4, 8), MapDef::new("xsk", map_type::XSKMAP, 4, 4, 8), array_def("arr", 4, 8, 0)];
     let maps = maps_of(&defs, 1);
     maps.get(0).unwrap().update(&3u32.to_le_bytes(), &12u32.to_le_bytes(), 0).unwrap();
     maps.get(1).unwrap().update(&1u32.to_le_bytes(), &5u32.to_le_bytes(), 0).unwrap();
@@ -1039,15 +1031,7 @@ fn xdp_bytes_past_the_packet_fail_whole_without_a_partial_copy() {
 /// `bpf_xdp_event_output` appends them after the sample).
 #[test]
 fn perf_event_output_appends_ctxlen_packet_bytes_to_the_record() {
-    let defs = [MapDef {
-        name: "events".into(),
-        map_type: map_type::PERF_EVENT_ARRAY,
-        key_size: 4,
-        value_size: 4,
-        max_entries: 1,
-        flags: 0,
-        inner: None,
-    }];
+    let defs = [MapDef::new("events", map_type::PERF_EVENT_ARRAY, 4, 4, 1)];
     let maps = maps_of(&defs, 1);
     maps.get(0).unwrap().attach_consumer();
     let flags = crate::maps::BPF_F_CURRENT_CPU | (6u64 << 32);
@@ -1172,8 +1156,7 @@ fn printk_plain_pointer_before_whitespace_or_punctuation() {
 /// every later record back from the consumer.
 #[test]
 fn ringbuf_discard_releases_the_record_and_unblocks_the_ones_after_it() {
-    let defs =
-        [MapDef { name: "rb".into(), map_type: map_type::RINGBUF, key_size: 0, value_size: 0, max_entries: 4096, flags: 0, inner: None }];
+    let defs = [MapDef::new("rb", map_type::RINGBUF, 0, 0, 4096)];
     let maps = maps_of(&defs, 1);
     maps.get(0).unwrap().attach_consumer();
     let reserve = |len: i32| flat(&[&lddw_map(1, 0), &[mov64_imm(2, len), mov64_imm(3, 0), call(hid::RINGBUF_RESERVE)]]);
@@ -1216,8 +1199,7 @@ fn ringbuf_discard_releases_the_record_and_unblocks_the_ones_after_it() {
 /// BPF_RB_FORCE_WAKEUP, and no record then.
 #[test]
 fn ringbuf_output_copies_the_bytes_into_a_submitted_record() {
-    let defs =
-        [MapDef { name: "rb".into(), map_type: map_type::RINGBUF, key_size: 0, value_size: 0, max_entries: 4096, flags: 0, inner: None }];
+    let defs = [MapDef::new("rb", map_type::RINGBUF, 0, 0, 4096)];
     let maps = maps_of(&defs, 1);
     maps.get(0).unwrap().attach_consumer();
     let output = |flags: i32| {

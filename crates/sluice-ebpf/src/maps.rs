@@ -1573,7 +1573,7 @@ mod tests {
     use super::*;
 
     fn def(t: u32, ks: u32, vs: u32, n: u32) -> MapDef {
-        MapDef { name: "m".into(), map_type: t, key_size: ks, value_size: vs, max_entries: n, flags: 0, inner: None }
+        MapDef::new("m", t, ks, vs, n)
     }
 
     /// Creation flags as the kernel takes them per map type: an LRU hash cannot be

@@ -39,6 +39,17 @@ pub struct MapDef {
 }
 
 impl MapDef {
+    /// A map of `map_type` without flags or inner template (what a plain
+    /// `struct { __uint(type, …); … } name SEC(".maps")` declares).
+    pub fn new(name: &str, map_type: u32, key_size: u32, value_size: u32, max_entries: u32) -> MapDef {
+        MapDef { name: name.to_string(), map_type, key_size, value_size, max_entries, flags: 0, inner: None }
+    }
+
+    /// The same map with `flags` (`map_flags`: BPF_F_NO_PREALLOC, BPF_F_RDONLY_PROG, …).
+    pub fn with_flags(self, flags: u32) -> MapDef {
+        MapDef { flags, ..self }
+    }
+
     /// A `BPF_F_RDONLY_PROG` array of one value (`.rodata`): once frozen, the verifier reads
     /// its bytes as constants (bpf_map_is_rdonly + bpf_map_direct_read).
     pub fn is_readonly_one_value_array(&self) -> bool {

@@ -59,18 +59,7 @@ fn allocations_in(f: impl FnOnce()) -> usize {
 }
 
 fn defs() -> Vec<MapDef> {
-    vec![
-        MapDef { name: "rb".into(), map_type: map_type::RINGBUF, key_size: 0, value_size: 0, max_entries: 4096, flags: 0, inner: None },
-        MapDef {
-            name: "perf".into(),
-            map_type: map_type::PERF_EVENT_ARRAY,
-            key_size: 4,
-            value_size: 4,
-            max_entries: 2,
-            flags: 0,
-            inner: None,
-        },
-    ]
+    vec![MapDef::new("rb", map_type::RINGBUF, 0, 0, 4096), MapDef::new("perf", map_type::PERF_EVENT_ARRAY, 4, 4, 2)]
 }
 
 /// "abcd" to the ring buffer, then "abcd" + the packet's first 4 bytes to this CPU's perf

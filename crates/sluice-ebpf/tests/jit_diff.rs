@@ -651,7 +651,7 @@ fn atomics_on_stack_and_map() {
 }
 
 fn array_def(name: &str, vs: u32, n: u32, flags: u32) -> MapDef {
-    MapDef { name: name.into(), map_type: map_type::ARRAY, key_size: 4, value_size: vs, max_entries: n, flags, inner: None }
+    MapDef::new(name, map_type::ARRAY, 4, vs, n).with_flags(flags)
 }
 
 #[test]
@@ -688,10 +688,7 @@ fn globals_and_rodata() {
 
 #[test]
 fn map_helpers() {
-    let defs = [
-        MapDef { name: "h".into(), map_type: map_type::HASH, key_size: 4, value_size: 8, max_entries: 4, flags: 0, inner: None },
-        array_def("a", 8, 4, 0),
-    ];
+    let defs = [MapDef::new("h", map_type::HASH, 4, 8, 4), array_def("a", 8, 4, 0)];
     let mut p = flat(&[
         &[st(BPF_W, 10, -4, 7), st(BPF_DW, 10, -16, 42)],
         &lddw_map(1, 0),
@@ -807,8 +804,7 @@ fn printk_programs_see_a_zeroed_stack() {
 
 #[test]
 fn percpu_maps_use_the_env_cpu() {
-    let defs =
-        [MapDef { name: "pc".into(), map_type: map_type::PERCPU_ARRAY, key_size: 4, value_size: 8, max_entries: 1, flags: 0, inner: None }];
+    let defs = [MapDef::new("pc", map_type::PERCPU_ARRAY, 4, 8, 1)];
     let p = flat(&[
         &[st(BPF_W, 10, -4, 0)],
         &lddw_map(1, 0),
@@ -928,10 +924,7 @@ fn adjust_head_meta_tail() {
 
 #[test]
 fn redirect_helpers() {
-    let defs = [
-        MapDef { name: "dev".into(), map_type: map_type::DEVMAP, key_size: 4, value_size: 4, max_entries: 8, flags: 0, inner: None },
-        MapDef { name: "xsk".into(), map_type: map_type::XSKMAP, key_size: 4, value_size: 4, max_entries: 8, flags: 0, inner: None },
-    ];
+    let defs = [MapDef::new("dev", map_type::DEVMAP, 4, 4, 8), MapDef::new("xsk", map_type::XSKMAP, 4, 4, 8)];
     let setup = |m: &Maps| {
         m.get(0).unwrap().update(&3u32.to_le_bytes(), &12u32.to_le_bytes(), 0).unwrap();
         m.get(1).unwrap().update(&1u32.to_le_bytes(), &5u32.to_le_bytes(), 0).unwrap();
@@ -1159,15 +1152,7 @@ fn a_failed_load_bytes_leaves_zeros_not_stale_stack() {
 /// two-slot perf array the slot does not exist (-E2BIG in both engines).
 #[test]
 fn event_outputs_see_the_runs_cpu() {
-    let defs = [MapDef {
-        name: "events".into(),
-        map_type: map_type::PERF_EVENT_ARRAY,
-        key_size: 4,
-        value_size: 4,
-        max_entries: 2,
-        flags: 0,
-        inner: None,
-    }];
+    let defs = [MapDef::new("events", map_type::PERF_EVENT_ARRAY, 4, 4, 2)];
     let p = flat(&[
         &[mov64_reg(6, 1), st(BPF_DW, 10, -8, 0), mov64_reg(1, 6)],
         &lddw_map(2, 0),

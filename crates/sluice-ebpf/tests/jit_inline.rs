@@ -16,10 +16,6 @@ use sluice_ebpf::program::map_type;
 use sluice_ebpf::verifier::{verify, VerifyOptions};
 use sluice_ebpf::{Interpreter, LowMem, MapDef, Maps, NullEnv, RunErrorKind, XdpBuff};
 
-fn def(name: &str, t: u32, key_size: u32, value_size: u32, max_entries: u32) -> MapDef {
-    MapDef { name: name.into(), map_type: t, key_size, value_size, max_entries, flags: 0, inner: None }
-}
-
 fn compiled(insns: &[Insn], defs: &[MapDef], ncpus: u32) -> JitProgram {
     Jit::compile(prog(insns.to_vec(), defs), Arc::new(Maps::new(defs, ncpus).unwrap())).unwrap()
 }
@@ -67,7 +63,7 @@ fn keys(n: u32) -> Vec<u32> {
 #[test]
 fn array_lookups_are_inlined_exactly() {
     for (vs, n) in [(4, 1), (8, 1), (3, 5), (12, 3), (16, 7), (24, 2), (8, 1000)] {
-        let defs = [def("a", map_type::ARRAY, 4, vs, n)];
+        let defs = [MapDef::new("a", map_type::ARRAY, 4, vs, n)];
         let p = lookup_and_bump(vs);
         let j = compiled(&p, &defs, 1);
         assert_eq!(j.inlined_lookups(), 1, "vs {vs} n {n}");
@@ -85,7 +81,7 @@ fn array_lookups_are_inlined_exactly() {
 #[test]
 fn percpu_array_lookups_use_the_run_cpu() {
     for (vs, n, ncpus) in [(8, 1, 4), (12, 3, 3), (5, 2, 1)] {
-        let defs = [def("pc", map_type::PERCPU_ARRAY, 4, vs, n)];
+        let defs = [MapDef::new("pc", map_type::PERCPU_ARRAY, 4, vs, n)];
         let p = lookup_and_bump(vs);
         let j = compiled(&p, &defs, ncpus);
         assert_eq!(j.inlined_lookups(), 1);
@@ -105,7 +101,7 @@ fn percpu_array_lookups_use_the_run_cpu() {
 /// inlined.
 #[test]
 fn inlined_lookups_with_other_key_memory() {
-    let defs = [def("a", map_type::ARRAY, 4, 8, 4), def(".bss", map_type::ARRAY, 4, 8, 1)];
+    let defs = [MapDef::new("a", map_type::ARRAY, 4, 8, 4), MapDef::new(".bss", map_type::ARRAY, 4, 8, 1)];
     let p = flat(&[
         // r6 = data, r7 = data_end; short packet: return 9.
         &[ldx(BPF_W, 6, 1, 0), ldx(BPF_W, 7, 1, 4), mov64_reg(8, 6), alu64_imm(BPF_ADD, 8, 8), jmp_reg(BPF_JGT, 8, 7, 21)],
@@ -140,7 +136,7 @@ fn inlined_lookups_with_other_key_memory() {
 /// not an array, the helper is called.
 #[test]
 fn other_lookups_call_the_helper() {
-    let defs = [def("a", map_type::ARRAY, 4, 8, 4), def("h", map_type::HASH, 4, 8, 4)];
+    let defs = [MapDef::new("a", map_type::ARRAY, 4, 8, 4), MapDef::new("h", map_type::HASH, 4, 8, 4)];
     // `goto +0` makes the call start a new block.
     let p = flat(&[
         &[st(BPF_W, 10, -4, 1)],
@@ -164,7 +160,7 @@ fn other_lookups_call_the_helper() {
 /// the value), and gives what the helper gives.
 #[test]
 fn lookup_right_before_an_exit_is_inlined() {
-    let defs = [def("a", map_type::ARRAY, 4, 8, 4)];
+    let defs = [MapDef::new("a", map_type::ARRAY, 4, 8, 4)];
     let p = flat(&[
         // main: key = the packet's first 4 bytes (short packet: 9); r0 = f(&key);
         // NULL: 8; else bump the value's first byte, 7.
@@ -211,7 +207,7 @@ fn helper_free_runs() {
 /// the stack declared to them (from the verifier's depths) covers exactly that.
 #[test]
 fn stack_from_verifier_depths_covers_helper_pointers() {
-    let defs = [def("h", map_type::HASH, 4, 8, 8)];
+    let defs = [MapDef::new("h", map_type::HASH, 4, 8, 8)];
     let p = flat(&[
         // main: key 7 at r10-8, f(r10 - 8); 2 + the update's result.
         &[st(BPF_W, 10, -8, 7), mov64_reg(1, 10), alu64_imm(BPF_ADD, 1, -8), call_local(2), alu64_imm(BPF_ADD, 0, 2), exit()],
@@ -245,7 +241,7 @@ fn cpu_only_read_when_used() {
         j.run(&mut xdp, &mut NullEnv::on_cpu(cpu))
     };
     // Per-CPU map: CPU 4 of 4 is refused, like in the interpreter.
-    let defs = [def("pc", map_type::PERCPU_ARRAY, 4, 8, 1)];
+    let defs = [MapDef::new("pc", map_type::PERCPU_ARRAY, 4, 8, 1)];
     let p = lookup_and_bump(8);
     let j = compiled(&p, &defs, 4);
     assert_eq!(run(&j, &mut mem, 4).unwrap_err().kind, RunErrorKind::BadCpu { cpu: 4, ncpus: 4 });
@@ -258,7 +254,7 @@ fn cpu_only_read_when_used() {
     assert!(run(&j, &mut mem, 2).is_err());
     assert_eq!(run(&j, &mut mem, 1).unwrap().action, 1);
     // A program that cannot look at the CPU never asks for it (key 0: found).
-    let defs = [def("a", map_type::ARRAY, 4, 8, 1)];
+    let defs = [MapDef::new("a", map_type::ARRAY, 4, 8, 1)];
     let j = compiled(&lookup_and_bump(8), &defs, 4);
     assert_eq!(run(&j, &mut mem, 9).unwrap().action, 7);
 }
@@ -267,7 +263,7 @@ fn cpu_only_read_when_used() {
 /// program. The maps are still checked against the program's definitions.
 #[test]
 fn compile_api() {
-    let defs = [def("a", map_type::ARRAY, 4, 16, 2)];
+    let defs = [MapDef::new("a", map_type::ARRAY, 4, 16, 2)];
     let p = prog(lookup_and_bump(16), &defs);
     let maps = Arc::new(Maps::new(&defs, 1).unwrap());
     let verified = verify(&p, &VerifyOptions::default()).unwrap();
@@ -284,7 +280,7 @@ fn compile_api() {
     }
     assert_eq!(maps.get(0).unwrap().lookup(&1u32.to_le_bytes(), 0).unwrap()[..2], [2, 0]);
     // Maps that do not match the program.
-    let other = Arc::new(Maps::new(&[def("b", map_type::ARRAY, 4, 16, 2)], 1).unwrap());
+    let other = Arc::new(Maps::new(&[MapDef::new("b", map_type::ARRAY, 4, 16, 2)], 1).unwrap());
     assert!(matches!(Jit::compile_verified(&verified, other), Err(JitError::Maps(_))));
     // A program the verifier refuses (reads below the stack).
     let e = unverified(vec![ldx(BPF_DW, 0, 10, -520), exit()], &[]);
@@ -297,7 +293,7 @@ fn compile_api() {
 /// the interpreter does, not inline map 1 for both.
 #[test]
 fn a_jump_target_forgets_the_map_known_before_it() {
-    let defs = [def("m0", map_type::ARRAY, 4, 8, 1), def("m1", map_type::ARRAY, 4, 8, 1)];
+    let defs = [MapDef::new("m0", map_type::ARRAY, 4, 8, 1), MapDef::new("m1", map_type::ARRAY, 4, 8, 1)];
     let p = flat(&[
         &[ldx(BPF_W, 6, 1, 16), st(BPF_W, 10, -4, 0), jmp_imm(BPF_JEQ, 6, 0, 3)],
         &lddw_map(1, 0),

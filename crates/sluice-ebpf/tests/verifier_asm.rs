@@ -295,7 +295,7 @@ fn encode(l: &str, target: &dyn Fn(&str) -> i64) -> Vec<Insn> {
 }
 
 pub fn map(name: &str, map_type: u32, key_size: u32, value_size: u32, max_entries: u32) -> MapDef {
-    MapDef { name: name.to_string(), map_type, key_size, value_size, max_entries, flags: 0, inner: None }
+    MapDef::new(name, map_type, key_size, value_size, max_entries)
 }
 
 pub fn program(insns: Vec<Insn>, maps: Vec<MapDef>) -> Program {
