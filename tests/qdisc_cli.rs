@@ -54,11 +54,16 @@ fn qdisc_bulk_set_from_the_command_line_changes_doorbells_per_packet() {
 fn the_ports_qdisc_table_picks_the_qdisc_and_the_summary_shows_it() {
     let dir = tempfile::tempdir().unwrap();
     let base = std::fs::read_to_string(example()).unwrap();
-    let fq = write(dir.path(), "fq", &base.replacen("kind = \"pfifo_fast\"", "kind = \"fq_codel\"\nflows = 256\ntarget_us = 2000", 1));
+    let fq = write(
+        dir.path(),
+        "fq",
+        &base.replacen("kind = \"pfifo_fast\"", "kind = \"fq_codel\"\nflows = 256\ntarget_us = 2000\nmemory_limit = 1048576", 1),
+    );
     let o = run(&["run", "--config", &fq, "--seconds", "0.3"]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(out.contains("qdisc fq_codel on nic0: sent "), "{out}");
+    assert!(out.contains(", drop_overmemory "), "{out}");
     assert!(out.contains("packets per driver call: "), "{out}");
     assert!(out.contains("conservation: ok"), "{out}");
     // Without the table, net.core.default_qdisc decides.
@@ -123,6 +128,7 @@ fn bad_qdisc_settings_are_refused_by_name() {
         ("kind", "kind = \"pfifo_fast\"", "kind = \"fq_codle\""),
         ("flows", "kind = \"pfifo_fast\"", "kind = \"fq_codel\"\nflows = 0"),
         ("only", "kind = \"pfifo_fast\"", "kind = \"pfifo\"\necn = true"),
+        ("memory", "kind = \"pfifo_fast\"", "kind = \"bfifo\"\nmemory_limit = 4096"),
         ("limit", "kind = \"pfifo_fast\"", "kind = \"bfifo\"\nlimit = 0"),
         ("unknown", "kind = \"pfifo_fast\"", "kind = \"pfifo\"\nburst = 3"),
         ("rate", "rate_gbps = 10.0", "rate_gbps = 0.0"),
@@ -132,6 +138,7 @@ fn bad_qdisc_settings_are_refused_by_name() {
         "ports[1] (nic0).qdisc.kind: unknown qdisc `fq_codle`",
         "ports[1] (nic0).qdisc.flows",
         "ports[1] (nic0).qdisc.ecn: only fq_codel",
+        "ports[1] (nic0).qdisc.memory_limit: only fq_codel",
         "ports[1] (nic0).qdisc.limit",
         "burst",
         "ports[1] (nic0).sim.rate_gbps",

@@ -139,7 +139,14 @@ pub fn summary(r: &RunReport) -> String {
             d.requeues,
             d.backlog_pkts,
             d.backlog_bytes,
-            if q.kind == "fq_codel" { format!(", ecn marks {}, new flows {}", d.ecn_mark, d.new_flow_count) } else { String::new() }
+            if q.kind == "fq_codel" {
+                format!(
+                    ", ecn marks {}, new flows {}, drop_overlimit {}, drop_overmemory {}, memory_used {}",
+                    d.ecn_mark, d.new_flow_count, d.drop_overlimit, d.drop_overmemory, d.memory_used
+                )
+            } else {
+                String::new()
+            }
         );
         let _ = writeln!(
             s,

@@ -148,7 +148,7 @@ pub struct PortConfig {
 
 /// `[ports.qdisc]`, tc-like: `kind` (pfifo_fast, noqueue, pfifo, bfifo, fq_codel) and the
 /// kind's parameters: `limit` (packets; bfifo bytes), and for fq_codel `flows`, `quantum`,
-/// `target_us`, `interval_us`, `ecn`, `drop_batch`.
+/// `target_us`, `interval_us`, `ecn`, `drop_batch`, `memory_limit` (bytes).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct QdiscConfig {
@@ -167,6 +167,8 @@ pub struct QdiscConfig {
     pub ecn: Option<bool>,
     #[serde(default)]
     pub drop_batch: Option<u32>,
+    #[serde(default)]
+    pub memory_limit: Option<u32>,
 }
 
 impl QdiscConfig {
@@ -179,13 +181,14 @@ impl QdiscConfig {
             return Err(field(format!("{what}.limit"), "noqueue has no queue to limit"));
         }
         spec.limit = self.limit;
-        let fq: [(&str, bool); 6] = [
+        let fq: [(&str, bool); 7] = [
             ("flows", self.flows.is_some()),
             ("quantum", self.quantum.is_some()),
             ("target_us", self.target_us.is_some()),
             ("interval_us", self.interval_us.is_some()),
             ("ecn", self.ecn.is_some()),
             ("drop_batch", self.drop_batch.is_some()),
+            ("memory_limit", self.memory_limit.is_some()),
         ];
         if kind != QdiscKind::FqCodel {
             if let Some((name, _)) = fq.iter().find(|(_, set)| *set) {
@@ -198,6 +201,7 @@ impl QdiscConfig {
         spec.interval_ns = self.interval_us.map_or(spec.interval_ns, |u| u.saturating_mul(1000));
         spec.ecn = self.ecn.unwrap_or(spec.ecn);
         spec.drop_batch = self.drop_batch.unwrap_or(spec.drop_batch);
+        spec.memory_limit = self.memory_limit.unwrap_or(spec.memory_limit);
         spec.validate().map_err(|(p, msg)| {
             let p = if p == "target/interval" { "target_us/interval_us" } else { p };
             field(format!("{what}.{p}"), msg)

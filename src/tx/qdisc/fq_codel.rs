@@ -4,13 +4,18 @@
 //! flow is not stuck behind bulk ones). Each flow runs CoDel (RFC 8289): once its packets
 //! have waited longer than `target` for a whole `interval`, it drops (or ECN-marks) at the
 //! head, more often as the trouble lasts (`interval / sqrt(count)`). Over `limit` packets,
-//! up to `drop_batch` packets are dropped from the head of the fattest flow.
+//! or over `memory_limit` bytes of buffer memory, up to `drop_batch` packets are dropped
+//! from the head of the fattest flow.
+//!
+//! A packet's memory is the frames it holds, `FRAME_SIZE` each (the kernel's `truesize`
+//! without the sk_buff itself): a GRO/GSO packet of 44 segments holds 45 frames, so 32 MiB
+//! hold about 360 of them where the packet limit would allow 10240.
 //!
 //! Packets live in one slot array allocated when the qdisc is built (limit + 1 slots), each
 //! flow a linked list through it: nothing is allocated per packet.
 
 use super::{classify, set_ecn_ce, QCtx, Qdisc, QdiscKind, QdiscSpec, QdiscStats};
-use crate::buf::Pkt;
+use crate::buf::{Pkt, FRAME_SIZE};
 use std::collections::VecDeque;
 
 const NIL: u32 = u32::MAX;
@@ -20,6 +25,8 @@ struct Slot {
     pkt: Pkt,
     enqueued_ns: u64,
     next: u32,
+    /// Buffer memory the packet holds, counted at enqueue (codel_skb_cb's mem_usage).
+    mem: u32,
 }
 
 /// CoDel's per-flow state (`struct codel_vars`).
@@ -60,19 +67,19 @@ pub struct FqCodel {
     interval_ns: u64,
     ecn: bool,
     drop_batch: u32,
+    memory_limit: u64,
     /// A backlog this small is not a standing queue (the kernel's psched_mtu).
     mtu: u64,
     stats: QdiscStats,
-    /// Packets dropped by CoDel, and over the limit (`tc -s`'s drop_overlimit).
+    /// Packets dropped by CoDel.
     pub codel_drops: u64,
-    pub drop_overlimit: u64,
 }
 
 impl FqCodel {
     pub fn new(spec: &QdiscSpec, mtu: u32) -> FqCodel {
         let limit = spec.limit.unwrap_or(10240).max(1);
         let nslots = limit as usize + 1;
-        let empty = Slot { pkt: Pkt::new(crate::buf::BufId(0), 0), enqueued_ns: 0, next: NIL };
+        let empty = Slot { pkt: Pkt::new(crate::buf::BufId(0), 0), enqueued_ns: 0, next: NIL, mem: 0 };
         let mut slots = vec![empty; nslots];
         for (i, s) in slots.iter_mut().enumerate() {
             s.next = if i + 1 < nslots { i as u32 + 1 } else { NIL };
@@ -92,10 +99,10 @@ impl FqCodel {
             interval_ns: spec.interval_ns,
             ecn: spec.ecn,
             drop_batch: spec.drop_batch.max(1),
+            memory_limit: spec.memory_limit.min(1 << 31) as u64,
             mtu: mtu as u64,
             stats: QdiscStats::default(),
             codel_drops: 0,
-            drop_overlimit: 0,
         }
     }
 
@@ -115,11 +122,12 @@ impl FqCodel {
         n
     }
 
-    fn push_tail(&mut self, f: usize, pkt: Pkt, now_ns: u64) {
+    fn push_tail(&mut self, f: usize, pkt: Pkt, mem: u32, now_ns: u64) {
         let i = self.free;
         debug_assert!(i != NIL, "limit + 1 slots: the enqueue over the limit still has one");
         self.free = self.slots[i as usize].next;
-        self.slots[i as usize] = Slot { pkt, enqueued_ns: now_ns, next: NIL };
+        self.slots[i as usize] = Slot { pkt, enqueued_ns: now_ns, next: NIL, mem };
+        self.stats.memory_used += mem as u64;
         let flow = &mut self.flows[f];
         if flow.tail == NIL {
             flow.head = i;
@@ -149,14 +157,15 @@ impl FqCodel {
         self.free = i;
         self.stats.backlog_pkts -= 1;
         self.stats.backlog_bytes -= s.pkt.total_len() as u64;
+        self.stats.memory_used -= s.mem as u64;
         Some((s.pkt, s.enqueued_ns))
     }
 
-    /// Over the limit: drop up to `drop_batch` packets from the head of the fattest flow,
-    /// stopping once half its bytes are gone (fq_codel_drop).
-    fn drop_from_fattest(&mut self, cx: &mut QCtx<'_>) {
+    /// Over a limit: drop up to `drop_batch` packets from the head of the fattest flow,
+    /// stopping once half its bytes are gone (fq_codel_drop); returns how many.
+    fn drop_from_fattest(&mut self, cx: &mut QCtx<'_>) -> u64 {
         // The first of equally fat flows (fq_codel_drop's strict `>` scan).
-        let Some(fat) = (0..self.flows.len()).rev().max_by_key(|&f| self.flows[f].backlog_bytes) else { return };
+        let Some(fat) = (0..self.flows.len()).rev().max_by_key(|&f| self.flows[f].backlog_bytes) else { return 0 };
         let threshold = self.flows[fat].backlog_bytes / 2;
         let mut dropped_bytes = 0;
         let mut n = 0;
@@ -171,7 +180,8 @@ impl FqCodel {
         let cv = &mut self.flows[fat].cv;
         cv.count = cv.count.wrapping_add(n);
         self.stats.drops += n as u64;
-        self.drop_overlimit += n as u64;
+        self.stats.drop_overlimit += n as u64;
+        n as u64
     }
 
     /// CoDel's verdict on a packet just taken from flow `f`: has the queue stood above
@@ -282,6 +292,13 @@ impl FqCodel {
     }
 }
 
+/// Buffer memory a packet holds: its frames, [`FRAME_SIZE`] each. Only a chained packet
+/// walks its links.
+fn frames_held(bufs: &crate::buf::BufCache, p: Pkt) -> u32 {
+    let frames = if p.is_chained() { 1 + bufs.frags(p).count() } else { 1 };
+    (frames * FRAME_SIZE) as u32
+}
+
 impl Qdisc for FqCodel {
     fn limit_pkts(&self) -> usize {
         self.limit as usize
@@ -293,7 +310,7 @@ impl Qdisc for FqCodel {
 
     fn enqueue(&mut self, p: Pkt, cx: &mut QCtx<'_>) {
         let f = self.flow_of(classify(cx.bufs, p).hash);
-        self.push_tail(f, p, cx.now_ns);
+        self.push_tail(f, p, frames_held(cx.bufs, p), cx.now_ns);
         let flow = &mut self.flows[f];
         if flow.list == List::None {
             flow.list = List::New;
@@ -301,8 +318,13 @@ impl Qdisc for FqCodel {
             self.new_flows.push_back(f as u32);
             self.stats.new_flow_count += 1;
         }
-        if self.stats.backlog_pkts > self.limit as u64 {
-            self.drop_from_fattest(cx);
+        // The memory test comes after the packet is counted, as fq_codel_enqueue's.
+        let memory_limited = self.stats.memory_used > self.memory_limit;
+        if self.stats.backlog_pkts > self.limit as u64 || memory_limited {
+            let n = self.drop_from_fattest(cx);
+            if memory_limited {
+                self.stats.drop_overmemory += n;
+            }
         }
     }
 
@@ -401,11 +423,11 @@ mod tests {
         let mut dropped = Vec::new();
         let mut q = qdisc();
         let p = bufs.alloc_copy(&[0u8; 1000]).unwrap();
-        q.push_tail(0, p, 0);
+        q.push_tail(0, p, 2048, 0);
         // Another flow's backlog keeps the queue above one MTU.
         let others: Vec<Pkt> = (0..2).map(|_| bufs.alloc_copy(&[0u8; 1000]).unwrap()).collect();
         for &o in &others {
-            q.push_tail(1, o, 0);
+            q.push_tail(1, o, 2048, 0);
         }
         q.flows[0].cv.first_above_time = 10 * MS;
         let mut cx = QCtx { bufs: &mut bufs, now_ns: 20 * MS, dropped: &mut dropped };
@@ -442,7 +464,7 @@ mod tests {
         for f in [3usize, 5] {
             for _ in 0..2 {
                 let p = bufs.alloc_copy(&[0u8; 100]).unwrap();
-                q.push_tail(f, p, 0);
+                q.push_tail(f, p, 2048, 0);
             }
         }
         q.flows[3].cv.count = 7;
@@ -451,7 +473,7 @@ mod tests {
         assert_eq!(cx.dropped.len(), 1, "half of 200 bytes is one 100-byte packet");
         assert_eq!((q.flow_len(3), q.flow_len(5)), (1, 2));
         assert_eq!(q.flows[3].cv.count, 8);
-        assert_eq!((q.drop_overlimit, q.stats.drops, q.stats.overlimits), (1, 1, 0));
+        assert_eq!((q.stats().drop_overlimit, q.stats.drops, q.stats.overlimits), (1, 1, 0));
         let mut all = std::mem::take(cx.dropped);
         for f in [3, 5] {
             while let Some((p, _)) = q.pop_head(f) {

@@ -79,6 +79,9 @@ pub struct QdiscSpec {
     pub interval_ns: u64,
     pub ecn: bool,
     pub drop_batch: u32,
+    /// fq_codel: bytes of buffer memory the queued packets may hold (the kernel's
+    /// `memory_limit`, 32 MiB; capped at 2^31 as fq_codel_change caps it).
+    pub memory_limit: u32,
 }
 
 impl QdiscSpec {
@@ -92,6 +95,7 @@ impl QdiscSpec {
             interval_ns: 100_000_000,
             ecn: true,
             drop_batch: 64,
+            memory_limit: FQ_CODEL_MEMORY_LIMIT,
         }
     }
 
@@ -146,11 +150,14 @@ impl QdiscSpec {
     }
 }
 
+/// fq_codel's default `memory_limit`: 32 MiB.
+pub const FQ_CODEL_MEMORY_LIMIT: u32 = 32 << 20;
+
 /// The largest fq_codel `limit` (packets).
 pub const MAX_FQ_CODEL_LIMIT: u32 = 1 << 20;
 
 /// Counters of one qdisc (`tc -s qdisc`): sent packets/bytes, drops, requeues, backlog,
-/// overlimits, and fq_codel's marks and new flows.
+/// overlimits, and fq_codel's marks, new flows and limit drops.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct QdiscStats {
     pub packets: u64,
@@ -162,6 +169,12 @@ pub struct QdiscStats {
     pub backlog_bytes: u64,
     pub ecn_mark: u64,
     pub new_flow_count: u64,
+    /// fq_codel: packets dropped from the fattest flow because the qdisc was over its packet
+    /// limit or its memory limit, and of those, the ones dropped for memory; buffer memory
+    /// held now (`tc -s`'s drop_overlimit, drop_overmemory, memory_used).
+    pub drop_overlimit: u64,
+    pub drop_overmemory: u64,
+    pub memory_used: u64,
 }
 
 /// What a qdisc operation may need besides the packet: buffers (to read headers and mark

@@ -210,7 +210,7 @@ fn fq_codel_drops_under_a_standing_queue() {
     assert!(drops > 0, "CoDel dropped nothing");
     assert_eq!(q.codel_drops, drops);
     assert_eq!(q.stats().ecn_mark, 0);
-    assert_eq!(q.drop_overlimit, 0, "far below the limit");
+    assert_eq!(q.stats().drop_overlimit, 0, "far below the limit");
 }
 
 #[test]
@@ -237,7 +237,7 @@ fn fq_codel_keeps_its_limit_by_dropping_from_the_fattest_flow() {
     }
     let small = frame(cx.bufs, 0, 2, 0, 100);
     q.enqueue(small, &mut cx);
-    assert_eq!(q.drop_overlimit, 8, "a batch from the fat flow");
+    assert_eq!(q.stats().drop_overlimit, 8, "a batch from the fat flow");
     assert!(cx.dropped.iter().all(|p| flow_seq(cx.bufs, *p).0 == 1), "the small flow keeps its packet");
     let heads: Vec<u32> = cx.dropped.iter().map(|p| flow_seq(cx.bufs, *p).1).collect();
     assert_eq!(heads, (0..8).collect::<Vec<_>>(), "from the head");
@@ -247,6 +247,70 @@ fn fq_codel_keeps_its_limit_by_dropping_from_the_fattest_flow() {
     }
     assert_eq!(all.len(), 101);
     bufs.free_pkts(&all);
+}
+
+#[test]
+fn fq_codel_keeps_its_memory_limit_by_dropping_from_the_fattest_flow() {
+    // memory_limit of 10 frames: 10 one-frame packets fit (at the limit is not over it);
+    // the 11th puts the qdisc over, and the fattest flow loses half its bytes from its head,
+    // well below the packet limit of 10240 (fq_codel_enqueue's memory_limited).
+    let pool = Pool::new(64).unwrap();
+    let mut bufs = pool.cache();
+    let mut dropped = Vec::new();
+    let spec = QdiscSpec { memory_limit: 10 * crate::buf::FRAME_SIZE as u32, ..QdiscSpec::new(QdiscKind::FqCodel) };
+    let mut q = FqCodel::new(&spec, 1514);
+    let mut cx = QCtx { bufs: &mut bufs, now_ns: 0, dropped: &mut dropped };
+    for s in 0..10 {
+        let p = frame(cx.bufs, 0, 1, s, 100);
+        q.enqueue(p, &mut cx);
+    }
+    assert_eq!(q.stats().memory_used, 10 * 2048);
+    assert!(cx.dropped.is_empty(), "at the memory limit, not over it");
+    let small = frame(cx.bufs, 0, 2, 0, 100);
+    q.enqueue(small, &mut cx);
+    let heads: Vec<(u16, u32)> = cx.dropped.iter().map(|p| flow_seq(cx.bufs, *p)).collect();
+    assert_eq!(heads, (0..5).map(|s| (1, s)).collect::<Vec<_>>(), "half the fat flow's bytes, from its head");
+    let st = *q.stats();
+    assert_eq!((st.drop_overlimit, st.drop_overmemory, st.drops), (5, 5, 5));
+    assert_eq!(st.memory_used, 6 * 2048);
+    let mut all = std::mem::take(cx.dropped);
+    while let Some(p) = q.dequeue(&mut cx) {
+        all.push(p);
+    }
+    assert_eq!(all.len(), 11);
+    assert_eq!(q.stats().memory_used, 0, "dequeue gives the memory back");
+    bufs.free_pkts(&all);
+    assert_eq!(bufs.in_use(), 0);
+}
+
+#[test]
+fn fq_codel_counts_the_memory_of_every_frame_of_a_chain() {
+    // A 5000-byte packet is a chain of 3 frames: 6 KiB of memory, as a GRO packet bound for
+    // a TSO port counts its pages in the kernel's truesize.
+    let pool = Pool::new(64).unwrap();
+    let mut bufs = pool.cache();
+    let mut dropped = Vec::new();
+    let mut q = FqCodel::new(&QdiscSpec::new(QdiscKind::FqCodel), 1514);
+    let mut cx = QCtx { bufs: &mut bufs, now_ns: 0, dropped: &mut dropped };
+    let spec = PacketSpec {
+        l3: L3Spec::V4 { src: [10, 0, 0, 1], dst: [10, 0, 0, 2], tos: 0, ident: 0, dont_frag: true },
+        l4: L4Spec::Udp { src_port: 1, dst_port: 9 },
+        frame_len: 5000,
+        ..PacketSpec::default()
+    };
+    let mut b = vec![0u8; 5000];
+    let n = build(&spec, &mut b).unwrap();
+    let big = cx.bufs.alloc_chain_copy(&b[..n]).unwrap();
+    assert_eq!(cx.bufs.frags(big).count(), 2);
+    q.enqueue(big, &mut cx);
+    q.enqueue(frame(cx.bufs, 0, 2, 0, 100), &mut cx);
+    assert_eq!(q.stats().memory_used, 4 * 2048);
+    let first = q.dequeue(&mut cx).unwrap();
+    let second = q.dequeue(&mut cx).unwrap();
+    assert_eq!(q.stats().memory_used, 0);
+    cx.bufs.free(first);
+    cx.bufs.free(second);
+    assert_eq!(bufs.in_use(), 0);
 }
 
 #[test]
