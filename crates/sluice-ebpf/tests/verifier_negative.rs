@@ -2232,3 +2232,37 @@ fn cmpxchg_reads_r0_so_r0_is_live_before_it() {
         exit";
     rejects(src, 14, "R0 !read_ok");
 }
+
+#[test]
+fn an_unprivileged_atomic_cannot_store_a_pointer() {
+    // check_atomic: a pointer as the operand (or as cmpxchg's expected value in r0) would
+    // leak an address into the map value.
+    let add = "
+        *(u32 *)(r10 - 4) = 0
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        if r0 == 0 goto out
+        r1 = r10
+        atomic u64 r0 + 8 add r1
+    out:
+        r0 = 2
+        exit";
+    rejects_unprivileged(add, 8, "R1 leaks addr into memory");
+    let cmpxchg = "
+        *(u32 *)(r10 - 4) = 0
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        if r0 == 0 goto out
+        r3 = r0
+        r0 = r10
+        r1 = 1
+        atomic u64 r3 + 8 cmpxchg r1
+    out:
+        r0 = 2
+        exit";
+    rejects_unprivileged(cmpxchg, 10, "R0 leaks addr into memory");
+}

@@ -1125,3 +1125,73 @@ fn a_saved_state_missed_four_times_without_a_hit_is_dropped() {
     let v = accepts(&src);
     assert_eq!(v.stats().states_pruned, 0, "{:?}", v.stats());
 }
+
+#[test]
+fn a_byte_swapped_constant_is_a_known_constant() {
+    // BPF_END on a known value gives a known value (the kernel's tnum_bswap*): each compare
+    // below decides its branch, so the out-of-frame reads behind them are never reached.
+    accepts(
+        "
+        r1 = 0x1234
+        r1 = bswap16 r1
+        if r1 == 0x3412 goto w
+        r0 = *(u8 *)(r10 + 8)
+    w:
+        r2 = 0x12345678
+        r2 = bswap32 r2
+        if r2 == 0x78563412 goto d
+        r0 = *(u8 *)(r10 + 8)
+    d:
+        r3 = 0x0102030405060708 ll
+        r3 = bswap64 r3
+        r4 = 0x0807060504030201 ll
+        if r3 == r4 goto out
+        r0 = *(u8 *)(r10 + 8)
+    out:
+        r0 = 2
+        exit",
+    );
+}
+
+#[test]
+fn a_packet_range_of_exactly_max_packet_off_is_granted() {
+    // data + 0xffff <= data_end proves 0xffff bytes: MAX_PACKET_OFF itself is allowed
+    // (find_good_pkt_pointers refuses only an offset above it).
+    accepts(&format!(
+        "{PKT}
+        r4 = r2
+        r4 += 0xffff
+        if r4 > r3 goto out
+        r5 = r2
+        r5 += 0xfff0
+        r0 = *(u8 *)(r5 + 14)
+    out:
+        r0 = 2
+        exit"
+    ));
+}
+
+#[test]
+fn unprivileged_atomics_on_a_map_value_with_number_operands_are_allowed() {
+    // Adding, exchanging and comparing numbers in a map value leaks no address: the
+    // kernel's unprivileged mode accepts them (check_atomic refuses only pointer operands).
+    let src = "
+        *(u32 *)(r10 - 4) = 0
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        if r0 == 0 goto out
+        r1 = 1
+        atomic u64 r0 + 8 add r1
+        atomic u32 r0 + 4 fetch_add r1
+        r3 = r0
+        r0 = 5
+        atomic u64 r3 + 8 cmpxchg r1
+    out:
+        r0 = 2
+        exit";
+    if let Err(e) = verify(&program(asm(src), maps()), &VerifyOptions::unprivileged()) {
+        panic!("unprivileged rules refused it: {e}");
+    }
+}
