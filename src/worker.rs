@@ -43,8 +43,9 @@ pub struct Worker {
     pub rx_quota: u64,
     /// The backlog ring `process_backlog` serves first next time (round robin).
     pub(crate) backlog_next: usize,
-    /// The port the next softirq round polls first (the one after where a round ran out).
-    pub(crate) next_rx_port: u16,
+    /// The NAPI instance (backlog, then ports) the next softirq round polls first: the one
+    /// after where a round ran out.
+    pub(crate) next_napi: u16,
     /// Per-poll scratch (kept to avoid allocation per poll).
     pub(crate) rx_scratch: Vec<Pkt>,
     pub(crate) skb_scratch: Vec<crate::buf::skb::Skb>,
@@ -98,7 +99,7 @@ impl Worker {
             tsc_epoch: tsc_at(epoch, tsc_per_us),
             ns_per_tick_q32: ((1000u128 << 32) / tsc_per_us as u128) as u64,
             rx_quota: u64::MAX,
-            next_rx_port: 0,
+            next_napi: 0,
             backlog_next: 0,
             rx_scratch: Vec::with_capacity(1024),
             skb_scratch: Vec::with_capacity(1024),

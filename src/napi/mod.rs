@@ -27,46 +27,52 @@ pub fn softirq_round(net: &Net, w: &mut Worker) -> usize {
     let deadline = w.tsc_deadline(net.tun.netdev_budget_usecs as u64);
     let weight = net.tun.dev_weight as usize;
     let mut done = 0;
-    if net.rps.workers() > 1 {
-        // The backlog RPS fills is one more NAPI instance (process_backlog), weight dev_weight.
-        let work = crate::rps::process_backlog(net, w, weight);
-        if work > 0 {
-            poll_end(net, w);
-            crate::rps::publish_processed(net, w);
-        }
+    // The NAPI instances in poll order: the backlog RPS fills (process_backlog, weight
+    // dev_weight) when several workers run, then the ports. A round starts at the instance
+    // after the one the previous round stopped at: net_rx_action puts the instances it did
+    // not reach first in the next round and one that used its whole weight behind them, so
+    // while the first instances keep the budget busy (a backlog other workers keep full, a
+    // busy port) the later ones still get their turns.
+    let backlog = net.rps.workers() > 1;
+    let ninst = net.nports() as u16 + backlog as u16;
+    let first = w.next_napi % ninst.max(1);
+    for inst in (first..ninst).chain(0..first) {
+        let (work, weight) = if backlog && inst == 0 {
+            (poll_backlog(net, w, weight), weight)
+        } else {
+            // (A packet-count limit on the run is the only other bound on a poll.)
+            let weight = weight.min(w.rx_quota.min(usize::MAX as u64) as usize);
+            if weight == 0 {
+                continue;
+            }
+            let work = napi_poll(net, w, inst - backlog as u16, weight);
+            if work >= weight {
+                w.c.napi_budget_exhausted += 1;
+            }
+            (work, weight)
+        };
         done += work;
         budget -= work as i64;
-        if budget <= 0 {
-            // The backlog used the whole budget: a squeeze too (net_rx_action checks after
-            // every poll).
-            w.c.time_squeeze += 1;
-            return finish_round(net, w, done);
-        }
-    }
-    // A round starts at the port after the one the previous round stopped at: net_rx_action
-    // puts the instances it did not reach first in the next round, so while the first
-    // ports keep the budget busy the later ones still get their turns.
-    let nports = net.nports() as u16;
-    let first = w.next_rx_port % nports.max(1);
-    for port in (first..nports).chain(0..first) {
-        // (A packet-count limit on the run is the only other bound on a poll.)
-        let weight = weight.min(w.rx_quota.min(usize::MAX as u64) as usize);
-        if weight == 0 {
-            break;
-        }
-        let work = napi_poll(net, w, port, weight);
-        done += work;
-        budget -= work as i64;
-        if work >= weight {
-            w.c.napi_budget_exhausted += 1;
-        }
+        // The budget may go below zero (each poll gets its full weight); net_rx_action
+        // checks it, and the time, after every poll.
         if budget <= 0 || (work > 0 && crate::stats::tsc::reached(deadline)) {
             w.c.time_squeeze += 1;
-            w.next_rx_port = port + 1;
+            w.next_napi = inst + 1;
             break;
         }
     }
     finish_round(net, w, done)
+}
+
+/// One poll of this worker's backlog (process_backlog): up to `weight` packets other
+/// workers steered here, then the poll's end and the room given back to the senders.
+fn poll_backlog(net: &Net, w: &mut Worker, weight: usize) -> usize {
+    let work = crate::rps::process_backlog(net, w, weight);
+    if work > 0 {
+        poll_end(net, w);
+        crate::rps::publish_processed(net, w);
+    }
+    work
 }
 
 /// The end of a softirq round: the RPS wake-ups it collected (net_rps_action), then the
@@ -638,6 +644,38 @@ mod tests {
         assert_eq!(w.c.time_squeeze, 1);
         assert_eq!(softirq_round(&net, &mut w), 36);
         assert_eq!(w.c.time_squeeze, 1, "the rest fit in the budget");
+    }
+
+    /// A backlog other workers keep full does not starve the worker's own port: a round it
+    /// squeezes ends there, and the next starts at the port (net_rx_action puts an instance
+    /// that used its whole weight behind the ones it did not reach).
+    #[test]
+    fn a_full_backlog_and_a_busy_port_take_turns() {
+        let pool = Pool::new(2048).unwrap();
+        let mut net = Net::with_workers(Tunables { netdev_budget: 64, dev_weight: 64, ..Tunables::default() }, Pipeline::Io, 2);
+        net.ifaces.push(Iface::new("in", [2, 0, 0, 0, 0, 1]));
+        net.ifaces.push(Iface::new("out", [2, 0, 0, 0, 0, 2]));
+        net.peer = vec![Some(1), None];
+        let (mut tx, mut rx) = crate::rps::backlog::backlog_rings(2, 1024);
+        let mut w = Worker::new(0, &pool);
+        w.add_port(0, Some(Box::new(PcapIn::from_frames("in", vec![vec![0u8; 60]; 200], 1))));
+        w.add_port(1, Some(Box::new(Sink::new("out", SinkKind::Null, CheckSpec::default()))));
+        w.backlog_rx = std::mem::take(&mut rx[0]);
+        w.backlog_src = vec![0, 1];
+        w.ring_queued = vec![0; 2];
+        net.rps.backlog_len[0].0.fetch_add(1000, std::sync::atomic::Ordering::Relaxed);
+        let ring = tx[1][0].as_mut().unwrap();
+        for _ in 0..1000 {
+            let p = w.bufs.alloc_copy(&[0u8; 60]).unwrap();
+            ring.push(Skb { pkt: p, ..Skb::default() }).unwrap();
+        }
+        let rounds: Vec<usize> = (0..10).map(|_| softirq_round(&net, &mut w)).collect();
+        // Backlog, port, backlog (after the idle sink), port, …; the port's last 8 frames
+        // leave room in that round, and the backlog fills the rest of it.
+        assert_eq!(rounds, [64, 64, 64, 64, 64, 64, 64, 72, 64, 64]);
+        assert_eq!(w.c.time_squeeze, 10);
+        assert_eq!(w.port_mut(0).unwrap().stats().rx_packets, 200, "the port had its turns");
+        assert_eq!(w.c.tx, 200, "io forwards what the port received");
     }
 
     /// A worker does not go idle (sleep until woken) while packets handed over for a port
