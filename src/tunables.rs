@@ -300,10 +300,10 @@ tunables! {
     icmp_ratelimit: u32 = 1000, "net.ipv4.icmp_ratelimit", min 0, max 1_000_000;
     /// ICMP types the limits apply to (bit n = type n): unreachable, quench, time exceeded, parameter problem.
     icmp_ratemask: u32 = 6168, "net.ipv4.icmp_ratemask", min 0, max u32::MAX;
-    /// Host-wide ICMP/ICMPv6 errors per second (0 = no host-wide limit).
+    /// Host-wide ICMP/ICMPv6 errors per second: the refill rate of the host-wide credit (0 = never refilled: no limited error goes out at all, as in the kernel).
     icmp_msgs_per_sec: u32 = 1000, "net.ipv4.icmp_msgs_per_sec", min 0, max 1_000_000_000;
-    /// Burst of the host-wide limit.
-    icmp_msgs_burst: u32 = 50, "net.ipv4.icmp_msgs_burst", min 1, max 1_000_000_000;
+    /// Burst of the host-wide limit (0 = no credit kept: one error per refill, at most one per 20 ms).
+    icmp_msgs_burst: u32 = 50, "net.ipv4.icmp_msgs_burst", min 0, max 1_000_000_000;
     /// Per-destination ICMPv6 error limit in ms (0 = off); packet too big is exempt.
     icmpv6_ratelimit: u32 = 1000, "net.ipv6.icmp.ratelimit", min 0, max 1_000_000;
     /// Listified receive: pass each poll's packets through the stack as lists (0 = one at a time).

@@ -884,7 +884,9 @@ fn icmp_errors_are_rate_limited() {
     let frames: Vec<Vec<u8>> = (0..40u8).map(|i| udp4([198, 18, 7, i], DST1_V4, 1, 9).ttl(1).build()).collect();
     let mut setup = Setup::default().across_flows_in_order();
     setup.tun.icmp_msgs_burst = 10;
-    setup.tun.icmp_msgs_per_sec = 1; // no refill within the test
+    // The first fill is a second's worth capped at the burst (icmp_global_allow): 10. The
+    // next needs an empty bucket and 100 ms for one more credit: not within the test.
+    setup.tun.icmp_msgs_per_sec = 10;
     let o = run_both(&frames, &setup);
     assert_eq!(o.port(P_IN).len(), 10);
     assert_eq!(o.c.icmp_ratelimited, 30);

@@ -462,7 +462,9 @@ fn sluice_setup() -> Setup {
     let mut s = Setup { out2_mtu: KERNEL_OUT2_MTU, ..Setup::default() };
     s.tun.icmp_ratelimit = 0;
     s.tun.icmpv6_ratelimit = 0;
-    s.tun.icmp_msgs_per_sec = 0;
+    // As the kernel router's sysctls below (0 per second would send no error at all).
+    s.tun.icmp_msgs_per_sec = 1_000_000;
+    s.tun.icmp_msgs_burst = 1_000_000;
     s
 }
 

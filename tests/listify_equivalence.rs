@@ -182,10 +182,12 @@ fn setup(m: &Mix) -> Setup {
     s.tun.dev_weight = m.dev_weight;
     s.tun.tx_burst = m.tx_burst;
     s.tun.route_hint = m.route_hint as u8;
-    // The host-wide ICMP limit refills by wall time (one message per ms), which would make the
-    // two runs differ when a mix elicits more than its burst of errors; the per-destination
+    // The host-wide ICMP limit refills by wall time, which would make the two runs differ
+    // when a mix elicits more than its burst of errors: a credit no mix uses up keeps it out of
+    // the way (0 per second would send no error at all, as in the kernel). The per-destination
     // limit (6 per second per host) stays on and is exercised here.
-    s.tun.icmp_msgs_per_sec = 0;
+    s.tun.icmp_msgs_per_sec = 1_000_000_000;
+    s.tun.icmp_msgs_burst = 1_000_000_000;
     match m.xdp {
         1 => s.xdp.push((0, XdpMode::Native, || Box::new(FnXdp(xdp_verdict)))),
         2 => s.xdp.push((0, XdpMode::Generic, || Box::new(FnXdp(xdp_verdict)))),
