@@ -41,10 +41,12 @@ macro_rules! tunables {
             pub fn set(&mut self, name: &str, value: &str) -> Result<(), TunableError> {
                 match name {
                     $( $name => {
+                        // on/off words only where the kernel's range is 0..=1 (a boolean).
+                        let boolean = $min as u64 == 0 && $max as u64 == 1;
                         let v: u64 = match special_value(name, value) {
                             Some(v) => v.map_err(|why| TunableError::BadValue {
                                 name: name.to_string(), value: value.to_string(), why })?,
-                            None => parse_value(value).map_err(|why: BadNumber| TunableError::BadValue {
+                            None => parse_value(value, boolean).map_err(|why: BadNumber| TunableError::BadValue {
                                 name: name.to_string(), value: value.to_string(),
                                 why: why.explain($min as u64, $max as u64) })?,
                         };
@@ -87,7 +89,11 @@ macro_rules! tunables {
 enum BadNumber {
     TooLarge,
     Negative,
-    NotInteger,
+    NotInteger {
+        boolean: bool,
+    },
+    /// on/off (yes/no, true/false) for a setting that is not a boolean.
+    Word,
 }
 
 impl BadNumber {
@@ -95,7 +101,11 @@ impl BadNumber {
         match self {
             BadNumber::TooLarge => format!("too large: must be between {min} and {max}"),
             BadNumber::Negative => format!("negative: must be between {min} and {max}"),
-            BadNumber::NotInteger => "expected a non-negative integer (or on/off)".to_string(),
+            BadNumber::NotInteger { boolean: true } => "expected 0 or 1 (or on/off)".to_string(),
+            BadNumber::NotInteger { boolean: false } => format!("expected an integer between {min} and {max}"),
+            BadNumber::Word => {
+                format!("expected an integer between {min} and {max}; on/off only names 1/0 for a setting that is 0 or 1")
+            }
         }
     }
 }
@@ -110,7 +120,7 @@ fn special_value(name: &str, value: &str) -> Option<Result<u64, String>> {
     }
     if name == "net.core.flow_limit_table_len" {
         // flow_limit_table_len_sysctl refuses a length that is not a power of two (EINVAL).
-        return Some(match parse_value(value) {
+        return Some(match parse_value(value, false) {
             Ok(v) if v.is_power_of_two() => Ok(v),
             Ok(_) => Err("must be a power of two (the kernel's sysctl refuses others)".into()),
             Err(why) => Err(why.explain(1, 1 << 20)),
@@ -217,17 +227,24 @@ pub fn parse_cpu_list(s: &str, present: u32) -> Result<Vec<u32>, CpuListError> {
     Ok(cpus)
 }
 
-/// A tunable's value: a non-negative integer or on/off.
-fn parse_value(s: &str) -> Result<u64, BadNumber> {
-    match s.trim().to_ascii_lowercase().as_str() {
-        "on" | "true" | "yes" => Ok(1),
-        "off" | "false" | "no" => Ok(0),
-        t => t.parse::<u64>().map_err(|e| match e.kind() {
-            std::num::IntErrorKind::PosOverflow => BadNumber::TooLarge,
-            _ if t.starts_with('-') && t[1..].bytes().all(|c| c.is_ascii_digit()) && t.len() > 1 => BadNumber::Negative,
-            _ => BadNumber::NotInteger,
-        }),
+/// A tunable's value: a non-negative integer, or for a `boolean` (a 0..=1 setting) also
+/// on/off, yes/no, true/false. The kernel's sysctls take numbers only; the words are sluice's
+/// convenience for switches, and would silently be 1 or 0 for a count or a time.
+fn parse_value(s: &str, boolean: bool) -> Result<u64, BadNumber> {
+    let word = match s.trim().to_ascii_lowercase().as_str() {
+        "on" | "true" | "yes" => Some(1),
+        "off" | "false" | "no" => Some(0),
+        _ => None,
+    };
+    if let Some(v) = word {
+        return if boolean { Ok(v) } else { Err(BadNumber::Word) };
     }
+    let t = s.trim();
+    t.parse::<u64>().map_err(|e| match e.kind() {
+        std::num::IntErrorKind::PosOverflow => BadNumber::TooLarge,
+        _ if t.starts_with('-') && t[1..].bytes().all(|c| c.is_ascii_digit()) && t.len() > 1 => BadNumber::Negative,
+        _ => BadNumber::NotInteger { boolean },
+    })
 }
 
 // `bool` fields are stored as u8-like integers would be awkward; the kernel's booleans are
@@ -391,5 +408,25 @@ mod tests {
         assert_eq!(parse_cpu_list("0-2", 2), Err(CpuListError::NotPresent { cpu: 2, present: 2 }));
         let e = parse_cpu_list("5", 2).unwrap_err().to_string();
         assert!(e.contains("CPU 5") && e.contains("0-1"), "{e}");
+    }
+
+    /// on/off, yes/no and true/false are 1 and 0 for the 0..=1 settings only (the kernel's
+    /// sysctls take neither; sluice's booleans take them as a convenience): for any other
+    /// integer a word is an error naming the setting, not a silent 1.
+    #[test]
+    fn boolean_words_only_for_boolean_tunables() {
+        let mut t = Tunables::default();
+        for w in ["on", "yes", "true", "ON", "off", "no", "false"] {
+            for name in ["net.core.dev_weight", "net.core.flow_limit_table_len", "net.ipv4.icmp_ratelimit"] {
+                let e = t.set(name, w).expect_err(name).to_string();
+                assert!(e.contains(name) && e.contains(w) && e.contains("integer"), "{e}");
+            }
+        }
+        assert_eq!(t, Tunables::default(), "nothing changed");
+        for (w, v) in [("off", 0), ("ON", 1), ("no", 0), ("true", 1)] {
+            t.set("rx.listified", w).unwrap();
+            t.set("net.ipv4.ip_forward", w).unwrap();
+            assert_eq!((t.listified, t.ip_forward), (v, v));
+        }
     }
 }

@@ -431,7 +431,8 @@ impl Config {
         for (k, v) in &self.tunables {
             let s = match v {
                 toml::Value::String(s) => s.clone(),
-                toml::Value::Boolean(b) => (*b as u8).to_string(),
+                // As `true`/`false`: taken as 1/0 by a 0..=1 setting only.
+                toml::Value::Boolean(b) => b.to_string(),
                 other => other.to_string(),
             };
             t.set(k, &s)?;
@@ -1328,5 +1329,18 @@ mod tests {
         let mut c = lab(Pipeline::L3fwd);
         c.tunables.insert("net.core.dev_weight".into(), toml::Value::Integer(0));
         assert!(c.tunables(&[]).is_err());
+    }
+
+    /// A TOML boolean is 1 or 0 for a 0..=1 tunable only: `"net.core.dev_weight" = true` is an
+    /// error naming the setting, not a weight of 1.
+    #[test]
+    fn boolean_words_only_for_boolean_tunables_in_a_config() {
+        let mut c = lab(Pipeline::L3fwd);
+        c.tunables.insert("net.core.dev_weight".into(), toml::Value::Boolean(true));
+        let e = c.tunables(&[]).expect_err("a boolean weight").to_string();
+        assert!(e.contains("net.core.dev_weight"), "{e}");
+        let mut c = lab(Pipeline::L3fwd);
+        c.tunables.insert("rx.listified".into(), toml::Value::Boolean(false));
+        assert_eq!(c.tunables(&[]).unwrap().listified, 0);
     }
 }
