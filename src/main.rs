@@ -72,6 +72,12 @@ fn dispatch(cli: Cli) -> Result<()> {
                 let default = defaults.get_text(name).unwrap_or_else(|_| source.to_string());
                 outln!("{name:<width$} {default:>10}  {doc}");
             }
+            // The kernel's derived quotas: shown, not settable (no sysctls of their own).
+            outln!("derived, not settable (as in the kernel):");
+            for (name, bias, what) in sluice::tunables::DERIVED {
+                let v = defaults.derived_value(name).unwrap_or_default();
+                outln!("{name:<width$} {v:>10}   net.core.dev_weight × {bias}: {what}.");
+            }
             Ok(())
         }
     }

@@ -15,6 +15,21 @@ pub enum TunableError {
     BadValue { name: String, value: String, why: String },
     #[error("`{0}` is not NAME=VALUE (e.g. net.core.dev_weight=32)")]
     NotAssignment(String),
+    /// The kernel's dev_rx_weight / dev_tx_weight: quotas derived from net.core.dev_weight,
+    /// no sysctls of their own.
+    #[error("`{name}` is no sysctl: the kernel derives it as net.core.dev_weight × {bias}; set one of those")]
+    Derived { name: String, bias: &'static str },
+}
+
+/// The kernel's quotas derived from `net.core.dev_weight` (proc_do_dev_weight recomputes them
+/// whenever it or a bias is written; neither is a sysctl): (name, its bias, what it bounds).
+pub const DERIVED: [(&str, &str, &str); 2] = [
+    ("net.core.dev_rx_weight", "net.core.dev_weight_rx_bias", "packets one poll of a worker's RPS backlog may process (process_backlog)"),
+    ("net.core.dev_tx_weight", "net.core.dev_weight_tx_bias", "packets one qdisc run may dequeue before rescheduling"),
+];
+
+fn derived(name: &str) -> Option<TunableError> {
+    DERIVED.iter().find(|d| d.0 == name).map(|d| TunableError::Derived { name: name.to_string(), bias: d.1 })
 }
 
 macro_rules! tunables {
@@ -39,6 +54,9 @@ macro_rules! tunables {
         impl Tunables {
             /// Sets a tunable by its sysctl-style name, e.g. `net.core.netdev_budget`.
             pub fn set(&mut self, name: &str, value: &str) -> Result<(), TunableError> {
+                if let Some(e) = derived(name) {
+                    return Err(e);
+                }
                 match name {
                     $( $name => {
                         // on/off words only where the kernel's range is 0..=1 (a boolean).
@@ -64,6 +82,9 @@ macro_rules! tunables {
 
             /// Reads a tunable by name (as an integer).
             pub fn get(&self, name: &str) -> Result<u64, TunableError> {
+                if let Some(e) = derived(name) {
+                    return Err(e);
+                }
                 match name {
                     $( $name => Ok(self.$field as u64), )*
                     _ => Err(TunableError::Unknown(name.to_string())),
@@ -159,6 +180,27 @@ fn special_value(name: &str, value: &str) -> Option<Result<u64, String>> {
 }
 
 impl Tunables {
+    /// The RPS backlog's quota per poll: the kernel's dev_rx_weight, `net.core.dev_weight` ×
+    /// `net.core.dev_weight_rx_bias` (process_backlog).
+    pub fn dev_rx_weight(&self) -> u32 {
+        self.dev_weight.saturating_mul(self.dev_weight_rx_bias)
+    }
+
+    /// The qdisc run quota: the kernel's dev_tx_weight, `net.core.dev_weight` ×
+    /// `net.core.dev_weight_tx_bias` (__qdisc_run).
+    pub fn dev_tx_weight(&self) -> u32 {
+        self.dev_weight.saturating_mul(self.dev_weight_tx_bias)
+    }
+
+    /// A derived quota of [`DERIVED`] by name.
+    pub fn derived_value(&self, name: &str) -> Option<u32> {
+        match name {
+            "net.core.dev_rx_weight" => Some(self.dev_rx_weight()),
+            "net.core.dev_tx_weight" => Some(self.dev_tx_weight()),
+            _ => None,
+        }
+    }
+
     /// A tunable's value as `--set` takes it back: a number, or for `net.core.default_qdisc`
     /// the qdisc's name.
     pub fn get_text(&self, name: &str) -> Result<String, TunableError> {
@@ -250,8 +292,12 @@ fn parse_value(s: &str, boolean: bool) -> Result<u64, BadNumber> {
 // `bool` fields are stored as u8-like integers would be awkward; the kernel's booleans are
 // integers too (0/1), so every tunable is an integer type here.
 tunables! {
-    /// Packets one NAPI instance may process per poll (NAPI weight).
+    /// Packets one NAPI instance may process per poll (NAPI weight); times the biases below, the RPS backlog's and the qdisc run's quotas (the kernel's dev_rx_weight, dev_tx_weight).
     dev_weight: u32 = 64, "net.core.dev_weight", min 1, max 4096;
+    /// dev_rx_weight = dev_weight × this: packets one poll of a worker's RPS backlog may process.
+    dev_weight_rx_bias: u32 = 1, "net.core.dev_weight_rx_bias", min 1, max 1 << 16;
+    /// dev_tx_weight = dev_weight × this: packets one qdisc run may dequeue before rescheduling.
+    dev_weight_tx_bias: u32 = 1, "net.core.dev_weight_tx_bias", min 1, max 1 << 16;
     /// Packets one softirq round (all NAPI instances) may process.
     netdev_budget: u32 = 300, "net.core.netdev_budget", min 1, max 1_000_000;
     /// Time budget of one softirq round, in microseconds.
@@ -272,8 +318,6 @@ tunables! {
     /// `NETIF_F_GRO_FRAGLIST`; needs `gro`): a UDP train is kept as the chain of its datagrams
     /// and split back on transmit. Off by default, as in the kernel.
     rx_gro_list: u8 = 0, "rx-gro-list", min 0, max 1;
-    /// Packets one qdisc run may dequeue before rescheduling.
-    dev_tx_weight: u32 = 64, "net.core.dev_tx_weight", min 1, max 65536;
     /// Flow-limit table buckets per CPU (a power of two).
     flow_limit_table_len: u32 = 4096, "net.core.flow_limit_table_len", min 1, max 1 << 20;
     /// CPUs (workers) that apply the flow limit to the packets they queue on backlogs (a CPU list or 0x mask; 0 = none, the kernel's default).
@@ -359,7 +403,8 @@ mod tests {
         assert_eq!(t.netdev_budget_usecs, 2000);
         assert_eq!(t.dev_weight, 64);
         assert_eq!(t.netdev_max_backlog, 1000);
-        assert_eq!(t.dev_tx_weight, 64);
+        assert_eq!((t.dev_weight_rx_bias, t.dev_weight_tx_bias), (1, 1));
+        assert_eq!((t.dev_rx_weight(), t.dev_tx_weight()), (64, 64));
     }
 
     #[test]

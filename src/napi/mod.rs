@@ -27,8 +27,9 @@ pub fn softirq_round(net: &Net, w: &mut Worker) -> usize {
     let deadline = w.tsc_deadline(net.tun.netdev_budget_usecs as u64);
     let weight = net.tun.dev_weight as usize;
     let mut done = 0;
-    // The NAPI instances in poll order: the backlog RPS fills (process_backlog, weight
-    // dev_weight) when several workers run, then the ports. A round starts at the instance
+    // The NAPI instances in poll order: the backlog RPS fills (process_backlog, its quota
+    // the kernel's dev_rx_weight: dev_weight × dev_weight_rx_bias) when several workers
+    // run, then the ports. A round starts at the instance
     // after the one the previous round stopped at: net_rx_action puts the instances it did
     // not reach first in the next round and one that used its whole weight behind them, so
     // while the first instances keep the budget busy (a backlog other workers keep full, a
@@ -38,7 +39,8 @@ pub fn softirq_round(net: &Net, w: &mut Worker) -> usize {
     let first = w.next_napi % ninst.max(1);
     for inst in (first..ninst).chain(0..first) {
         let (work, weight) = if backlog && inst == 0 {
-            (poll_backlog(net, w, weight), weight)
+            let quota = net.tun.dev_rx_weight() as usize;
+            (poll_backlog(net, w, quota), quota)
         } else {
             // (A packet-count limit on the run is the only other bound on a poll.)
             let weight = weight.min(w.rx_quota.min(usize::MAX as u64) as usize);
@@ -308,7 +310,7 @@ fn wait_for_other_workers(net: &Net, w: &mut Worker) {
     loop {
         // Read before the backlog: once every other worker has finished, nothing more comes.
         let all_finished = net.rps.finished.load(Ordering::Acquire) >= others;
-        let work = crate::rps::process_backlog(net, w, net.tun.dev_weight as usize);
+        let work = crate::rps::process_backlog(net, w, net.tun.dev_rx_weight() as usize);
         poll_end(net, w);
         crate::rps::publish_processed(net, w);
         if all_finished && work == 0 {
@@ -363,7 +365,7 @@ pub fn run_worker(net: &Net, w: &mut Worker, limit: &RunLimit) {
                 net.rps.rx_stopped.fetch_add(1, Ordering::AcqRel);
             }
             let all_stopped = net.rps.rx_stopped.load(Ordering::Acquire) >= others;
-            let work = crate::rps::process_backlog(net, w, net.tun.dev_weight as usize);
+            let work = crate::rps::process_backlog(net, w, net.tun.dev_rx_weight() as usize);
             poll_end(net, w);
             crate::rps::publish_processed(net, w);
             if all_stopped && work == 0 {
@@ -517,7 +519,7 @@ pub fn drain(net: &Net, w: &mut Worker) -> Vec<(String, std::io::Error)> {
     poll_end(net, w);
     if net.rps.workers() > 1 {
         // What GRO delivered just now may stand in this worker's own backlog.
-        while crate::rps::process_backlog(net, w, net.tun.dev_weight as usize) > 0 {
+        while crate::rps::process_backlog(net, w, net.tun.dev_rx_weight() as usize) > 0 {
             poll_end(net, w);
             crate::rps::publish_processed(net, w);
         }
@@ -676,6 +678,33 @@ mod tests {
         assert_eq!(w.c.time_squeeze, 10);
         assert_eq!(w.port_mut(0).unwrap().stats().rx_packets, 200, "the port had its turns");
         assert_eq!(w.c.tx, 200, "io forwards what the port received");
+    }
+
+    /// The backlog's quota is the kernel's dev_rx_weight (process_backlog), no sysctl of its
+    /// own: net.core.dev_weight x net.core.dev_weight_rx_bias (proc_do_dev_weight).
+    #[test]
+    fn the_backlog_quota_is_dev_weight_times_the_rx_bias() {
+        for (sets, quota) in [(&["net.core.dev_weight=16"][..], 16), (&["net.core.dev_weight=16", "net.core.dev_weight_rx_bias=2"][..], 32)]
+        {
+            let mut tun = Tunables::default();
+            tun.apply_all(sets).unwrap_or_else(|e| panic!("{sets:?}: {e}"));
+            let pool = Pool::new(256).unwrap();
+            let net = Net::with_workers(tun, Pipeline::L3fwd, 2);
+            let (mut tx, mut rx) = crate::rps::backlog::backlog_rings(2, 256);
+            let mut w = Worker::new(0, &pool);
+            w.backlog_rx = std::mem::take(&mut rx[0]);
+            w.backlog_src = vec![0, 1];
+            w.ring_queued = vec![0; 2];
+            net.rps.backlog_len[0].0.fetch_add(100, std::sync::atomic::Ordering::Relaxed);
+            let ring = tx[1][0].as_mut().unwrap();
+            for _ in 0..100 {
+                let p = w.bufs.alloc_copy(&[0u8; 60]).unwrap();
+                ring.push(Skb { pkt: p, ..Skb::default() }).unwrap();
+            }
+            assert_eq!(softirq_round(&net, &mut w), quota, "{sets:?}");
+            while softirq_round(&net, &mut w) > 0 {}
+            assert_eq!(w.buffers_in_use(), 0);
+        }
     }
 
     /// A worker does not go idle (sleep until woken) while packets handed over for a port

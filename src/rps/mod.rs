@@ -5,7 +5,8 @@
 //! appends it to its target worker's backlog (its own included, as the kernel's), a run per
 //! target per poll; a target is woken once per round when its backlog goes from idle to
 //! scheduled.
-//! Each worker polls its backlog as one more NAPI instance (`dev_weight` quota).
+//! Each worker polls its backlog as one more NAPI instance (quota dev_rx_weight: dev_weight ×
+//! dev_weight_rx_bias).
 
 pub mod backlog;
 pub mod hash;

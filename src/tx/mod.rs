@@ -7,7 +7,8 @@
 //!
 //! Ports that model a NIC ring (`port::sim`, with BQL) go through the port's qdisc: the
 //! staged packets are enqueued, then `qdisc_run` dequeues in bulks as large as `dql_avail()`
-//! allows (`qdisc.bulk`), for at most `net.core.dev_tx_weight` packets per run, and hands
+//! allows (`qdisc.bulk`), for at most dev_tx_weight (`net.core.dev_weight` ×
+//! `net.core.dev_weight_tx_bias`, as the kernel derives it) packets per run, and hands
 //! each bulk to the driver in one call (`xmit_more` on all but the last: one doorbell). What
 //! the driver refuses is requeued and sent first next time; a stopped queue (BQL STACK_XOFF,
 //! ring full) is not dequeued into until a completion wakes it.
@@ -151,11 +152,11 @@ fn next_packet(q: &mut TxQueue, cx: &mut QCtx<'_>) -> Option<Pkt> {
 }
 
 /// qdisc_run: bulks to the driver until the qdisc is empty, the queue stops, the driver
-/// refuses, or `dev_tx_weight` packets went (then the next poll's flush continues: the
-/// kernel's reschedule). Returns packets sent.
+/// refuses, or dev_tx_weight (dev_weight × dev_weight_tx_bias) packets went (then the next
+/// poll's flush continues: the kernel's reschedule). Returns packets sent.
 pub fn qdisc_run(net: &Net, q: &mut TxQueue, dev: &mut dyn Port, bufs: &mut BufCache, c: &mut Counters, now_ns: u64) -> usize {
     let bulk = net.tun.qdisc_bulk != 0;
-    let mut quota = net.tun.dev_tx_weight.max(1) as usize;
+    let mut quota = net.tun.dev_tx_weight().max(1) as usize;
     let mut sent_total = 0;
     if let Some(t) = dev.tx_queue() {
         let s = &mut q.stats;

@@ -18,7 +18,8 @@ pub struct TxqStats {
     pub doorbells: u64,
     /// Packets handed to the driver per call, bucketed by powers of two.
     pub bulk_hist: [u64; BULK_BUCKETS],
-    /// qdisc runs that ended on the `dev_tx_weight` quota (rescheduled to the next poll).
+    /// qdisc runs that ended on the dev_tx_weight quota (dev_weight × dev_weight_tx_bias;
+    /// rescheduled to the next poll).
     pub resched: u64,
     /// qdisc runs that found the queue stopped (BQL or a full ring).
     pub found_stopped: u64,

@@ -610,3 +610,34 @@ fn fq_codel_quantum_and_times_beyond_the_kernels_bounds_are_refused() {
     assert_eq!(QdiscSpec { interval_ns: max_ns + 1000, ..fq.clone() }.validate().unwrap_err().0, "target/interval");
     assert_eq!(QdiscSpec { target_ns: u64::MAX, ..fq }.validate().unwrap_err().0, "target/interval");
 }
+
+/// The qdisc run quota is the kernel's dev_tx_weight, which is no sysctl of its own:
+/// proc_do_dev_weight sets it to net.core.dev_weight x net.core.dev_weight_tx_bias whenever
+/// one of them is written, so dev_weight=16 ends a run after 16 packets.
+#[test]
+fn dev_tx_weight_is_dev_weight_times_the_tx_bias() {
+    use crate::port::sink::{CheckSpec, Sink, SinkKind};
+    let cases: [(&[&str], usize); 3] =
+        [(&[], 64), (&["net.core.dev_weight=16"], 16), (&["net.core.dev_weight=16", "net.core.dev_weight_tx_bias=3"], 48)];
+    for (sets, quota) in cases {
+        let mut tun = Tunables::default();
+        tun.apply_all(sets).unwrap_or_else(|e| panic!("{sets:?}: {e}"));
+        let net = Net::new(tun, Pipeline::Io);
+        let pool = Pool::new(256).unwrap();
+        let mut bufs = pool.cache();
+        let mut dev = Sink::new("null", SinkKind::Null, CheckSpec::default());
+        let mut q = tx_queue(&net);
+        let mut c = Counters::default();
+        stage(&mut q, &mut bufs, 200, 1, &mut [0]);
+        crate::tx::enqueue_staged(&mut q, &mut bufs, &mut c, 0);
+        assert_eq!(crate::tx::qdisc_run(&net, &mut q, &mut dev, &mut bufs, &mut c, 0), quota, "{sets:?}");
+        assert_eq!(q.stats.resched, 1, "{sets:?}: the run ended on the quota");
+        while q.held() > 0 {
+            crate::tx::qdisc_run(&net, &mut q, &mut dev, &mut bufs, &mut c, 0);
+        }
+        assert_eq!((c.tx, bufs.in_use()), (200, 0));
+    }
+    assert!(Tunables::default().set("net.core.dev_weight_tx_bias", "0").is_err(), "extra1 = SYSCTL_ONE");
+    let e = Tunables::default().set("net.core.dev_tx_weight", "16").unwrap_err().to_string();
+    assert!(e.contains("net.core.dev_tx_weight") && e.contains("net.core.dev_weight_tx_bias"), "{e}");
+}
