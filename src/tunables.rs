@@ -134,7 +134,9 @@ impl BadNumber {
 /// CPU masks (`rps_cpus`, `net.core.flow_limit_cpu_bitmap`) are written as CPU lists, as
 /// the kernel prints them (`0-3,6`), or as a hex mask with `0x` (what sysfs takes: `0x3`) or
 /// as sysfs prints it (`00000003`, groups of 8 hex digits); `none` or `0` clears them (an
-/// empty value is refused). Each CPU must be present on this machine.
+/// empty value is refused). A bare number is a CPU list: `3` is CPU 3, not the mask that
+/// `echo 3 > rps_cpus` writes (CPUs 0-1; here `0x3`). Each CPU must be present on this
+/// machine. They read back as sysfs prints them ([`cpu_mask_text`]).
 fn special_value(name: &str, value: &str) -> Option<Result<u64, String>> {
     if name == "net.core.default_qdisc" {
         return Some(qdisc_index(value));
@@ -201,16 +203,30 @@ impl Tunables {
         }
     }
 
-    /// A tunable's value as `--set` takes it back: a number, or for `net.core.default_qdisc`
-    /// the qdisc's name.
+    /// A tunable's value as `--set` takes it back: a number, for `net.core.default_qdisc`
+    /// the qdisc's name, for a CPU mask the mask as sysfs prints it (`00000003`: in decimal,
+    /// CPUs 0-1 would read back as CPU 3).
     pub fn get_text(&self, name: &str) -> Result<String, TunableError> {
         let v = self.get(name)?;
+        if name == "rps_cpus" || name == "net.core.flow_limit_cpu_bitmap" {
+            return Ok(cpu_mask_text(v));
+        }
         if name == "net.core.default_qdisc" {
             if let Some(q) = usize::try_from(v).ok().and_then(|i| QDISC_NAMES.get(i)) {
                 return Ok((*q).to_string());
             }
         }
         Ok(v.to_string())
+    }
+}
+
+/// A CPU mask as sysfs prints one (`cat .../queues/rx-0/rps_cpus`, bitmap_print_to_pagebuf):
+/// hex in groups of 8 digits (32 CPUs), comma-separated, most significant first; here as
+/// many groups as the mask needs (the kernel prints as many as the machine's CPUs need).
+pub fn cpu_mask_text(mask: u64) -> String {
+    match mask >> 32 {
+        0 => format!("{mask:08x}"),
+        high => format!("{high:08x},{:08x}", mask as u32),
     }
 }
 
@@ -320,9 +336,9 @@ tunables! {
     rx_gro_list: u8 = 0, "rx-gro-list", min 0, max 1;
     /// Flow-limit table buckets per CPU (a power of two).
     flow_limit_table_len: u32 = 4096, "net.core.flow_limit_table_len", min 1, max 1 << 20;
-    /// CPUs (workers) that apply the flow limit to the packets they queue on backlogs (a CPU list or 0x mask; 0 = none, the kernel's default).
+    /// CPUs (workers) that apply the flow limit to the packets they queue on backlogs (a CPU list like 0-1, a 0x mask or sysfs's 00000003; 0 = none, the kernel's default; reads back as sysfs prints it).
     flow_limit_cpu_bitmap: u64 = 0, "net.core.flow_limit_cpu_bitmap", min 0, max u64::MAX;
-    /// Receive Packet Steering: workers the receive path spreads flows over (a CPU list like 0-1, or a 0x mask; 0 = off). One worker per CPU up to the highest one.
+    /// Receive Packet Steering: workers the receive path spreads flows over (a CPU list like 0-1, a 0x mask like 0x3, or sysfs's 00000003; a bare 3 is CPU 3; 0 = off; reads back as sysfs prints it). One worker per CPU up to the highest one.
     rps_cpus: u64 = 0, "rps_cpus", min 0, max u64::MAX;
     /// Microseconds an idle worker keeps polling its backlog before it sleeps (0 = sleep at once and be woken by the producer; like net.core.busy_poll, trading CPU for wake-up latency).
     busy_poll: u32 = 0, "net.core.busy_poll", min 0, max 1_000_000;
@@ -473,5 +489,21 @@ mod tests {
             t.set("net.ipv4.ip_forward", w).unwrap();
             assert_eq!((t.listified, t.ip_forward), (v, v));
         }
+    }
+
+    /// A CPU mask reads back as sysfs prints `rps_cpus` (hex, groups of 8 digits), which
+    /// `--set` takes back as that mask; in decimal, CPU 0's mask (1) came back as CPU 1.
+    #[test]
+    fn cpu_masks_read_back_as_sysfs_hex() {
+        let t = Tunables { rps_cpus: 0b11, flow_limit_cpu_bitmap: 1 << 40 | 1, ..Tunables::default() };
+        assert_eq!(t.get_text("rps_cpus").unwrap(), "00000003");
+        assert_eq!(t.get_text("net.core.flow_limit_cpu_bitmap").unwrap(), "00000100,00000001");
+        assert_eq!(Tunables::default().get_text("rps_cpus").unwrap(), "00000000");
+        let mut t = Tunables::default();
+        t.set("rps_cpus", "0x1").unwrap();
+        let text = t.get_text("rps_cpus").unwrap();
+        let mut back = Tunables::default();
+        back.set("rps_cpus", &text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(back.rps_cpus, 1, "{text} is CPU 0");
     }
 }
