@@ -1,4 +1,7 @@
-//! Every tunable in one place, with the kernel's sysctl names and defaults.
+//! Every tunable in one place, with the kernel's sysctl names and defaults. Deliberate
+//! differences are said on their lines: forwarding (`net.ipv4.ip_forward`,
+//! `net.ipv6.conf.all.forwarding`) is on by default, where the kernel's default is 0; `gro`
+//! is off.
 //!
 //! Set by name from the command line (`--set net.core.gro_normal_batch=16`) or a config
 //! file's `[tunables]` table. sluice's own knobs (no kernel sysctl) are named by the stage
@@ -348,9 +351,9 @@ tunables! {
     rps_flow_cnt: u32 = 0, "rps_flow_cnt", min 0, max 1 << 20;
     /// Queues of the in-memory ports (generator receive queues by RSS, sink, capture and NIC-model transmit queues) that do not set `rss_queues` themselves (`ethtool -L combined N`); queue q belongs to worker q.
     rss_queues: u32 = 1, "rss_queues", min 1, max 64;
-    /// Forward IPv4 packets not addressed to us.
+    /// Forward IPv4 packets not addressed to us. On by default, where the kernel's default is 0: sluice is a router, and its built-in lab, examples, benches and tests forward without setting it (a Linux router sets it with sysctl); 0 makes a host.
     ip_forward: u8 = 1, "net.ipv4.ip_forward", min 0, max 1;
-    /// Forward IPv6 packets not addressed to us.
+    /// Forward IPv6 packets not addressed to us (and advertise as a router in neighbour advertisements). On by default, where the kernel's default is 0, for the same reason as net.ipv4.ip_forward.
     ipv6_forwarding: u8 = 1, "net.ipv6.conf.all.forwarding", min 0, max 1;
     /// Packets held per unresolved neighbour while ARP/NDP resolves it (the oldest is dropped
     /// as `neigh_queuefull` beyond it); NDP uses the same neighbour parameters.
@@ -505,5 +508,17 @@ mod tests {
         let mut back = Tunables::default();
         back.set("rps_cpus", &text).unwrap_or_else(|e| panic!("{text}: {e}"));
         assert_eq!(back.rps_cpus, 1, "{text} is CPU 0");
+    }
+
+    /// sluice forwards by default where the kernel does not (`net.ipv4.ip_forward` and
+    /// `net.ipv6.conf.all.forwarding` are 0 in a new namespace): a deliberate difference, said
+    /// where `sluice tunables` prints it.
+    #[test]
+    fn forwarding_defaults_differ_from_the_kernels_and_say_so() {
+        for name in ["net.ipv4.ip_forward", "net.ipv6.conf.all.forwarding"] {
+            let (_, doc, default) = TUNABLES.iter().find(|t| t.0 == name).unwrap();
+            assert_eq!(*default, "1", "{name}");
+            assert!(doc.contains("the kernel's default is 0"), "{name}: {doc}");
+        }
     }
 }
