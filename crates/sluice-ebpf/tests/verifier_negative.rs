@@ -2266,3 +2266,81 @@ fn an_unprivileged_atomic_cannot_store_a_pointer() {
         exit";
     rejects_unprivileged(cmpxchg, 10, "R0 leaks addr into memory");
 }
+
+#[test]
+fn a_callee_state_keeps_the_callers_registers_live_after_the_return_point() {
+    // r6 is set just before the call (so it is not live there) and read after the return:
+    // a callee state saved on one path must not prune the other, whose r6 differs. The
+    // caller's part of a callee state is compared by what is live at the return point.
+    let src = "
+        call 7
+        r3 = 1000
+        if r0 > 5 goto set
+        r3 = 0
+    set:
+        r6 = r3
+        call @f
+        if r6 == 0 goto ok
+        r0 = *(u8 *)(r10 + 8)
+    ok:
+        r0 = 2
+        exit
+    f:
+        call 7
+        r2 = 1
+        r2 += 1
+        r2 += 1
+        r2 += 1
+        r2 += 1
+        r2 += 1
+        r2 += 1
+        if r0 == 5 goto m
+        r2 = 1
+    m:
+        if r0 == 6 goto l
+        r2 = 1
+    l:
+        r0 = 0
+        exit";
+    rejects(src, 7, "invalid read from stack R10 off=8");
+}
+
+#[test]
+fn precision_passes_through_an_atomic_that_does_not_write_the_tracked_register() {
+    // r0 carries r6 past a fetch_add whose fetched value lands in r1, not r0, then decides a
+    // map value offset: backtracking must go on through the atomic to `r0 = r6`, so r6 is
+    // precise in the state saved at `join` and the path bringing r6 = 8 is not pruned.
+    let src = "
+        *(u32 *)(r10 - 4) = 0
+        call 7
+        r6 = 0
+        if r0 != 0 goto other
+        r3 = 0
+        r4 = 1
+        r5 = 2
+        r7 = 3
+        r8 = 4
+        r9 = 5
+        r3 = 6
+        r4 = 7
+        goto join
+    other:
+        r6 = 8
+    join:
+        r0 = r6
+        *(u64 *)(r10 - 16) = 0
+        r1 = 1
+        atomic u64 r10 - 16 fetch_add r1
+        r7 = r0
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        if r0 == 0 goto out
+        r0 += r7
+        r3 = *(u64 *)(r0 + 8)
+    out:
+        r0 = 2
+        exit";
+    rejects(src, 26, "invalid access to map value, value_size=16 off=16 size=8");
+}
