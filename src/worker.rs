@@ -51,12 +51,13 @@ pub struct Worker {
     pub(crate) skb_scratch: Vec<crate::buf::skb::Skb>,
     /// One IPv4 fragment being built (the cold fragmentation path reuses it).
     pub(crate) frag_scratch: Vec<u8>,
-    /// RPS: packets of this poll staged per target worker, the targets to wake at the end
-    /// of the round (bit per worker), and the flow-limit history per target.
+    /// RPS: packets of this poll staged per target worker, and the targets to wake at the
+    /// end of the round (bit per worker).
     pub(crate) rps_out: Vec<Vec<crate::buf::skb::Skb>>,
     pub(crate) wake_pending: u64,
-    /// Backlog rings: producer ends to every other worker (by target; None for this one),
-    /// and the consumer ends of this worker's backlog, one per other worker.
+    /// Backlog rings: producer ends to every worker's backlog (by target, this worker's own
+    /// included: its steered packets queue behind what others sent it), and the consumer
+    /// ends of this worker's backlog, one per sending worker.
     pub(crate) rps_tx: Vec<Option<crate::rps::backlog::BacklogTx>>,
     pub(crate) backlog_rx: Vec<crate::rps::backlog::BacklogRx>,
     /// The producing worker of each ring in `backlog_rx`.

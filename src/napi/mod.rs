@@ -38,9 +38,8 @@ pub fn softirq_round(net: &Net, w: &mut Worker) -> usize {
     let ninst = net.nports() as u16 + backlog as u16;
     let first = w.next_napi % ninst.max(1);
     for inst in (first..ninst).chain(0..first) {
-        let (work, weight) = if backlog && inst == 0 {
-            let quota = net.tun.dev_rx_weight() as usize;
-            (poll_backlog(net, w, quota), quota)
+        let work = if backlog && inst == 0 {
+            poll_backlog(net, w, net.tun.dev_rx_weight() as usize)
         } else {
             // (A packet-count limit on the run is the only other bound on a poll.)
             let weight = weight.min(w.rx_quota.min(usize::MAX as u64) as usize);
@@ -51,7 +50,7 @@ pub fn softirq_round(net: &Net, w: &mut Worker) -> usize {
             if work >= weight {
                 w.c.napi_budget_exhausted += 1;
             }
-            (work, weight)
+            work
         };
         done += work;
         budget -= work as i64;

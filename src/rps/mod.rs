@@ -16,8 +16,9 @@ use crate::buf::skb::Skb;
 use crate::buf::BufCache;
 use crate::net::Net;
 use crate::stats::{DropReason, Stage};
-use crate::wire::ipv6::{skip_extension_headers, NEXT_HEADER_FRAGMENT};
+use crate::wire::ipv6::{skip_extension_headers_to_auth, NEXT_HEADER_FRAGMENT};
 use crate::wire::{vlan, EtherType, VlanHeader};
+use crate::wire::{IPPROTO_AH, IPPROTO_DCCP, IPPROTO_ESP, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP, IPPROTO_UDPLITE};
 use crate::worker::Worker;
 use backlog::FlowLimit;
 
@@ -62,9 +63,10 @@ pub fn skb_hash(bufs: &BufCache, skb: &mut Skb) -> u32 {
             }
             Some(ip) => {
                 // Past the extension headers, as the kernel's flow dissector: a flow with a
-                // Hop-by-Hop or Destination Options header is the same flow. Every piece of
-                // a fragmented datagram hashes alike (addresses, no ports).
-                let (proto, ports) = match skip_extension_headers(ip[6], d.get(o + 40..).unwrap_or_default()) {
+                // Hop-by-Hop or Destination Options header is the same flow (AH is not
+                // walked: its SPI names the flow). Every piece of a fragmented datagram
+                // hashes alike (addresses, no ports).
+                let (proto, ports) = match skip_extension_headers_to_auth(ip[6], d.get(o + 40..).unwrap_or_default()) {
                     Ok(e) if e.fragment => (NEXT_HEADER_FRAGMENT, None),
                     Ok(e) => (e.protocol, l4_ports(d, o + 40 + e.offset, e.protocol)),
                     Err(_) => (ip[6], None),
@@ -84,13 +86,17 @@ pub fn skb_hash(bufs: &BufCache, skb: &mut Skb) -> u32 {
 /// Seed of the software flow hash (the kernel's is random per boot; fixed here so runs repeat).
 const HASH_SEED: u32 = 0x5eed_1234;
 
-/// Source and destination ports of a TCP, UDP or SCTP header at `off`.
+/// The 32 bits that stand in for the ports of the header at `off` (proto_ports_offset):
+/// source and destination port of TCP, UDP, UDP-Lite, DCCP and SCTP; the SPI of ESP (at
+/// its start) and AH (4 bytes in), so IPsec SAs between two gateways spread too.
 #[inline]
 fn l4_ports(d: &[u8], off: usize, proto: u8) -> Option<(u16, u16)> {
-    if !matches!(proto, 6 | 17 | 132) {
-        return None;
-    }
-    let p = d.get(off..off + 4)?;
+    let at = match proto {
+        IPPROTO_TCP | IPPROTO_UDP | IPPROTO_DCCP | IPPROTO_ESP | IPPROTO_SCTP | IPPROTO_UDPLITE => off,
+        IPPROTO_AH => off + 4,
+        _ => return None,
+    };
+    let p = d.get(at..at + 4)?;
     Some((u16::from_be_bytes([p[0], p[1]]), u16::from_be_bytes([p[2], p[3]])))
 }
 
@@ -538,6 +544,64 @@ mod tests {
         assert_ne!(hash_of(&mut bufs, &udp6_frame_labelled(None, 1000, 0x12346)).0, h, "a new label: another flow");
         assert_ne!(hash_of(&mut bufs, &udp6_frame(None, 1000)).0, h, "no label: the ports' hash");
         assert_eq!(hash_of(&mut bufs, &udp6_frame_labelled(Some(7), 1000, 0x12345)), (h, true), "through a VLAN tag");
+    }
+
+    fn udp4_frame(sport: u16) -> Vec<u8> {
+        use crate::wire::build::{build, L3Spec, L4Spec, PacketSpec};
+        let spec = PacketSpec {
+            l3: L3Spec::V4 { src: [10, 0, 0, 1], dst: [10, 0, 0, 2], tos: 0, ident: 0, dont_frag: true },
+            l4: L4Spec::Udp { src_port: sport, dst_port: 53 },
+            frame_len: 80,
+            ..PacketSpec::default()
+        };
+        let mut f = vec![0u8; 128];
+        let n = build(&spec, &mut f).unwrap();
+        f.truncate(n);
+        f
+    }
+
+    /// A UDP frame turned into `proto` (IPv4 or IPv6): the bytes after the IP header are
+    /// `spi_at` bytes of zeros, the SPI, a sequence number.
+    fn with_proto(mut f: Vec<u8>, v6: bool, proto: u8, spi_at: usize, spi: u32, seq: u32) -> Vec<u8> {
+        let (proto_at, l4) = if v6 { (20, 54) } else { (23, 34) };
+        f[proto_at] = proto;
+        f[l4..l4 + spi_at].fill(0);
+        f[l4 + spi_at..l4 + spi_at + 4].copy_from_slice(&spi.to_be_bytes());
+        f[l4 + spi_at + 4..l4 + spi_at + 8].copy_from_slice(&seq.to_be_bytes());
+        f
+    }
+
+    /// proto_ports_offset: the SPI of ESP (offset 0) and AH (offset 4) stands in for the
+    /// ports, so the SAs between two gateways spread over workers; DCCP, UDP-Lite and SCTP
+    /// hash their ports as TCP and UDP do.
+    #[test]
+    fn ipsec_spis_and_other_port_protocols_name_their_flows() {
+        let pool = crate::buf::Pool::new(64).unwrap();
+        let mut bufs = pool.cache();
+        for v6 in [false, true] {
+            let base = || if v6 { udp6_frame(None, 1000) } else { udp4_frame(1000) };
+            for (proto, spi_at) in [(IPPROTO_ESP, 0), (IPPROTO_AH, 4)] {
+                let hashes: std::collections::HashSet<u32> = (1..=64u32)
+                    .map(|spi| {
+                        let (h, l4) = hash_of(&mut bufs, &with_proto(base(), v6, proto, spi_at, spi, 1));
+                        assert!(l4, "v6 {v6} proto {proto}: the SPI is the flow's L4 part");
+                        assert_eq!(hash_of(&mut bufs, &with_proto(base(), v6, proto, spi_at, spi, 99)).0, h, "the sequence number is not");
+                        h
+                    })
+                    .collect();
+                assert!(hashes.len() >= 60, "v6 {v6} proto {proto}: {} hashes for 64 SPIs", hashes.len());
+            }
+            for proto in [IPPROTO_DCCP, IPPROTO_UDPLITE, IPPROTO_SCTP] {
+                let mut ports = |sport: u16| {
+                    let mut f = if v6 { udp6_frame(None, sport) } else { udp4_frame(sport) };
+                    f[if v6 { 20 } else { 23 }] = proto;
+                    hash_of(&mut bufs, &f)
+                };
+                let (h, l4) = ports(1000);
+                assert!(l4);
+                assert_ne!(ports(1001).0, h, "v6 {v6} proto {proto}: the source port counts");
+            }
+        }
     }
 
     #[test]

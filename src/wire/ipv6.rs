@@ -269,6 +269,16 @@ pub struct ExtHeaders {
 /// Errors: a 9th extension header or a misplaced Hop-by-Hop is Malformed; a header
 /// running past `bytes` is Truncated. Never panics.
 pub fn skip_extension_headers(first_next_header: u8, bytes: &[u8]) -> Result<ExtHeaders> {
+    walk_extension_headers(first_next_header, bytes, true)
+}
+
+/// The same walk as the kernel's flow dissector makes it: Authentication ends it (AH is
+/// the flow's protocol there, its SPI standing in for the ports: `proto_ports_offset`).
+pub fn skip_extension_headers_to_auth(first_next_header: u8, bytes: &[u8]) -> Result<ExtHeaders> {
+    walk_extension_headers(first_next_header, bytes, false)
+}
+
+fn walk_extension_headers(first_next_header: u8, bytes: &[u8], past_auth: bool) -> Result<ExtHeaders> {
     let mut next_header = first_next_header;
     let mut offset = 0usize;
     let mut fragment = false;
@@ -282,7 +292,7 @@ pub fn skip_extension_headers(first_next_header: u8, bytes: &[u8]) -> Result<Ext
                 let units = *bytes.get(offset + 1).ok_or(WireError::Truncated)?;
                 (usize::from(units) + 1) * 8
             }
-            NEXT_HEADER_AUTH => {
+            NEXT_HEADER_AUTH if past_auth => {
                 let units = *bytes.get(offset + 1).ok_or(WireError::Truncated)?;
                 (usize::from(units) + 2) * 4
             }

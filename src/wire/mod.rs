@@ -48,8 +48,13 @@ pub const IPPROTO_ICMP: u8 = 1;
 pub const IPPROTO_IPIP: u8 = 4;
 pub const IPPROTO_TCP: u8 = 6;
 pub const IPPROTO_UDP: u8 = 17;
+pub const IPPROTO_DCCP: u8 = 33;
 pub const IPPROTO_IPV6: u8 = 41;
+pub const IPPROTO_ESP: u8 = 50;
+pub const IPPROTO_AH: u8 = 51;
 pub const IPPROTO_ICMPV6: u8 = 58;
+pub const IPPROTO_SCTP: u8 = 132;
+pub const IPPROTO_UDPLITE: u8 = 136;
 
 /// Big-endian field access on slices whose length the caller has already established
 /// (each view documents its own length contract). Crate-internal helpers.
