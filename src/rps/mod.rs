@@ -604,6 +604,59 @@ mod tests {
         }
     }
 
+    /// The dissector's IP rules: a fragment (MF or an offset; DF is no fragment) hashes
+    /// without ports, so every piece of a datagram goes to one worker; IPv4 options move
+    /// the ports, not the flow; a frame that is not IP is one flow, hash 1.
+    #[test]
+    fn fragments_hash_without_ports_options_are_skipped_and_non_ip_is_one_flow() {
+        let pool = crate::buf::Pool::new(64).unwrap();
+        let mut bufs = pool.cache();
+        let (h, l4) = hash_of(&mut bufs, &udp4_frame(1000));
+        assert!(l4);
+        // udp4_frame sets DF: not a fragment, the ports count.
+        assert_ne!(hash_of(&mut bufs, &udp4_frame(1001)).0, h);
+        let frag = |sport: u16, field: u16| {
+            let mut f = udp4_frame(sport);
+            f[20..22].copy_from_slice(&field.to_be_bytes());
+            f
+        };
+        let (first, l4) = hash_of(&mut bufs, &frag(1000, 0x2000));
+        assert!(!l4, "a first fragment (MF) hashes no ports");
+        assert_eq!(hash_of(&mut bufs, &frag(1001, 0x2000)).0, first);
+        assert_eq!(hash_of(&mut bufs, &frag(1002, 0x0010)), (first, false), "a later piece: the same flow");
+        assert_ne!(first, h);
+        // Four bytes of options (ihl 6, a NOP and an End option): the ports after them.
+        let plain = udp4_frame(1000);
+        let mut opts = plain[..34].to_vec();
+        opts[14] = 0x46;
+        opts.extend_from_slice(&[1, 0, 0, 0]);
+        opts.extend_from_slice(&plain[34..]);
+        assert_eq!(hash_of(&mut bufs, &opts), (h, true), "with IPv4 options");
+        // IPv6: a Fragment header (first piece, M set) and a later piece hash alike, no ports.
+        let v6 = udp6_frame(None, 1000);
+        let v6_frag = |sport: u16, field: u16| {
+            let plain = udp6_frame(None, sport);
+            let mut f = plain[..54].to_vec();
+            f[20] = 44;
+            let plen = u16::from_be_bytes([plain[18], plain[19]]) + 8;
+            f[18..20].copy_from_slice(&plen.to_be_bytes());
+            f.extend_from_slice(&[17, 0]);
+            f.extend_from_slice(&field.to_be_bytes());
+            f.extend_from_slice(&[0, 0, 0, 7]);
+            f.extend_from_slice(&plain[54..]);
+            f
+        };
+        let (f6, l4) = hash_of(&mut bufs, &v6_frag(1000, 0x0001));
+        assert!(!l4);
+        assert_eq!(hash_of(&mut bufs, &v6_frag(1001, 0x0001)).0, f6);
+        assert_eq!(hash_of(&mut bufs, &v6_frag(1002, 0x0100)), (f6, false));
+        assert_ne!(f6, hash_of(&mut bufs, &v6).0);
+        // ARP.
+        let mut arp = vec![0u8; 60];
+        arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+        assert_eq!(hash_of(&mut bufs, &arp), (1, false));
+    }
+
     #[test]
     fn reciprocal_scale_covers_every_target_evenly() {
         assert_eq!(reciprocal_scale(0, 3), 0);
