@@ -424,10 +424,14 @@ impl JitProgram {
     /// stays in the caller's frame, alive for the run.
     #[inline(always)]
     fn stack_top<const W: usize>(&self, stack: &mut MaybeUninit<[u64; W]>) -> *mut u8 {
+        // Every caller picks W by the `stack_bytes` size class; the code writes that far
+        // below `top`. One compare per run keeps a wrong class from being silent native
+        // stack corruption.
+        assert!(self.stack_bytes <= W * 8, "a {}-byte bpf stack on a {}-byte native one", self.stack_bytes, W * 8);
         let top = (stack.as_mut_ptr() as *mut u8).wrapping_add(W * 8);
         if self.zero_stack {
-            // SAFETY: stack_bytes <= W * 8 (every caller picks W by the `stack_bytes` size
-            // class), so the `stack_bytes` below `top` lie inside `stack`.
+            // SAFETY: stack_bytes <= W * 8 (asserted above), so the `stack_bytes` below
+            // `top` lie inside `stack`.
             unsafe { std::ptr::write_bytes(top.wrapping_sub(self.stack_bytes), 0, self.stack_bytes) };
         }
         top

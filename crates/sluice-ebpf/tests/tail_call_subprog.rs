@@ -383,3 +383,41 @@ fn after_a_nested_target_the_helpers_see_the_callers_stack() {
         }
     }
 }
+
+/// A target whose call chain has a function using 256 bytes of stack: with the entry's
+/// 512-byte frame, the 1 KiB class of the JIT's native stacks. 11 on its own stack, 22 + 33
+/// + 33 from its function, kept there across a helper call (whose native frame must not
+/// land on them).
+const DEEP_STACK: &str = "
+    r1 = 11
+    *(u64 *)(r10 - 8) = r1
+    call @g
+    r1 = *(u64 *)(r10 - 8)
+    r0 += r1
+    exit
+g:
+    r1 = 22
+    *(u64 *)(r10 - 256) = r1
+    r2 = 33
+    *(u64 *)(r10 - 8) = r2
+    *(u64 *)(r10 - 128) = r2
+    call 7
+    r0 = *(u64 *)(r10 - 256)
+    r3 = *(u64 *)(r10 - 8)
+    r0 += r3
+    r3 = *(u64 *)(r10 - 128)
+    r0 += r3
+    exit";
+
+/// A target run from a subprogram gets a stack for its whole call chain, whatever its size
+/// class, and the caller's stack is left alone.
+#[test]
+fn a_tail_call_target_with_a_deep_call_chain_has_the_stack_it_needs() {
+    let maps = Arc::new(Maps::new(&map_defs(), 1).unwrap());
+    let j = Jit::compile(Arc::new(program(asm(DEEP_STACK), map_defs())), maps).unwrap();
+    assert!((513..=1024).contains(&j.stack_bytes()), "stack {}", j.stack_bytes());
+    for k in BOTH {
+        let o = Object::new(&[(ENTRY, k), (DEEP_STACK, k)], &[(0, 1)]);
+        assert_eq!(verdict(o.run(0).0), 11 + 22 + 33 + 33 + 40 + 60, "{k:?}");
+    }
+}

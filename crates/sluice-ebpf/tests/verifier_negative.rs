@@ -2344,3 +2344,27 @@ fn precision_passes_through_an_atomic_that_does_not_write_the_tracked_register()
         exit";
     rejects(src, 26, "invalid access to map value, value_size=16 off=16 size=8");
 }
+
+#[test]
+fn an_unsigned_quotient_can_be_as_small_as_the_least_dividend_over_the_largest_divisor() {
+    // r1 in [10, 25], r2 in [2, 5]: r1 / r2 in [2, 12]. The path with a quotient below 3 is
+    // reachable (10 / 5) and its out-of-frame read is refused.
+    let src = "
+        call 7
+        r6 = r0
+        call 7
+        r1 = r6
+        r1 &= 15
+        r1 += 10
+        r2 = r0
+        r2 &= 3
+        r2 += 2
+        r1 /= r2
+        if r1 < 3 goto bad
+        r0 = 2
+        exit
+    bad:
+        r0 = *(u8 *)(r10 + 8)
+        exit";
+    rejects(src, 13, "invalid read from stack R10 off=8");
+}

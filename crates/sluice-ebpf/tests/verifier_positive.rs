@@ -1195,3 +1195,27 @@ fn unprivileged_atomics_on_a_map_value_with_number_operands_are_allowed() {
         panic!("unprivileged rules refused it: {e}");
     }
 }
+
+#[test]
+fn an_unsigned_quotient_is_at_least_the_least_dividend_over_the_largest_divisor() {
+    // r1 in [10, 25], r2 in [2, 5]: r1 / r2 >= 2, so the out-of-frame read is dead code.
+    accepts(
+        "
+        call 7
+        r6 = r0
+        call 7
+        r1 = r6
+        r1 &= 15
+        r1 += 10
+        r2 = r0
+        r2 &= 3
+        r2 += 2
+        r1 /= r2
+        if r1 < 2 goto bad
+        r0 = 2
+        exit
+    bad:
+        r0 = *(u8 *)(r10 + 8)
+        exit",
+    );
+}
