@@ -1261,3 +1261,16 @@ fn load_bytes_from_inside_a_fragment_continues_into_the_next() {
     assert_eq!(r0, 0);
     assert_eq!(&xdp.packet()[..20], &data[90..110]);
 }
+
+/// `bpf_xdp_get_buff_len` on a multi-buffer packet counts the fragments too: 64 linear
+/// bytes and a 100-byte fragment are 164.
+#[test]
+fn get_buff_len_counts_linear_bytes_and_fragments() {
+    let interp = Interpreter::new(prog(vec![call(hid::XDP_GET_BUFF_LEN), exit()], &[]), Arc::new(Maps::empty(1))).expect("interpreter");
+    let mut frags = crate::xdp::PageFrags::split(&[0xab; 100], 4096, 17).unwrap();
+    let mut mem = LowMem::new(FRAME).unwrap();
+    let mut xdp = XdpBuff::new(&mut mem.as_mut_slice()[..FRAME], HEADROOM, 64);
+    xdp.frags = Some(&mut frags);
+    let (_, r0) = interp.run_full(&mut xdp, &mut NullEnv::new()).unwrap();
+    assert_eq!(r0, 164);
+}

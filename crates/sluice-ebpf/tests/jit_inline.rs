@@ -396,3 +396,31 @@ fn a_helper_free_burst_has_the_stack_of_its_call_chain() {
         assert_eq!(&mem.as_slice()[start..start + bytes.len()], &bytes[..], "packet {i} bytes");
     }
 }
+
+/// A program that reads stack it never wrote (a privileged loader's right: it reads zeros)
+/// gets every frame of its deepest call chain zeroed: the chain is found whichever of a
+/// function's calls leads to it (here main calls a leaf first, then g, which calls h).
+#[test]
+fn the_zeroed_stack_covers_the_deepest_chain_not_the_first_call() {
+    let p = [
+        mov64_imm(1, 6),
+        call_local(3), // f
+        call_local(4), // g
+        alu64_imm(BPF_AND, 0, 3),
+        exit(),
+        // f: a leaf.
+        mov64_imm(0, 1),
+        exit(),
+        // g: calls h.
+        call_local(1),
+        exit(),
+        // h: reads a stack word it never wrote: zero.
+        ldx(BPF_DW, 0, 10, -8),
+        exit(),
+    ];
+    let j = compiled(&p, &[], 1);
+    assert_eq!(j.stack_bytes(), 3 * 512, "three frames: main, g, h");
+    let mut mem = LowMem::new(4096).unwrap();
+    let mut xdp = XdpBuff::new(&mut mem.as_mut_slice()[..2048], 256, 64);
+    assert_eq!(j.run(&mut xdp, &mut NullEnv::default()).unwrap().action, 0, "h read a zero");
+}

@@ -2368,3 +2368,32 @@ fn an_unsigned_quotient_can_be_as_small_as_the_least_dividend_over_the_largest_d
         exit";
     rejects(src, 13, "invalid read from stack R10 off=8");
 }
+
+#[test]
+fn a_context_pointer_at_another_offset_is_not_the_same_state() {
+    // The fall-through (walked first, straight-line padding: its state is saved at `join`)
+    // brings the context pointer itself; the branch brings it moved by 4, which may not be
+    // dereferenced: the states differ at `join` and the second path is refused.
+    rejects(
+        "r6 = r1
+        call 7
+        if r0 != 0 goto other
+        r3 = 0
+        r4 = 1
+        r5 = 2
+        r7 = 3
+        r8 = 4
+        r9 = 5
+        r3 = 6
+        r4 = 7
+        goto join
+    other:
+        r6 += 4
+    join:
+        r0 = *(u32 *)(r6 + 0)
+        r0 = 2
+        exit",
+        13,
+        "dereference of modified ctx ptr",
+    );
+}

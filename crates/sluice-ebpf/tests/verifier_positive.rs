@@ -1219,3 +1219,24 @@ fn an_unsigned_quotient_is_at_least_the_least_dividend_over_the_largest_divisor(
         exit",
     );
 }
+
+#[test]
+fn a_right_shift_by_any_amount_never_grows_the_value() {
+    // r1 in [0, 100] shifted right by an unknown amount (masked to 0..63) stays <= 100.
+    accepts(
+        "
+        call 7
+        r6 = r0
+        call 7
+        r1 = r6
+        r1 &= 63
+        r1 += 37
+        r1 >>= r0
+        if r1 > 100 goto bad
+        r0 = 2
+        exit
+    bad:
+        r0 = *(u8 *)(r10 + 8)
+        exit",
+    );
+}
