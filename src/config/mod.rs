@@ -58,11 +58,6 @@ impl PortKind {
     pub fn is_real(self) -> bool {
         matches!(self, PortKind::Afpacket | PortKind::Afxdp)
     }
-
-    /// A port frames arrive on (an XDP program attaches to it; io/macswap need its peer).
-    pub fn receives(self) -> bool {
-        matches!(self, PortKind::Gen | PortKind::PcapIn) || self.is_real()
-    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -215,6 +210,17 @@ fn default_mtu() -> u16 {
 }
 
 impl PortConfig {
+    /// A port frames arrive on (an XDP program attaches to it; io/macswap need its peer): a
+    /// generator, a capture being played, a real interface, and a NIC model with a `gen`
+    /// table (its generator's frames arrive from the wire).
+    pub fn receives(&self) -> bool {
+        match self.kind {
+            PortKind::Gen | PortKind::PcapIn | PortKind::Afpacket | PortKind::Afxdp => true,
+            PortKind::Sim => self.gen.is_some(),
+            PortKind::Null | PortKind::Count | PortKind::Check | PortKind::Capture | PortKind::PcapOut => false,
+        }
+    }
+
     /// The Linux interface a real port is on: `iface`, else the port's name.
     pub fn iface_name(&self) -> &str {
         self.iface.as_deref().unwrap_or(&self.name)
@@ -504,7 +510,7 @@ impl Config {
             }
         }
         if matches!(self.pipeline, Pipeline::Io | Pipeline::Macswap)
-            && dp.net.peer.iter().zip(&self.ports).any(|(p, c)| p.is_none() && c.kind.receives())
+            && dp.net.peer.iter().zip(&self.ports).any(|(p, c)| p.is_none() && c.receives())
         {
             return Err(field("ports", "io/macswap pipelines need a `peer` on every receiving port"));
         }
@@ -610,7 +616,7 @@ impl Config {
         }
         if let Some(x) = &self.xdp {
             for (i, pc) in self.ports.iter().enumerate() {
-                if !pc.kind.receives() {
+                if !pc.receives() {
                     continue;
                 }
                 // Every worker that owns a queue of the port runs its own instance (same maps).
@@ -1165,6 +1171,7 @@ fn network_number(addr: IpAddr, len: u8) -> (bool, u128) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::DropReason;
 
     #[test]
     fn lab_configs_build() {
@@ -1202,6 +1209,39 @@ mod tests {
         assert!(e.contains("ports[0] (p0).mac") && e.contains("needs a `mac`"), "{e}");
         let e = build_error("kind = \"afxdp\"\niface = \"lo\"\nrss_queues = 4");
         assert!(e.contains("lo has 1 receive queue(s), 4 asked"), "{e}");
+    }
+
+    /// A `sim` port with a `gen` table receives (the generator's frames arrive from its wire),
+    /// as a `gen` port does: the `[xdp]` program runs on it, and io/macswap need its peer.
+    #[test]
+    fn a_sim_port_with_a_generator_receives() {
+        let sim_gen = "[[ports]]\nname = \"nic0\"\nkind = \"sim\"\nmac = \"02:00:00:00:03:00\"\n{peer}\
+                       [ports.gen]\nflows = 4\nip = \"v4\"\npackets = 100\n\
+                       [[ports]]\nname = \"nic1\"\nkind = \"null\"\nmac = \"02:00:00:00:03:01\"\n";
+        let pool = Pool::new(1024).unwrap();
+        let text = format!("pipeline = \"l3fwd\"\n[xdp]\nprogram = \"builtin:drop\"\n{}", sim_gen.replace("{peer}", ""));
+        let c = Config::from_toml(&text, "t").unwrap();
+        let mut dp = c.build(c.tunables(&[]).unwrap(), &pool).unwrap();
+        assert!(dp.workers[0].xdp.native.first().is_some_and(Option::is_some), "the program is attached to the sim port");
+        let limit = crate::napi::RunLimit { duration: None, packets: Some(100), until_bounded_inputs_done: true, stop: None };
+        dp.run(limit, std::time::Duration::from_secs(1), |_, _| {});
+        let c = dp.counters();
+        assert_eq!(
+            (c.rx, c.drops[DropReason::XdpDrop as usize]),
+            (100, 100),
+            "every frame dropped by the program: {:?}",
+            c.nonzero_drops()
+        );
+        dp.conservation().unwrap();
+        for pipeline in ["io", "macswap"] {
+            let text = format!("pipeline = \"{pipeline}\"\n{}", sim_gen.replace("{peer}", ""));
+            let c = Config::from_toml(&text, "t").unwrap();
+            let e = c.build(c.tunables(&[]).unwrap(), &pool).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(e.contains("need a `peer` on every receiving port"), "{pipeline}: {e}");
+            let text = format!("pipeline = \"{pipeline}\"\n{}", sim_gen.replace("{peer}", "peer = \"nic1\"\n"));
+            let c = Config::from_toml(&text, "t").unwrap();
+            c.build(c.tunables(&[]).unwrap(), &pool).unwrap();
+        }
     }
 
     #[test]
