@@ -21,6 +21,18 @@ pub enum Pipeline {
     Local,
 }
 
+impl Pipeline {
+    /// The name a config or `--pipeline` gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Pipeline::Io => "io",
+            Pipeline::Macswap => "macswap",
+            Pipeline::L3fwd => "l3fwd",
+            Pipeline::Local => "local",
+        }
+    }
+}
+
 impl std::str::FromStr for Pipeline {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {

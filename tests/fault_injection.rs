@@ -61,6 +61,7 @@ fn all_at_once(seed: u64) -> FaultConfig {
 fn lab(p: Pipeline) -> Config {
     let mut c = config::lab(p);
     c.ports[PORT_SINK].kind = PortKind::Capture;
+    c.ports[PORT_SINK].check = None;
     c.ports[PORT_GEN].gen.as_mut().unwrap().packets = Some(PACKETS);
     c
 }

@@ -96,6 +96,7 @@ fn full_tx_ring_is_tx_error_and_recovers() {
     let mut cfg = config::lab(Pipeline::L3fwd);
     cfg.ports[0].gen.as_mut().unwrap().packets = Some(20_000);
     cfg.ports[1].kind = PortKind::Capture;
+    cfg.ports[1].check = None;
     cfg.ports[1].fault = Some(FaultConfig { tx_full: 1.0, stop_after_polls: 50, side: FaultSide::Tx, ..FaultConfig::default() });
     let mut dp = build(&cfg);
     dp.run(RunLimit::default(), Duration::from_secs(3600), |_, _| {});

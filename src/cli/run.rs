@@ -118,6 +118,12 @@ pub fn resolve_config(args: &RunArgs) -> Result<Config, RunError> {
     };
     if let Some(p) = pipeline {
         cfg.pipeline = p;
+        if matches!(p, Pipeline::Io | Pipeline::Macswap) {
+            // A router config run as io/macswap: its sockets go with the receive path (a
+            // file that says `pipeline = "io"` and binds sockets is refused).
+            cfg.udp_sockets.clear();
+            cfg.udp_reader_cpu = None;
+        }
     }
     if let Some(spec) = &args.xdp {
         cfg.xdp = Some(config::XdpConfig {
@@ -216,6 +222,12 @@ fn become_capture(pc: &mut crate::config::PortConfig, kind: PortKind, path: &std
     if pc.kind != PortKind::PcapIn {
         pc.repeat = None;
     }
+    if kind == PortKind::PcapOut {
+        // A capture writer receives nothing: no peer to send to, no receive queue to steer.
+        pc.peer = None;
+        pc.rps_cpus = None;
+    }
+    pc.qdisc = None;
     pc.kind = kind;
     pc.pcap = Some(path.to_path_buf());
     pc.gen = None;
@@ -253,6 +265,10 @@ fn apply_port_flag(cfg: &mut Config, spec: &str) -> Result<(), String> {
                 pc.repeat = None;
                 pc.sim = None;
                 pc.tso = false;
+                pc.qdisc = None;
+                pc.rss_key = None;
+                pc.rss_indir = None;
+                pc.rx_hash = None;
             }
             if f.kind != PortKind::Afxdp {
                 pc.afxdp = None;
@@ -260,6 +276,7 @@ fn apply_port_flag(cfg: &mut Config, spec: &str) -> Result<(), String> {
             if f.kind != PortKind::Afpacket {
                 pc.promisc = false;
                 pc.afpacket = None;
+                pc.tso = false;
             }
             pc.kind = f.kind;
             if pc.name != f.iface {
@@ -363,6 +380,26 @@ mod tests {
         assert!(parse_port_flag("afpacket:").unwrap_err().contains("no interface"));
         assert!(parse_port_flag("afpacket:x@0").unwrap_err().contains("between 1"));
         assert!(parse_port_flag("afpacket:x@y").unwrap_err().contains("queue count"));
+    }
+
+    /// `--pipeline io` on a router config (as scripts/acceptance does) drops its sockets,
+    /// which the io pipeline would never deliver to and a config saying io refuses; the
+    /// pcap flags drop what a capture port would not read (a pcap-out port's peer).
+    #[test]
+    fn overrides_drop_the_settings_the_new_pipeline_or_kind_ignores() {
+        let router = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/router.toml"));
+        let io = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/io.toml"));
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out.pcap");
+        for args in [
+            RunArgs { config: Some(router), pipeline: Some("io".into()), ..RunArgs::default() },
+            RunArgs { pipeline: Some("macswap".into()), ..RunArgs::default() },
+            RunArgs { config: Some(io), pcap_out: Some(out.clone()), ..RunArgs::default() },
+        ] {
+            let cfg = resolve_config(&args).unwrap();
+            assert!(cfg.udp_sockets.is_empty(), "{args:?}");
+            build(&cfg, &[]).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        }
     }
 
     #[test]

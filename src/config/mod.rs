@@ -54,6 +54,22 @@ pub enum PortKind {
 }
 
 impl PortKind {
+    /// The name a config gives the kind (`kind = "pcap-in"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            PortKind::Gen => "gen",
+            PortKind::Null => "null",
+            PortKind::Count => "count",
+            PortKind::Check => "check",
+            PortKind::Capture => "capture",
+            PortKind::PcapIn => "pcap-in",
+            PortKind::PcapOut => "pcap-out",
+            PortKind::Sim => "sim",
+            PortKind::Afpacket => "afpacket",
+            PortKind::Afxdp => "afxdp",
+        }
+    }
+
     /// A real Linux interface: its MAC and MTU default to the interface's.
     pub fn is_real(self) -> bool {
         matches!(self, PortKind::Afpacket | PortKind::Afxdp)
@@ -133,7 +149,8 @@ pub struct PortConfig {
     /// "hardware" (TSO), so GRO packets reach it whole instead of split by GSO.
     #[serde(default)]
     pub tso: bool,
-    /// `[ports.qdisc]`: this port's qdisc (default: `net.core.default_qdisc`).
+    /// `[ports.qdisc]`: this `sim` port's qdisc (default: `net.core.default_qdisc`); other
+    /// ports take every packet at once, with nothing to queue for.
     #[serde(default)]
     pub qdisc: Option<QdiscConfig>,
     /// `[ports.afxdp]`: an `afxdp` port's bind mode, rings and attach mode.
@@ -205,6 +222,105 @@ impl QdiscConfig {
     }
 }
 
+/// A per-port setting and the ports that read it. Settings every port reads (`name`,
+/// `kind`, `mac`, `mtu`, `ipv4`, `ipv6`, `vlans`, `capture`, `fault`) are not listed;
+/// `rss_queues` is checked by `Config::queues_of` (one queue for the kinds that have one).
+struct PortSetting {
+    name: &'static str,
+    /// The config sets it.
+    set: fn(&PortConfig) -> bool,
+    /// This port reads it.
+    read_by: fn(&PortConfig) -> bool,
+    /// Who reads it, for the error.
+    readers: &'static str,
+}
+
+/// Which ports read each per-port setting; on any other port it is refused.
+const PORT_SETTINGS: &[PortSetting] = &[
+    PortSetting {
+        name: "iface",
+        set: |p| p.iface.is_some(),
+        read_by: |p| p.kind.is_real(),
+        readers: "real interfaces: afpacket and afxdp ports",
+    },
+    PortSetting {
+        name: "promisc",
+        set: |p| p.promisc,
+        read_by: |p| p.kind == PortKind::Afpacket,
+        readers: "afpacket ports (an afxdp socket takes what the interface's queue receives)",
+    },
+    PortSetting { name: "afpacket", set: |p| p.afpacket.is_some(), read_by: |p| p.kind == PortKind::Afpacket, readers: "afpacket ports" },
+    PortSetting { name: "afxdp", set: |p| p.afxdp.is_some(), read_by: |p| p.kind == PortKind::Afxdp, readers: "afxdp ports" },
+    PortSetting { name: "sim", set: |p| p.sim.is_some(), read_by: |p| p.kind == PortKind::Sim, readers: "sim ports" },
+    PortSetting {
+        name: "gen",
+        set: |p| p.gen.is_some(),
+        read_by: |p| matches!(p.kind, PortKind::Gen | PortKind::Sim),
+        readers: "gen ports, and sim ports as the traffic arriving from their wire",
+    },
+    PortSetting { name: "check", set: |p| p.check.is_some(), read_by: |p| p.kind == PortKind::Check, readers: "check ports" },
+    PortSetting {
+        name: "pcap",
+        set: |p| p.pcap.is_some(),
+        read_by: |p| matches!(p.kind, PortKind::PcapIn | PortKind::PcapOut),
+        readers: "pcap-in and pcap-out ports (`capture` records any port's traffic)",
+    },
+    PortSetting { name: "repeat", set: |p| p.repeat.is_some(), read_by: |p| p.kind == PortKind::PcapIn, readers: "pcap-in ports" },
+    PortSetting {
+        name: "peer",
+        set: |p| p.peer.is_some(),
+        read_by: PortConfig::receives,
+        readers: "ports that receive: the io and macswap pipelines send what a port receives to its peer",
+    },
+    PortSetting {
+        name: "rss_key",
+        set: |p| p.rss_key.is_some(),
+        read_by: PortConfig::spreads_flows,
+        readers: "gen ports and sim ports with a `gen` table, whose flows RSS spreads over their receive queues",
+    },
+    PortSetting {
+        name: "rss_indir",
+        set: |p| p.rss_indir.is_some(),
+        read_by: PortConfig::spreads_flows,
+        readers: "gen ports and sim ports with a `gen` table, whose flows RSS spreads over their receive queues",
+    },
+    PortSetting {
+        name: "rx_hash",
+        set: |p| p.rx_hash.is_some(),
+        read_by: PortConfig::spreads_flows,
+        readers: "gen ports and sim ports with a `gen` table, whose receive queues compute the RSS hash",
+    },
+    PortSetting {
+        name: "rps_cpus",
+        set: |p| p.rps_cpus.is_some(),
+        read_by: PortConfig::receives,
+        readers: "ports that receive: RPS steers what a receive queue takes in",
+    },
+    PortSetting {
+        name: "tso",
+        set: |p| p.tso,
+        read_by: |p| {
+            matches!(
+                p.kind,
+                PortKind::Null | PortKind::Count | PortKind::Check | PortKind::Capture | PortKind::PcapOut | PortKind::Afpacket
+            )
+        },
+        readers: "sinks (null, count, check, capture), pcap-out and afpacket ports; a sim port's is `sim.tso`",
+    },
+    PortSetting {
+        name: "qdisc",
+        set: |p| p.qdisc.is_some(),
+        read_by: |p| p.kind == PortKind::Sim,
+        readers: "sim ports, whose NIC ring pushes back; every other port takes each packet at once, past any qdisc",
+    },
+    PortSetting {
+        name: "fault.side",
+        set: |p| p.fault.as_ref().is_some_and(|f| f.side == crate::port::fault::FaultSide::Rx),
+        read_by: PortConfig::receives,
+        readers: "ports that receive, for `side = \"rx\"`",
+    },
+];
+
 fn default_mtu() -> u16 {
     1500
 }
@@ -218,6 +334,34 @@ impl PortConfig {
             PortKind::Gen | PortKind::PcapIn | PortKind::Afpacket | PortKind::Afxdp => true,
             PortKind::Sim => self.gen.is_some(),
             PortKind::Null | PortKind::Count | PortKind::Check | PortKind::Capture | PortKind::PcapOut => false,
+        }
+    }
+
+    /// A port whose generator's flows RSS spreads over its receive queues (the readers of
+    /// `rss_key`, `rss_indir` and `rx_hash`): a generator, or a NIC model with a `gen` table.
+    fn spreads_flows(&self) -> bool {
+        self.kind == PortKind::Gen || (self.kind == PortKind::Sim && self.gen.is_some())
+    }
+
+    /// What the port is, for errors: "a pcap-in port", "a sim port without a `gen` table".
+    fn describe(&self) -> String {
+        match self.kind {
+            PortKind::Sim if self.gen.is_none() => "a sim port without a `gen` table".to_string(),
+            PortKind::Afpacket | PortKind::Afxdp => format!("an {} port", self.kind.name()),
+            k => format!("a {} port", k.name()),
+        }
+    }
+
+    /// The first setting the port has that its kind never reads (`PORT_SETTINGS`): refused,
+    /// as `ip link` and ethtool refuse an option a device does not support, rather than
+    /// taken and silently ignored.
+    fn unread_setting(&self, what: &str) -> Result<(), ConfigError> {
+        match PORT_SETTINGS.iter().find(|s| (s.set)(self) && !(s.read_by)(self)) {
+            Some(s) => Err(field(
+                format!("{what}.{}", s.name),
+                format!("`{}` has no effect on {} (it is read by {})", s.name, self.describe(), s.readers),
+            )),
+            None => Ok(()),
         }
     }
 
@@ -855,25 +999,8 @@ impl Config {
             if !pc.ipv6.is_empty() && mtu < IPV6_MIN_MTU {
                 return Err(field(format!("{what}.mtu"), format!("{mtu} is below IPv6's minimum link MTU {IPV6_MIN_MTU}")));
             }
-            if pc.afpacket.is_some() && pc.kind != PortKind::Afpacket {
-                return Err(field(
-                    format!("{what}.afpacket"),
-                    format!("an `afpacket` table on a port of kind {:?} would never be used", pc.kind),
-                ));
-            }
-            if !pc.kind.is_real() && (pc.iface.is_some() || pc.promisc) {
-                return Err(field(
-                    format!("{what}.iface"),
-                    format!("`iface` and `promisc` are for real interfaces (afpacket, afxdp), not a port of kind {:?}", pc.kind),
-                ));
-            }
+            pc.unread_setting(&what)?;
             if let Some(a) = &pc.afxdp {
-                if pc.kind != PortKind::Afxdp {
-                    return Err(field(
-                        format!("{what}.afxdp"),
-                        format!("an `afxdp` table on a port of kind {:?} would never be used", pc.kind),
-                    ));
-                }
                 a.validate().map_err(|(f, m)| field(format!("{what}.afxdp.{f}"), m))?;
             }
             let mut vlans = std::collections::HashSet::new();
@@ -885,12 +1012,6 @@ impl Config {
                     return Err(field(format!("{what}.vlans"), format!("VLAN id {v} listed twice")));
                 }
             }
-            if pc.sim.is_some() && pc.kind != PortKind::Sim {
-                return Err(field(format!("{what}.sim"), format!("a `sim` table on a port of kind {:?} would never be used", pc.kind)));
-            }
-            if pc.gen.is_some() && !matches!(pc.kind, PortKind::Gen | PortKind::Sim) {
-                return Err(field(format!("{what}.gen"), format!("a `gen` table on a port of kind {:?} would never be used", pc.kind)));
-            }
             if pc.repeat == Some(0) {
                 return Err(field(format!("{what}.repeat"), "0: a capture is played at least once"));
             }
@@ -900,6 +1021,20 @@ impl Config {
         let total = self.routes.len() as u64 + series;
         if total > MAX_ROUTES {
             return Err(field("route_series", format!("{total} routes in all: at most {MAX_ROUTES}")));
+        }
+        if matches!(self.pipeline, Pipeline::Io | Pipeline::Macswap) {
+            // Nothing reaches a socket without the receive path.
+            let sockets = [("udp_sockets", !self.udp_sockets.is_empty()), ("udp_reader_cpu", self.udp_reader_cpu.is_some())];
+            if let Some((name, _)) = sockets.iter().find(|(_, set)| *set) {
+                return Err(field(
+                    *name,
+                    format!(
+                        "`{name}` has no effect in the {} pipeline: it forwards without the receive path, so nothing is \
+                         delivered to a socket (use l3fwd or local)",
+                        self.pipeline.name()
+                    ),
+                ));
+            }
         }
         if let Some(x) = &self.xdp {
             if matches!(self.pipeline, Pipeline::Io | Pipeline::Macswap) {
@@ -1111,12 +1246,14 @@ pub fn lab(pipeline: Pipeline) -> Config {
         Pipeline::Io | Pipeline::Macswap => {
             c.ports[1].kind = PortKind::Null;
             c.ports[1].check = None;
+            c.udp_sockets.clear();
             if let Some(g) = c.ports[0].gen.as_mut() {
                 g.ip = crate::port::gen::IpVersion::V4;
             }
         }
         Pipeline::Local => {
             c.ports[1].kind = PortKind::Null;
+            c.ports[1].check = None;
             if let Some(g) = c.ports[0].gen.as_mut() {
                 g.dst_v4 = Ipv4Addr::new(192, 0, 2, 1);
                 g.dst_v4_step = 0;
@@ -1204,7 +1341,7 @@ mod tests {
         let e = build_error("kind = \"afxdp\"\niface = \"lo\"\n[ports.afxdp]\nfill_frames = 4096");
         assert!(e.contains("afxdp.fill_frames"), "{e}");
         let e = build_error("kind = \"null\"\nmac = \"02:00:00:00:00:01\"\n[ports.afxdp]\nxdp_mode = \"copy\"");
-        assert!(e.contains("ports[0] (p0).afxdp") && e.contains("never be used"), "{e}");
+        assert!(e.contains("ports[0] (p0).afxdp") && e.contains("has no effect on a null port"), "{e}");
         let e = build_error("kind = \"null\"");
         assert!(e.contains("ports[0] (p0).mac") && e.contains("needs a `mac`"), "{e}");
         let e = build_error("kind = \"afxdp\"\niface = \"lo\"\nrss_queues = 4");
@@ -1242,6 +1379,69 @@ mod tests {
             let c = Config::from_toml(&text, "t").unwrap();
             c.build(c.tunables(&[]).unwrap(), &pool).unwrap();
         }
+    }
+
+    /// Every per-port setting on a port that never reads it is refused, naming the port, the
+    /// setting and who reads it (`PORT_SETTINGS`); so are sockets in a pipeline without the
+    /// receive path. The same settings where they are read build.
+    #[test]
+    fn settings_a_port_never_reads_are_refused() {
+        const MAC: &str = "mac = \"02:00:00:00:00:01\"\n";
+        let null = format!("kind = \"null\"\n{MAC}");
+        let sim = format!("kind = \"sim\"\n{MAC}");
+        let cases: Vec<(String, &str, &str)> = vec![
+            (format!("kind = \"pcap-in\"\n{MAC}pcap = \"in.pcap\"\ntso = true"), "tso", "a pcap-in port"),
+            (format!("kind = \"gen\"\n{MAC}tso = true"), "tso", "a gen port"),
+            (format!("{sim}tso = true"), "tso", "a sim port without a `gen` table"),
+            (format!("{null}peer = \"p0\""), "peer", "a null port"),
+            (format!("{sim}peer = \"p0\""), "peer", "a sim port without a `gen` table"),
+            (format!("kind = \"pcap-out\"\n{MAC}pcap = \"out.pcap\"\npeer = \"p0\""), "peer", "a pcap-out port"),
+            (format!("{null}[ports.check]\nttl = 63"), "check", "a null port"),
+            (format!("kind = \"count\"\n{MAC}[ports.check]\nttl = 63"), "check", "a count port"),
+            (format!("{null}pcap = \"x.pcap\""), "pcap", "a null port"),
+            (format!("kind = \"pcap-out\"\n{MAC}pcap = \"out.pcap\"\nrepeat = 2"), "repeat", "a pcap-out port"),
+            (format!("{null}rss_key = \"6d:5a\""), "rss_key", "a null port"),
+            (format!("{sim}rss_indir = [0]"), "rss_indir", "a sim port without a `gen` table"),
+            (format!("{null}rx_hash = true"), "rx_hash", "a null port"),
+            (format!("{null}rps_cpus = [\"0\"]"), "rps_cpus", "a null port"),
+            (format!("{null}[ports.qdisc]\nkind = \"pfifo\""), "qdisc", "a null port"),
+            (format!("kind = \"gen\"\n{MAC}[ports.qdisc]\nkind = \"noqueue\""), "qdisc", "a gen port"),
+            (format!("{null}fault = {{ side = \"rx\", drop = 0.5 }}"), "fault.side", "a null port"),
+            (format!("{null}promisc = true"), "promisc", "a null port"),
+            (format!("{null}iface = \"lo\""), "iface", "a null port"),
+            (format!("{null}[ports.sim]\nring = 64"), "sim", "a null port"),
+            (format!("{null}[ports.gen]\nflows = 1"), "gen", "a null port"),
+            (format!("{null}[ports.afpacket]\nblocks = 8"), "afpacket", "a null port"),
+            (format!("{null}[ports.afxdp]\nxdp_mode = \"copy\""), "afxdp", "a null port"),
+            ("kind = \"afxdp\"\niface = \"lo\"\npromisc = true".to_string(), "promisc", "an afxdp port"),
+            ("kind = \"afpacket\"\niface = \"lo\"\nrx_hash = true".to_string(), "rx_hash", "an afpacket port"),
+        ];
+        for (port, setting, on) in &cases {
+            let e = build_error(port);
+            let want = format!("ports[0] (p0).{setting}: `{setting}` has no effect on {on} (it is read by ");
+            assert!(e.starts_with(&want), "{port}\n  got:  {e}\n  want: {want}...");
+        }
+        let pool = Pool::new(1024).unwrap();
+        for (pipeline, setting) in [("io", "udp_sockets = [5001]"), ("macswap", "udp_reader_cpu = 0")] {
+            let text = format!(
+                "pipeline = \"{pipeline}\"\n{setting}\n[[ports]]\nname = \"g\"\nkind = \"gen\"\n{MAC}peer = \"s\"\n\
+                 [[ports]]\nname = \"s\"\n{null}"
+            );
+            let c = Config::from_toml(&text, "t").unwrap();
+            let e = c.build(c.tunables(&[]).unwrap(), &pool).err().map(|e| e.to_string()).unwrap_or_default();
+            let name = setting.split(' ').next().unwrap();
+            assert!(e.starts_with(&format!("{name}: `{name}` has no effect in the {pipeline} pipeline")), "{e}");
+        }
+        // Where they are read, the same settings build.
+        let text = format!(
+            "pipeline = \"io\"\n[[ports]]\nname = \"nic0\"\n{sim}peer = \"out\"\nrx_hash = true\nrss_queues = 2\n\
+             rss_key = \"{key}\"\nrps_cpus = [\"0\", \"0\"]\nfault = {{ side = \"rx\", drop = 0.1 }}\n\
+             [ports.gen]\nflows = 4\n[ports.qdisc]\nkind = \"pfifo\"\n\
+             [[ports]]\nname = \"out\"\nkind = \"check\"\nmac = \"02:00:00:00:00:02\"\ntso = true\n[ports.check]\nttl = 64\n",
+            key = vec!["6d"; 40].join(":")
+        );
+        let c = Config::from_toml(&text, "t").unwrap();
+        c.build(c.tunables(&[]).unwrap(), &pool).unwrap();
     }
 
     #[test]
