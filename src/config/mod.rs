@@ -91,7 +91,8 @@ pub struct PortConfig {
     /// restores the interface when the socket closes).
     #[serde(default)]
     pub promisc: bool,
-    /// Write a pcap of everything the port receives and transmits (`port::tap`).
+    /// Write a pcap of everything the port receives and transmits (`port::tap`); relative
+    /// to the config file.
     #[serde(default)]
     pub capture: Option<PathBuf>,
     /// `[ports.afpacket]`: ring sizes and the receive block timeout of an afpacket port.
@@ -113,7 +114,7 @@ pub struct PortConfig {
     pub gen: Option<GenConfig>,
     #[serde(default)]
     pub check: Option<CheckConfig>,
-    /// pcap-in / pcap-out: the capture file.
+    /// pcap-in / pcap-out: the capture file (relative to the config file).
     #[serde(default)]
     pub pcap: Option<PathBuf>,
     /// pcap-in: how many times to replay the file.
@@ -470,7 +471,7 @@ pub struct Config {
     pub xdp: Option<XdpConfig>,
 }
 
-/// `[xdp]`: program = "PROG.o" or "builtin:NAME", mode = "native" | "generic",
+/// `[xdp]`: program = "PROG.o" (relative to the config file) or "builtin:NAME", mode = "native" | "generic",
 /// engine = "jit" | "interp", section = function or section name.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -565,14 +566,41 @@ impl Config {
         let p = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError::File { path: p.clone(), msg: e.to_string() })?;
         let mut cfg = Self::from_toml(&text, &p)?;
-        let maps_file = cfg.xdp.as_mut().and_then(|x| x.maps.as_mut());
-        let objects = cfg.ports.iter_mut().filter_map(|p| p.afxdp.as_mut().and_then(|a| a.xdp_object.as_mut()));
-        for f in [cfg.routes_file.as_mut(), maps_file].into_iter().flatten().chain(objects) {
-            if let (true, Some(dir)) = (f.is_relative(), path.parent()) {
-                *f = dir.join(&*f);
-            }
+        if let Some(dir) = path.parent() {
+            cfg.resolve_paths(dir);
         }
         Ok(cfg)
+    }
+
+    /// Makes every relative path in the config relative to `dir`, the config file's folder
+    /// (as nginx and systemd read the files a configuration names): `routes_file`,
+    /// `xdp.program` (not a `builtin:`), `xdp.maps`, and each port's `pcap`, `capture` and
+    /// `afxdp.xdp_object`. So a config names the same files from any working directory.
+    /// (Paths on the command line, `--pcap-in`, `--capture`, `--xdp`, stay relative to the
+    /// working directory: they replace the file's after it is loaded.)
+    pub fn resolve_paths(&mut self, dir: &Path) {
+        let join = |f: &mut PathBuf| {
+            if f.is_relative() {
+                *f = dir.join(&*f);
+            }
+        };
+        if let Some(f) = self.routes_file.as_mut() {
+            join(f);
+        }
+        if let Some(x) = self.xdp.as_mut() {
+            if !x.program.starts_with("builtin:") && Path::new(&x.program).is_relative() {
+                x.program = dir.join(&x.program).to_string_lossy().into_owned();
+            }
+            if let Some(f) = x.maps.as_mut() {
+                join(f);
+            }
+        }
+        for pc in &mut self.ports {
+            let object = pc.afxdp.as_mut().and_then(|a| a.xdp_object.as_mut());
+            for f in [pc.pcap.as_mut(), pc.capture.as_mut(), object].into_iter().flatten() {
+                join(f);
+            }
+        }
     }
 
     /// Tunables: defaults, then the file's `[tunables]`, then `overrides` (`name=value`).
@@ -1442,6 +1470,47 @@ mod tests {
         );
         let c = Config::from_toml(&text, "t").unwrap();
         c.build(c.tunables(&[]).unwrap(), &pool).unwrap();
+    }
+
+    /// Every relative path in a config file names a file next to it, whatever the working
+    /// directory: captures read and written, the XDP object, as `routes_file` already did.
+    #[test]
+    fn relative_paths_are_relative_to_the_config_file() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("conf");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::copy(root.join("bpf/packets.pcap"), dir.join("in.pcap")).unwrap();
+        std::fs::copy(root.join("bpf/obj/xdp_drop_count.o"), dir.join("prog.o")).unwrap();
+        std::fs::write(dir.join("routes.txt"), "blackhole 203.0.113.0/24\n").unwrap();
+        let text = "pipeline = \"l3fwd\"\nroutes_file = \"routes.txt\"\n[xdp]\nprogram = \"prog.o\"\n\
+                    [[ports]]\nname = \"a\"\nkind = \"pcap-in\"\nmac = \"02:00:00:00:00:01\"\npcap = \"in.pcap\"\ncapture = \"tap.pcap\"\n\
+                    [[ports]]\nname = \"b\"\nkind = \"pcap-out\"\nmac = \"02:00:00:00:00:02\"\npcap = \"out.pcap\"\n";
+        std::fs::write(dir.join("c.toml"), text).unwrap();
+        assert!(!Path::new("in.pcap").exists() && std::env::current_dir().unwrap() != dir, "the test runs elsewhere");
+        let c = Config::load(&dir.join("c.toml")).unwrap();
+        assert_eq!(c.ports[0].pcap.as_deref(), Some(dir.join("in.pcap").as_path()));
+        assert_eq!(c.ports[0].capture.as_deref(), Some(dir.join("tap.pcap").as_path()));
+        assert_eq!(c.ports[1].pcap.as_deref(), Some(dir.join("out.pcap").as_path()));
+        assert_eq!(c.xdp.as_ref().map(|x| x.program.clone()), Some(dir.join("prog.o").to_string_lossy().into_owned()));
+        let pool = Pool::new(1024).unwrap();
+        let mut dp = c.build(c.tunables(&[]).unwrap(), &pool).unwrap();
+        assert!(dp.workers[0].xdp.native.first().is_some_and(Option::is_some), "the object next to the config is attached");
+        dp.run(
+            crate::napi::RunLimit { until_bounded_inputs_done: true, ..Default::default() },
+            std::time::Duration::from_secs(1),
+            |_, _| {},
+        );
+        assert!(dp.counters().rx > 0, "the capture next to the config was played");
+        assert!(dir.join("tap.pcap").exists() && dir.join("out.pcap").exists(), "outputs go next to the config");
+        // Absolute paths and built-in programs are taken as they are.
+        let abs = dir.join("in.pcap").display().to_string();
+        let text = format!(
+            "pipeline = \"l3fwd\"\n[xdp]\nprogram = \"builtin:drop\"\n[[ports]]\nname = \"a\"\nkind = \"pcap-in\"\nmac = \"02:00:00:00:00:01\"\npcap = {abs:?}\n"
+        );
+        std::fs::write(dir.join("d.toml"), text).unwrap();
+        let c = Config::load(&dir.join("d.toml")).unwrap();
+        assert_eq!((c.ports[0].pcap.as_deref(), c.xdp.unwrap().program.as_str()), (Some(Path::new(&abs)), "builtin:drop"));
     }
 
     #[test]
