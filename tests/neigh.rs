@@ -331,3 +331,27 @@ fn unicast_probes_of_a_stale_neighbour_are_spaced_by_retrans_time() {
     let gap = seen[1] - seen[0];
     assert!(gap >= Duration::from_millis(500), "probes {gap:?} apart, retrans_time is 1 s");
 }
+
+/// A configured neighbour is permanent (NUD_PERMANENT): ARP and NDP from its address with
+/// another MAC do not replace it, as the kernel's neigh_update refuses to change a permanent
+/// entry without NEIGH_UPDATE_F_ADMIN. The request is still answered, to the MAC that asked.
+#[test]
+fn a_configured_neighbour_is_never_replaced_by_a_learned_one() {
+    let solicitation = [[0u8, 0, 0, 0].as_slice(), &IN_V6, &[1, 1], &MAC_PEER].concat();
+    let advertisement = [[0x20u8, 0, 0, 0].as_slice(), &HOST_V6, &[2, 1], &MAC_PEER].concat();
+    let frames = vec![
+        arp_request(MAC_PEER, HOST_V4, IN_V4),
+        arp(2, MAC_IN, MAC_PEER, HOST_V4, MAC_IN, IN_V4),
+        icmp6(MAC_PEER, MAC_IN, HOST_V6, IN_V6, 255, 135, 0, &solicitation),
+        icmp6(MAC_PEER, MAC_IN, HOST_V6, IN_V6, 255, 136, 0, &advertisement),
+    ];
+    let pool = Pool::new(1024).unwrap();
+    let mut dp = build_router(frames.clone(), &Setup::default(), &pool);
+    rounds_until(&mut dp, frames.len(), |dp| dp.counters().rx >= 4);
+    let port = P_IN as u16;
+    assert_eq!(dp.workers[0].neigh.v4.get(&(port, HOST_V4)), Some(&MAC_HOST), "the configured IPv4 neighbour stays");
+    assert_eq!(dp.workers[0].neigh.v6.get(&(port, HOST_V6)), Some(&MAC_HOST), "the configured IPv6 neighbour stays");
+    let sent = out(&dp, P_IN);
+    assert_eq!(arp_fields(&sent[0]), (2, MAC_PEER, IN_V4, HOST_V4), "the request is answered to the MAC that asked");
+    assert_eq!(icmp6_type(&sent[1]), Some(136), "so is the solicitation");
+}

@@ -20,14 +20,14 @@ use crate::wire::{checksum, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_U
 use crate::worker::Worker;
 
 /// A neighbour learned from ARP/NDP: into this worker's table, and published for the others
-/// when it is new or changed.
+/// when it is new or changed. A configured (permanent) neighbour keeps its MAC.
 fn learn(net: &Net, w: &mut Worker, e: NeighEntry) {
-    match e {
+    let learned = match e {
         NeighEntry::V4(port, a, mac) => super::neigh::confirm(net, w.now_ns, port, super::neigh::NeighAddr::V4(a), mac),
         NeighEntry::V6(port, a, mac) => super::neigh::confirm(net, w.now_ns, port, super::neigh::NeighAddr::V6(a), mac),
-        NeighEntry::Forget4(..) | NeighEntry::Forget6(..) => {}
-    }
-    if w.neigh.apply(e) {
+        NeighEntry::Forget4(..) | NeighEntry::Forget6(..) => false,
+    };
+    if learned && w.neigh.apply(e) {
         // Our own entry comes back at the next sync: applying it twice changes nothing, and
         // counting it as seen here could skip another worker's entry published before it.
         net.neigh_log.publish(e);

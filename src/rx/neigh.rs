@@ -43,13 +43,16 @@ pub use super::route::{Age, NeighAddr, NeighAges};
 
 use super::resolver::{Held, Unresolved};
 
-/// An ARP/NDP packet confirmed `addr` on `port` (called where entries are learned).
-pub(crate) fn confirm(net: &Net, now_ns: u64, port: u16, addr: NeighAddr, mac: [u8; 6]) {
+/// An ARP/NDP packet confirmed `addr` on `port` (called where entries are learned). False
+/// for a configured neighbour: it is permanent, and what the link says never replaces it
+/// (neigh_update refuses to change a NUD_PERMANENT entry without NEIGH_UPDATE_F_ADMIN).
+pub(crate) fn confirm(net: &Net, now_ns: u64, port: u16, addr: NeighAddr, mac: [u8; 6]) -> bool {
     let mut ages = net.neigh_ages.lock().unwrap_or_else(|p| p.into_inner());
     if ages.permanent.contains(&(port, addr)) {
-        return;
+        return false;
     }
     ages.learned.insert((port, addr), Age { mac, confirmed_ns: now_ns, probes: 0, next_probe_ns: 0 });
+    true
 }
 
 /// `addr` on `port` has no MAC yet: `h` waits for it (neigh_resolve_output → __neigh_event_send).
