@@ -83,6 +83,7 @@ impl Net {
             tun.flow_limit_cpu_bitmap,
             tun.rps_sock_flow_entries,
         );
+        let neigh_log = NeighLog::new(rps.workers());
         Net {
             tun,
             pipeline,
@@ -90,7 +91,7 @@ impl Net {
             peer: Vec::new(),
             routes: RouteTable::new(),
             rps,
-            neigh_log: NeighLog::default(),
+            neigh_log,
             neigh_ages: Default::default(),
             icmp_rate: Default::default(),
             epoch: std::time::Instant::now(),

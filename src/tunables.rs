@@ -369,6 +369,14 @@ tunables! {
     base_reachable_time_ms: u32 = 30_000, "net.ipv4.neigh.default.base_reachable_time_ms", min 1, max 3_600_000;
     /// Seconds a stale neighbour waits before its first unicast probe (DELAY state).
     delay_first_probe_time: u32 = 5, "net.ipv4.neigh.default.delay_first_probe_time", min 0, max 3600;
+    /// Most IPv4 neighbour (ARP) entries learned or being resolved: at it, a new one is refused (`neigh_createfail`) unless forced gc frees an entry; configured ones do not count.
+    gc_thresh3: u32 = 1024, "net.ipv4.neigh.default.gc_thresh3", min 0, max 1 << 24;
+    /// IPv4 neighbour entries above which forced gc also runs every 5 s; it frees unconfirmed-for-5-s learned entries, oldest first, down to this.
+    gc_thresh2: u32 = 512, "net.ipv4.neigh.default.gc_thresh2", min 0, max 1 << 24;
+    /// Most IPv6 neighbour (NDP) entries learned or being resolved (the IPv6 table is separate).
+    ipv6_gc_thresh3: u32 = 1024, "net.ipv6.neigh.default.gc_thresh3", min 0, max 1 << 24;
+    /// IPv6 neighbour entries above which forced gc also runs every 5 s, and down to which it frees.
+    ipv6_gc_thresh2: u32 = 512, "net.ipv6.neigh.default.gc_thresh2", min 0, max 1 << 24;
     /// Gratuitous ARP for every IPv4 address of a port when the datapath starts.
     arp_notify: u8 = 0, "net.ipv4.conf.all.arp_notify", min 0, max 1;
     /// Unsolicited neighbour advertisements for every IPv6 address of a port when the datapath starts.

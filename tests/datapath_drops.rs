@@ -504,6 +504,38 @@ mod scenarios {
         })
     }
 
+    /// Neighbour tables with no room (`gc_thresh3 = 0`, both families): a packet for an
+    /// unresolved neighbour is not held and nothing is asked (__neigh_create fails), and an
+    /// ARP request or solicitation from an unknown sender is not answered (arp_process and
+    /// ndisc_recv_ns answer once the sender's entry exists). Configured neighbours need no
+    /// room: they are still used, and a configured host's request is answered.
+    pub fn neigh_createfail() -> Scenario {
+        let ns = icmp6(MAC_OTHER, MAC_IN, v6([0x2001, 0xdb8, 1, 0, 0, 0, 0, 0x77]), IN_V6, 255, 135, 0, &{
+            let mut b = vec![0, 0, 0, 0];
+            b.extend_from_slice(&IN_V6);
+            b.extend_from_slice(&[1, 1]);
+            b.extend_from_slice(&MAC_OTHER);
+            b
+        });
+        let mut frames = unresolved_frames();
+        frames.extend([arp_request(MAC_OTHER, [192, 0, 2, 77], IN_V4), ns, arp_request(MAC_HOST, HOST_V4, IN_V4)]);
+        let mut s = sc(frames, &[(DropReason::NeighCreatefail, 5), (DropReason::TtlExpired, 1)], |o, f| {
+            assert_eq!(o.port(P_OUT2).len(), 2, "the two packets for a configured neighbour, no request");
+            assert_forwarded(&o.port(P_OUT2)[0], &f[2], MAC_OUT2, MAC_NH2);
+            assert_forwarded(&o.port(P_OUT2)[1], &f[3], MAC_OUT2, MAC_NH2);
+            let back = o.port(P_IN);
+            assert_eq!(back.len(), 1, "only the configured host's request is answered");
+            let a = ArpPacket::new_checked(&back[0][14..]).unwrap();
+            assert_eq!((a.operation(), a.target_ip()), (2, HOST_V4));
+            assert_eq!(o.c.neigh_probes, 0);
+            assert_eq!(o.c.originated, 2, "the time exceeded error (dropped) and the ARP reply");
+            assert!(o.neigh4.keys().all(|k| k.1 != [192, 0, 2, 77]), "nothing learned");
+        });
+        s.setup.tun.gc_thresh3 = 0;
+        s.setup.tun.ipv6_gc_thresh3 = 0;
+        s
+    }
+
     /// One packet may wait per neighbour (`unres_qlen = 1`): of three, the two oldest go.
     pub fn neigh_queuefull() -> Scenario {
         let frames = (0..3).map(|i| udp4(SRC_V4, UNRESOLVED_V4, 1, 9).seq(i).build()).collect();
@@ -768,6 +800,7 @@ scenario_tests! {
     neigh_failed => NeighFailed,
     neigh_dead => NeighDead,
     neigh_queuefull => NeighQueuefull,
+    neigh_createfail => NeighCreatefail,
     pkt_too_big => PktTooBig,
     unhandled_l4 => UnhandledL4,
     l4_csum => L4Csum,

@@ -355,3 +355,133 @@ fn a_configured_neighbour_is_never_replaced_by_a_learned_one() {
     assert_eq!(arp_fields(&sent[0]), (2, MAC_PEER, IN_V4, HOST_V4), "the request is answered to the MAC that asked");
     assert_eq!(icmp6_type(&sent[1]), Some(136), "so is the solicitation");
 }
+
+/// The `i`-th sender of a flood: its own MAC, an IPv4 address off every subnet, an IPv6
+/// address on in0's.
+fn flood_mac(i: u32) -> [u8; 6] {
+    [2, 0x10, 0, (i >> 16) as u8, (i >> 8) as u8, i as u8]
+}
+fn flood_v4(i: u32) -> [u8; 4] {
+    [100, 64, (i >> 8) as u8, i as u8]
+}
+fn flood_v6(i: u32) -> [u8; 16] {
+    v6([0x2001, 0xdb8, 1, 0, 0, 0, 0x1000, i as u16])
+}
+/// An ARP request for our address from flood sender `i`.
+fn flood_arp(i: u32) -> Vec<u8> {
+    arp_request(flood_mac(i), flood_v4(i), IN_V4)
+}
+/// A neighbour solicitation for our address from flood sender `i`, its MAC in the option.
+fn flood_ns(i: u32) -> Vec<u8> {
+    let body = [[0u8, 0, 0, 0].as_slice(), &IN_V6, &[1, 1], &flood_mac(i)].concat();
+    icmp6(flood_mac(i), MAC_IN, flood_v6(i), IN_V6, 255, 135, 0, &body)
+}
+
+/// The configured neighbours of tests/common's router, per family.
+const CONFIGURED_V4: [(usize, [u8; 4], [u8; 6]); 3] = [(P_IN, HOST_V4, MAC_HOST), (P_OUT1, NH1_V4, MAC_NH1), (P_OUT2, NH2_V4, MAC_NH2)];
+const CONFIGURED_V6: [(usize, [u8; 16], [u8; 6]); 3] = [(P_IN, HOST_V6, MAC_HOST), (P_OUT1, NH1_V6, MAC_NH1), (P_OUT2, NH2_V6, MAC_NH2)];
+
+fn assert_configured_entries_stay(dp: &Datapath) {
+    for w in &dp.workers {
+        for (p, a, m) in CONFIGURED_V4 {
+            assert_eq!(w.neigh.v4.get(&(p as u16, a)), Some(&m), "configured {a:?}");
+        }
+        for (p, a, m) in CONFIGURED_V6 {
+            assert_eq!(w.neigh.v6.get(&(p as u16, a)), Some(&m), "configured {a:?}");
+        }
+    }
+}
+
+/// gc_thresh3 (`net.ipv4.neigh.default.gc_thresh3`, `net.ipv6.neigh.default.gc_thresh3`:
+/// 1024 each, separate tables): ARP requests and neighbour solicitations from 5000 new
+/// senders each fill each table to the bound and no further. Nothing in it is 5 s old, so
+/// forced gc frees nothing and the rest are refused (`neigh_createfail`), unanswered, as the
+/// kernel's arp_process / ndisc_recv_ns answer only once the sender's entry exists. The
+/// configured entries stay and do not count; every frame is in the ledger.
+#[test]
+fn a_neighbour_flood_stops_at_gc_thresh3() {
+    const FLOOD: u32 = 5000;
+    const BOUND: usize = 1024;
+    let mut frames: Vec<Vec<u8>> = (0..FLOOD).map(flood_arp).collect();
+    frames.extend((0..FLOOD).map(flood_ns));
+    let pool = Pool::new(4096).unwrap();
+    let mut dp = build_router(frames.clone(), &Setup::default(), &pool);
+    rounds_until(&mut dp, frames.len(), |dp| dp.counters().rx >= 2 * FLOOD as u64);
+    let c = dp.counters();
+    let refused = 2 * (FLOOD as u64 - BOUND as u64);
+    assert_eq!(c.nonzero_drops(), vec![("neigh_createfail", refused)]);
+    assert_eq!((c.rx, c.local, c.tx), (2 * FLOOD as u64, 2 * BOUND as u64, 2 * BOUND as u64), "each admitted sender answered once");
+    let w = &dp.workers[0];
+    assert_eq!((w.neigh.v4.len(), w.neigh.v6.len()), (BOUND + 3, BOUND + 3), "learned up to the bound, plus the configured");
+    assert_configured_entries_stay(&dp);
+    let port = P_IN as u16;
+    assert!(w.neigh.v4.contains_key(&(port, flood_v4(BOUND as u32 - 1))) && !w.neigh.v4.contains_key(&(port, flood_v4(BOUND as u32))));
+    assert!(w.neigh.v6.contains_key(&(port, flood_v6(BOUND as u32 - 1))) && !w.neigh.v6.contains_key(&(port, flood_v6(BOUND as u32))));
+    let answered_v4: Vec<[u8; 4]> = out(&dp, P_IN).iter().filter(|f| is_arp(f)).map(|f| arp_fields(f).3).collect();
+    assert_eq!(answered_v4, (0..BOUND as u32).map(flood_v4).collect::<Vec<_>>(), "the refused senders get no reply");
+}
+
+/// Receives `n` more frames (a quota on worker 0's polls).
+fn receive(dp: &mut Datapath, n: u64) {
+    let want = dp.counters().rx + n;
+    dp.workers[0].rx_quota = n;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while dp.counters().rx < want && Instant::now() < deadline {
+        let Datapath { net, workers } = dp;
+        softirq_round(net, &mut workers[0]);
+    }
+    dp.workers[0].rx_quota = u64::MAX;
+    assert_eq!(dp.counters().rx, want);
+}
+
+/// neigh_forced_gc: at gc_thresh3 a new entry makes room by freeing learned entries not
+/// confirmed in the last 5 s, oldest first, down to gc_thresh2; every worker forgets them.
+/// Fresh entries are never freed (a newcomer is refused instead), configured ones never.
+#[test]
+fn forced_gc_frees_stale_learned_entries_oldest_first_never_configured_ones() {
+    let mut setup = Setup::default();
+    setup.tun.gc_thresh3 = 8;
+    setup.tun.gc_thresh2 = 4;
+    // A0..A7, then B0..B8.
+    let frames: Vec<Vec<u8>> = (0..17).map(flood_arp).collect();
+    let known = |dp: &Datapath, i: u32| dp.workers[0].neigh.v4.contains_key(&(P_IN as u16, flood_v4(i)));
+    let pool = Pool::new(1024).unwrap();
+    let mut dp = build_router(frames.clone(), &setup, &pool);
+    receive(&mut dp, 4);
+    dp.workers[0].now_ns += 1_000_000;
+    receive(&mut dp, 4);
+    assert!((0..8).all(|i| known(&dp, i)));
+    dp.workers[0].now_ns += 6_000_000_000;
+    // B0 finds the table full: the four oldest (A0..A3) go, down to gc_thresh2.
+    receive(&mut dp, 1);
+    assert_eq!(dp.counters().neigh_gc_evicted, 4);
+    assert!((0..4).all(|i| !known(&dp, i)) && (4..9).all(|i| known(&dp, i)), "A0..A3 freed, A4..A7 and B0 known");
+    // B1..B3 fill it again; B4 frees A4..A7; B5..B7 fill it with fresh entries; B8 is refused.
+    receive(&mut dp, 8);
+    let c = dp.counters();
+    assert_eq!(c.neigh_gc_evicted, 8);
+    assert_eq!(c.nonzero_drops(), vec![("neigh_createfail", 1)]);
+    assert!((0..8).all(|i| !known(&dp, i)) && (8..16).all(|i| known(&dp, i)) && !known(&dp, 16));
+    assert_eq!(dp.workers[0].neigh.v4.len(), 8 + 3);
+    assert_configured_entries_stay(&dp);
+    assert_eq!(dp.net.neigh_ages.lock().unwrap().learned(false), 8);
+    finish(&mut dp, frames.len());
+    assert_eq!(dp.counters().tx, 16, "every admitted sender answered");
+}
+
+/// The log that carries learned entries between workers keeps only what some worker has
+/// not applied yet: after a flood it does not hold the flood's history.
+#[test]
+fn the_neighbour_log_keeps_only_what_a_worker_has_not_applied() {
+    let frames: Vec<Vec<u8>> = (0..3000).map(flood_arp).collect();
+    let pool = Pool::new(4096).unwrap();
+    let mut dp = build_router(frames.clone(), &Setup::default(), &pool);
+    receive(&mut dp, frames.len() as u64);
+    assert!(dp.net.neigh_log.len() >= 1024, "{} entries published", dp.net.neigh_log.len());
+    {
+        let Datapath { net, workers } = &mut dp;
+        softirq_round(net, &mut workers[0]);
+    }
+    assert_eq!(dp.net.neigh_log.retained(), 0, "every worker applied every entry");
+    finish(&mut dp, frames.len());
+}

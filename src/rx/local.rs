@@ -19,18 +19,13 @@ use crate::wire::EtherType;
 use crate::wire::{checksum, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP};
 use crate::worker::Worker;
 
-/// A neighbour learned from ARP/NDP: into this worker's table, and published for the others
-/// when it is new or changed. A configured (permanent) neighbour keeps its MAC.
-fn learn(net: &Net, w: &mut Worker, e: NeighEntry) {
-    let learned = match e {
-        NeighEntry::V4(port, a, mac) => super::neigh::confirm(net, w.now_ns, port, super::neigh::NeighAddr::V4(a), mac),
-        NeighEntry::V6(port, a, mac) => super::neigh::confirm(net, w.now_ns, port, super::neigh::NeighAddr::V6(a), mac),
-        NeighEntry::Forget4(..) | NeighEntry::Forget6(..) => false,
-    };
-    if learned && w.neigh.apply(e) {
-        // Our own entry comes back at the next sync: applying it twice changes nothing, and
-        // counting it as seen here could skip another worker's entry published before it.
-        net.neigh_log.publish(e);
+/// A neighbour learned from ARP/NDP (`neigh::learn`): false when the table had no room
+/// (the packet is then dropped as `neigh_createfail`, unanswered).
+fn learn(net: &Net, w: &mut Worker, e: NeighEntry) -> bool {
+    match e {
+        NeighEntry::V4(port, a, mac) => super::neigh::learn(net, w, port, super::neigh::NeighAddr::V4(a), mac),
+        NeighEntry::V6(port, a, mac) => super::neigh::learn(net, w, port, super::neigh::NeighAddr::V6(a), mac),
+        NeighEntry::Forget4(..) | NeighEntry::Forget6(..) => true,
     }
 }
 
@@ -519,17 +514,19 @@ fn icmp6_rcv(net: &Net, w: &mut Worker, s: Skb) {
     }
 }
 
-/// Learns the link-layer address carried in option `opt` (1 = source, 2 = target).
-fn learn_v6(net: &Net, w: &mut Worker, s: &Skb, l4: usize, target: Option<[u8; 16]>, opt: u8) {
+/// Learns the link-layer address carried in option `opt` (1 = source, 2 = target). False
+/// when the neighbour table had no room for it (nothing to learn is no failure).
+fn learn_v6(net: &Net, w: &mut Worker, s: &Skb, l4: usize, target: Option<[u8; 16]>, opt: u8) -> bool {
     let l3 = s.network_off as usize;
     let ip = &w.bufs.data(s.pkt)[l3..];
     let who = if opt == 1 { Ipv6Packet::new_unchecked(ip).src_addr() } else { target.unwrap_or([0; 16]) };
     let o = l4 + 24;
-    if let Some(op) = ip.get(o..o + 8) {
-        if op[0] == opt && op[1] == 1 {
+    match ip.get(o..o + 8) {
+        Some(op) if op[0] == opt && op[1] == 1 => {
             let mac = [op[2], op[3], op[4], op[5], op[6], op[7]];
-            learn(net, w, NeighEntry::V6(s.rx_port, who, mac));
+            learn(net, w, NeighEntry::V6(s.rx_port, who, mac))
         }
+        _ => true,
     }
 }
 
@@ -554,7 +551,9 @@ fn neighbour_advert(net: &Net, w: &mut Worker, s: Skb, l4: usize, target: Option
     if !valid {
         return w.drop_pkt(s.pkt, DropReason::IcmpIgnored);
     }
-    learn_v6(net, w, &s, l4, target, 2);
+    if !learn_v6(net, w, &s, l4, target, 2) {
+        return w.drop_pkt(s.pkt, DropReason::NeighCreatefail);
+    }
     w.c.local += 1;
     w.bufs.free(s.pkt);
 }
@@ -585,8 +584,9 @@ fn neighbour_solicit(net: &Net, w: &mut Worker, s: Skb, l4: usize, target: Optio
     if !mine || !valid {
         return w.drop_pkt(s.pkt, DropReason::IcmpIgnored);
     }
-    if !dad {
-        learn_v6(net, w, &s, l4, target, 1);
+    if !dad && !learn_v6(net, w, &s, l4, target, 1) {
+        // ndisc_recv_ns answers only once the sender's entry exists.
+        return w.drop_pkt(s.pkt, DropReason::NeighCreatefail);
     }
     let mac = net.ifaces[s.rx_port as usize].mac;
     let tgt = target.unwrap_or([0; 16]);
@@ -689,7 +689,10 @@ pub(crate) fn arp_rcv(net: &Net, w: &mut Worker, s: Skb) {
     let ours = iface.v4.iter().any(|a| a.0 == tpa);
     match op {
         arp::OP_REQUEST if ours => {
-            learn(net, w, NeighEntry::V4(port, spa, sha));
+            if !learn(net, w, NeighEntry::V4(port, spa, sha)) {
+                // arp_process answers only once the sender's entry exists.
+                return w.drop_pkt(s.pkt, DropReason::NeighCreatefail);
+            }
             // Answered in place: the request turned into our reply.
             let d = w.bufs.data_mut(s.pkt);
             let mut eth = EthernetFrame::new_unchecked(&mut d[..]);
@@ -707,7 +710,9 @@ pub(crate) fn arp_rcv(net: &Net, w: &mut Worker, s: Skb) {
             crate::tx::enqueue(net, w, port, p);
         }
         arp::OP_REPLY if ours => {
-            learn(net, w, NeighEntry::V4(port, spa, sha));
+            if !learn(net, w, NeighEntry::V4(port, spa, sha)) {
+                return w.drop_pkt(s.pkt, DropReason::NeighCreatefail);
+            }
             w.c.local += 1;
             w.bufs.free(s.pkt);
         }

@@ -26,8 +26,8 @@ use crate::wire::{checksum, EtherType, IPPROTO_ICMPV6};
 use crate::worker::Worker;
 use std::collections::VecDeque;
 
-/// Unresolved neighbours one worker tracks at once (the kernel's gc_thresh3 bounds the whole
-/// table); a packet for one more is dropped as `neigh_failed`.
+/// Unresolved neighbours one worker tracks at once (gc_thresh3 bounds the whole table, these
+/// included); a packet for one more is dropped as `neigh_failed`.
 pub const MAX_UNRESOLVED: usize = 256;
 
 /// Room a new neighbour queue starts with (it grows to `unres_qlen` if need be).
@@ -39,20 +39,95 @@ const AGING_PERIOD_NS: u64 = 100_000_000;
 const BROADCAST: [u8; 6] = [0xff; 6];
 const ALL_NODES: [u8; 16] = [0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
 
-pub use super::route::{Age, NeighAddr, NeighAges};
+pub use super::route::{Age, GcThresh, NeighAddr, NeighAges};
 
 use super::resolver::{Held, Unresolved};
 
-/// An ARP/NDP packet confirmed `addr` on `port` (called where entries are learned). False
-/// for a configured neighbour: it is permanent, and what the link says never replaces it
-/// (neigh_update refuses to change a NUD_PERMANENT entry without NEIGH_UPDATE_F_ADMIN).
-pub(crate) fn confirm(net: &Net, now_ns: u64, port: u16, addr: NeighAddr, mac: [u8; 6]) -> bool {
+/// The neighbour table's bounds for `addr`'s family (IPv4: arp_tbl's, IPv6: nd_tbl's).
+fn thresh(net: &Net, addr: NeighAddr) -> GcThresh {
+    match addr {
+        NeighAddr::V4(_) => GcThresh { thresh2: net.tun.gc_thresh2, thresh3: net.tun.gc_thresh3 },
+        NeighAddr::V6(_) => GcThresh { thresh2: net.tun.ipv6_gc_thresh2, thresh3: net.tun.ipv6_gc_thresh3 },
+    }
+}
+
+fn forget_entry(port: u16, addr: NeighAddr) -> NeighEntry {
+    match addr {
+        NeighAddr::V4(a) => NeighEntry::Forget4(port, a),
+        NeighAddr::V6(a) => NeighEntry::Forget6(port, a),
+    }
+}
+
+/// Every worker (this one at once) forgets the entries forced gc freed. Called with the
+/// table locked, so the workers apply its changes in the order they were made.
+fn publish_freed(net: &Net, w: &mut Worker, freed: &[(u16, NeighAddr)]) {
+    for &(port, addr) in freed {
+        let e = forget_entry(port, addr);
+        w.neigh.apply(e);
+        net.neigh_log.publish(e);
+        w.c.neigh_gc_evicted += 1;
+    }
+}
+
+/// An ARP/NDP packet taught `mac` for `addr` on `port` (called where entries are learned:
+/// the kernel's __neigh_lookup with create, then neigh_update). A new entry needs room in
+/// its family's table (`NeighAges::admit`: gc_thresh3, forced gc); false when there is none,
+/// and the caller drops the packet as `neigh_createfail` without answering it, as
+/// arp_process and ndisc_recv_ns send nothing when neigh_event_ns finds no entry. A
+/// configured neighbour is permanent and keeps its MAC (neigh_update refuses to change a
+/// NUD_PERMANENT entry without NEIGH_UPDATE_F_ADMIN): true, the packet is still answered.
+pub(crate) fn learn(net: &Net, w: &mut Worker, port: u16, addr: NeighAddr, mac: [u8; 6]) -> bool {
     let mut ages = net.neigh_ages.lock().unwrap_or_else(|p| p.into_inner());
-    if ages.permanent.contains(&(port, addr)) {
+    if ages.is_permanent(port, addr) {
+        return true;
+    }
+    let age = Age { mac: Some(mac), confirmed_ns: w.now_ns, probes: 0, next_probe_ns: 0 };
+    let mut freed = Vec::new();
+    match ages.get_mut(&(port, addr)) {
+        Some(a) => *a = age,
+        None => {
+            if !ages.admit(addr, w.now_ns, thresh(net, addr), &mut freed) {
+                return false;
+            }
+            ages.insert((port, addr), age);
+        }
+    }
+    publish_freed(net, w, &freed);
+    let e = match addr {
+        NeighAddr::V4(a) => NeighEntry::V4(port, a, mac),
+        NeighAddr::V6(a) => NeighEntry::V6(port, a, mac),
+    };
+    if w.neigh.apply(e) {
+        // Our own entry comes back at the next sync: applying it twice changes nothing, and
+        // counting it as seen here could skip another worker's entry published before it.
+        net.neigh_log.publish(e);
+    }
+    true
+}
+
+/// A resolution starts: the entry is made now, without a MAC (neigh_alloc for the kernel's
+/// NUD_INCOMPLETE entry), so it counts toward gc_thresh3 and the answer needs no more room.
+/// False when the table has none.
+fn reserve(net: &Net, w: &mut Worker, port: u16, addr: NeighAddr) -> bool {
+    let mut ages = net.neigh_ages.lock().unwrap_or_else(|p| p.into_inner());
+    if ages.is_permanent(port, addr) || ages.get_mut(&(port, addr)).is_some() {
+        return true;
+    }
+    let mut freed = Vec::new();
+    if !ages.admit(addr, w.now_ns, thresh(net, addr), &mut freed) {
         return false;
     }
-    ages.learned.insert((port, addr), Age { mac, confirmed_ns: now_ns, probes: 0, next_probe_ns: 0 });
+    ages.insert((port, addr), Age { mac: None, confirmed_ns: w.now_ns, probes: 0, next_probe_ns: 0 });
+    publish_freed(net, w, &freed);
     true
+}
+
+/// A resolution ended without an answer: its entry goes (if still unresolved).
+fn unreserve(net: &Net, port: u16, addr: NeighAddr) {
+    let mut ages = net.neigh_ages.lock().unwrap_or_else(|p| p.into_inner());
+    if ages.get_mut(&(port, addr)).is_some_and(|a| a.mac.is_none()) {
+        ages.remove(&(port, addr));
+    }
 }
 
 /// `addr` on `port` has no MAC yet: `h` waits for it (neigh_resolve_output → __neigh_event_send).
@@ -68,8 +143,13 @@ pub(crate) fn hold(net: &Net, w: &mut Worker, port: u16, addr: NeighAddr, h: Hel
             if w.resolver.pending.len() >= MAX_UNRESOLVED || net.tun.mcast_solicit == 0 {
                 return w.drop_pkt(h.pkt(), DropReason::NeighFailed);
             }
+            if !reserve(net, w, port, addr) {
+                // The neighbour table is full (__neigh_create fails): nothing is asked.
+                return w.drop_pkt(h.pkt(), DropReason::NeighCreatefail);
+            }
             if !solicit(net, w, port, addr, None) {
                 // No address of ours on that link to ask from.
+                unreserve(net, port, addr);
                 return w.drop_pkt(h.pkt(), DropReason::NeighFailed);
             }
             let next_probe_ns = w.now_ns + net.tun.retrans_time_ms as u64 * 1_000_000;
@@ -126,6 +206,7 @@ fn run_timers(net: &Net, w: &mut Worker) {
         if now >= w.resolver.pending[i].next_probe_ns {
             if w.resolver.pending[i].probes >= net.tun.mcast_solicit {
                 let mut u = w.resolver.pending.swap_remove(i);
+                unreserve(net, u.port, u.addr);
                 w.resolver.held -= u.held.len();
                 for h in u.held.drain(..) {
                     match h {
@@ -180,30 +261,29 @@ fn age(net: &Net, w: &mut Worker) {
     let mut forget = Vec::new();
     {
         let mut ages = net.neigh_ages.lock().unwrap_or_else(|p| p.into_inner());
-        for (&(port, addr), a) in ages.learned.iter_mut() {
+        for (&(port, addr), a) in ages.iter_mut() {
+            // An entry being resolved is its resolver's to probe.
+            let Some(mac) = a.mac else { continue };
             if now.saturating_sub(a.confirmed_ns) < reachable + delay || now < a.next_probe_ns {
                 continue;
             }
             if a.probes < net.tun.ucast_solicit {
                 a.probes += 1;
                 a.next_probe_ns = now + retrans;
-                probe.push((port, addr, a.mac));
+                probe.push((port, addr, mac));
             } else {
                 forget.push((port, addr));
             }
         }
         for k in &forget {
-            ages.learned.remove(k);
+            ages.remove(k);
         }
     }
     for (port, addr, mac) in probe {
         solicit(net, w, port, addr, Some(mac));
     }
     for (port, addr) in forget {
-        let e = match addr {
-            NeighAddr::V4(a) => NeighEntry::Forget4(port, a),
-            NeighAddr::V6(a) => NeighEntry::Forget6(port, a),
-        };
+        let e = forget_entry(port, addr);
         w.neigh.apply(e);
         net.neigh_log.publish(e);
         w.c.neigh_forgotten += 1;

@@ -289,47 +289,178 @@ impl Neighbours {
 /// A learned entry's aging state.
 #[derive(Debug, Clone, Copy)]
 pub struct Age {
-    pub mac: [u8; 6],
+    /// None while a worker resolves it (the kernel's NUD_INCOMPLETE entry, which counts in
+    /// the table as a learned one does).
+    pub mac: Option<[u8; 6]>,
+    /// Last confirmation (or creation): the kernel's `updated`.
     pub confirmed_ns: u64,
     pub probes: u32,
     pub next_probe_ns: u64,
 }
 
-/// The shared confirmation table (learned entries' last confirmation), and the configured
-/// entries, which never age.
+/// Forced gc frees only entries not confirmed for this long (neigh_forced_gc keeps those
+/// updated in the last 5 s), and also runs above gc_thresh2 this long after the last one.
+pub const GC_FRESH_NS: u64 = 5_000_000_000;
+
+/// The neighbour table's bounds for one family: `net.ipv4.neigh.default.gc_thresh2/3`, or
+/// the IPv6 ones (the kernel's arp_tbl and nd_tbl are separate tables).
+#[derive(Debug, Clone, Copy)]
+pub struct GcThresh {
+    pub thresh2: u32,
+    pub thresh3: u32,
+}
+
+/// The shared neighbour table's control side: learned entries (their last confirmation, for
+/// aging and forced gc) and the configured entries, which never age, never count toward
+/// gc_thresh3 and are never freed.
 #[derive(Debug, Default)]
 pub struct NeighAges {
-    pub(crate) learned: HashMap<(u16, NeighAddr), Age>,
-    pub(crate) permanent: std::collections::HashSet<(u16, NeighAddr)>,
+    learned: HashMap<(u16, NeighAddr), Age>,
+    permanent: std::collections::HashSet<(u16, NeighAddr)>,
+    /// Learned entries per family (IPv4, IPv6): the kernel's `gc_entries`.
+    entries: [usize; 2],
+    /// Per family: when forced gc last ran (`last_flush`).
+    last_flush_ns: [u64; 2],
+    /// Per family: no learned entry was confirmed before this (a lower bound), so forced gc
+    /// finds nothing to free before it is GC_FRESH_NS old: a flood of fresh entries at the
+    /// bound is refused without a walk of the table per frame.
+    oldest_ns: [u64; 2],
+}
+
+fn family(addr: NeighAddr) -> usize {
+    match addr {
+        NeighAddr::V4(_) => 0,
+        NeighAddr::V6(_) => 1,
+    }
 }
 
 impl NeighAges {
+    /// A configured entry: permanent; a learned one for it is dropped.
     pub fn add_permanent(&mut self, port: u16, addr: NeighAddr) {
         self.permanent.insert((port, addr));
-        self.learned.remove(&(port, addr));
+        self.remove(&(port, addr));
+    }
+
+    pub fn is_permanent(&self, port: u16, addr: NeighAddr) -> bool {
+        self.permanent.contains(&(port, addr))
+    }
+
+    /// Learned (and being-resolved) entries of one family: at most its gc_thresh3.
+    pub fn learned(&self, v6: bool) -> usize {
+        self.entries[v6 as usize]
+    }
+
+    pub(crate) fn get_mut(&mut self, key: &(u16, NeighAddr)) -> Option<&mut Age> {
+        self.learned.get_mut(key)
+    }
+
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (&(u16, NeighAddr), &mut Age)> {
+        self.learned.iter_mut()
+    }
+
+    /// Adds a learned entry (room was made by [`NeighAges::admit`]).
+    pub(crate) fn insert(&mut self, key: (u16, NeighAddr), age: Age) {
+        let f = family(key.1);
+        if self.learned.insert(key, age).is_none() {
+            self.entries[f] += 1;
+        }
+        self.oldest_ns[f] = self.oldest_ns[f].min(age.confirmed_ns);
+    }
+
+    pub(crate) fn remove(&mut self, key: &(u16, NeighAddr)) -> Option<Age> {
+        let a = self.learned.remove(key)?;
+        self.entries[family(key.1)] -= 1;
+        Some(a)
+    }
+
+    /// Room for one more learned entry of `addr`'s family, as neigh_alloc makes it: at
+    /// gc_thresh3 entries, or at gc_thresh2 with the last forced gc 5 s ago, forced gc runs;
+    /// at gc_thresh3 with nothing freed, the entry is refused (false: the kernel's "neighbor
+    /// table overflow", table_fulls). What gc freed is appended to `freed` (entries every
+    /// worker must forget; being-resolved ones are not in any worker's table).
+    pub(crate) fn admit(&mut self, addr: NeighAddr, now_ns: u64, t: GcThresh, freed: &mut Vec<(u16, NeighAddr)>) -> bool {
+        let f = family(addr);
+        let n = self.entries[f];
+        let over3 = n >= t.thresh3 as usize;
+        if over3 || (n >= t.thresh2 as usize && now_ns > self.last_flush_ns[f].saturating_add(GC_FRESH_NS)) {
+            let shrunk = self.forced_gc(f, now_ns, t.thresh2, freed);
+            if shrunk == 0 && over3 {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// neigh_forced_gc: frees learned entries of family `f` not confirmed for GC_FRESH_NS,
+    /// oldest first, until the family is down to gc_thresh2 (at least one). Configured
+    /// entries are not in this table: never freed. sluice holds no reference to an entry
+    /// between packets (a lookup copies the MAC), so every such entry may go, as the
+    /// kernel's unreferenced ones. Returns how many it freed.
+    fn forced_gc(&mut self, f: usize, now_ns: u64, thresh2: u32, freed: &mut Vec<(u16, NeighAddr)>) -> usize {
+        self.last_flush_ns[f] = now_ns;
+        let Some(stale_before) = now_ns.checked_sub(GC_FRESH_NS) else { return 0 };
+        if self.oldest_ns[f] > stale_before {
+            return 0;
+        }
+        let mut stale: Vec<(u64, (u16, NeighAddr))> = self
+            .learned
+            .iter()
+            .filter(|(k, a)| family(k.1) == f && a.confirmed_ns <= stale_before)
+            .map(|(k, a)| (a.confirmed_ns, *k))
+            .collect();
+        stale.sort_unstable_by_key(|&(t, _)| t);
+        stale.truncate(self.entries[f].saturating_sub(thresh2 as usize).max(1));
+        for (_, k) in &stale {
+            if let Some(a) = self.remove(k) {
+                if a.mac.is_some() {
+                    freed.push(*k);
+                }
+            }
+        }
+        self.oldest_ns[f] = self.learned.iter().filter(|(k, _)| family(k.1) == f).map(|(_, a)| a.confirmed_ns).min().unwrap_or(u64::MAX);
+        stale.len()
     }
 }
 
 /// Neighbour entries learned by any worker, in order, so that every worker learns them: a
 /// worker that learns an entry appends it here; each worker takes what is new at the start
 /// of a round (one atomic load when nothing is). Learning is rare (ARP/NDP), lookups are
-/// per packet: lookups stay in the worker's own table.
+/// per packet: lookups stay in the worker's own table. Entries every worker has applied are
+/// dropped, so the log holds what is in flight between workers, not the table's history.
 #[derive(Debug, Default)]
 pub struct NeighLog {
+    /// Entries published since the start (positions are absolute).
     len: std::sync::atomic::AtomicUsize,
-    entries: std::sync::Mutex<Vec<NeighEntry>>,
+    inner: std::sync::Mutex<LogInner>,
+}
+
+#[derive(Debug, Default)]
+struct LogInner {
+    /// Absolute position of `entries[0]`.
+    base: usize,
+    entries: Vec<NeighEntry>,
+    /// Per worker, how far it has applied the log.
+    seen: Vec<usize>,
+    /// A worker the log was not sized for synced: nothing is dropped any more (it could not
+    /// be told what it missed).
+    untracked: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
 pub enum NeighEntry {
     V4(u16, [u8; 4], [u8; 6]),
     V6(u16, [u8; 16], [u8; 6]),
-    /// A learned entry aged out (no answer to its probes).
+    /// A learned entry aged out (no answer to its probes) or freed by forced gc.
     Forget4(u16, [u8; 4]),
     Forget6(u16, [u8; 16]),
 }
 
 impl NeighLog {
+    /// The log of a datapath with `workers` workers (ids 0..workers).
+    pub fn new(workers: usize) -> NeighLog {
+        NeighLog { len: Default::default(), inner: std::sync::Mutex::new(LogInner { seen: vec![0; workers], ..LogInner::default() }) }
+    }
+
     /// Entries published so far.
     #[inline]
     pub fn len(&self) -> usize {
@@ -340,19 +471,47 @@ impl NeighLog {
         self.len() == 0
     }
 
-    pub fn publish(&self, e: NeighEntry) {
-        let mut v = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        v.push(e);
-        self.len.store(v.len(), std::sync::atomic::Ordering::Release);
+    /// Entries still held: published, and not yet applied by every worker.
+    pub fn retained(&self) -> usize {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).entries.len()
     }
 
-    /// Applies the entries after `seen` to `neigh`; `seen` becomes the log's length.
-    pub fn sync_into(&self, seen: &mut usize, neigh: &mut Neighbours) {
-        let v = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        for e in v.iter().skip(*seen) {
+    pub fn publish(&self, e: NeighEntry) {
+        let mut v = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        v.entries.push(e);
+        self.len.store(v.base + v.entries.len(), std::sync::atomic::Ordering::Release);
+    }
+
+    /// Worker `worker` applies the entries after `seen` to `neigh`; `seen` becomes the log's
+    /// length.
+    pub fn sync_into(&self, worker: usize, seen: &mut usize, neigh: &mut Neighbours) {
+        let mut v = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let from = seen.saturating_sub(v.base);
+        for e in v.entries.iter().skip(from) {
             neigh.apply(*e);
         }
-        *seen = v.len();
+        *seen = v.base + v.entries.len();
+        match v.seen.get_mut(worker) {
+            Some(s) => *s = *seen,
+            None => v.untracked = true,
+        }
+        v.compact();
+    }
+}
+
+impl LogInner {
+    /// Drops the entries every worker has applied, once they are half the log (a move of the
+    /// rest costs no more than the entries it drops).
+    fn compact(&mut self) {
+        if self.untracked {
+            return;
+        }
+        let Some(&min) = self.seen.iter().min() else { return };
+        let done = min.saturating_sub(self.base).min(self.entries.len());
+        if done > 0 && done * 2 >= self.entries.len() {
+            self.entries.drain(..done);
+            self.base += done;
+        }
     }
 }
 
@@ -387,5 +546,74 @@ mod tests {
         for other in [[192, 0, 2, 2], [198, 18, 0, 2], [198, 51, 100, 0], [0, 0, 0, 0], [255, 255, 255, 255]] {
             assert!(!t.is_local_v4(other), "{other:?}");
         }
+    }
+
+    const S: u64 = 1_000_000_000;
+
+    fn learned_at(ages: &mut NeighAges, addr: NeighAddr, t: u64) {
+        ages.insert((0, addr), Age { mac: Some([2, 0, 0, 0, 0, 1]), confirmed_ns: t, probes: 0, next_probe_ns: 0 });
+    }
+
+    /// neigh_alloc / neigh_forced_gc per family: refused at gc_thresh3 while every entry is
+    /// fresh; once entries are 5 s old, the oldest go down to gc_thresh2; at gc_thresh2 forced
+    /// gc also runs every 5 s; the other family's table is its own; configured entries are
+    /// not counted and never freed.
+    #[test]
+    fn forced_gc_frees_the_oldest_stale_entries_of_a_full_family() {
+        let t = GcThresh { thresh2: 2, thresh3: 4 };
+        let v4 = |i: u8| NeighAddr::V4([10, 0, 0, i]);
+        let mut ages = NeighAges::default();
+        ages.add_permanent(0, v4(100));
+        let mut freed = Vec::new();
+        for i in 0..4 {
+            assert!(ages.admit(v4(i), 10 * S + i as u64, t, &mut freed));
+            learned_at(&mut ages, v4(i), 10 * S + i as u64);
+        }
+        assert!(!ages.admit(v4(9), 12 * S, t, &mut freed), "full of fresh entries");
+        assert!(ages.admit(NeighAddr::V6([1; 16]), 12 * S, t, &mut freed), "IPv6 has its own table");
+        assert!(freed.is_empty());
+        assert!(ages.admit(v4(9), 15 * S + 1, t, &mut freed), "entries 0 and 1 are 5 s old");
+        assert_eq!(freed, vec![(0, v4(0)), (0, v4(1))], "the oldest, down to gc_thresh2");
+        assert_eq!(ages.learned(false), 2);
+        assert!(ages.is_permanent(0, v4(100)));
+        // An entry being resolved counts, and is freed without a worker to tell.
+        ages.insert((0, v4(7)), Age { mac: None, confirmed_ns: 0, probes: 0, next_probe_ns: 0 });
+        learned_at(&mut ages, v4(8), 16 * S);
+        freed.clear();
+        assert!(ages.admit(v4(9), 16 * S, t, &mut freed));
+        assert_eq!(freed, vec![(0, v4(2))], "the unresolved one (oldest, nobody to tell) and entry 2 went");
+        assert_eq!(ages.learned(false), 2);
+        // At gc_thresh2, forced gc runs once 5 s passed since the last: one stale entry goes.
+        freed.clear();
+        assert!(ages.admit(v4(9), 21 * S, t, &mut freed));
+        assert!(freed.is_empty(), "5 s since the last forced gc have not passed");
+        assert!(ages.admit(v4(9), 21 * S + 1, t, &mut freed));
+        assert_eq!(freed, vec![(0, v4(3))], "the oldest; entry 8 is not 5 s old");
+        assert_eq!(ages.learned(false), 1);
+    }
+
+    /// The log drops entries once every worker applied them, and never before.
+    #[test]
+    fn the_neighbour_log_waits_for_the_slowest_worker() {
+        let log = NeighLog::new(2);
+        let (mut a, mut b) = (Neighbours::default(), Neighbours::default());
+        let (mut seen_a, mut seen_b) = (0, 0);
+        for i in 0..10u8 {
+            log.publish(NeighEntry::V4(0, [10, 0, 0, i], [2, 0, 0, 0, 0, i]));
+        }
+        log.sync_into(0, &mut seen_a, &mut a);
+        assert_eq!((seen_a, log.retained()), (10, 10), "worker 1 has not seen them");
+        log.publish(NeighEntry::Forget4(0, [10, 0, 0, 0]));
+        log.sync_into(1, &mut seen_b, &mut b);
+        assert_eq!((seen_b, b.v4.len(), log.retained()), (11, 9, 1), "the first ten are dropped, the forget waits for worker 0");
+        log.sync_into(0, &mut seen_a, &mut a);
+        assert_eq!((a.v4.len(), log.retained(), log.len()), (9, 0, 11));
+        // A worker the log was not sized for: nothing is dropped from then on.
+        let mut seen_c = 0;
+        log.publish(NeighEntry::V4(0, [10, 0, 0, 99], [2; 6]));
+        log.sync_into(5, &mut seen_c, &mut Neighbours::default());
+        log.sync_into(0, &mut seen_a, &mut a);
+        log.sync_into(1, &mut seen_b, &mut b);
+        assert_eq!(log.retained(), 1);
     }
 }

@@ -75,6 +75,11 @@ named_enum! {
         NeighQueuefull => "neigh_queuefull",
         /// A packet still waiting for its neighbour when the datapath stopped.
         NeighDead => "neigh_dead",
+        /// A neighbour entry could not be created: its family's table held gc_thresh3 entries
+        /// and forced gc could free none (the kernel's "neighbor table overflow"). A packet
+        /// for a new neighbour is not held (nothing is asked); an ARP request, ARP reply,
+        /// solicitation or advertisement that would have made an entry is not answered.
+        NeighCreatefail => "neigh_createfail",
         /// Packet larger than the egress MTU (and DF set / IPv6).
         PktTooBig => "pkt_too_big",
         /// Locally addressed to a protocol we do not serve.
@@ -207,6 +212,8 @@ pub struct Counters {
     /// stale entries, `arp_notify`), and learned entries forgotten after unanswered probes.
     pub neigh_probes: u64,
     pub neigh_forgotten: u64,
+    /// Learned neighbour entries forced gc freed to make room for new ones (gc_thresh2/3).
+    pub neigh_gc_evicted: u64,
     /// Times an idle worker sleeping on its ports' descriptors was woken by frames.
     pub idle_wakeups: u64,
     /// Packets this worker sent to a port whose transmit queue another worker owns: handed
@@ -244,6 +251,7 @@ impl Default for Counters {
             rfs_moves: 0,
             neigh_probes: 0,
             neigh_forgotten: 0,
+            neigh_gc_evicted: 0,
             idle_wakeups: 0,
             tx_handoffs: 0,
             busy_poll_hits: 0,
@@ -371,6 +379,7 @@ impl Counters {
         self.rfs_moves += o.rfs_moves;
         self.neigh_probes += o.neigh_probes;
         self.neigh_forgotten += o.neigh_forgotten;
+        self.neigh_gc_evicted += o.neigh_gc_evicted;
         self.idle_wakeups += o.idle_wakeups;
         self.tx_handoffs += o.tx_handoffs;
         self.busy_poll_hits += o.busy_poll_hits;
