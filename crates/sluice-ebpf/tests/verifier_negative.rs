@@ -2397,3 +2397,38 @@ fn a_context_pointer_at_another_offset_is_not_the_same_state() {
         "dereference of modified ctx ptr",
     );
 }
+
+#[test]
+fn a_scalar_plus_a_pointer_makes_the_scalar_precise() {
+    // `r6 += r0` with r6 a number and r0 a map value pointer: r6's value becomes the
+    // pointer's offset, so it is precise back to `join`, and the path bringing r6 = 8 (an
+    // access 8 bytes past the 16-byte value) is not pruned against the one bringing 0.
+    let src = "
+        *(u32 *)(r10 - 4) = 0
+        call 7
+        r6 = 0
+        if r0 != 0 goto other
+        r3 = 0
+        r4 = 1
+        r5 = 2
+        r7 = 3
+        r8 = 4
+        r9 = 5
+        r3 = 6
+        r4 = 7
+        goto join
+    other:
+        r6 = 8
+    join:
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        if r0 == 0 goto out
+        r6 += r0
+        r3 = *(u64 *)(r6 + 8)
+    out:
+        r0 = 2
+        exit";
+    rejects(src, 21, "invalid access to map value, value_size=16 off=16 size=8");
+}
