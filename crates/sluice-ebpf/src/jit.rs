@@ -899,7 +899,7 @@ impl Layout {
             work.push((root, 0));
             while let Some(&mut (f, ref mut next)) = work.last_mut() {
                 if let Some(&c) = callees[f].get(*next) {
-                    *next -= 1;
+                    *next += 1;
                     match state[c] {
                         NEW => {
                             state[c] = ACTIVE;
