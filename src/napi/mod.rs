@@ -627,7 +627,9 @@ mod tests {
     #[test]
     fn a_backlog_that_uses_the_whole_budget_is_a_time_squeeze() {
         let pool = Pool::new(256).unwrap();
-        let net = Net::with_workers(Tunables { netdev_budget: 64, dev_weight: 64, ..Tunables::default() }, Pipeline::L3fwd, 2);
+        // A time limit no preemption reaches: only the packet budget squeezes a round.
+        let tun = Tunables { netdev_budget: 64, dev_weight: 64, netdev_budget_usecs: 10_000_000, ..Tunables::default() };
+        let net = Net::with_workers(tun, Pipeline::L3fwd, 2);
         let (mut tx, mut rx) = crate::rps::backlog::backlog_rings(2, 256);
         let mut w = Worker::new(0, &pool);
         w.backlog_rx = std::mem::take(&mut rx[0]);
@@ -653,7 +655,9 @@ mod tests {
     #[test]
     fn a_full_backlog_and_a_busy_port_take_turns() {
         let pool = Pool::new(2048).unwrap();
-        let mut net = Net::with_workers(Tunables { netdev_budget: 64, dev_weight: 64, ..Tunables::default() }, Pipeline::Io, 2);
+        // A time limit no preemption reaches: only the packet budget ends a round.
+        let tun = Tunables { netdev_budget: 64, dev_weight: 64, netdev_budget_usecs: 10_000_000, ..Tunables::default() };
+        let mut net = Net::with_workers(tun, Pipeline::Io, 2);
         net.ifaces.push(Iface::new("in", [2, 0, 0, 0, 0, 1]));
         net.ifaces.push(Iface::new("out", [2, 0, 0, 0, 0, 2]));
         net.peer = vec![Some(1), None];
@@ -728,7 +732,9 @@ mod tests {
 
     #[test]
     fn dev_weight_bounds_one_poll() {
-        let (net, mut w) = io_with_100_frames(Tunables { netdev_budget: 300, dev_weight: 16, ..Tunables::default() });
+        // A time limit no preemption reaches (the test counts squeezes).
+        let tun = Tunables { netdev_budget: 300, dev_weight: 16, netdev_budget_usecs: 10_000_000, ..Tunables::default() };
+        let (net, mut w) = io_with_100_frames(tun);
         assert_eq!(softirq_round(&net, &mut w), 16);
         assert_eq!(w.c.napi_budget_exhausted, 1);
         assert_eq!(w.c.time_squeeze, 0);
