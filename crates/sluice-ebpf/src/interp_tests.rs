@@ -1274,3 +1274,28 @@ fn get_buff_len_counts_linear_bytes_and_fragments() {
     let (_, r0) = interp.run_full(&mut xdp, &mut NullEnv::new()).unwrap();
     assert_eq!(r0, 164);
 }
+
+/// `bpf_csum_diff` takes at most 512 bytes in all (the kernel's per-CPU diff buffer of 128
+/// words): from 0 bytes and to 516 is -EINVAL before anything is read; 4 + 508 is not.
+#[test]
+fn csum_diff_refuses_more_than_512_bytes_in_all() {
+    let call_with = |from_size: i32, to_size: i32| {
+        vec![
+            mov64_reg(1, 10),
+            alu64_imm(BPF_ADD, 1, -4),
+            mov64_imm(2, from_size),
+            mov64_reg(3, 10),
+            alu64_imm(BPF_ADD, 3, -512),
+            mov64_imm(4, to_size),
+            mov64_imm(5, 0),
+            call(hid::CSUM_DIFF),
+            exit(),
+        ]
+    };
+    let mut p = call_with(0, 516);
+    p[0] = mov64_imm(1, 0);
+    p[1] = mov64_imm(2, 0);
+    assert_eq!(r0(p) as i64, -(libc::EINVAL as i64), "0 + 516");
+    assert!((r0(call_with(4, 508)) as i64) >= 0, "4 + 508 is 512");
+    assert_eq!(r0(call_with(8, 508)) as i64, -(libc::EINVAL as i64), "8 + 508");
+}

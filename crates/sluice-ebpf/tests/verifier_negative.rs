@@ -2432,3 +2432,40 @@ fn a_scalar_plus_a_pointer_makes_the_scalar_precise() {
         exit";
     rejects(src, 21, "invalid access to map value, value_size=16 off=16 size=8");
 }
+
+#[test]
+fn precision_passes_through_an_add_to_its_destination() {
+    // `r6 += r7` keeps r6's old value in the result: when the sum becomes a map value
+    // offset, r6 is precise back to `join` (and r7 too), so the path bringing r6 = 8 is not
+    // pruned against the one bringing 0.
+    let src = "
+        *(u32 *)(r10 - 4) = 0
+        call 7
+        r6 = 0
+        if r0 != 0 goto other
+        r3 = 0
+        r4 = 1
+        r5 = 2
+        r7 = 3
+        r8 = 4
+        r9 = 5
+        r3 = 6
+        r4 = 7
+        goto join
+    other:
+        r6 = 8
+    join:
+        r7 = 0
+        r6 += r7
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        if r0 == 0 goto out
+        r0 += r6
+        r3 = *(u64 *)(r0 + 8)
+    out:
+        r0 = 2
+        exit";
+    rejects(src, 23, "invalid access to map value, value_size=16 off=16 size=8");
+}
