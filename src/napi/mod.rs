@@ -622,6 +622,23 @@ mod tests {
         assert_eq!(w.c.time_squeeze, 4);
     }
 
+    /// Gives worker 0 (of two) a backlog holding `n` 60-byte frames worker 1 sent (no
+    /// protocol the receive path knows: processed, then dropped), their room reserved as
+    /// enqueue_to_backlog reserves it; rings of `cap`. Keep the returned sender ends alive.
+    fn backlog_from_worker_1(net: &Net, w: &mut Worker, n: usize, cap: usize) -> Vec<Vec<Option<crate::rps::backlog::BacklogTx>>> {
+        let (mut tx, mut rx) = crate::rps::backlog::backlog_rings(2, cap);
+        w.backlog_rx = std::mem::take(&mut rx[0]);
+        w.backlog_src = vec![0, 1];
+        w.ring_queued = vec![0; 2];
+        net.rps.backlog_len[0].0.fetch_add(n as i64, std::sync::atomic::Ordering::Relaxed);
+        let ring = tx[1][0].as_mut().unwrap();
+        for _ in 0..n {
+            let p = w.bufs.alloc_copy(&[0u8; 60]).unwrap();
+            ring.push(Skb { pkt: p, ..Skb::default() }).unwrap();
+        }
+        tx
+    }
+
     /// The backlog is one more NAPI instance: when it uses the round's whole budget, the
     /// round ends there and counts a time squeeze (net_rx_action checks after every poll).
     #[test]
@@ -630,19 +647,8 @@ mod tests {
         // A time limit no preemption reaches: only the packet budget squeezes a round.
         let tun = Tunables { netdev_budget: 64, dev_weight: 64, netdev_budget_usecs: 10_000_000, ..Tunables::default() };
         let net = Net::with_workers(tun, Pipeline::L3fwd, 2);
-        let (mut tx, mut rx) = crate::rps::backlog::backlog_rings(2, 256);
         let mut w = Worker::new(0, &pool);
-        w.backlog_rx = std::mem::take(&mut rx[0]);
-        w.backlog_src = vec![0, 1];
-        w.ring_queued = vec![0; 2];
-        // 100 packets from worker 1, their room reserved as enqueue_to_backlog does.
-        net.rps.backlog_len[0].0.fetch_add(100, std::sync::atomic::Ordering::Relaxed);
-        let ring = tx[1][0].as_mut().unwrap();
-        for _ in 0..100 {
-            // No protocol the receive path knows: processed, then dropped.
-            let p = w.bufs.alloc_copy(&[0u8; 60]).unwrap();
-            ring.push(Skb { pkt: p, ..Skb::default() }).unwrap();
-        }
+        let _senders = backlog_from_worker_1(&net, &mut w, 100, 256);
         assert_eq!(softirq_round(&net, &mut w), 64);
         assert_eq!(w.c.time_squeeze, 1);
         assert_eq!(softirq_round(&net, &mut w), 36);
@@ -661,19 +667,10 @@ mod tests {
         net.ifaces.push(Iface::new("in", [2, 0, 0, 0, 0, 1]));
         net.ifaces.push(Iface::new("out", [2, 0, 0, 0, 0, 2]));
         net.peer = vec![Some(1), None];
-        let (mut tx, mut rx) = crate::rps::backlog::backlog_rings(2, 1024);
         let mut w = Worker::new(0, &pool);
         w.add_port(0, Some(Box::new(PcapIn::from_frames("in", vec![vec![0u8; 60]; 200], 1))));
         w.add_port(1, Some(Box::new(Sink::new("out", SinkKind::Null, CheckSpec::default()))));
-        w.backlog_rx = std::mem::take(&mut rx[0]);
-        w.backlog_src = vec![0, 1];
-        w.ring_queued = vec![0; 2];
-        net.rps.backlog_len[0].0.fetch_add(1000, std::sync::atomic::Ordering::Relaxed);
-        let ring = tx[1][0].as_mut().unwrap();
-        for _ in 0..1000 {
-            let p = w.bufs.alloc_copy(&[0u8; 60]).unwrap();
-            ring.push(Skb { pkt: p, ..Skb::default() }).unwrap();
-        }
+        let _senders = backlog_from_worker_1(&net, &mut w, 1000, 1024);
         let rounds: Vec<usize> = (0..10).map(|_| softirq_round(&net, &mut w)).collect();
         // Backlog, port, backlog (after the idle sink), port, …; the port's last 8 frames
         // leave room in that round, and the backlog fills the rest of it.
@@ -693,17 +690,8 @@ mod tests {
             tun.apply_all(sets).unwrap_or_else(|e| panic!("{sets:?}: {e}"));
             let pool = Pool::new(256).unwrap();
             let net = Net::with_workers(tun, Pipeline::L3fwd, 2);
-            let (mut tx, mut rx) = crate::rps::backlog::backlog_rings(2, 256);
             let mut w = Worker::new(0, &pool);
-            w.backlog_rx = std::mem::take(&mut rx[0]);
-            w.backlog_src = vec![0, 1];
-            w.ring_queued = vec![0; 2];
-            net.rps.backlog_len[0].0.fetch_add(100, std::sync::atomic::Ordering::Relaxed);
-            let ring = tx[1][0].as_mut().unwrap();
-            for _ in 0..100 {
-                let p = w.bufs.alloc_copy(&[0u8; 60]).unwrap();
-                ring.push(Skb { pkt: p, ..Skb::default() }).unwrap();
-            }
+            let _senders = backlog_from_worker_1(&net, &mut w, 100, 256);
             assert_eq!(softirq_round(&net, &mut w), quota, "{sets:?}");
             while softirq_round(&net, &mut w) > 0 {}
             assert_eq!(w.buffers_in_use(), 0);

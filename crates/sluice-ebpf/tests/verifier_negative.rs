@@ -2310,24 +2310,8 @@ fn precision_passes_through_an_atomic_that_does_not_write_the_tracked_register()
     // r0 carries r6 past a fetch_add whose fetched value lands in r1, not r0, then decides a
     // map value offset: backtracking must go on through the atomic to `r0 = r6`, so r6 is
     // precise in the state saved at `join` and the path bringing r6 = 8 is not pruned.
-    let src = "
-        *(u32 *)(r10 - 4) = 0
-        call 7
-        r6 = 0
-        if r0 != 0 goto other
-        r3 = 0
-        r4 = 1
-        r5 = 2
-        r7 = 3
-        r8 = 4
-        r9 = 5
-        r3 = 6
-        r4 = 7
-        goto join
-    other:
-        r6 = 8
-    join:
-        r0 = r6
+    let src = r6_zero_or_eight_at_join(
+        "r0 = r6
         *(u64 *)(r10 - 16) = 0
         r1 = 1
         atomic u64 r10 - 16 fetch_add r1
@@ -2341,8 +2325,9 @@ fn precision_passes_through_an_atomic_that_does_not_write_the_tracked_register()
         r3 = *(u64 *)(r0 + 8)
     out:
         r0 = 2
-        exit";
-    rejects(src, 26, "invalid access to map value, value_size=16 off=16 size=8");
+        exit",
+    );
+    rejects(&src, 26, "invalid access to map value, value_size=16 off=16 size=8");
 }
 
 #[test]
@@ -2403,24 +2388,8 @@ fn a_scalar_plus_a_pointer_makes_the_scalar_precise() {
     // `r6 += r0` with r6 a number and r0 a map value pointer: r6's value becomes the
     // pointer's offset, so it is precise back to `join`, and the path bringing r6 = 8 (an
     // access 8 bytes past the 16-byte value) is not pruned against the one bringing 0.
-    let src = "
-        *(u32 *)(r10 - 4) = 0
-        call 7
-        r6 = 0
-        if r0 != 0 goto other
-        r3 = 0
-        r4 = 1
-        r5 = 2
-        r7 = 3
-        r8 = 4
-        r9 = 5
-        r3 = 6
-        r4 = 7
-        goto join
-    other:
-        r6 = 8
-    join:
-        r2 = r10
+    let src = r6_zero_or_eight_at_join(
+        "r2 = r10
         r2 += -4
         r1 = map[1] ll
         call 1
@@ -2429,8 +2398,9 @@ fn a_scalar_plus_a_pointer_makes_the_scalar_precise() {
         r3 = *(u64 *)(r6 + 8)
     out:
         r0 = 2
-        exit";
-    rejects(src, 21, "invalid access to map value, value_size=16 off=16 size=8");
+        exit",
+    );
+    rejects(&src, 21, "invalid access to map value, value_size=16 off=16 size=8");
 }
 
 #[test]
@@ -2438,24 +2408,8 @@ fn precision_passes_through_an_add_to_its_destination() {
     // `r6 += r7` keeps r6's old value in the result: when the sum becomes a map value
     // offset, r6 is precise back to `join` (and r7 too), so the path bringing r6 = 8 is not
     // pruned against the one bringing 0.
-    let src = "
-        *(u32 *)(r10 - 4) = 0
-        call 7
-        r6 = 0
-        if r0 != 0 goto other
-        r3 = 0
-        r4 = 1
-        r5 = 2
-        r7 = 3
-        r8 = 4
-        r9 = 5
-        r3 = 6
-        r4 = 7
-        goto join
-    other:
-        r6 = 8
-    join:
-        r7 = 0
+    let src = r6_zero_or_eight_at_join(
+        "r7 = 0
         r6 += r7
         r2 = r10
         r2 += -4
@@ -2466,6 +2420,32 @@ fn precision_passes_through_an_add_to_its_destination() {
         r3 = *(u64 *)(r0 + 8)
     out:
         r0 = 2
-        exit";
-    rejects(src, 23, "invalid access to map value, value_size=16 off=16 size=8");
+        exit",
+    );
+    rejects(&src, 23, "invalid access to map value, value_size=16 off=16 size=8");
+}
+
+/// Key 0 at fp-4, then two paths to `join`: the fall-through (walked first; straight-line
+/// padding so its state is saved at `join`, no prune point on the way) with r6 = 0, the
+/// branch target with r6 = 8; `rest` follows `join` (its first instruction is insn 14).
+fn r6_zero_or_eight_at_join(rest: &str) -> String {
+    format!(
+        "*(u32 *)(r10 - 4) = 0
+        call 7
+        r6 = 0
+        if r0 != 0 goto other
+        r3 = 0
+        r4 = 1
+        r5 = 2
+        r7 = 3
+        r8 = 4
+        r9 = 5
+        r3 = 6
+        r4 = 7
+        goto join
+    other:
+        r6 = 8
+    join:
+        {rest}"
+    )
 }
