@@ -2449,3 +2449,19 @@ fn r6_zero_or_eight_at_join(rest: &str) -> String {
         {rest}"
     )
 }
+
+#[test]
+fn of_two_equally_deep_call_chains_the_first_is_reported() {
+    // main calls a1 then b1, each the head of a chain of 8 functions: 9 frames either way.
+    // The error names the call that makes the 9th frame on the first chain (a7 calling
+    // a8), as the kernel's walk of the call graph meets it first.
+    let mut src = String::from("call @a1\n call @b1\n r0 = 0\n exit\n");
+    for chain in ["a", "b"] {
+        for i in 1..8 {
+            src += &format!("{chain}{i}:\n call @{chain}{}\n exit\n", i + 1);
+        }
+        src += &format!("{chain}8:\n r0 = 0\n exit\n");
+    }
+    // a7's call is insn 4 + 6 * 2.
+    rejects(&src, 16, "the call stack of 9 frames is too deep");
+}
