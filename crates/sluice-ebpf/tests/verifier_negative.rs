@@ -2465,3 +2465,31 @@ fn of_two_equally_deep_call_chains_the_first_is_reported() {
     // a7's call is insn 4 + 6 * 2.
     rejects(&src, 16, "the call stack of 9 frames is too deep");
 }
+
+#[test]
+fn a_32_bit_copy_of_a_wider_value_is_not_linked_to_it() {
+    // r6 has 64 unknown bits; w7 = w6 keeps only its low half: r7 == 0 says nothing about
+    // r6, so r6 stays unknown as a map value offset and the access is refused.
+    rejects(
+        "*(u32 *)(r10 - 4) = 0
+        call 7
+        r6 = r0
+        r6 <<= 32
+        call 7
+        r6 |= r0
+        w7 = w6
+        if r7 != 0 goto out
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        if r0 == 0 goto out
+        r0 += r6
+        r3 = *(u64 *)(r0 + 0)
+    out:
+        r0 = 2
+        exit",
+        14,
+        "pointer arithmetic with unbounded register prohibited",
+    );
+}
