@@ -506,3 +506,43 @@ fn the_neighbour_log_keeps_only_what_a_worker_has_not_applied() {
     assert_eq!(dp.net.neigh_log.retained(), 0, "every worker applied every entry");
     finish(&mut dp, frames.len());
 }
+
+/// arp_process: an ARP probe (RFC 5227: sender 0.0.0.0) for our address is answered, to the
+/// prober's MAC with target 0.0.0.0, and makes no entry, also with the table full
+/// (gc_thresh3 = 0); a reply from 0.0.0.0 teaches nothing; a multicast or broadcast sender
+/// is a martian source: no entry, no answer. ndisc_recv_ns likewise: a DAD solicitation
+/// (from ::) makes no entry and is defended with an advertisement to all-nodes, table full
+/// or not.
+#[test]
+fn address_conflict_probes_are_answered_and_make_no_entry() {
+    let (dad_dst, dad_mac) = solicited_node(&IN_V6);
+    let frames = vec![
+        arp_request(MAC_PEER, [0; 4], IN_V4),
+        arp_request(MAC_PEER, [224, 0, 0, 1], IN_V4),
+        arp_request(MAC_PEER, [255; 4], IN_V4),
+        arp(2, MAC_IN, MAC_PEER, [0; 4], MAC_IN, IN_V4),
+        icmp6(MAC_PEER, dad_mac, [0; 16], dad_dst, 255, 135, 0, &[[0u8; 4].as_slice(), &IN_V6].concat()),
+    ];
+    for thresh3 in [0, 1024] {
+        let mut setup = Setup::default();
+        setup.tun.gc_thresh3 = thresh3;
+        setup.tun.ipv6_gc_thresh3 = thresh3;
+        let pool = Pool::new(256).unwrap();
+        let mut dp = build_router(frames.clone(), &setup, &pool);
+        rounds_until(&mut dp, frames.len(), |dp| dp.counters().rx >= frames.len() as u64);
+        let c = dp.counters();
+        assert_eq!(c.nonzero_drops(), vec![("arp_ignored", 3)], "gc_thresh3 {thresh3}");
+        assert_eq!((c.local, c.tx), (2, 2), "gc_thresh3 {thresh3}: the ARP probe and the DAD probe answered");
+        let sent: Vec<Vec<u8>> = out(&dp, P_IN).into_iter().filter(|f| is_arp(f) || icmp6_type(f) == Some(136)).collect();
+        let replies: Vec<_> = sent.iter().filter(|f| is_arp(f)).map(|f| arp_fields(f)).collect();
+        assert_eq!(replies, vec![(2, MAC_PEER, IN_V4, [0; 4])], "gc_thresh3 {thresh3}");
+        let na: Vec<_> = sent.iter().filter(|f| !is_arp(f)).map(|f| f[..6].to_vec()).collect();
+        assert_eq!(na, vec![vec![0x33, 0x33, 0, 0, 0, 1]], "gc_thresh3 {thresh3}: DAD defended to all-nodes");
+        let ages = dp.net.neigh_ages.lock().unwrap();
+        assert_eq!((ages.learned(false), ages.learned(true)), (0, 0), "gc_thresh3 {thresh3}: no entry made");
+        drop(ages);
+        for w in &dp.workers {
+            assert_eq!((w.neigh.v4.len(), w.neigh.v6.len()), (3, 3), "only the configured entries");
+        }
+    }
+}

@@ -687,9 +687,15 @@ pub(crate) fn arp_rcv(net: &Net, w: &mut Worker, s: Skb) {
     };
     let mac = iface.mac;
     let ours = iface.v4.iter().any(|a| a.0 == tpa);
+    // arp_process: a sender of 0.0.0.0 is an address-conflict probe (RFC 5227 / RFC 2131
+    // DAD): it makes no entry, and a request for our address is answered (to the prober's
+    // MAC, target 0.0.0.0). A multicast or limited-broadcast sender is a martian source
+    // (ip_route_input fails): no entry, no answer.
+    let probe = spa == [0; 4];
+    let martian = (224..=239).contains(&spa[0]) || spa == [255; 4];
     match op {
-        arp::OP_REQUEST if ours => {
-            if !learn(net, w, NeighEntry::V4(port, spa, sha)) {
+        arp::OP_REQUEST if ours && !martian => {
+            if !probe && !learn(net, w, NeighEntry::V4(port, spa, sha)) {
                 // arp_process answers only once the sender's entry exists.
                 return w.drop_pkt(s.pkt, DropReason::NeighCreatefail);
             }
@@ -709,7 +715,7 @@ pub(crate) fn arp_rcv(net: &Net, w: &mut Worker, s: Skb) {
             let p = retag(w, &s, s.pkt);
             crate::tx::enqueue(net, w, port, p);
         }
-        arp::OP_REPLY if ours => {
+        arp::OP_REPLY if ours && !probe && !martian => {
             if !learn(net, w, NeighEntry::V4(port, spa, sha)) {
                 return w.drop_pkt(s.pkt, DropReason::NeighCreatefail);
             }

@@ -92,7 +92,8 @@ named_enum! {
         SocketRcvbuff => "socket_rcvbuff",
         /// ICMP message we received but do not act on.
         IcmpIgnored => "icmp_ignored",
-        /// ARP packet we do not answer (not for our address, or a reply).
+        /// ARP packet we do not answer (not for our address, or a reply) and learn nothing
+        /// from (also a reply from 0.0.0.0, or any ARP from a multicast or broadcast sender).
         ArpIgnored => "arp_ignored",
         /// XDP program returned XDP_DROP.
         XdpDrop => "xdp_drop",
