@@ -83,23 +83,33 @@ pub(crate) fn learn(net: &Net, w: &mut Worker, port: u16, addr: NeighAddr, mac: 
     }
     let age = Age { mac: Some(mac), confirmed_ns: w.now_ns, probes: 0, next_probe_ns: 0 };
     let mut freed = Vec::new();
-    match ages.get_mut(&(port, addr)) {
-        Some(a) => *a = age,
+    let known = match ages.get_mut(&(port, addr)) {
+        Some(a) => {
+            let known = a.mac == Some(mac);
+            *a = age;
+            known
+        }
         None => {
             if !ages.admit(addr, w.now_ns, thresh(net, addr), &mut freed) {
                 return false;
             }
             ages.insert((port, addr), age);
+            false
         }
-    }
+    };
     publish_freed(net, w, &freed);
     let e = match addr {
         NeighAddr::V4(a) => NeighEntry::V4(port, a, mac),
         NeighAddr::V6(a) => NeighEntry::V6(port, a, mac),
     };
-    if w.neigh.apply(e) {
-        // Our own entry comes back at the next sync: applying it twice changes nothing, and
-        // counting it as seen here could skip another worker's entry published before it.
+    w.neigh.apply(e);
+    // Published whenever the shared table gained the entry or its MAC changed, decided here
+    // with it locked: whether this worker's own table changed says nothing of the others (it
+    // may still hold an entry whose forget it has not applied yet, and then every worker
+    // would drop an entry the shared table keeps). Our own entry comes back at the next
+    // sync: applying it twice changes nothing, and counting it as seen here could skip
+    // another worker's entry published before it.
+    if !known {
         net.neigh_log.publish(e);
     }
     true
@@ -260,6 +270,8 @@ fn age(net: &Net, w: &mut Worker) {
     let mut probe = Vec::new();
     let mut forget = Vec::new();
     {
+        // The forgets are published with the table locked (as publish_freed's), so a worker
+        // that learns the entry again in between publishes it after them, not before.
         let mut ages = net.neigh_ages.lock().unwrap_or_else(|p| p.into_inner());
         for (&(port, addr), a) in ages.iter_mut() {
             // An entry being resolved is its resolver's to probe.
@@ -275,18 +287,16 @@ fn age(net: &Net, w: &mut Worker) {
                 forget.push((port, addr));
             }
         }
-        for k in &forget {
-            ages.remove(k);
+        for &(port, addr) in &forget {
+            ages.remove(&(port, addr));
+            let e = forget_entry(port, addr);
+            w.neigh.apply(e);
+            net.neigh_log.publish(e);
+            w.c.neigh_forgotten += 1;
         }
     }
     for (port, addr, mac) in probe {
         solicit(net, w, port, addr, Some(mac));
-    }
-    for (port, addr) in forget {
-        let e = forget_entry(port, addr);
-        w.neigh.apply(e);
-        net.neigh_log.publish(e);
-        w.c.neigh_forgotten += 1;
     }
 }
 
@@ -455,6 +465,43 @@ fn announce(net: &Net, w: &mut Worker) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::buf::Pool;
+    use crate::net::Pipeline;
+    use crate::tunables::Tunables;
+
+    fn sync(net: &Net, w: &mut Worker) {
+        net.neigh_log.sync_into(w.id, &mut w.neigh_seen, &mut w.neigh);
+    }
+
+    /// Stepped on one thread: worker 0 ages an entry out; worker 1, which has not applied
+    /// that forget yet and so still holds the entry, hears from the neighbour again. The
+    /// shared table has it again, so every worker must learn it again (before, worker 1's
+    /// own table did not change and nothing was published: after the syncs no worker knew
+    /// an entry the shared table kept).
+    #[test]
+    fn an_entry_learned_again_after_its_forget_reaches_every_worker() {
+        let pool = Pool::new(64).unwrap();
+        let tun = Tunables { ucast_solicit: 0, ..Tunables::default() };
+        let net = Net::with_workers(tun, Pipeline::Local, 2);
+        let (mut w0, mut w1) = (Worker::new(0, &pool), Worker::new(1, &pool));
+        let (x, mac) = (NeighAddr::V4([192, 0, 2, 9]), [2, 0, 0, 0, 0, 9]);
+        assert!(learn(&net, &mut w1, 0, x, mac));
+        sync(&net, &mut w0);
+        assert_eq!(w0.neigh.lookup(0, x), Some(mac));
+        w0.now_ns = 1 << 60;
+        age(&net, &mut w0);
+        assert_eq!((w0.c.neigh_forgotten, w0.neigh.lookup(0, x)), (1, None), "aged out, no probes");
+        assert_eq!(w1.neigh.lookup(0, x), Some(mac), "worker 1 has not applied the forget");
+        assert!(learn(&net, &mut w1, 0, x, mac));
+        sync(&net, &mut w1);
+        sync(&net, &mut w0);
+        assert_eq!(net.neigh_ages.lock().unwrap().learned(false), 1);
+        assert_eq!((w0.neigh.lookup(0, x), w1.neigh.lookup(0, x)), (Some(mac), Some(mac)), "every worker knows it");
+        // A confirmation with the same MAC changes nothing: nothing more is published.
+        let published = net.neigh_log.len();
+        assert!(learn(&net, &mut w0, 0, x, mac));
+        assert_eq!(net.neigh_log.len(), published);
+    }
 
     #[test]
     fn solicited_node_address_and_mac() {
