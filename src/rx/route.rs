@@ -377,7 +377,7 @@ impl NeighAges {
     /// gc_thresh3 entries, or at gc_thresh2 with the last forced gc 5 s ago, forced gc runs;
     /// at gc_thresh3 with nothing freed, the entry is refused (false: the kernel's "neighbor
     /// table overflow", table_fulls). What gc freed is appended to `freed` (entries every
-    /// worker must forget; being-resolved ones are not in any worker's table).
+    /// worker must forget).
     pub(crate) fn admit(&mut self, addr: NeighAddr, now_ns: u64, t: GcThresh, freed: &mut Vec<(u16, NeighAddr)>) -> bool {
         let f = family(addr);
         let n = self.entries[f];
@@ -391,30 +391,31 @@ impl NeighAges {
         true
     }
 
-    /// neigh_forced_gc: frees learned entries of family `f` not confirmed for GC_FRESH_NS,
-    /// oldest first, until the family is down to gc_thresh2 (at least one). Configured
-    /// entries are not in this table: never freed. sluice holds no reference to an entry
-    /// between packets (a lookup copies the MAC), so every such entry may go, as the
-    /// kernel's unreferenced ones. Returns how many it freed.
+    /// neigh_forced_gc: frees learned entries of family `f` not updated within the last
+    /// GC_FRESH_NS (the kernel keeps those with `updated` in [now - 5 s, now]:
+    /// time_in_range), oldest first, until the family is down to gc_thresh2 (at least one).
+    /// Configured entries are not in this table: never freed. An entry being resolved (no
+    /// MAC yet) is skipped, as the kernel skips referenced entries (an INCOMPLETE entry's
+    /// running timer holds a reference); it goes when its resolution ends. sluice holds no
+    /// other reference to an entry between packets (a lookup copies the MAC), so every
+    /// resolved entry may go, as the kernel's unreferenced ones. Returns how many it freed.
     fn forced_gc(&mut self, f: usize, now_ns: u64, thresh2: u32, freed: &mut Vec<(u16, NeighAddr)>) -> usize {
         self.last_flush_ns[f] = now_ns;
-        let Some(stale_before) = now_ns.checked_sub(GC_FRESH_NS) else { return 0 };
-        if self.oldest_ns[f] > stale_before {
+        let Some(fresh_from) = now_ns.checked_sub(GC_FRESH_NS) else { return 0 };
+        if self.oldest_ns[f] >= fresh_from {
             return 0;
         }
         let mut stale: Vec<(u64, (u16, NeighAddr))> = self
             .learned
             .iter()
-            .filter(|(k, a)| family(k.1) == f && a.confirmed_ns <= stale_before)
+            .filter(|(k, a)| family(k.1) == f && a.mac.is_some() && a.confirmed_ns < fresh_from)
             .map(|(k, a)| (a.confirmed_ns, *k))
             .collect();
         stale.sort_unstable_by_key(|&(t, _)| t);
         stale.truncate(self.entries[f].saturating_sub(thresh2 as usize).max(1));
         for (_, k) in &stale {
-            if let Some(a) = self.remove(k) {
-                if a.mac.is_some() {
-                    freed.push(*k);
-                }
+            if self.remove(k).is_some() {
+                freed.push(*k);
             }
         }
         self.oldest_ns[f] = self.learned.iter().filter(|(k, _)| family(k.1) == f).map(|(_, a)| a.confirmed_ns).min().unwrap_or(u64::MAX);
@@ -572,24 +573,42 @@ mod tests {
         assert!(!ages.admit(v4(9), 12 * S, t, &mut freed), "full of fresh entries");
         assert!(ages.admit(NeighAddr::V6([1; 16]), 12 * S, t, &mut freed), "IPv6 has its own table");
         assert!(freed.is_empty());
-        assert!(ages.admit(v4(9), 15 * S + 1, t, &mut freed), "entries 0 and 1 are 5 s old");
+        assert!(ages.admit(v4(9), 15 * S + 2, t, &mut freed), "entries 0 and 1 were updated more than 5 s ago");
         assert_eq!(freed, vec![(0, v4(0)), (0, v4(1))], "the oldest, down to gc_thresh2");
         assert_eq!(ages.learned(false), 2);
         assert!(ages.is_permanent(0, v4(100)));
-        // An entry being resolved counts, and is freed without a worker to tell.
+        // An entry being resolved counts, but is referenced (its resolver's timer, as the
+        // kernel's INCOMPLETE entry): never freed, however old.
         ages.insert((0, v4(7)), Age { mac: None, confirmed_ns: 0, probes: 0, next_probe_ns: 0 });
         learned_at(&mut ages, v4(8), 16 * S);
         freed.clear();
         assert!(ages.admit(v4(9), 16 * S, t, &mut freed));
-        assert_eq!(freed, vec![(0, v4(2))], "the unresolved one (oldest, nobody to tell) and entry 2 went");
+        assert_eq!(freed, vec![(0, v4(2)), (0, v4(3))], "the stale resolved entries, down to gc_thresh2; the unresolved one stays");
         assert_eq!(ages.learned(false), 2);
-        // At gc_thresh2, forced gc runs once 5 s passed since the last: one stale entry goes.
+        // At gc_thresh2, forced gc runs once 5 s passed since the last: one stale entry goes
+        // (max_clean is at least one), never the unresolved one.
         freed.clear();
         assert!(ages.admit(v4(9), 21 * S, t, &mut freed));
         assert!(freed.is_empty(), "5 s since the last forced gc have not passed");
         assert!(ages.admit(v4(9), 21 * S + 1, t, &mut freed));
-        assert_eq!(freed, vec![(0, v4(3))], "the oldest; entry 8 is not 5 s old");
+        assert_eq!(freed, vec![(0, v4(8))], "entry 8, updated more than 5 s ago; the unresolved one stays");
         assert_eq!(ages.learned(false), 1);
+        assert!(ages.get_mut(&(0, v4(7))).is_some());
+    }
+
+    /// neigh_forced_gc keeps an entry whose `updated` is within [now - 5 s, now]
+    /// (time_in_range): one updated exactly 5 s ago stays, a nanosecond later it may go.
+    #[test]
+    fn forced_gc_keeps_an_entry_updated_exactly_5_s_ago() {
+        let t = GcThresh { thresh2: 0, thresh3: 1 };
+        let v4 = |i: u8| NeighAddr::V4([10, 0, 0, i]);
+        let mut ages = NeighAges::default();
+        let mut freed = Vec::new();
+        learned_at(&mut ages, v4(1), 10 * S);
+        assert!(!ages.admit(v4(2), 15 * S, t, &mut freed), "updated 5 s ago: still fresh");
+        assert!(freed.is_empty());
+        assert!(ages.admit(v4(2), 15 * S + 1, t, &mut freed));
+        assert_eq!(freed, vec![(0, v4(1))]);
     }
 
     /// The log drops entries once every worker applied them, and never before.
