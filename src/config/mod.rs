@@ -236,6 +236,9 @@ struct PortSetting {
     readers: &'static str,
 }
 
+/// The readers of `rss_key` and `rss_indir`.
+const RSS_READERS: &str = "gen ports and sim ports with a `gen` table, whose flows RSS spreads over their receive queues";
+
 /// Which ports read each per-port setting; on any other port it is refused.
 const PORT_SETTINGS: &[PortSetting] = &[
     PortSetting {
@@ -273,18 +276,8 @@ const PORT_SETTINGS: &[PortSetting] = &[
         read_by: PortConfig::receives,
         readers: "ports that receive: the io and macswap pipelines send what a port receives to its peer",
     },
-    PortSetting {
-        name: "rss_key",
-        set: |p| p.rss_key.is_some(),
-        read_by: PortConfig::spreads_flows,
-        readers: "gen ports and sim ports with a `gen` table, whose flows RSS spreads over their receive queues",
-    },
-    PortSetting {
-        name: "rss_indir",
-        set: |p| p.rss_indir.is_some(),
-        read_by: PortConfig::spreads_flows,
-        readers: "gen ports and sim ports with a `gen` table, whose flows RSS spreads over their receive queues",
-    },
+    PortSetting { name: "rss_key", set: |p| p.rss_key.is_some(), read_by: PortConfig::spreads_flows, readers: RSS_READERS },
+    PortSetting { name: "rss_indir", set: |p| p.rss_indir.is_some(), read_by: PortConfig::spreads_flows, readers: RSS_READERS },
     PortSetting {
         name: "rx_hash",
         set: |p| p.rx_hash.is_some(),

@@ -27,10 +27,9 @@ pub fn softirq_round(net: &Net, w: &mut Worker) -> usize {
     let deadline = w.tsc_deadline(net.tun.netdev_budget_usecs as u64);
     let weight = net.tun.dev_weight as usize;
     let mut done = 0;
-    // The NAPI instances in poll order: the backlog RPS fills (process_backlog, its quota
-    // the kernel's dev_rx_weight: dev_weight × dev_weight_rx_bias) when several workers
-    // run, then the ports. A round starts at the instance
-    // after the one the previous round stopped at: net_rx_action puts the instances it did
+    // The NAPI instances in poll order: the backlog RPS fills (process_backlog) when several
+    // workers run, then the ports. A round starts at the instance after the one the
+    // previous round stopped at: net_rx_action puts the instances it did
     // not reach first in the next round and one that used its whole weight behind them, so
     // while the first instances keep the budget busy (a backlog other workers keep full, a
     // busy port) the later ones still get their turns.
@@ -39,7 +38,7 @@ pub fn softirq_round(net: &Net, w: &mut Worker) -> usize {
     let first = w.next_napi % ninst.max(1);
     for inst in (first..ninst).chain(0..first) {
         let work = if backlog && inst == 0 {
-            poll_backlog(net, w, net.tun.dev_rx_weight() as usize)
+            poll_backlog(net, w)
         } else {
             // (A packet-count limit on the run is the only other bound on a poll.)
             let weight = weight.min(w.rx_quota.min(usize::MAX as u64) as usize);
@@ -65,10 +64,11 @@ pub fn softirq_round(net: &Net, w: &mut Worker) -> usize {
     finish_round(net, w, done)
 }
 
-/// One poll of this worker's backlog (process_backlog): up to `weight` packets other
-/// workers steered here, then the poll's end and the room given back to the senders.
-fn poll_backlog(net: &Net, w: &mut Worker, weight: usize) -> usize {
-    let work = crate::rps::process_backlog(net, w, weight);
+/// One poll of this worker's backlog (process_backlog): up to the kernel's dev_rx_weight
+/// (`dev_weight` × `dev_weight_rx_bias`) packets other workers steered here, then the poll's
+/// end and the room given back to the senders.
+fn poll_backlog(net: &Net, w: &mut Worker) -> usize {
+    let work = crate::rps::process_backlog(net, w, net.tun.dev_rx_weight() as usize);
     if work > 0 {
         poll_end(net, w);
         crate::rps::publish_processed(net, w);
@@ -518,10 +518,7 @@ pub fn drain(net: &Net, w: &mut Worker) -> Vec<(String, std::io::Error)> {
     poll_end(net, w);
     if net.rps.workers() > 1 {
         // What GRO delivered just now may stand in this worker's own backlog.
-        while crate::rps::process_backlog(net, w, net.tun.dev_rx_weight() as usize) > 0 {
-            poll_end(net, w);
-            crate::rps::publish_processed(net, w);
-        }
+        while poll_backlog(net, w) > 0 {}
     }
     crate::rx::neigh::drain(w);
     crate::tx::drain_qdiscs(net, w);
