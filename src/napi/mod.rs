@@ -444,6 +444,14 @@ fn idle_wait(net: &Net, w: &mut Worker) {
     if n == 0 {
         return std::thread::yield_now();
     }
+    if backlog.is_some_and(|b| b.begin_poll_sleep(|| work_pending(net, w))) {
+        // Steered packets came in after the backlog went idle, before producers knew to
+        // write the eventfd: no sleep.
+        if let Some(b) = backlog {
+            b.end_poll_sleep();
+        }
+        return;
+    }
     let mut ready = false;
     if net.tun.busy_poll > 0 {
         // Busy polling: look without sleeping for up to busy_poll microseconds first.
@@ -474,6 +482,7 @@ fn idle_wait(net: &Net, w: &mut Worker) {
         }
     }
     if let Some(b) = backlog {
+        b.end_poll_sleep();
         if fds[ports].revents != 0 {
             b.clear_wake();
         }

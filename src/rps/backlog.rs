@@ -60,6 +60,9 @@ pub struct Backlog {
     /// too, since an unpark does not end a poll. None when no eventfd could be made (such a
     /// worker does not sleep in poll()).
     wake_fd: Option<OwnedFd>,
+    /// True while the worker sleeps (or is about to) in poll() on `wake_fd`: only then does a
+    /// wake-up write the eventfd — a parked or running worker needs no second syscall.
+    polling: AtomicBool,
 }
 
 impl Backlog {
@@ -69,7 +72,7 @@ impl Backlog {
         let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         // SAFETY: as above, `fd` is ours alone.
         let wake_fd = (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) });
-        Backlog { scheduled: AtomicBool::new(false), thread: OnceLock::new(), wake_fd }
+        Backlog { scheduled: AtomicBool::new(false), thread: OnceLock::new(), wake_fd, polling: AtomicBool::new(false) }
     }
 
     /// Marks the backlog scheduled (after packets went in); true if it was not (the caller
@@ -100,7 +103,11 @@ impl Backlog {
     /// Wakes the worker (one "IPI"): parked, or asleep in poll() on its wake-up eventfd.
     pub fn wake(&self) {
         if let Some(t) = self.thread.get() {
+            // No syscall unless the thread is parked.
             t.unpark();
+        }
+        if !self.polling.load(Ordering::SeqCst) {
+            return;
         }
         if let Some(fd) = &self.wake_fd {
             let one = 1u64;
@@ -113,6 +120,21 @@ impl Backlog {
     /// The descriptor [`Backlog::wake`] makes readable (for an idle worker's poll()).
     pub fn wake_fd(&self) -> Option<RawFd> {
         self.wake_fd.as_ref().map(|f| f.as_raw_fd())
+    }
+
+    /// The worker is about to sleep in poll() on [`Backlog::wake_fd`]: from now on wake-ups
+    /// write the eventfd. Returns whether work arrived before producers could know (`pending`;
+    /// then the worker must not sleep). Store, fence, load here against push, swap, load in
+    /// the producer (Dekker): either the producer sees `polling` or this sees its packet.
+    pub fn begin_poll_sleep(&self, pending: impl Fn() -> bool) -> bool {
+        self.polling.store(true, Ordering::SeqCst);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        pending()
+    }
+
+    /// The poll() sleep is over: wake-ups go back to unpark alone.
+    pub fn end_poll_sleep(&self) {
+        self.polling.store(false, Ordering::SeqCst);
     }
 
     /// Consumes the wake-ups the eventfd holds (after a poll() found it readable).
@@ -347,10 +369,17 @@ mod tests {
         };
         assert!(!readable(), "no wake-up yet");
         b.wake();
+        assert!(!readable(), "a worker not sleeping in poll() is not sent an eventfd write");
+        assert!(!b.begin_poll_sleep(|| false), "nothing pending: the worker may sleep");
+        b.wake();
         b.wake();
         assert!(readable(), "woken");
         b.clear_wake();
         assert!(!readable(), "consumed: both wake-ups at once");
+        b.end_poll_sleep();
+        b.wake();
+        assert!(!readable(), "the poll() sleep is over");
+        assert!(b.begin_poll_sleep(|| true), "work that came first keeps the worker awake");
     }
 
     #[test]

@@ -314,6 +314,10 @@ pub fn process_backlog(net: &Net, w: &mut Worker, quota: usize) -> usize {
         w.backlog_next = src + 1;
     }
     let n = skbs.len();
+    // Another worker wrote these packets: their headers are in its cache, not ours.
+    for s in &skbs {
+        w.bufs.prefetch_data(s.pkt);
+    }
     if let Some(len) = net.rps.backlog_len.get(w.id) {
         len.0.fetch_sub(n as i64, std::sync::atomic::Ordering::AcqRel);
     }
