@@ -851,7 +851,8 @@ fn arp_request_for_our_address_is_answered_and_learned() {
     let frames = vec![
         arp_request(mac_x, ip_x, IN_V4),
         udp4(SRC_V4, ip_x, 1, 9).build(), // to the host just learned (in0's connected subnet)
-        arp(2, MAC_IN, [2, 0, 0, 0, 0, 0x78], [192, 0, 2, 8], MAC_IN, IN_V4), // a reply to us: learned
+        // A reply to us that nobody asked for: consumed, no entry (arp_accept = 0).
+        arp(2, MAC_IN, [2, 0, 0, 0, 0, 0x78], [192, 0, 2, 8], MAC_IN, IN_V4),
     ];
     let o = run_both(&frames, &Setup::default());
     assert_no_drops(&o);
@@ -866,7 +867,7 @@ fn arp_request_for_our_address_is_answered_and_learned() {
     assert_eq!(out[0].len(), frames[0].len());
     assert_forwarded(&out[1], &frames[1], MAC_IN, mac_x);
     assert_eq!(o.neigh4.get(&(0, ip_x)), Some(&mac_x));
-    assert_eq!(o.neigh4.get(&(0, [192, 0, 2, 8])), Some(&[2, 0, 0, 0, 0, 0x78]));
+    assert_eq!(o.neigh4.get(&(0, [192, 0, 2, 8])), None);
     assert_eq!((o.c.local, o.c.originated, o.c.tx), (2, 1, 2));
 }
 

@@ -84,12 +84,15 @@ fn ttl_is_checked_before_an_unresolved_neighbour_holds_the_packet() {
 
 /// RFC 4861 §7.1.2 (ndisc_rcv / ndisc_recv_na): an advertisement that was not sent on the link
 /// (hop limit below 255), has a code, names a multicast target or is "solicited" to a
-/// multicast address teaches nothing and is ignored; a valid one teaches the MAC.
+/// multicast address teaches nothing and is ignored, even while the router is asking for
+/// that neighbour; a valid one answers the question (the held packet leaves to its MAC).
 #[test]
 fn only_a_valid_neighbour_advertisement_teaches_a_mac() {
     let body = |target: [u8; 16], flags: u8| [[flags, 0, 0, 0].as_slice(), &target, &[2, 1], &MAC_PEER].concat();
     const ALL_NODES: [u8; 16] = [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+    let waiting = udp6(SRC_V6, PEER_V6, 5, 9).build();
     let invalid = vec![
+        waiting.clone(),
         icmp6(MAC_PEER, MAC_IN, PEER_V6, IN_V6, 64, 136, 0, &body(PEER_V6, 0x60)), // routed to us
         icmp6(MAC_PEER, MAC_IN, PEER_V6, IN_V6, 255, 136, 1, &body(PEER_V6, 0x60)), // a code
         icmp6(MAC_PEER, MAC_IN, PEER_V6, IN_V6, 255, 136, 0, &body(ALL_NODES, 0x20)), // multicast target
@@ -98,14 +101,67 @@ fn only_a_valid_neighbour_advertisement_teaches_a_mac() {
     for listified in [false, true] {
         let pool = Pool::new(256).unwrap();
         let mut dp = build_router(invalid.clone(), &Setup::default().listified(listified), &pool);
-        rounds_until(&mut dp, invalid.len(), |dp| dp.counters().rx >= 4);
+        rounds_until(&mut dp, invalid.len(), |dp| dp.counters().rx >= 5);
         let c = dp.counters();
-        assert_eq!(c.nonzero_drops(), vec![("icmp_ignored", 4)], "listified {listified}");
+        // The held packet, never answered, dies when the run ends.
+        assert_eq!(c.nonzero_drops(), vec![("neigh_dead", 1), ("icmp_ignored", 4)], "listified {listified}");
         assert_eq!(dp.workers[0].neigh.v6.get(&(P_IN as u16, PEER_V6)), None, "nothing learned");
-        let valid = vec![icmp6(MAC_PEER, MAC_IN, PEER_V6, ALL_NODES, 255, 136, 0, &body(PEER_V6, 0x20))];
+        let valid = vec![waiting.clone(), icmp6(MAC_PEER, MAC_IN, PEER_V6, ALL_NODES, 255, 136, 0, &body(PEER_V6, 0x20))];
         let mut dp = build_router(valid, &Setup::default().listified(listified), &pool);
-        rounds_until(&mut dp, 1, |dp| dp.counters().local >= 1);
-        assert_eq!(dp.workers[0].neigh.v6.get(&(P_IN as u16, PEER_V6)), Some(&MAC_PEER), "an unsolicited override teaches");
+        rounds_until(&mut dp, 2, |dp| dp.counters().tx >= 2);
+        assert_eq!(dp.workers[0].neigh.v6.get(&(P_IN as u16, PEER_V6)), Some(&MAC_PEER), "an unsolicited override answers");
+        let sent = out(&dp, P_IN);
+        assert_eq!(&sent.last().expect("the held packet")[0..6], &MAC_PEER, "the held packet left to the MAC it taught");
+    }
+}
+
+/// arp_process and ndisc_recv_na look a reply's or advertisement's sender up without
+/// creating it (`arp_accept` = 0, `accept_untracked_na` = 0): answers nobody asked for make
+/// no entry (a host on the link cannot fill the table, or redirect traffic for an address
+/// the router never talked to), and are consumed. A neighbour the router knows (it asked
+/// us first, which made its entry) is updated by them: its new MAC is used from then on.
+#[test]
+fn answers_nobody_asked_for_make_no_entry_but_update_known_neighbours() {
+    const MAC_NEW: [u8; 6] = [2, 0, 0, 0, 0x77, 0x77];
+    let na =
+        |mac: [u8; 6]| icmp6(mac, MAC_IN, PEER_V6, IN_V6, 255, 136, 0, &[[0x20u8, 0, 0, 0].as_slice(), &PEER_V6, &[2, 1], &mac].concat());
+    let unsolicited = vec![arp(2, MAC_IN, MAC_PEER, PEER_V4, MAC_IN, IN_V4), na(MAC_PEER)];
+    for listified in [false, true] {
+        let pool = Pool::new(256).unwrap();
+        let setup = Setup::default().listified(listified);
+        let mut dp = build_router(unsolicited.clone(), &setup, &pool);
+        rounds_until(&mut dp, 2, |dp| dp.counters().rx >= 2);
+        let c = dp.counters();
+        assert!(c.nonzero_drops().is_empty(), "{:?}", c.nonzero_drops());
+        assert_eq!((c.local, c.tx), (2, 0), "consumed, unanswered");
+        let w = &dp.workers[0];
+        assert_eq!(w.neigh.v4.get(&(P_IN as u16, PEER_V4)), None, "no entry from an unasked ARP reply");
+        assert_eq!(w.neigh.v6.get(&(P_IN as u16, PEER_V6)), None, "no entry from an unasked advertisement");
+        let ages = dp.net.neigh_ages.lock().unwrap();
+        assert_eq!((ages.learned(false), ages.learned(true)), (0, 0), "nothing in the shared table");
+        drop(ages);
+
+        // The peer asks first (an ARP request, a solicitation): its entries exist. Then it
+        // answers with a new MAC, and a packet to it goes there.
+        let ns = icmp6(MAC_PEER, MAC_IN, PEER_V6, IN_V6, 255, 135, 0, &[[0u8, 0, 0, 0].as_slice(), &IN_V6, &[1, 1], &MAC_PEER].concat());
+        let frames = vec![
+            arp_request(MAC_PEER, PEER_V4, IN_V4),
+            ns,
+            arp(2, MAC_IN, MAC_NEW, PEER_V4, MAC_IN, IN_V4),
+            na(MAC_NEW),
+            udp4(SRC_V4, PEER_V4, 5, 9).build(),
+            udp6(SRC_V6, PEER_V6, 5, 9).build(),
+        ];
+        let mut dp = build_router(frames, &setup, &pool);
+        rounds_until(&mut dp, 6, |dp| dp.counters().tx >= 4);
+        let c = dp.counters();
+        assert!(c.nonzero_drops().is_empty(), "{:?}", c.nonzero_drops());
+        let w = &dp.workers[0];
+        assert_eq!(w.neigh.v4.get(&(P_IN as u16, PEER_V4)), Some(&MAC_NEW), "listified {listified}");
+        assert_eq!(w.neigh.v6.get(&(P_IN as u16, PEER_V6)), Some(&MAC_NEW));
+        let forwarded: Vec<_> = out(&dp, P_IN).into_iter().filter(|f| !is_arp(f) && icmp6_type(f) != Some(136)).collect();
+        assert_eq!(forwarded.len(), 2, "both packets forwarded");
+        assert!(forwarded.iter().all(|f| f[0..6] == MAC_NEW), "to the updated MAC");
     }
 }
 

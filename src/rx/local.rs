@@ -19,12 +19,13 @@ use crate::wire::EtherType;
 use crate::wire::{checksum, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP};
 use crate::worker::Worker;
 
-/// A neighbour learned from ARP/NDP (`neigh::learn`): false when the table had no room
-/// (the packet is then dropped as `neigh_createfail`, unanswered).
-fn learn(net: &Net, w: &mut Worker, e: NeighEntry) -> bool {
+/// A neighbour learned from ARP/NDP (`neigh::learn`; `create` for requests and
+/// solicitations, answers only update): false when the table had no room (the packet is
+/// then dropped as `neigh_createfail`, unanswered).
+fn learn(net: &Net, w: &mut Worker, e: NeighEntry, create: bool) -> bool {
     match e {
-        NeighEntry::V4(port, a, mac) => super::neigh::learn(net, w, port, super::neigh::NeighAddr::V4(a), mac),
-        NeighEntry::V6(port, a, mac) => super::neigh::learn(net, w, port, super::neigh::NeighAddr::V6(a), mac),
+        NeighEntry::V4(port, a, mac) => super::neigh::learn(net, w, port, super::neigh::NeighAddr::V4(a), mac, create),
+        NeighEntry::V6(port, a, mac) => super::neigh::learn(net, w, port, super::neigh::NeighAddr::V6(a), mac, create),
         NeighEntry::Forget4(..) | NeighEntry::Forget6(..) => true,
     }
 }
@@ -524,13 +525,16 @@ fn learn_v6(net: &Net, w: &mut Worker, s: &Skb, l4: usize, target: Option<[u8; 1
     match ip.get(o..o + 8) {
         Some(op) if op[0] == opt && op[1] == 1 => {
             let mac = [op[2], op[3], op[4], op[5], op[6], op[7]];
-            learn(net, w, NeighEntry::V6(s.rx_port, who, mac))
+            // A solicitation (source option) makes the sender's entry; an advertisement
+            // (target option) only updates one.
+            learn(net, w, NeighEntry::V6(s.rx_port, who, mac), opt == 1)
         }
         _ => true,
     }
 }
 
-/// ndisc_recv_na: an advertisement teaches the target's MAC (option 2) once it passes RFC
+/// ndisc_recv_na: an advertisement updates the target's entry, if there is one, with its
+/// MAC (option 2; `accept_untracked_na` = 0: no entry is made) once it passes RFC
 /// 4861 §7.1.2's checks, as ndisc_rcv and ndisc_recv_na make them: hop limit 255 (it was
 /// sent on this link: no router forwarded it, so no off-link host can rewrite a neighbour),
 /// code 0, at least 24 bytes, a target that is not multicast, and not "solicited" when sent
@@ -551,9 +555,9 @@ fn neighbour_advert(net: &Net, w: &mut Worker, s: Skb, l4: usize, target: Option
     if !valid {
         return w.drop_pkt(s.pkt, DropReason::IcmpIgnored);
     }
-    if !learn_v6(net, w, &s, l4, target, 2) {
-        return w.drop_pkt(s.pkt, DropReason::NeighCreatefail);
-    }
+    // Updates a neighbour we know or are resolving, never makes one (so it cannot run out of
+    // room).
+    learn_v6(net, w, &s, l4, target, 2);
     w.c.local += 1;
     w.bufs.free(s.pkt);
 }
@@ -665,7 +669,7 @@ fn udp_echo_v6(net: &Net, w: &mut Worker, mut s: Skb) {
 }
 
 /// ARP (no list function: the per-packet fall-back). Requests for our address are answered
-/// in place; replies update known neighbours.
+/// in place and make the sender's entry; replies update known neighbours only.
 pub(crate) fn arp_rcv(net: &Net, w: &mut Worker, s: Skb) {
     if s.pkt_type == crate::buf::skb::PktType::OtherHost {
         return w.drop_pkt(s.pkt, DropReason::OtherHost);
@@ -695,7 +699,7 @@ pub(crate) fn arp_rcv(net: &Net, w: &mut Worker, s: Skb) {
     let martian = (224..=239).contains(&spa[0]) || spa == [255; 4];
     match op {
         arp::OP_REQUEST if ours && !martian => {
-            if !probe && !learn(net, w, NeighEntry::V4(port, spa, sha)) {
+            if !probe && !learn(net, w, NeighEntry::V4(port, spa, sha), true) {
                 // arp_process answers only once the sender's entry exists.
                 return w.drop_pkt(s.pkt, DropReason::NeighCreatefail);
             }
@@ -716,9 +720,9 @@ pub(crate) fn arp_rcv(net: &Net, w: &mut Worker, s: Skb) {
             crate::tx::enqueue(net, w, port, p);
         }
         arp::OP_REPLY if ours && !probe && !martian => {
-            if !learn(net, w, NeighEntry::V4(port, spa, sha)) {
-                return w.drop_pkt(s.pkt, DropReason::NeighCreatefail);
-            }
+            // Updates a neighbour we know or are resolving, never makes one (so it cannot
+            // run out of room).
+            learn(net, w, NeighEntry::V4(port, spa, sha), false);
             w.c.local += 1;
             w.bufs.free(s.pkt);
         }

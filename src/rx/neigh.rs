@@ -69,14 +69,19 @@ fn publish_freed(net: &Net, w: &mut Worker, freed: &[(u16, NeighAddr)]) {
     }
 }
 
-/// An ARP/NDP packet taught `mac` for `addr` on `port` (called where entries are learned:
-/// the kernel's __neigh_lookup with create, then neigh_update). A new entry needs room in
-/// its family's table (`NeighAges::admit`: gc_thresh3, forced gc); false when there is none,
-/// and the caller drops the packet as `neigh_createfail` without answering it, as
-/// arp_process and ndisc_recv_ns send nothing when neigh_event_ns finds no entry. A
-/// configured neighbour is permanent and keeps its MAC (neigh_update refuses to change a
-/// NUD_PERMANENT entry without NEIGH_UPDATE_F_ADMIN): true, the packet is still answered.
-pub(crate) fn learn(net: &Net, w: &mut Worker, port: u16, addr: NeighAddr, mac: [u8; 6]) -> bool {
+/// An ARP/NDP packet taught `mac` for `addr` on `port`. With `create` (a request or
+/// solicitation for one of our addresses: the kernel's neigh_event_ns, __neigh_lookup with
+/// create, then neigh_update) a missing entry is made; without it (a reply or an
+/// advertisement: arp_process and ndisc_recv_na look up without create, as with the
+/// defaults `arp_accept` = 0 and `accept_untracked_na` = 0) only an entry that exists —
+/// one being resolved included — is updated, so a host on the link cannot fill the table
+/// with answers nobody asked for. A new entry needs room in its family's table
+/// (`NeighAges::admit`: gc_thresh3, forced gc); false when there is none, and the caller
+/// drops the packet as `neigh_createfail` without answering it, as arp_process and
+/// ndisc_recv_ns send nothing when neigh_event_ns finds no entry. A configured neighbour is
+/// permanent and keeps its MAC (neigh_update refuses to change a NUD_PERMANENT entry
+/// without NEIGH_UPDATE_F_ADMIN): true, the packet is still answered.
+pub(crate) fn learn(net: &Net, w: &mut Worker, port: u16, addr: NeighAddr, mac: [u8; 6], create: bool) -> bool {
     let mut ages = net.neigh_ages.lock().unwrap_or_else(|p| p.into_inner());
     if ages.is_permanent(port, addr) {
         return true;
@@ -89,6 +94,8 @@ pub(crate) fn learn(net: &Net, w: &mut Worker, port: u16, addr: NeighAddr, mac: 
             *a = age;
             known
         }
+        // Nothing to update, and nothing asked for: not a failure.
+        None if !create => return true,
         None => {
             if !ages.admit(addr, w.now_ns, thresh(net, addr), &mut freed) {
                 return false;
@@ -485,21 +492,21 @@ mod tests {
         let net = Net::with_workers(tun, Pipeline::Local, 2);
         let (mut w0, mut w1) = (Worker::new(0, &pool), Worker::new(1, &pool));
         let (x, mac) = (NeighAddr::V4([192, 0, 2, 9]), [2, 0, 0, 0, 0, 9]);
-        assert!(learn(&net, &mut w1, 0, x, mac));
+        assert!(learn(&net, &mut w1, 0, x, mac, true));
         sync(&net, &mut w0);
         assert_eq!(w0.neigh.lookup(0, x), Some(mac));
         w0.now_ns = 1 << 60;
         age(&net, &mut w0);
         assert_eq!((w0.c.neigh_forgotten, w0.neigh.lookup(0, x)), (1, None), "aged out, no probes");
         assert_eq!(w1.neigh.lookup(0, x), Some(mac), "worker 1 has not applied the forget");
-        assert!(learn(&net, &mut w1, 0, x, mac));
+        assert!(learn(&net, &mut w1, 0, x, mac, true));
         sync(&net, &mut w1);
         sync(&net, &mut w0);
         assert_eq!(net.neigh_ages.lock().unwrap().learned(false), 1);
         assert_eq!((w0.neigh.lookup(0, x), w1.neigh.lookup(0, x)), (Some(mac), Some(mac)), "every worker knows it");
         // A confirmation with the same MAC changes nothing: nothing more is published.
         let published = net.neigh_log.len();
-        assert!(learn(&net, &mut w0, 0, x, mac));
+        assert!(learn(&net, &mut w0, 0, x, mac, true));
         assert_eq!(net.neigh_log.len(), published);
     }
 
