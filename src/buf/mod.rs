@@ -343,32 +343,13 @@ impl BufCache {
     /// before the first stage reads them, so their misses overlap instead of stalling in turn.
     #[inline]
     pub fn prefetch_data(&self, p: Pkt) {
-        self.prefetch::<false>(p);
-    }
-
-    /// [`BufCache::prefetch_data`] for a line about to be written (ownership too, not only
-    /// the bytes): buffers another core freed, before a port fills them.
-    #[inline]
-    pub fn prefetch_data_for_write(&self, p: Pkt) {
-        self.prefetch::<true>(p);
-    }
-
-    #[inline]
-    fn prefetch<const WRITE: bool>(&self, p: Pkt) {
         #[cfg(target_arch = "x86_64")]
         {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0, _MM_HINT_T0};
             let at = (self.frame_addr(p.buf) + (p.off as usize).min(FRAME_SIZE - 1)) as *const i8;
             // SAFETY: a prefetch is a hint that never faults and reads nothing into the
             // program; the address lies inside the mapped pool anyway (frame_addr + an offset
             // below FRAME_SIZE).
-            unsafe {
-                if WRITE {
-                    _mm_prefetch::<_MM_HINT_ET0>(at)
-                } else {
-                    _mm_prefetch::<_MM_HINT_T0>(at)
-                }
-            };
+            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(at) };
         }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = p;

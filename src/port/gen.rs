@@ -768,11 +768,6 @@ impl Port for Generator {
         }
         let first = out.len();
         let got = bufs.alloc_bulk(out, want, 0);
-        // Buffers come back from whichever worker transmitted them: fetch them all for
-        // writing first, so a burst waits for those misses once, not once per frame.
-        for p in &out[first..first + got] {
-            bufs.prefetch_data_for_write(*p);
-        }
         // A paced generator's packets due with no buffer are lost, as a NIC drops a frame
         // with no descriptor: counted once in rx_nobuf and used up (a count ends with
         // rx_packets + rx_nobuf = N; the pace does not catch up on them). An unpaced one has
