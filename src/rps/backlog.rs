@@ -12,7 +12,7 @@ use crate::stats::Counters;
 use crossbeam_queue::ArrayQueue;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 use std::thread::Thread;
 
 /// Packets a port's handoff queue holds (like a transmit ring shared by the workers).
@@ -55,7 +55,9 @@ pub struct Backlog {
     /// producer wakes the worker only when it turns this from false to true (the kernel's
     /// NAPI_STATE_SCHED test before it raises an IPI).
     scheduled: AtomicBool,
-    thread: OnceLock<Thread>,
+    /// The thread serving the backlog in the current run: each run spawns its workers anew
+    /// (a bench's warm-up and measurement are two runs), so the latest registration counts.
+    thread: Mutex<Option<Thread>>,
     /// Readable after a wake-up: a worker asleep in poll() on its ports' sockets watches it
     /// too, since an unpark does not end a poll. None when no eventfd could be made (such a
     /// worker does not sleep in poll()).
@@ -72,7 +74,7 @@ impl Backlog {
         let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         // SAFETY: as above, `fd` is ours alone.
         let wake_fd = (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) });
-        Backlog { scheduled: AtomicBool::new(false), thread: OnceLock::new(), wake_fd, polling: AtomicBool::new(false) }
+        Backlog { scheduled: AtomicBool::new(false), thread: Mutex::new(None), wake_fd, polling: AtomicBool::new(false) }
     }
 
     /// Marks the backlog scheduled (after packets went in); true if it was not (the caller
@@ -95,14 +97,16 @@ impl Backlog {
         true
     }
 
-    /// The thread that serves this backlog (set once when it starts).
+    /// The thread that serves this backlog, from now on (each worker thread registers when
+    /// it starts, replacing the last run's).
     pub fn register(&self) {
-        let _ = self.thread.set(std::thread::current());
+        *self.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::thread::current());
     }
 
     /// Wakes the worker (one "IPI"): parked, or asleep in poll() on its wake-up eventfd.
     pub fn wake(&self) {
-        if let Some(t) = self.thread.get() {
+        // A lock per wake-up, not per packet: at most one wake-up per target per round.
+        if let Some(t) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
             // No syscall unless the thread is parked.
             t.unpark();
         }
@@ -408,32 +412,34 @@ mod tests {
         assert_eq!(Steering::new(3, vec![0, 2], 16, 0, 0).workers(), 3);
     }
 
-    /// `wake` unparks the thread that registered for the backlog: a worker whose input has
-    /// ended parks between rounds and must not sleep out its timeout while packets wait.
-    /// (The parked thread's limit, 30 s, only bounds a broken registration's hang.)
+    /// `wake` unparks the thread that registered for the backlog last: a worker whose input
+    /// has ended parks between rounds and must not sleep out its timeout while packets wait.
+    /// Each run spawns its worker threads anew (a bench's warm-up, then its measurement), so
+    /// the second run's thread must be the one woken: the old registration (kept by a
+    /// set-once cell before) woke the first run's dead thread, and every wake-up of the
+    /// measured run was lost. Each thread parks once: a wake-up before it parks leaves the
+    /// token that ends the park at once, one sent elsewhere lets it sleep out the 30 s.
     #[test]
-    fn wake_unparks_the_thread_that_registered() {
+    fn wake_unparks_the_thread_that_registered_last() {
         use std::sync::Arc;
         use std::time::{Duration, Instant};
         let b = Arc::new(Backlog::new());
-        let go = Arc::new(AtomicBool::new(false));
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let worker = {
-            let (b, go) = (b.clone(), go.clone());
-            std::thread::spawn(move || {
-                b.register();
-                ready_tx.send(()).unwrap();
-                let start = Instant::now();
-                while !go.load(Ordering::SeqCst) && start.elapsed() < Duration::from_secs(30) {
+        for run in 0..2 {
+            let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+            let worker = {
+                let b = b.clone();
+                std::thread::spawn(move || {
+                    b.register();
+                    ready_tx.send(()).unwrap();
+                    let start = Instant::now();
                     std::thread::park_timeout(Duration::from_secs(30));
-                }
-                start.elapsed() < Duration::from_secs(30)
-            })
-        };
-        ready_rx.recv().unwrap();
-        go.store(true, Ordering::SeqCst);
-        b.wake();
-        assert!(worker.join().unwrap(), "the registered thread slept out its park instead of being woken");
+                    start.elapsed() < Duration::from_secs(30)
+                })
+            };
+            ready_rx.recv().unwrap();
+            b.wake();
+            assert!(worker.join().unwrap(), "run {run}: the registered thread slept out its park instead of being woken");
+        }
     }
 
     #[test]
