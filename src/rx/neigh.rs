@@ -86,7 +86,7 @@ pub(crate) fn learn(net: &Net, w: &mut Worker, port: u16, addr: NeighAddr, mac: 
     if ages.is_permanent(port, addr) {
         return true;
     }
-    let age = Age { mac: Some(mac), confirmed_ns: w.now_ns, probes: 0, next_probe_ns: 0 };
+    let age = Age { mac: Some(mac), confirmed_ns: w.now_ns, probes: 0, next_probe_ns: 0, resolvers: 0 };
     let mut freed = Vec::new();
     let known = match ages.get_mut(&(port, addr)) {
         Some(a) => {
@@ -122,27 +122,38 @@ pub(crate) fn learn(net: &Net, w: &mut Worker, port: u16, addr: NeighAddr, mac: 
     true
 }
 
-/// A resolution starts: the entry is made now, without a MAC (neigh_alloc for the kernel's
-/// NUD_INCOMPLETE entry), so it counts toward gc_thresh3 and the answer needs no more room.
-/// False when the table has none.
+/// A resolution starts on this worker: the entry is made now, without a MAC (neigh_alloc
+/// for the kernel's NUD_INCOMPLETE entry), so it counts toward gc_thresh3 and the answer
+/// needs no more room; a worker resolving an entry another is resolving joins it. False
+/// when the table has no room.
 fn reserve(net: &Net, w: &mut Worker, port: u16, addr: NeighAddr) -> bool {
     let mut ages = net.neigh_ages.lock().unwrap_or_else(|p| p.into_inner());
-    if ages.is_permanent(port, addr) || ages.get_mut(&(port, addr)).is_some() {
+    if ages.is_permanent(port, addr) {
+        return true;
+    }
+    if let Some(a) = ages.get_mut(&(port, addr)) {
+        if a.mac.is_none() {
+            a.resolvers = a.resolvers.saturating_add(1);
+        }
         return true;
     }
     let mut freed = Vec::new();
     if !ages.admit(addr, w.now_ns, thresh(net, addr), &mut freed) {
         return false;
     }
-    ages.insert((port, addr), Age { mac: None, confirmed_ns: w.now_ns, probes: 0, next_probe_ns: 0 });
+    ages.insert((port, addr), Age { mac: None, confirmed_ns: w.now_ns, probes: 0, next_probe_ns: 0, resolvers: 1 });
     publish_freed(net, w, &freed);
     true
 }
 
-/// A resolution ended without an answer: its entry goes (if still unresolved).
+/// This worker's resolution ended without an answer: the entry goes (if still unresolved)
+/// once no other worker is resolving it — an answer to another worker's request must still
+/// find it (replies only update entries that exist).
 fn unreserve(net: &Net, port: u16, addr: NeighAddr) {
     let mut ages = net.neigh_ages.lock().unwrap_or_else(|p| p.into_inner());
-    if ages.get_mut(&(port, addr)).is_some_and(|a| a.mac.is_none()) {
+    let Some(a) = ages.get_mut(&(port, addr)).filter(|a| a.mac.is_none()) else { return };
+    a.resolvers = a.resolvers.saturating_sub(1);
+    if a.resolvers == 0 {
         ages.remove(&(port, addr));
     }
 }
@@ -478,6 +489,31 @@ mod tests {
 
     fn sync(net: &Net, w: &mut Worker) {
         net.neigh_log.sync_into(w.id, &mut w.neigh_seen, &mut w.neigh);
+    }
+
+    /// Two workers resolve the same neighbour; worker 0 gives up first. The entry being
+    /// resolved stays for worker 1, so the reply to worker 1's request (which only updates
+    /// an entry that exists) still teaches it; once both give up, the entry goes.
+    #[test]
+    fn an_entry_being_resolved_stays_until_the_last_resolver_gives_up() {
+        let pool = Pool::new(64).unwrap();
+        let net = Net::with_workers(Tunables::default(), Pipeline::Local, 2);
+        let (mut w0, mut w1) = (Worker::new(0, &pool), Worker::new(1, &pool));
+        let (x, mac) = (NeighAddr::V4([192, 0, 2, 9]), [2, 0, 0, 0, 0, 9]);
+        assert!(reserve(&net, &mut w0, 0, x) && reserve(&net, &mut w1, 0, x));
+        unreserve(&net, 0, x);
+        assert_eq!(net.neigh_ages.lock().unwrap().learned(false), 1, "worker 1 still resolves it");
+        assert!(learn(&net, &mut w1, 0, x, mac, false), "the reply to worker 1's request");
+        sync(&net, &mut w0);
+        assert_eq!((w0.neigh.lookup(0, x), w1.neigh.lookup(0, x)), (Some(mac), Some(mac)));
+
+        let y = NeighAddr::V4([192, 0, 2, 10]);
+        assert!(reserve(&net, &mut w0, 0, y) && reserve(&net, &mut w1, 0, y));
+        unreserve(&net, 0, y);
+        unreserve(&net, 0, y);
+        assert_eq!(net.neigh_ages.lock().unwrap().learned(false), 1, "both gave up: only x is left");
+        assert!(learn(&net, &mut w1, 0, y, mac, false), "a late reply is no failure");
+        assert_eq!(w1.neigh.lookup(0, y), None, "and teaches nothing");
     }
 
     /// Stepped on one thread: worker 0 ages an entry out; worker 1, which has not applied

@@ -296,6 +296,9 @@ pub struct Age {
     pub confirmed_ns: u64,
     pub probes: u32,
     pub next_probe_ns: u64,
+    /// While `mac` is None: how many workers are resolving it (each holds its own packets
+    /// for it); the entry goes when the last of them gives up.
+    pub resolvers: u16,
 }
 
 /// Forced gc frees only entries not confirmed for this long (neigh_forced_gc keeps those
@@ -552,7 +555,7 @@ mod tests {
     const S: u64 = 1_000_000_000;
 
     fn learned_at(ages: &mut NeighAges, addr: NeighAddr, t: u64) {
-        ages.insert((0, addr), Age { mac: Some([2, 0, 0, 0, 0, 1]), confirmed_ns: t, probes: 0, next_probe_ns: 0 });
+        ages.insert((0, addr), Age { mac: Some([2, 0, 0, 0, 0, 1]), confirmed_ns: t, probes: 0, next_probe_ns: 0, resolvers: 0 });
     }
 
     /// neigh_alloc / neigh_forced_gc per family: refused at gc_thresh3 while every entry is
@@ -579,7 +582,7 @@ mod tests {
         assert!(ages.is_permanent(0, v4(100)));
         // An entry being resolved counts, but is referenced (its resolver's timer, as the
         // kernel's INCOMPLETE entry): never freed, however old.
-        ages.insert((0, v4(7)), Age { mac: None, confirmed_ns: 0, probes: 0, next_probe_ns: 0 });
+        ages.insert((0, v4(7)), Age { mac: None, confirmed_ns: 0, probes: 0, next_probe_ns: 0, resolvers: 1 });
         learned_at(&mut ages, v4(8), 16 * S);
         freed.clear();
         assert!(ages.admit(v4(9), 16 * S, t, &mut freed));
