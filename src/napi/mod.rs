@@ -301,7 +301,9 @@ pub fn run_until(
 /// backlogs and stop, and keeps transmitting what they hand over until they have.
 fn wait_for_other_workers(net: &Net, w: &mut Worker) {
     use std::sync::atomic::Ordering;
-    net.rps.stop.store(true, Ordering::Release);
+    // SeqCst: against a worker declaring its poll() sleep (store, fence, load of this flag),
+    // so either it sees the stop or this sees it polling and writes its eventfd.
+    net.rps.stop.store(true, Ordering::SeqCst);
     for b in &net.rps.backlogs {
         b.wake();
     }
@@ -444,9 +446,11 @@ fn idle_wait(net: &Net, w: &mut Worker) {
     if n == 0 {
         return std::thread::yield_now();
     }
-    if backlog.is_some_and(|b| b.begin_poll_sleep(|| work_pending(net, w))) {
+    let stopping = || net.rps.stop.load(std::sync::atomic::Ordering::Acquire);
+    if backlog.is_some_and(|b| b.begin_poll_sleep(|| work_pending(net, w) || stopping())) {
         // Steered packets came in after the backlog went idle, before producers knew to
-        // write the eventfd: no sleep.
+        // write the eventfd, or the run is stopping (its wake-up may have come before the
+        // eventfd was watched): no sleep.
         if let Some(b) = backlog {
             b.end_poll_sleep();
         }

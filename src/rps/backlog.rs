@@ -127,13 +127,16 @@ impl Backlog {
     }
 
     /// The worker is about to sleep in poll() on [`Backlog::wake_fd`]: from now on wake-ups
-    /// write the eventfd. Returns whether work arrived before producers could know (`pending`;
-    /// then the worker must not sleep). Store, fence, load here against push, swap, load in
-    /// the producer (Dekker): either the producer sees `polling` or this sees its packet.
+    /// write the eventfd. Returns whether it must not sleep: work arrived before producers
+    /// could know (`pending`), or a producer scheduled the backlog since the worker went
+    /// idle — its wake-up may have found `polling` still clear (an unpark alone), and while
+    /// the backlog stays scheduled no later packet wakes it. Store, fence, load here against
+    /// push, swap, load in the producer (Dekker): either the producer sees `polling` or this
+    /// sees its packet and its schedule.
     pub fn begin_poll_sleep(&self, pending: impl Fn() -> bool) -> bool {
         self.polling.store(true, Ordering::SeqCst);
         std::sync::atomic::fence(Ordering::SeqCst);
-        pending()
+        self.scheduled.load(Ordering::SeqCst) || pending()
     }
 
     /// The poll() sleep is over: wake-ups go back to unpark alone.
@@ -384,6 +387,22 @@ mod tests {
         b.wake();
         assert!(!readable(), "the poll() sleep is over");
         assert!(b.begin_poll_sleep(|| true), "work that came first keeps the worker awake");
+    }
+
+    /// A producer schedules the backlog after the worker went idle but wakes it before the
+    /// worker declares its poll() sleep: that wake-up was an unpark alone, and while the
+    /// backlog stays scheduled no later packet wakes it — so the worker must not sleep.
+    #[test]
+    fn a_schedule_between_idle_and_the_poll_sleep_keeps_the_worker_awake() {
+        let b = Backlog::new();
+        assert!(!b.idle(|| false), "idle, nothing pending");
+        assert!(b.schedule(), "a producer's packet schedules it");
+        b.wake();
+        assert!(b.begin_poll_sleep(|| false), "its packet was taken already, but it is scheduled: no sleep");
+        b.end_poll_sleep();
+        assert!(!b.idle(|| false), "idle again");
+        assert!(!b.begin_poll_sleep(|| false), "now it may sleep");
+        assert!(b.schedule(), "and the next packet wakes it");
     }
 
     #[test]
