@@ -533,7 +533,7 @@ pub fn drain(net: &Net, w: &mut Worker) -> Vec<(String, std::io::Error)> {
         // What GRO delivered just now may stand in this worker's own backlog.
         while poll_backlog(net, w) > 0 {}
     }
-    crate::rx::neigh::drain(w);
+    crate::rx::neigh::drain(net, w);
     crate::tx::drain_qdiscs(net, w);
     w.sockets.drain_all(&mut w.bufs);
     let mut failed = Vec::new();

@@ -319,7 +319,7 @@ fn age(net: &Net, w: &mut Worker) {
 }
 
 /// At shutdown: what still waits for a neighbour is dropped (`neigh_dead`).
-pub(crate) fn drain(w: &mut Worker) {
+pub(crate) fn drain(net: &Net, w: &mut Worker) {
     for h in std::mem::take(&mut w.resolver.released) {
         w.drop_pkt(h.pkt(), DropReason::NeighDead);
     }
@@ -327,6 +327,9 @@ pub(crate) fn drain(w: &mut Worker) {
         w.drop_pkt(s.pkt, DropReason::NeighFailed);
     }
     while let Some(mut u) = w.resolver.pending.pop() {
+        // This worker stops resolving it: the entry must not outlive the run (it would hold a
+        // gc_thresh3 slot that neither aging nor forced gc frees).
+        unreserve(net, u.port, u.addr);
         for h in u.held.drain(..) {
             w.drop_pkt(h.pkt(), DropReason::NeighDead);
         }
@@ -489,6 +492,23 @@ mod tests {
 
     fn sync(net: &Net, w: &mut Worker) {
         net.neigh_log.sync_into(w.id, &mut w.neigh_seen, &mut w.neigh);
+    }
+
+    /// A run ends while a neighbour is still being resolved: its packets die and its entry
+    /// goes with them (a later run resolving it again starts from no entry).
+    #[test]
+    fn the_end_of_a_run_takes_back_the_entries_it_was_resolving() {
+        let pool = Pool::new(64).unwrap();
+        let net = Net::with_workers(Tunables::default(), Pipeline::Local, 1);
+        let mut w = Worker::new(0, &pool);
+        let x = NeighAddr::V4([192, 0, 2, 9]);
+        assert!(reserve(&net, &mut w, 0, x));
+        w.resolver.pending.push(Unresolved { port: 0, addr: x, held: VecDeque::new(), probes: 1, next_probe_ns: u64::MAX });
+        drain(&net, &mut w);
+        assert_eq!(net.neigh_ages.lock().unwrap().learned(false), 0);
+        assert!(reserve(&net, &mut w, 0, x));
+        unreserve(&net, 0, x);
+        assert_eq!(net.neigh_ages.lock().unwrap().learned(false), 0, "a later resolution that gives up leaves nothing");
     }
 
     /// Two workers resolve the same neighbour; worker 0 gives up first. The entry being
