@@ -661,10 +661,13 @@ mod scenarios {
         bad_htype[14..16].copy_from_slice(&6u16.to_be_bytes());
         let mut bad_op = arp_request(MAC_HOST, HOST_V4, IN_V4);
         bad_op[20..22].copy_from_slice(&3u16.to_be_bytes());
+        // From a host the router does not know: an ARP not for us from a known neighbour
+        // updates it (arp_process) and is consumed, not ignored.
+        let (stranger_mac, stranger) = ([2, 0, 0, 0, 0, 0x55], [192, 0, 2, 55]);
         let frames = vec![
-            arp_request(MAC_HOST, HOST_V4, [192, 0, 2, 99]), // not our address
+            arp_request(stranger_mac, stranger, [192, 0, 2, 99]), // not our address
             bad_htype,
-            arp(2, MAC_IN, MAC_HOST, HOST_V4, MAC_IN, [192, 0, 2, 99]), // reply not for us
+            arp(2, MAC_IN, stranger_mac, stranger, MAC_IN, [192, 0, 2, 99]), // reply not for us
             bad_op,
             arp_request(MAC_HOST, HOST_V4, IN_V4)[..40].to_vec(), // 26 bytes of ARP
         ];

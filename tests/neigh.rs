@@ -165,6 +165,39 @@ fn answers_nobody_asked_for_make_no_entry_but_update_known_neighbours() {
     }
 }
 
+/// arp_process looks the sender of every ARP packet up, whatever its target: a gratuitous
+/// ARP (request or reply, sender = target = the announced address, broadcast) from a
+/// neighbour we know moves its entry to the new MAC at once (an address taken over by
+/// another host: VRRP, a failover), and is consumed; one from a host we do not know, or
+/// a request between two other hosts, teaches nothing and is ignored.
+#[test]
+fn a_gratuitous_arp_moves_a_known_neighbour_to_its_new_mac() {
+    const MAC_NEW: [u8; 6] = [2, 0, 0, 0, 0x77, 0x78];
+    const STRANGER: [u8; 4] = [192, 0, 2, 99];
+    for op in [1u16, 2] {
+        let frames = vec![
+            arp_request(MAC_PEER, PEER_V4, IN_V4),
+            arp(op, MAC_BCAST, MAC_NEW, PEER_V4, [0; 6], PEER_V4),
+            arp(op, MAC_BCAST, MAC_NEW, STRANGER, [0; 6], STRANGER),
+            arp_request(MAC_NEW, STRANGER, PEER_V4),
+            udp4(SRC_V4, PEER_V4, 5, 9).build(),
+        ];
+        let pool = Pool::new(256).unwrap();
+        let mut dp = build_router(frames, &Setup::default(), &pool);
+        rounds_until(&mut dp, 5, |dp| dp.counters().tx >= 2);
+        let c = dp.counters();
+        assert_eq!(c.nonzero_drops(), vec![("arp_ignored", 2)], "op {op}: the stranger's announcement and request");
+        assert_eq!(c.local, 2, "the request for us and the announcement");
+        let w = &dp.workers[0];
+        assert_eq!(w.neigh.v4.get(&(P_IN as u16, PEER_V4)), Some(&MAC_NEW), "op {op}");
+        assert_eq!(w.neigh.v4.get(&(P_IN as u16, STRANGER)), None);
+        let sent = out(&dp, P_IN);
+        let fwd: Vec<_> = sent.iter().filter(|f| !is_arp(f)).collect();
+        assert_eq!(fwd.len(), 1);
+        assert_eq!(&fwd[0][0..6], &MAC_NEW, "op {op}: forwarded to the announced MAC");
+    }
+}
+
 fn peer_arp_reply() -> Vec<u8> {
     arp(2, MAC_IN, MAC_PEER, PEER_V4, MAC_IN, IN_V4)
 }

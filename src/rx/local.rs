@@ -669,7 +669,8 @@ fn udp_echo_v6(net: &Net, w: &mut Worker, mut s: Skb) {
 }
 
 /// ARP (no list function: the per-packet fall-back). Requests for our address are answered
-/// in place and make the sender's entry; replies update known neighbours only.
+/// in place and make the sender's entry; any other request or reply (gratuitous ARP
+/// included) updates the sender's entry if we have one, and makes none.
 pub(crate) fn arp_rcv(net: &Net, w: &mut Worker, s: Skb) {
     if s.pkt_type == crate::buf::skb::PktType::OtherHost {
         return w.drop_pkt(s.pkt, DropReason::OtherHost);
@@ -722,6 +723,14 @@ pub(crate) fn arp_rcv(net: &Net, w: &mut Worker, s: Skb) {
         arp::OP_REPLY if ours && !probe && !martian => {
             // Updates a neighbour we know or are resolving, never makes one (so it cannot
             // run out of room).
+            learn(net, w, NeighEntry::V4(port, spa, sha), false);
+            w.c.local += 1;
+            w.bufs.free(s.pkt);
+        }
+        // arp_process looks every sender up, whatever the target: a gratuitous ARP (a
+        // failover announcing an address's new MAC) or a request or reply between other
+        // hosts updates a neighbour we know, and is consumed.
+        arp::OP_REQUEST | arp::OP_REPLY if !probe && !martian && super::neigh::knows(net, port, super::neigh::NeighAddr::V4(spa)) => {
             learn(net, w, NeighEntry::V4(port, spa, sha), false);
             w.c.local += 1;
             w.bufs.free(s.pkt);

@@ -122,6 +122,13 @@ pub(crate) fn learn(net: &Net, w: &mut Worker, port: u16, addr: NeighAddr, mac: 
     true
 }
 
+/// Whether the shared table has an entry for `addr` on `port` (configured, learned or being
+/// resolved): what a reply or announcement may update.
+pub(crate) fn knows(net: &Net, port: u16, addr: NeighAddr) -> bool {
+    let mut ages = net.neigh_ages.lock().unwrap_or_else(|p| p.into_inner());
+    ages.is_permanent(port, addr) || ages.get_mut(&(port, addr)).is_some()
+}
+
 /// A resolution starts on this worker: the entry is made now, without a MAC (neigh_alloc
 /// for the kernel's NUD_INCOMPLETE entry), so it counts toward gc_thresh3 and the answer
 /// needs no more room; a worker resolving an entry another is resolving joins it. False
