@@ -198,6 +198,64 @@ fn a_gratuitous_arp_moves_a_known_neighbour_to_its_new_mac() {
     }
 }
 
+/// An advertisement from the peer for itself with `flags` (0x40 solicited, 0x20 override),
+/// carrying `mac` in the target link-layer option, or no option.
+fn peer_na(flags: u8, mac: Option<[u8; 6]>) -> Vec<u8> {
+    let mut body = [[flags, 0, 0, 0].as_slice(), &PEER_V6].concat();
+    if let Some(m) = mac {
+        body.extend_from_slice(&[2, 1]);
+        body.extend_from_slice(&m);
+    }
+    icmp6(mac.unwrap_or(MAC_PEER), MAC_IN, PEER_V6, IN_V6, 255, 136, 0, &body)
+}
+
+fn peer_ns() -> Vec<u8> {
+    icmp6(MAC_PEER, MAC_IN, PEER_V6, IN_V6, 255, 135, 0, &[[0u8, 0, 0, 0].as_slice(), &IN_V6, &[1, 1], &MAC_PEER].concat())
+}
+
+/// ndisc_recv_na → neigh_update with WEAK_OVERRIDE, plus OVERRIDE when the O flag is set: an
+/// advertisement without O does not move a known neighbour to another MAC (traffic keeps
+/// going to the MAC it had); with O it does.
+#[test]
+fn an_advertisement_without_override_keeps_a_known_neighbours_mac() {
+    const MAC_NEW: [u8; 6] = [2, 0, 0, 0, 0x77, 0x79];
+    for (flags, expect) in [(0x40u8, MAC_PEER), (0x60, MAC_NEW), (0x00, MAC_PEER), (0x20, MAC_NEW)] {
+        let frames = vec![peer_ns(), peer_na(flags, Some(MAC_NEW)), udp6(SRC_V6, PEER_V6, 5, 9).build()];
+        let pool = Pool::new(256).unwrap();
+        let mut dp = build_router(frames, &Setup::default(), &pool);
+        rounds_until(&mut dp, 3, |dp| dp.counters().tx >= 2);
+        let c = dp.counters();
+        assert!(c.nonzero_drops().is_empty(), "{:?}", c.nonzero_drops());
+        assert_eq!(dp.workers[0].neigh.v6.get(&(P_IN as u16, PEER_V6)), Some(&expect), "flags {flags:#x}");
+        let fwd: Vec<_> = out(&dp, P_IN).into_iter().filter(|f| icmp6_type(f) != Some(136)).collect();
+        assert_eq!(fwd.len(), 1);
+        assert_eq!(&fwd[0][0..6], &expect, "flags {flags:#x}");
+    }
+}
+
+/// RFC 4861 §7.2.5 / ndisc_recv_na: a solicited advertisement without the target link-layer
+/// option (allowed in answer to a unicast probe) confirms the entry with the MAC it has; an
+/// unsolicited one without it confirms nothing.
+#[test]
+fn a_solicited_advertisement_without_its_option_confirms_the_entry() {
+    use sluice::rx::route::NeighAddr;
+    for (flags, confirms) in [(0x40u8, true), (0x00, false)] {
+        let frames = vec![peer_ns(), peer_na(flags, None)];
+        let pool = Pool::new(256).unwrap();
+        let mut dp = build_router(frames, &Setup::default(), &pool);
+        freeze_clock(&mut dp);
+        receive(&mut dp, 1);
+        let confirmed = |dp: &Datapath| dp.net.neigh_ages.lock().unwrap().confirmed_ns(P_IN as u16, NeighAddr::V6(PEER_V6));
+        assert_eq!(confirmed(&dp), Some(FROZEN_NS), "learned from the solicitation");
+        dp.workers[0].now_ns += 1_000_000_000;
+        receive(&mut dp, 1);
+        let want = if confirms { FROZEN_NS + 1_000_000_000 } else { FROZEN_NS };
+        assert_eq!(confirmed(&dp), Some(want), "flags {flags:#x}");
+        assert_eq!(dp.workers[0].neigh.v6.get(&(P_IN as u16, PEER_V6)), Some(&MAC_PEER), "the MAC stays");
+        finish(&mut dp, 2);
+    }
+}
+
 fn peer_arp_reply() -> Vec<u8> {
     arp(2, MAC_IN, MAC_PEER, PEER_V4, MAC_IN, IN_V4)
 }

@@ -515,22 +515,22 @@ fn icmp6_rcv(net: &Net, w: &mut Worker, s: Skb) {
     }
 }
 
-/// Learns the link-layer address carried in option `opt` (1 = source, 2 = target). False
-/// when the neighbour table had no room for it (nothing to learn is no failure).
-fn learn_v6(net: &Net, w: &mut Worker, s: &Skb, l4: usize, target: Option<[u8; 16]>, opt: u8) -> bool {
-    let l3 = s.network_off as usize;
-    let ip = &w.bufs.data(s.pkt)[l3..];
-    let who = if opt == 1 { Ipv6Packet::new_unchecked(ip).src_addr() } else { target.unwrap_or([0; 16]) };
-    let o = l4 + 24;
-    match ip.get(o..o + 8) {
-        Some(op) if op[0] == opt && op[1] == 1 => {
-            let mac = [op[2], op[3], op[4], op[5], op[6], op[7]];
-            // A solicitation (source option) makes the sender's entry; an advertisement
-            // (target option) only updates one.
-            learn(net, w, NeighEntry::V6(s.rx_port, who, mac), opt == 1)
-        }
-        _ => true,
+/// The link-layer address in the first option of an NS or NA, when it is option `opt`
+/// (1 = source, 2 = target) of one 8-byte unit.
+fn lladdr_option(w: &Worker, s: &Skb, l4: usize, opt: u8) -> Option<[u8; 6]> {
+    let o = s.network_off as usize + l4 + 24;
+    match w.bufs.data(s.pkt).get(o..o + 8) {
+        Some(op) if op[0] == opt && op[1] == 1 => Some([op[2], op[3], op[4], op[5], op[6], op[7]]),
+        _ => None,
     }
+}
+
+/// A solicitation's source link-layer address makes (or updates) the sender's entry. False
+/// when the neighbour table had no room for it (nothing to learn is no failure).
+fn learn_from_solicit(net: &Net, w: &mut Worker, s: &Skb, l4: usize) -> bool {
+    let Some(mac) = lladdr_option(w, s, l4, 1) else { return true };
+    let who = Ipv6Packet::new_unchecked(&w.bufs.data(s.pkt)[s.network_off as usize..]).src_addr();
+    learn(net, w, NeighEntry::V6(s.rx_port, who, mac), true)
 }
 
 /// ndisc_recv_na: an advertisement updates the target's entry, if there is one, with its
@@ -556,8 +556,22 @@ fn neighbour_advert(net: &Net, w: &mut Worker, s: Skb, l4: usize, target: Option
         return w.drop_pkt(s.pkt, DropReason::IcmpIgnored);
     }
     // Updates a neighbour we know or are resolving, never makes one (so it cannot run out of
-    // room).
-    learn_v6(net, w, &s, l4, target, 2);
+    // room); as neigh_update with ndisc_recv_na's flags: without the Override flag a MAC
+    // other than a known entry's is not taken (WEAK_OVERRIDE: the kernel only marks the
+    // entry stale), an entry being resolved takes it whatever the flag; a solicited
+    // advertisement without the option (RFC 4861 allows it in answer to a unicast probe)
+    // confirms the entry as it is.
+    let flags = w.bufs.data(s.pkt).get(l3 + l4 + 4).copied().unwrap_or(0);
+    let (solicited, override_) = (flags & 0x40 != 0, flags & 0x20 != 0);
+    let who = super::neigh::NeighAddr::V6(target.unwrap_or([0; 16]));
+    match lladdr_option(w, &s, l4, 2) {
+        Some(mac) if override_ || super::neigh::known_mac(net, s.rx_port, who).is_none_or(|m| m == mac) => {
+            learn(net, w, NeighEntry::V6(s.rx_port, target.unwrap_or([0; 16]), mac), false);
+        }
+        Some(_) => {}
+        None if solicited => super::neigh::confirm(net, w, s.rx_port, who),
+        None => {}
+    }
     w.c.local += 1;
     w.bufs.free(s.pkt);
 }
@@ -588,7 +602,7 @@ fn neighbour_solicit(net: &Net, w: &mut Worker, s: Skb, l4: usize, target: Optio
     if !mine || !valid {
         return w.drop_pkt(s.pkt, DropReason::IcmpIgnored);
     }
-    if !dad && !learn_v6(net, w, &s, l4, target, 1) {
+    if !dad && !learn_from_solicit(net, w, &s, l4) {
         // ndisc_recv_ns answers only once the sender's entry exists.
         return w.drop_pkt(s.pkt, DropReason::NeighCreatefail);
     }

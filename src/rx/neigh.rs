@@ -122,6 +122,25 @@ pub(crate) fn learn(net: &Net, w: &mut Worker, port: u16, addr: NeighAddr, mac: 
     true
 }
 
+/// The MAC the shared table holds for `addr` on `port` (None when unknown or being
+/// resolved).
+pub(crate) fn known_mac(net: &Net, port: u16, addr: NeighAddr) -> Option<[u8; 6]> {
+    let mut ages = net.neigh_ages.lock().unwrap_or_else(|p| p.into_inner());
+    ages.get_mut(&(port, addr)).and_then(|a| a.mac)
+}
+
+/// A neighbour confirmed reachable without a new MAC (a solicited advertisement without the
+/// target link-layer option): its entry, if resolved, counts as confirmed now and its
+/// unicast probing stops.
+pub(crate) fn confirm(net: &Net, w: &Worker, port: u16, addr: NeighAddr) {
+    let mut ages = net.neigh_ages.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(a) = ages.get_mut(&(port, addr)).filter(|a| a.mac.is_some()) {
+        a.confirmed_ns = w.now_ns;
+        a.probes = 0;
+        a.next_probe_ns = 0;
+    }
+}
+
 /// Whether the shared table has an entry for `addr` on `port` (configured, learned or being
 /// resolved): what a reply or announcement may update.
 pub(crate) fn knows(net: &Net, port: u16, addr: NeighAddr) -> bool {

@@ -353,6 +353,12 @@ impl NeighAges {
         self.entries[v6 as usize]
     }
 
+    /// When the entry for `addr` on `port` was last confirmed (or made), if there is one: what
+    /// `ip neigh` shows as its age.
+    pub fn confirmed_ns(&self, port: u16, addr: NeighAddr) -> Option<u64> {
+        self.learned.get(&(port, addr)).map(|a| a.confirmed_ns)
+    }
+
     pub(crate) fn get_mut(&mut self, key: &(u16, NeighAddr)) -> Option<&mut Age> {
         self.learned.get_mut(key)
     }
