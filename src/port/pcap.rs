@@ -443,8 +443,11 @@ impl Port for PcapOut {
         true
     }
 
+    /// End of a run: the header is written (an empty capture is a valid file) and the data
+    /// synced. The file stays open: a datapath may run again (a bench's warm-up, then its
+    /// measurement) and its output goes on in the same capture.
     fn finish(&mut self) -> std::io::Result<()> {
-        if let Some(mut f) = self.file.take() {
+        if let Some(f) = self.file.as_mut() {
             if self.error.is_none() {
                 self.error = f.start().err();
             }
@@ -654,6 +657,24 @@ mod tests {
         let bytes = std::fs::read(&path).unwrap();
         assert_eq!(bytes.len(), 24 + 16 + 60, "the cut record is gone");
         assert_eq!(parse_pcap(&bytes).unwrap().frames, vec![vec![0u8; 60]]);
+    }
+
+    /// `finish` ends a run, not the port: what a second run sends is written after the
+    /// first run's records (it was refused before, every packet a tx_error).
+    #[test]
+    fn a_capture_takes_the_output_of_every_run() {
+        let pool = crate::buf::Pool::new(8).unwrap();
+        let mut bufs = pool.cache();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.pcap");
+        let mut out = PcapOut::create("out", &path).unwrap();
+        for run in 0..2u8 {
+            let p = bufs.alloc_copy(&[run; 60]).unwrap();
+            assert_eq!(out.tx_burst(&mut bufs, &[p], false), 1, "run {run}");
+            out.finish().unwrap();
+        }
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(parse_pcap(&bytes).unwrap().frames, vec![vec![0u8; 60], vec![1u8; 60]]);
     }
 
     #[test]
