@@ -246,10 +246,14 @@ impl Datapath {
     }
 
     /// Sets every worker's counters back to zero (after a warm-up: everything was flushed,
-    /// so the ledger still balances).
+    /// so the ledger still balances), and the copies other workers published for the
+    /// per-second lines (else the next run's first lines would count the warm-up).
     pub fn reset_counters(&mut self) {
         for w in &mut self.workers {
             w.c = Counters::default();
+        }
+        for s in &self.net.rps.snapshots {
+            *s.lock().unwrap_or_else(|e| e.into_inner()) = Counters::default();
         }
     }
 

@@ -126,6 +126,18 @@ fn the_flow_limit_drops_the_elephant_not_the_mice() {
     assert!(o.dropped(DropReason::CpuBacklog) > 0, "the full backlog still drops: {:?}", o.drops());
 }
 
+/// After a run on two workers, reset_counters zeroes what the per-second lines read too
+/// (the counters worker 1 published for them), not only each worker's own.
+#[test]
+fn reset_counters_zeroes_the_published_worker_counters() {
+    let (c, tun) = rss_lab(64, 2, &[]);
+    let mut dp = run_checked(&c, tun, 2_000);
+    assert!(dp.net.rps.snapshot_sum().rx > 0, "worker 1 published its counters");
+    dp.reset_counters();
+    assert_eq!(dp.counters().rx, 0);
+    assert_eq!(dp.net.rps.snapshot_sum().rx, 0);
+}
+
 #[test]
 fn bad_rps_settings_are_refused_by_name() {
     let mut t = sluice::tunables::Tunables::default();
