@@ -205,7 +205,10 @@ impl Datapath {
         let (first, others) = workers.split_at_mut(1);
         let w0 = &mut first[0];
         if others.is_empty() {
-            return napi::run_until(net, w0, limit, tick_every, |_, w, el| tick(&w.c, el));
+            let t0 = thread_cpu_time();
+            let r = napi::run_until(net, w0, limit, tick_every, |_, w, el| tick(&w.c, el));
+            w0.cpu_time = cpu_since(t0);
+            return r;
         }
         // One thread per worker: worker 0 (the ports' owner) on this one, the others serve
         // their backlogs until it says stop, each pinned to its CPU when there is one (the

@@ -138,6 +138,18 @@ fn reset_counters_zeroes_the_published_worker_counters() {
     assert_eq!(dp.net.rps.snapshot_sum().rx, 0);
 }
 
+/// Every worker's thread CPU time is read over a run, a lone worker's too (it was left
+/// unset: the CLI's worker line showed none and `cpu_seconds` was None with one worker).
+#[test]
+fn a_run_reads_every_workers_cpu_time_one_worker_too() {
+    for queues in [1, 2] {
+        let (c, tun) = rss_lab(64, queues, &[]);
+        let dp = run_checked(&c, tun, 2_000);
+        assert_eq!(dp.workers.len(), queues as usize);
+        assert!(dp.workers.iter().all(|w| w.cpu_time.is_some()) && dp.cpu_seconds().is_some(), "{queues} queue(s)");
+    }
+}
+
 #[test]
 fn bad_rps_settings_are_refused_by_name() {
     let mut t = sluice::tunables::Tunables::default();

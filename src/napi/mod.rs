@@ -548,6 +548,10 @@ pub fn drain(net: &Net, w: &mut Worker) -> Vec<(String, std::io::Error)> {
             failed.push((p.name().to_string(), e));
         }
     }
+    // Wake-ups the flushes queued go now (net_rps_action), not in the next run's first round.
+    if w.wake_pending != 0 {
+        crate::rps::send_wakeups(net, w);
+    }
     failed
 }
 
@@ -726,6 +730,18 @@ mod tests {
         assert_eq!(softirq_round(&net, &mut w), 0, "nothing received");
         assert_eq!(w.c.tx, 1, "but the handed-over packet left");
         assert!(!b.idle(|| work_pending(&net, &w)));
+    }
+
+    /// A wake-up the end-of-run flushes queued (a packet steered or handed over while
+    /// draining) is sent at the end of that run, not left for the next one's first round.
+    #[test]
+    fn the_end_of_a_run_sends_the_wake_ups_it_queued() {
+        let pool = crate::buf::Pool::new(64).unwrap();
+        let net = Net::with_workers(Tunables::default(), Pipeline::L3fwd, 2);
+        let mut w = Worker::new(0, &pool);
+        w.wake_pending = 1 << 1;
+        drain(&net, &mut w);
+        assert_eq!((w.wake_pending, w.c.rps_wakeups), (0, 1));
     }
 
     #[test]
