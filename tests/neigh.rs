@@ -231,6 +231,16 @@ fn an_advertisement_without_override_keeps_a_known_neighbours_mac() {
         assert_eq!(fwd.len(), 1);
         assert_eq!(&fwd[0][0..6], &expect, "flags {flags:#x}");
     }
+    // An entry being resolved has no MAC to keep: a solicited answer without O resolves it
+    // (the kernel's NUD_INCOMPLETE entry takes the address whatever the flag).
+    let frames = vec![udp6(SRC_V6, PEER_V6, 5, 9).build(), peer_na(0x40, Some(MAC_NEW))];
+    let pool = Pool::new(256).unwrap();
+    let mut dp = build_router(frames, &Setup::default(), &pool);
+    rounds_until(&mut dp, 2, |dp| dp.counters().tx >= 2);
+    assert!(dp.counters().nonzero_drops().is_empty(), "{:?}", dp.counters().nonzero_drops());
+    let fwd: Vec<_> = out(&dp, P_IN).into_iter().filter(|f| icmp6_type(f) != Some(135)).collect();
+    assert_eq!(fwd.len(), 1, "the held packet left");
+    assert_eq!(&fwd[0][0..6], &MAC_NEW);
 }
 
 /// RFC 4861 §7.2.5 / ndisc_recv_na: a solicited advertisement without the target link-layer
