@@ -923,7 +923,9 @@ mod tests {
     fn a_paced_run_does_not_catch_up_on_the_time_before_it() {
         let pool = Pool::new(64).expect("pool");
         let mut bufs = pool.cache();
-        let cfg = GenConfig { rate_pps: Some(100_000.0), ..GenConfig::default() };
+        // 1000 packets a second: 20 due 20 ms in; a preemption inside rx_burst would have to
+        // last 10 ms to make 10 due at once.
+        let cfg = GenConfig { rate_pps: Some(1000.0), ..GenConfig::default() };
         let mut g = Generator::new("g", cfg).expect("generator");
         let mut out = Vec::new();
         let mut burst = |g: &mut Generator| {
@@ -933,13 +935,13 @@ mod tests {
             n
         };
         burst(&mut g);
-        std::thread::sleep(std::time::Duration::from_millis(5));
+        std::thread::sleep(std::time::Duration::from_millis(20));
         assert!(burst(&mut g) > 0, "paced packets are due within a run");
         g.finish().unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(5));
+        std::thread::sleep(std::time::Duration::from_millis(20));
         // A new run: its pace starts at its first poll, so nothing is due yet (before, the
-        // 5 ms between the runs were due at once: 500 packets).
-        assert!(burst(&mut g) <= 1);
+        // 20 ms between the runs were due at once: 20 packets).
+        assert!(burst(&mut g) < 10);
     }
 
     /// A paced generator's packet that finds the pool empty is lost once (rx_nobuf), not
