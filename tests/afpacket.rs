@@ -84,8 +84,11 @@ struct Raw {
 impl Raw {
     fn open(iface: &str) -> Raw {
         let proto = (libc::ETH_P_ALL as u16).to_be();
+        // Protocol 0 at socket(): a packet socket opened with ETH_P_ALL receives from every
+        // interface until bind() narrows it to one, and the frames other tests send in that
+        // window (same source MAC) would be read as this peer's. bind() sets the protocol.
         // SAFETY: socket(2); the result is checked.
-        let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, proto as i32) };
+        let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
         assert!(raw >= 0, "packet socket: {}", std::io::Error::last_os_error());
         // SAFETY: a fresh descriptor we own.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };

@@ -72,8 +72,10 @@ struct Raw {
 impl Raw {
     fn open(iface: &str) -> Raw {
         let proto = (libc::ETH_P_ALL as u16).to_be();
+        // Protocol 0 at socket(): with ETH_P_ALL the socket would receive from every interface
+        // until bind() narrows it to this one (other tests' frames in that window).
         // SAFETY: plain socket(2); checked.
-        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK, proto as i32) };
+        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK, 0) };
         assert!(fd >= 0, "AF_PACKET socket: {}", std::io::Error::last_os_error());
         let ifindex = afxdp::iface_info(iface).unwrap().ifindex as i32;
         // SAFETY: zeroed sockaddr_ll filled below.
