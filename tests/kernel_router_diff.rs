@@ -661,8 +661,10 @@ impl Drop for PacketSocket {
 impl PacketSocket {
     fn open(ifname: &str) -> Result<PacketSocket, String> {
         let proto = (libc::ETH_P_ALL as u16).to_be() as libc::c_int;
+        // Protocol 0 at socket(), ETH_P_ALL at bind(): opened with ETH_P_ALL a packet socket
+        // receives from every interface of the namespace until bind() narrows it to one.
         // SAFETY: plain socket(2) call.
-        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK, proto) };
+        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK, 0) };
         if fd < 0 {
             return Err(format!("AF_PACKET socket: {}", std::io::Error::last_os_error()));
         }

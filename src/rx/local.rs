@@ -2,6 +2,7 @@
 //! 7), and in-process UDP sockets that receive in batches.
 
 use super::forward::{icmp4_error, icmp6_error, send_v4, send_v6};
+use super::neigh::{Learnt, NeighAddr, Teach};
 use super::route::NeighEntry;
 pub use super::socket::{SocketError, SocketId, Sockets, UdpSocket, UDP_ECHO_PORT};
 use crate::buf::skb::Skb;
@@ -19,14 +20,13 @@ use crate::wire::EtherType;
 use crate::wire::{checksum, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP};
 use crate::worker::Worker;
 
-/// A neighbour learned from ARP/NDP (`neigh::learn`; `create` for requests and
-/// solicitations, answers only update): false when the table had no room (the packet is
-/// then dropped as `neigh_createfail`, unanswered).
-fn learn(net: &Net, w: &mut Worker, e: NeighEntry, create: bool) -> bool {
+/// A neighbour learned from ARP/NDP (`neigh::learn`: requests and solicitations create,
+/// answers only update).
+fn learn(net: &Net, w: &mut Worker, e: NeighEntry, teach: Teach) -> Learnt {
     match e {
-        NeighEntry::V4(port, a, mac) => super::neigh::learn(net, w, port, super::neigh::NeighAddr::V4(a), mac, create),
-        NeighEntry::V6(port, a, mac) => super::neigh::learn(net, w, port, super::neigh::NeighAddr::V6(a), mac, create),
-        NeighEntry::Forget4(..) | NeighEntry::Forget6(..) => true,
+        NeighEntry::V4(port, a, mac) => super::neigh::learn(net, w, port, NeighAddr::V4(a), mac, teach),
+        NeighEntry::V6(port, a, mac) => super::neigh::learn(net, w, port, NeighAddr::V6(a), mac, teach),
+        NeighEntry::Forget4(..) | NeighEntry::Forget6(..) => Learnt::Known,
     }
 }
 
@@ -530,7 +530,7 @@ fn lladdr_option(w: &Worker, s: &Skb, l4: usize, opt: u8) -> Option<[u8; 6]> {
 fn learn_from_solicit(net: &Net, w: &mut Worker, s: &Skb, l4: usize) -> bool {
     let Some(mac) = lladdr_option(w, s, l4, 1) else { return true };
     let who = Ipv6Packet::new_unchecked(&w.bufs.data(s.pkt)[s.network_off as usize..]).src_addr();
-    learn(net, w, NeighEntry::V6(s.rx_port, who, mac), true)
+    learn(net, w, NeighEntry::V6(s.rx_port, who, mac), Teach::Create) != Learnt::NoRoom
 }
 
 /// ndisc_recv_na: an advertisement updates the target's entry, if there is one, with its
@@ -563,13 +563,13 @@ fn neighbour_advert(net: &Net, w: &mut Worker, s: Skb, l4: usize, target: Option
     // confirms the entry as it is.
     let flags = w.bufs.data(s.pkt).get(l3 + l4 + 4).copied().unwrap_or(0);
     let (solicited, override_) = (flags & 0x40 != 0, flags & 0x20 != 0);
-    let who = super::neigh::NeighAddr::V6(target.unwrap_or([0; 16]));
+    let target = target.unwrap_or([0; 16]);
     match lladdr_option(w, &s, l4, 2) {
-        Some(mac) if override_ || super::neigh::known_mac(net, s.rx_port, who).is_none_or(|m| m == mac) => {
-            learn(net, w, NeighEntry::V6(s.rx_port, target.unwrap_or([0; 16]), mac), false);
+        Some(mac) => {
+            let teach = if override_ { Teach::Update } else { Teach::UpdateSameMac };
+            learn(net, w, NeighEntry::V6(s.rx_port, target, mac), teach);
         }
-        Some(_) => {}
-        None if solicited => super::neigh::confirm(net, w, s.rx_port, who),
+        None if solicited => super::neigh::confirm(net, w, s.rx_port, NeighAddr::V6(target)),
         None => {}
     }
     w.c.local += 1;
@@ -714,7 +714,7 @@ pub(crate) fn arp_rcv(net: &Net, w: &mut Worker, s: Skb) {
     let martian = (224..=239).contains(&spa[0]) || spa == [255; 4];
     match op {
         arp::OP_REQUEST if ours && !martian => {
-            if !probe && !learn(net, w, NeighEntry::V4(port, spa, sha), true) {
+            if !probe && learn(net, w, NeighEntry::V4(port, spa, sha), Teach::Create) == Learnt::NoRoom {
                 // arp_process answers only once the sender's entry exists.
                 return w.drop_pkt(s.pkt, DropReason::NeighCreatefail);
             }
@@ -734,20 +734,19 @@ pub(crate) fn arp_rcv(net: &Net, w: &mut Worker, s: Skb) {
             let p = retag(w, &s, s.pkt);
             crate::tx::enqueue(net, w, port, p);
         }
-        arp::OP_REPLY if ours && !probe && !martian => {
-            // Updates a neighbour we know or are resolving, never makes one (so it cannot
-            // run out of room).
-            learn(net, w, NeighEntry::V4(port, spa, sha), false);
-            w.c.local += 1;
-            w.bufs.free(s.pkt);
-        }
-        // arp_process looks every sender up, whatever the target: a gratuitous ARP (a
-        // failover announcing an address's new MAC) or a request or reply between other
-        // hosts updates a neighbour we know, and is consumed.
-        arp::OP_REQUEST | arp::OP_REPLY if !probe && !martian && super::neigh::knows(net, port, super::neigh::NeighAddr::V4(spa)) => {
-            learn(net, w, NeighEntry::V4(port, spa, sha), false);
-            w.c.local += 1;
-            w.bufs.free(s.pkt);
+        // A reply to us updates a neighbour we know or are resolving, never makes one (so it
+        // cannot run out of room), and is consumed either way. arp_process looks every
+        // sender up, whatever the target: a gratuitous ARP (a failover announcing an
+        // address's new MAC) or a request or reply between other hosts updates a neighbour
+        // we know and is consumed; from a sender we do not know it is ignored.
+        arp::OP_REQUEST | arp::OP_REPLY if !probe && !martian => {
+            let known = learn(net, w, NeighEntry::V4(port, spa, sha), Teach::Update) == Learnt::Known;
+            if known || (ours && op == arp::OP_REPLY) {
+                w.c.local += 1;
+                w.bufs.free(s.pkt);
+            } else {
+                w.drop_pkt(s.pkt, DropReason::ArpIgnored);
+            }
         }
         _ => w.drop_pkt(s.pkt, DropReason::ArpIgnored),
     }

@@ -69,36 +69,57 @@ fn publish_freed(net: &Net, w: &mut Worker, freed: &[(u16, NeighAddr)]) {
     }
 }
 
-/// An ARP/NDP packet taught `mac` for `addr` on `port`. With `create` (a request or
-/// solicitation for one of our addresses: the kernel's neigh_event_ns, __neigh_lookup with
-/// create, then neigh_update) a missing entry is made; without it (a reply or an
-/// advertisement: arp_process and ndisc_recv_na look up without create, as with the
-/// defaults `arp_accept` = 0 and `accept_untracked_na` = 0) only an entry that exists —
-/// one being resolved included — is updated, so a host on the link cannot fill the table
-/// with answers nobody asked for. A new entry needs room in its family's table
-/// (`NeighAges::admit`: gc_thresh3, forced gc); false when there is none, and the caller
-/// drops the packet as `neigh_createfail` without answering it, as arp_process and
-/// ndisc_recv_ns send nothing when neigh_event_ns finds no entry. A configured neighbour is
-/// permanent and keeps its MAC (neigh_update refuses to change a NUD_PERMANENT entry
-/// without NEIGH_UPDATE_F_ADMIN): true, the packet is still answered.
-pub(crate) fn learn(net: &Net, w: &mut Worker, port: u16, addr: NeighAddr, mac: [u8; 6], create: bool) -> bool {
+/// How much an ARP/NDP packet may change the table: neigh_update's create and override.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Teach {
+    /// A request or solicitation for one of our addresses (the kernel's neigh_event_ns:
+    /// __neigh_lookup with create, then neigh_update): a missing entry is made.
+    Create,
+    /// A reply, an announcement, an advertisement with the Override flag (arp_process and
+    /// ndisc_recv_na look up without create, as with the defaults `arp_accept` = 0 and
+    /// `accept_untracked_na` = 0): only an entry that exists, one being resolved included,
+    /// takes the MAC, so a host on the link cannot fill the table with answers nobody asked for.
+    Update,
+    /// An advertisement without Override (NEIGH_UPDATE_F_WEAK_OVERRIDE): as `Update`, but a
+    /// resolved entry keeps a different MAC (the kernel only marks it stale).
+    UpdateSameMac,
+}
+
+/// What `learn` found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Learnt {
+    /// The table has an entry for the address (configured, learned, made or being resolved).
+    Known,
+    /// No entry, and the packet may not make one.
+    Unknown,
+    /// No room for a new entry (`NeighAges::admit`: gc_thresh3, forced gc): the caller drops
+    /// the packet as `neigh_createfail` without answering it, as arp_process and
+    /// ndisc_recv_ns send nothing when neigh_event_ns finds no entry.
+    NoRoom,
+}
+
+/// An ARP/NDP packet taught `mac` for `addr` on `port`, as far as `teach` allows; decided
+/// with the shared table locked once. A configured neighbour is permanent and keeps its MAC
+/// (neigh_update refuses to change a NUD_PERMANENT entry without NEIGH_UPDATE_F_ADMIN): it is
+/// `Known`, the packet still answered.
+pub(crate) fn learn(net: &Net, w: &mut Worker, port: u16, addr: NeighAddr, mac: [u8; 6], teach: Teach) -> Learnt {
     let mut ages = net.neigh_ages.lock().unwrap_or_else(|p| p.into_inner());
     if ages.is_permanent(port, addr) {
-        return true;
+        return Learnt::Known;
     }
     let age = Age { mac: Some(mac), confirmed_ns: w.now_ns, probes: 0, next_probe_ns: 0, resolvers: 0 };
     let mut freed = Vec::new();
     let known = match ages.get_mut(&(port, addr)) {
+        Some(a) if teach == Teach::UpdateSameMac && a.mac.is_some_and(|m| m != mac) => return Learnt::Known,
         Some(a) => {
             let known = a.mac == Some(mac);
             *a = age;
             known
         }
-        // Nothing to update, and nothing asked for: not a failure.
-        None if !create => return true,
+        None if teach != Teach::Create => return Learnt::Unknown,
         None => {
             if !ages.admit(addr, w.now_ns, thresh(net, addr), &mut freed) {
-                return false;
+                return Learnt::NoRoom;
             }
             ages.insert((port, addr), age);
             false
@@ -119,14 +140,7 @@ pub(crate) fn learn(net: &Net, w: &mut Worker, port: u16, addr: NeighAddr, mac: 
     if !known {
         net.neigh_log.publish(e);
     }
-    true
-}
-
-/// The MAC the shared table holds for `addr` on `port` (None when unknown or being
-/// resolved).
-pub(crate) fn known_mac(net: &Net, port: u16, addr: NeighAddr) -> Option<[u8; 6]> {
-    let mut ages = net.neigh_ages.lock().unwrap_or_else(|p| p.into_inner());
-    ages.get_mut(&(port, addr)).and_then(|a| a.mac)
+    Learnt::Known
 }
 
 /// A neighbour confirmed reachable without a new MAC (a solicited advertisement without the
@@ -139,13 +153,6 @@ pub(crate) fn confirm(net: &Net, w: &Worker, port: u16, addr: NeighAddr) {
         a.probes = 0;
         a.next_probe_ns = 0;
     }
-}
-
-/// Whether the shared table has an entry for `addr` on `port` (configured, learned or being
-/// resolved): what a reply or announcement may update.
-pub(crate) fn knows(net: &Net, port: u16, addr: NeighAddr) -> bool {
-    let mut ages = net.neigh_ages.lock().unwrap_or_else(|p| p.into_inner());
-    ages.is_permanent(port, addr) || ages.get_mut(&(port, addr)).is_some()
 }
 
 /// A resolution starts on this worker: the entry is made now, without a MAC (neigh_alloc
@@ -549,7 +556,7 @@ mod tests {
         assert!(reserve(&net, &mut w0, 0, x) && reserve(&net, &mut w1, 0, x));
         unreserve(&net, 0, x);
         assert_eq!(net.neigh_ages.lock().unwrap().learned(false), 1, "worker 1 still resolves it");
-        assert!(learn(&net, &mut w1, 0, x, mac, false), "the reply to worker 1's request");
+        assert_eq!(learn(&net, &mut w1, 0, x, mac, Teach::Update), Learnt::Known, "the reply to worker 1's request");
         sync(&net, &mut w0);
         assert_eq!((w0.neigh.lookup(0, x), w1.neigh.lookup(0, x)), (Some(mac), Some(mac)));
 
@@ -558,7 +565,7 @@ mod tests {
         unreserve(&net, 0, y);
         unreserve(&net, 0, y);
         assert_eq!(net.neigh_ages.lock().unwrap().learned(false), 1, "both gave up: only x is left");
-        assert!(learn(&net, &mut w1, 0, y, mac, false), "a late reply is no failure");
+        assert_eq!(learn(&net, &mut w1, 0, y, mac, Teach::Update), Learnt::Unknown, "a late reply finds no entry");
         assert_eq!(w1.neigh.lookup(0, y), None, "and teaches nothing");
     }
 
@@ -574,21 +581,21 @@ mod tests {
         let net = Net::with_workers(tun, Pipeline::Local, 2);
         let (mut w0, mut w1) = (Worker::new(0, &pool), Worker::new(1, &pool));
         let (x, mac) = (NeighAddr::V4([192, 0, 2, 9]), [2, 0, 0, 0, 0, 9]);
-        assert!(learn(&net, &mut w1, 0, x, mac, true));
+        assert_eq!(learn(&net, &mut w1, 0, x, mac, Teach::Create), Learnt::Known);
         sync(&net, &mut w0);
         assert_eq!(w0.neigh.lookup(0, x), Some(mac));
         w0.now_ns = 1 << 60;
         age(&net, &mut w0);
         assert_eq!((w0.c.neigh_forgotten, w0.neigh.lookup(0, x)), (1, None), "aged out, no probes");
         assert_eq!(w1.neigh.lookup(0, x), Some(mac), "worker 1 has not applied the forget");
-        assert!(learn(&net, &mut w1, 0, x, mac, true));
+        assert_eq!(learn(&net, &mut w1, 0, x, mac, Teach::Create), Learnt::Known);
         sync(&net, &mut w1);
         sync(&net, &mut w0);
         assert_eq!(net.neigh_ages.lock().unwrap().learned(false), 1);
         assert_eq!((w0.neigh.lookup(0, x), w1.neigh.lookup(0, x)), (Some(mac), Some(mac)), "every worker knows it");
         // A confirmation with the same MAC changes nothing: nothing more is published.
         let published = net.neigh_log.len();
-        assert!(learn(&net, &mut w0, 0, x, mac, true));
+        assert_eq!(learn(&net, &mut w0, 0, x, mac, Teach::Create), Learnt::Known);
         assert_eq!(net.neigh_log.len(), published);
     }
 
