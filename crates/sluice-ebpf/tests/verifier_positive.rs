@@ -1240,3 +1240,32 @@ fn a_right_shift_by_any_amount_never_grows_the_value() {
         exit",
     );
 }
+
+/// Zero bytes (`*(u32 *)(r10 - 4) = 0`: not at a slot's start, so no spill but STACK_ZERO)
+/// in the saved state cover the same bytes of a spilled register that holds 0 (the
+/// kernel's stacksafe: STACK_ZERO against a spill of a known zero): the fall-through path,
+/// walked first, stores the immediate; the other spills `r1 = 0` over the whole slot; the
+/// bytes are read after the join, and the join prunes.
+#[test]
+fn a_zeroed_slot_covers_a_spilled_zero_so_the_join_prunes() {
+    let v = accepts(
+        "call 7
+        r1 = 0
+        if r0 != 0 goto other
+        *(u32 *)(r10 - 4) = 0
+        r3 = 0
+        r4 = 1
+        r5 = 2
+        r3 = 3
+        r4 = 4
+        r5 = 5
+        goto join
+    other:
+        *(u64 *)(r10 - 8) = r1
+    join:
+        r2 = *(u32 *)(r10 - 4)
+        r0 = 2
+        exit",
+    );
+    assert_eq!(v.stats().states_pruned, 1, "{:?}", v.stats());
+}
