@@ -238,6 +238,31 @@ fn packet_meta_read_without_check() {
     rejects("r2 = *(u32 *)(r1 + 8) \n r0 = *(u32 *)(r2 + 0) \n exit", 1, "invalid access to packet metadata");
 }
 
+/// `meta + 8 <= data + x` with x anywhere in [0, 7] leaves only one metadata byte known
+/// readable: the bound is granted only against a packet pointer at or below `data`
+/// (try_match_pkt_pointers requires `data` itself), never one that may be past it.
+#[test]
+fn packet_meta_checked_against_data_plus_a_variable_gets_no_range() {
+    rejects(
+        "
+        r6 = r1
+        call 7
+        r0 &= 7
+        r2 = *(u32 *)(r6 + 8)
+        r3 = *(u32 *)(r6 + 0)
+        r3 += r0
+        r4 = r2
+        r4 += 8
+        if r4 > r3 goto out
+        r0 = *(u64 *)(r2 + 0)
+    out:
+        r0 = 2
+        exit",
+        9,
+        "invalid access to packet metadata",
+    );
+}
+
 #[test]
 fn pkt_end_arithmetic() {
     rejects(&format!("{PKT} r3 += 1 \n r0 = 2 \n exit"), 2, "R3 pointer arithmetic on pkt_end prohibited");

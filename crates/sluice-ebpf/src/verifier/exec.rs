@@ -626,8 +626,8 @@ impl<'a> Verifier<'a> {
             }
         }
         self.map_value_bounds(pc, regno, &base, off, size as i64)?;
-        if let Access::Read { sx } = acc {
-            if let Some(v) = self.frozen_read(&base, off, size, sx) {
+        if let Access::Read { .. } = acc {
+            if let Some(v) = self.frozen_read(&base, off, size) {
                 return Ok(Reg::konst(v));
             }
         }
@@ -635,9 +635,9 @@ impl<'a> Verifier<'a> {
     }
 
     /// A load at a constant offset from a frozen read-only map (`.rodata`) is the value
-    /// there (check_mem_access: bpf_map_is_rdonly + bpf_map_direct_read), sign-extended by a
-    /// sign-extending load.
-    fn frozen_read(&self, base: &Reg, off: i64, size: u32, sx: bool) -> Option<u64> {
+    /// there (check_mem_access: bpf_map_is_rdonly + bpf_map_direct_read), zero-extended;
+    /// `ldx` sign-extends it for a sign-extending load, as any other loaded scalar.
+    fn frozen_read(&self, base: &Reg, off: i64, size: u32) -> Option<u64> {
         let bytes = self.frozen.get(base.aux as usize)?.as_deref()?;
         // Only what the kernel reads so: a read-only array of one value, of its size.
         let m = self.prog.maps.get(base.aux as usize)?;
@@ -648,9 +648,7 @@ impl<'a> Verifier<'a> {
         let b = bytes.get(at..at.checked_add(size as usize)?)?;
         let mut le = [0u8; 8];
         le[..b.len()].copy_from_slice(b);
-        let v = u64::from_le_bytes(le);
-        let bits = size * 8;
-        Some(if sx && bits < 64 { (((v << (64 - bits)) as i64) >> (64 - bits)) as u64 } else { v })
+        Some(u64::from_le_bytes(le))
     }
 
     fn touch_stack(&mut self, st: &State, fno: usize, o: i64) {
