@@ -522,32 +522,44 @@ impl JitProgram {
                 return faults;
             }
         };
-        let mut head = RunHead { ctx: XdpMd::default(), fault: 0, fault_helper: 0, redirect_kind: 0, redirect_target: 0, cpu, fault_pc: 0 };
+        // The burst's fields of the context are written once: the verifier refuses every
+        // write to it, so the program cannot change them between packets.
+        let ctx = XdpMd {
+            data: 0,
+            data_end: 0,
+            data_meta: 0,
+            ingress_ifindex: ctx.ingress_ifindex,
+            rx_queue_index: ctx.rx_queue_index,
+            egress_ifindex: 0,
+        };
+        let mut head = RunHead { ctx, fault: 0, fault_helper: 0, redirect_kind: 0, redirect_target: 0, cpu, fault_pc: 0 };
         // Not zeroed, and not cleared between packets, unless the program may read stack it
         // has not written in the same run (`zero_stack`): then zeroed for every packet, so no
-        // packet sees another's bytes.
+        // packet sees another's bytes. r10 and the size check are the burst's (hoisted by hand:
+        // the compiler must assume the call through `entry` may change `self`).
         let mut stack = MaybeUninit::<[u64; W]>::uninit();
-        for (d, o) in pkts.iter().zip(out.iter_mut()) {
-            let r10 = self.stack_top(&mut stack) as u64;
+        let r10 = self.stack_top(&mut stack);
+        let rezero = self.zero_stack.then_some(self.stack_bytes);
+        for (i, (d, o)) in pkts.iter().zip(out.iter_mut()).enumerate() {
+            if let (Some(bytes), true) = (rezero, i > 0) {
+                // SAFETY: stack_top asserted stack_bytes <= W * 8, so the bytes below r10
+                // lie inside `stack`.
+                unsafe { std::ptr::write_bytes(r10.wrapping_sub(bytes), 0, bytes) };
+            }
             let Some((data, data_end)) = region.addresses(d) else {
                 *o = ABORTED;
                 faults.record(RunError::new(0, bad_desc(d, region)));
                 continue;
             };
-            head.ctx = XdpMd {
-                data,
-                data_end,
-                data_meta: data,
-                ingress_ifindex: ctx.ingress_ifindex,
-                rx_queue_index: ctx.rx_queue_index,
-                egress_ifindex: 0,
-            };
+            head.ctx.data = data;
+            head.ctx.data_end = data_end;
+            head.ctx.data_meta = data;
             let state: *mut RunHead = &mut head;
             // SAFETY: as in `exec_lean`: finalized code for this verified, helper-free program,
             // touching only `head`, the stack below r10 and the packet `head.ctx` describes
             // (inside its frame of the region, below 4 GiB, checked by `addresses`), and map
             // values. The region borrow keeps the frames ours for the burst.
-            let r0 = unsafe { (self.entry)(state.cast(), r10) };
+            let r0 = unsafe { (self.entry)(state.cast(), r10 as u64) };
             *o = RunOutcome { action: r0 as u32, redirect: None };
         }
         faults
