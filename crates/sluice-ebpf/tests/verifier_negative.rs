@@ -1236,6 +1236,59 @@ fn lddw_malformed_second_slot() {
     rejects("raw 0x18 0 0 0 0 \n raw 0x07 0 0 0 1 \n exit", 0, "malformed second slot");
 }
 
+/// Each reserved field of BPF_LD_IMM64's second slot alone makes it malformed (the
+/// kernel's check_ld_imm: code, dst_reg, src_reg and off must all be 0): dst, src, off.
+#[test]
+fn lddw_second_slot_with_any_one_reserved_field_set() {
+    for (slot, what) in [("raw 0 1 0 0 5", "dst"), ("raw 0 0 1 0 5", "src"), ("raw 0 0 0 1 5", "off")] {
+        let src = format!("raw 0x18 0 0 0 0 \n {slot} \n exit");
+        let e = verify(&program(asm(&src), maps()), &VerifyOptions::default()).expect_err(what);
+        assert!(e.insn == 0 && e.msg.contains("malformed second slot"), "{what}: {e}");
+    }
+}
+
+/// One load instruction reached with the context on two paths and a packet pointer on a
+/// third: refused (the engines rewrite context loads, so one instruction cannot serve
+/// both), however many times the context came first. r8 differs and is used as a stack
+/// offset after the load, so no path is pruned at it.
+#[test]
+fn a_load_reached_twice_with_ctx_then_with_a_packet_pointer_is_refused() {
+    rejects(
+        "
+        r6 = r1
+        call 7
+        r1 = r6
+        r2 = *(u32 *)(r1 + 0)
+        r3 = *(u32 *)(r1 + 4)
+        r4 = r2
+        r4 += 8
+        if r4 > r3 goto out
+        r7 = r0
+        if r7 == 1 goto use_pkt
+        if r7 == 2 goto ctx2
+        r5 = r6
+        r8 = 1
+        goto load
+    ctx2:
+        r5 = r6
+        r8 = 2
+        goto load
+    use_pkt:
+        r5 = r2
+        r8 = 3
+    load:
+        r0 = *(u32 *)(r5 + 0)
+        r1 = r10
+        r1 += r8
+        *(u8 *)(r1 - 8) = 0
+    out:
+        r0 = 2
+        exit",
+        19,
+        "same insn cannot be used with ctx and other pointer types",
+    );
+}
+
 #[test]
 fn ld_abs_refused() {
     rejects("raw 0x20 0 0 0 0 \n exit", 0, "BPF_LD_[ABS|IND]");

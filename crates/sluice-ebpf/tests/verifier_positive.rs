@@ -1269,3 +1269,61 @@ fn a_zeroed_slot_covers_a_spilled_zero_so_the_join_prunes() {
     );
     assert_eq!(v.stats().states_pruned, 1, "{:?}", v.stats());
 }
+
+/// Precision backtracking through a store of an immediate (BPF_ST): the slot's value came
+/// from no register, so none becomes precise (only BPF_STX spills its source register; the
+/// ST's src field, 0, is not r0). r0 differs at the join and is read after it, but nothing
+/// depends on its value, so the join prunes.
+#[test]
+fn a_stored_immediate_makes_no_register_precise() {
+    let v = diamond_r6(
+        1,
+        "r7 = r0 \n *(u64 *)(r10 - 8) = 3 \n r1 = *(u64 *)(r10 - 8) \n r2 = r10 \n r2 += r1 \n *(u8 *)(r2 - 16) = 0 \n r0 = 2 \n exit",
+    );
+    assert_eq!(v.stats().states_pruned, 1, "{:?}", v.stats());
+}
+
+/// `x % y` is at most `x` for every divisor, 0 included (the runtime defines `x % 0 = x`):
+/// a dividend of 0..15 modulo a register that may be zero still indexes a 16-byte map value.
+#[test]
+fn a_modulo_by_a_register_that_may_be_zero_is_at_most_the_dividend() {
+    accepts(
+        "call 7
+        r8 = r0
+        r8 &= 15
+        call 7
+        r9 = r0
+        r9 &= 255
+        *(u32 *)(r10 - 4) = 0
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        if r0 == 0 goto out
+        r8 %= r9
+        r0 += r8
+        r0 = *(u8 *)(r0 + 0)
+    out:
+        r0 = 2
+        exit",
+    );
+}
+
+/// Subtraction keeps the bits it knows (the kernel's tnum_sub): `(x & 0x101) - 2` is one
+/// of -2, -1, 0xfe, 0xff, whose bits 1 to 7 are all set; no range says so (it is
+/// [-2, 255] signed), only the tnum. So `r1 & 2` is always set and the bad branch is dead.
+#[test]
+fn a_difference_keeps_the_bits_every_value_has() {
+    accepts(
+        "call 7
+        r1 = r0
+        r1 &= 0x101
+        r1 -= 2
+        if r1 & 2 goto ok
+        r0 = *(u64 *)(r10 + 8)
+        exit
+    ok:
+        r0 = 2
+        exit",
+    );
+}
