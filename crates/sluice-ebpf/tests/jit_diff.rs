@@ -1262,3 +1262,38 @@ fn an_address_space_cast_is_unsupported_and_offset_1_elsewhere_invalid() {
         assert!(matches!(refused(vec![Insn::new(code, 1, 2, 1, 1), exit()]), JitError::InvalidInstruction { pc: 0, .. }), "{code:#x}");
     }
 }
+
+/// bpf_map_lookup_percpu_elem reads the copy of the CPU it names, whatever CPU the run is
+/// on, and a CPU past the map's copies finds nothing (NULL: the program returns 99).
+#[test]
+fn lookup_percpu_elem_reads_the_cpu_it_names() {
+    let defs = [MapDef::new("pc", map_type::PERCPU_ARRAY, 4, 8, 1)];
+    let program = |cpu: i32| {
+        flat(&[
+            &[st(BPF_W, 10, -4, 0)],
+            &lddw_map(1, 0),
+            &[
+                mov64_reg(2, 10),
+                alu64_imm(BPF_ADD, 2, -4),
+                mov64_imm(3, cpu),
+                call(hid::MAP_LOOKUP_PERCPU_ELEM),
+                jmp_imm(BPF_JEQ, 0, 0, 2),
+                ldx(BPF_DW, 0, 0, 0),
+                exit(),
+                mov64_imm(0, 99),
+                exit(),
+            ],
+        ])
+    };
+    let setup = |m: &Maps| {
+        let values: Vec<u8> = [10u64, 11, 12, 13].iter().flat_map(|v| v.to_le_bytes()).collect();
+        m.get(0).unwrap().update(&0u32.to_le_bytes(), &values, 0).unwrap();
+    };
+    let inputs: Vec<Input> = [0u32, 3].iter().map(|&cpu| Input { cpu, ..Input::pkt(&[0; 64]) }).collect();
+    for (cpu, want) in [(2, 12), (0, 10), (4, 99)] {
+        match diff_runs(program(cpu), &defs, 4, &setup, &inputs) {
+            Diff::Same(v) => assert!(v.iter().all(|r| r.r0() == want), "cpu {cpu}: {:?}", v.iter().map(|r| r.r0()).collect::<Vec<_>>()),
+            Diff::Refused(e) => panic!("{e}"),
+        }
+    }
+}

@@ -1750,6 +1750,14 @@ fn ringbuf_record_bounds() {
     rb_rejects(&src, 7, "mem_size=8 off=6 size=4");
 }
 
+/// A record's bytes start at its pointer: 4 bytes before it (the ring's header) are out of
+/// bounds however small the access (the kernel's check_mem_region_access: off < 0).
+#[test]
+fn ringbuf_record_bytes_before_the_record_are_refused() {
+    let src = format!("{RESERVE8} if r0 == 0 goto +5 \n *(u32 *)(r0 - 4) = 1 \n r1 = r0 \n r2 = 0 \n call 132 \n r0 = 2 \n exit");
+    rb_rejects(&src, 7, "min offset -4 is negative");
+}
+
 #[test]
 fn ringbuf_release_needs_the_record_start() {
     let src = format!("{RESERVE8} if r0 == 0 goto +5 \n r1 = r0 \n r1 += 4 \n r2 = 0 \n call 133 \n r0 = 2 \n exit");
@@ -2569,5 +2577,28 @@ fn a_32_bit_copy_of_a_wider_value_is_not_linked_to_it() {
         exit",
         14,
         "pointer arithmetic with unbounded register prohibited",
+    );
+}
+
+/// A byte of an unknown 32-bit value spilled to the stack is not that value: the fill is
+/// a new number, not linked to the source (only a spill that keeps every bit of its
+/// source is), so learning the byte is 0 says nothing of r6, and `r10 + r6` is stack
+/// arithmetic with a 32-bit unknown, refused.
+#[test]
+fn a_narrow_spill_of_a_wider_value_is_not_linked_to_it() {
+    rejects(
+        "call 7
+        r6 = r0
+        *(u8 *)(r10 - 8) = r6
+        r7 = *(u8 *)(r10 - 8)
+        if r7 != 0 goto out
+        r1 = r10
+        r1 += r6
+        *(u8 *)(r1 - 8) = 0
+    out:
+        r0 = 2
+        exit",
+        6,
+        "fp variable offset [0, 4294967295]",
     );
 }

@@ -1327,3 +1327,27 @@ fn a_difference_keeps_the_bits_every_value_has() {
         exit",
     );
 }
+
+/// A left shift keeps its lower bound (the kernel's scalar_min_max_lsh): `((x & 3) + 1) << 2`
+/// is 4..16, so `value + r1 - 4` is inside a 16-byte map value.
+#[test]
+fn a_left_shift_keeps_the_lower_bound() {
+    accepts(
+        "call 7
+        r8 = r0
+        r8 &= 3
+        r8 += 1
+        r8 <<= 2
+        *(u32 *)(r10 - 4) = 0
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        if r0 == 0 goto out
+        r0 += r8
+        r0 = *(u8 *)(r0 - 4)
+    out:
+        r0 = 2
+        exit",
+    );
+}
