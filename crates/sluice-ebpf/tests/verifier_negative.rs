@@ -2602,3 +2602,78 @@ fn a_narrow_spill_of_a_wider_value_is_not_linked_to_it() {
         "fp variable offset [0, 4294967295]",
     );
 }
+
+/// A signed remainder can be negative (-9 s% 4 = -1): BPF_MOD with off 1 is not the
+/// unsigned modulo, whose result would be below the divisor; `value + (x s% 4)` is refused
+/// (its range is unknown).
+#[test]
+fn a_signed_remainder_of_a_negative_number_is_not_below_the_divisor() {
+    rejects(
+        "call 7
+        r8 = r0
+        r8 &= 7
+        r8 -= 9
+        r9 = 4
+        r8 s%= r9
+        *(u32 *)(r10 - 4) = 0
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        if r0 == 0 goto out
+        r0 += r8
+        r0 = *(u8 *)(r0 + 0)
+    out:
+        r0 = 2
+        exit",
+        13,
+        "map_value variable offset",
+    );
+}
+
+/// A saved state's packet pointer with 8 bytes checked does not cover the same pointer
+/// with 2 checked (regsafe: the current range must be at least the old one). The
+/// fall-through checks 8 bytes and is walked first (its padding and second jump make the
+/// verifier save its state at `join`); the other path, with the same registers but 2 bytes
+/// checked, is not pruned there, and its 8-byte read is refused.
+#[test]
+fn a_packet_pointer_with_a_shorter_checked_range_is_not_pruned() {
+    rejects(
+        "r6 = r1
+        call 7
+        r2 = *(u32 *)(r6 + 0)
+        r3 = *(u32 *)(r6 + 4)
+        if r0 != 0 goto other
+        r4 = r2
+        r4 += 8
+        if r4 > r3 goto out
+        r4 = 0
+        r5 = 1
+        r5 = 2
+        r5 = 3
+        r5 = 4
+        r5 = 5
+        goto pad
+    pad:
+        r5 = 6
+        r1 = 1
+        r1 = 2
+        r1 = 3
+        r1 = 4
+        goto join
+    other:
+        r4 = r2
+        r4 += 2
+        if r4 > r3 goto out
+        r4 = 0
+        r5 = 6
+        r1 = 4
+    join:
+        r0 = *(u64 *)(r2 + 0)
+    out:
+        r0 = 2
+        exit",
+        27,
+        "invalid access to packet, off=0 size=8, R2 range=2",
+    );
+}

@@ -1351,3 +1351,31 @@ fn a_left_shift_keeps_the_lower_bound() {
         exit",
     );
 }
+
+/// An arithmetic right shift keeps a negative range's lower bound (the kernel's
+/// scalar_min_max_arsh: smin >> k): [-17, -8] s>> 1 is [-9, -4], so `+ 9` indexes
+/// bytes 0..5 of a 16-byte map value. The range crosses 0x..f0, so the tnum alone says
+/// only [-16, -1]: the bound must come from the range.
+#[test]
+fn an_arithmetic_right_shift_keeps_a_negative_lower_bound() {
+    accepts(
+        "call 7
+        r8 = r0
+        r8 -= 100
+        if r8 s< -17 goto out
+        if r8 s> -8 goto out
+        r8 s>>= 1
+        r8 += 9
+        *(u32 *)(r10 - 4) = 0
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        if r0 == 0 goto out
+        r0 += r8
+        r0 = *(u8 *)(r0 + 0)
+    out:
+        r0 = 2
+        exit",
+    );
+}
