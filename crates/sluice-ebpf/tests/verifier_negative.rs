@@ -1236,6 +1236,17 @@ fn lddw_malformed_second_slot() {
     rejects("raw 0x18 0 0 0 0 \n raw 0x07 0 0 0 1 \n exit", 0, "malformed second slot");
 }
 
+/// A call instruction with any one reserved field set is refused (check_subprogs /
+/// do_check: BPF_CALL with dst_reg or off non-zero, or the BPF_X bit).
+#[test]
+fn a_call_with_any_one_reserved_field_set_is_refused() {
+    for (call, what) in [("raw 0x8d 0 0 0 7", "the X bit"), ("raw 0x85 1 0 0 7", "dst"), ("raw 0x85 0 0 1 7", "off")] {
+        let src = format!("{call} \n r0 = 2 \n exit");
+        let e = verify(&program(asm(&src), maps()), &VerifyOptions::default()).expect_err(what);
+        assert!(e.insn == 0 && e.msg.contains("uses reserved fields"), "{what}: {e}");
+    }
+}
+
 /// Each reserved field of BPF_LD_IMM64's second slot alone makes it malformed (the
 /// kernel's check_ld_imm: code, dst_reg, src_reg and off must all be 0): dst, src, off.
 #[test]
@@ -2675,5 +2686,68 @@ fn a_packet_pointer_with_a_shorter_checked_range_is_not_pruned() {
         exit",
         27,
         "invalid access to packet, off=0 size=8, R2 range=2",
+    );
+}
+
+/// Precision crosses a subprogram call backwards in the caller's frame: r6, used as a map
+/// value offset after `call @f`, must be precise at the join before the call, so the path
+/// with r6 = 100 is not pruned against the one with r6 = 0, and its access is refused.
+#[test]
+fn precision_of_a_callers_register_crosses_a_subprogram_call() {
+    rejects(
+        "call 7
+        r6 = 0
+        if r0 != 0 goto other
+        r3 = 0
+        r4 = 1
+        r5 = 2
+        r3 = 3
+        r4 = 4
+        r5 = 5
+        goto join
+    other:
+        r6 = 100
+    join:
+        call @f
+        *(u32 *)(r10 - 4) = 0
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        if r0 == 0 goto out
+        r0 += r6
+        r0 = *(u8 *)(r0 + 0)
+    out:
+        r0 = 2
+        exit
+    f:
+        r0 = 0
+        exit",
+        20,
+        "off=100",
+    );
+}
+
+/// The call reported for a chain over 512 stack bytes is the one that passes 512, not one
+/// that reaches it exactly: main 256 + f 256 is 512 (allowed), f's call of g (8 more)
+/// is the one over.
+#[test]
+fn the_call_reported_over_the_stack_limit_is_the_one_past_512_not_at_it() {
+    rejects(
+        "*(u64 *)(r10 - 256) = 0
+        call @f
+        r0 = 2
+        exit
+    f:
+        *(u64 *)(r10 - 256) = 0
+        call @g
+        r0 = 0
+        exit
+    g:
+        *(u64 *)(r10 - 8) = 0
+        r0 = 0
+        exit",
+        5,
+        "combined stack size of 3 calls is 520 bytes",
     );
 }

@@ -1379,3 +1379,39 @@ fn an_arithmetic_right_shift_keeps_a_negative_lower_bound() {
         exit",
     );
 }
+
+/// The combined stack of a call chain may be exactly 512 bytes (check_max_stack_depth
+/// refuses only more): main uses 256, the function it calls 256.
+#[test]
+fn a_call_chain_of_exactly_512_stack_bytes_is_accepted() {
+    let v = accepts(
+        "*(u64 *)(r10 - 256) = 0
+        call @f
+        r0 = 2
+        exit
+    f:
+        *(u64 *)(r10 - 256) = 0
+        r0 = 0
+        exit",
+    );
+    assert_eq!(v.stats().max_call_chain_stack, 512);
+}
+
+/// A product keeps the bits it knows (the kernel's tnum_mul): `(x & 0x10) * 3` is one of 0,
+/// 0x30 (bits 4 and 5 unknown, every other bit 0), which no range says ([0, 48]); so
+/// `r1 & 0xf` is never set and the bad branch is dead.
+#[test]
+fn a_product_keeps_the_bits_every_value_has() {
+    accepts(
+        "call 7
+        r1 = r0
+        r1 &= 0x10
+        r1 *= 3
+        if r1 & 0xf goto bad
+        r0 = 2
+        exit
+    bad:
+        r0 = *(u64 *)(r10 + 8)
+        exit",
+    );
+}
