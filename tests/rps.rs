@@ -124,6 +124,14 @@ fn the_flow_limit_drops_the_elephant_not_the_mice() {
     let (o, _) = run_rps(&frames, &setup);
     assert_eq!(o.dropped(DropReason::CpuBacklogFlowLimit), 0, "{:?}", o.drops());
     assert!(o.dropped(DropReason::CpuBacklog) > 0, "the full backlog still drops: {:?}", o.drops());
+    // The default bitmap is empty: no CPU limits flows.
+    let mut setup = rps_setup("1");
+    setup.tun.netdev_max_backlog = 2000;
+    setup.tun.extra_work = 5_000;
+    assert_eq!(setup.tun.flow_limit_cpu_bitmap, 0, "the kernel's default");
+    let (o, _) = run_rps(&frames, &setup);
+    assert_eq!(o.dropped(DropReason::CpuBacklogFlowLimit), 0, "{:?}", o.drops());
+    assert!(o.dropped(DropReason::CpuBacklog) > 0, "the full backlog drops: {:?}", o.drops());
 }
 
 /// After a run on two workers, reset_counters zeroes what the per-second lines read too

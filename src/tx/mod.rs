@@ -450,6 +450,33 @@ mod tests {
         }
     }
 
+    /// Requeued packets count against the qdisc's limit (the kernel keeps them in qlen): a
+    /// pfifo of 4 holding 3 with 1 requeued is full, so the next staged packet is dropped.
+    #[test]
+    fn requeued_packets_count_against_the_qdisc_limit() {
+        let pool = Pool::new(64).unwrap();
+        let mut bufs = pool.cache();
+        let mut c = Counters::default();
+        let mut q = TxQueue::default();
+        let spec = QdiscSpec { limit: Some(4), ..QdiscSpec::new(QdiscKind::Pfifo) };
+        q.qdisc = Some(spec.build(1000, 1500));
+        let mut pkts = Vec::new();
+        assert_eq!(bufs.alloc_bulk(&mut pkts, 5, 60), 5);
+        q.requeued.push_back(pkts[0]);
+        q.pkts.extend_from_slice(&pkts[1..4]);
+        enqueue_staged(&mut q, &mut bufs, &mut c, 0);
+        assert_eq!((q.qdisc.as_ref().unwrap().len(), c.dropped(DropReason::QdiscDrop)), (3, 0));
+        q.pkts.push(pkts[4]);
+        enqueue_staged(&mut q, &mut bufs, &mut c, 0);
+        assert_eq!((q.qdisc.as_ref().unwrap().len(), c.dropped(DropReason::QdiscDrop)), (3, 1), "1 requeued + 3 queued = the limit");
+        let mut cx = QCtx { bufs: &mut bufs, now_ns: 0, dropped: &mut q.dropped };
+        while let Some(p) = q.qdisc.as_mut().unwrap().dequeue(&mut cx) {
+            cx.bufs.free(p);
+        }
+        bufs.free(q.requeued.pop_front().unwrap());
+        assert_eq!(bufs.in_use(), 0);
+    }
+
     #[test]
     fn a_full_handoff_queue_drops_as_qdisc_drop() {
         // Two workers; port 0 belongs to worker 0 (not polled here), worker 1 transmits on it.
