@@ -1074,6 +1074,9 @@ fn adjust_tail_shrinks_the_fragments_before_the_linear_part() {
     };
     assert_eq!(run_frags(-10), (0, 64, vec![90]), "cut from the fragment, the linear part intact");
     assert_eq!(run_frags(-120), (0, 44, vec![]), "the fragment released, then 20 linear bytes");
+    // At most everything but the Ethernet header goes: 164 - 14 = 150 bytes.
+    assert_eq!(run_frags(-150), (0, 14, vec![]), "down to the Ethernet header");
+    assert_eq!(run_frags(-151), (-(libc::EINVAL as i64), 64, vec![100]), "one byte more: refused, nothing cut");
 }
 
 /// `bpf_xdp_load_bytes` / `store_bytes`: an offset or length up to 0xffff passes the

@@ -1297,3 +1297,29 @@ fn lookup_percpu_elem_reads_the_cpu_it_names() {
         }
     }
 }
+
+/// trace_printk's `%pI4` and `%pi4` print the four bytes the argument points to, dotted,
+/// the second with leading zeros; the format goes on after the two letters.
+#[test]
+fn trace_printk_prints_ipv4_addresses() {
+    let fmt = b"a=%pI4 b=%pi4!\0\0";
+    let mut p = Vec::new();
+    for (i, chunk) in fmt.chunks(8).enumerate() {
+        let w = u64::from_le_bytes(chunk.try_into().unwrap());
+        p.extend_from_slice(&lddw(1, w));
+        p.push(stx(BPF_DW, 10, 1, -16 + 8 * i as i16));
+    }
+    p.extend_from_slice(&[
+        st(BPF_W, 10, -24, i32::from_le_bytes([192, 0, 2, 1])),
+        mov64_reg(1, 10),
+        alu64_imm(BPF_ADD, 1, -16),
+        mov64_imm(2, 15),
+        mov64_reg(3, 10),
+        alu64_imm(BPF_ADD, 3, -24),
+        mov64_reg(4, 3),
+        call(hid::TRACE_PRINTK),
+        exit(),
+    ]);
+    let s = same(p);
+    assert_eq!(s.traces, vec!["a=192.0.2.1 b=192.000.002.001!".to_owned()]);
+}
