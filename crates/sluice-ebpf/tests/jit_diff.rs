@@ -1323,3 +1323,31 @@ fn trace_printk_prints_ipv4_addresses() {
     let s = same(p);
     assert_eq!(s.traces, vec!["a=192.0.2.1 b=192.000.002.001!".to_owned()]);
 }
+
+/// A `%s` argument pointing into the context reads the context's bytes (as any memory the
+/// program may read), not a fault: here its ingress_ifindex field, up to the first 0.
+#[test]
+fn trace_printk_reads_a_string_in_the_context() {
+    let fmt = b"s=%s\0\0\0\0";
+    let p = flat(&[
+        &lddw(2, u64::from_le_bytes(*fmt)),
+        &[
+            stx(BPF_DW, 10, 2, -8),
+            mov64_reg(3, 1),
+            alu64_imm(BPF_ADD, 3, 12),
+            mov64_reg(1, 10),
+            alu64_imm(BPF_ADD, 1, -8),
+            mov64_imm(2, 5),
+            call(hid::TRACE_PRINTK),
+            mov64_imm(0, 2),
+            exit(),
+        ],
+    ]);
+    match diff_runs(p, &[], 1, &|_| {}, &[Input::pkt(&[0; 64])]) {
+        Diff::Same(v) => {
+            let t = &v[0].traces;
+            assert!(t.len() == 1 && t[0].starts_with("s=") && !t[0].contains("fault"), "{t:?}");
+        }
+        Diff::Refused(e) => panic!("{e}"),
+    }
+}
