@@ -2751,3 +2751,51 @@ fn the_call_reported_over_the_stack_limit_is_the_one_past_512_not_at_it() {
         "combined stack size of 3 calls is 520 bytes",
     );
 }
+
+/// Precision follows the registers a comparison refined through their link: on the first
+/// path r7 is a copy of r6, so `if r7 > 4` bounds r6 too, and r6's use as an offset makes
+/// r7 precise at `join` as well (backtracking through the branch marks every linked
+/// register). The second path's r7 is another number: its state is not the same (r6 and
+/// r7 are no longer one value), so it is not pruned, and its unbounded r6 is refused.
+#[test]
+fn a_comparison_makes_its_linked_registers_precise() {
+    rejects(
+        "call 7
+        r6 = r0
+        call 7
+        if r0 != 0 goto other
+        r7 = r6
+        r5 = 1
+        r5 = 2
+        r5 = 3
+        r5 = 4
+        r5 = 5
+        goto pad
+    pad:
+        r5 = 6
+        r1 = 1
+        r1 = 2
+        r1 = 3
+        r1 = 4
+        goto join
+    other:
+        r7 = r0
+        r5 = 6
+        r1 = 4
+    join:
+        if r7 > 4 goto out
+        *(u32 *)(r10 - 4) = 0
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        if r0 == 0 goto out
+        r0 += r6
+        r0 = *(u8 *)(r0 + 0)
+    out:
+        r0 = 2
+        exit",
+        28,
+        "map_value variable offset",
+    );
+}
