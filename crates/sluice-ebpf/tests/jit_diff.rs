@@ -984,13 +984,7 @@ fn misc_helpers() {
     p.extend_from_slice(&[mov64_reg(2, 10), alu64_imm(BPF_ADD, 2, -64), mov64_imm(3, 64), mov64_imm(4, 0), call(hid::FIB_LOOKUP), exit()]);
     same(p);
     // trace_printk.
-    let fmt = b"v=%d u=%u x=%x\0\0";
-    let mut p = Vec::new();
-    for (i, chunk) in fmt.chunks(8).enumerate() {
-        let w = u64::from_le_bytes(chunk.try_into().unwrap());
-        p.extend_from_slice(&lddw(1, w));
-        p.push(stx(BPF_DW, 10, 1, -16 + 8 * i as i16));
-    }
+    let mut p = format_on_stack(b"v=%d u=%u x=%x\0\0", -16);
     p.extend_from_slice(&[
         mov64_reg(1, 10),
         alu64_imm(BPF_ADD, 1, -16),
@@ -1302,13 +1296,7 @@ fn lookup_percpu_elem_reads_the_cpu_it_names() {
 /// the second with leading zeros; the format goes on after the two letters.
 #[test]
 fn trace_printk_prints_ipv4_addresses() {
-    let fmt = b"a=%pI4 b=%pi4!\0\0";
-    let mut p = Vec::new();
-    for (i, chunk) in fmt.chunks(8).enumerate() {
-        let w = u64::from_le_bytes(chunk.try_into().unwrap());
-        p.extend_from_slice(&lddw(1, w));
-        p.push(stx(BPF_DW, 10, 1, -16 + 8 * i as i16));
-    }
+    let mut p = format_on_stack(b"a=%pI4 b=%pi4!\0\0", -16);
     p.extend_from_slice(&[
         st(BPF_W, 10, -24, i32::from_le_bytes([192, 0, 2, 1])),
         mov64_reg(1, 10),
@@ -1350,4 +1338,15 @@ fn trace_printk_reads_a_string_in_the_context() {
         }
         Diff::Refused(e) => panic!("{e}"),
     }
+}
+
+/// Instructions storing `fmt` (a multiple of 8 bytes) on the stack from `r10 + at` upwards,
+/// through r1: a trace_printk format.
+fn format_on_stack(fmt: &[u8], at: i16) -> Vec<sluice_ebpf::insn::Insn> {
+    let mut p = Vec::new();
+    for (i, chunk) in fmt.chunks(8).enumerate() {
+        p.extend_from_slice(&lddw(1, u64::from_le_bytes(chunk.try_into().unwrap())));
+        p.push(stx(BPF_DW, 10, 1, at + 8 * i as i16));
+    }
+    p
 }

@@ -1240,10 +1240,9 @@ fn lddw_malformed_second_slot() {
 /// do_check: BPF_CALL with dst_reg or off non-zero, or the BPF_X bit).
 #[test]
 fn a_call_with_any_one_reserved_field_set_is_refused() {
-    for (call, what) in [("raw 0x8d 0 0 0 7", "the X bit"), ("raw 0x85 1 0 0 7", "dst"), ("raw 0x85 0 0 1 7", "off")] {
-        let src = format!("{call} \n r0 = 2 \n exit");
-        let e = verify(&program(asm(&src), maps()), &VerifyOptions::default()).expect_err(what);
-        assert!(e.insn == 0 && e.msg.contains("uses reserved fields"), "{what}: {e}");
+    // The X bit; dst; off.
+    for call in ["raw 0x8d 0 0 0 7", "raw 0x85 1 0 0 7", "raw 0x85 0 0 1 7"] {
+        rejects(&format!("{call} \n r0 = 2 \n exit"), 0, "uses reserved fields");
     }
 }
 
@@ -1251,10 +1250,8 @@ fn a_call_with_any_one_reserved_field_set_is_refused() {
 /// kernel's check_ld_imm: code, dst_reg, src_reg and off must all be 0): dst, src, off.
 #[test]
 fn lddw_second_slot_with_any_one_reserved_field_set() {
-    for (slot, what) in [("raw 0 1 0 0 5", "dst"), ("raw 0 0 1 0 5", "src"), ("raw 0 0 0 1 5", "off")] {
-        let src = format!("raw 0x18 0 0 0 0 \n {slot} \n exit");
-        let e = verify(&program(asm(&src), maps()), &VerifyOptions::default()).expect_err(what);
-        assert!(e.insn == 0 && e.msg.contains("malformed second slot"), "{what}: {e}");
+    for slot in ["raw 0 1 0 0 5", "raw 0 0 1 0 5", "raw 0 0 0 1 5"] {
+        rejects(&format!("raw 0x18 0 0 0 0 \n {slot} \n exit"), 0, "malformed second slot");
     }
 }
 
@@ -2642,23 +2639,10 @@ fn a_signed_remainder_of_a_negative_number_is_not_below_the_divisor() {
     );
 }
 
-/// A saved state's packet pointer with 8 bytes checked does not cover the same pointer
-/// with 2 checked (regsafe: the current range must be at least the old one). The
-/// fall-through checks 8 bytes and is walked first (its padding and second jump make the
-/// verifier save its state at `join`); the other path, with the same registers but 2 bytes
-/// checked, is not pruned there, and its 8-byte read is refused.
-#[test]
-fn a_packet_pointer_with_a_shorter_checked_range_is_not_pruned() {
-    rejects(
-        "r6 = r1
-        call 7
-        r2 = *(u32 *)(r6 + 0)
-        r3 = *(u32 *)(r6 + 4)
-        if r0 != 0 goto other
-        r4 = r2
-        r4 += 8
-        if r4 > r3 goto out
-        r4 = 0
+/// Straight-line padding and a second jump on the path walked first, so that the verifier
+/// saves its state at the `join` label that follows (is_state_visited's heuristic: enough
+/// instructions and jumps since the last saved state). Clobbers r1 and r5.
+const SAVE_AT_JOIN: &str = "
         r5 = 1
         r5 = 2
         r5 = 3
@@ -2671,7 +2655,27 @@ fn a_packet_pointer_with_a_shorter_checked_range_is_not_pruned() {
         r1 = 2
         r1 = 3
         r1 = 4
-        goto join
+        goto join";
+
+/// A saved state's packet pointer with 8 bytes checked does not cover the same pointer
+/// with 2 checked (regsafe: the current range must be at least the old one). The
+/// fall-through checks 8 bytes and is walked first (its padding and second jump make the
+/// verifier save its state at `join`); the other path, with the same registers but 2 bytes
+/// checked, is not pruned there, and its 8-byte read is refused.
+#[test]
+fn a_packet_pointer_with_a_shorter_checked_range_is_not_pruned() {
+    rejects(
+        &format!(
+            "r6 = r1
+        call 7
+        r2 = *(u32 *)(r6 + 0)
+        r3 = *(u32 *)(r6 + 4)
+        if r0 != 0 goto other
+        r4 = r2
+        r4 += 8
+        if r4 > r3 goto out
+        r4 = 0
+        {SAVE_AT_JOIN}
     other:
         r4 = r2
         r4 += 2
@@ -2683,7 +2687,8 @@ fn a_packet_pointer_with_a_shorter_checked_range_is_not_pruned() {
         r0 = *(u64 *)(r2 + 0)
     out:
         r0 = 2
-        exit",
+        exit"
+        ),
         27,
         "invalid access to packet, off=0 size=8, R2 range=2",
     );
@@ -2760,24 +2765,13 @@ fn the_call_reported_over_the_stack_limit_is_the_one_past_512_not_at_it() {
 #[test]
 fn a_comparison_makes_its_linked_registers_precise() {
     rejects(
-        "call 7
+        &format!(
+            "call 7
         r6 = r0
         call 7
         if r0 != 0 goto other
         r7 = r6
-        r5 = 1
-        r5 = 2
-        r5 = 3
-        r5 = 4
-        r5 = 5
-        goto pad
-    pad:
-        r5 = 6
-        r1 = 1
-        r1 = 2
-        r1 = 3
-        r1 = 4
-        goto join
+        {SAVE_AT_JOIN}
     other:
         r7 = r0
         r5 = 6
@@ -2794,7 +2788,8 @@ fn a_comparison_makes_its_linked_registers_precise() {
         r0 = *(u8 *)(r0 + 0)
     out:
         r0 = 2
-        exit",
+        exit"
+        ),
         28,
         "map_value variable offset",
     );
