@@ -2757,11 +2757,12 @@ fn the_call_reported_over_the_stack_limit_is_the_one_past_512_not_at_it() {
     );
 }
 
-/// Precision follows the registers a comparison refined through their link: on the first
-/// path r7 is a copy of r6, so `if r7 > 4` bounds r6 too, and r6's use as an offset makes
-/// r7 precise at `join` as well (backtracking through the branch marks every linked
-/// register). The second path's r7 is another number: its state is not the same (r6 and
-/// r7 are no longer one value), so it is not pruned, and its unbounded r6 is refused.
+/// A comparison's refinement through a register copy does not carry over to a path where
+/// the "copy" is another number: on the first path r7 is a copy of r6, so `if r7 > 4`
+/// bounds r6 too and the offset is fine; the second path's r7 is unrelated, so its state at
+/// `join` is not the first's (the registers' ids differ, and r7 is precise there) and it is
+/// not pruned: its unbounded r6 is refused. (The ids alone already keep it apart, so this
+/// does not pin the precision marking of linked registers: MUTANTS.md, open.)
 #[test]
 fn a_comparison_makes_its_linked_registers_precise() {
     rejects(
