@@ -2764,7 +2764,7 @@ fn the_call_reported_over_the_stack_limit_is_the_one_past_512_not_at_it() {
 /// not pruned: its unbounded r6 is refused. (The ids alone already keep it apart, so this
 /// does not pin the precision marking of linked registers: MUTANTS.md, open.)
 #[test]
-fn a_comparison_makes_its_linked_registers_precise() {
+fn a_refinement_through_a_copy_does_not_prune_a_path_whose_copy_is_another_number() {
     rejects(
         &format!(
             "call 7
