@@ -115,6 +115,15 @@ fn slots_of(line: &str) -> usize {
     }
 }
 
+/// A lookup of key 0 in map 1 (an ARRAY of 16-byte values in the verifier tests' maps):
+/// r0 is the value, null-checked to the label `out`. Clobbers r1-r5.
+pub const ARRAY1_VALUE: &str = "*(u32 *)(r10 - 4) = 0
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        if r0 == 0 goto out";
+
 /// Assembles one instruction per line. Comments start with `;` or `//`.
 /// Syntax (r = 64-bit, w = 32-bit):
 ///   `L:` label · `exit` · `goto L|+N` · `call N` (helper) · `call @L` / `callrel N` (bpf-to-bpf)

@@ -4,7 +4,7 @@
 #[path = "verifier_asm.rs"]
 mod asm;
 
-use asm::{asm, map, program};
+use asm::{asm, map, program, ARRAY1_VALUE};
 use sluice_ebpf::program::{map_type, MapDef};
 use sluice_ebpf::verifier::{verify, VerifyOptions};
 
@@ -2617,23 +2617,20 @@ fn a_narrow_spill_of_a_wider_value_is_not_linked_to_it() {
 #[test]
 fn a_signed_remainder_of_a_negative_number_is_not_below_the_divisor() {
     rejects(
-        "call 7
+        &format!(
+            "call 7
         r8 = r0
         r8 &= 7
         r8 -= 9
         r9 = 4
         r8 s%= r9
-        *(u32 *)(r10 - 4) = 0
-        r2 = r10
-        r2 += -4
-        r1 = map[1] ll
-        call 1
-        if r0 == 0 goto out
+        {ARRAY1_VALUE}
         r0 += r8
         r0 = *(u8 *)(r0 + 0)
     out:
         r0 = 2
-        exit",
+        exit"
+        ),
         13,
         "map_value variable offset",
     );
@@ -2700,7 +2697,8 @@ fn a_packet_pointer_with_a_shorter_checked_range_is_not_pruned() {
 #[test]
 fn precision_of_a_callers_register_crosses_a_subprogram_call() {
     rejects(
-        "call 7
+        &format!(
+            "call 7
         r6 = 0
         if r0 != 0 goto other
         r3 = 0
@@ -2714,12 +2712,7 @@ fn precision_of_a_callers_register_crosses_a_subprogram_call() {
         r6 = 100
     join:
         call @f
-        *(u32 *)(r10 - 4) = 0
-        r2 = r10
-        r2 += -4
-        r1 = map[1] ll
-        call 1
-        if r0 == 0 goto out
+        {ARRAY1_VALUE}
         r0 += r6
         r0 = *(u8 *)(r0 + 0)
     out:
@@ -2727,7 +2720,8 @@ fn precision_of_a_callers_register_crosses_a_subprogram_call() {
         exit
     f:
         r0 = 0
-        exit",
+        exit"
+        ),
         20,
         "off=100",
     );
@@ -2779,12 +2773,7 @@ fn a_refinement_through_a_copy_does_not_prune_a_path_whose_copy_is_another_numbe
         r1 = 4
     join:
         if r7 > 4 goto out
-        *(u32 *)(r10 - 4) = 0
-        r2 = r10
-        r2 += -4
-        r1 = map[1] ll
-        call 1
-        if r0 == 0 goto out
+        {ARRAY1_VALUE}
         r0 += r6
         r0 = *(u8 *)(r0 + 0)
     out:

@@ -3,7 +3,7 @@
 #[path = "verifier_asm.rs"]
 mod asm;
 
-use asm::{asm, map, program};
+use asm::{asm, map, program, ARRAY1_VALUE};
 use sluice_ebpf::program::{map_type, MapDef};
 use sluice_ebpf::verifier::{mem, verify, VerifiedProgram, VerifyOptions};
 
@@ -949,26 +949,21 @@ fn frozen_rodata_bytes_read_unsigned_unless_sign_extended() {
 /// map value.
 #[test]
 fn a_division_by_a_register_that_may_be_zero_is_at_most_the_dividend() {
-    accepts(
+    accepts(&format!(
         "call 7
         r8 = r0
         r8 &= 15
         call 7
         r9 = r0
         r9 &= 255
-        *(u32 *)(r10 - 4) = 0
-        r2 = r10
-        r2 += -4
-        r1 = map[1] ll
-        call 1
-        if r0 == 0 goto out
+        {ARRAY1_VALUE}
         r8 /= r9
         r0 += r8
         r0 = *(u8 *)(r0 + 0)
     out:
         r0 = 2
-        exit",
-    );
+        exit"
+    ));
 }
 
 /// Precision backtracking (the kernel's backtrack_insn): a pointer plus an immediate
@@ -1287,26 +1282,21 @@ fn a_stored_immediate_makes_no_register_precise() {
 /// a dividend of 0..15 modulo a register that may be zero still indexes a 16-byte map value.
 #[test]
 fn a_modulo_by_a_register_that_may_be_zero_is_at_most_the_dividend() {
-    accepts(
+    accepts(&format!(
         "call 7
         r8 = r0
         r8 &= 15
         call 7
         r9 = r0
         r9 &= 255
-        *(u32 *)(r10 - 4) = 0
-        r2 = r10
-        r2 += -4
-        r1 = map[1] ll
-        call 1
-        if r0 == 0 goto out
+        {ARRAY1_VALUE}
         r8 %= r9
         r0 += r8
         r0 = *(u8 *)(r0 + 0)
     out:
         r0 = 2
-        exit",
-    );
+        exit"
+    ));
 }
 
 /// Subtraction keeps the bits it knows (the kernel's tnum_sub): `(x & 0x101) - 2` is one
@@ -1332,24 +1322,19 @@ fn a_difference_keeps_the_bits_every_value_has() {
 /// is 4..16, so `value + r1 - 4` is inside a 16-byte map value.
 #[test]
 fn a_left_shift_keeps_the_lower_bound() {
-    accepts(
+    accepts(&format!(
         "call 7
         r8 = r0
         r8 &= 3
         r8 += 1
         r8 <<= 2
-        *(u32 *)(r10 - 4) = 0
-        r2 = r10
-        r2 += -4
-        r1 = map[1] ll
-        call 1
-        if r0 == 0 goto out
+        {ARRAY1_VALUE}
         r0 += r8
         r0 = *(u8 *)(r0 - 4)
     out:
         r0 = 2
-        exit",
-    );
+        exit"
+    ));
 }
 
 /// An arithmetic right shift keeps a negative range's lower bound (the kernel's
@@ -1358,7 +1343,7 @@ fn a_left_shift_keeps_the_lower_bound() {
 /// only [-16, -1]: the bound must come from the range.
 #[test]
 fn an_arithmetic_right_shift_keeps_a_negative_lower_bound() {
-    accepts(
+    accepts(&format!(
         "call 7
         r8 = r0
         r8 -= 100
@@ -1366,18 +1351,13 @@ fn an_arithmetic_right_shift_keeps_a_negative_lower_bound() {
         if r8 s> -8 goto out
         r8 s>>= 1
         r8 += 9
-        *(u32 *)(r10 - 4) = 0
-        r2 = r10
-        r2 += -4
-        r1 = map[1] ll
-        call 1
-        if r0 == 0 goto out
+        {ARRAY1_VALUE}
         r0 += r8
         r0 = *(u8 *)(r0 + 0)
     out:
         r0 = 2
-        exit",
-    );
+        exit"
+    ));
 }
 
 /// The combined stack of a call chain may be exactly 512 bytes (check_max_stack_depth
