@@ -24,11 +24,12 @@ fn pin_to_cpu(cpu: usize) {
     }
 }
 
-/// CPU time of the calling thread since `t0`.
-fn cpu_since(t0: Option<(f64, f64)>) -> Option<(f64, f64)> {
-    let (u0, s0) = t0?;
-    let (u1, s1) = thread_cpu_time()?;
-    Some(((u1 - u0).max(0.0), (s1 - s0).max(0.0)))
+/// Runs `f` and the CPU time (user, system seconds) the calling thread spent in it.
+fn with_cpu_time<R>(f: impl FnOnce() -> R) -> (R, Option<(f64, f64)>) {
+    let t0 = thread_cpu_time();
+    let r = f();
+    let spent = t0.zip(thread_cpu_time()).map(|((u0, s0), (u1, s1))| ((u1 - u0).max(0.0), (s1 - s0).max(0.0)));
+    (r, spent)
 }
 
 /// Splits a run's packet count over the workers that receive (own a queue that is not done),
@@ -205,9 +206,8 @@ impl Datapath {
         let (first, others) = workers.split_at_mut(1);
         let w0 = &mut first[0];
         if others.is_empty() {
-            let t0 = thread_cpu_time();
-            let r = napi::run_until(net, w0, limit, tick_every, |_, w, el| tick(&w.c, el));
-            w0.cpu_time = cpu_since(t0);
+            let (r, cpu) = with_cpu_time(|| napi::run_until(net, w0, limit, tick_every, |_, w, el| tick(&w.c, el)));
+            w0.cpu_time = cpu;
             return r;
         }
         // One thread per worker: worker 0 (the ports' owner) on this one, the others serve
@@ -225,19 +225,18 @@ impl Datapath {
                     .name(format!("sluice-w{}", w.id))
                     .spawn_scoped(scope, move || {
                         pin_to_cpu(w.id);
-                        let t0 = thread_cpu_time();
-                        napi::run_worker(net, w, limit);
-                        w.cpu_time = cpu_since(t0);
+                        w.cpu_time = with_cpu_time(|| napi::run_worker(net, w, limit)).1;
                     })
                     .expect("spawning a worker thread");
             }
-            let t0 = thread_cpu_time();
-            let r = napi::run_until(net, w0, limit, tick_every, |net, w, el| {
-                let mut c = net.rps.snapshot_sum();
-                c.merge(&w.c);
-                tick(&c, el)
+            let (r, cpu) = with_cpu_time(|| {
+                napi::run_until(net, w0, limit, tick_every, |net, w, el| {
+                    let mut c = net.rps.snapshot_sum();
+                    c.merge(&w.c);
+                    tick(&c, el)
+                })
             });
-            w0.cpu_time = cpu_since(t0);
+            w0.cpu_time = cpu;
             r
         })
     }
