@@ -131,10 +131,12 @@ pub fn steer(net: &Net, w: &mut Worker, skbs: &mut Vec<Skb>) {
             // The local worker's packets too go through its backlog (enqueue_to_backlog for
             // any cpu >= 0): its limit, its flow limit and its quota apply to them, and they
             // queue behind what other workers sent it. With one worker there is no backlog.
-            Some(t) if multi => w.rps_out[t].push(skbs[i]),
+            // Copied slice to slice: a by-value copy went through a stack temporary written
+            // in pieces and read whole, a store-forwarding stall per packet.
+            Some(t) if multi => w.rps_out[t].extend_from_slice(std::slice::from_ref(&skbs[i])),
             _ => {
                 if n != i {
-                    skbs[n] = skbs[i];
+                    skbs.copy_within(i..i + 1, n);
                 }
                 n += 1;
             }
