@@ -2753,10 +2753,11 @@ fn the_call_reported_over_the_stack_limit_is_the_one_past_512_not_at_it() {
 
 /// A comparison's refinement through a register copy does not carry over to a path where
 /// the "copy" is another number: on the first path r7 is a copy of r6, so `if r7 > 4`
-/// bounds r6 too and the offset is fine; the second path's r7 is unrelated, so its state at
-/// `join` is not the first's (the registers' ids differ, and r7 is precise there) and it is
-/// not pruned: its unbounded r6 is refused. (The ids alone already keep it apart, so this
-/// does not pin the precision marking of linked registers: MUTANTS.md, open.)
+/// bounds r6 too and the offset is fine. The state saved at `join` (before the comparison)
+/// has r6 precise for the offset and r7 precise only because it is linked to r6 at the
+/// comparison (the kernel's linked-register precision, `bt_sync_linked_regs`): the second
+/// path's r7 is unrelated to its unbounded r6, so it is not pruned there and is refused.
+/// An imprecise r7 would cover it (regsafe ignores an imprecise scalar's value and id).
 #[test]
 fn a_refinement_through_a_copy_does_not_prune_a_path_whose_copy_is_another_number() {
     rejects(
@@ -2766,11 +2767,14 @@ fn a_refinement_through_a_copy_does_not_prune_a_path_whose_copy_is_another_numbe
         call 7
         if r0 != 0 goto other
         r7 = r6
-        {SAVE_AT_JOIN}
+        r5 = 1
+        r5 = 2
+        r5 = 3
+        r5 = 4
+        goto join
     other:
         r7 = r0
-        r5 = 6
-        r1 = 4
+        r5 = 4
     join:
         if r7 > 4 goto out
         {ARRAY1_VALUE}
@@ -2780,7 +2784,54 @@ fn a_refinement_through_a_copy_does_not_prune_a_path_whose_copy_is_another_numbe
         r0 = 2
         exit"
         ),
-        28,
+        20,
         "map_value variable offset",
+    );
+}
+
+/// A pruned path passes back what the state that pruned it relied on (the kernel's
+/// `propagate_precision`), for the registers compared there. Three paths: the first saves
+/// its state at `join` with r6 (0..3) precise for the map value offset; the second saves
+/// its state at `mid` with the same r6, not yet precise, and is pruned at `join`, which
+/// makes its r6 precise at `mid` too; the third reaches `mid` with r6 unbounded and must not
+/// be pruned there: its offset is refused.
+#[test]
+fn a_pruned_path_marks_what_the_pruning_state_relied_on_precise_in_its_own_states() {
+    rejects(
+        &format!(
+            "call 7
+        r6 = r0
+        r6 &= 3
+        call 7
+        if r0 == 0 goto second
+        r5 = 1
+        r5 = 2
+        r5 = 3
+        r5 = 4
+        goto join
+    second:
+        call 7
+        if r0 != 0 goto third
+        r5 = 1
+        r5 = 2
+        r5 = 3
+        r5 = 4
+        goto mid
+    third:
+        r6 = r0
+    mid:
+        r5 = 3
+        r5 = 4
+        goto join
+    join:
+        {ARRAY1_VALUE}
+        r0 += r6
+        r0 = *(u8 *)(r0 + 0)
+    out:
+        r0 = 2
+        exit"
+        ),
+        28,
+        "map_value variable offset [1, 4294967295]",
     );
 }

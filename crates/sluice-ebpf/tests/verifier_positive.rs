@@ -1395,3 +1395,37 @@ fn a_product_keeps_the_bits_every_value_has() {
         exit",
     );
 }
+
+/// A precise spilled scalar that covers every value of its 8 bytes (`bpf_ktime_get_ns`'s
+/// unknown u64, no id) asks nothing of the bytes but that they are initialised: the other
+/// path's 4-byte spill over that slot (bytes 4..8 left initialised) is a different spill,
+/// but reading the slot back can give no value the first path did not allow, so the join
+/// prunes (the kernel's stacksafe: an unbounded spilled scalar is `is_spilled_unbound_scalar_reg`).
+#[test]
+fn a_precise_spill_covering_every_value_prunes_against_initialised_bytes() {
+    let v = accepts(&format!(
+        "call 5
+        *(u64 *)(r10 - 16) = r0
+        call 7
+        if r0 != 0 goto other
+        r3 = 0
+        r4 = 1
+        r5 = 2
+        r3 = 3
+        r4 = 4
+        r5 = 5
+        goto join
+    other:
+        *(u32 *)(r10 - 16) = r0
+    join:
+        {ARRAY1_VALUE}
+        r3 = *(u64 *)(r10 - 16)
+        r3 &= 7
+        r0 += r3
+        r0 = *(u8 *)(r0 + 0)
+    out:
+        r0 = 2
+        exit"
+    ));
+    assert_eq!(v.stats().states_pruned, 2, "{:?}", v.stats());
+}
