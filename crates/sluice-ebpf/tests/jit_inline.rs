@@ -498,3 +498,26 @@ fn a_burst_gives_each_packet_its_own_bounds_and_the_bursts_ifindex_and_queue() {
     ];
     assert_eq!(burst_actions(&p, &[60, 1500, 64]), vec![3560, 5000, 3564]);
 }
+
+/// A helper call does not end the basic block for the known map: r6 keeps the map across
+/// `bpf_get_prandom_u32` (R6-R9 are callee-saved), so the lookup after it with r1 = r6 is
+/// inlined (the kernel's verifier tracks the map per call site whatever lies between), and
+/// reads what the helper would.
+#[test]
+fn a_map_kept_in_a_callee_saved_register_across_a_helper_call_is_inlined() {
+    let defs = [MapDef::new("a", map_type::ARRAY, 4, 8, 2)];
+    let p = flat(&[
+        &lddw_map(6, 0),
+        &[call(hid::GET_PRANDOM_U32), mov64_reg(1, 6), st(BPF_W, 10, -4, 1), mov64_reg(2, 10), alu64_imm(BPF_ADD, 2, -4)],
+        &[call(hid::MAP_LOOKUP_ELEM), jmp_imm(BPF_JEQ, 0, 0, 2), ldx(BPF_DW, 0, 0, 0), exit()],
+        &[mov64_imm(0, 0), exit()],
+    ]);
+    let j = compiled(&p, &defs, 1);
+    assert_eq!(j.inlined_lookups(), 1);
+    let setup = |m: &Maps| m.get(0).unwrap().update(&1u32.to_le_bytes(), &33u64.to_le_bytes(), 0).unwrap();
+    let v = match diff_runs(p.clone(), &defs, 1, &setup, &[Input::pkt(&[0; 64])]) {
+        Diff::Same(v) => v,
+        Diff::Refused(e) => panic!("refused: {e}"),
+    };
+    assert_eq!(v[0].r0(), 33);
+}

@@ -1612,6 +1612,57 @@ fn pointer_constants_must_be_within_two_to_the_29() {
     verify(&program(asm(ok), vec![]), &VerifyOptions::default()).expect("back within the frame");
 }
 
+/// A variable offset must stay within ±2^29 on both sides (the kernel's check of the
+/// pointer's signed bounds after adding a scalar): a map value pointer plus a scalar of
+/// [-2^30, -2^30 + 65535] is refused at the addition, before any access.
+#[test]
+fn a_variable_offset_below_minus_two_to_the_29_is_refused() {
+    rejects(
+        &format!(
+            "call 7
+        r6 = r0
+        r6 &= 0xffff
+        r6 += -1073741824
+        {ARRAY1_VALUE}
+        r0 += r6
+        r0 = *(u8 *)(r0 + 0)
+    out:
+        r0 = 2
+        exit"
+        ),
+        11,
+        "map_value variable offset [-1073741824, -1073676289] exceeds 2^29",
+    );
+}
+
+/// An atomic on a map value must be aligned to its size (check_ptr_alignment for atomics is
+/// strict on every pointer): the pointer's own offset and the instruction's both count, so
+/// a value pointer moved by 4 with an instruction offset of 0, or one at 0 with an
+/// instruction offset of 4, is misaligned for 8 bytes; 4 + 4 is aligned.
+#[test]
+fn an_atomic_on_a_map_value_counts_both_offsets_for_alignment() {
+    for (moved, off, ok) in [(4, 0, false), (0, 4, false), (4, 4, true)] {
+        let src = format!(
+            "{ARRAY1_VALUE}
+        r0 += {moved}
+        r1 = 1
+        atomic u64 r0 + {off} add r1
+    out:
+        r0 = 2
+        exit"
+        );
+        let res = verify(&program(asm(&src), maps()), &VerifyOptions::default());
+        match (ok, res) {
+            (true, Ok(_)) => {}
+            (false, Err(e)) => assert!(
+                e.insn == 9 && e.msg.contains(&format!("misaligned atomic access to map value off={} size=8", moved + off)),
+                "{moved}+{off}: {e}"
+            ),
+            (ok, res) => panic!("{moved}+{off}: expected ok={ok}, got {:?}", res.map(|v| v.stats().clone())),
+        }
+    }
+}
+
 // ---------------------------------------------------------------- ring buffer records
 
 /// `maps()` plus a 4 KiB ring buffer (5) and a program array (6).
