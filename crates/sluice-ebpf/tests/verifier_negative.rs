@@ -1339,6 +1339,8 @@ fn too_many_insns() {
     let e = verify(&p, &VerifyOptions { max_insns: 3, ..Default::default() }).unwrap_err();
     assert_eq!(e.insn, 3);
     assert!(e.msg.contains("program too large"), "{e}");
+    // Exactly the limit is allowed (the kernel refuses len > BPF_COMPLEXITY_LIMIT_INSNS).
+    verify(&p, &VerifyOptions { max_insns: 4, ..Default::default() }).expect("4 insns with a limit of 4");
 }
 
 // ---------------------------------------------------------------- pruning soundness

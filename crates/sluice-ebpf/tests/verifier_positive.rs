@@ -1429,3 +1429,41 @@ fn a_precise_spill_covering_every_value_prunes_against_initialised_bytes() {
     ));
     assert_eq!(v.stats().states_pruned, 2, "{:?}", v.stats());
 }
+
+/// Precision backtracking through a spill to a slot other than the first: the fill after
+/// `join` needs the slot, the spill right after `join` supplies it from a constant, so
+/// nothing before that spill is needed and the slot's older contents (1 on the path walked
+/// first, 2 on the other) do not keep the paths apart: the join prunes (backtrack_insn
+/// clears the slot's bit at the spill, whatever the slot's index).
+#[test]
+fn a_spill_ends_the_need_for_its_slot_so_older_contents_prune() {
+    let v = accepts(&format!(
+        "call 7
+        r6 = 1
+        if r0 != 0 goto other
+        *(u64 *)(r10 - 16) = r6
+        r3 = 0
+        r4 = 1
+        r5 = 2
+        r3 = 3
+        r4 = 4
+        r5 = 5
+        goto join
+    other:
+        r7 = 2
+        *(u64 *)(r10 - 16) = r7
+    join:
+        r1 = 3
+        *(u64 *)(r10 - 16) = r1
+        {ARRAY1_VALUE}
+        r2 = *(u64 *)(r10 - 16)
+        r0 += r2
+        r0 = *(u8 *)(r0 + 0)
+    out:
+        r0 = 2
+        exit"
+    ));
+    // Pruned at the join itself: the other path walks 2 instructions (r7 = 2, the spill),
+    // not the 12 after the join as well.
+    assert_eq!((v.stats().states_pruned, v.stats().processed_insns), (1, 28), "{:?}", v.stats());
+}
