@@ -2888,3 +2888,203 @@ fn a_pruned_path_marks_what_the_pruning_state_relied_on_precise_in_its_own_state
         "map_value variable offset [1, 4294967295]",
     );
 }
+
+// ---------------------------------------------------------------- refusals of single rules
+
+/// A pointer's bits may not be sign-extended by a move, negated or byte-swapped: each
+/// would make a pointer of unknown value (or leak its bits).
+#[test]
+fn pointers_are_not_sign_extended_negated_or_byte_swapped() {
+    rejects("r2 = (s8)r1 \n r0 = 2 \n exit", 0, "R1 sign-extending move of a pointer prohibited");
+    rejects("r1 = -r1 \n r0 = 2 \n exit", 0, "R1 pointer arithmetic prohibited: negation of ctx");
+    rejects("r1 = be16 r1 \n r0 = 2 \n exit", 0, "R1 pointer arithmetic prohibited: byte swap of ctx");
+}
+
+/// A scalar minus a pointer is no pointer (only scalar + pointer is).
+#[test]
+fn a_scalar_minus_a_pointer_is_refused() {
+    rejects("r2 = 1 \n r2 -= r1 \n r0 = 2 \n exit", 1, "R2 pointer arithmetic prohibited: scalar -= ctx");
+}
+
+/// The context's fields sit at fixed offsets: a variable offset into it is refused at the
+/// addition.
+#[test]
+fn a_variable_offset_into_the_context_is_refused() {
+    rejects("r6 = r1 \n call 7 \n r6 += r0 \n r0 = 2 \n exit", 2, "R6 variable ctx pointer arithmetic prohibited");
+}
+
+/// The context is read with zero extension only, and never by an atomic.
+#[test]
+fn the_context_refuses_sign_extending_loads_and_atomics() {
+    rejects("r2 = *(s32 *)(r1 + 0) \n r0 = 2 \n exit", 0, "sign-extending load from ctx prohibited");
+    rejects("r2 = 1 \n atomic u32 r1 + 0 add r2 \n r0 = 2 \n exit", 1, "BPF_ATOMIC stores into R1 ctx is not allowed");
+}
+
+/// A map value index that may be negative is refused with the kernel's advice, even when
+/// its largest value is in range.
+#[test]
+fn a_map_value_index_that_may_be_negative_is_refused() {
+    rejects(
+        &format!("{ARRAY1_VALUE} \n r1 = *(u8 *)(r0 + 0) \n r1 += -8 \n r0 += r1 \n r2 = *(u8 *)(r0 + 0) \n out: \n r0 = 2 \n exit"),
+        10,
+        "R0 min value is negative, either use unsigned index",
+    );
+}
+
+/// A read-only map value (.rodata, BPF_F_RDONLY_PROG) takes no atomic.
+#[test]
+fn an_atomic_on_a_read_only_map_value_is_refused() {
+    rejects(
+        "*(u32 *)(r10 - 4) = 0 \n r2 = r10 \n r2 += -4 \n r1 = map[3] ll \n call 1 \n if r0 == 0 goto out \n r1 = 1 \n atomic u64 r0 + 0 add r1 \n out: \n r0 = 2 \n exit",
+        8,
+        "R0 atomic on a read-only or write-only map value (map '.rodata')",
+    );
+}
+
+/// An atomic on a stack slot holding a spilled pointer would add to the pointer's bits.
+#[test]
+fn an_atomic_on_a_spilled_pointer_is_refused() {
+    rejects(
+        "*(u64 *)(r10 - 8) = r1 \n r2 = 1 \n atomic u64 r10 - 8 add r2 \n r0 = 2 \n exit",
+        2,
+        "atomic on a spilled ctx at stack off=-8",
+    );
+}
+
+/// A 32-bit comparison of pointers: refused under the unprivileged rules; privileged, it is
+/// allowed but teaches nothing (no packet range from JMP32, as the kernel), so the read
+/// after it is still unchecked.
+#[test]
+fn a_32_bit_pointer_comparison_teaches_no_packet_range() {
+    rejects_unprivileged(&format!("{PKT} if w2 > w3 goto out \n out: \n r0 = 2 \n exit"), 2, "R2 32-bit pointer comparison prohibited");
+    rejects(
+        &format!("{PKT} r4 = r2 \n r4 += 8 \n if w4 > w3 goto out \n r0 = *(u64 *)(r2 + 0) \n out: \n r0 = 2 \n exit"),
+        5,
+        "invalid access to packet, off=0 size=8, R2 range=0",
+    );
+}
+
+/// Only `==` and `!=` against 0 null-check a lookup's result; `r0 > 0` teaches nothing
+/// (privileged: allowed), so the pointer on either side may still be NULL.
+#[test]
+fn an_ordering_comparison_with_zero_is_no_null_check() {
+    rejects(
+        "*(u32 *)(r10 - 4) = 0 \n r2 = r10 \n r2 += -4 \n r1 = map[1] ll \n call 1 \n if r0 > 0 goto deref \n r0 = 2 \n exit \n deref: \n r1 = *(u64 *)(r0 + 0) \n r0 = 2 \n exit",
+        9,
+        "invalid mem access 'map_value_or_null'",
+    );
+}
+
+/// At most 8 frames: a chain of 8 nested subprogram calls (9 frames) is refused at the call
+/// that would open the ninth.
+#[test]
+fn nine_nested_frames_are_too_deep() {
+    let mut src = String::from("call @f1 \n r0 = 2 \n exit\n");
+    for k in 1..=8 {
+        if k < 8 {
+            src += &format!("f{k}: \n call @f{} \n r0 = 0 \n exit\n", k + 1);
+        } else {
+            src += &format!("f{k}: \n r0 = 0 \n exit\n");
+        }
+    }
+    // f7's call (insn 3 * 7) opens the ninth frame.
+    rejects(&src, 21, "the call stack of 9 frames is too deep (max 8)");
+}
+
+/// Helper memory arguments: a NULL buffer with a size that may be non-zero; a packet
+/// pointer where the helper writes; a lookup result not yet null-checked; a size that is a
+/// pointer, may be negative or is zero; bpf_fib_lookup's parameter block under 64 bytes.
+#[test]
+fn helper_memory_arguments_are_checked() {
+    rejects(
+        "r1 = 0 \n r2 = 4 \n r3 = 0 \n r4 = 0 \n r5 = 0 \n call 28 \n exit",
+        5,
+        "R1 is NULL but the size in R2 may be non-zero (bpf_csum_diff)",
+    );
+    rejects(
+        &format!("{PKT} r4 = r2 \n r4 += 8 \n if r4 > r3 goto out \n r3 = r2 \n r2 = 0 \n r4 = 4 \n call 189 \n out: \n r0 = 2 \n exit"),
+        8,
+        "R3 type=pkt expected=fp or map_value (the helper writes it)",
+    );
+    rejects(
+        "*(u32 *)(r10 - 4) = 0 \n r2 = r10 \n r2 += -4 \n r1 = map[1] ll \n call 1 \n r2 = r0 \n r1 = map[1] ll \n call 1 \n r0 = 2 \n exit",
+        9,
+        "R2 type=map_value_or_null expected=fp, pkt, map_value or ringbuf_mem (null-check it first)",
+    );
+    rejects(
+        "*(u64 *)(r10 - 8) = 0 \n r1 = r10 \n r1 += -8 \n r2 = r10 \n call 6 \n exit",
+        4,
+        "R2 type=fp expected=scalar (size for bpf_trace_printk)",
+    );
+    rejects(
+        "*(u64 *)(r10 - 8) = 0 \n call 7 \n r2 = r0 \n r2 &= 7 \n r2 += -1 \n r1 = r10 \n r1 += -8 \n call 6 \n exit",
+        7,
+        "R2 min value is negative",
+    );
+    rejects("*(u64 *)(r10 - 8) = 0 \n r1 = r10 \n r1 += -8 \n r2 = 0 \n call 6 \n exit", 4, "R2 invalid zero-sized read");
+    rejects("r2 = r10 \n r2 += -64 \n r3 = 32 \n r4 = 0 \n call 69 \n exit", 4, "R3 size for bpf_fib_lookup must be a constant >= 64");
+}
+
+/// A helper's stack buffer must lie inside the frame.
+#[test]
+fn a_helper_buffer_past_the_frame_is_refused() {
+    rejects(
+        "r2 = r10 \n r2 += -516 \n r1 = map[1] ll \n call 1 \n r0 = 2 \n exit",
+        4,
+        "invalid indirect access to stack R2 off=-516 size=4",
+    );
+}
+
+/// A write-only map value (BPF_F_WRONLY_PROG) is not read by a helper either.
+#[test]
+fn a_helper_does_not_read_a_write_only_map_value() {
+    let mut wo = map("wo", map_type::ARRAY, 4, 16, 1);
+    wo.flags = 1 << 8;
+    rejects_with(
+        "*(u32 *)(r10 - 4) = 0 \n r2 = r10 \n r2 += -4 \n r1 = map[0] ll \n call 1 \n if r0 == 0 goto out \n r2 = r0 \n r1 = map[0] ll \n call 1 \n out: \n r0 = 2 \n exit",
+        vec![wo],
+        VerifyOptions::default(),
+        10,
+        "R2 points to a write-only map value (map 'wo') the helper reads",
+    );
+}
+
+/// A null check against a register rests on that register being 0: the state saved at
+/// `join` with r1 = 0 (the path walked first, whose check works) has r1 precise, so the
+/// path with r1 = 1, where `r6 == r1` teaches nothing, is not pruned there, and its
+/// dereference of a possibly-NULL value is refused.
+#[test]
+fn a_null_check_against_a_register_rests_on_its_zero() {
+    rejects(
+        "*(u32 *)(r10 - 4) = 0
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        r6 = r0
+        call 7
+        if r0 != 0 goto other
+        r1 = 0
+        r3 = 0
+        r4 = 1
+        goto pad
+    pad:
+        r5 = 2
+        r3 = 3
+        r4 = 4
+        r5 = 5
+        r3 = 6
+        r4 = 7
+        goto join
+    other:
+        r1 = 1
+    join:
+        if r6 == r1 goto out
+        r2 = *(u64 *)(r6 + 0)
+    out:
+        r0 = 2
+        exit",
+        22,
+        "invalid mem access 'map_value_or_null'",
+    );
+}

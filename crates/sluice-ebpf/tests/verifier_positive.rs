@@ -1467,3 +1467,38 @@ fn a_spill_ends_the_need_for_its_slot_so_older_contents_prune() {
     // not the 12 after the join as well.
     assert_eq!((v.stats().states_pruned, v.stats().processed_insns), (1, 28), "{:?}", v.stats());
 }
+
+/// `data + 8 == data_end` leaves exactly 8 bytes: the equal branch may read them (on the
+/// fall-through of `!=` as on the target of `==`).
+#[test]
+fn an_equal_packet_end_comparison_gives_the_range() {
+    accepts(&format!("{PKT} r4 = r2 \n r4 += 8 \n if r4 == r3 goto read \n r0 = 2 \n exit \n read: \n r0 = *(u64 *)(r2 + 0) \n exit"));
+    accepts(&format!("{PKT} r4 = r2 \n r4 += 8 \n if r4 != r3 goto out \n r0 = *(u64 *)(r2 + 0) \n out: \n r0 = 2 \n exit"));
+}
+
+/// Under the unprivileged rules two pointers into one object subtract to their distance
+/// (the kernel's pointer subtraction within one object): packet + 8 - packet is 8, two
+/// stack pointers 8 apart, two pointers into one map value 8 apart, and two packet
+/// pointers sharing one variable offset differ by their fixed parts only. Each difference
+/// is then a constant offset that keeps an access in bounds (an unknown number would not).
+#[test]
+fn pointers_into_one_object_subtract_to_their_distance() {
+    let unpriv = |src: &str| {
+        if let Err(e) = verify(&program(asm(src), maps()), &VerifyOptions::unprivileged()) {
+            panic!("refused: {e}\n{src}");
+        }
+    };
+    let use_as_stack_offset = "r5 = r10 \n r5 += -16 \n r5 += r4 \n *(u64 *)(r5 + 0) = 0 \n r0 = 2 \n exit";
+    unpriv(&format!("{PKT} r4 = r2 \n r4 += 8 \n r4 -= r2 \n {use_as_stack_offset}"));
+    unpriv(&format!("r4 = r10 \n r4 += -8 \n r2 = r10 \n r2 += -16 \n r4 -= r2 \n {use_as_stack_offset}"));
+    unpriv(&format!("{ARRAY1_VALUE} \n r4 = r0 \n r4 += 8 \n r4 -= r0 \n {use_as_stack_offset} \n out: \n r0 = 2 \n exit"));
+    unpriv(&format!(
+        "{PKT} r0 = r2 \n r0 += 1 \n if r0 > r3 goto out \n r5 = *(u8 *)(r2 + 0) \n r2 += r5 \n r4 = r2 \n r4 += 8 \n r4 -= r2 \n {use_as_stack_offset} \n out: \n r0 = 2 \n exit"
+    ));
+}
+
+/// A lookup result compared with a register holding 0 is null-checked as by `== 0`.
+#[test]
+fn a_null_check_against_a_register_holding_zero() {
+    accepts("*(u32 *)(r10 - 4) = 0 \n r2 = r10 \n r2 += -4 \n r1 = map[1] ll \n call 1 \n r1 = 0 \n if r0 == r1 goto out \n r2 = *(u64 *)(r0 + 0) \n out: \n r0 = 2 \n exit");
+}
