@@ -3088,3 +3088,83 @@ fn a_null_check_against_a_register_rests_on_its_zero() {
         "invalid mem access 'map_value_or_null'",
     );
 }
+
+/// Two registers holding one lookup's result (one id) are null-checked together; two
+/// lookups' results are not. The path walked first copies one result into r6 and r7 and
+/// saves its state at `join`; the other path holds two lookups there, so its state is not
+/// covered (regsafe maps the first path's id to one id only), and checking r6 leaves its r7
+/// unchecked: refused.
+#[test]
+fn one_lookup_in_two_registers_does_not_cover_two_lookups() {
+    rejects(
+        "*(u32 *)(r10 - 4) = 0
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        r6 = r0
+        r7 = r0
+        call 7
+        if r0 != 0 goto other
+        r3 = 0
+        r4 = 1
+        goto pad
+    pad:
+        r5 = 2
+        r3 = 3
+        r4 = 4
+        r5 = 5
+        r3 = 6
+        r4 = 7
+        goto join
+    other:
+        r2 = r10
+        r2 += -4
+        r1 = map[1] ll
+        call 1
+        r7 = r0
+    join:
+        if r6 == 0 goto out
+        r1 = *(u64 *)(r7 + 0)
+    out:
+        r0 = 2
+        exit",
+        27,
+        "R7 invalid mem access 'map_value_or_null'",
+    );
+}
+
+/// A saved map value pointer covers only the same fixed offset: the path walked first has
+/// r6 at the value's start (an 8-byte read at +8 fits the 16-byte value), the other path at
+/// +12, where the same read runs past the end. Not pruned at `join`: refused.
+#[test]
+fn a_map_value_pointer_at_another_offset_is_not_pruned() {
+    rejects(
+        &format!(
+            "{ARRAY1_VALUE}
+        r6 = r0
+        call 7
+        if r0 != 0 goto other
+        r3 = 0
+        r4 = 1
+        goto pad
+    pad:
+        r5 = 2
+        r3 = 3
+        r4 = 4
+        r5 = 5
+        r3 = 6
+        r4 = 7
+        goto join
+    other:
+        r6 += 12
+    join:
+        r1 = *(u64 *)(r6 + 8)
+    out:
+        r0 = 2
+        exit"
+        ),
+        21,
+        "invalid access to map value, value_size=16 off=20 size=8",
+    );
+}
