@@ -3168,3 +3168,42 @@ fn a_map_value_pointer_at_another_offset_is_not_pruned() {
         "invalid access to map value, value_size=16 off=20 size=8",
     );
 }
+
+/// Every reserved field of every instruction class, one at a time (the kernel's
+/// check_*_fields and do_check's "reserved fields" refusals), and the encodings no class
+/// defines: each refused at decode, before any state exists.
+#[test]
+fn each_reserved_field_and_undefined_encoding_is_refused() {
+    let cases: &[(&str, &str)] = &[
+        ("raw 0xd4 1 2 0 16", "BPF_END uses reserved fields"),
+        ("raw 0xd4 1 0 1 16", "BPF_END uses reserved fields"),
+        ("raw 0xd4 1 0 0 8", "BPF_END uses reserved fields"),
+        ("raw 0xdf 1 0 0 16", "BPF_END uses reserved fields"),
+        ("raw 0x07 1 0 1 5", "BPF_ALU uses reserved fields"),
+        ("raw 0x37 1 0 2 5", "BPF_ALU uses reserved fields"),
+        ("raw 0xb7 1 0 8 5", "BPF_ALU uses reserved fields"),
+        ("raw 0xbc 1 2 32 0", "BPF_ALU uses reserved fields"),
+        ("raw 0x0f 1 2 0 5", "BPF_ALU uses reserved fields"),
+        ("raw 0x18 1 0 1 0 \n raw 0 0 0 0 0", "BPF_LD_IMM64 uses reserved fields"),
+        ("raw 0x18 1 1 0 1 \n raw 0 0 0 0 1", "map reference with non-zero upper half"),
+        ("raw 0x18 1 2 0 1 \n raw 0 0 0 0 0", "map 'array' does not support direct value access"),
+        ("raw 0x18 1 2 0 4 \n raw 0 0 0 0 64", "direct value offset of 64 is not allowed (value_size=64)"),
+        ("raw 0x18 1 7 0 0 \n raw 0 0 0 0 0", "unsupported BPF_LD_IMM64 pseudo source 7"),
+        ("raw 0x61 0 1 0 1", "BPF_LDX uses reserved fields"),
+        ("raw 0x99 0 1 0 0", "unknown opcode"),
+        ("raw 0x62 10 1 -4 0", "BPF_ST uses reserved fields"),
+        ("raw 0x22 10 0 -4 0", "unknown opcode"),
+        ("raw 0x63 10 1 -4 1", "BPF_STX uses reserved fields"),
+        ("raw 0x0d 0 0 0 0", "BPF_JA uses reserved fields"),
+        ("raw 0x05 1 0 0 0", "BPF_JA uses reserved fields"),
+        ("raw 0x05 0 1 0 0", "BPF_JA uses reserved fields"),
+        ("raw 0x05 0 0 0 1", "BPF_JA uses reserved fields"),
+        ("raw 0x06 0 0 1 0", "BPF_JA uses reserved fields"),
+        ("raw 0x85 0 3 0 1", "BPF_CALL uses reserved fields"),
+        ("raw 0x1d 1 2 0 1", "BPF_JMP uses reserved fields"),
+        ("raw 0x15 1 2 0 0", "BPF_JMP uses reserved fields"),
+    ];
+    for (insn, frag) in cases {
+        rejects(&format!("{insn} \n r0 = 0 \n exit"), 0, frag);
+    }
+}
