@@ -1349,3 +1349,53 @@ fn format_on_stack(fmt: &[u8], at: i16) -> Vec<sluice_ebpf::insn::Insn> {
     }
     p
 }
+
+/// trace_printk refuses a format without its terminating NUL within the given size, and a
+/// conversion it does not know, with -EINVAL and no line printed (bpf_trace_printk's
+/// bstr_printf checks).
+#[test]
+fn trace_printk_refuses_an_unterminated_or_unknown_format() {
+    for fmt in [b"abcdefgh", b"x=%q\0\0\0\0"] {
+        let mut p = format_on_stack(fmt, -8);
+        p.extend_from_slice(&[
+            mov64_reg(1, 10),
+            alu64_imm(BPF_ADD, 1, -8),
+            mov64_imm(2, 8),
+            mov64_imm(3, 1),
+            call(hid::TRACE_PRINTK),
+            exit(),
+        ]);
+        let s = same(p);
+        assert_eq!(s.r0() as i64, -22, "{:?}", String::from_utf8_lossy(fmt));
+        assert!(s.traces.is_empty(), "{:?}", s.traces);
+    }
+}
+
+/// bpf_map_delete_elem returns 0 for a key it removed and -ENOENT for one that is not there
+/// (after the first delete).
+#[test]
+fn map_delete_returns_zero_then_enoent() {
+    let defs = [MapDef::new("h", map_type::HASH, 4, 8, 4)];
+    let p = flat(&[
+        &[st(BPF_W, 10, -4, 1), st(BPF_DW, 10, -16, 5)],
+        &lddw_map(1, 0),
+        &[
+            mov64_reg(2, 10),
+            alu64_imm(BPF_ADD, 2, -4),
+            mov64_reg(3, 10),
+            alu64_imm(BPF_ADD, 3, -16),
+            mov64_imm(4, 0),
+            call(hid::MAP_UPDATE_ELEM),
+        ],
+        &lddw_map(1, 0),
+        &[mov64_reg(2, 10), alu64_imm(BPF_ADD, 2, -4), call(hid::MAP_DELETE_ELEM), mov64_reg(6, 0)],
+        &lddw_map(1, 0),
+        &[mov64_reg(2, 10), alu64_imm(BPF_ADD, 2, -4), call(hid::MAP_DELETE_ELEM)],
+        // r0 = first result * 1000 + second (0 and -2).
+        &[alu64_imm(BPF_MUL, 6, 1000), alu64_reg(BPF_ADD, 0, 6), exit()],
+    ]);
+    match diff_runs(p, &defs, 1, &|_| {}, &[Input::pkt(&[0; 64])]) {
+        Diff::Same(v) => assert_eq!(v[0].r0() as i64, -2),
+        Diff::Refused(e) => panic!("{e}"),
+    }
+}
