@@ -3207,3 +3207,75 @@ fn each_reserved_field_and_undefined_encoding_is_refused() {
         rejects(&format!("{insn} \n r0 = 0 \n exit"), 0, frag);
     }
 }
+
+/// A state holding a reference (a ring buffer record not yet submitted) is not covered by
+/// one that holds none, whatever the registers say (the kernel's refsafe): the path walked
+/// first saves its state at `join` with no record; the other reaches `join` holding a
+/// record it dropped the only pointer to, is not pruned there, and its exit is refused.
+#[test]
+fn a_state_holding_a_reference_is_not_pruned_by_one_without() {
+    rb_rejects(
+        "r6 = r1
+        call 7
+        if r0 != 0 goto other
+        r3 = 0
+        r4 = 1
+        goto pad
+    pad:
+        r5 = 2
+        r3 = 3
+        r4 = 4
+        r5 = 5
+        r3 = 6
+        r4 = 7
+        goto join
+    other:
+        r1 = map[5] ll
+        r2 = 8
+        r3 = 0
+        call 131
+        if r0 == 0 goto join
+        r0 = 0
+    join:
+        r0 = 2
+        exit",
+        21,
+        "Unreleased reference id=",
+    );
+}
+
+/// A subprogram's state reached from one call site does not cover the same state reached
+/// from another: it returns elsewhere. `f` is walked first from the call on the fall-through
+/// path (its states saved inside it), then from the other path's call, which must not be
+/// pruned there: after that call comes a load through a scalar, refused.
+#[test]
+fn a_subprogram_state_from_another_call_site_is_not_pruned() {
+    rejects(
+        "call 7
+        if r0 != 0 goto other
+        call @f
+        r0 = 2
+        exit
+    other:
+        call @f
+        r1 = 0
+        r0 = *(u8 *)(r1 + 0)
+        exit
+    f:
+        r3 = 0
+        r4 = 1
+        goto pad
+    pad:
+        r5 = 2
+        r3 = 3
+        r4 = 4
+        goto pad2
+    pad2:
+        r5 = 5
+        r3 = 6
+        r0 = 0
+        exit",
+        7,
+        "R1 invalid mem access 'scalar'",
+    );
+}

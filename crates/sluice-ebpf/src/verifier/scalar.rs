@@ -530,6 +530,41 @@ pub(crate) fn refine32(cmp: Cmp, a: Scalar, b: Scalar) -> Option<(Scalar, Scalar
 mod tests {
     use super::*;
 
+    /// The relation on two concrete values, written out.
+    fn holds(c: Cmp, a: u64, b: u64) -> bool {
+        let (sa, sb) = (a as i64, b as i64);
+        match c {
+            Cmp::Eq => a == b,
+            Cmp::Ne => a != b,
+            Cmp::Gt => a > b,
+            Cmp::Ge => a >= b,
+            Cmp::Lt => a < b,
+            Cmp::Le => a <= b,
+            Cmp::Sgt => sa > sb,
+            Cmp::Sge => sa >= sb,
+            Cmp::Slt => sa < sb,
+            Cmp::Sle => sa <= sb,
+            Cmp::Set => a & b != 0,
+            Cmp::NotSet => a & b == 0,
+        }
+    }
+
+    /// `negate` is the relation that holds exactly when the jump is not taken, `swap` the
+    /// same relation with the operands exchanged, for all twelve relations.
+    #[test]
+    fn negate_and_swap_are_the_relations_they_say() {
+        use Cmp::*;
+        let vals = [0u64, 1, 2, 0x7fff_ffff_ffff_ffff, 0x8000_0000_0000_0000, u64::MAX, 6];
+        for c in [Eq, Ne, Gt, Ge, Lt, Le, Sgt, Sge, Slt, Sle, Set, NotSet] {
+            for &a in &vals {
+                for &b in &vals {
+                    assert_eq!(holds(c.negate(), a, b), !holds(c, a, b), "{c:?}.negate() on {a:#x}, {b:#x}");
+                    assert_eq!(holds(c.swap(), b, a), holds(c, a, b), "{c:?}.swap() on {a:#x}, {b:#x}");
+                }
+            }
+        }
+    }
+
     /// eval32 against the 32-bit operations written out directly.
     #[test]
     fn eval32_is_the_32_bit_operation() {
