@@ -3279,3 +3279,53 @@ fn a_subprogram_state_from_another_call_site_is_not_pruned() {
         "R1 invalid mem access 'scalar'",
     );
 }
+
+/// Two registers linked by one id in the saved state (copies of one value) are not covered
+/// by two unlinked registers (id 0 each), even with the same bounds: regsafe gives each
+/// unlinked register its own label. On the path walked first r7 is a copy of r6, so
+/// `if r6 > 4` bounds r7 too; on the other, r6 and r7 are independent numbers and r7's
+/// offset is refused.
+#[test]
+fn linked_registers_are_not_covered_by_two_unlinked_ones() {
+    rejects(
+        &format!(
+            "call 7
+        r6 = r0
+        r7 = r6
+        call 7
+        if r0 != 0 goto other
+        r3 = 0
+        r4 = 1
+        goto pad
+    pad:
+        r5 = 2
+        r3 = 3
+        r4 = 4
+        r5 = 5
+        r3 = 6
+        r4 = 7
+        goto pad2
+    pad2:
+        r3 = 8
+        r4 = 9
+        goto join
+    other:
+        call 7
+        r6 = r0
+        r6 &= 0xffffffff
+        call 7
+        r7 = r0
+        r7 &= 0xffffffff
+    join:
+        if r6 > 4 goto out
+        {ARRAY1_VALUE}
+        r0 += r7
+        r0 = *(u8 *)(r0 + 0)
+    out:
+        r0 = 2
+        exit"
+        ),
+        32,
+        "map_value variable offset",
+    );
+}

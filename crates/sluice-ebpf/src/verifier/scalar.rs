@@ -530,6 +530,19 @@ pub(crate) fn refine32(cmp: Cmp, a: Scalar, b: Scalar) -> Option<(Scalar, Scalar
 mod tests {
     use super::*;
 
+    /// sext's edges: 64 bits or more is the identity, 0 bits is the constant 0; a value
+    /// whose bounds meet is a constant even when its tnum alone is not.
+    #[test]
+    fn sext_edges_and_constants_from_bounds() {
+        let s = Scalar::bounded(16);
+        assert_eq!(s.sext(64), s);
+        assert_eq!(s.sext(65), s);
+        assert_eq!(s.sext(0), Scalar::konst(0));
+        let pinned = Scalar { umin: 7, umax: 7, smin: 7, smax: 7, t: Tnum { value: 0, mask: 7 } };
+        assert_eq!(pinned.as_const(), Some(7));
+        assert_eq!(Scalar::bounded(3).as_const(), None);
+    }
+
     /// The relation on two concrete values, written out.
     fn holds(c: Cmp, a: u64, b: u64) -> bool {
         let (sa, sb) = (a as i64, b as i64);

@@ -158,6 +158,24 @@ impl Tnum {
 mod tests {
     use super::*;
 
+    /// The edges of the shifts, `range` and `trunc`: a shift by 64 or more leaves nothing,
+    /// an arithmetic shift saturates at 63 (sign copies), an empty range is unknown, and
+    /// truncating to 64 bits or more is the identity.
+    #[test]
+    fn shift_range_and_trunc_edges() {
+        let t = Tnum { value: 0x8000_0000_0000_0010, mask: 0x0f00 };
+        assert_eq!(t.lsh(64), Tnum::konst(0));
+        assert_eq!(t.rsh(64), Tnum::konst(0));
+        assert_eq!(t.lsh(63), Tnum::konst(0), "bit 4 and the unknown bits shift out");
+        assert_eq!(t.rsh(63), Tnum::konst(1));
+        assert_eq!(t.arsh(64), Tnum::konst(u64::MAX), "a known sign bit copied everywhere");
+        assert_eq!(Tnum::range(5, 4), Tnum::UNKNOWN);
+        assert_eq!(Tnum::range(4, 4), Tnum::konst(4));
+        assert_eq!(t.trunc(64), t);
+        assert_eq!(t.trunc(70), t);
+        assert_eq!(t.trunc(8), Tnum::konst(0x10));
+    }
+
     fn members(t: Tnum) -> Vec<u64> {
         // Enumerate (small masks only).
         let bits: Vec<u32> = (0..64).filter(|i| t.mask >> i & 1 == 1).collect();
