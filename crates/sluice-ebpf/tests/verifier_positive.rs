@@ -1538,3 +1538,31 @@ fn a_precise_spill_of_part_of_the_values_does_not_prune_against_initialised_byte
     // instructions walked, against 25 if the join had pruned it.
     assert_eq!(v.stats().processed_insns, 35, "{:?}", v.stats());
 }
+
+/// Precision backtracking through BPF_CMPXCHG: r0 after it is the memory's old value (no
+/// register is its source), so r0's comparand before it is not needed however precisely
+/// the result is used. r6 (1 first, 2 on the other path) reaches the comparand through
+/// `r0 = r6`; the join prunes.
+#[test]
+fn a_cmpxchg_result_makes_its_comparand_not_precise() {
+    let v = diamond_r6(
+        2,
+        &format!(
+            "*(u64 *)(r10 - 8) = 3
+        r1 = 5
+        r0 = r6
+        atomic u64 r10 - 8 cmpxchg r1
+        r6 = r0
+        r6 &= 7
+        {ARRAY1_VALUE}
+        r0 += r6
+        r0 = *(u8 *)(r0 + 0)
+    out:
+        r0 = 2
+        exit"
+        ),
+    );
+    // Pruned at the join: the other path walks 1 instruction (r6 = 2), not the 14 after
+    // the join as well.
+    assert_eq!((v.stats().states_pruned, v.stats().processed_insns), (1, 29), "{:?}", v.stats());
+}
