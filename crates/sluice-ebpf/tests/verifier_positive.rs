@@ -1566,3 +1566,35 @@ fn a_cmpxchg_result_makes_its_comparand_not_precise() {
     // the join as well.
     assert_eq!((v.stats().states_pruned, v.stats().processed_insns), (1, 29), "{:?}", v.stats());
 }
+
+/// Sign-extending a byte that may have either sign gives [-128, 127] (movsx): plus 128, a
+/// bounded offset a packet pointer may take (then checked against data_end as any).
+#[test]
+fn a_sign_extended_byte_of_either_sign_is_within_minus_128_and_127() {
+    accepts(&format!(
+        "{PKT} r4 = r2 \n r4 += 1 \n if r4 > r3 goto out \n r1 = *(u8 *)(r2 + 0) \n r5 = (s8)r1 \n r5 += 128 \n r6 = r2 \n r6 += r5
+        r7 = r6
+        r7 += 1
+        if r7 > r3 goto out
+        r0 = *(u8 *)(r6 + 0)
+    out:
+        r0 = 2
+        exit"
+    ));
+}
+
+/// A signed JMP32 comparison of a value that fits 32 bits bounds the whole register: a
+/// packet byte at most 8 (by `w1 s> 8`) indexes an 8-byte read in a 16-byte map value.
+#[test]
+fn a_signed_32_bit_comparison_bounds_a_value_that_fits_32_bits() {
+    accepts(&format!(
+        "{PKT} r4 = r2 \n r4 += 1 \n if r4 > r3 goto out \n r6 = *(u8 *)(r2 + 0)
+        {ARRAY1_VALUE}
+        if w6 s> 8 goto out
+        r0 += r6
+        r0 = *(u64 *)(r0 + 0)
+    out:
+        r0 = 2
+        exit"
+    ));
+}
