@@ -877,6 +877,8 @@ fn printk_format_subset() {
     // Zero has no minus sign (only a negative value does), with or without the `+` flag.
     assert_eq!(f(&st, "%d %+d %lld %i", &[0, 0, 0, 0]).as_deref(), Some("0 +0 0 0"));
     assert_eq!(f(&st, "%#x %X %c%%", &[255, 255, b'z' as u64]).as_deref(), Some("0xff FF z%"));
+    // The `#` prefix only for a non-zero value (printf's rule), in both cases of x.
+    assert_eq!(f(&st, "%#X %#X %#x", &[255, 0, 0]).as_deref(), Some("0XFF 0 0"));
     assert_eq!(f(&st, "%pI4 %pi4", &[base, base]).as_deref(), Some("10.0.0.1 010.000.000.001"));
     assert_eq!(f(&st, "dev %s", &[base + 8]).as_deref(), Some("dev eth0"));
     // The kernel's %pI6: eight colon-separated groups of four hex digits; %pi6 without colons.
