@@ -521,3 +521,31 @@ fn a_map_kept_in_a_callee_saved_register_across_a_helper_call_is_inlined() {
     };
     assert_eq!(v[0].r0(), 33);
 }
+
+/// A conditional jump's target starts a block: the lookup there is reached with r1 = map b
+/// (by the jump) or map a (falling in), so it is inlined as neither, and each path reads
+/// its own map's value (the first packet byte non-zero takes the jump).
+#[test]
+fn a_conditional_jump_target_starts_a_block_for_the_known_map() {
+    let defs = [MapDef::new("a", map_type::ARRAY, 4, 8, 1), MapDef::new("b", map_type::ARRAY, 4, 8, 1)];
+    let p = flat(&[
+        &[ldx(BPF_W, 2, 1, 0), ldx(BPF_W, 3, 1, 4), mov64_reg(4, 2), alu64_imm(BPF_ADD, 4, 1), jmp_reg(BPF_JGT, 4, 3, 13)],
+        &[ldx(BPF_B, 5, 2, 0)],
+        &lddw_map(1, 1),
+        &[jmp_imm(BPF_JNE, 5, 0, 2)],
+        &lddw_map(1, 0),
+        // lookup: key 0 on the stack.
+        &[st(BPF_W, 10, -4, 0), mov64_reg(2, 10), alu64_imm(BPF_ADD, 2, -4), call(hid::MAP_LOOKUP_ELEM)],
+        &[jmp_imm(BPF_JEQ, 0, 0, 2), ldx(BPF_DW, 0, 0, 0), exit()],
+        &[mov64_imm(0, 0), exit()],
+    ]);
+    let setup = |m: &Maps| {
+        m.get(0).unwrap().update(&0u32.to_le_bytes(), &11u64.to_le_bytes(), 0).unwrap();
+        m.get(1).unwrap().update(&0u32.to_le_bytes(), &22u64.to_le_bytes(), 0).unwrap();
+    };
+    let v = match diff_runs(p.clone(), &defs, 1, &setup, &[Input::pkt(&[0; 64]), Input::pkt(&[1; 64])]) {
+        Diff::Same(v) => v,
+        Diff::Refused(e) => panic!("refused: {e}"),
+    };
+    assert_eq!((v[0].r0(), v[1].r0()), (11, 22), "a falling in, b by the jump");
+}

@@ -3329,3 +3329,31 @@ fn linked_registers_are_not_covered_by_two_unlinked_ones() {
         "map_value variable offset",
     );
 }
+
+/// A bounds check gives its range only to the packet pointers sharing the checked one's id
+/// (its variable offset): r6 and r7 are data plus two different packet bytes; checking
+/// r6 + 8 lets r6 be read, not r7.
+#[test]
+fn a_bounds_check_covers_only_pointers_with_the_same_variable_offset() {
+    rejects(
+        &format!(
+            "{PKT} r0 = r2 \n r0 += 2 \n if r0 > r3 goto out
+        r4 = *(u8 *)(r2 + 0)
+        r5 = *(u8 *)(r2 + 1)
+        r6 = r2
+        r6 += r4
+        r7 = r2
+        r7 += r5
+        r8 = r6
+        r8 += 8
+        if r8 > r3 goto out
+        r0 = *(u64 *)(r6 + 0)
+        r0 = *(u64 *)(r7 + 0)
+    out:
+        r0 = 2
+        exit"
+        ),
+        15,
+        "invalid access to packet, off=0 size=8, R7 range=0",
+    );
+}
