@@ -3357,3 +3357,49 @@ fn a_bounds_check_covers_only_pointers_with_the_same_variable_offset() {
         "invalid access to packet, off=0 size=8, R7 range=0",
     );
 }
+
+/// A spilled copy is linked too: on the path walked first the slot at -16 holds a copy of
+/// r6, so `if r6 > 4` bounds the value filled from it, and r6 is precise at `join` because
+/// the slot's bounds came from it. On the other path the slot holds an unrelated number:
+/// not pruned at `join` (r6's id is paired with the slot's there), and its offset is refused.
+#[test]
+fn a_spilled_copy_is_linked_to_its_register_for_precision() {
+    rejects(
+        &format!(
+            "call 7
+        r6 = r0
+        *(u64 *)(r10 - 16) = r6
+        call 7
+        if r0 != 0 goto other
+        r3 = 0
+        r4 = 1
+        goto pad
+    pad:
+        r5 = 2
+        r3 = 3
+        r4 = 4
+        r5 = 5
+        r3 = 6
+        r4 = 7
+        goto pad2
+    pad2:
+        r3 = 8
+        r4 = 9
+        goto join
+    other:
+        call 7
+        *(u64 *)(r10 - 16) = r0
+    join:
+        if r6 > 4 goto out
+        {ARRAY1_VALUE}
+        r3 = *(u64 *)(r10 - 16)
+        r0 += r3
+        r0 = *(u8 *)(r0 + 0)
+    out:
+        r0 = 2
+        exit"
+        ),
+        29,
+        "map_value variable offset",
+    );
+}
