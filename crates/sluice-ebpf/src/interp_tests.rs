@@ -1304,3 +1304,49 @@ fn csum_diff_refuses_more_than_512_bytes_in_all() {
     assert!((r0(call_with(4, 508)) as i64) >= 0, "4 + 508 is 512");
     assert_eq!(r0(call_with(8, 508)) as i64, -(libc::EINVAL as i64), "8 + 508");
 }
+
+/// `bpf_xdp_load_bytes` / `store_bytes` on a multi-buffer packet (64 linear bytes, then
+/// 200 bytes in fragments of 50): a range starting in the third fragment and ending in the
+/// fourth skips the first two and crosses the boundary, reading (or writing) exactly the
+/// packet's bytes 184..224.
+#[test]
+fn xdp_bytes_skip_whole_fragments_and_cross_into_the_next() {
+    let tail: Vec<u8> = (0..200u32).map(|i| i as u8).collect();
+    let run_on_frags = |p: Vec<Insn>| {
+        let interp = Interpreter::new(prog(p, &[]), Arc::new(Maps::empty(1))).expect("interpreter");
+        let mut frags = crate::xdp::PageFrags::split(&tail, 50, 17).unwrap();
+        let mut mem = LowMem::new(FRAME).unwrap();
+        let mut xdp = XdpBuff::new(&mut mem.as_mut_slice()[..FRAME], HEADROOM, 64);
+        xdp.frags = Some(&mut frags);
+        let (_, r0) = interp.run_full(&mut xdp, &mut NullEnv::new()).unwrap();
+        (r0, frags.bytes().flat_map(<[u8]>::to_vec).collect::<Vec<u8>>())
+    };
+    // Load 40 bytes at packet offset 184 (fragment byte 120) into the stack, return the
+    // first and last of them.
+    let load = vec![
+        mov64_reg(6, 1),
+        mov64_reg(1, 6),
+        mov64_imm(2, 184),
+        mov64_reg(3, 10),
+        alu64_imm(BPF_ADD, 3, -40),
+        mov64_imm(4, 40),
+        call(hid::XDP_LOAD_BYTES),
+        jmp_imm(BPF_JNE, 0, 0, 5),
+        ldx(BPF_B, 0, 10, -40),
+        ldx(BPF_B, 7, 10, -1),
+        alu64_imm(BPF_LSH, 0, 8),
+        alu64_reg(BPF_OR, 0, 7),
+        exit(),
+        exit(),
+    ];
+    let (r0, _) = run_on_frags(load);
+    assert_eq!(r0, (120 << 8) | 159, "bytes 120 and 159 of the fragments");
+    // Store 40 bytes of 0xee at the same offset: only fragment bytes 120..160 change.
+    let mut store: Vec<Insn> = (0..10).map(|i| st(BPF_W, 10, -40 + 4 * i, 0xeeee_eeee_u32 as i32)).collect();
+    store.extend([mov64_imm(2, 184), mov64_reg(3, 10), alu64_imm(BPF_ADD, 3, -40), mov64_imm(4, 40), call(hid::XDP_STORE_BYTES), exit()]);
+    let (r0, bytes) = run_on_frags(store);
+    assert_eq!(r0, 0);
+    let mut want = tail.clone();
+    want[120..160].iter_mut().for_each(|b| *b = 0xee);
+    assert_eq!(bytes, want);
+}

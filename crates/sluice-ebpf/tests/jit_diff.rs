@@ -1399,3 +1399,37 @@ fn map_delete_returns_zero_then_enoent() {
         Diff::Refused(e) => panic!("{e}"),
     }
 }
+
+/// bpf_map_update_elem's errors reach the program: a new key in a full hash map is -E2BIG,
+/// BPF_NOEXIST on a key that is there is -EEXIST (the first update, into the empty map, is 0).
+#[test]
+fn map_update_returns_e2big_when_full_and_eexist_for_noexist() {
+    let defs = [MapDef::new("h", map_type::HASH, 4, 8, 1)];
+    let update = |key: i32, flags: i32| -> Vec<Insn> {
+        flat(&[
+            &[st(BPF_W, 10, -4, key), st(BPF_DW, 10, -16, 5)],
+            &lddw_map(1, 0),
+            &[
+                mov64_reg(2, 10),
+                alu64_imm(BPF_ADD, 2, -4),
+                mov64_reg(3, 10),
+                alu64_imm(BPF_ADD, 3, -16),
+                mov64_imm(4, flags),
+                call(hid::MAP_UPDATE_ELEM),
+            ],
+        ])
+    };
+    // r0 = first * 10000 + second * 100 + third, as negative errnos.
+    let p = flat(&[
+        &update(1, 0),
+        &[mov64_reg(6, 0), alu64_imm(BPF_MUL, 6, 10000)],
+        &update(2, 0),
+        &[alu64_imm(BPF_MUL, 0, 100), alu64_reg(BPF_ADD, 6, 0)],
+        &update(1, 1),
+        &[alu64_reg(BPF_ADD, 0, 6), exit()],
+    ]);
+    match diff_runs(p, &defs, 1, &|_| {}, &[Input::pkt(&[0; 64])]) {
+        Diff::Same(v) => assert_eq!(v[0].r0() as i64, -(libc::E2BIG as i64) * 100 - libc::EEXIST as i64),
+        Diff::Refused(e) => panic!("{e}"),
+    }
+}
