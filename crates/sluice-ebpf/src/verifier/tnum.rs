@@ -176,6 +176,16 @@ mod tests {
         assert_eq!(t.trunc(8), Tnum::konst(0x10));
     }
 
+    /// Signed bounds are exact when the sign bit is known (either sign), and span both signs
+    /// only when it is not.
+    #[test]
+    fn signed_bounds_follow_a_known_sign_bit() {
+        assert_eq!(Tnum { value: 0x10, mask: 0x0f }.sbounds(), (16, 31));
+        let neg = Tnum { value: 0x8000_0000_0000_0010, mask: 0x0f };
+        assert_eq!(neg.sbounds(), (i64::MIN + 16, i64::MIN + 31));
+        assert_eq!(Tnum { value: 0x10, mask: 0x8000_0000_0000_000f }.sbounds(), (i64::MIN + 16, 31));
+    }
+
     fn members(t: Tnum) -> Vec<u64> {
         // Enumerate (small masks only).
         let bits: Vec<u32> = (0..64).filter(|i| t.mask >> i & 1 == 1).collect();
