@@ -2689,6 +2689,42 @@ fn a_signed_remainder_of_a_negative_number_is_not_below_the_divisor() {
     );
 }
 
+/// The path walked first when a call and a branch came just before it: straight-line moves
+/// and two more jumps, so that the verifier saves its state at the `join` that follows
+/// (is_state_visited's heuristic: 2 jumps and 8 instructions since the last saved state).
+/// Clobbers r3-r5.
+const PAD_TO_JOIN: &str = "
+        r3 = 0
+        r4 = 1
+        goto pad
+    pad:
+        r5 = 2
+        r3 = 3
+        r4 = 4
+        r5 = 5
+        r3 = 6
+        r4 = 7
+        goto join";
+
+/// [`PAD_TO_JOIN`] with one more jump, for a path whose state the verifier saved again at
+/// `pad` (a longer prologue). Clobbers r3-r5.
+const PAD_TWICE_TO_JOIN: &str = "
+        r3 = 0
+        r4 = 1
+        goto pad
+    pad:
+        r5 = 2
+        r3 = 3
+        r4 = 4
+        r5 = 5
+        r3 = 6
+        r4 = 7
+        goto pad2
+    pad2:
+        r3 = 8
+        r4 = 9
+        goto join";
+
 /// Straight-line padding and a second jump on the path walked first, so that the verifier
 /// saves its state at the `join` label that follows (is_state_visited's heuristic: enough
 /// instructions and jumps since the last saved state). Clobbers r1 and r5.
@@ -3056,7 +3092,8 @@ fn a_helper_does_not_read_a_write_only_map_value() {
 #[test]
 fn a_null_check_against_a_register_rests_on_its_zero() {
     rejects(
-        "*(u32 *)(r10 - 4) = 0
+        &format!(
+            "*(u32 *)(r10 - 4) = 0
         r2 = r10
         r2 += -4
         r1 = map[1] ll
@@ -3065,17 +3102,7 @@ fn a_null_check_against_a_register_rests_on_its_zero() {
         call 7
         if r0 != 0 goto other
         r1 = 0
-        r3 = 0
-        r4 = 1
-        goto pad
-    pad:
-        r5 = 2
-        r3 = 3
-        r4 = 4
-        r5 = 5
-        r3 = 6
-        r4 = 7
-        goto join
+        {PAD_TO_JOIN}
     other:
         r1 = 1
     join:
@@ -3083,7 +3110,8 @@ fn a_null_check_against_a_register_rests_on_its_zero() {
         r2 = *(u64 *)(r6 + 0)
     out:
         r0 = 2
-        exit",
+        exit"
+        ),
         22,
         "invalid mem access 'map_value_or_null'",
     );
@@ -3097,7 +3125,8 @@ fn a_null_check_against_a_register_rests_on_its_zero() {
 #[test]
 fn one_lookup_in_two_registers_does_not_cover_two_lookups() {
     rejects(
-        "*(u32 *)(r10 - 4) = 0
+        &format!(
+            "*(u32 *)(r10 - 4) = 0
         r2 = r10
         r2 += -4
         r1 = map[1] ll
@@ -3106,17 +3135,7 @@ fn one_lookup_in_two_registers_does_not_cover_two_lookups() {
         r7 = r0
         call 7
         if r0 != 0 goto other
-        r3 = 0
-        r4 = 1
-        goto pad
-    pad:
-        r5 = 2
-        r3 = 3
-        r4 = 4
-        r5 = 5
-        r3 = 6
-        r4 = 7
-        goto join
+        {PAD_TO_JOIN}
     other:
         r2 = r10
         r2 += -4
@@ -3128,7 +3147,8 @@ fn one_lookup_in_two_registers_does_not_cover_two_lookups() {
         r1 = *(u64 *)(r7 + 0)
     out:
         r0 = 2
-        exit",
+        exit"
+        ),
         27,
         "R7 invalid mem access 'map_value_or_null'",
     );
@@ -3145,17 +3165,7 @@ fn a_map_value_pointer_at_another_offset_is_not_pruned() {
         r6 = r0
         call 7
         if r0 != 0 goto other
-        r3 = 0
-        r4 = 1
-        goto pad
-    pad:
-        r5 = 2
-        r3 = 3
-        r4 = 4
-        r5 = 5
-        r3 = 6
-        r4 = 7
-        goto join
+        {PAD_TO_JOIN}
     other:
         r6 += 12
     join:
@@ -3215,20 +3225,11 @@ fn each_reserved_field_and_undefined_encoding_is_refused() {
 #[test]
 fn a_state_holding_a_reference_is_not_pruned_by_one_without() {
     rb_rejects(
-        "r6 = r1
+        &format!(
+            "r6 = r1
         call 7
         if r0 != 0 goto other
-        r3 = 0
-        r4 = 1
-        goto pad
-    pad:
-        r5 = 2
-        r3 = 3
-        r4 = 4
-        r5 = 5
-        r3 = 6
-        r4 = 7
-        goto join
+        {PAD_TO_JOIN}
     other:
         r1 = map[5] ll
         r2 = 8
@@ -3238,7 +3239,8 @@ fn a_state_holding_a_reference_is_not_pruned_by_one_without() {
         r0 = 0
     join:
         r0 = 2
-        exit",
+        exit"
+        ),
         21,
         "Unreleased reference id=",
     );
@@ -3294,21 +3296,7 @@ fn linked_registers_are_not_covered_by_two_unlinked_ones() {
         r7 = r6
         call 7
         if r0 != 0 goto other
-        r3 = 0
-        r4 = 1
-        goto pad
-    pad:
-        r5 = 2
-        r3 = 3
-        r4 = 4
-        r5 = 5
-        r3 = 6
-        r4 = 7
-        goto pad2
-    pad2:
-        r3 = 8
-        r4 = 9
-        goto join
+        {PAD_TWICE_TO_JOIN}
     other:
         call 7
         r6 = r0
@@ -3371,21 +3359,7 @@ fn a_spilled_copy_is_linked_to_its_register_for_precision() {
         *(u64 *)(r10 - 16) = r6
         call 7
         if r0 != 0 goto other
-        r3 = 0
-        r4 = 1
-        goto pad
-    pad:
-        r5 = 2
-        r3 = 3
-        r4 = 4
-        r5 = 5
-        r3 = 6
-        r4 = 7
-        goto pad2
-    pad2:
-        r3 = 8
-        r4 = 9
-        goto join
+        {PAD_TWICE_TO_JOIN}
     other:
         call 7
         *(u64 *)(r10 - 16) = r0
