@@ -1051,6 +1051,30 @@ fn perf_event_output_appends_ctxlen_packet_bytes_to_the_record() {
     assert_eq!(ev[0].data, vec![0x11, 0x22, 0x33, 0x44, 0x80, 0x81, 0x82, 0x83, 0x84, 0x85], "the data, then 6 packet bytes");
 }
 
+/// The context length may be the whole packet but no more: all 64 bytes are appended (0),
+/// 65 is -EFAULT with no record (the kernel's `bpf_xdp_event_output` checks ctx_size
+/// against the packet's length).
+#[test]
+fn perf_event_output_takes_at_most_the_packet_as_context() {
+    let defs = [MapDef::new("events", map_type::PERF_EVENT_ARRAY, 4, 4, 1)];
+    let out = |ctxlen: u64| {
+        let maps = maps_of(&defs, 1);
+        maps.get(0).unwrap().attach_consumer();
+        let flags = crate::maps::BPF_F_CURRENT_CPU | (ctxlen << 32);
+        let p = flat(&[
+            &[st(BPF_W, 10, -4, 1)],
+            &lddw_map(2, 0),
+            &lddw(3, flags),
+            &[mov64_reg(4, 10), alu64_imm(BPF_ADD, 4, -4), mov64_imm(5, 4), call(hid::PERF_EVENT_OUTPUT), exit()],
+        ]);
+        let r = run_with(p, &defs, maps.clone(), &[7u8; 64]);
+        let events = maps.get(0).unwrap().take_events();
+        (rc(&r), events.iter().map(|e| e.data.len()).collect::<Vec<_>>())
+    };
+    assert_eq!(out(64), (0, vec![4 + 64]));
+    assert_eq!(out(65), (-(libc::EFAULT as i64), vec![]));
+}
+
 /// `bpf_xdp_adjust_tail(delta)` on a packet of 64 linear bytes and one 100-byte fragment
 /// (of 0xab) in a 4 KiB page: (r0, linear length, the fragments' bytes).
 fn adjust_tail_on_frags(delta: i32) -> (i64, usize, Vec<Vec<u8>>) {
