@@ -791,27 +791,22 @@ struct Spec {
     zero: bool,
     plus: bool,
     space: bool,
-    alt: bool,
     width: usize,
 }
 
-fn pad(out: &mut String, spec: &Spec, sign: &str, prefix: &str, body: &str) {
-    let len = sign.len() + prefix.len() + body.len();
-    let fill = spec.width.saturating_sub(len);
+fn pad(out: &mut String, spec: &Spec, sign: &str, body: &str) {
+    let fill = spec.width.saturating_sub(sign.len() + body.len());
     if spec.left {
         out.push_str(sign);
-        out.push_str(prefix);
         out.push_str(body);
         out.extend(std::iter::repeat_n(' ', fill));
     } else if spec.zero {
         out.push_str(sign);
-        out.push_str(prefix);
         out.extend(std::iter::repeat_n('0', fill));
         out.push_str(body);
     } else {
         out.extend(std::iter::repeat_n(' ', fill));
         out.push_str(sign);
-        out.push_str(prefix);
         out.push_str(body);
     }
 }
@@ -843,14 +838,15 @@ fn format_printk(st: &RunState<'_>, fmt: &[u8], args: &[u64]) -> Option<String> 
             i += 1;
             continue;
         }
-        let mut spec = Spec { left: false, zero: false, plus: false, space: false, alt: false, width: 0 };
+        let mut spec = Spec { left: false, zero: false, plus: false, space: false, width: 0 };
         while let Some(&f) = fmt.get(i) {
             match f {
                 b'-' => spec.left = true,
                 b'0' => spec.zero = true,
                 b'+' => spec.plus = true,
                 b' ' => spec.space = true,
-                b'#' => spec.alt = true,
+                // No `#`: the kernel's bpf_bprintf_prepare skips only `0 +-` and the
+                // width, so `%#x` is -EINVAL there too.
                 _ => break,
             }
             i += 1;
@@ -868,7 +864,7 @@ fn format_printk(st: &RunState<'_>, fmt: &[u8], args: &[u64]) -> Option<String> 
             b'c' => {
                 let a = take()?;
                 let ch = (a as u8 as char).to_string();
-                pad(&mut out, &spec, "", "", &ch);
+                pad(&mut out, &spec, "", &ch);
             }
             b's' => {
                 let a = take()?;
@@ -876,7 +872,7 @@ fn format_printk(st: &RunState<'_>, fmt: &[u8], args: &[u64]) -> Option<String> 
                     Some(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
                     None => "(fault)".to_owned(),
                 };
-                pad(&mut out, &spec, "", "", &s);
+                pad(&mut out, &spec, "", &s);
             }
             b'p' => {
                 let a = take()?;
@@ -917,7 +913,7 @@ fn format_printk(st: &RunState<'_>, fmt: &[u8], args: &[u64]) -> Option<String> 
                     (Some(x), _) if x.is_ascii_alphanumeric() => return None,
                     _ => format!("{a:016x}"),
                 };
-                pad(&mut out, &spec, "", "", &s);
+                pad(&mut out, &spec, "", &s);
             }
             _ => {
                 let mut long = false;
@@ -945,17 +941,11 @@ fn format_printk(st: &RunState<'_>, fmt: &[u8], args: &[u64]) -> Option<String> 
                         } else {
                             ""
                         };
-                        pad(&mut out, &spec, sign, "", &sv.unsigned_abs().to_string());
+                        pad(&mut out, &spec, sign, &sv.unsigned_abs().to_string());
                     }
-                    b'u' => pad(&mut out, &spec, "", "", &v.to_string()),
-                    b'x' => {
-                        let pre = if spec.alt && v != 0 { "0x" } else { "" };
-                        pad(&mut out, &spec, "", pre, &format!("{v:x}"));
-                    }
-                    b'X' => {
-                        let pre = if spec.alt && v != 0 { "0X" } else { "" };
-                        pad(&mut out, &spec, "", pre, &format!("{v:X}"));
-                    }
+                    b'u' => pad(&mut out, &spec, "", &v.to_string()),
+                    b'x' => pad(&mut out, &spec, "", &format!("{v:x}")),
+                    b'X' => pad(&mut out, &spec, "", &format!("{v:X}")),
                     _ => return None,
                 }
             }

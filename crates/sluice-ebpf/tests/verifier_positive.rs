@@ -1598,3 +1598,23 @@ fn a_signed_32_bit_comparison_bounds_a_value_that_fits_32_bits() {
         exit"
     ));
 }
+
+/// `|` keeps the known bits (tnum_or): (x & 0xf0) | 3 has bits 0 and 1 set and bit 2 clear,
+/// so `& 7` is exactly 3, and an 8-byte read at value + 3 + 5 fits the 16-byte value (with
+/// the bits lost it could be 7, and 7 + 5 + 8 runs past the end).
+#[test]
+fn an_or_keeps_the_known_bits() {
+    accepts(&format!(
+        "call 7
+        r6 = r0
+        r6 &= 0xf0
+        r6 |= 3
+        r6 &= 7
+        {ARRAY1_VALUE}
+        r0 += r6
+        r2 = *(u64 *)(r0 + 5)
+    out:
+        r0 = 2
+        exit"
+    ));
+}
