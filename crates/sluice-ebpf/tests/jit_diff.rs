@@ -1351,8 +1351,8 @@ fn format_on_stack(fmt: &[u8], at: i16) -> Vec<sluice_ebpf::insn::Insn> {
 }
 
 /// trace_printk refuses a format without its terminating NUL within the given size, and a
-/// conversion it does not know, with -EINVAL and no line printed (bpf_trace_printk's
-/// bstr_printf checks).
+/// conversion it does not know, with -EINVAL and no line printed (bpf_bprintf_prepare's
+/// checks).
 #[test]
 fn trace_printk_refuses_an_unterminated_or_unknown_format() {
     for fmt in [b"abcdefgh", b"x=%q\0\0\0\0"] {

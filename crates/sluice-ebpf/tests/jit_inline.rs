@@ -539,6 +539,7 @@ fn a_conditional_jump_target_starts_a_block_for_the_known_map() {
         &[jmp_imm(BPF_JEQ, 0, 0, 2), ldx(BPF_DW, 0, 0, 0), exit()],
         &[mov64_imm(0, 0), exit()],
     ]);
+    assert_eq!(compiled(&p, &defs, 1).inlined_lookups(), 0, "inlined as neither map");
     let setup = |m: &Maps| {
         m.get(0).unwrap().update(&0u32.to_le_bytes(), &11u64.to_le_bytes(), 0).unwrap();
         m.get(1).unwrap().update(&0u32.to_le_bytes(), &22u64.to_le_bytes(), 0).unwrap();

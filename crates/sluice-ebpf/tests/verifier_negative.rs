@@ -2957,12 +2957,14 @@ fn the_context_refuses_sign_extending_loads_and_atomics() {
 }
 
 /// A map value index that may be negative is refused with the kernel's advice, even when
-/// its largest value is in range.
+/// its largest value is in range (here -8..7 into a 16-byte value).
 #[test]
 fn a_map_value_index_that_may_be_negative_is_refused() {
     rejects(
-        &format!("{ARRAY1_VALUE} \n r1 = *(u8 *)(r0 + 0) \n r1 += -8 \n r0 += r1 \n r2 = *(u8 *)(r0 + 0) \n out: \n r0 = 2 \n exit"),
-        10,
+        &format!(
+            "{ARRAY1_VALUE} \n r1 = *(u8 *)(r0 + 0) \n r1 &= 15 \n r1 += -8 \n r0 += r1 \n r2 = *(u8 *)(r0 + 0) \n out: \n r0 = 2 \n exit"
+        ),
+        11,
         "R0 min value is negative, either use unsigned index",
     );
 }
@@ -3179,12 +3181,15 @@ fn a_map_value_pointer_at_another_offset_is_not_pruned() {
     );
 }
 
-/// Every reserved field of every instruction class, one at a time (the kernel's
-/// check_*_fields and do_check's "reserved fields" refusals), and the encodings no class
-/// defines: each refused at decode, before any state exists.
+/// Reserved fields of BPF_NEG, BPF_END, the other ALU operations, LD_IMM64, LDX, ST, STX,
+/// JA (both classes), CALL and the conditional jumps, one at a time (the kernel's
+/// "reserved fields" refusals; EXIT's and CALL's other fields have tests above), and
+/// encodings no class defines: each refused at decode, before any state exists.
 #[test]
 fn each_reserved_field_and_undefined_encoding_is_refused() {
     let cases: &[(&str, &str)] = &[
+        ("raw 0x87 1 0 0 1", "BPF_NEG uses reserved fields"),
+        ("raw 0x8f 1 0 0 0", "BPF_NEG uses reserved fields"),
         ("raw 0xd4 1 2 0 16", "BPF_END uses reserved fields"),
         ("raw 0xd4 1 0 1 16", "BPF_END uses reserved fields"),
         ("raw 0xd4 1 0 0 8", "BPF_END uses reserved fields"),
@@ -3375,5 +3380,57 @@ fn a_spilled_copy_is_linked_to_its_register_for_precision() {
         ),
         29,
         "map_value variable offset",
+    );
+}
+
+/// An atomic reads its source register (liveness): the state saved at `join` with r6 a
+/// number keeps r6 live there, so the path where r6 is the frame pointer is not pruned, and
+/// adding that pointer into the stack is refused under the unprivileged rules (an address
+/// would leak into memory).
+#[test]
+fn an_atomic_reads_its_source_so_a_pointer_there_is_not_pruned() {
+    rejects_with(
+        &format!(
+            "call 7
+        r6 = 1
+        if r0 != 0 goto other
+        {PAD_TO_JOIN}
+    other:
+        r6 = r10
+    join:
+        *(u64 *)(r10 - 8) = 0
+        atomic u64 r10 - 8 add r6
+        r0 = 2
+        exit"
+        ),
+        maps(),
+        VerifyOptions::unprivileged(),
+        15,
+        "R6 leaks addr into memory (atomic operand is a pointer",
+    );
+}
+
+/// A load from a ring buffer record is any number of its size (the record's bytes are the
+/// program's to fill, nothing known): four bytes read there are up to 2^32 - 1, too large
+/// for a map value offset.
+#[test]
+fn a_load_from_a_ring_buffer_record_is_unknown() {
+    rb_rejects(
+        &format!(
+            "{RESERVE8}
+        if r0 == 0 goto out
+        r7 = *(u32 *)(r0 + 0)
+        r1 = r0
+        r2 = 0
+        call 133
+        {ARRAY1_VALUE}
+        r0 += r7
+        r0 = *(u8 *)(r0 + 0)
+    out:
+        r0 = 2
+        exit"
+        ),
+        18,
+        "map_value variable offset [0, 4294967295]",
     );
 }
