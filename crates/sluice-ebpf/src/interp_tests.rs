@@ -881,6 +881,8 @@ fn printk_format_subset() {
     assert_eq!(f(&st, "%#x", &[255]), None);
     assert_eq!(f(&st, "%#X", &[255]), None);
     assert_eq!(f(&st, "[%12d|%-10u]", &[42, 7]).as_deref(), Some("[          42|7         ]"), "widths of two digits");
+    // %px and %pK print the pointer's 16 hex digits (the letter consumed), as plain %p.
+    assert_eq!(f(&st, "%px|%pK|%p|", &[0x1234, 0xab, 0xcd]).as_deref(), Some("0000000000001234|00000000000000ab|00000000000000cd|"));
     assert_eq!(f(&st, "%pI4 %pi4", &[base, base]).as_deref(), Some("10.0.0.1 010.000.000.001"));
     assert_eq!(f(&st, "dev %s", &[base + 8]).as_deref(), Some("dev eth0"));
     // The kernel's %pI6: eight colon-separated groups of four hex digits; %pi6 without colons.
