@@ -1623,3 +1623,21 @@ fn an_or_keeps_the_known_bits() {
         exit"
     ));
 }
+
+/// `if r1 & r6` with the constant in the destination register: on the fall-through every
+/// bit of 0xf0 is clear in r6 too (the refinement works from either side), so a packet byte
+/// there is at most 15 and indexes the 16-byte value.
+#[test]
+fn a_bit_test_against_a_constant_on_the_left_bounds_the_right() {
+    accepts(&format!(
+        "{PKT} r4 = r2 \n r4 += 1 \n if r4 > r3 goto out \n r6 = *(u8 *)(r2 + 0)
+        {ARRAY1_VALUE}
+        r1 = 0xf0
+        if r1 & r6 goto out
+        r0 += r6
+        r0 = *(u8 *)(r0 + 0)
+    out:
+        r0 = 2
+        exit"
+    ));
+}
