@@ -1080,18 +1080,24 @@ fn perf_event_output_takes_at_most_the_packet_as_context() {
     assert_eq!(out(65), (-(libc::EFAULT as i64), vec![]));
 }
 
-/// `bpf_xdp_adjust_tail(delta)` on a packet of 64 linear bytes and one 100-byte fragment
-/// (of 0xab) in a 4 KiB page: (r0, linear length, the fragments' bytes).
-fn adjust_tail_on_frags(delta: i32) -> (i64, usize, Vec<Vec<u8>>) {
-    let interp = Interpreter::new(prog(vec![mov64_imm(2, delta), call(hid::XDP_ADJUST_TAIL), exit()], &[]), Arc::new(Maps::empty(1)))
-        .expect("interpreter");
-    let mut frags = crate::xdp::PageFrags::split(&[0xab; 100], 4096, 17).unwrap();
+/// Runs `p` on a multi-buffer packet: 64 linear bytes (zero) and `tail` split into fragments
+/// of `page` bytes. Returns r0, the linear packet after the run and the fragments' bytes.
+fn run_on_frags(p: Vec<Insn>, tail: &[u8], page: usize) -> (u64, Vec<u8>, Vec<Vec<u8>>) {
+    let interp = Interpreter::new(prog(p, &[]), Arc::new(Maps::empty(1))).expect("interpreter");
+    let mut frags = crate::xdp::PageFrags::split(tail, page, 17).unwrap();
     let mut mem = LowMem::new(FRAME).unwrap();
     let mut xdp = XdpBuff::new(&mut mem.as_mut_slice()[..FRAME], HEADROOM, 64);
     xdp.frags = Some(&mut frags);
     let (_, r0) = interp.run_full(&mut xdp, &mut NullEnv::new()).unwrap();
-    let linear = xdp.data_end - xdp.data;
-    (r0 as i64, linear, frags.bytes().map(<[u8]>::to_vec).collect::<Vec<_>>())
+    let linear = xdp.packet().to_vec();
+    (r0, linear, frags.bytes().map(<[u8]>::to_vec).collect())
+}
+
+/// `bpf_xdp_adjust_tail(delta)` on a packet of 64 linear bytes and one 100-byte fragment
+/// (of 0xab) in a 4 KiB page: (r0, linear length, the fragments' bytes).
+fn adjust_tail_on_frags(delta: i32) -> (i64, usize, Vec<Vec<u8>>) {
+    let (r0, linear, frags) = run_on_frags(vec![mov64_imm(2, delta), call(hid::XDP_ADJUST_TAIL), exit()], &[0xab; 100], 4096);
+    (r0 as i64, linear.len(), frags)
 }
 
 /// `bpf_xdp_adjust_tail` shrinking a multi-buffer packet takes the bytes from the last
@@ -1285,27 +1291,17 @@ fn load_bytes_from_inside_a_fragment_continues_into_the_next() {
         &[mov64_reg(1, 6), mov64_imm(2, 0), mov64_reg(3, 10), alu64_imm(BPF_ADD, 3, -32), mov64_imm(4, 20)],
         &[call(hid::XDP_STORE_BYTES), exit()],
     ]);
-    let interp = Interpreter::new(prog(p, &[]), Arc::new(Maps::empty(1))).expect("interpreter");
     let data: Vec<u8> = (0..200u32).map(|i| (i * 7 + 3) as u8).collect();
-    let mut frags = crate::xdp::PageFrags::split(&data, 100, 17).unwrap();
-    let mut mem = LowMem::new(FRAME).unwrap();
-    let mut xdp = XdpBuff::new(&mut mem.as_mut_slice()[..FRAME], HEADROOM, 64);
-    xdp.frags = Some(&mut frags);
-    let (_, r0) = interp.run_full(&mut xdp, &mut NullEnv::new()).unwrap();
+    let (r0, linear, _) = run_on_frags(p, &data, 100);
     assert_eq!(r0, 0);
-    assert_eq!(&xdp.packet()[..20], &data[90..110]);
+    assert_eq!(&linear[..20], &data[90..110]);
 }
 
 /// `bpf_xdp_get_buff_len` on a multi-buffer packet counts the fragments too: 64 linear
 /// bytes and a 100-byte fragment are 164.
 #[test]
 fn get_buff_len_counts_linear_bytes_and_fragments() {
-    let interp = Interpreter::new(prog(vec![call(hid::XDP_GET_BUFF_LEN), exit()], &[]), Arc::new(Maps::empty(1))).expect("interpreter");
-    let mut frags = crate::xdp::PageFrags::split(&[0xab; 100], 4096, 17).unwrap();
-    let mut mem = LowMem::new(FRAME).unwrap();
-    let mut xdp = XdpBuff::new(&mut mem.as_mut_slice()[..FRAME], HEADROOM, 64);
-    xdp.frags = Some(&mut frags);
-    let (_, r0) = interp.run_full(&mut xdp, &mut NullEnv::new()).unwrap();
+    let (r0, _, _) = run_on_frags(vec![call(hid::XDP_GET_BUFF_LEN), exit()], &[0xab; 100], 4096);
     assert_eq!(r0, 164);
 }
 
@@ -1342,13 +1338,8 @@ fn csum_diff_refuses_more_than_512_bytes_in_all() {
 fn xdp_bytes_skip_whole_fragments_and_cross_into_the_next() {
     let tail: Vec<u8> = (0..200u32).map(|i| i as u8).collect();
     let run_on_frags = |p: Vec<Insn>| {
-        let interp = Interpreter::new(prog(p, &[]), Arc::new(Maps::empty(1))).expect("interpreter");
-        let mut frags = crate::xdp::PageFrags::split(&tail, 50, 17).unwrap();
-        let mut mem = LowMem::new(FRAME).unwrap();
-        let mut xdp = XdpBuff::new(&mut mem.as_mut_slice()[..FRAME], HEADROOM, 64);
-        xdp.frags = Some(&mut frags);
-        let (_, r0) = interp.run_full(&mut xdp, &mut NullEnv::new()).unwrap();
-        (r0, frags.bytes().flat_map(<[u8]>::to_vec).collect::<Vec<u8>>())
+        let (r0, _, frags) = run_on_frags(p, &tail, 50);
+        (r0, frags.concat())
     };
     // Load 40 bytes at packet offset 184 (fragment byte 120) into the stack, return the
     // first and last of them.

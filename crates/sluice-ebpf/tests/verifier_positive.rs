@@ -1396,16 +1396,13 @@ fn a_product_keeps_the_bits_every_value_has() {
     );
 }
 
-/// A precise spilled scalar that covers every value of its 8 bytes (`bpf_ktime_get_ns`'s
-/// unknown u64, no id) asks nothing of the bytes but that they are initialised: the other
-/// path's 4-byte spill over that slot (bytes 4..8 left initialised) is a different spill,
-/// but reading the slot back can give no value the first path did not allow, so the join
-/// prunes. (sluice's stacksafe is more permissive here than mainline's, which wants the
-/// current slot all MISC/ZERO bytes; sound, since the old value covers every value.)
-#[test]
-fn a_precise_spill_covering_every_value_prunes_against_initialised_bytes() {
-    let v = accepts(&format!(
+/// `bpf_ktime_get_ns` (after `narrow`) spilled whole at -16, precise (read back, masked and
+/// used as a map value offset after `join`); the path walked first keeps it, the other
+/// overwrites its first 4 bytes with a 4-byte spill (bytes 4..8 stay initialised).
+fn spill_then_a_narrower_spill_at_the_join(narrow: &str) -> VerifiedProgram {
+    accepts(&format!(
         "call 5
+        {narrow}
         *(u64 *)(r10 - 16) = r0
         call 7
         if r0 != 0 goto other
@@ -1427,7 +1424,18 @@ fn a_precise_spill_covering_every_value_prunes_against_initialised_bytes() {
     out:
         r0 = 2
         exit"
-    ));
+    ))
+}
+
+/// A precise spilled scalar that covers every value of its 8 bytes (`bpf_ktime_get_ns`'s
+/// unknown u64, no id) asks nothing of the bytes but that they are initialised: the other
+/// path's 4-byte spill over that slot (bytes 4..8 left initialised) is a different spill,
+/// but reading the slot back can give no value the first path did not allow, so the join
+/// prunes. (sluice's stacksafe is more permissive here than mainline's, which wants the
+/// current slot all MISC/ZERO bytes; sound, since the old value covers every value.)
+#[test]
+fn a_precise_spill_covering_every_value_prunes_against_initialised_bytes() {
+    let v = spill_then_a_narrower_spill_at_the_join("");
     assert_eq!(v.stats().states_pruned, 2, "{:?}", v.stats());
 }
 
@@ -1514,31 +1522,7 @@ fn a_null_check_against_a_register_holding_zero() {
 /// safe here: the value is masked before use). The twin of the test above.
 #[test]
 fn a_precise_spill_of_part_of_the_values_does_not_prune_against_initialised_bytes() {
-    let v = accepts(&format!(
-        "call 5
-        r0 &= 0xffff
-        *(u64 *)(r10 - 16) = r0
-        call 7
-        if r0 != 0 goto other
-        r3 = 0
-        r4 = 1
-        r5 = 2
-        r3 = 3
-        r4 = 4
-        r5 = 5
-        goto join
-    other:
-        *(u32 *)(r10 - 16) = r0
-    join:
-        {ARRAY1_VALUE}
-        r3 = *(u64 *)(r10 - 16)
-        r3 &= 7
-        r0 += r3
-        r0 = *(u8 *)(r0 + 0)
-    out:
-        r0 = 2
-        exit"
-    ));
+    let v = spill_then_a_narrower_spill_at_the_join("r0 &= 0xffff");
     // The other path goes on past the join (pruned later, where its state matches): 35
     // instructions walked, against 25 if the join had pruned it.
     assert_eq!(v.stats().processed_insns, 35, "{:?}", v.stats());
