@@ -1371,33 +1371,37 @@ fn trace_printk_refuses_an_unterminated_or_unknown_format() {
     }
 }
 
-/// bpf_map_delete_elem returns 0 for a key it removed and -ENOENT for one that is not there
-/// (after the first delete).
-#[test]
-fn map_delete_returns_zero_then_enoent() {
-    let defs = [MapDef::new("h", map_type::HASH, 4, 8, 4)];
-    let p = flat(&[
-        &[st(BPF_W, 10, -4, 1), st(BPF_DW, 10, -16, 5)],
+/// `bpf_map_update_elem(map 0, &key, &5, flags)`: key at r10 - 4, value at r10 - 16.
+fn update_map0(key: i32, flags: i32) -> Vec<Insn> {
+    flat(&[
+        &[st(BPF_W, 10, -4, key), st(BPF_DW, 10, -16, 5)],
         &lddw_map(1, 0),
         &[
             mov64_reg(2, 10),
             alu64_imm(BPF_ADD, 2, -4),
             mov64_reg(3, 10),
             alu64_imm(BPF_ADD, 3, -16),
-            mov64_imm(4, 0),
+            mov64_imm(4, flags),
             call(hid::MAP_UPDATE_ELEM),
         ],
-        &lddw_map(1, 0),
-        &[mov64_reg(2, 10), alu64_imm(BPF_ADD, 2, -4), call(hid::MAP_DELETE_ELEM), mov64_reg(6, 0)],
-        &lddw_map(1, 0),
-        &[mov64_reg(2, 10), alu64_imm(BPF_ADD, 2, -4), call(hid::MAP_DELETE_ELEM)],
+    ])
+}
+
+/// bpf_map_delete_elem returns 0 for a key it removed and -ENOENT for one that is not there
+/// (after the first delete).
+#[test]
+fn map_delete_returns_zero_then_enoent() {
+    let defs = [MapDef::new("h", map_type::HASH, 4, 8, 4)];
+    let delete_key: &[Insn] = &flat(&[&lddw_map(1, 0), &[mov64_reg(2, 10), alu64_imm(BPF_ADD, 2, -4), call(hid::MAP_DELETE_ELEM)]]);
+    let p = flat(&[
+        &update_map0(1, 0),
+        delete_key,
+        &[mov64_reg(6, 0)],
+        delete_key,
         // r0 = first result * 1000 + second (0 and -2).
         &[alu64_imm(BPF_MUL, 6, 1000), alu64_reg(BPF_ADD, 0, 6), exit()],
     ]);
-    match diff_runs(p, &defs, 1, &|_| {}, &[Input::pkt(&[0; 64])]) {
-        Diff::Same(v) => assert_eq!(v[0].r0() as i64, -2),
-        Diff::Refused(e) => panic!("{e}"),
-    }
+    assert_eq!(same_with(p, &defs, &|_| {}, &[0; 64]).r0() as i64, -2);
 }
 
 /// bpf_map_update_elem's errors reach the program: a new key in a full hash map is -E2BIG,
@@ -1405,31 +1409,14 @@ fn map_delete_returns_zero_then_enoent() {
 #[test]
 fn map_update_returns_e2big_when_full_and_eexist_for_noexist() {
     let defs = [MapDef::new("h", map_type::HASH, 4, 8, 1)];
-    let update = |key: i32, flags: i32| -> Vec<Insn> {
-        flat(&[
-            &[st(BPF_W, 10, -4, key), st(BPF_DW, 10, -16, 5)],
-            &lddw_map(1, 0),
-            &[
-                mov64_reg(2, 10),
-                alu64_imm(BPF_ADD, 2, -4),
-                mov64_reg(3, 10),
-                alu64_imm(BPF_ADD, 3, -16),
-                mov64_imm(4, flags),
-                call(hid::MAP_UPDATE_ELEM),
-            ],
-        ])
-    };
     // r0 = first * 10000 + second * 100 + third, as negative errnos.
     let p = flat(&[
-        &update(1, 0),
+        &update_map0(1, 0),
         &[mov64_reg(6, 0), alu64_imm(BPF_MUL, 6, 10000)],
-        &update(2, 0),
+        &update_map0(2, 0),
         &[alu64_imm(BPF_MUL, 0, 100), alu64_reg(BPF_ADD, 6, 0)],
-        &update(1, 1),
+        &update_map0(1, 1),
         &[alu64_reg(BPF_ADD, 0, 6), exit()],
     ]);
-    match diff_runs(p, &defs, 1, &|_| {}, &[Input::pkt(&[0; 64])]) {
-        Diff::Same(v) => assert_eq!(v[0].r0() as i64, -(libc::E2BIG as i64) * 100 - libc::EEXIST as i64),
-        Diff::Refused(e) => panic!("{e}"),
-    }
+    assert_eq!(same_with(p, &defs, &|_| {}, &[0; 64]).r0() as i64, -(libc::E2BIG as i64) * 100 - libc::EEXIST as i64);
 }
