@@ -318,6 +318,40 @@ fn held_packets_leave_in_order_once_the_neighbour_answers() {
     }
 }
 
+/// An ICMP error the router originates for a sender on the link whose MAC it does not know
+/// yet waits for the neighbour like a forwarded packet (neigh_output queues it), and leaves to
+/// the answered MAC: the time-exceeded answers to the peer's TTL-1 packets.
+#[test]
+fn an_error_to_an_unresolved_sender_waits_for_its_neighbour_then_leaves() {
+    let frames = vec![
+        udp4(PEER_V4, DST1_V4, 5, 9).src_mac(MAC_PEER).ttl(1).build(),
+        udp6(PEER_V6, DST1_V6, 5, 9).src_mac(MAC_PEER).ttl(1).build(),
+        peer_arp_reply(),
+        peer_advertisement(),
+    ];
+    for listified in [false, true] {
+        let pool = Pool::new(256).unwrap();
+        let mut dp = build_router(frames.clone(), &Setup::default().listified(listified), &pool);
+        rounds_until(&mut dp, frames.len(), |dp| dp.counters().tx >= 4);
+        let c = dp.counters();
+        assert_eq!(c.nonzero_drops(), vec![("ip_ttl_expired", 2)], "listified {listified}");
+        assert_eq!((c.neigh_probes, c.originated), (2, 4), "a request per family, and the two errors");
+        let sent = out(&dp, P_IN);
+        let errors: Vec<_> = sent.iter().filter(|f| !is_arp(f) && icmp6_type(f) != Some(135)).collect();
+        assert_eq!(errors.len(), 2, "{sent:?}");
+        for (e, (orig, src_v4)) in errors.iter().zip([(&frames[0], true), (&frames[1], false)]) {
+            assert_eq!((&e[0..6], &e[6..12]), (&MAC_PEER[..], &MAC_IN[..]), "to the answered MAC");
+            let mut as_if_from_host = e.to_vec();
+            as_if_from_host[0..6].copy_from_slice(&MAC_HOST);
+            if src_v4 {
+                assert_icmp4_error(&as_if_from_host, 11, 0, IN_V4, orig);
+            } else {
+                assert_icmp6_error(&as_if_from_host, 3, 0, IN_V6, orig);
+            }
+        }
+    }
+}
+
 /// After `mcast_solicit` unanswered requests the queue fails (neigh_invalidate): each
 /// forwarded packet is dropped as neigh_failed, and its sender is told host unreachable
 /// (IPv6: address unreachable, code 3), quoting the packet with the TTL ip_forward had

@@ -275,3 +275,25 @@ fn icmp6_send_reports_a_packet_that_is_only_its_header() {
     assert_eq!(drops(&o), BTreeMap::from([("ip_ttl_expired", 1)]), "hop limit exceeded");
     assert_icmp6_error(&o.port(P_IN)[0], 3, 0, IN_V6, &f);
 }
+
+/// icmp6_send about a packet sent to a group (RFC 4443 2.4 e): only a parameter problem for
+/// an unrecognized option whose type's top two bits are 10 ("answer even if multicast") is
+/// sent, from the receiving interface's address; type 11 options, unknown next headers and
+/// the rest are dropped without an answer.
+#[test]
+fn icmp6_send_answers_a_group_only_for_an_option_that_asks_for_it() {
+    let all_nodes = v6([0xff02, 0, 0, 0, 0, 0, 0, 1]);
+    let to_group = |f: Vec<u8>| with_ipv6_ext(f, 0, &[0, 0, 0, 0, 0, 0]);
+    let opt = |t: u8| with_ipv6_ext(ping6(SRC_V6, all_nodes, 1, 1).dst_mac([0x33, 0x33, 0, 0, 0, 1]).build(), 0, &[t, 4, 0, 0, 0, 0]);
+    let answer_even_if_multicast = opt(0xbe);
+    let unless_multicast = opt(0xfe);
+    let unknown_proto = raw6(SRC_V6, all_nodes, 253).dst_mac([0x33, 0x33, 0, 0, 0, 1]).build();
+    let plain = to_group(ping6(SRC_V6, all_nodes, 2, 2).dst_mac([0x33, 0x33, 0, 0, 0, 1]).build());
+    let frames = vec![answer_even_if_multicast.clone(), unless_multicast, unknown_proto, plain];
+    let o = run_both(&frames, &Setup::default());
+    assert_eq!(drops(&o), BTreeMap::from([("ipv6_inhdr", 2), ("unhandled_l4", 1)]));
+    let e = o.port(P_IN);
+    assert_eq!(e.len(), 2, "one error and the echo reply of the last, well-formed request");
+    assert_eq!(assert_icmp6_error(&e[0], 4, 2, IN_V6, &answer_even_if_multicast), 42, "points at the option");
+    assert_eq!(icmp6_of(&e[1]).0, 129);
+}

@@ -744,6 +744,51 @@ mod tests {
         assert_eq!((w.wake_pending, w.c.rps_wakeups), (0, 1));
     }
 
+    /// `io` forwards frames untouched; `macswap` swaps their MAC addresses (testpmd's
+    /// macswap forwarding mode) and nothing else; a frame shorter than two addresses passes as is.
+    #[test]
+    fn macswap_swaps_the_addresses_and_io_leaves_frames_untouched() {
+        let mut frame: Vec<u8> = (1..=60).collect();
+        frame[12..14].copy_from_slice(&[0x08, 0x00]);
+        let mut swapped = frame.clone();
+        swapped[..6].copy_from_slice(&frame[6..12]);
+        swapped[6..12].copy_from_slice(&frame[..6]);
+        let runt: Vec<u8> = (1..=11).collect();
+        for (pipeline, want) in [(Pipeline::Io, &frame), (Pipeline::Macswap, &swapped)] {
+            let pool = Pool::new(64).unwrap();
+            let mut net = Net::new(Tunables::default(), pipeline);
+            let mut w = Worker::new(0, &pool);
+            net.ifaces.push(Iface::new("in", [2, 0, 0, 0, 0, 1]));
+            net.ifaces.push(Iface::new("out", [2, 0, 0, 0, 0, 2]));
+            net.peer = vec![Some(1), None];
+            w.add_port(0, Some(Box::new(PcapIn::from_frames("in", vec![frame.clone(), runt.clone()], 1))));
+            w.add_port(1, Some(Box::new(Sink::new("out", SinkKind::Capture, CheckSpec::default()))));
+            assert_eq!(softirq_round(&net, &mut w), 2);
+            let out = w.port_queue(1).unwrap().captured().unwrap();
+            assert_eq!(out, [want.clone(), runt.clone()], "{pipeline:?}");
+        }
+    }
+
+    /// A frame longer than a buffer chain holds (the driver's rx_length_errors) enters and is
+    /// dropped by name in the poll that met it, counted against the poll's quota; the
+    /// frames around it pass.
+    #[test]
+    fn a_frame_too_long_for_a_chain_is_received_and_dropped_as_a_length_error() {
+        let (mut net, mut w) = io_with_100_frames(Tunables::default());
+        let frames = vec![vec![0u8; 60], vec![0u8; crate::buf::chain::MAX_CHAIN_BYTES + 1], vec![0u8; 60]];
+        w.add_port(0, Some(Box::new(PcapIn::from_frames("in", frames, 1))));
+        net.peer = vec![Some(1), None];
+        assert_eq!(softirq_round(&net, &mut w), 3, "the dropped frame counts in the poll");
+        assert_eq!((w.c.rx, w.c.tx), (3, 2));
+        assert_eq!(w.c.dropped(DropReason::RxLengthError), 1);
+        assert!(w.c.conservation(w.in_flight()).is_ok());
+        // An input with only such frames: the poll returns them though it took no packet.
+        let (net, mut w) = io_with_100_frames(Tunables::default());
+        w.add_port(0, Some(Box::new(PcapIn::from_frames("in", vec![vec![0u8; crate::buf::chain::MAX_CHAIN_BYTES + 1]; 2], 1))));
+        assert_eq!(napi_poll(&net, &mut w, 0, 64), 2);
+        assert_eq!((w.c.rx, w.c.dropped(DropReason::RxLengthError)), (2, 2));
+    }
+
     #[test]
     fn dev_weight_bounds_one_poll() {
         // A time limit no preemption reaches (the test counts squeezes).

@@ -479,6 +479,37 @@ mod tests {
         assert_eq!(net.rps.backlog_len[1].0.load(std::sync::atomic::Ordering::Relaxed), 0, "room given back");
     }
 
+    /// With the flow limit on, the backlog's own limit still holds: past
+    /// netdev_max_backlog, and when the sender's ring is full, packets of flows the limit
+    /// lets through are dropped as `cpu_backlog`, not as the flow limit's.
+    #[test]
+    fn under_the_flow_limit_a_full_backlog_or_ring_drops_as_cpu_backlog() {
+        use crate::net::Pipeline;
+        use crate::tunables::Tunables;
+        // (ring slots, packets queued): the backlog's limit (4 + 1), then a ring of 3.
+        for (ring_cap, queued) in [(5, 5), (3, 3)] {
+            let pool = crate::buf::Pool::new(64).unwrap();
+            let tun = Tunables { netdev_max_backlog: 4, flow_limit_cpu_bitmap: 1, ..Tunables::default() };
+            let net = Net::with_workers(tun, Pipeline::L3fwd, 2);
+            let (tx, _rx) = backlog::backlog_rings(2, ring_cap);
+            let mut w = Worker::new(0, &pool);
+            w.rps_tx = tx.into_iter().next().unwrap();
+            w.ring_queued = vec![0; 2];
+            w.rps_out.resize_with(2, Vec::new);
+            // Seven flows, one packet each: none has half of the history.
+            for h in 1..=7 {
+                let p = w.bufs.alloc_copy(&[0u8; 60]).unwrap();
+                w.rps_out[1].push(Skb { pkt: p, hash: h * 0x1000_0000, ..Skb::default() });
+            }
+            enqueue_to_backlog(&net, &mut w, 1);
+            assert_eq!(w.ring_queued[1], queued, "ring of {ring_cap}");
+            assert_eq!(w.c.dropped(DropReason::CpuBacklog), 7 - queued);
+            assert_eq!(w.c.dropped(DropReason::CpuBacklogFlowLimit), 0);
+            assert!(w.flow_limit.is_some(), "the flow limit was applied");
+            assert_eq!(net.rps.backlog_len[1].0.load(std::sync::atomic::Ordering::Relaxed), queued as i64);
+        }
+    }
+
     /// One sender keeping its ring full does not starve another: each process_backlog
     /// starts at the next ring, so the second poll takes the small ring's packets.
     #[test]

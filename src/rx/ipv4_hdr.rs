@@ -247,4 +247,86 @@ mod tests {
         let mut times_only = [IPOPT_TIMESTAMP, 8, 5, 0x00, 0, 0, 0, 0];
         assert_eq!(compile_options(&mut times_only), Ok((false, false)));
     }
+
+    /// ip_options_compile's parameter-problem pointer for each malformed option: the option
+    /// itself (no room for a length, a bad length, a second one of a kind), its length (too
+    /// short for the kind) or its pointer (below the first slot).
+    #[test]
+    fn each_malformed_option_is_pointed_at_where_the_kernel_points() {
+        let rr = [IPOPT_RR, 7, 4, 0, 0, 0, 0];
+        let ts = [IPOPT_TIMESTAMP, 8, 5, 0, 0, 0, 0, 0];
+        let lsrr = [IPOPT_LSRR, 7, 4, 10, 0, 0, 1];
+        let twice = |o: &[u8]| [o, o].concat();
+        let cases: [(&str, Vec<u8>, usize); 11] = [
+            ("a type with no room for its length", vec![IPOPT_NOOP, IPOPT_NOOP, IPOPT_NOOP, IPOPT_RR], 3),
+            ("a length below 2", vec![IPOPT_RA, 1, 0, 0], 0),
+            ("a length past the options", vec![IPOPT_NOOP, IPOPT_RA, 4, 0], 1),
+            ("a source route of two bytes", vec![IPOPT_LSRR, 2, 0, 0], 1),
+            ("a source route pointer below 4", vec![IPOPT_SSRR, 7, 3, 0, 0, 0, 0, 0], 2),
+            ("two source routes", [&lsrr[..], &[IPOPT_NOOP], &[IPOPT_SSRR, 7, 4, 10, 0, 0, 1]].concat(), 8),
+            ("two record routes", twice(&rr), 7),
+            ("two timestamps", twice(&ts), 8),
+            ("a timestamp of three bytes", vec![IPOPT_TIMESTAMP, 3, 5, 0], 1),
+            ("a timestamp pointer below 5", vec![IPOPT_TIMESTAMP, 8, 4, 0, 0, 0, 0, 0], 2),
+            ("a router alert of three bytes", vec![IPOPT_RA, 3, 0, 0], 1),
+        ];
+        for (what, mut opts, at) in cases {
+            assert_eq!(compile_options(&mut opts), Err(at), "{what}");
+        }
+        // The well-formed ones alone pass; a source route says so.
+        for (o, srr) in [(&rr[..], false), (&ts[..], false), (&lsrr[..], true)] {
+            assert_eq!(compile_options(&mut o.to_vec()), Ok((false, srr)), "{o:?}");
+        }
+    }
+
+    /// ip_options_compile: a full timestamp option (pointer past its length) counts the
+    /// stamps it had no room for in the flags byte's top nibble; at 15 the count cannot
+    /// grow and the flags byte is the problem. Prespecified addresses count nothing.
+    #[test]
+    fn a_full_timestamp_counts_its_overflow_up_to_fifteen() {
+        let mut full = [IPOPT_TIMESTAMP, 8, 9, 0x21, 0, 0, 0, 0];
+        assert_eq!(compile_options(&mut full), Ok((true, false)));
+        assert_eq!(full[3], 0x31, "overflow 2 -> 3, flags kept");
+        let mut at_fifteen = [IPOPT_TIMESTAMP, 8, 9, 0xf1, 0, 0, 0, 0];
+        assert_eq!(compile_options(&mut at_fifteen), Err(3));
+        let mut prespec = [IPOPT_TIMESTAMP, 12, 13, 0x03, 0, 0, 0, 0, 0, 0, 0, 0];
+        assert_eq!(compile_options(&mut prespec), Ok((false, false)));
+        assert_eq!(prespec[3], 0x03, "no overflow count for prespecified addresses");
+    }
+
+    /// ip_options_compile: the bytes after an end-of-list option are cleared (and the
+    /// header marked changed, so its checksum is redone); zeros already there change nothing.
+    #[test]
+    fn bytes_after_the_end_of_options_are_cleared() {
+        let mut tail = [IPOPT_NOOP, IPOPT_END, 7, 0, 9, 0, 0, 0];
+        assert_eq!(compile_options(&mut tail), Ok((true, false)));
+        assert_eq!(tail, [IPOPT_NOOP, IPOPT_END, 0, 0, 0, 0, 0, 0]);
+        let mut clean = [IPOPT_NOOP, IPOPT_END, 0, 0];
+        assert_eq!(compile_options(&mut clean), Ok((false, false)));
+    }
+
+    /// An IPv4 header of 20 bytes plus `opts` (padded to a multiple of 4).
+    fn header_with(opts: &[u8]) -> Vec<u8> {
+        let mut h = vec![0u8; 20];
+        h.extend_from_slice(opts);
+        h.resize(20 + opts.len().div_ceil(4) * 4, 0);
+        h[0] = 0x40 | (h.len() / 4) as u8;
+        h
+    }
+
+    /// The Record Route option is found past other options (its own room checked); a
+    /// malformed option before it ends the search, in the forwarding rewrite and in the echo.
+    #[test]
+    fn record_route_is_found_past_other_options_and_not_past_a_malformed_one() {
+        let rr = [IPOPT_RR, 7, 4, 0, 0, 0, 0];
+        let after_ra = header_with(&[&[IPOPT_RA, 4, 0, 0][..], &rr].concat());
+        assert_eq!(record_route_with_room(&after_ra), Some(24));
+        let (echo, len) = echo_options(&after_ra);
+        assert_eq!((&echo[..7], len), (&rr[..], 8), "the echo carries the option alone, padded");
+        let after_bad = header_with(&[&[IPOPT_RA, 1, 0, 0][..], &rr].concat());
+        assert_eq!(record_route_with_room(&after_bad), None);
+        assert_eq!(echo_options(&after_bad).1, 0);
+        let past_header = header_with(&[&[IPOPT_RA, 40, 0, 0][..], &rr].concat());
+        assert_eq!(echo_options(&past_header).1, 0, "an option running past the header ends the walk");
+    }
 }
