@@ -110,6 +110,25 @@ mod scenarios {
         nobuf_for(udp6(SRC_V6, DST1_V6, 1000, 9).ttl(1).build())
     }
 
+    /// ip_fragment running out of buffers part-way: the fragments made so far leave (they
+    /// count as originated), the datagram is dropped for lack of buffer, nothing is lost.
+    /// Two frames in the pool: the datagram's and the first fragment's.
+    pub fn nobuf_mid_fragmentation() -> Scenario {
+        let frame = udp4(SRC_V4, DST2_V4, 2, 9).len(14 + 1200).df(false).build();
+        let mut s = sc(vec![frame], &[(DropReason::NoBuffer, 1)], |o, f| {
+            let out = o.port(P_OUT2);
+            assert_eq!(out.len(), 1, "the first fragment left");
+            assert_eq!(out[0].len(), 14 + 20 + 976);
+            let ip = ipv4_of(&out[0]);
+            assert!(ip.verify_checksum() && ip.more_frags() && ip.frag_offset() == 0, "a first fragment");
+            assert_eq!(ip.payload(), &ip_datagram(&f[0])[20..20 + 976]);
+            assert_eq!((o.c.originated, o.c.ip_frag_creates, o.c.ip_frag_oks), (1, 1, 0));
+            assert_eq!(o.c.tx, 1);
+        });
+        s.setup.pool_frames = 2;
+        s
+    }
+
     pub fn rx_length_error() -> Scenario {
         // A native XDP program that is not frags-aware: the driver receives into single
         // buffers, so a jumbo frame (a buffer chain here) is a receive length error — counted
@@ -782,6 +801,7 @@ macro_rules! scenario_tests {
 scenario_tests! {
     nobuf => NoBuffer,
     nobuf_v6 => NoBuffer,
+    nobuf_mid_fragmentation => NoBuffer,
     rx_length_error => RxLengthError,
     pkt_too_small => PktTooSmall,
     unhandled_proto => UnhandledProto,

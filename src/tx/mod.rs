@@ -477,6 +477,20 @@ mod tests {
         assert_eq!(bufs.in_use(), 0);
     }
 
+    /// Sends the port reports failed afterwards move from sent to `tx_error` in the
+    /// worker's ledger and in the qdisc's `tc -s` figures alike.
+    #[test]
+    fn failed_sends_leave_the_ledger_and_the_qdisc_figures() {
+        let mut c = Counters::default();
+        let mut q = TxQueue::default();
+        q.qdisc = Some(QdiscSpec::new(QdiscKind::Pfifo).build(1000, 1500));
+        count_sent(&mut q, &mut c, 5, 500);
+        uncount_failed(&mut q, &mut c, 2, 200);
+        assert_eq!((c.tx, c.tx_bytes, c.dropped(DropReason::TxError)), (3, 300, 2));
+        let st = q.qdisc.as_ref().unwrap().stats();
+        assert_eq!((st.packets, st.bytes), (3, 300));
+    }
+
     #[test]
     fn a_full_handoff_queue_drops_as_qdisc_drop() {
         // Two workers; port 0 belongs to worker 0 (not polled here), worker 1 transmits on it.

@@ -641,3 +641,62 @@ fn dev_tx_weight_is_dev_weight_times_the_tx_bias() {
     let e = Tunables::default().set("net.core.dev_tx_weight", "16").unwrap_err().to_string();
     assert!(e.contains("net.core.dev_tx_weight") && e.contains("net.core.dev_weight_tx_bias"), "{e}");
 }
+
+/// A UDP/IPv6 frame of 80 bytes with `traffic_class`, source port `flow`.
+fn frame6(bufs: &mut BufCache, traffic_class: u8, flow: u16) -> Pkt {
+    let spec = PacketSpec {
+        l3: L3Spec::V6 { src: [0x20; 16], dst: [0x21; 16], traffic_class, flow_label: 0 },
+        l4: L4Spec::Udp { src_port: flow, dst_port: 9 },
+        frame_len: 80,
+        ..PacketSpec::default()
+    };
+    let mut b = vec![0u8; 80];
+    let n = build(&spec, &mut b).unwrap();
+    bufs.alloc_copy(&b[..n]).unwrap()
+}
+
+/// fq_codel's classification reads an IPv6 packet's traffic class and hashes its
+/// addresses, next header and ports (as an IPv4 packet's); anything not IP is class 0.
+#[test]
+fn ipv6_packets_are_classified_by_traffic_class_and_flow() {
+    let pool = Pool::new(8).unwrap();
+    let mut bufs = pool.cache();
+    let (a, b) = (frame6(&mut bufs, 0x28, 1), frame6(&mut bufs, 0x28, 2));
+    let want = |sport| crate::rps::hash::flow_hash(&[0x20; 16], &[0x21; 16], (sport, 9), 17, 0);
+    assert_eq!(classify(&bufs, a), PktClass { tos: 0x28, hash: want(1) });
+    assert_eq!(classify(&bufs, b), PktClass { tos: 0x28, hash: want(2) });
+    assert_ne!(want(1), want(2), "the ports tell the flows apart");
+    let v4 = frame(&mut bufs, 0x10, 1, 0, 60);
+    let want4 = crate::rps::hash::flow_hash(&[10, 0, 0, 1], &[10, 0, 0, 2], (1, 9), 17, 0);
+    assert_eq!(classify(&bufs, v4), PktClass { tos: 0x10, hash: want4 });
+    let mut arp = vec![0u8; 60];
+    arp[12..14].copy_from_slice(&[0x08, 0x06]);
+    let arp = bufs.alloc_copy(&arp).unwrap();
+    assert_eq!(classify(&bufs, arp), PktClass::default());
+}
+
+/// INET_ECN_set_ce: an ECN-capable packet gets CE (both ECN bits) in its IPv4 TOS (the
+/// header checksum redone) or IPv6 traffic class, the DSCP kept; a Not-ECT or non-IP one is
+/// left as it is and reported, so CoDel drops it instead.
+#[test]
+fn ecn_ce_is_set_on_ecn_capable_ipv4_and_ipv6_packets_only() {
+    let pool = Pool::new(8).unwrap();
+    let mut bufs = pool.cache();
+    let tc = |bufs: &BufCache, p: Pkt| Ipv6Packet::new_checked(&bufs.data(p)[14..]).unwrap().traffic_class();
+    let (ect6, not_ect6) = (frame6(&mut bufs, 0x2a, 1), frame6(&mut bufs, 0x28, 1));
+    assert!(set_ecn_ce(&mut bufs, ect6));
+    assert_eq!(tc(&bufs, ect6), 0x2b);
+    assert!(!set_ecn_ce(&mut bufs, not_ect6));
+    assert_eq!(tc(&bufs, not_ect6), 0x28);
+    let (ect4, not_ect4) = (frame(&mut bufs, 0x12, 1, 0, 60), frame(&mut bufs, 0x10, 1, 0, 60));
+    assert!(set_ecn_ce(&mut bufs, ect4));
+    assert_eq!(tos_of(&bufs, ect4), 0x13);
+    assert!(Ipv4Packet::new_checked(&bufs.data(ect4)[14..]).unwrap().verify_checksum());
+    assert!(!set_ecn_ce(&mut bufs, not_ect4));
+    assert_eq!(tos_of(&bufs, not_ect4), 0x10);
+    let mut arp = vec![0u8; 60];
+    arp[12..14].copy_from_slice(&[0x08, 0x06]);
+    arp[15] = 0x03;
+    let arp = bufs.alloc_copy(&arp).unwrap();
+    assert!(!set_ecn_ce(&mut bufs, arp));
+}
