@@ -482,8 +482,7 @@ mod tests {
     #[test]
     fn failed_sends_leave_the_ledger_and_the_qdisc_figures() {
         let mut c = Counters::default();
-        let mut q = TxQueue::default();
-        q.qdisc = Some(QdiscSpec::new(QdiscKind::Pfifo).build(1000, 1500));
+        let mut q = TxQueue { qdisc: Some(QdiscSpec::new(QdiscKind::Pfifo).build(1000, 1500)), ..TxQueue::default() };
         count_sent(&mut q, &mut c, 5, 500);
         uncount_failed(&mut q, &mut c, 2, 200);
         assert_eq!((c.tx, c.tx_bytes, c.dropped(DropReason::TxError)), (3, 300, 2));
