@@ -355,3 +355,21 @@ fn gro_flush_timeout_holds_merged_segments_until_its_timer() {
         assert_eq!(dp.conservation(), Ok(()));
     }
 }
+
+/// With every poll timed (`stats.clock_sample=1`), each stage that handled packets has
+/// clocks: GRO's own time included, summed around the list deliveries it makes (a batch of
+/// 1: many) or with none (a batch no poll fills).
+#[test]
+fn every_stage_that_handled_packets_is_timed_gro_included() {
+    use sluice::stats::Stage;
+    for batch in ["net.core.gro_normal_batch=1", "net.core.gro_normal_batch=65536"] {
+        let (c, tun) = tcp_lab(4, 16, IpVersion::V4, &["gro=1", "stats.clock_sample=1", batch]);
+        let (dp, _) = run(&c, tun, 2_000);
+        let k = dp.counters();
+        assert!(k.stage(Stage::Gro).packets >= 2_000, "{batch}");
+        for s in Stage::ALL {
+            let st = k.stage(*s);
+            assert!(st.packets == 0 || st.cycles > 0, "{batch}: {s:?} handled {} packets in no time", st.packets);
+        }
+    }
+}

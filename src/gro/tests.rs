@@ -534,6 +534,7 @@ fn udp_and_other_traffic_is_normal_dev_gro_receive() {
     f[14 + 9] = 17;
     assert_eq!(r.rx_frame(&f, 0), GroResult::Normal);
     assert_eq!(r.rx_frame(&[0u8; 60], 0), GroResult::Normal);
+    assert_eq!((r.st.normal, r.st.held, r.st.merged), (2, 0, 0), "counted as passed through");
 }
 
 #[test]
@@ -681,6 +682,7 @@ fn normal_list_counts_segments_gro_normal_one() {
     let d = r.delivered();
     assert_eq!(d.len(), 2);
     assert_eq!((r.st.lists, r.st.list_segs), (1, 6));
+    assert_eq!((r.st.held, r.st.merged, r.st.normal), (1, 4, 1), "every packet GRO saw is held, merged or normal");
 }
 
 /// `gro_normal_one` delivers the list the moment it reaches `gro_normal_batch` segments;
