@@ -297,3 +297,31 @@ fn icmp6_send_answers_a_group_only_for_an_option_that_asks_for_it() {
     assert_eq!(assert_icmp6_error(&e[0], 4, 2, IN_V6, &answer_even_if_multicast), 42, "points at the option");
     assert_eq!(icmp6_of(&e[1]).0, 129);
 }
+
+/// ip_options_echo for the other answers sluice makes to a packet with options: a timestamp
+/// reply echoes Record Route as an echo reply does; the UDP echo service answers from a
+/// socket, whose datagram carries no options (the request's are not copied).
+#[test]
+fn timestamp_replies_echo_record_route_and_socket_answers_carry_no_options() {
+    let rr = [1, 7, 11, 4, 0, 0, 0, 0, 0, 0, 0, 0];
+    let body = [0x11, 0x22, 0x33, 0x44, 0, 0, 0, 0, 0, 0, 0, 0];
+    let ts = with_ipv4_options(icmp4(SRC_V4, IN_V4, 13, 0, [0, 9, 0, 4], &body), &rr);
+    let udp = with_ipv4_options(udp4(SRC_V4, IN_V4, 1000, 7).len(80).build(), &rr);
+    let o = run_both(&[ts, udp.clone()], &Setup::default());
+    assert_eq!(drops(&o), BTreeMap::new());
+    let r = o.port(P_IN);
+    let ip = ipv4_of(&r[0]);
+    assert_eq!(ip.header_len(), 32);
+    assert_eq!(&r[0][34..46], &[7, 11, 12, 192, 0, 2, 1, 192, 0, 2, 1, 0]);
+    assert!(ip.verify_checksum());
+    assert_eq!(&ip.payload()[..2], &[14, 0], "timestamp reply");
+    assert_eq!(&ip.payload()[4..12], &[0, 9, 0, 4, 0x11, 0x22, 0x33, 0x44]);
+    assert_eq!(checksum::checksum(&ip.payload()[..20]), 0);
+    let uip = ipv4_of(&r[1]);
+    assert_eq!((uip.header_len(), uip.protocol(), uip.dst_addr()), (20, 17, SRC_V4), "no options");
+    assert!(uip.verify_checksum());
+    let req = ipv4_of(&udp);
+    assert_eq!(&uip.payload()[..4], &[0, 7, 0x03, 0xe8], "ports swapped");
+    assert_eq!(&uip.payload()[8..], &req.payload()[8..], "the datagram's data");
+    assert_eq!(uip.total_len(), req.total_len() - 12);
+}
