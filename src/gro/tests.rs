@@ -862,6 +862,39 @@ fn gso_of_any_chain_layout_copies_and_gives_the_same_segments_tcp_gso_segment() 
     assert_eq!(r.bufs.in_use(), 0);
 }
 
+/// GSO by copying that runs out of buffers part-way frees the segments it made and fails
+/// whole (the caller drops the packet as no_buffer: never sent in part); a packet without
+/// GSO size, or with headers and no payload, cannot be segmented (malformed).
+#[test]
+fn gso_out_of_buffers_frees_what_it_made_and_a_packet_without_payload_is_malformed() {
+    let mut r = Rig::new();
+    for t in &train(5, 1300) {
+        r.rx(t);
+    }
+    let merged = r.out()[0];
+    let bytes = r.bytes(&merged);
+    let mut copy = merged;
+    copy.pkt = r.bufs.alloc_chain_copy(&bytes).unwrap();
+    let mut hog = Vec::new();
+    while r.bufs.alloc_bulk(&mut hog, 64, 60) > 0 {}
+    r.bufs.free_pkts(&hog.split_off(hog.len() - 2));
+    let in_use = r.bufs.in_use();
+    let mut segs = Vec::new();
+    assert_eq!(gso::segment(&mut r.bufs, &copy, &mut segs), Err(gso::GsoError::NoBuffer), "two buffers for five segments");
+    assert!(segs.is_empty());
+    assert_eq!(r.bufs.in_use(), in_use, "the two segments made were freed");
+    r.bufs.free_pkts(&hog);
+    let no_size = Skb { gso_size: 0, ..copy };
+    assert_eq!(gso::segment(&mut r.bufs, &no_size, &mut segs), Err(gso::GsoError::Malformed));
+    let headers = Skb { pkt: r.bufs.alloc_copy(&bytes[..14 + 20 + 20]).unwrap(), ..copy };
+    assert_eq!(gso::segment(&mut r.bufs, &headers, &mut segs), Err(gso::GsoError::Malformed), "no payload");
+    assert!(segs.is_empty());
+    r.bufs.free(headers.pkt);
+    r.bufs.free(copy.pkt);
+    r.bufs.free(merged.pkt);
+    assert_eq!(r.bufs.in_use(), 0);
+}
+
 #[test]
 fn gso_rewrites_a_segment_header_that_is_not_the_one_the_head_implies_skb_segment_list() {
     let mut r = Rig::new();
