@@ -480,6 +480,7 @@ mod tests {
         assert_eq!(p.payload(), b"hello");
         assert!(p.options().is_empty());
         assert!(p.verify_checksum_v6(&src, &dst));
+        assert!(!p.verify_checksum_v6(&dst, &src.map(|x| x ^ 1)), "another pseudo-header");
         // Independent sum over pseudo-header bytes + segment.
         let mut all = Vec::new();
         all.extend_from_slice(&src);
