@@ -106,3 +106,27 @@ impl Sockets {
         n
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// bind(2): a port binds once (EADDRINUSE after), and the echo service's port is
+    /// sluice's own; an unbound port or unknown socket finds nothing.
+    #[test]
+    fn a_port_binds_once_and_the_echo_port_is_reserved() {
+        let mut s = Sockets::default();
+        let id = s.bind_udp(5001, 4).unwrap();
+        assert_eq!(s.lookup(5001), Some(id.0));
+        assert_eq!(s.socket(id).map(|u| (u.port, u.capacity)), Some((5001, 4)));
+        assert_eq!(s.bind_udp(5001, 8).err(), Some(SocketError::InUse(5001)));
+        assert_eq!(s.bind_udp(UDP_ECHO_PORT, 4).err(), Some(SocketError::Reserved(UDP_ECHO_PORT)));
+        let other = s.bind_udp(5002, 4).unwrap();
+        assert_ne!(other, id);
+        assert_eq!((s.lookup(5002), s.lookup(5003)), (Some(other.0), None));
+        assert!(s.socket(SocketId(9)).is_none());
+        let pool = crate::buf::Pool::new(8).unwrap();
+        let mut bufs = pool.cache();
+        assert_eq!(s.recv_batch(&mut bufs, SocketId(9), 8, |_| panic!("no socket")), 0);
+    }
+}
