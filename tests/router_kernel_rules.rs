@@ -276,10 +276,11 @@ fn icmp6_send_reports_a_packet_that_is_only_its_header() {
     assert_icmp6_error(&o.port(P_IN)[0], 3, 0, IN_V6, &f);
 }
 
-/// icmp6_send about a packet sent to a group (RFC 4443 2.4 e): only a parameter problem for
-/// an unrecognized option whose type's top two bits are 10 ("answer even if multicast") is
-/// sent, from the receiving interface's address; type 11 options, unknown next headers and
-/// the rest are dropped without an answer.
+/// icmp6_send about a packet sent to a group (RFC 4443 2.4 e): of the errors local
+/// delivery can raise, only a parameter problem for an unrecognized option whose type's top
+/// two bits are 10 ("answer even if multicast") is sent (Packet Too Big is the other
+/// exception, raised only on forwarding), from a unicast address of ours (the receiving
+/// interface's here); type 11 options, unknown next headers and the rest get no answer.
 #[test]
 fn icmp6_send_answers_a_group_only_for_an_option_that_asks_for_it() {
     let all_nodes = v6([0xff02, 0, 0, 0, 0, 0, 0, 1]);

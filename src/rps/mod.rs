@@ -486,8 +486,9 @@ mod tests {
     fn under_the_flow_limit_a_full_backlog_or_ring_drops_as_cpu_backlog() {
         use crate::net::Pipeline;
         use crate::tunables::Tunables;
-        // (ring slots, packets queued): the backlog's limit (4 + 1), then a ring of 3.
-        for (ring_cap, queued) in [(5, 5), (3, 3)] {
+        // (ring slots, packets queued): the backlog's limit (4 + 1) with room in the ring,
+        // then a ring of 3.
+        for (ring_cap, queued) in [(8, 5), (3, 3)] {
             let pool = crate::buf::Pool::new(64).unwrap();
             let tun = Tunables { netdev_max_backlog: 4, flow_limit_cpu_bitmap: 1, ..Tunables::default() };
             let net = Net::with_workers(tun, Pipeline::L3fwd, 2);

@@ -30,7 +30,10 @@ const IPOPT_TIMESTAMP: u8 = 0x44;
 const IPOPT_LSRR: u8 = 0x83;
 const IPOPT_SSRR: u8 = 0x89;
 const IPOPT_RA: u8 = 0x94;
-/// Timestamp flags: addresses are prespecified (the only kind that counts no overflow).
+/// Timestamp flags: each stamp with the address that made it (an 8-byte slot).
+const IPOPT_TS_TSANDADDR: u8 = 1;
+/// Timestamp flags: addresses are prespecified (8-byte slots; the only kind that counts no
+/// overflow).
 const IPOPT_TS_PRESPEC: u8 = 3;
 
 /// ip_options_compile's rules over the option bytes (after the fixed header): `Ok((changed,
@@ -99,8 +102,10 @@ pub(crate) fn compile_options(opts: &mut [u8]) -> Result<(bool, bool), usize> {
                 }
                 let flags = opts[i + 3] & 0x0f;
                 if ptr <= len {
-                    let slot = if flags == 0 { 4 } else { 8 };
-                    if ptr + 3 > len || (flags != 0 && flags != 2 && ptr + slot - 1 > len) {
+                    // Only the kinds with addresses need a whole 8-byte slot; on a received
+                    // packet the kernel takes any other flags value as it comes.
+                    let with_addr = flags == IPOPT_TS_TSANDADDR || flags == IPOPT_TS_PRESPEC;
+                    if ptr + 3 > len || (with_addr && ptr + 7 > len) {
                         return Err(i + 2);
                     }
                 } else if flags != IPOPT_TS_PRESPEC {
@@ -246,6 +251,14 @@ mod tests {
         assert_eq!(compile_options(&mut half_slot), Err(2), "the pointer is the problem");
         let mut times_only = [IPOPT_TIMESTAMP, 8, 5, 0x00, 0, 0, 0, 0];
         assert_eq!(compile_options(&mut times_only), Ok((false, false)));
+        let mut prespec_half = [IPOPT_TIMESTAMP, 8, 5, IPOPT_TS_PRESPEC, 0, 0, 0, 0];
+        assert_eq!(compile_options(&mut prespec_half), Err(2), "prespecified addresses need 8 bytes too");
+        // Other flags values (2, 4-15) on a received packet: only the 4-byte check applies
+        // (ip_options_compile's default case refuses them only for a local sender).
+        for flags in [2, 4, 15] {
+            let mut other = [IPOPT_TIMESTAMP, 8, 5, flags, 0, 0, 0, 0];
+            assert_eq!(compile_options(&mut other), Ok((false, false)), "flags {flags}");
+        }
     }
 
     /// ip_options_compile's parameter-problem pointer for each malformed option: the option
@@ -328,5 +341,7 @@ mod tests {
         assert_eq!(echo_options(&after_bad).1, 0);
         let past_header = header_with(&[&[IPOPT_RA, 40, 0, 0][..], &rr].concat());
         assert_eq!(echo_options(&past_header).1, 0, "an option running past the header ends the walk");
+        let full = header_with(&[&[IPOPT_RA, 4, 0, 0][..], &[IPOPT_RR, 7, 8, 0, 0, 0, 0]].concat());
+        assert_eq!(record_route_with_room(&full), None, "a full Record Route has no room");
     }
 }

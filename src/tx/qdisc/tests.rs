@@ -655,8 +655,9 @@ fn frame6(bufs: &mut BufCache, traffic_class: u8, flow: u16) -> Pkt {
     bufs.alloc_copy(&b[..n]).unwrap()
 }
 
-/// fq_codel's classification reads an IPv6 packet's traffic class and hashes its
-/// addresses, next header and ports (as an IPv4 packet's); anything not IP is class 0.
+/// Classification reads an IPv6 packet's traffic class and hashes its addresses, next
+/// header and ports (as an IPv4 packet's; fq_codel picks its flow queue by the hash);
+/// anything not IP is class 0.
 #[test]
 fn ipv6_packets_are_classified_by_traffic_class_and_flow() {
     let pool = Pool::new(8).unwrap();
@@ -686,6 +687,11 @@ fn ecn_ce_is_set_on_ecn_capable_ipv4_and_ipv6_packets_only() {
     let (ect6, not_ect6) = (frame6(&mut bufs, 0x2a, 1), frame6(&mut bufs, 0x28, 1));
     assert!(set_ecn_ce(&mut bufs, ect6));
     assert_eq!(tc(&bufs, ect6), 0x2b);
+    // ECT(1) becomes CE too, and CE stays CE (both ECN-capable).
+    for (tc_in, p) in [(0x29, frame6(&mut bufs, 0x29, 1)), (0x2b, frame6(&mut bufs, 0x2b, 1))] {
+        assert!(set_ecn_ce(&mut bufs, p), "{tc_in:#x}");
+        assert_eq!(tc(&bufs, p), 0x2b);
+    }
     assert!(!set_ecn_ce(&mut bufs, not_ect6));
     assert_eq!(tc(&bufs, not_ect6), 0x28);
     let (ect4, not_ect4) = (frame(&mut bufs, 0x12, 1, 0, 60), frame(&mut bufs, 0x10, 1, 0, 60));
@@ -697,6 +703,7 @@ fn ecn_ce_is_set_on_ecn_capable_ipv4_and_ipv6_packets_only() {
     let mut arp = vec![0u8; 60];
     arp[12..14].copy_from_slice(&[0x08, 0x06]);
     arp[15] = 0x03;
-    let arp = bufs.alloc_copy(&arp).unwrap();
-    assert!(!set_ecn_ce(&mut bufs, arp));
+    let arp_pkt = bufs.alloc_copy(&arp).unwrap();
+    assert!(!set_ecn_ce(&mut bufs, arp_pkt));
+    assert_eq!(bufs.data(arp_pkt), &arp[..], "left as it was");
 }
