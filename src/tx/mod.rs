@@ -490,6 +490,50 @@ mod tests {
         assert_eq!((st.packets, st.bytes), (3, 300));
     }
 
+    /// A driver that takes nothing (NETDEV_TX_BUSY on the first packet).
+    struct Busy;
+    impl crate::port::Port for Busy {
+        fn name(&self) -> &str {
+            "busy"
+        }
+        fn rx_burst(&mut self, _: &mut BufCache, _: &mut Vec<Pkt>, _: usize) -> usize {
+            0
+        }
+        fn tx_burst(&mut self, _: &mut BufCache, _: &[Pkt], _: bool) -> usize {
+            0
+        }
+        fn stats(&self) -> crate::port::PortStats {
+            crate::port::PortStats::default()
+        }
+    }
+
+    /// A driver call that takes nothing rings no doorbell and makes no bulk: the packets
+    /// go back to the front of the queue, in order, counted as requeues.
+    #[test]
+    fn a_driver_call_that_takes_nothing_rings_no_doorbell() {
+        let net = Net::new(Tunables::default(), Pipeline::Io);
+        let pool = Pool::new(64).unwrap();
+        let mut bufs = pool.cache();
+        let mut c = Counters::default();
+        let mut q = TxQueue { qdisc: Some(QdiscSpec::new(QdiscKind::Pfifo).build(1000, 1500)), ..TxQueue::default() };
+        let mut pkts = Vec::new();
+        assert_eq!(bufs.alloc_bulk(&mut pkts, 3, 60), 3);
+        q.pkts.extend_from_slice(&pkts);
+        enqueue_staged(&mut q, &mut bufs, &mut c, 0);
+        assert_eq!(qdisc_run(&net, &mut q, &mut Busy, &mut bufs, &mut c, 0), 0);
+        assert_eq!((c.doorbells, q.stats.doorbells, c.tx), (0, 0, 0));
+        assert!(q.requeued.iter().eq(pkts.iter().take(q.requeued.len())), "requeued in order");
+        assert!(q.stats.requeues > 0);
+        while let Some(p) = q.requeued.pop_front() {
+            bufs.free(p);
+        }
+        let mut cx = QCtx { bufs: &mut bufs, now_ns: 0, dropped: &mut q.dropped };
+        while let Some(p) = q.qdisc.as_mut().unwrap().dequeue(&mut cx) {
+            cx.bufs.free(p);
+        }
+        assert_eq!(bufs.in_use(), 0);
+    }
+
     #[test]
     fn a_full_handoff_queue_drops_as_qdisc_drop() {
         // Two workers; port 0 belongs to worker 0 (not polled here), worker 1 transmits on it.
