@@ -326,3 +326,14 @@ fn timestamp_replies_echo_record_route_and_socket_answers_carry_no_options() {
     assert_eq!(&uip.payload()[8..], &req.payload()[8..], "the datagram's data");
     assert_eq!(uip.total_len(), req.total_len() - 12);
 }
+
+/// An ICMP error whose way back is a blackhole route is made and dropped there as no route
+/// (ip_route_output's verdict), not held for a neighbour: the time-exceeded answer to a
+/// TTL-1 packet from 10.66.0.5.
+#[test]
+fn an_error_with_no_way_back_is_dropped_as_no_route() {
+    let f = udp4([10, 66, 0, 5], DST1_V4, 1000, 53).ttl(1).build();
+    let o = run_both(std::slice::from_ref(&f), &Setup::default());
+    assert_eq!(drops(&o), BTreeMap::from([("ip_ttl_expired", 1), ("ip_noroute", 1)]));
+    assert_eq!((o.c.originated, o.c.tx, o.c.neigh_probes), (1, 0, 0));
+}
