@@ -755,12 +755,8 @@ mod tests {
         swapped[6..12].copy_from_slice(&frame[..6]);
         let runt: Vec<u8> = (1..=11).collect();
         for (pipeline, want) in [(Pipeline::Io, &frame), (Pipeline::Macswap, &swapped)] {
-            let pool = Pool::new(64).unwrap();
-            let mut net = Net::new(Tunables::default(), pipeline);
-            let mut w = Worker::new(0, &pool);
-            net.ifaces.push(Iface::new("in", [2, 0, 0, 0, 0, 1]));
-            net.ifaces.push(Iface::new("out", [2, 0, 0, 0, 0, 2]));
-            net.peer = vec![Some(1), None];
+            let (mut net, mut w) = io_with_100_frames(Tunables::default());
+            net.pipeline = pipeline;
             w.add_port(0, Some(Box::new(PcapIn::from_frames("in", vec![frame.clone(), runt.clone()], 1))));
             w.add_port(1, Some(Box::new(Sink::new("out", SinkKind::Capture, CheckSpec::default()))));
             assert_eq!(softirq_round(&net, &mut w), 2);

@@ -439,6 +439,15 @@ mod tests {
         assert_eq!(w.c.rps_steered, 2, "steered to another worker: the known flow");
     }
 
+    /// Worker `id` of two, sending into the backlog rings `tx` (its row of `backlog_rings`).
+    fn sender(id: usize, pool: &crate::buf::Pool, tx: Vec<Option<backlog::BacklogTx>>) -> Worker {
+        let mut w = Worker::new(id, pool);
+        w.rps_tx = tx;
+        w.ring_queued = vec![0; 2];
+        w.rps_out.resize_with(2, Vec::new);
+        w
+    }
+
     /// One CPU's backlog takes a packet while it holds at most netdev_max_backlog, all
     /// senders together, the CPU's own packets included (enqueue_to_backlog's qlen is the
     /// target's one input queue): with a limit of 4, runs of 3 from itself and from another
@@ -450,17 +459,7 @@ mod tests {
         let pool = crate::buf::Pool::new(1024).unwrap();
         let net = Net::with_workers(Tunables { netdev_max_backlog: 4, ..Tunables::default() }, Pipeline::L3fwd, 2);
         let (tx, mut rx) = backlog::backlog_rings(2, net.rps.max_backlog + 1);
-        let mut ws: Vec<Worker> = tx
-            .into_iter()
-            .enumerate()
-            .map(|(id, tx)| {
-                let mut w = Worker::new(id, &pool);
-                w.rps_tx = tx;
-                w.ring_queued = vec![0; 2];
-                w.rps_out.resize_with(2, Vec::new);
-                w
-            })
-            .collect();
+        let mut ws: Vec<Worker> = tx.into_iter().enumerate().map(|(id, tx)| sender(id, &pool, tx)).collect();
         ws[1].backlog_rx = std::mem::take(&mut rx[1]);
         ws[1].backlog_src = vec![0, 1];
         for k in [1, 0] {
@@ -493,10 +492,7 @@ mod tests {
             let tun = Tunables { netdev_max_backlog: 4, flow_limit_cpu_bitmap: 1, ..Tunables::default() };
             let net = Net::with_workers(tun, Pipeline::L3fwd, 2);
             let (tx, _rx) = backlog::backlog_rings(2, ring_cap);
-            let mut w = Worker::new(0, &pool);
-            w.rps_tx = tx.into_iter().next().unwrap();
-            w.ring_queued = vec![0; 2];
-            w.rps_out.resize_with(2, Vec::new);
+            let mut w = sender(0, &pool, tx.into_iter().next().unwrap());
             // Seven flows, one packet each: none has half of the history.
             for h in 1..=7 {
                 let p = w.bufs.alloc_copy(&[0u8; 60]).unwrap();

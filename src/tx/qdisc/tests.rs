@@ -80,15 +80,7 @@ fn pfifo_fast_bands_follow_the_tos_priority_map() {
 fn pfifo_fast_bands_ipv6_by_priority_zero_whatever_its_traffic_class() {
     let pool = Pool::new(8).unwrap();
     let mut bufs = pool.cache();
-    let spec = PacketSpec {
-        l3: L3Spec::V6 { src: [0x20; 16], dst: [0x21; 16], traffic_class: 0x10, flow_label: 0 },
-        l4: L4Spec::Udp { src_port: 1, dst_port: 9 },
-        frame_len: 80,
-        ..PacketSpec::default()
-    };
-    let mut b = vec![0u8; 80];
-    let n = build(&spec, &mut b).unwrap();
-    let p6 = bufs.alloc_copy(&b[..n]).unwrap();
+    let p6 = frame6(&mut bufs, 0x10, 1);
     let p4 = frame(&mut bufs, 0x10, 1, 0, 60);
     assert_eq!((priority_tos(&bufs, p6), priority_tos(&bufs, p4)), (0, 0x10));
     let mut dropped = Vec::new();
@@ -655,6 +647,13 @@ fn frame6(bufs: &mut BufCache, traffic_class: u8, flow: u16) -> Pkt {
     bufs.alloc_copy(&b[..n]).unwrap()
 }
 
+/// A 60-byte frame of ethertype ARP (zeros past it): not IP.
+fn arp_frame() -> Vec<u8> {
+    let mut f = vec![0u8; 60];
+    f[12..14].copy_from_slice(&[0x08, 0x06]);
+    f
+}
+
 /// Classification reads an IPv6 packet's traffic class and hashes its addresses, next
 /// header and ports (as an IPv4 packet's; fq_codel picks its flow queue by the hash);
 /// anything not IP is class 0.
@@ -670,9 +669,7 @@ fn ipv6_packets_are_classified_by_traffic_class_and_flow() {
     let v4 = frame(&mut bufs, 0x10, 1, 0, 60);
     let want4 = crate::rps::hash::flow_hash(&[10, 0, 0, 1], &[10, 0, 0, 2], (1, 9), 17, 0);
     assert_eq!(classify(&bufs, v4), PktClass { tos: 0x10, hash: want4 });
-    let mut arp = vec![0u8; 60];
-    arp[12..14].copy_from_slice(&[0x08, 0x06]);
-    let arp = bufs.alloc_copy(&arp).unwrap();
+    let arp = bufs.alloc_copy(&arp_frame()).unwrap();
     assert_eq!(classify(&bufs, arp), PktClass::default());
 }
 
@@ -700,8 +697,7 @@ fn ecn_ce_is_set_on_ecn_capable_ipv4_and_ipv6_packets_only() {
     assert!(Ipv4Packet::new_checked(&bufs.data(ect4)[14..]).unwrap().verify_checksum());
     assert!(!set_ecn_ce(&mut bufs, not_ect4));
     assert_eq!(tos_of(&bufs, not_ect4), 0x10);
-    let mut arp = vec![0u8; 60];
-    arp[12..14].copy_from_slice(&[0x08, 0x06]);
+    let mut arp = arp_frame();
     arp[15] = 0x03;
     let arp_pkt = bufs.alloc_copy(&arp).unwrap();
     assert!(!set_ecn_ce(&mut bufs, arp_pkt));
