@@ -1364,6 +1364,28 @@ fn link_local_destination_of_another_host_is_not_answered() {
     assert_eq!(o.c.local, 0);
 }
 
+/// RFC 4291 §2.5.6: a link-local destination never leaves its link, even when a default
+/// route covers it (it is answered with no route, as one without any route), and one of
+/// ours is delivered by its /128 local route. The default route does carry a global
+/// destination that has no route of its own, so the setup is not what stops the others.
+#[test]
+fn link_local_destination_is_delivered_if_ours_and_never_forwarded() {
+    let other = v6([0xfe80, 0, 0, 0, 0, 0, 0, 0x99]);
+    let frames = vec![udp6(SRC_V6, other, 1, 7).build(), ping6(SRC_V6, IN_LL_V6, 2, 1).build(), udp6(SRC_V6, NOROUTE_V6, 3, 9).build()];
+    let setup = Setup { v6_default_and_link_local: true, ..Setup::default() };
+    let o = run_both(&frames, &setup);
+    assert_eq!(o.drops(), BTreeMap::from([(DropReason::IpNoroute.name(), 1)]));
+    assert_eq!(o.port(P_OUT1).len(), 1, "only the global destination leaves by the default route");
+    assert_forwarded(&o.port(P_OUT1)[0], &frames[2], MAC_OUT1, MAC_NH1);
+    let back = o.port(P_IN);
+    assert_eq!(back.len(), 2, "the no-route error and the echo reply");
+    assert_icmp6_error(&back[0], 1, 0, IN_V6, &frames[0]);
+    let reply = ipv6_of(&back[1]);
+    assert_eq!((reply.src_addr(), reply.dst_addr()), (IN_LL_V6, SRC_V6));
+    assert_eq!(Icmpv6Packet::new_checked(reply.payload()).unwrap().msg_type(), 129);
+    assert_eq!((o.c.local, o.c.originated, o.c.tx), (1, 2, 3));
+}
+
 #[test]
 fn arp_request_to_another_hosts_mac_is_not_answered() {
     let mut req = arp_request(MAC_HOST, HOST_V4, IN_V4);

@@ -78,6 +78,8 @@ pub const UNREACH_V4: [u8; 4] = [10, 77, 0, 1];
 pub const UNRESOLVED_V4: [u8; 4] = [203, 0, 113, 9];
 
 pub const IN_V6: [u8; 16] = v6([0x2001, 0xdb8, 1, 0, 0, 0, 0, 1]);
+/// in0's link-local address when [`Setup::v6_default_and_link_local`] is set.
+pub const IN_LL_V6: [u8; 16] = v6([0xfe80, 0, 0, 0, 0, 0, 0, 1]);
 pub const HOST_V6: [u8; 16] = v6([0x2001, 0xdb8, 1, 0, 0, 0, 0, 2]);
 pub const OUT1_V6: [u8; 16] = v6([0x2001, 0xdb8, 2, 0, 0, 0, 0, 1]);
 pub const NH1_V6: [u8; 16] = v6([0x2001, 0xdb8, 2, 0, 0, 0, 0, 2]);
@@ -277,6 +279,10 @@ pub struct Setup {
     /// The expected outcome depends on the order of packets across flows (one flow's packet
     /// teaches a neighbour another flow uses): the `SLUICE_TEST_RPS` pass keeps one worker.
     pub order_across_flows: bool,
+    /// A default IPv6 route (`::/0` via out1's gateway) and the link-local address
+    /// [`IN_LL_V6`] on in0: every IPv6 destination then has a route, so only the
+    /// link-local rule keeps fe80::/10 from leaving.
+    pub v6_default_and_link_local: bool,
 }
 
 impl Default for Setup {
@@ -292,6 +298,7 @@ impl Default for Setup {
             out1_mtu: 1500,
             out2_mtu: OUT2_MTU,
             order_across_flows: false,
+            v6_default_and_link_local: false,
         }
     }
 }
@@ -336,6 +343,9 @@ pub fn build_router(frames: Vec<Vec<u8>>, setup: &Setup, pool: &Pool) -> Datapat
     in0.v4.push((IN_V4, 24));
     in0.v6.push((IN_V6, 64));
     in0.vlans = vec![IN_VLAN];
+    if setup.v6_default_and_link_local {
+        in0.v6.push((IN_LL_V6, 64));
+    }
     let mut out1 = Iface::new("out1", MAC_OUT1);
     out1.v4.push((OUT1_V4, 24));
     out1.v6.push((OUT1_V6, 64));
@@ -378,6 +388,9 @@ pub fn build_router(frames: Vec<Vec<u8>>, setup: &Setup, pool: &Pool) -> Datapat
     r.add_v6(v6([0x2001, 0xdb8, 0xa2, 0, 0, 0, 0, 0]), 48, NextHop::Gateway { port: p2, mac: MAC_NH2 }).unwrap();
     r.add_v6(v6([0x2001, 0xdb8, 0x66, 0, 0, 0, 0, 0]), 48, NextHop::Blackhole).unwrap();
     r.add_v6(v6([0x2001, 0xdb8, 0x77, 0, 0, 0, 0, 0]), 48, NextHop::Unreachable).unwrap();
+    if setup.v6_default_and_link_local {
+        r.add_v6([0; 16], 0, NextHop::Gateway { port: p1, mac: MAC_NH1 }).unwrap();
+    }
     dp
 }
 
