@@ -356,7 +356,8 @@ tunables! {
     /// Forward IPv6 packets not addressed to us (and advertise as a router in neighbour advertisements). On by default, where the kernel's default is 0, for the same reason as net.ipv4.ip_forward.
     ipv6_forwarding: u8 = 1, "net.ipv6.conf.all.forwarding", min 0, max 1;
     /// Packets held per unresolved neighbour while ARP/NDP resolves it (the oldest is dropped
-    /// as `neigh_queuefull` beyond it); NDP uses the same neighbour parameters.
+    /// as `neigh_queuefull` beyond it); NDP uses the same neighbour parameters. 0 holds the
+    /// newest one, as the kernel's byte limit does.
     unres_qlen: u32 = 101, "net.ipv4.neigh.default.unres_qlen", min 0, max 65_535;
     /// Broadcast ARP requests (multicast solicitations) sent for an unresolved neighbour before
     /// its held packets are dropped as `neigh_failed`.

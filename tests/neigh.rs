@@ -318,6 +318,28 @@ fn held_packets_leave_in_order_once_the_neighbour_answers() {
     }
 }
 
+/// `unres_qlen = 0` still asks and holds the newest packet: __neigh_event_send evicts older
+/// packets while the byte limit is exceeded and then queues the new one regardless.
+#[test]
+fn unres_qlen_zero_holds_only_the_newest_packet_and_still_asks() {
+    for listified in [false, true] {
+        let mut frames: Vec<Vec<u8>> = (0..3).map(|seq| udp4(SRC_V4, PEER_V4, 5, 9).seq(seq).build()).collect();
+        frames.push(peer_arp_reply());
+        let pool = Pool::new(256).unwrap();
+        let mut setup = Setup::default().listified(listified);
+        setup.tun.unres_qlen = 0;
+        let mut dp = build_router(frames.clone(), &setup, &pool);
+        rounds_until(&mut dp, frames.len(), |dp| dp.counters().tx >= 2);
+        let c = dp.counters();
+        assert_eq!(c.nonzero_drops(), vec![(DropReason::NeighQueuefull.name(), 2)]);
+        assert_eq!(c.neigh_probes, 1);
+        let sent = out(&dp, P_IN);
+        assert_eq!(sent.len(), 2, "the request, then the newest packet");
+        assert_eq!(arp_fields(&sent[0]), (1, MAC_BCAST, IN_V4, PEER_V4));
+        assert_forwarded(&sent[1], &frames[2], MAC_IN, MAC_PEER);
+    }
+}
+
 /// An ICMP error the router originates for a sender on the link whose MAC it does not know
 /// yet waits for the neighbour like a forwarded packet (neigh_output queues it), and leaves to
 /// the answered MAC: the time-exceeded answers to the peer's TTL-1 packets.

@@ -194,10 +194,9 @@ fn unreserve(net: &Net, port: u16, addr: NeighAddr) {
 /// `addr` on `port` has no MAC yet: `h` waits for it (neigh_resolve_output → __neigh_event_send).
 /// The first packet for a neighbour sends the first request at once.
 pub(crate) fn hold(net: &Net, w: &mut Worker, port: u16, addr: NeighAddr, h: Held) {
-    let qlen = net.tun.unres_qlen as usize;
-    if qlen == 0 {
-        return w.drop_pkt(h.pkt(), DropReason::NeighFailed);
-    }
+    // The kernel bounds the queue in bytes and evicts older packets before it queues the
+    // new one, so even a limit of 0 holds the newest packet (and asks for the neighbour).
+    let qlen = (net.tun.unres_qlen as usize).max(1);
     let i = match w.resolver.pending.iter().position(|u| u.port == port && u.addr == addr) {
         Some(i) => i,
         None => {
