@@ -103,7 +103,9 @@ fn count_sent(q: &mut TxQueue, c: &mut Counters, sent: usize, bytes: u64) {
 }
 
 /// Moves what the port reports failed (now or from an earlier burst) from sent to
-/// `tx_error`, in the ledger and the qdisc's figures.
+/// `tx_error`, in the ledger and the qdisc's figures. Linux differs here: its qdisc counts
+/// at dequeue and never gives a figure back; sluice keeps `tc -s`'s Sent equal to what the
+/// ledger calls transmitted.
 fn uncount_failed(q: &mut TxQueue, c: &mut Counters, failed: u64, failed_bytes: u64) {
     if failed == 0 {
         return;
