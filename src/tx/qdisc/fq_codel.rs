@@ -390,7 +390,7 @@ impl FqCodel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::buf::Pool;
+    use crate::buf::{BufCache, Pool};
 
     fn qdisc() -> FqCodel {
         FqCodel::new(&QdiscSpec::new(QdiscKind::FqCodel), 1514)
@@ -451,6 +451,140 @@ mod tests {
         q.flows[0].cv.first_above_time = 100 * MS;
         assert!(!q.should_drop(0, 0, 100 * MS));
         assert!(q.should_drop(0, 0, 100 * MS + 1));
+    }
+
+    const NOW: u64 = 2000 * MS;
+
+    /// Flow 0 holds 1000-byte frames (tos `tos`) enqueued at `times`, flow 1 two more so the
+    /// backlog stays above one MTU; flow 0's queue went above target at 50 ms.
+    fn standing(bufs: &mut BufCache, times: &[u64], tos: u8, ecn: bool) -> (FqCodel, Vec<Pkt>) {
+        let mut q = FqCodel::new(&QdiscSpec { ecn, ..QdiscSpec::new(QdiscKind::FqCodel) }, 1514);
+        let mine: Vec<Pkt> = times.iter().enumerate().map(|(i, _)| super::super::tests::frame(bufs, tos, 1, i as u32, 1000)).collect();
+        for (&p, &t) in mine.iter().zip(times) {
+            q.push_tail(0, p, 2048, t);
+        }
+        for i in 0..2 {
+            let p = super::super::tests::frame(bufs, 0, 2, i, 1000);
+            q.push_tail(1, p, 2048, 0);
+        }
+        q.flows[0].cv.first_above_time = 50 * MS;
+        (q, mine)
+    }
+
+    /// Frees what `q` and `dropped` hold and checks no buffer is left.
+    fn free_all(bufs: &mut BufCache, mut q: FqCodel, mut dropped: Vec<Pkt>, out: Option<Pkt>) {
+        dropped.extend(out);
+        for f in [0, 1] {
+            while let Some((p, _)) = q.pop_head(f) {
+                dropped.push(p);
+            }
+        }
+        bufs.free_pkts(&dropped);
+        assert_eq!(bufs.in_use(), 0);
+    }
+
+    /// codel_dequeue in the dropping state: a head that waited less than target ends it,
+    /// without a drop and with the count kept for the next dropping state.
+    #[test]
+    fn a_head_below_target_ends_the_dropping_state() {
+        let pool = Pool::new(16).unwrap();
+        let mut bufs = pool.cache();
+        let (mut q, mine) = standing(&mut bufs, &[NOW - MS], 0, false);
+        q.flows[0].cv = CodelVars { dropping: true, count: 4, drop_next: NOW, ..q.flows[0].cv };
+        let mut dropped = Vec::new();
+        let mut cx = QCtx { bufs: &mut bufs, now_ns: NOW, dropped: &mut dropped };
+        let out = q.codel_dequeue(0, &mut cx);
+        assert_eq!(out, Some(mine[0]));
+        assert!(dropped.is_empty());
+        assert!(!q.flows[0].cv.dropping);
+        assert_eq!((q.flows[0].cv.count, q.flows[0].cv.first_above_time), (4, 0));
+        free_all(&mut bufs, q, dropped, out);
+    }
+
+    /// Every drop whose time has come drops one head, raises the count and moves the next
+    /// drop time by interval / sqrt(count) from the last one (not from now), so a late
+    /// dequeue catches up with several drops at once.
+    #[test]
+    fn due_drops_catch_up_by_the_control_law() {
+        let pool = Pool::new(16).unwrap();
+        let mut bufs = pool.cache();
+        let (mut q, mine) = standing(&mut bufs, &[0, 0, 0, 0], 0, false);
+        q.flows[0].cv = CodelVars { dropping: true, count: 1, drop_next: NOW - 100 * MS, ..q.flows[0].cv };
+        let mut dropped = Vec::new();
+        let mut cx = QCtx { bufs: &mut bufs, now_ns: NOW, dropped: &mut dropped };
+        let out = q.codel_dequeue(0, &mut cx);
+        // Count 2: next at -100 ms + 70.7 ms (still due); count 3: + 57.7 ms, past now.
+        assert_eq!(out, Some(mine[2]));
+        assert_eq!(dropped, mine[..2]);
+        let cv = q.flows[0].cv;
+        assert!(cv.dropping);
+        assert_eq!(cv.count, 3);
+        assert_eq!(cv.drop_next, NOW - 100 * MS + 70_710_678 + 57_735_026);
+        assert_eq!((q.codel_drops, q.stats.drops), (2, 2));
+        free_all(&mut bufs, q, dropped, out);
+    }
+
+    /// A drop that uncovers a head below target ends the dropping state there; the drop time
+    /// is not moved.
+    #[test]
+    fn a_drop_reaching_a_fresh_head_ends_the_dropping_state() {
+        let pool = Pool::new(16).unwrap();
+        let mut bufs = pool.cache();
+        let (mut q, mine) = standing(&mut bufs, &[0, NOW - MS], 0, false);
+        q.flows[0].cv = CodelVars { dropping: true, count: 1, drop_next: NOW, ..q.flows[0].cv };
+        let mut dropped = Vec::new();
+        let mut cx = QCtx { bufs: &mut bufs, now_ns: NOW, dropped: &mut dropped };
+        let out = q.codel_dequeue(0, &mut cx);
+        assert_eq!(out, Some(mine[1]));
+        assert_eq!(dropped, mine[..1]);
+        let cv = q.flows[0].cv;
+        assert!(!cv.dropping);
+        assert_eq!((cv.count, cv.drop_next, cv.first_above_time), (2, NOW, 0));
+        free_all(&mut bufs, q, dropped, out);
+    }
+
+    /// With ECN, a due drop of an ECN-capable head marks it CE and sends it instead; the
+    /// count and the next drop time move as for a drop.
+    #[test]
+    fn a_due_drop_of_an_ecn_capable_head_marks_it() {
+        let pool = Pool::new(16).unwrap();
+        let mut bufs = pool.cache();
+        let (mut q, mine) = standing(&mut bufs, &[0, 0], 0x02, true);
+        q.flows[0].cv = CodelVars { dropping: true, count: 1, drop_next: NOW, ..q.flows[0].cv };
+        let mut dropped = Vec::new();
+        let mut cx = QCtx { bufs: &mut bufs, now_ns: NOW, dropped: &mut dropped };
+        let out = q.codel_dequeue(0, &mut cx);
+        assert_eq!(out, Some(mine[0]));
+        assert!(dropped.is_empty());
+        assert_eq!(super::super::tests::tos_of(&bufs, mine[0]) & 3, 3, "CE");
+        let cv = q.flows[0].cv;
+        assert!(cv.dropping);
+        assert_eq!((cv.count, cv.drop_next), (2, NOW + 70_710_678));
+        assert_eq!((q.stats.ecn_mark, q.stats.drops), (1, 0));
+        free_all(&mut bufs, q, dropped, out);
+    }
+
+    /// Entering the dropping state soon after the last one ended resumes near its rate
+    /// (count = drops since it was entered); after 16 intervals it starts again from 1.
+    #[test]
+    fn a_new_dropping_state_resumes_the_last_rate_only_when_recent() {
+        for (drop_next, count) in [(NOW - MS, 8u32), (NOW - 16 * 100 * MS, 1)] {
+            let pool = Pool::new(16).unwrap();
+            let mut bufs = pool.cache();
+            let (mut q, mine) = standing(&mut bufs, &[0, 0], 0, false);
+            q.flows[0].cv = CodelVars { dropping: false, count: 10, lastcount: 2, drop_next, ..q.flows[0].cv };
+            let mut dropped = Vec::new();
+            let mut cx = QCtx { bufs: &mut bufs, now_ns: NOW, dropped: &mut dropped };
+            let out = q.codel_dequeue(0, &mut cx);
+            assert_eq!(out, Some(mine[1]), "the head dropped, the next one sent");
+            assert_eq!(dropped, mine[..1]);
+            let cv = q.flows[0].cv;
+            assert!(cv.dropping);
+            assert_eq!((cv.count, cv.lastcount), (count, count));
+            let step = (100.0 * MS as f64 / (count as f64).sqrt()) as u64;
+            assert_eq!(cv.drop_next, NOW + step);
+            free_all(&mut bufs, q, dropped, out);
+        }
     }
 
     /// fq_codel_drop: the first of equally fat flows loses packets, its CoDel count grows by

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// A UDP/IPv4 frame of `len` bytes with `tos`, source port `flow` and `seq` in the payload.
-fn frame(bufs: &mut BufCache, tos: u8, flow: u16, seq: u32, len: usize) -> Pkt {
+pub(super) fn frame(bufs: &mut BufCache, tos: u8, flow: u16, seq: u32, len: usize) -> Pkt {
     let spec = PacketSpec {
         l3: L3Spec::V4 { src: [10, 0, 0, 1], dst: [10, 0, 0, 2], tos, ident: 0, dont_frag: true },
         l4: L4Spec::Udp { src_port: flow, dst_port: 9 },
@@ -34,7 +34,7 @@ fn flow_seq(bufs: &BufCache, p: Pkt) -> (u16, u32) {
     (u16::from_be_bytes([d[34], d[35]]), u32::from_be_bytes([d[42], d[43], d[44], d[45]]))
 }
 
-fn tos_of(bufs: &BufCache, p: Pkt) -> u8 {
+pub(super) fn tos_of(bufs: &BufCache, p: Pkt) -> u8 {
     bufs.data(p)[15]
 }
 
