@@ -805,6 +805,26 @@ mod tests {
         assert_eq!(w.buffers_in_use(), 0);
     }
 
+    /// `until_bounded_inputs_done`: once the capture is read the run ends, while the
+    /// unbounded generator beside it would send for ever (the time limit is only a guard).
+    #[test]
+    fn a_read_capture_ends_the_run_though_a_generator_still_sends() {
+        // One frame per poll: the capture takes many more rounds than the first check.
+        let (mut net, mut w) = io_with_100_frames(Tunables { dev_weight: 1, ..Tunables::default() });
+        net.ifaces.push(Iface::new("gen", [2, 0, 0, 0, 0, 3]));
+        net.peer.push(Some(1));
+        let gen = crate::port::gen::Generator::new("gen", crate::port::gen::GenConfig::default()).unwrap();
+        w.add_port(2, Some(Box::new(gen)));
+        let limit = RunLimit { duration: Some(Duration::from_secs(20)), until_bounded_inputs_done: true, ..Default::default() };
+        let (_, why, failed) = run_until(&net, &mut w, &limit, Duration::from_secs(1), |_, _, _| {});
+        assert_eq!(why, StopReason::InputDone);
+        assert!(failed.is_empty());
+        assert_eq!(w.port_mut(0).unwrap().stats().rx_packets, 100, "the whole capture");
+        assert!(w.c.rx > 100, "and the generator's packets");
+        assert!(w.c.conservation(w.in_flight()).is_ok());
+        assert_eq!(w.buffers_in_use(), 0);
+    }
+
     #[test]
     fn a_raised_stop_flag_ends_the_run_with_everything_flushed() {
         let (net, mut w) = io_with_100_frames(Tunables { dev_weight: 1, netdev_budget: 1, ..Tunables::default() });
