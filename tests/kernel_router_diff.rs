@@ -28,6 +28,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// An AH header's fields after its length: reserved, SPI 256, sequence number 1 (no ICV).
+const AH_BODY: [u8; 10] = [0, 0, 0, 0, 1, 0, 0, 0, 0, 1];
+
 /// Cases whose fates differ on purpose, and why. Keep short: each has a sentence in
 /// src/rx/README.md ("Deliberate differences from the kernel").
 const EXPLAINED: &[(&str, &str)] = &[
@@ -197,6 +200,11 @@ fn corpus() -> Vec<(&'static str, Vec<u8>)> {
         ("ext6_to_us_dest_opts_unknown_icmp", ext6_us(60, &[0xbe, 4, 0, 0, 0, 0])),
         ("ext6_to_us_dest_opts_unknown_skip", ext6_us(60, &[0x3e, 4, 0, 0, 0, 0])),
         ("ext6_to_us_routing_segleft0", ext6_us(43, &[0, 0, 0, 0, 0, 0])),
+        // IPsec AH (SPI 256, sequence 1, no ICV): forwarded as it is; to us, no AH handler.
+        ("ext6_ah", ext6(51, &AH_BODY)),
+        ("ext6_to_us_ah", ext6_us(51, &AH_BODY)),
+        ("ext6_to_us_dest_opts_then_ah", with_ipv6_ext(ext6_us(51, &AH_BODY), 60, &[1, 4, 0, 0, 0, 0])),
+        ("raw4_to_us_ah", raw4(SRC_V4, IN_V4, 51).build()),
         ("ext6_hbh_router_alert", ext6(0, &[5, 2, 0, 0, 1, 0])),
         ("ext6_hbh_bad_padn", ext6(0, &[1, 4, 0, 1, 0, 0])),
         ("udp6_echo_dest_opts", with_ipv6_ext(udp6(SRC_V6, IN_V6, 1000, 7).build(), 60, &[1, 4, 0, 0, 0, 0])),

@@ -196,6 +196,24 @@ fn ip6_protocol_deliver_rcu_answers_an_unknown_next_header() {
     assert_eq!(assert_icmp6_error(&e[2], 4, 1, IN_V6, &late_hbh), 40, "a hop-by-hop header past the first place");
 }
 
+/// An authentication header to us is an unknown next header, as in a kernel without the
+/// ah6 handler (tests/kernel_router_diff.rs checks it against one): what it protects is
+/// never delivered unverified. Forwarded, it passes untouched.
+#[test]
+fn an_authentication_header_to_us_is_an_unknown_next_header() {
+    const AH: [u8; 10] = [0, 0, 0, 0, 1, 0, 0, 0, 0, 1];
+    let direct = with_ipv6_ext(ping6(SRC_V6, IN_V6, 1, 1).build(), 51, &AH);
+    let after_opts = with_ipv6_ext(direct.clone(), 60, &[1, 4, 0, 0, 0, 0]);
+    let through = with_ipv6_ext(udp6(SRC_V6, DST1_V6, 1, 9).build(), 51, &AH);
+    let o = run_both(&[direct.clone(), after_opts.clone(), through.clone()], &Setup::default());
+    assert_eq!(drops(&o), BTreeMap::from([("unhandled_l4", 2)]));
+    let e = o.port(P_IN);
+    assert_eq!(e.len(), 2, "no echo reply");
+    assert_eq!(assert_icmp6_error(&e[0], 4, 1, IN_V6, &direct), 6, "the fixed header's next header");
+    assert_eq!(assert_icmp6_error(&e[1], 4, 1, IN_V6, &after_opts), 40, "the options header's next header");
+    assert_forwarded(&o.port(P_OUT1)[0], &through, MAC_OUT1, MAC_NH1);
+}
+
 #[test]
 fn ipv6_rthdr_rcv_refuses_a_routing_header_with_segments_left() {
     let seg1 = with_ipv6_ext(

@@ -130,7 +130,8 @@ pub(crate) fn parse_options(hdr: &[u8], at: usize, hop_by_hop: bool, dst_multica
 /// hop-by-hop header was read on receive): destination options are parsed as options are
 /// (unknown ones act by their type), a routing header with segments left is refused with a
 /// parameter problem at its type (sluice routes no source route: RFC 5095 for type 0), one
-/// without is skipped; a hop-by-hop header past the first place is an unknown next header.
+/// without is skipped; a hop-by-hop header past the first place, or an authentication
+/// header, is an unknown next header.
 /// `Ok(nhoff)`: the offset of the byte naming the upper-layer protocol.
 pub(crate) fn local_headers(bufs: &BufCache, skb: &Skb) -> Result<usize, RcvError> {
     let bad = RcvError::Drop(DropReason::Ipv6Inhdr);
@@ -154,7 +155,9 @@ pub(crate) fn local_headers(bufs: &BufCache, skb: &Skb) -> Result<usize, RcvErro
                 }
                 (h[1] as usize + 1) * 8
             }
-            NEXT_HEADER_AUTH => (*ext.get(off + 1).ok_or(bad)? as usize + 2) * 4,
+            // No IPsec here: as a kernel without the ah6 handler, an unknown protocol (never
+            // skipped, or what it protects would be delivered unauthenticated).
+            NEXT_HEADER_AUTH => return Err(RcvError::ParamProblem { code: 1, pointer: nhoff as u32, reason: DropReason::UnhandledL4 }),
             _ => return Ok(nhoff),
         };
         ext.get(off..off + len).ok_or(bad)?;
