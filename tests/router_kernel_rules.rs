@@ -263,7 +263,13 @@ use sluice::wire::{Icmpv4Packet, Icmpv6Packet};
 fn icmp_timestamp_answers_with_originate_receive_and_transmit_times() {
     let req = icmp4(SRC_V4, IN_V4, 13, 0, [0, 9, 0, 4], &[0x11, 0x22, 0x33, 0x44, 0, 0, 0, 0, 0, 0, 0, 0, 7, 7, 7, 7]);
     let short = icmp4(SRC_V4, IN_V4, 13, 0, [0, 9, 0, 5], &[0x11, 0x22, 0x33, 0x44]);
+    let ms_of_day = || {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+        (now.as_millis() % 86_400_000) as u32
+    };
+    let before = ms_of_day();
     let o = run_both(&[req, short], &Setup::default());
+    let after = ms_of_day();
     assert_eq!(drops(&o), BTreeMap::from([("pkt_too_small", 1)]));
     let r = &o.port(P_IN)[0];
     let ip = ipv4_of(r);
@@ -275,6 +281,9 @@ fn icmp_timestamp_answers_with_originate_receive_and_transmit_times() {
     let (recv, xmit) = (u32::from_be_bytes([p[12], p[13], p[14], p[15]]), u32::from_be_bytes([p[16], p[17], p[18], p[19]]));
     assert_eq!(recv, xmit);
     assert!(recv < 86_400_000, "milliseconds since midnight UTC");
+    // The clock read while the request was answered (a run across midnight wraps).
+    let within = if before <= after { (before..=after).contains(&recv) } else { recv >= before || recv <= after };
+    assert!(within, "{recv} ms is not the time of day between {before} and {after}");
 }
 
 use sluice::wire::checksum;
