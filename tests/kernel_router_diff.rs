@@ -282,6 +282,22 @@ fn corpus() -> Vec<(&'static str, Vec<u8>)> {
         ("ip6_payload_len_short_forwarded", set_u16(udp6(SRC_V6, DST1_V6, 1000, 53).len(200).build(), 18, 50, false)),
         ("ip6_version_4", set_byte(udp6(SRC_V6, DST1_V6, 1000, 53).build(), 14, 0x40, false)),
         ("udp4_len_lie_to_us", set_u16(udp4(SRC_V4, IN_V4, 1000, 9999).build(), 38, 200, false)),
+        ("udp4_len_below_header_to_us", set_u16(udp4(SRC_V4, IN_V4, 1000, 9999).build(), 38, 4, false)),
+        ("udp6_len_lie_to_us", set_u16(udp6(SRC_V6, IN_V6, 1000, 9999).build(), 58, 200, false)),
+        // Checksums of datagrams to us: IPv4 may leave it out (0), IPv6 may not.
+        ("udp4_to_us_zero_csum", set_u16(udp4(SRC_V4, IN_V4, 1000, 9999).build(), 40, 0, false)),
+        ("udp6_to_us_zero_csum", set_u16(udp6(SRC_V6, IN_V6, 1000, 9999).build(), 60, 0, false)),
+        ("udp6_to_us_bad_csum", bad_l4_checksum(udp6(SRC_V6, IN_V6, 1000, 9999).build())),
+        ("ping6_to_in0_bad_csum", bad_l4_checksum(ping6(SRC_V6, IN_V6, 9, 1).build())),
+        // Messages to us that ask for no answer.
+        ("icmp4_echo_reply_to_us", icmp4(SRC_V4, IN_V4, 0, 0, [0, 1, 0, 1], &[0; 12])),
+        ("icmp4_unknown_type_to_us", icmp4(SRC_V4, IN_V4, 42, 0, [0, 1, 0, 1], &[0; 12])),
+        ("icmp6_echo_reply_to_us", icmp6(MAC_HOST, MAC_IN, SRC_V6, IN_V6, 64, 129, 0, &[0, 1, 0, 1, 0, 0, 0, 0])),
+        ("icmp6_unknown_info_to_us", icmp6(MAC_HOST, MAC_IN, SRC_V6, IN_V6, 64, 200, 0, &[0, 1, 0, 1, 0, 0, 0, 0])),
+        // The subnet's broadcast address: no echo (icmp_echo_ignore_broadcasts), no error.
+        ("ping4_subnet_broadcast", ping4(SRC_V4, [192, 0, 2, 255], 9, 1).dst_mac(MAC_BCAST).build()),
+        ("udp4_subnet_broadcast_closed", udp4(SRC_V4, [192, 0, 2, 255], 1000, 9999).dst_mac(MAC_BCAST).build()),
+        ("ping4_ttl0_to_us", with_ttl(ping4(SRC_V4, IN_V4, 9, 1).build(), 0)),
     ];
     c.sort_by_key(|(n, _)| *n);
     c
