@@ -35,8 +35,26 @@ struct CodelVars {
     count: u32,
     lastcount: u32,
     dropping: bool,
+    /// 1/sqrt(count) in Q0.16, kept up to date by one Newton step per change of `count`
+    /// (codel_Newton_step): the drop spacing is the kernel's approximation, not the exact
+    /// root (count 2 after entering the dropping state gives half an interval, not 0.707).
+    rec_inv_sqrt: u16,
     first_above_time: u64,
     drop_next: u64,
+}
+
+/// `rec_inv_sqrt` of count 1 (~1.0), set on entering the dropping state afresh.
+const REC_INV_SQRT_ONE: u16 = u16::MAX;
+
+impl CodelVars {
+    /// codel_Newton_step: rec_inv_sqrt = rec_inv_sqrt * (3 - count * rec_inv_sqrt^2) / 2,
+    /// in the kernel's fixed point (Q0.32 intermediates, wrapping as its u64 arithmetic).
+    fn newton_step(&mut self) {
+        let inv = u64::from(self.rec_inv_sqrt) << 16;
+        let inv2 = (inv * inv) >> 32;
+        let val = (3u64 << 32).wrapping_sub(u64::from(self.count).wrapping_mul(inv2)) >> 2;
+        self.rec_inv_sqrt = ((val.wrapping_mul(inv) >> 31) >> 16) as u16;
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -201,9 +219,10 @@ impl FqCodel {
         now_ns > cv.first_above_time
     }
 
-    /// The next drop time: `t + interval / sqrt(count)`.
-    fn control_law(&self, t: u64, count: u32) -> u64 {
-        t + (self.interval_ns as f64 / (count.max(1) as f64).sqrt()) as u64
+    /// The next drop time: `t + interval * rec_inv_sqrt` (codel_control_law, with
+    /// reciprocal_scale's Q0.32 product).
+    fn control_law(&self, t: u64, rec_inv_sqrt: u16) -> u64 {
+        t + ((self.interval_ns * (u64::from(rec_inv_sqrt) << 16)) >> 32)
     }
 
     /// Drops `p` (CoDel).
@@ -237,10 +256,12 @@ impl FqCodel {
                 self.flows[f].cv.dropping = false;
             } else if now >= self.flows[f].cv.drop_next {
                 while self.flows[f].cv.dropping && now >= self.flows[f].cv.drop_next {
-                    self.flows[f].cv.count = self.flows[f].cv.count.wrapping_add(1);
-                    let count = self.flows[f].cv.count;
+                    let cv = &mut self.flows[f].cv;
+                    cv.count = cv.count.wrapping_add(1);
+                    cv.newton_step();
+                    let rec = cv.rec_inv_sqrt;
                     if self.try_mark(p, cx) {
-                        self.flows[f].cv.drop_next = self.control_law(self.flows[f].cv.drop_next, count);
+                        self.flows[f].cv.drop_next = self.control_law(self.flows[f].cv.drop_next, rec);
                         return Some(p);
                     }
                     self.codel_drop(p, cx);
@@ -256,7 +277,7 @@ impl FqCodel {
                     if !self.should_drop(f, t, now) {
                         self.flows[f].cv.dropping = false;
                     } else {
-                        self.flows[f].cv.drop_next = self.control_law(self.flows[f].cv.drop_next, count);
+                        self.flows[f].cv.drop_next = self.control_law(self.flows[f].cv.drop_next, rec);
                     }
                 }
             }
@@ -280,12 +301,19 @@ impl FqCodel {
             let interval = self.interval_ns;
             let cv = &mut self.flows[f].cv;
             cv.dropping = true;
-            // Resume near the previous drop rate when the last dropping state ended recently.
+            // Resume near the previous drop rate when the last dropping state ended recently
+            // (one Newton step from the old estimate: the next ones correct it).
             let delta = cv.count.wrapping_sub(cv.lastcount);
-            cv.count = if delta > 1 && now.saturating_sub(cv.drop_next) < 16 * interval { delta } else { 1 };
+            if delta > 1 && now.saturating_sub(cv.drop_next) < 16 * interval {
+                cv.count = delta;
+                cv.newton_step();
+            } else {
+                cv.count = 1;
+                cv.rec_inv_sqrt = REC_INV_SQRT_ONE;
+            }
             cv.lastcount = cv.count;
-            let count = cv.count;
-            self.flows[f].cv.drop_next = self.control_law(now, count);
+            let rec = cv.rec_inv_sqrt;
+            self.flows[f].cv.drop_next = self.control_law(now, rec);
             return out;
         }
         Some(p)
@@ -389,6 +417,7 @@ impl FqCodel {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::{frame, tos_of};
     use super::*;
     use crate::buf::{BufCache, Pool};
 
@@ -456,15 +485,15 @@ mod tests {
     const NOW: u64 = 2000 * MS;
 
     /// Flow 0 holds 1000-byte frames (tos `tos`) enqueued at `times`, flow 1 two more so the
-    /// backlog stays above one MTU; flow 0's queue went above target at 50 ms.
+    /// backlog stays above one MTU; flow 0 may drop since 50 ms (`first_above_time`).
     fn standing(bufs: &mut BufCache, times: &[u64], tos: u8, ecn: bool) -> (FqCodel, Vec<Pkt>) {
         let mut q = FqCodel::new(&QdiscSpec { ecn, ..QdiscSpec::new(QdiscKind::FqCodel) }, 1514);
-        let mine: Vec<Pkt> = times.iter().enumerate().map(|(i, _)| super::super::tests::frame(bufs, tos, 1, i as u32, 1000)).collect();
+        let mine: Vec<Pkt> = times.iter().enumerate().map(|(i, _)| frame(bufs, tos, 1, i as u32, 1000)).collect();
         for (&p, &t) in mine.iter().zip(times) {
             q.push_tail(0, p, 2048, t);
         }
         for i in 0..2 {
-            let p = super::super::tests::frame(bufs, 0, 2, i, 1000);
+            let p = frame(bufs, 0, 2, i, 1000);
             q.push_tail(1, p, 2048, 0);
         }
         q.flows[0].cv.first_above_time = 50 * MS;
@@ -502,24 +531,26 @@ mod tests {
     }
 
     /// Every drop whose time has come drops one head, raises the count and moves the next
-    /// drop time by interval / sqrt(count) from the last one (not from now), so a late
-    /// dequeue catches up with several drops at once.
+    /// drop time by interval × rec_inv_sqrt from the last one (not from now), so a late
+    /// dequeue catches up with several drops at once. The spacings are the kernel's: one
+    /// Newton step from 1.0 gives 0x8001 for count 2 (50.0 ms), the next 0x9000 for count 3
+    /// (56.25 ms), not 70.7 and 57.7 ms.
     #[test]
     fn due_drops_catch_up_by_the_control_law() {
         let pool = Pool::new(16).unwrap();
         let mut bufs = pool.cache();
         let (mut q, mine) = standing(&mut bufs, &[0, 0, 0, 0], 0, false);
-        q.flows[0].cv = CodelVars { dropping: true, count: 1, drop_next: NOW - 100 * MS, ..q.flows[0].cv };
+        q.flows[0].cv = CodelVars { dropping: true, count: 1, rec_inv_sqrt: REC_INV_SQRT_ONE, drop_next: NOW - 100 * MS, ..q.flows[0].cv };
         let mut dropped = Vec::new();
         let mut cx = QCtx { bufs: &mut bufs, now_ns: NOW, dropped: &mut dropped };
         let out = q.codel_dequeue(0, &mut cx);
-        // Count 2: next at -100 ms + 70.7 ms (still due); count 3: + 57.7 ms, past now.
+        // Count 2: next at -100 ms + 50.0 ms (still due); count 3: + 56.25 ms, past now.
         assert_eq!(out, Some(mine[2]));
         assert_eq!(dropped, mine[..2]);
         let cv = q.flows[0].cv;
         assert!(cv.dropping);
-        assert_eq!(cv.count, 3);
-        assert_eq!(cv.drop_next, NOW - 100 * MS + 70_710_678 + 57_735_026);
+        assert_eq!((cv.count, cv.rec_inv_sqrt), (3, 0x9000));
+        assert_eq!(cv.drop_next, NOW - 100 * MS + 50_001_525 + 56_250_000);
         assert_eq!((q.codel_drops, q.stats.drops), (2, 2));
         free_all(&mut bufs, q, dropped, out);
     }
@@ -550,29 +581,31 @@ mod tests {
         let pool = Pool::new(16).unwrap();
         let mut bufs = pool.cache();
         let (mut q, mine) = standing(&mut bufs, &[0, 0], 0x02, true);
-        q.flows[0].cv = CodelVars { dropping: true, count: 1, drop_next: NOW, ..q.flows[0].cv };
+        let due = NOW - 10 * MS;
+        q.flows[0].cv = CodelVars { dropping: true, count: 1, rec_inv_sqrt: REC_INV_SQRT_ONE, drop_next: due, ..q.flows[0].cv };
         let mut dropped = Vec::new();
         let mut cx = QCtx { bufs: &mut bufs, now_ns: NOW, dropped: &mut dropped };
         let out = q.codel_dequeue(0, &mut cx);
         assert_eq!(out, Some(mine[0]));
         assert!(dropped.is_empty());
-        assert_eq!(super::super::tests::tos_of(&bufs, mine[0]) & 3, 3, "CE");
+        assert_eq!(tos_of(&bufs, mine[0]) & 3, 3, "CE");
         let cv = q.flows[0].cv;
         assert!(cv.dropping);
-        assert_eq!((cv.count, cv.drop_next), (2, NOW + 70_710_678));
+        assert_eq!((cv.count, cv.drop_next), (2, due + 50_001_525), "from the due time, not now");
         assert_eq!((q.stats.ecn_mark, q.stats.drops), (1, 0));
         free_all(&mut bufs, q, dropped, out);
     }
 
     /// Entering the dropping state soon after the last one ended resumes near its rate
-    /// (count = drops since it was entered); after 16 intervals it starts again from 1.
+    /// (count = drops since it was entered, one Newton step from the old estimate: count 10's
+    /// 0x50a7 becomes 0x58f5); after 16 intervals it starts again from count 1 (0xffff).
     #[test]
     fn a_new_dropping_state_resumes_the_last_rate_only_when_recent() {
-        for (drop_next, count) in [(NOW - MS, 8u32), (NOW - 16 * 100 * MS, 1)] {
+        for (drop_next, count, step) in [(NOW - MS, 8u32, 34_748_840), (NOW - 16 * 100 * MS, 1, 99_998_474)] {
             let pool = Pool::new(16).unwrap();
             let mut bufs = pool.cache();
             let (mut q, mine) = standing(&mut bufs, &[0, 0], 0, false);
-            q.flows[0].cv = CodelVars { dropping: false, count: 10, lastcount: 2, drop_next, ..q.flows[0].cv };
+            q.flows[0].cv = CodelVars { dropping: false, count: 10, lastcount: 2, rec_inv_sqrt: 0x50a7, drop_next, ..q.flows[0].cv };
             let mut dropped = Vec::new();
             let mut cx = QCtx { bufs: &mut bufs, now_ns: NOW, dropped: &mut dropped };
             let out = q.codel_dequeue(0, &mut cx);
@@ -581,9 +614,24 @@ mod tests {
             let cv = q.flows[0].cv;
             assert!(cv.dropping);
             assert_eq!((cv.count, cv.lastcount), (count, count));
-            let step = (100.0 * MS as f64 / (count as f64).sqrt()) as u64;
             assert_eq!(cv.drop_next, NOW + step);
             free_all(&mut bufs, q, dropped, out);
+        }
+    }
+
+    /// One Newton step per count keeps rec_inv_sqrt near 1/sqrt(count): from 1.0 through
+    /// counts 2..=n it lands within 1% of the root (the kernel's "corrected quadratically").
+    #[test]
+    fn newton_steps_track_the_inverse_square_root() {
+        let mut cv = CodelVars { rec_inv_sqrt: REC_INV_SQRT_ONE, ..CodelVars::default() };
+        for count in 2..=1000u32 {
+            cv.count = count;
+            cv.newton_step();
+            let exact = 65536.0 / (count as f64).sqrt();
+            if count >= 8 {
+                let err = (cv.rec_inv_sqrt as f64 - exact).abs() / exact;
+                assert!(err < 0.01, "count {count}: {:#x} vs {exact:.0}", cv.rec_inv_sqrt);
+            }
         }
     }
 
