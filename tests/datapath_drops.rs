@@ -1364,26 +1364,35 @@ fn link_local_destination_of_another_host_is_not_answered() {
     assert_eq!(o.c.local, 0);
 }
 
-/// RFC 4291 §2.5.6: a link-local destination never leaves its link, even when a default
-/// route covers it (it is answered with no route, as one without any route), and one of
+/// RFC 4291 §2.5.6: sluice never forwards to a link-local destination: not one in in0's
+/// connected fe80::/64 (the kernel would send it back out in0 to that neighbour: the
+/// deliberate difference `dst6_link_local_other` of tests/kernel_router_diff.rs), nor one
+/// outside it that only the default route covers; both are answered with no route. One of
 /// ours is delivered by its /128 local route. The default route does carry a global
-/// destination that has no route of its own, so the setup is not what stops the others.
+/// destination without a route of its own, so the setup is not what stops the others.
 #[test]
 fn link_local_destination_is_delivered_if_ours_and_never_forwarded() {
-    let other = v6([0xfe80, 0, 0, 0, 0, 0, 0, 0x99]);
-    let frames = vec![udp6(SRC_V6, other, 1, 7).build(), ping6(SRC_V6, IN_LL_V6, 2, 1).build(), udp6(SRC_V6, NOROUTE_V6, 3, 9).build()];
+    let on_link = v6([0xfe80, 0, 0, 0, 0, 0, 0, 0x99]);
+    let off_link = v6([0xfe80, 0, 0, 1, 0, 0, 0, 0x99]);
+    let frames = vec![
+        udp6(SRC_V6, on_link, 1, 7).build(),
+        udp6(SRC_V6, off_link, 1, 7).build(),
+        ping6(SRC_V6, IN_LL_V6, 2, 1).build(),
+        udp6(SRC_V6, NOROUTE_V6, 3, 9).build(),
+    ];
     let setup = Setup { v6_default_and_link_local: true, ..Setup::default() };
     let o = run_both(&frames, &setup);
-    assert_eq!(o.drops(), BTreeMap::from([(DropReason::IpNoroute.name(), 1)]));
+    assert_eq!(o.drops(), BTreeMap::from([(DropReason::IpNoroute.name(), 2)]));
     assert_eq!(o.port(P_OUT1).len(), 1, "only the global destination leaves by the default route");
-    assert_forwarded(&o.port(P_OUT1)[0], &frames[2], MAC_OUT1, MAC_NH1);
+    assert_forwarded(&o.port(P_OUT1)[0], &frames[3], MAC_OUT1, MAC_NH1);
     let back = o.port(P_IN);
-    assert_eq!(back.len(), 2, "the no-route error and the echo reply");
+    assert_eq!(back.len(), 3, "two no-route errors and the echo reply");
     assert_icmp6_error(&back[0], 1, 0, IN_V6, &frames[0]);
-    let reply = ipv6_of(&back[1]);
+    assert_icmp6_error(&back[1], 1, 0, IN_V6, &frames[1]);
+    let reply = ipv6_of(&back[2]);
     assert_eq!((reply.src_addr(), reply.dst_addr()), (IN_LL_V6, SRC_V6));
     assert_eq!(Icmpv6Packet::new_checked(reply.payload()).unwrap().msg_type(), 129);
-    assert_eq!((o.c.local, o.c.originated, o.c.tx), (1, 2, 3));
+    assert_eq!((o.c.local, o.c.originated, o.c.tx), (1, 3, 4));
 }
 
 #[test]

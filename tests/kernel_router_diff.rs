@@ -28,9 +28,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// An AH header's fields after its length: reserved, SPI 256, sequence number 1 (no ICV).
-const AH_BODY: [u8; 10] = [0, 0, 0, 0, 1, 0, 0, 0, 0, 1];
-
 /// Cases whose fates differ on purpose, and why. Keep short: each has a sentence in
 /// src/rx/README.md ("Deliberate differences from the kernel").
 const EXPLAINED: &[(&str, &str)] = &[
@@ -205,6 +202,8 @@ fn corpus() -> Vec<(&'static str, Vec<u8>)> {
         ("ext6_to_us_ah", ext6_us(51, &AH_BODY)),
         ("ext6_to_us_dest_opts_then_ah", with_ipv6_ext(ext6_us(51, &AH_BODY), 60, &[1, 4, 0, 0, 0, 0])),
         ("raw4_to_us_ah", raw4(SRC_V4, IN_V4, 51).build()),
+        // The ICMPv6 error found past the AH is never answered (icmpv6_send's is_ineligible).
+        ("ext6_to_us_ah_icmp6_error", with_ipv6_ext(icmp6(MAC_HOST, MAC_IN, SRC_V6, IN_V6, 64, 1, 0, &[0; 44]), 51, &AH_BODY)),
         ("ext6_hbh_router_alert", ext6(0, &[5, 2, 0, 0, 1, 0])),
         ("ext6_hbh_bad_padn", ext6(0, &[1, 4, 0, 1, 0, 0])),
         ("udp6_echo_dest_opts", with_ipv6_ext(udp6(SRC_V6, IN_V6, 1000, 7).build(), 60, &[1, 4, 0, 0, 0, 0])),
@@ -841,7 +840,15 @@ fn forwarding_matches_the_linux_kernel() {
     let kernel = Kernel::new().unwrap_or_else(|e| panic!("kernel router: {e}"));
     let stop = Arc::new(AtomicBool::new(false));
     let echo = udp_echo(&kernel._ns.router, stop.clone()).unwrap_or_else(|e| panic!("{e}"));
-    let cases = corpus();
+    let mut cases = corpus();
+    // The kernel's protocol handlers are global, not per namespace: with IPsec's AH module
+    // loaded on this host, AH goes to xfrm (a silent drop without an SA) instead of being
+    // an unknown protocol, as it is on a host without IPsec, which is what sluice models.
+    let ah_loaded: Vec<&str> = ["ah4", "ah6"].into_iter().filter(|m| std::path::Path::new(&format!("/sys/module/{m}")).exists()).collect();
+    if !ah_loaded.is_empty() {
+        eprintln!("kernel differential test: {ah_loaded:?} loaded on this host, the AH cases are left out");
+        cases.retain(|(n, _)| !n.contains("_ah"));
+    }
     let names: Vec<&str> = cases.iter().map(|(n, _)| *n).collect();
     for (n, _) in EXPLAINED {
         assert!(names.contains(n), "EXPLAINED names a case the corpus does not have: {n}");

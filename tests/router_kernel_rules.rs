@@ -189,7 +189,7 @@ fn ip6_protocol_deliver_rcu_answers_an_unknown_next_header() {
     let late_hbh = with_ipv6_ext(with_ipv6_ext(ping6(SRC_V6, IN_V6, 1, 1).build(), 0, &[1, 4, 0, 0, 0, 0]), 60, &[1, 4, 0, 0, 0, 0]);
     let frames = vec![direct.clone(), after_opts.clone(), late_hbh.clone()];
     let o = run_both(&frames, &Setup::default());
-    assert_eq!(drops(&o), BTreeMap::from([("unhandled_l4", 2), ("ipv6_inhdr", 1)]));
+    assert_eq!(drops(&o), BTreeMap::from([("unhandled_l4", 3)]), "each an unknown protocol (IP_NOPROTO)");
     let e = o.port(P_IN);
     assert_eq!(assert_icmp6_error(&e[0], 4, 1, IN_V6, &direct), 6, "the fixed header's next header");
     assert_eq!(assert_icmp6_error(&e[1], 4, 1, IN_V6, &after_opts), 40, "the options header's next header");
@@ -201,10 +201,9 @@ fn ip6_protocol_deliver_rcu_answers_an_unknown_next_header() {
 /// never delivered unverified. Forwarded, it passes untouched.
 #[test]
 fn an_authentication_header_to_us_is_an_unknown_next_header() {
-    const AH: [u8; 10] = [0, 0, 0, 0, 1, 0, 0, 0, 0, 1];
-    let direct = with_ipv6_ext(ping6(SRC_V6, IN_V6, 1, 1).build(), 51, &AH);
+    let direct = with_ipv6_ext(ping6(SRC_V6, IN_V6, 1, 1).build(), 51, &AH_BODY);
     let after_opts = with_ipv6_ext(direct.clone(), 60, &[1, 4, 0, 0, 0, 0]);
-    let through = with_ipv6_ext(udp6(SRC_V6, DST1_V6, 1, 9).build(), 51, &AH);
+    let through = with_ipv6_ext(udp6(SRC_V6, DST1_V6, 1, 9).build(), 51, &AH_BODY);
     let o = run_both(&[direct.clone(), after_opts.clone(), through.clone()], &Setup::default());
     assert_eq!(drops(&o), BTreeMap::from([("unhandled_l4", 2)]));
     let e = o.port(P_IN);

@@ -815,7 +815,7 @@ mod tests {
         net.peer.push(Some(1));
         let gen = crate::port::gen::Generator::new("gen", crate::port::gen::GenConfig::default()).unwrap();
         w.add_port(2, Some(Box::new(gen)));
-        let limit = RunLimit { duration: Some(Duration::from_secs(20)), until_bounded_inputs_done: true, ..Default::default() };
+        let limit = RunLimit { duration: Some(Duration::from_secs(5)), until_bounded_inputs_done: true, ..Default::default() };
         let (_, why, failed) = run_until(&net, &mut w, &limit, Duration::from_secs(1), |_, _, _| {});
         assert_eq!(why, StopReason::InputDone);
         assert!(failed.is_empty());

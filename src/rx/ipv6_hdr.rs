@@ -18,7 +18,8 @@ pub(crate) const PROTO_UNPARSED: u8 = 255;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Walk {
     /// The upper-layer protocol (or 44 for a later fragment, 0 for a hop-by-hop header
-    /// past the first place).
+    /// past the first place). An authentication header is skipped here, as
+    /// ipv6_skip_exthdr does (hashing, ICMP error eligibility); local delivery refuses it.
     pub protocol: u8,
     /// Offset of that protocol's header after the fixed header.
     pub offset: usize,
@@ -139,11 +140,13 @@ pub(crate) fn local_headers(bufs: &BufCache, skb: &Skb) -> Result<usize, RcvErro
     let ext = ip.into_payload();
     let multicast = ip.dst_addr()[0] == 0xff;
     let pp = |code: u8, p: usize| RcvError::ParamProblem { code, pointer: p as u32, reason: DropReason::Ipv6Inhdr };
+    // No handler for it (ip6_protocol_deliver_rcu: IP_NOPROTO), pointing at the byte naming it.
+    let unknown = |p: usize| RcvError::ParamProblem { code: 1, pointer: p as u32, reason: DropReason::UnhandledL4 };
     let (mut nh, mut off, mut nhoff) = (ip.next_header(), 0usize, 6usize);
     loop {
         let len = match nh {
             NEXT_HEADER_HOP_BY_HOP if off == 0 => (*ext.get(1).ok_or(bad)? as usize + 1) * 8,
-            NEXT_HEADER_HOP_BY_HOP => return Err(pp(1, nhoff)),
+            NEXT_HEADER_HOP_BY_HOP => return Err(unknown(nhoff)),
             NEXT_HEADER_DEST_OPTS => {
                 parse_options(&ext[off..], 40 + off, false, multicast)?;
                 (ext[off + 1] as usize + 1) * 8
@@ -157,7 +160,7 @@ pub(crate) fn local_headers(bufs: &BufCache, skb: &Skb) -> Result<usize, RcvErro
             }
             // No IPsec here: as a kernel without the ah6 handler, an unknown protocol (never
             // skipped, or what it protects would be delivered unauthenticated).
-            NEXT_HEADER_AUTH => return Err(RcvError::ParamProblem { code: 1, pointer: nhoff as u32, reason: DropReason::UnhandledL4 }),
+            NEXT_HEADER_AUTH => return Err(unknown(nhoff)),
             _ => return Ok(nhoff),
         };
         ext.get(off..off + len).ok_or(bad)?;

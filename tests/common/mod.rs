@@ -280,8 +280,8 @@ pub struct Setup {
     /// teaches a neighbour another flow uses): the `SLUICE_TEST_RPS` pass keeps one worker.
     pub order_across_flows: bool,
     /// A default IPv6 route (`::/0` via out1's gateway) and the link-local address
-    /// [`IN_LL_V6`] on in0: every IPv6 destination then has a route, so only the
-    /// link-local rule keeps fe80::/10 from leaving.
+    /// [`IN_LL_V6`] on in0 (with its connected fe80::/64): every IPv6 destination then has
+    /// a route, so only the link-local rule keeps fe80::/10 from leaving.
     pub v6_default_and_link_local: bool,
 }
 
@@ -1021,6 +1021,10 @@ pub fn with_ipv4_options(mut f: Vec<u8>, opts: &[u8]) -> Vec<u8> {
     fix_ip_checksum(&mut f);
     pad(f)
 }
+
+/// An IPsec authentication header's fields after its length (for [`with_ipv6_ext`] kind
+/// 51): reserved, SPI 256, sequence number 1, no ICV.
+pub const AH_BODY: [u8; 10] = [0, 0, 0, 0, 1, 0, 0, 0, 0, 1];
 
 /// Inserts an IPv6 extension header of type `kind` carrying `body` (the bytes after the
 /// next-header and length fields; padded to the header's unit) right after the fixed header.
