@@ -621,6 +621,41 @@ mod tests {
         assert_eq!(w.c.napi_budget_exhausted, 2);
     }
 
+    /// A capture whose every receive call takes at least 20 µs (a slow driver).
+    struct Slow(PcapIn);
+    impl crate::port::Port for Slow {
+        fn name(&self) -> &str {
+            self.0.name()
+        }
+        fn rx_burst(&mut self, bufs: &mut crate::buf::BufCache, out: &mut Vec<crate::buf::Pkt>, max: usize) -> usize {
+            std::thread::sleep(Duration::from_micros(20));
+            self.0.rx_burst(bufs, out, max)
+        }
+        fn tx_burst(&mut self, bufs: &mut crate::buf::BufCache, pkts: &[crate::buf::Pkt], more: bool) -> usize {
+            self.0.tx_burst(bufs, pkts, more)
+        }
+        fn stats(&self) -> crate::port::PortStats {
+            self.0.stats()
+        }
+    }
+
+    /// `netdev_budget_usecs` bounds a round by time too (net_rx_action's time_limit): a poll
+    /// that did work past it ends the round, a time squeeze, with budget left; the next
+    /// round starts at the port it did not reach.
+    #[test]
+    fn netdev_budget_usecs_ends_a_round_that_ran_past_it() {
+        let (net, mut w) = two_busy_inputs(Tunables { netdev_budget_usecs: 1, ..Tunables::default() }, 100);
+        let slow = Slow(PcapIn::from_frames("a", vec![vec![0u8; 60]; 100], 1));
+        w.add_port(0, Some(Box::new(slow)));
+        let rx = |w: &Worker, i: u16| w.port_queue(i).unwrap().stats().rx_packets;
+        let first = softirq_round(&net, &mut w);
+        assert!(first > 0 && first < 300, "some of the budget of 300 left: {first}");
+        assert_eq!((rx(&w, 0), rx(&w, 1)), (first as u64, 0), "the second port waits for the next round");
+        assert_eq!(w.c.time_squeeze, 1);
+        assert!(softirq_round(&net, &mut w) > 0);
+        assert!(rx(&w, 1) > 0, "the next round starts there");
+    }
+
     /// Two busy inputs and a budget one poll uses up: rounds take turns (net_rx_action
     /// polls first the instances the last round did not reach), so the second port is not
     /// starved by the first.
@@ -803,6 +838,47 @@ mod tests {
         assert_eq!((w.c.rx, w.c.tx, why), (37, 37, StopReason::Packets));
         assert!(failed.is_empty());
         assert_eq!(w.buffers_in_use(), 0);
+    }
+
+    /// A port that never has frames to give but sleeps on `fd` (as a packet socket's).
+    struct Waits(std::os::fd::RawFd);
+    impl crate::port::Port for Waits {
+        fn name(&self) -> &str {
+            "waits"
+        }
+        fn rx_burst(&mut self, _: &mut crate::buf::BufCache, _: &mut Vec<crate::buf::Pkt>, _: usize) -> usize {
+            0
+        }
+        fn tx_burst(&mut self, _: &mut crate::buf::BufCache, _: &[crate::buf::Pkt], _: bool) -> usize {
+            0
+        }
+        fn stats(&self) -> crate::port::PortStats {
+            crate::port::PortStats::default()
+        }
+        fn rx_wait_fd(&self) -> Option<std::os::fd::RawFd> {
+            Some(self.0)
+        }
+    }
+
+    /// An idle worker sleeps in poll() on its ports' descriptors: one that became readable
+    /// is a wake-up (`idle_wakeups`); with `net.core.busy_poll` the spin sees it first
+    /// (`busy_poll_hits`) and no sleep happens; a descriptor with nothing to read wakes no one.
+    #[test]
+    fn an_idle_worker_counts_what_woke_it() {
+        use std::io::Write;
+        use std::os::fd::AsRawFd;
+        let pool = Pool::new(8).unwrap();
+        for (busy_poll, readable, hits, wakeups) in [(0, true, 0, 1), (50, true, 1, 0), (0, false, 0, 0)] {
+            let (mut tx, rx) = std::os::unix::net::UnixStream::pair().unwrap();
+            if readable {
+                tx.write_all(b"x").unwrap();
+            }
+            let net = Net::new(Tunables { busy_poll, ..Tunables::default() }, Pipeline::Io);
+            let mut w = Worker::new(0, &pool);
+            w.add_port(0, Some(Box::new(Waits(rx.as_raw_fd()))));
+            idle_wait(&net, &mut w);
+            assert_eq!((w.c.busy_poll_hits, w.c.idle_wakeups), (hits, wakeups), "busy_poll {busy_poll}, readable {readable}");
+        }
     }
 
     /// `until_bounded_inputs_done`: once the capture is read the run ends, while the
