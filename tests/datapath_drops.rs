@@ -309,8 +309,9 @@ mod scenarios {
             udp4([127, 0, 0, 1], DST1_V4, 1, 9).build(),
             udp4(SRC_V4, [127, 0, 0, 1], 1, 9).build(),
             ping4(SRC_V4, [127, 1, 2, 3], 1, 1).build(),
+            udp4([127, 0, 0, 1], [127, 0, 0, 2], 1, 9).build(), // both: no other address to check first
         ];
-        sc(frames, &[(DropReason::IpLocalnet, 3)], |o, _| no_output(o))
+        sc(frames, &[(DropReason::IpLocalnet, 4)], |o, _| no_output(o))
     }
 
     /// fib_validate_source: a packet whose source is one of the router's own addresses (of

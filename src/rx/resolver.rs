@@ -66,3 +66,18 @@ impl Resolver {
         self.pending.is_empty() && now_ns < self.next_aging_ns && self.announced
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Packets are in flight for the ledger in every state of resolution: waiting, released
+    /// to the forward step, failed and not yet reported.
+    #[test]
+    fn held_counts_waiting_released_and_failed_packets() {
+        let mut r = Resolver { held: 3, ..Resolver::default() };
+        r.released.push(Held::Forward(Skb::default(), NextHop::Blackhole));
+        r.failed.extend([Skb::default(); 2]);
+        assert_eq!(r.held(), 3 + 1 + 2);
+    }
+}
