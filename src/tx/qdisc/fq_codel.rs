@@ -464,12 +464,7 @@ mod tests {
         assert_eq!(cx.dropped.len(), 1);
         assert!(q.flows[0].cv.dropping);
         assert_eq!(q.flows[0].cv.first_above_time, 0);
-        let mut all = std::mem::take(cx.dropped);
-        while let Some((p, _)) = q.pop_head(1) {
-            all.push(p);
-        }
-        bufs.free_pkts(&all);
-        assert_eq!(bufs.in_use(), 0);
+        free_all(&mut bufs, q, dropped, None);
     }
 
     /// codel_time_after is strict: at exactly `first_above_time` it is not yet time to drop.
@@ -500,10 +495,10 @@ mod tests {
         (q, mine)
     }
 
-    /// Frees what `q` and `dropped` hold and checks no buffer is left.
+    /// Frees what `q` (every flow) and `dropped` hold and checks no buffer is left.
     fn free_all(bufs: &mut BufCache, mut q: FqCodel, mut dropped: Vec<Pkt>, out: Option<Pkt>) {
         dropped.extend(out);
-        for f in [0, 1] {
+        for f in 0..q.flows.len() {
             while let Some((p, _)) = q.pop_head(f) {
                 dropped.push(p);
             }
@@ -656,13 +651,6 @@ mod tests {
         assert_eq!((q.flow_len(3), q.flow_len(5)), (1, 2));
         assert_eq!(q.flows[3].cv.count, 8);
         assert_eq!((q.stats().drop_overlimit, q.stats.drops, q.stats.overlimits), (1, 1, 0));
-        let mut all = std::mem::take(cx.dropped);
-        for f in [3, 5] {
-            while let Some((p, _)) = q.pop_head(f) {
-                all.push(p);
-            }
-        }
-        bufs.free_pkts(&all);
-        assert_eq!(bufs.in_use(), 0);
+        free_all(&mut bufs, q, dropped, None);
     }
 }
