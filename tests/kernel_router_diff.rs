@@ -297,6 +297,37 @@ fn corpus() -> Vec<(&'static str, Vec<u8>)> {
         ("ping4_subnet_broadcast", ping4(SRC_V4, [192, 0, 2, 255], 9, 1).dst_mac(MAC_BCAST).build()),
         ("udp4_subnet_broadcast_closed", udp4(SRC_V4, [192, 0, 2, 255], 1000, 9999).dst_mac(MAC_BCAST).build()),
         ("ping4_ttl0_to_us", with_ttl(ping4(SRC_V4, IN_V4, 9, 1).build(), 0)),
+        // The IP header's class bits: echoed in replies, a control class in errors, kept when forwarded.
+        ("ping4_tos_to_us", ping4(SRC_V4, IN_V4, 9, 1).tos(0xb8).build()),
+        ("udp4_ttl1_tos_ecn", udp4(SRC_V4, DST1_V4, 1000, 53).ttl(1).tos(0xb9).build()),
+        ("udp4_ecn_ce_through", udp4(SRC_V4, DST1_V4, 1000, 53).tos(0x03).build()),
+        ("ping6_tclass_to_us", ping6(SRC_V6, IN_V6, 9, 1).tos(0xb8).build()),
+        ("ping6_flow_label_to_us", set_u16(ping6(SRC_V6, IN_V6, 9, 1).build(), 16, 0x2345, false)),
+        ("udp6_hl1_tclass", udp6(SRC_V6, DST1_V6, 1000, 53).ttl(1).tos(0xb8).build()),
+        ("udp6_flow_label_through", set_u16(udp6(SRC_V6, DST1_V6, 1000, 53).build(), 16, 0x2345, false)),
+        // Large echoes: the reply is as long as the request.
+        ("ping4_large_to_us", ping4(SRC_V4, IN_V4, 9, 1).len(1514).build()),
+        ("ping6_large_to_us", ping6(SRC_V6, IN_V6, 9, 1).len(1514).build()),
+        // The subnet-router anycast address of a forwarding interface (RFC 4291 2.6.1).
+        ("ping6_subnet_anycast_in0", ping6(SRC_V6, v6([0x2001, 0xdb8, 1, 0, 0, 0, 0, 0]), 9, 1).build()),
+        ("udp6_subnet_anycast_in0_closed", udp6(SRC_V6, v6([0x2001, 0xdb8, 1, 0, 0, 0, 0, 0]), 1000, 9999).build()),
+        ("udp6_subnet_anycast_out1_closed", udp6(SRC_V6, v6([0x2001, 0xdb8, 2, 0, 0, 0, 0, 0]), 1000, 9999).build()),
+        ("ns_unicast_subnet_anycast_in0", unicast_solicit(v6([0x2001, 0xdb8, 1, 0, 0, 0, 0, 0]))),
+        ("ns_unicast_in0", unicast_solicit(IN_V6)),
+        ("ping4_tos_ecn_to_us", ping4(SRC_V4, IN_V4, 9, 1).tos(0xb9).build()),
+        ("udp4_echo_tos", udp4(SRC_V4, IN_V4, 1000, 7).tos(0xb8).build()),
+        ("udp6_echo_tclass_flow_label", set_u16(udp6(SRC_V6, IN_V6, 1000, 7).tos(0xb8).build(), 16, 0x2345, false)),
+        ("ping6_subnet_anycast_out1", ping6(SRC_V6, v6([0x2001, 0xdb8, 2, 0, 0, 0, 0, 0]), 9, 1).build()),
+        // A subnet's broadcast address as a source is martian.
+        ("src4_subnet_broadcast_in0", udp4([192, 0, 2, 255], DST1_V4, 1000, 53).build()),
+        ("src4_subnet_broadcast_out1", udp4([198, 51, 100, 255], DST1_V4, 1000, 53).build()),
+        // No error answers a frame that was not sent to our MAC alone.
+        ("udp4_to_us_closed_l2_broadcast", udp4(SRC_V4, IN_V4, 1000, 9999).dst_mac(MAC_BCAST).build()),
+        ("udp6_to_us_closed_l2_multicast", udp6(SRC_V6, IN_V6, 1000, 9999).dst_mac(m6mac).build()),
+        // Fragments to us: held for reassembly (no answer); an atomic IPv6 fragment is whole.
+        ("v4_later_fragment_to_us", as_ipv4_fragment(ping4(SRC_V4, IN_V4, 9, 1).df(false).build(), 10, false)),
+        ("v6_first_fragment_to_us", with_ipv6_fragment(ping6(SRC_V6, IN_V6, 9, 1).build(), 0, true, 9)),
+        ("v6_atomic_fragment_ping_to_us", with_ipv6_fragment(ping6(SRC_V6, IN_V6, 9, 1).build(), 0, false, 9)),
     ];
     c.sort_by_key(|(n, _)| *n);
     c
@@ -316,6 +347,13 @@ const LL_HOST_V6: [u8; 16] = v6([0xfe80, 0, 0, 0, 0, 0, 0, 0xaa]);
 /// target link-layer address option.
 fn neighbour_advert(mac: [u8; 6], addr: [u8; 16], dst: [u8; 16]) -> Vec<u8> {
     icmp6(mac, MAC_IN, addr, dst, 255, 136, 0, &[[0x20u8, 0, 0, 0].as_slice(), &addr, &[2, 1], &mac].concat())
+}
+
+/// A neighbour solicitation from the host for `target`, sent to `target` itself (a
+/// reachability probe, not to the solicited-node group).
+fn unicast_solicit(target: [u8; 16]) -> Vec<u8> {
+    let body = [[0u8, 0, 0, 0].as_slice(), &target, &[1, 1], &MAC_HOST].concat();
+    icmp6(MAC_HOST, MAC_IN, HOST_V6, target, 255, 135, 0, &body)
 }
 
 fn pad_to(mut f: Vec<u8>, n: usize) -> Vec<u8> {

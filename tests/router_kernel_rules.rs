@@ -363,3 +363,115 @@ fn an_error_with_no_way_back_is_dropped_as_no_route() {
     assert_eq!(drops(&o), BTreeMap::from([("ip_ttl_expired", 1), ("ip_noroute", 1)]));
     assert_eq!((o.c.originated, o.c.tx, o.c.neigh_probes), (1, 0, 0));
 }
+
+/// The subnet-router anycast address of each IPv6 subnet (RFC 4291 2.6.1), which a
+/// forwarding interface joins (addrconf_join_anycast): an echo to it is answered from the
+/// port's unicast address (icmpv6_echo_reply with anycast_src_echo_reply 0), an error about
+/// a datagram to it comes from the anycast address itself (icmp6_send's
+/// ipv6_chk_acast_addr_src, any port's), and a host does not join it (a packet to it is
+/// then one a host does not forward).
+#[test]
+fn addrconf_join_anycast_makes_the_subnet_router_anycast_address_ours() {
+    let (any_in0, any_out1) = (v6([0x2001, 0xdb8, 1, 0, 0, 0, 0, 0]), v6([0x2001, 0xdb8, 2, 0, 0, 0, 0, 0]));
+    let closed = udp6(SRC_V6, any_in0, 1000, 9999).build();
+    let closed_out1 = udp6(SRC_V6, any_out1, 1000, 9999).build();
+    let frames = vec![ping6(SRC_V6, any_in0, 1, 1).build(), ping6(SRC_V6, any_out1, 2, 2).build(), closed.clone(), closed_out1.clone()];
+    let o = run_both(&frames, &Setup::default());
+    assert_eq!(drops(&o), BTreeMap::from([("no_socket", 2)]));
+    let r = o.port(P_IN);
+    assert_eq!(r.len(), 4);
+    for (f, seq) in r[..2].iter().zip([1u16, 2]) {
+        assert_eq!((ipv6_of(f).src_addr(), ipv6_of(f).dst_addr()), (IN_V6, SRC_V6), "from in0's unicast address");
+        assert_eq!((icmp6_of(f).0, u16::from_be_bytes([f[60], f[61]])), (129, seq));
+    }
+    assert_icmp6_error(&r[2], 1, 4, any_in0, &closed);
+    assert_icmp6_error(&r[3], 1, 4, any_out1, &closed_out1);
+    assert!(o.port(P_OUT1).is_empty());
+
+    let mut host = Setup::default();
+    host.tun.set("net.ipv6.conf.all.forwarding", "0").unwrap();
+    let o = run_both(&frames[..2], &host);
+    assert_eq!(drops(&o), BTreeMap::from([("forwarding_disabled", 2)]), "not ours: a host does not forward");
+    assert!(o.port(P_IN).is_empty());
+}
+
+/// ndisc_recv_ns / ndisc_send_na: a solicitation sent to a group is answered with the
+/// target's link-layer address option and, for our unicast address, the override flag; a
+/// unicast one (a reachability probe) gets neither; an anycast target never overrides and
+/// is answered from the port's unicast address.
+#[test]
+fn ndisc_send_na_sets_override_and_the_option_as_the_solicitation_asks() {
+    let anycast = v6([0x2001, 0xdb8, 1, 0, 0, 0, 0, 0]);
+    let unicast_ns = |target: [u8; 16]| {
+        let body = [[0u8, 0, 0, 0].as_slice(), &target, &[1, 1], &MAC_HOST].concat();
+        icmp6(MAC_HOST, MAC_IN, HOST_V6, target, 255, 135, 0, &body)
+    };
+    let frames = vec![
+        neighbour_solicit(MAC_HOST, HOST_V6, IN_V6),
+        unicast_ns(IN_V6),
+        neighbour_solicit(MAC_HOST, HOST_V6, anycast),
+        unicast_ns(anycast),
+    ];
+    let o = run_both(&frames, &Setup::default());
+    let r = o.port(P_IN);
+    assert_eq!(r.len(), 4, "each solicitation answered");
+    let option = [2, 1, MAC_IN[0], MAC_IN[1], MAC_IN[2], MAC_IN[3], MAC_IN[4], MAC_IN[5]];
+    for (f, (target, flags, with_option)) in
+        r.iter().zip([(IN_V6, 0xe0u8, true), (IN_V6, 0xc0, false), (anycast, 0xc0, true), (anycast, 0xc0, false)])
+    {
+        let ip = ipv6_of(f);
+        assert_eq!((ip.src_addr(), ip.dst_addr(), ip.hop_limit()), (IN_V6, HOST_V6, 255));
+        let (t, code, rest, data) = icmp6_of(f);
+        assert_eq!((t, code, (rest >> 24) as u8), (136, 0, flags), "router, solicited, override");
+        assert_eq!(&data[..16], &target);
+        assert_eq!(&data[16..], if with_option { &option[..] } else { &[][..] }, "target link-layer address option");
+        assert!(Icmpv6Packet::new_checked(ip.payload()).unwrap().verify_checksum(&IN_V6, &HOST_V6));
+    }
+}
+
+/// icmp_send: an error goes out with precedence "internetwork control" and the offending
+/// packet's TOS bits (RT_TOS: not its precedence, not its ECN field).
+#[test]
+fn icmp_send_keeps_the_tos_bits_under_internetwork_control() {
+    let frames: Vec<_> = [0x00u8, 0xb9, 0xfe].iter().map(|&t| udp4(SRC_V4, DST1_V4, 1000, 53).ttl(1).tos(t).build()).collect();
+    let o = run_both(&frames, &Setup::default());
+    let r = o.port(P_IN);
+    assert_eq!(r.iter().map(|f| (icmp4_of(f).0, ipv4_of(f).tos())).collect::<Vec<_>>(), [(11, 0xc0), (11, 0xd8), (11, 0xde)]);
+    assert!(r.iter().all(|f| ipv4_of(f).verify_checksum()));
+}
+
+/// Replies keep or reset the class and flow label as the kernel's answering code does:
+/// icmpv6_echo_reply copies the traffic class and copies the flow label only with
+/// net.ipv6.flowlabel_reflect's bit 4; icmp_reply copies the whole TOS byte; a UDP socket's
+/// answer (the echo service) carries its own: TOS, class and label 0.
+#[test]
+fn icmpv6_echo_reply_reflects_the_flow_label_only_when_asked() {
+    let label = |f: &[u8]| ipv6_of(f).flow_label();
+    let with_label = |f: Vec<u8>| {
+        let mut f = f;
+        f[15] |= 0x01; // flow label 0x12345: its top nibble shares a byte with the class
+        f[16..18].copy_from_slice(&0x2345u16.to_be_bytes());
+        f
+    };
+    let frames = vec![
+        with_label(ping6(SRC_V6, IN_V6, 1, 1).tos(0xb9).build()),
+        with_label(udp6(SRC_V6, IN_V6, 1000, 7).tos(0xb9).build()),
+        ping4(SRC_V4, IN_V4, 1, 1).tos(0xb9).build(),
+        udp4(SRC_V4, IN_V4, 1000, 7).tos(0xb9).build(),
+    ];
+    assert_eq!(label(&frames[0]), 0x12345);
+    let o = run_both(&frames, &Setup::default());
+    let r = o.port(P_IN);
+    assert_eq!(r.len(), 4);
+    assert_eq!((ipv6_of(&r[0]).traffic_class(), label(&r[0])), (0xb9, 0), "echo reply: class kept, no label");
+    assert_eq!((ipv6_of(&r[1]).traffic_class(), label(&r[1])), (0, 0), "UDP echo: the socket's own");
+    assert_eq!((ipv4_of(&r[2]).tos(), ipv4_of(&r[3]).tos()), (0xb9, 0));
+    assert!(ipv4_of(&r[3]).verify_checksum());
+
+    let mut reflect = Setup::default();
+    reflect.tun.set("net.ipv6.flowlabel_reflect", "4").unwrap();
+    let o = run_both(&frames[..2], &reflect);
+    let r = o.port(P_IN);
+    assert_eq!((label(&r[0]), label(&r[1])), (0x12345, 0), "reflected into echo replies only");
+    assert!(Icmpv6Packet::new_checked(ipv6_of(&r[0]).payload()).unwrap().verify_checksum(&IN_V6, &SRC_V6));
+}

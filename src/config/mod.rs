@@ -667,7 +667,10 @@ impl Config {
             for w in &mut dp.workers {
                 w.txq[idx as usize].spec = qdisc.clone();
             }
-            dp.net.routes.add_iface(idx, &iface).map_err(|e| field(format!("{what}.ipv4/ipv6"), e.to_string()))?;
+            dp.net
+                .routes
+                .add_iface(idx, &iface, dp.net.tun.ipv6_forwarding != 0)
+                .map_err(|e| field(format!("{what}.ipv4/ipv6"), e.to_string()))?;
         }
         for (i, pc) in self.ports.iter().enumerate() {
             if let Some(peer) = &pc.peer {

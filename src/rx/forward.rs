@@ -530,7 +530,9 @@ pub(crate) fn icmp4_error(net: &Net, w: &mut Worker, orig: &Skb, typ: u8, code: 
     let (ip_bytes, icmp_bytes) = f[14..].split_at_mut(20);
     let mut ip = Ipv4Packet::new_unchecked(ip_bytes);
     ip.set_version_and_header_len(20);
-    ip.set_tos(0xc0); // internetwork control, as icmp_send sends errors
+    // Internetwork control with the offending packet's TOS bits (icmp_send: RT_TOS of the
+    // header | IPTOS_PREC_INTERNETCONTROL; its precedence and ECN bits are not kept).
+    ip.set_tos(quote[1] & IPTOS_TOS_MASK | IPTOS_PREC_INTERNETCONTROL);
     ip.set_total_len((20 + 8 + quote.len()) as u16);
     ip.set_ttl(ttl);
     ip.set_protocol(IPPROTO_ICMP);
@@ -546,6 +548,11 @@ pub(crate) fn icmp4_error(net: &Net, w: &mut Worker, orig: &Skb, typ: u8, code: 
     w.c.originated += 1;
     send_v4(net, w, Pkt::new(id, len), dst);
 }
+
+/// The TOS bits proper of an IPv4 TOS byte (RFC 1349), between precedence and ECN.
+const IPTOS_TOS_MASK: u8 = 0x1e;
+/// The "internetwork control" precedence of ICMP errors.
+const IPTOS_PREC_INTERNETCONTROL: u8 = 0xc0;
 
 /// Bytes of the offending datagram an ICMPv4 error quotes at most: what fits in 576 bytes
 /// after the error's IPv4 and ICMP headers.
@@ -580,6 +587,8 @@ pub(crate) fn icmp6_error(net: &Net, w: &mut Worker, orig: &Skb, typ: u8, code: 
     // As for IPv4: a unicast address of ours the packet was sent to is the error's source.
     let orig_dst = daddr_v6(&w.bufs, orig);
     // (Not for a frame sent to a group: icmp6_send clears the source then.)
+    // (A subnet-router anycast address of any port is such an address too: icmp6_send's
+    // ipv6_chk_acast_addr_src.)
     let src = if orig_dst[0] != 0xff && orig.pkt_type == PktType::Host && net.routes.lookup_v6(orig_dst) == super::route::NH_LOCAL {
         orig_dst
     } else {

@@ -75,14 +75,19 @@ pub(crate) fn rcv_core(net: &Net, bufs: &mut BufCache, skb: &mut Skb) -> Result<
 
 /// Multicast groups an IPv6 router's interface is in: all-nodes and all-routers
 /// (interface-, link- and, for routers, site-local scope) and the solicited-node group of each
-/// of its addresses.
+/// of its addresses, the subnet-router anycast ones of a router included (__ipv6_dev_ac_inc
+/// joins it).
 fn joined(net: &Net, port: u16, dst: &[u8]) -> bool {
     let zero_mid = dst[2..15].iter().all(|b| *b == 0);
     if zero_mid && matches!((dst[1], dst[15]), (0x02, 1) | (0x02 | 0x05, 2)) {
         return true;
     }
     let solicited = dst[1] == 0x02 && dst[2..11].iter().all(|b| *b == 0) && dst[11] == 1 && dst[12] == 0xff;
-    solicited && net.ifaces.get(port as usize).is_some_and(|i| i.v6.iter().any(|(a, _)| a[13..] == dst[13..]))
+    let anycast = net.tun.ipv6_forwarding != 0;
+    solicited
+        && net.ifaces.get(port as usize).is_some_and(|i| {
+            i.v6.iter().any(|(a, _)| a[13..] == dst[13..]) || anycast && i.subnet_anycast_v6().any(|a| a[13..] == dst[13..])
+        })
 }
 
 /// Addresses never valid on the wire (ipv6_rcv, RFC 4291): a multicast or loopback source,

@@ -301,6 +301,9 @@ fn udp_echo_v4(net: &Net, w: &mut Worker, mut s: Skb) {
     if s.transport_off - s.network_off > 20 {
         set_reply_options_v4(&mut w.bufs, &mut s, &[]);
     }
+    // A socket's TOS (0), not the request's: reply_v4 keeps the byte for ICMP's replies.
+    let l3 = s.network_off as usize;
+    Ipv4Packet::new_unchecked(&mut w.bufs.data_mut(s.pkt)[l3..]).set_tos(0);
     let dst = reply_v4(net, w, &s, true);
     let l4 = s.transport_off as usize;
     // Swapping ports and addresses leaves the UDP checksum's sum unchanged.
@@ -442,18 +445,27 @@ fn deliver_upper_v6(net: &Net, w: &mut Worker, s: Skb) {
     }
 }
 
-/// Turns an IPv6 packet around in place. A multicast destination (e.g. ff02::1) is
-/// answered from the interface's own address. Returns the reply's destination and
-/// whether the source changed (checksum must then be recomputed, not just kept).
-fn reply_v6(net: &Net, w: &mut Worker, s: &Skb, hop_limit: u8) -> ([u8; 16], bool) {
+/// Turns an IPv6 packet around in place. A multicast destination (e.g. ff02::1) or a
+/// subnet-router anycast one is answered from the interface's own address (the kernel
+/// picks a unicast source then: anycast_src_echo_reply is 0). The reply's flow label is
+/// `flow_label` (the kernel reflects none unless net.ipv6.flowlabel_reflect asks);
+/// `keep_class` keeps the request's traffic class (icmpv6_echo_reply), otherwise it is 0
+/// (a socket's or neighbour discovery's own). Returns the reply's destination and whether
+/// the source changed (checksum must then be recomputed, not just kept).
+fn reply_v6(net: &Net, w: &mut Worker, s: &Skb, hop_limit: u8, keep_class: bool, flow_label: u32) -> ([u8; 16], bool) {
     let own = net.ifaces.get(s.rx_port as usize).and_then(|i| i.primary_v6());
     let l3 = s.network_off as usize;
     let mut ip = Ipv6Packet::new_unchecked(&mut w.bufs.data_mut(s.pkt)[l3..]);
     let (src, dst) = (ip.src_addr(), ip.dst_addr());
-    let (new_src, changed) = if dst[0] == 0xff { (own.unwrap_or(dst), true) } else { (dst, false) };
+    let unicast = dst[0] != 0xff && !net.ifaces.iter().any(|i| i.is_subnet_anycast_v6(dst));
+    let (new_src, changed) = if unicast { (dst, false) } else { (own.unwrap_or(dst), true) };
     ip.set_src_addr(&new_src);
     ip.set_dst_addr(&src);
     ip.set_hop_limit(hop_limit);
+    if !keep_class {
+        ip.set_traffic_class(0);
+    }
+    ip.set_flow_label(flow_label);
     w.c.local += 1;
     w.c.originated += 1;
     (src, changed)
@@ -474,6 +486,10 @@ fn icmp6_checksum(bufs: &mut BufCache, p: Pkt, l3: usize, l4: usize) {
     let c = !checksum::fold(sum);
     bufs.data_mut(p)[at + 2..at + 4].copy_from_slice(&c.to_be_bytes());
 }
+
+/// net.ipv6.flowlabel_reflect's bit for ICMPv6 echo replies (the kernel's
+/// FLOWLABEL_REFLECT_ICMPV6_ECHO_REPLIES).
+const FLOWLABEL_REFLECT_ICMPV6_ECHO_REPLIES: u8 = 4;
 
 fn icmp6_rcv(net: &Net, w: &mut Worker, s: Skb) {
     let l3 = s.network_off as usize;
@@ -503,7 +519,9 @@ fn icmp6_rcv(net: &Net, w: &mut Worker, s: Skb) {
                 strip_ext_headers_v6(&mut w.bufs, &mut s);
             }
             let l4 = s.transport_off as usize - l3;
-            let (dst, _) = reply_v6(net, w, &s, 64);
+            let reflect = net.tun.flowlabel_reflect & FLOWLABEL_REFLECT_ICMPV6_ECHO_REPLIES != 0;
+            let label = if reflect { Ipv6Packet::new_unchecked(&w.bufs.data(s.pkt)[l3..]).flow_label() } else { 0 };
+            let (dst, _) = reply_v6(net, w, &s, 64, true, label);
             Icmpv6Packet::new_unchecked(&mut w.bufs.data_mut(s.pkt)[l3 + l4..]).set_msg_type(icmpv6::ECHO_REPLY);
             icmp6_checksum(&mut w.bufs, s.pkt, l3, l4);
             send_v6(net, w, s.pkt, dst, s.rx_port);
@@ -581,11 +599,17 @@ fn neighbour_advert(net: &Net, w: &mut Worker, s: Skb, l4: usize, target: Option
 /// least 24 bytes; a DAD probe — unspecified source — goes to a solicited-node address and
 /// carries no source link-layer option). A DAD probe for an address we hold is defended with
 /// an advertisement to all-nodes (ff02::1), not solicited; otherwise it goes back to the
-/// sender, solicited. Router flag when forwarding, override always (we own the address).
+/// sender, solicited. Router flag when forwarding; override and our link-layer address
+/// option as below (ndisc_send_na's `override` and `inc_opt`).
 fn neighbour_solicit(net: &Net, w: &mut Worker, s: Skb, l4: usize, target: Option<[u8; 16]>) {
     let l3 = s.network_off as usize;
-    let mine = target.is_some_and(|t| net.ifaces.get(s.rx_port as usize).is_some_and(|i| i.v6.iter().any(|a| a.0 == t)));
-    let (valid, dad) = {
+    let iface = net.ifaces.get(s.rx_port as usize);
+    let unicast = target.is_some_and(|t| iface.is_some_and(|i| i.v6.iter().any(|a| a.0 == t)));
+    // An anycast target is answered without the override flag (ndisc_recv_ns: override
+    // only for an address of ours), so a unicast owner's advertisement wins.
+    let anycast = !unicast && net.tun.ipv6_forwarding != 0 && target.is_some_and(|t| iface.is_some_and(|i| i.is_subnet_anycast_v6(t)));
+    let mine = unicast || anycast;
+    let (valid, dad, to_group) = {
         let bytes = &w.bufs.data(s.pkt)[l3..];
         let ip = Ipv6Packet::new_unchecked(bytes);
         let icmp = bytes.get(l4..).unwrap_or(&[]);
@@ -597,7 +621,7 @@ fn neighbour_solicit(net: &Net, w: &mut Worker, s: Skb, l4: usize, target: Optio
             && icmp.len() >= 24
             && Icmpv6Packet::new_unchecked(icmp).code() == 0
             && !(dad && (slla || !solicited_node));
-        (valid, dad)
+        (valid, dad, dst[0] == 0xff)
     };
     if !mine || !valid {
         return w.drop_pkt(s.pkt, DropReason::IcmpIgnored);
@@ -608,16 +632,22 @@ fn neighbour_solicit(net: &Net, w: &mut Worker, s: Skb, l4: usize, target: Optio
     }
     let mac = net.ifaces[s.rx_port as usize].mac;
     let tgt = target.unwrap_or([0; 16]);
-    reply_v6(net, w, &s, 255);
-    // The advertisement is 32 bytes of ICMPv6 (with the target link-layer option), which may
-    // be longer than the solicitation: grow the packet within its frame first.
-    let plen = 32usize;
+    // From the target when it is our unicast address; an anycast one is answered from the
+    // port's own address (ndisc_send_na: "for anycast, solicited_addr != src_addr").
+    reply_v6(net, w, &s, 255, false, 0);
+    // ndisc_send_na's inc_opt: the target link-layer address option only in answer to a
+    // solicitation sent to a group (RFC 4861 7.2.4: a unicast one, a reachability probe,
+    // comes from a node that knows it). The advertisement (24 or 32 bytes of ICMPv6) may be
+    // longer than the solicitation: grow the packet within its frame first.
+    let plen = if to_group { 32usize } else { 24 };
     let total = l3 + l4 + plen;
     let mut p = s.pkt;
     p.len = total as u16;
     let (ip_bytes, icmp_bytes) = w.bufs.data_mut(p)[l3..].split_at_mut(l4);
     let mut ip = Ipv6Packet::new_unchecked(ip_bytes);
-    ip.set_src_addr(&tgt);
+    if unicast {
+        ip.set_src_addr(&tgt);
+    }
     const ALL_NODES: [u8; 16] = [0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
     if dad {
         ip.set_dst_addr(&ALL_NODES);
@@ -628,9 +658,14 @@ fn neighbour_solicit(net: &Net, w: &mut Worker, s: Skb, l4: usize, target: Optio
     let mut icmp = Icmpv6Packet::new_unchecked(&mut icmp_bytes[..plen]);
     icmp.set_msg_type(icmpv6::NEIGHBOR_ADVERT);
     icmp.set_code(0);
-    // Router, solicited and override flags, then the target and its link-layer address option.
-    icmp.set_rest_of_header(u32::from(router | solicited | 0x20) << 24);
-    icmp.data_mut()[16..24].copy_from_slice(&[2, 1, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]]);
+    // Router, solicited and override flags (override for our unicast address asked by a
+    // group solicitation only, as ndisc_recv_ns passes it), then the target (already in
+    // place: the solicitation's) and its link-layer address option.
+    let overrides: u8 = if unicast && to_group { 0x20 } else { 0 };
+    icmp.set_rest_of_header(u32::from(router | solicited | overrides) << 24);
+    if to_group {
+        icmp.data_mut()[16..24].copy_from_slice(&[2, 1, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]]);
+    }
     icmp6_checksum(&mut w.bufs, p, l3, l4);
     // The neighbour is on the link the solicitation came from: answer there directly (to
     // the all-nodes group's MAC for a DAD defence).
@@ -661,7 +696,7 @@ fn udp_echo_v6(net: &Net, w: &mut Worker, mut s: Skb) {
     if s.transport_off - s.network_off > 40 {
         strip_ext_headers_v6(&mut w.bufs, &mut s);
     }
-    let (dst, changed) = reply_v6(net, w, &s, 64);
+    let (dst, changed) = reply_v6(net, w, &s, 64, false, 0);
     let l3 = s.network_off as usize;
     let l4 = s.transport_off as usize;
     let d = w.bufs.data_mut(s.pkt);

@@ -112,6 +112,22 @@ impl Iface {
         let a = u128::from_be_bytes(a);
         self.v6.iter().find(|(p, len)| (u128::from_be_bytes(*p) ^ a) & super::fib::v6::mask(*len) == 0).map(|p| p.0)
     }
+
+    /// The subnet-router anycast addresses of this port (RFC 4291 2.6.1: each IPv6
+    /// subnet's prefix with the host bits zero), which a forwarding interface joins
+    /// (addrconf_join_anycast): one per address with a prefix shorter than 128 bits, none
+    /// for an all-zero prefix.
+    pub fn subnet_anycast_v6(&self) -> impl Iterator<Item = [u8; 16]> + '_ {
+        self.v6.iter().filter(|(_, len)| *len < 128).filter_map(|&(a, len)| {
+            let p = u128::from_be_bytes(a) & super::fib::v6::mask(len);
+            (p != 0).then(|| p.to_be_bytes())
+        })
+    }
+
+    /// Whether `a` is one of this port's subnet-router anycast addresses.
+    pub fn is_subnet_anycast_v6(&self, a: [u8; 16]) -> bool {
+        self.subnet_anycast_v6().any(|x| x == a)
+    }
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -203,8 +219,9 @@ impl RouteTable {
     }
 
     /// Adds an interface's addresses: a local host route per address and a connected route
-    /// per subnet.
-    pub fn add_iface(&mut self, port: u16, iface: &Iface) -> Result<(), RouteError> {
+    /// per subnet; with `ipv6_forwarding`, a local route to each IPv6 subnet's
+    /// subnet-router anycast address too (the kernel's anycast routes in its local table).
+    pub fn add_iface(&mut self, port: u16, iface: &Iface, ipv6_forwarding: bool) -> Result<(), RouteError> {
         for &(a, l) in &iface.v4 {
             if l < 32 {
                 self.add_v4(a, l, NextHop::Connected { port })?;
@@ -216,6 +233,11 @@ impl RouteTable {
                 self.add_v6(a, l, NextHop::Connected { port })?;
             }
             self.add_v6(a, 128, NextHop::Local)?;
+        }
+        if ipv6_forwarding {
+            for a in iface.subnet_anycast_v6() {
+                self.add_v6(a, 128, NextHop::Local)?;
+            }
         }
         Ok(())
     }
@@ -548,8 +570,8 @@ mod tests {
         a.v4 = vec![([192, 0, 2, 1], 24), ([198, 18, 0, 1], 32)];
         let mut b = Iface::new("b", [2, 0, 0, 0, 0, 2]);
         b.v4 = vec![([198, 51, 100, 1], 24)];
-        t.add_iface(0, &a).unwrap();
-        t.add_iface(1, &b).unwrap();
+        t.add_iface(0, &a, true).unwrap();
+        t.add_iface(1, &b, true).unwrap();
         for ours in [[192, 0, 2, 1], [198, 18, 0, 1], [198, 51, 100, 1]] {
             assert!(t.is_local_v4(ours), "{ours:?}");
         }

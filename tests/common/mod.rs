@@ -365,7 +365,7 @@ pub fn build_router(frames: Vec<Vec<u8>>, setup: &Setup, pool: &Pool) -> Datapat
     let ports: [Box<dyn Port>; 3] = [Box::new(inp), out_port("out1", setup.out[0]), out_port("out2", setup.out[1])];
     for (port, iface) in ports.into_iter().zip(ifaces) {
         let i = dp.add_port(port, iface.clone());
-        dp.net.routes.add_iface(i, &iface).expect("interface routes");
+        dp.net.routes.add_iface(i, &iface, setup.tun.ipv6_forwarding != 0).expect("interface routes");
     }
     let (pi, p1, p2) = (P_IN as u16, P_OUT1 as u16, P_OUT2 as u16);
     dp.add_neigh_v4(pi, HOST_V4, MAC_HOST);
