@@ -316,6 +316,25 @@ fn corpus() -> Vec<(&'static str, Vec<u8>)> {
         ("ns_unicast_in0", unicast_solicit(IN_V6)),
         ("ping4_tos_ecn_to_us", ping4(SRC_V4, IN_V4, 9, 1).tos(0xb9).build()),
         ("udp4_echo_tos", udp4(SRC_V4, IN_V4, 1000, 7).tos(0xb8).build()),
+        ("udp4_echo_zero_csum", set_u16(udp4(SRC_V4, IN_V4, 1000, 7).build(), 40, 0, false)),
+        // Broadcasts with our MAC: the subnet's own and another port's subnet's (directed).
+        ("ping4_subnet_broadcast_unicast_mac", ping4(SRC_V4, [192, 0, 2, 255], 9, 1).build()),
+        ("udp4_subnet_broadcast_unicast_mac_closed", udp4(SRC_V4, [192, 0, 2, 255], 1000, 9999).build()),
+        ("udp4_directed_broadcast_out1", udp4(SRC_V4, [198, 51, 100, 255], 1000, 53).build()),
+        ("udp4_echo_subnet_broadcast", udp4(SRC_V4, [192, 0, 2, 255], 1000, 7).build()),
+        ("udp4_echo_directed_broadcast_out1", udp4(SRC_V4, [198, 51, 100, 255], 1000, 7).build()),
+        ("icmp4_timestamp_subnet_broadcast", icmp4(SRC_V4, [192, 0, 2, 255], 13, 0, [0, 1, 0, 1], &[0; 12])),
+        ("raw4_subnet_broadcast_unknown_proto", raw4(SRC_V4, [192, 0, 2, 255], 253).build()),
+        ("udp4_subnet_broadcast_bad_option", with_ipv4_options(udp4(SRC_V4, [192, 0, 2, 255], 1000, 9999).build(), &[7, 40, 4, 0])),
+        ("arp_subnet_broadcast", arp_request(MAC_HOST, HOST_V4, [192, 0, 2, 255])),
+        ("ping4_directed_broadcast_out1", ping4(SRC_V4, [198, 51, 100, 255], 9, 1).build()),
+        // ICMP requests sluice may or may not answer, and short ones.
+        ("icmp4_address_mask_request_to_us", icmp4(SRC_V4, IN_V4, 17, 0, [0, 1, 0, 1], &[0; 4])),
+        ("icmp4_info_request_to_us", icmp4(SRC_V4, IN_V4, 15, 0, [0, 1, 0, 1], &[])),
+        ("icmp4_echo_code5_to_us", icmp4(SRC_V4, IN_V4, 8, 5, [0, 1, 0, 1], &[1, 2, 3, 4])),
+        ("icmp6_echo_code5_to_us", icmp6(MAC_HOST, MAC_IN, SRC_V6, IN_V6, 64, 128, 5, &[0, 1, 0, 1, 9, 9])),
+        ("icmp4_echo_no_id_to_us", icmp4_short(SRC_V4, IN_V4, &[8, 0, 0xf7, 0xff])),
+        ("icmp6_echo_no_id_to_us", icmp6(MAC_HOST, MAC_IN, SRC_V6, IN_V6, 64, 128, 0, &[])),
         ("udp6_echo_tclass_flow_label", set_u16(udp6(SRC_V6, IN_V6, 1000, 7).tos(0xb8).build(), 16, 0x2345, false)),
         ("ping6_subnet_anycast_out1", ping6(SRC_V6, v6([0x2001, 0xdb8, 2, 0, 0, 0, 0, 0]), 9, 1).build()),
         // A subnet's broadcast address as a source is martian.
@@ -354,6 +373,15 @@ fn neighbour_advert(mac: [u8; 6], addr: [u8; 16], dst: [u8; 16]) -> Vec<u8> {
 fn unicast_solicit(target: [u8; 16]) -> Vec<u8> {
     let body = [[0u8, 0, 0, 0].as_slice(), &target, &[1, 1], &MAC_HOST].concat();
     icmp6(MAC_HOST, MAC_IN, HOST_V6, target, 255, 135, 0, &body)
+}
+
+/// An IPv4 packet to `dst` whose ICMP message is just `icmp` (shorter than a header, say),
+/// in a frame padded to the Ethernet minimum.
+fn icmp4_short(src: [u8; 4], dst: [u8; 4], icmp: &[u8]) -> Vec<u8> {
+    let mut f = raw4(src, dst, 1).build();
+    f[34..].fill(0);
+    f[34..34 + icmp.len()].copy_from_slice(icmp);
+    set_u16(f, 16, (20 + icmp.len()) as u16, true)
 }
 
 fn pad_to(mut f: Vec<u8>, n: usize) -> Vec<u8> {

@@ -475,3 +475,51 @@ fn icmpv6_echo_reply_reflects_the_flow_label_only_when_asked() {
     assert_eq!((label(&r[0]), label(&r[1])), (0x12345, 0), "reflected into echo replies only");
     assert!(Icmpv6Packet::new_checked(ipv6_of(&r[0]).payload()).unwrap().verify_checksum(&IN_V6, &SRC_V6));
 }
+
+/// fib_add_ifaddr's broadcast routes: each IPv4 subnet's broadcast address, ours or another
+/// port's (a directed broadcast, bc_forwarding 0), is delivered locally, never forwarded or
+/// resolved. Nothing answers it but sockets (icmp_echo_ignore_broadcasts; icmp_send
+/// refuses RTCF_BROADCAST, so no error either); the echo service answers from the port's
+/// own address, with a checksum as a socket sends (one is also filled in for a request
+/// that had none). As a source it is no address of ours: forwarded.
+#[test]
+fn ip_route_input_slow_delivers_subnet_broadcasts_to_sockets_only() {
+    let (bc_in0, bc_out1) = ([192, 0, 2, 255], [198, 51, 100, 255]);
+    let echo_no_csum = {
+        let mut f = udp4(SRC_V4, IN_V4, 1000, 7).seq(9).build();
+        f[40..42].copy_from_slice(&[0, 0]);
+        f
+    };
+    let from_bc = udp4(bc_in0, DST1_V4, 1000, 53).build();
+    let frames = vec![
+        ping4(SRC_V4, bc_in0, 1, 1).build(),
+        icmp4(SRC_V4, bc_out1, 13, 0, [0, 1, 0, 1], &[0; 12]),
+        udp4(SRC_V4, bc_in0, 1000, 9999).build(),
+        udp4(SRC_V4, bc_out1, 1000, 53).build(),
+        raw4(SRC_V4, bc_in0, 253).build(),
+        with_ipv4_options(udp4(SRC_V4, bc_in0, 1000, 9999).build(), &[7, 40, 4, 0]),
+        udp4(SRC_V4, bc_in0, 1000, 7).seq(7).build(),
+        udp4(SRC_V4, bc_out1, 1000, 7).seq(8).build(),
+        echo_no_csum,
+        from_bc.clone(),
+    ];
+    let o = run_both(&frames, &Setup::default());
+    assert_eq!(
+        drops(&o),
+        BTreeMap::from([("icmp_ignored", 2), ("no_socket", 2), ("unhandled_l4", 1), ("ip_inhdr", 1)]),
+        "nothing resolved, nothing forwarded"
+    );
+    let r = o.port(P_IN);
+    assert_eq!(r.len(), 3, "three echo answers, no ICMP");
+    for (f, seq) in r.iter().zip([7u32, 8, 9]) {
+        let ip = ipv4_of(f);
+        assert_eq!((ip.protocol(), ip.src_addr(), ip.dst_addr()), (17, IN_V4, SRC_V4));
+        let udp = sluice::wire::UdpPacket::new_checked(ip.payload()).unwrap();
+        assert_eq!((udp.src_port(), udp.dst_port()), (7, 1000));
+        assert_eq!(&udp.payload()[..4], &seq.to_be_bytes());
+        assert_ne!(udp.checksum(), 0);
+        assert!(udp.verify_checksum_v4(&IN_V4, &SRC_V4), "{seq}");
+    }
+    assert_eq!(o.port(P_OUT1).len(), 1, "a broadcast source is forwarded");
+    assert_forwarded(&o.port(P_OUT1)[0], &from_bc, MAC_OUT1, MAC_NH1);
+}

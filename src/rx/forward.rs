@@ -478,6 +478,10 @@ pub(crate) fn icmp4_error(net: &Net, w: &mut Worker, orig: &Skb, typ: u8, code: 
     // About a packet addressed to us, the error comes from the address it was sent to (as
     // icmp_send does); about a forwarded one, from the interface it arrived on.
     let orig_dst = daddr_v4(&w.bufs, orig);
+    // Never about a packet to a subnet's broadcast address (icmp_send: RTCF_BROADCAST).
+    if net.routes.is_broadcast_v4(orig_dst) {
+        return;
+    }
     let src = if net.routes.lookup_v4(orig_dst) == super::route::NH_LOCAL {
         orig_dst
     } else {

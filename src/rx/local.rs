@@ -246,11 +246,13 @@ fn icmp_rcv(net: &Net, w: &mut Worker, mut s: Skb) {
     if !ok {
         return w.drop_pkt(s.pkt, DropReason::L4Csum);
     }
+    // icmp_echo_ignore_broadcasts (the kernel's default, 1, fixed here): a request to a
+    // subnet's broadcast address is not answered (no smurf amplifier); no other type is.
+    if typ != icmpv4::ECHO_REQUEST && typ != ICMP_TIMESTAMP || net.routes.is_broadcast_v4(super::ipv4_hdr::daddr(&w.bufs, &s)) {
+        return w.drop_pkt(s.pkt, DropReason::IcmpIgnored);
+    }
     if typ == ICMP_TIMESTAMP {
         return icmp_timestamp(net, w, s);
-    }
-    if typ != icmpv4::ECHO_REQUEST {
-        return w.drop_pkt(s.pkt, DropReason::IcmpIgnored);
     }
     if s.transport_off - s.network_off > 20 {
         echo_reply_options_v4(&mut w.bufs, &mut s);
@@ -302,13 +304,44 @@ fn udp_echo_v4(net: &Net, w: &mut Worker, mut s: Skb) {
         set_reply_options_v4(&mut w.bufs, &mut s, &[]);
     }
     // A socket's TOS (0), not the request's: reply_v4 keeps the byte for ICMP's replies.
-    let l3 = s.network_off as usize;
-    Ipv4Packet::new_unchecked(&mut w.bufs.data_mut(s.pkt)[l3..]).set_tos(0);
+    let (l3, l4) = (s.network_off as usize, s.transport_off as usize);
+    let mut ip = Ipv4Packet::new_unchecked(&mut w.bufs.data_mut(s.pkt)[l3..]);
+    ip.set_tos(0);
+    // A datagram to a subnet's broadcast address is answered from the port's own address
+    // (a socket's source for the sender's route).
+    let to_broadcast = net.routes.is_broadcast_v4(ip.dst_addr());
+    if let Some(own) = net.ifaces.get(s.rx_port as usize).and_then(|i| i.primary_v4()).filter(|_| to_broadcast) {
+        ip.set_dst_addr(&own);
+    }
     let dst = reply_v4(net, w, &s, true);
-    let l4 = s.transport_off as usize;
-    // Swapping ports and addresses leaves the UDP checksum's sum unchanged.
     swap_udp_ports(&mut w.bufs.data_mut(s.pkt)[l4..]);
+    // Swapping ports and addresses leaves the UDP checksum's sum unchanged; a new source,
+    // or a request without a checksum (a socket always sends one), needs it computed.
+    if to_broadcast || UdpPacket::new_unchecked(&w.bufs.data(s.pkt)[l4..]).checksum() == 0 {
+        refill_udp_checksum(&mut w.bufs, s.pkt, l3, l4, false);
+    }
     send_v4(net, w, s.pkt, dst);
+}
+
+/// Computes the UDP checksum of the datagram at `l4` afresh (IPv4 or IPv6 header at `l3`;
+/// a sum of 0 is sent as 0xffff, RFC 768).
+fn refill_udp_checksum(bufs: &mut BufCache, p: Pkt, l3: usize, l4: usize, v6: bool) {
+    let d = bufs.data_mut(p);
+    let mut udp = UdpPacket::new_unchecked(&mut d[l4..]);
+    let ulen = udp.len();
+    udp.set_checksum(0);
+    let pseudo = if v6 {
+        let ip = Ipv6Packet::new_unchecked(&d[l3..]);
+        checksum::pseudo_header_v6(&ip.src_addr(), &ip.dst_addr(), IPPROTO_UDP, u32::from(ulen))
+    } else {
+        let ip = Ipv4Packet::new_unchecked(&d[l3..]);
+        checksum::pseudo_header_v4(&ip.src_addr(), &ip.dst_addr(), IPPROTO_UDP, ulen)
+    };
+    let c = match !checksum::fold(pseudo + bufs.sum_be16_range(p, l4, ulen as usize)) {
+        0 => 0xffff,
+        c => c,
+    };
+    UdpPacket::new_unchecked(&mut bufs.data_mut(p)[l4..]).set_checksum(c);
 }
 
 /// Single mode: one locally addressed IPv4 packet.
@@ -699,20 +732,9 @@ fn udp_echo_v6(net: &Net, w: &mut Worker, mut s: Skb) {
     let (dst, changed) = reply_v6(net, w, &s, 64, false, 0);
     let l3 = s.network_off as usize;
     let l4 = s.transport_off as usize;
-    let d = w.bufs.data_mut(s.pkt);
-    swap_udp_ports(&mut d[l4..]);
+    swap_udp_ports(&mut w.bufs.data_mut(s.pkt)[l4..]);
     if changed {
-        let ip = Ipv6Packet::new_unchecked(&d[l3..]);
-        let (src, dsta) = (ip.src_addr(), ip.dst_addr());
-        let mut udp = UdpPacket::new_unchecked(&mut d[l4..]);
-        let ulen = udp.len() as usize;
-        udp.set_checksum(0);
-        let sum = checksum::pseudo_header_v6(&src, &dsta, IPPROTO_UDP, ulen as u32) + w.bufs.sum_be16_range(s.pkt, l4, ulen);
-        let c = match !checksum::fold(sum) {
-            0 => 0xffff,
-            c => c,
-        };
-        UdpPacket::new_unchecked(&mut w.bufs.data_mut(s.pkt)[l4..]).set_checksum(c);
+        refill_udp_checksum(&mut w.bufs, s.pkt, l3, l4, true);
     }
     send_v6(net, w, s.pkt, dst, s.rx_port);
 }

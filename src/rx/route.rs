@@ -156,6 +156,10 @@ pub struct RouteTable {
     local_v4: Vec<u32>,
     /// One bit per `local_v4_bucket` of `local_v4`: most sources are ruled out without a scan.
     local_v4_filter: [u64; 4],
+    /// The broadcast address of each IPv4 subnet of ours (the kernel's RTN_BROADCAST routes
+    /// in its local table): routed as local, but no address of ours (not as a source, not
+    /// for ARP), and what is sent to it is answered by nothing but sockets.
+    broadcast_v4: Vec<u32>,
 }
 
 impl Default for RouteTable {
@@ -173,6 +177,7 @@ impl RouteTable {
             nh_index: HashMap::new(),
             local_v4: Vec::new(),
             local_v4_filter: [0; 4],
+            broadcast_v4: Vec::new(),
         };
         t.nexthop(NextHop::Local);
         t
@@ -219,14 +224,22 @@ impl RouteTable {
     }
 
     /// Adds an interface's addresses: a local host route per address and a connected route
-    /// per subnet; with `ipv6_forwarding`, a local route to each IPv6 subnet's
-    /// subnet-router anycast address too (the kernel's anycast routes in its local table).
+    /// per subnet; a local route to each IPv4 subnet's broadcast address (fib_add_ifaddr:
+    /// for prefixes shorter than /31) and, with `ipv6_forwarding`, to each IPv6 subnet's
+    /// subnet-router anycast address (the kernel's anycast routes in its local table).
     pub fn add_iface(&mut self, port: u16, iface: &Iface, ipv6_forwarding: bool) -> Result<(), RouteError> {
         for &(a, l) in &iface.v4 {
             if l < 32 {
                 self.add_v4(a, l, NextHop::Connected { port })?;
             }
             self.add_v4(a, 32, NextHop::Local)?;
+            if l < 31 {
+                let b = u32::from_be_bytes(a) | !super::fib::v4::mask(l);
+                self.fib4.insert(b, 32, NH_LOCAL)?;
+                if !self.broadcast_v4.contains(&b) {
+                    self.broadcast_v4.push(b);
+                }
+            }
         }
         for &(a, l) in &iface.v6 {
             if l < 128 {
@@ -248,6 +261,11 @@ impl RouteTable {
         let a = u32::from_be_bytes(a);
         let b = local_v4_bucket(a);
         self.local_v4_filter[b / 64] & (1 << (b % 64)) != 0 && self.local_v4.contains(&a)
+    }
+
+    /// Whether `a` is the broadcast address of one of our IPv4 subnets.
+    pub fn is_broadcast_v4(&self, a: [u8; 4]) -> bool {
+        self.broadcast_v4.contains(&u32::from_be_bytes(a))
     }
 
     #[inline]
@@ -562,6 +580,25 @@ impl Neighbours {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// fib_add_ifaddr adds a subnet broadcast route for prefixes shorter than /31 only (a
+    /// /31 has no broadcast address, RFC 3021); it is routed locally but is no address of ours.
+    #[test]
+    fn subnets_shorter_than_31_bits_have_a_local_broadcast_route() {
+        let mut t = RouteTable::new();
+        let mut a = Iface::new("a", [2, 0, 0, 0, 0, 1]);
+        a.v4 = vec![([192, 0, 2, 1], 24), ([198, 51, 100, 5], 30), ([203, 0, 113, 0], 31), ([10, 0, 0, 1], 32)];
+        t.add_iface(0, &a, true).unwrap();
+        for b in [[192, 0, 2, 255], [198, 51, 100, 7]] {
+            assert!(t.is_broadcast_v4(b), "{b:?}");
+            assert_eq!(t.lookup_v4(b), NH_LOCAL, "{b:?}");
+            assert!(!t.is_local_v4(b), "{b:?}");
+        }
+        for other in [[203, 0, 113, 1], [10, 0, 0, 1], [192, 0, 2, 0], [198, 51, 100, 4], [255, 255, 255, 255]] {
+            assert!(!t.is_broadcast_v4(other), "{other:?}");
+        }
+        assert_ne!(t.lookup_v4([203, 0, 113, 1]), NH_LOCAL, "a /31's other address is a neighbour");
+    }
 
     #[test]
     fn local_v4_addresses_of_every_port_are_known() {
