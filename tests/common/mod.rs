@@ -488,6 +488,10 @@ fn run_one_worker(frames: &[Vec<u8>], setup: &Setup) -> Outcome {
     });
     finish(&mut dp, frames.len());
     let w = &dp.workers[0];
+    for (id, read) in ids.iter().zip(&payloads) {
+        // Every datagram queued was read here: the socket's own count says the same.
+        assert_eq!(w.sockets.socket(*id).expect("bound").received, read.len() as u64, "socket received");
+    }
     Outcome {
         out: dp.ports().map(|p| p.captured().expect("test ports capture").to_vec()).collect(),
         sockets: payloads,
