@@ -678,7 +678,7 @@ mod scenarios {
 
     pub fn arp_ignored() -> Scenario {
         let mut bad_htype = arp_request(MAC_HOST, HOST_V4, IN_V4);
-        bad_htype[14..16].copy_from_slice(&6u16.to_be_bytes());
+        bad_htype[14..16].copy_from_slice(&7u16.to_be_bytes()); // 6 (IEEE 802) is Ethernet too
         let mut bad_op = arp_request(MAC_HOST, HOST_V4, IN_V4);
         bad_op[20..22].copy_from_slice(&3u16.to_be_bytes());
         // From a host the router does not know: an ARP not for us from a known neighbour

@@ -34,6 +34,10 @@ const EXPLAINED: &[(&str, &str)] = &[
     ("tcp4_to_us", "no TCP stack: the kernel answers with a RST, sluice drops as no_socket"),
     ("tcp6_to_us", "no TCP stack: the kernel answers with a RST, sluice drops as no_socket"),
     ("opt4_timestamp", "the Timestamp option is checked but sluice writes no time into it"),
+    (
+        "opt4_record_route_ttl1",
+        "ICMP errors carry no IP options: the kernel echoes Record Route into them and its quote shows the receive-time slot",
+    ),
     ("src6_link_local", "no link-local addresses: the kernel answers from its own link-local address, sluice cannot"),
     (
         "dst6_link_local_other",
@@ -335,6 +339,22 @@ fn corpus() -> Vec<(&'static str, Vec<u8>)> {
         ("icmp6_echo_code5_to_us", icmp6(MAC_HOST, MAC_IN, SRC_V6, IN_V6, 64, 128, 5, &[0, 1, 0, 1, 9, 9])),
         ("icmp4_echo_no_id_to_us", icmp4_short(SRC_V4, IN_V4, &[8, 0, 0xf7, 0xff])),
         ("icmp6_echo_no_id_to_us", icmp6(MAC_HOST, MAC_IN, SRC_V6, IN_V6, 64, 128, 0, &[])),
+        // ARP senders and hardware types.
+        ("arp_sender_offlink", arp_request(MAC_HOST, SRC_V4, IN_V4)),
+        ("arp_sender_ours_out1", arp_request(MAC_HOST, OUT1_V4, IN_V4)),
+        ("arp_sender_subnet_broadcast", arp_request(MAC_HOST, [192, 0, 2, 255], IN_V4)),
+        ("arp_sender_loopback", arp_request(MAC_HOST, [127, 0, 0, 1], IN_V4)),
+        ("arp_probe_in0", arp_request(MAC_HOST, [0; 4], IN_V4)),
+        ("arp_other_host_mac", arp(1, MAC_OTHER, MAC_HOST, HOST_V4, [0; 6], IN_V4)),
+        ("arp_hw_ieee802", set_u16(arp_request(MAC_HOST, HOST_V4, IN_V4), 14, 6, false)),
+        ("arp_hw_unknown", set_u16(arp_request(MAC_HOST, HOST_V4, IN_V4), 14, 7, false)),
+        ("arp_op_rarp", set_u16(arp_request(MAC_HOST, HOST_V4, IN_V4), 20, 3, false)),
+        // Which check comes first: TTL / hop limit before the MTU.
+        ("udp4_over_mtu_df_ttl1", udp4(SRC_V4, DST2_V4, 1000, 53).ttl(1).len(1400).build()),
+        ("udp6_over_mtu_hl1", udp6(SRC_V6, DST2_V6, 1000, 53).ttl(1).len(1400).build()),
+        ("opt4_record_route_ttl1", with_ttl(ip_opt(&[1, 7, 11, 4, 0, 0, 0, 0, 0, 0, 0, 0]), 1)),
+        ("opt4_to_us_nops", ip_opt_us(&[1, 1, 1, 1])),
+        ("v4_df_and_mf_through", as_ipv4_fragment(udp4(SRC_V4, DST1_V4, 1, 53).len(200).build(), 0, true)),
         ("udp6_echo_tclass_flow_label", set_u16(udp6(SRC_V6, IN_V6, 1000, 7).tos(0xb8).build(), 16, 0x2345, false)),
         ("ping6_subnet_anycast_out1", ping6(SRC_V6, v6([0x2001, 0xdb8, 2, 0, 0, 0, 0, 0]), 9, 1).build()),
         // A subnet's broadcast address as a source is martian.

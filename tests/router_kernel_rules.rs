@@ -523,3 +523,30 @@ fn ip_route_input_slow_delivers_subnet_broadcasts_to_sockets_only() {
     assert_eq!(o.port(P_OUT1).len(), 1, "a broadcast source is forwarded");
     assert_forwarded(&o.port(P_OUT1)[0], &from_bc, MAC_OUT1, MAC_NH1);
 }
+
+/// arp_process: an Ethernet device takes hardware type 6 (IEEE 802) as well as 1 and
+/// answers with its own (1); a request from a martian sender (loopback, or one of our own
+/// addresses: ip_route_input of the request fails) is not answered, nor is another
+/// hardware type.
+#[test]
+fn arp_process_takes_ieee802_requests_and_refuses_martian_senders() {
+    let with_htype = |t: u8| {
+        let mut f = arp_request(MAC_HOST, HOST_V4, IN_V4);
+        f[15] = t;
+        f
+    };
+    let frames = vec![
+        with_htype(6),
+        with_htype(7),
+        arp_request(MAC_HOST, [127, 0, 0, 1], IN_V4),
+        arp_request(MAC_HOST, OUT1_V4, IN_V4),
+        arp_request(MAC_HOST, IN_V4, IN_V4),
+    ];
+    let o = run_both(&frames, &Setup::default());
+    let r = o.port(P_IN);
+    assert_eq!(r.len(), 1, "only the IEEE 802 request is answered");
+    assert_eq!(&r[0][..12], &[MAC_HOST, MAC_IN].concat()[..], "back to the asker");
+    assert_eq!(&r[0][12..22], &[8, 6, 0, 1, 8, 0, 6, 4, 0, 2], "an Ethernet ARP reply");
+    assert_eq!(&r[0][22..32], &[MAC_IN.as_slice(), &IN_V4].concat()[..]);
+    assert_eq!(drops(&o).values().sum::<u64>(), 4, "{:?}", drops(&o));
+}

@@ -752,7 +752,7 @@ pub(crate) fn arp_rcv(net: &Net, w: &mut Worker, s: Skb) {
         let Some(bytes) = d.get(ETH_HEADER_LEN..ETH_HEADER_LEN + arp::HEADER_LEN) else {
             return w.drop_pkt(s.pkt, DropReason::PktTooSmall);
         };
-        // Ethernet/IPv4 ARP only (hardware 1, protocol 0x0800, lengths 6 and 4).
+        // Ethernet/IPv4 ARP only (hardware 1 or 6, protocol 0x0800, lengths 6 and 4).
         let Ok(a) = ArpPacket::new_checked(bytes) else {
             return w.drop_pkt(s.pkt, DropReason::ArpIgnored);
         };
@@ -765,10 +765,11 @@ pub(crate) fn arp_rcv(net: &Net, w: &mut Worker, s: Skb) {
     let ours = iface.v4.iter().any(|a| a.0 == tpa);
     // arp_process: a sender of 0.0.0.0 is an address-conflict probe (RFC 5227 / RFC 2131
     // DAD): it makes no entry, and a request for our address is answered (to the prober's
-    // MAC, target 0.0.0.0). A multicast or limited-broadcast sender is a martian source
-    // (ip_route_input fails): no entry, no answer.
+    // MAC, target 0.0.0.0). A multicast, limited-broadcast or loopback sender, or one of our
+    // own addresses, is a martian source (ip_route_input of the request fails, as for any
+    // packet from it): no entry, no answer.
     let probe = spa == [0; 4];
-    let martian = (224..=239).contains(&spa[0]) || spa == [255; 4];
+    let martian = (224..=239).contains(&spa[0]) || spa == [255; 4] || spa[0] == 127 || net.routes.is_local_v4(spa);
     match op {
         arp::OP_REQUEST if ours && !martian => {
             if !probe && learn(net, w, NeighEntry::V4(port, spa, sha), Teach::Create) == Learnt::NoRoom {
@@ -781,6 +782,8 @@ pub(crate) fn arp_rcv(net: &Net, w: &mut Worker, s: Skb) {
             eth.set_dst(&sha);
             eth.set_src(&mac);
             let mut a = ArpPacket::new_unchecked(&mut d[ETH_HEADER_LEN..ETH_HEADER_LEN + arp::HEADER_LEN]);
+            // Our hardware type (arp_create writes the device's), whichever the request named.
+            a.init_ethernet_ipv4();
             a.set_operation(arp::OP_REPLY);
             a.set_sender_hw(&mac);
             a.set_sender_ip(&tpa);

@@ -1,11 +1,14 @@
 //! ARP (RFC 826) for Ethernet hardware and IPv4 protocol addresses only: the only
-//! combination a datapath forwarding IPv4 over Ethernet needs to answer.
+//! combination a datapath forwarding IPv4 over Ethernet needs to answer. Hardware type 6
+//! (IEEE 802) counts as Ethernet, as arp_process takes it on an Ethernet device.
 
 use super::{read_array, read_u16, write_u16, EtherType, Result, WireError};
 
 pub const HEADER_LEN: usize = 28;
 
 pub const HTYPE_ETHERNET: u16 = 1;
+/// IEEE 802 networks: the same 6-byte MACs (RFC 1700; Linux accepts it on Ethernet).
+pub const HTYPE_IEEE802: u16 = 6;
 pub const OP_REQUEST: u16 = 1;
 pub const OP_REPLY: u16 = 2;
 
@@ -31,12 +34,12 @@ impl<T: AsRef<[u8]>> ArpPacket<T> {
         Self { buffer }
     }
 
-    /// Truncated below 28 bytes; Malformed unless htype = Ethernet, ptype = IPv4,
-    /// hlen = 6, plen = 4 (the fixed offsets below depend on those lengths).
+    /// Truncated below 28 bytes; Malformed unless htype = Ethernet or IEEE 802, ptype =
+    /// IPv4, hlen = 6, plen = 4 (the fixed offsets below depend on those lengths).
     pub fn new_checked(buffer: T) -> Result<Self> {
         let packet = Self::new_unchecked(buffer);
         packet.check_len()?;
-        if packet.hardware_type() != HTYPE_ETHERNET
+        if !matches!(packet.hardware_type(), HTYPE_ETHERNET | HTYPE_IEEE802)
             || packet.protocol_type() != EtherType::IPV4
             || packet.hardware_len() != 6
             || packet.protocol_len() != 4
@@ -166,6 +169,13 @@ mod tests {
     }
 
     #[test]
+    fn ieee802_hardware_is_ethernet() {
+        let mut bytes = REQUEST;
+        bytes[1] = 6;
+        assert_eq!(ArpPacket::new_checked(&bytes[..]).unwrap().hardware_type(), HTYPE_IEEE802);
+    }
+
+    #[test]
     fn init_writes_fixed_fields() {
         let mut bytes = [0u8; 28];
         ArpPacket::new_unchecked(&mut bytes[..]).init_ethernet_ipv4();
@@ -176,7 +186,7 @@ mod tests {
     #[test]
     fn rejects_other_types_and_short() {
         assert_eq!(ArpPacket::new_checked(&REQUEST[..27]).unwrap_err(), WireError::Truncated);
-        for (at, value) in [(1, 6u8), (2, 0x86), (4, 8), (5, 16)] {
+        for (at, value) in [(1, 7u8), (0, 1), (2, 0x86), (4, 8), (5, 16)] {
             let mut bytes = REQUEST;
             bytes[at] = value;
             assert_eq!(ArpPacket::new_checked(&bytes[..]).unwrap_err(), WireError::Malformed, "byte {at} = {value}");
