@@ -221,11 +221,19 @@ fn ipv6_rthdr_rcv_refuses_a_routing_header_with_segments_left() {
         &[0, 1, 0, 0, 0, 0, 0x20, 1, 0xd, 0xb8, 0, 0xa1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5],
     );
     let seg0 = with_ipv6_ext(ping6(SRC_V6, IN_V6, 1, 2).build(), 43, &[0, 0, 0, 0, 0, 0]);
-    let o = run_both(&[seg1.clone(), seg0], &Setup::default());
+    // A longer one (24 bytes: an address left over) before destination options: skipped
+    // by its length, so the options are read where they are, not in its address bytes.
+    let seg0_long = with_ipv6_ext(
+        with_ipv6_ext(ping6(SRC_V6, IN_V6, 1, 3).build(), 60, &[1, 4, 0, 0, 0, 0]),
+        43,
+        &[0, 0, 0, 0, 0, 0, 0x20, 1, 0xd, 0xb8, 0, 0xa1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5],
+    );
+    let o = run_both(&[seg1.clone(), seg0, seg0_long], &Setup::default());
     assert_eq!(drops(&o), BTreeMap::from([("ipv6_inhdr", 1)]));
     let e = o.port(P_IN);
     assert_eq!(assert_icmp6_error(&e[0], 4, 0, IN_V6, &seg1), 42, "points at the routing type");
     assert_eq!(icmp6_of(&e[1]).0, 129, "no segments left: skipped, the echo is answered");
+    assert_eq!((e.len(), icmp6_of(&e[2]).0), (3, 129), "a longer one too");
 }
 
 #[test]

@@ -662,13 +662,12 @@ fn is_link_local_v6(a: &[u8; 16]) -> bool {
 
 /// Routes and transmits a packet sluice originated (already counted in `originated`).
 pub(crate) fn send_v4(net: &Net, w: &mut Worker, p: Pkt, dst: [u8; 4]) {
-    let nh = net.routes.lookup_v4(dst);
-    let route = net.routes.get(nh).copied();
+    let route = net.routes.get(net.routes.lookup_v4(dst)).copied();
     match route.and_then(|n| w.neigh.resolve_v4(&n, dst)) {
         None if matches!(route, Some(NextHop::Connected { .. } | NextHop::Via { .. })) => {
             unresolved(net, w, &route.unwrap_or(NextHop::Blackhole), NeighAddr::V4(dst), Held::Originated(p))
         }
-        out => send_resolved(net, w, p, out, unsent_reason(net, nh)),
+        out => send_resolved(net, w, p, out),
     }
 }
 
@@ -699,29 +698,22 @@ pub(crate) fn send_v6(net: &Net, w: &mut Worker, p: Pkt, dst: [u8; 16], in_port:
     if is_link_local_v6(&dst) {
         return match w.neigh.v6.get(&(in_port, dst)).map(|m| (in_port, *m)) {
             None => neigh::hold(net, w, in_port, NeighAddr::V6(dst), Held::Originated(p)),
-            out => send_resolved(net, w, p, out, DropReason::NeighFailed),
+            out => send_resolved(net, w, p, out),
         };
     }
-    let nh = net.routes.lookup_v6(dst);
-    let route = net.routes.get(nh).copied();
+    let route = net.routes.get(net.routes.lookup_v6(dst)).copied();
     match route.and_then(|n| w.neigh.resolve_v6(&n, dst)) {
         None if matches!(route, Some(NextHop::Connected { .. } | NextHop::Via { .. })) => {
             unresolved(net, w, &route.unwrap_or(NextHop::Blackhole), NeighAddr::V6(dst), Held::Originated(p))
         }
-        out => send_resolved(net, w, p, out, unsent_reason(net, nh)),
+        out => send_resolved(net, w, p, out),
     }
 }
 
-/// Why an originated packet routed by `nh` could not be sent: its neighbour is unknown, or
-/// there is no route.
-fn unsent_reason(net: &Net, nh: u32) -> DropReason {
-    match net.routes.get(nh) {
-        Some(NextHop::Connected { .. }) | Some(NextHop::Gateway { .. }) | Some(NextHop::Via { .. }) => DropReason::NeighFailed,
-        _ => DropReason::IpNoroute,
-    }
-}
-
-fn send_resolved(net: &Net, w: &mut Worker, p: Pkt, out: Option<(u16, [u8; 6])>, unsent: DropReason) {
+/// Sends an originated packet to its resolved next hop. No next hop (`None`: the callers
+/// hold a packet whose neighbour is unknown, so this is a route that leads nowhere: none,
+/// a blackhole, unreachable or local) is `ip_noroute`, ip_route_output's verdict.
+fn send_resolved(net: &Net, w: &mut Worker, p: Pkt, out: Option<(u16, [u8; 6])>) {
     match out {
         Some((port, mac)) => {
             let src = out_params(net, port).1;
@@ -730,7 +722,7 @@ fn send_resolved(net: &Net, w: &mut Worker, p: Pkt, out: Option<(u16, [u8; 6])>,
             d[6..12].copy_from_slice(&src);
             crate::tx::enqueue(net, w, port, p);
         }
-        None => w.drop_pkt(p, unsent),
+        None => w.drop_pkt(p, DropReason::IpNoroute),
     }
 }
 
