@@ -373,3 +373,29 @@ fn every_stage_that_handled_packets_is_timed_gro_included() {
         }
     }
 }
+
+mod common;
+
+/// napi_complete_done after an empty poll: a poll that used its whole weight keeps what GRO
+/// holds (flows younger than a tick); the next, empty poll completes, GRO delivers, and the
+/// merged packet leaves in that same poll (poll_end), not at some later one.
+#[test]
+fn an_empty_poll_delivers_what_gro_held_and_sends_it() {
+    let seg = |seq: u32, id: u16| {
+        let mut f = common::tcp4(common::SRC_V4, common::DST1_V4, 1000, 80).ident(id).len(200).build();
+        f[38..42].copy_from_slice(&seq.to_be_bytes());
+        f[47] = 0x10; // ACK
+        common::fix_l4_checksum(&mut f);
+        f
+    };
+    let mut setup = common::Setup::default();
+    setup.tun.set("gro", "1").unwrap();
+    let pool = Pool::new(setup.pool_frames).expect("pool");
+    let mut dp = common::build_router(vec![seg(1, 7), seg(147, 8)], &setup, &pool);
+    let Datapath { net, workers } = &mut dp;
+    let w = &mut workers[0];
+    assert_eq!(sluice::napi::napi_poll(net, w, common::P_IN as u16, 2), 2, "the whole weight");
+    assert_eq!((w.c.gro.merged, w.c.tx), (1, 0), "merged and held");
+    assert_eq!(sluice::napi::napi_poll(net, w, common::P_IN as u16, 2), 0, "nothing left to receive");
+    assert_eq!(w.c.tx, 2, "delivered, split again by GSO and sent in the empty poll");
+}
