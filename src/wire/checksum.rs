@@ -237,6 +237,8 @@ mod tests {
         assert_eq!(fold(0x1_0000), 1);
         assert_eq!(fold(0xffff), 0xffff);
         assert_eq!(fold(0x1_fffe), 0xffff);
+        // The one kind of sum the fourth step carries for: three steps leave 0x1_0000.
+        assert_eq!(fold(0x1_0000_ffff_ffff), 1);
     }
 
     #[test]
