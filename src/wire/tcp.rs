@@ -540,6 +540,17 @@ mod tests {
         assert_eq!(TcpOption::Mss(1).emit(&mut out[..3]), Err(WireError::Truncated));
     }
 
+    /// An option's length byte counts kind and length too: 253 data bytes are the most
+    /// (length 255), 254 do not fit.
+    #[test]
+    fn an_unknown_option_holds_at_most_253_bytes() {
+        let data = [7u8; 254];
+        let mut out = [0u8; 256];
+        assert_eq!(TcpOption::Unknown { kind: 200, data: &data[..253] }.emit(&mut out), Ok(255));
+        assert_eq!(&out[..3], &[200, 255, 7]);
+        assert_eq!(TcpOption::Unknown { kind: 200, data: &data }.emit(&mut out), Err(WireError::Malformed));
+    }
+
     fn option_strategy() -> impl Strategy<Value = (u8, u16, u32, u32, Vec<u8>)> {
         (0u8..7, any::<u16>(), any::<u32>(), any::<u32>(), proptest::collection::vec(any::<u8>(), 0..40))
     }
