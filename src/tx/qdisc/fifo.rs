@@ -76,10 +76,6 @@ impl Qdisc for Fifo {
         Some(p)
     }
 
-    fn peek_len(&self) -> Option<usize> {
-        self.q.front().map(Pkt::total_len)
-    }
-
     fn stats(&self) -> &QdiscStats {
         &self.stats
     }
@@ -139,10 +135,6 @@ impl Qdisc for PfifoFast {
         let p = self.bands.iter_mut().find_map(VecDeque::pop_front)?;
         took(&mut self.stats, &p);
         Some(p)
-    }
-
-    fn peek_len(&self) -> Option<usize> {
-        self.bands.iter().find_map(|b| b.front()).map(Pkt::total_len)
     }
 
     fn stats(&self) -> &QdiscStats {

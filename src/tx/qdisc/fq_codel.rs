@@ -390,12 +390,6 @@ impl Qdisc for FqCodel {
         }
     }
 
-    fn peek_len(&self) -> Option<usize> {
-        let f = *self.new_flows.front().or_else(|| self.old_flows.front())? as usize;
-        let h = self.flows[f].head;
-        (h != NIL).then(|| self.slots[h as usize].pkt.total_len())
-    }
-
     fn stats(&self) -> &QdiscStats {
         &self.stats
     }

@@ -194,9 +194,6 @@ pub trait Qdisc: Send {
     /// The next packet to send, if any (CoDel may drop some on the way, into `cx.dropped`).
     fn dequeue(&mut self, cx: &mut QCtx<'_>) -> Option<Pkt>;
 
-    /// Length of the packet `dequeue` would return next, without taking it.
-    fn peek_len(&self) -> Option<usize>;
-
     fn stats(&self) -> &QdiscStats;
 
     fn stats_mut(&mut self) -> &mut QdiscStats;
