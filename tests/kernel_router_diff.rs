@@ -35,6 +35,14 @@ const EXPLAINED: &[(&str, &str)] = &[
     ("tcp6_to_us", "no TCP stack: the kernel answers with a RST, sluice drops as no_socket"),
     ("opt4_timestamp", "the Timestamp option is checked but sluice writes no time into it"),
     (
+        "ping4_from_subnet_broadcast",
+        "no answer to a broadcast source (RFC 1812 4.3.2.7): the kernel answers a subnet broadcast source with a broadcast frame",
+    ),
+    (
+        "udp4_closed_from_subnet_broadcast",
+        "no ICMP error to a broadcast source (RFC 1812 4.3.2.7): the kernel sends port unreachable to the subnet broadcast",
+    ),
+    (
         "opt4_record_route_ttl1",
         "ICMP errors carry no IP options: the kernel echoes Record Route into them and its quote shows the receive-time slot",
     ),
@@ -355,6 +363,20 @@ fn corpus() -> Vec<(&'static str, Vec<u8>)> {
         ("opt4_record_route_ttl1", with_ttl(ip_opt(&[1, 7, 11, 4, 0, 0, 0, 0, 0, 0, 0, 0]), 1)),
         ("opt4_to_us_nops", ip_opt_us(&[1, 1, 1, 1])),
         ("v4_df_and_mf_through", as_ipv4_fragment(udp4(SRC_V4, DST1_V4, 1, 53).len(200).build(), 0, true)),
+        ("udp4_echo_src_port0", udp4(SRC_V4, IN_V4, 0, 7).build()),
+        ("udp6_echo_src_port0", udp6(SRC_V6, IN_V6, 0, 7).build()),
+        ("udp4_to_us_dst_port0", udp4(SRC_V4, IN_V4, 1000, 0).build()),
+        ("ping4_from_subnet_broadcast", ping4([192, 0, 2, 255], IN_V4, 9, 1).build()),
+        ("udp4_closed_from_subnet_broadcast", udp4([192, 0, 2, 255], IN_V4, 1000, 9999).build()),
+        ("src6_ours_in0", udp6(IN_V6, DST1_V6, 1000, 53).build()),
+        ("ping6_from_subnet_anycast", ping6(v6([0x2001, 0xdb8, 0xff, 0, 0, 0, 0, 0]), IN_V6, 9, 1).build()),
+        (
+            "icmp6_router_advert_to_all_nodes",
+            icmp6(MAC_HOST, m6mac, LL_HOST_V6, v6([0xff02, 0, 0, 0, 0, 0, 0, 1]), 255, 134, 0, &[64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
+        ),
+        ("icmp6_dest_unreach_to_us", icmp6(MAC_HOST, MAC_IN, SRC_V6, IN_V6, 64, 1, 0, &[0; 52])),
+        ("icmp4_dest_unreach_to_us", icmp4(SRC_V4, IN_V4, 3, 1, [0; 4], &[0x45; 28])),
+        ("tcp4_rst_to_us", set_byte(tcp4(SRC_V4, IN_V4, 1000, 80).build(), 47, 0x04, false)),
         ("udp6_echo_tclass_flow_label", set_u16(udp6(SRC_V6, IN_V6, 1000, 7).tos(0xb8).build(), 16, 0x2345, false)),
         ("ping6_subnet_anycast_out1", ping6(SRC_V6, v6([0x2001, 0xdb8, 2, 0, 0, 0, 0, 0]), 9, 1).build()),
         // A subnet's broadcast address as a source is martian.

@@ -558,3 +558,16 @@ fn arp_process_takes_ieee802_requests_and_refuses_martian_senders() {
     assert_eq!(&r[0][22..32], &[MAC_IN.as_slice(), &IN_V4].concat()[..]);
     assert_eq!(drops(&o).values().sum::<u64>(), 4, "{:?}", drops(&o));
 }
+
+/// udp_sendmsg refuses port 0 (EINVAL): the echo service takes a datagram from port 0 and
+/// cannot answer it. Delivered, nothing sent, nothing dropped.
+#[test]
+fn udp_sendmsg_cannot_answer_port_zero() {
+    let frames = vec![udp4(SRC_V4, IN_V4, 0, 7).build(), udp6(SRC_V6, IN_V6, 0, 7).build(), udp4(SRC_V4, IN_V4, 1, 7).build()];
+    let o = run_both(&frames, &Setup::default());
+    assert_eq!(drops(&o), BTreeMap::new());
+    assert_eq!((o.c.local, o.c.originated), (3, 1));
+    let r = o.port(P_IN);
+    assert_eq!(r.len(), 1, "only the datagram from port 1 is answered");
+    assert_eq!(&ipv4_of(&r[0]).payload()[..4], &[0, 7, 0, 1]);
+}

@@ -298,7 +298,22 @@ fn icmp_timestamp(net: &Net, w: &mut Worker, mut s: Skb) {
     send_v4(net, w, s.pkt, dst);
 }
 
+/// A datagram from port 0 reaches the echo service but gets no answer: a socket cannot send
+/// to port 0 (udp_sendmsg: EINVAL). It counts as delivered. True when so.
+fn echo_to_port_zero(w: &mut Worker, s: &Skb) -> bool {
+    let l4 = s.transport_off as usize;
+    if UdpPacket::new_unchecked(&w.bufs.data(s.pkt)[l4..]).src_port() != 0 {
+        return false;
+    }
+    w.c.local += 1;
+    w.bufs.free(s.pkt);
+    true
+}
+
 fn udp_echo_v4(net: &Net, w: &mut Worker, mut s: Skb) {
+    if echo_to_port_zero(w, &s) {
+        return;
+    }
     // A socket's answer carries no IP options.
     if s.transport_off - s.network_off > 20 {
         set_reply_options_v4(&mut w.bufs, &mut s, &[]);
@@ -726,6 +741,9 @@ fn retag(w: &mut Worker, s: &Skb, mut p: Pkt) -> Pkt {
 }
 
 fn udp_echo_v6(net: &Net, w: &mut Worker, mut s: Skb) {
+    if echo_to_port_zero(w, &s) {
+        return;
+    }
     if s.transport_off - s.network_off > 40 {
         strip_ext_headers_v6(&mut w.bufs, &mut s);
     }
