@@ -2,6 +2,8 @@
 //! come out of a port without TSO (GSO splits them again) exactly as with GRO off, the
 //! ledger balancing with merged segments counted, nothing left held or leaked.
 
+mod common;
+
 use sluice::buf::Pool;
 use sluice::config::{self, Config, PortKind, XdpConfig};
 use sluice::datapath::{Datapath, Pipeline};
@@ -373,8 +375,6 @@ fn every_stage_that_handled_packets_is_timed_gro_included() {
         }
     }
 }
-
-mod common;
 
 /// napi_complete_done after an empty poll: a poll that used its whole weight keeps what GRO
 /// holds (flows younger than a tick); the next, empty poll completes, GRO delivers, and the

@@ -379,7 +379,7 @@ fn corpus() -> Vec<(&'static str, Vec<u8>)> {
         ("tcp4_rst_to_us", set_byte(tcp4(SRC_V4, IN_V4, 1000, 80).build(), 47, 0x04, false)),
         ("udp6_echo_tclass_flow_label", set_u16(udp6(SRC_V6, IN_V6, 1000, 7).tos(0xb8).build(), 16, 0x2345, false)),
         ("ping6_subnet_anycast_out1", ping6(SRC_V6, v6([0x2001, 0xdb8, 2, 0, 0, 0, 0, 0]), 9, 1).build()),
-        // A subnet's broadcast address as a source is martian.
+        // A subnet's broadcast address as a source is no address of ours: forwarded.
         ("src4_subnet_broadcast_in0", udp4([192, 0, 2, 255], DST1_V4, 1000, 53).build()),
         ("src4_subnet_broadcast_out1", udp4([198, 51, 100, 255], DST1_V4, 1000, 53).build()),
         // No error answers a frame that was not sent to our MAC alone.

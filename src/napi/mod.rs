@@ -422,22 +422,23 @@ fn idle_wait(net: &Net, w: &mut Worker) {
     const MAX_FDS: usize = 16;
     let mut fds = [libc::pollfd { fd: -1, events: libc::POLLIN, revents: 0 }; MAX_FDS];
     let mut n = 0;
+    // More descriptors than slots: no sleep (a yield), as for a port that has none.
     for p in w.owned_ports() {
-        match p.rx_wait_fd() {
-            Some(fd) if n < MAX_FDS => {
-                fds[n].fd = fd;
+        match (p.rx_wait_fd(), fds.get_mut(n)) {
+            (Some(fd), Some(slot)) => {
+                slot.fd = fd;
                 n += 1;
             }
-            None if p.rx_done() => {}
+            (None, _) if p.rx_done() => {}
             _ => return std::thread::yield_now(),
         }
     }
     let ports = n;
     let backlog = if net.rps.workers() > 1 { net.rps.backlogs.get(w.id) } else { None };
     if let Some(b) = backlog {
-        match b.wake_fd() {
-            Some(fd) if n < MAX_FDS => {
-                fds[n].fd = fd;
+        match (b.wake_fd(), fds.get_mut(n)) {
+            (Some(fd), Some(slot)) => {
+                slot.fd = fd;
                 n += 1;
             }
             _ => return std::thread::yield_now(),

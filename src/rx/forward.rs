@@ -710,9 +710,10 @@ pub(crate) fn send_v6(net: &Net, w: &mut Worker, p: Pkt, dst: [u8; 16], in_port:
     }
 }
 
-/// Sends an originated packet to its resolved next hop. No next hop (`None`: the callers
-/// hold a packet whose neighbour is unknown, so this is a route that leads nowhere: none,
-/// a blackhole, unreachable or local) is `ip_noroute`, ip_route_output's verdict.
+/// Sends an originated packet to its resolved next hop. `None` is a route that leads
+/// nowhere (none, a blackhole, unreachable or local: the callers pass a packet whose
+/// neighbour is unknown to `unresolved` instead), dropped as `ip_noroute`, ip_route_output's
+/// verdict.
 fn send_resolved(net: &Net, w: &mut Worker, p: Pkt, out: Option<(u16, [u8; 6])>) {
     match out {
         Some((port, mac)) => {

@@ -323,9 +323,15 @@ fn udp_echo_v4(net: &Net, w: &mut Worker, mut s: Skb) {
     let mut ip = Ipv4Packet::new_unchecked(&mut w.bufs.data_mut(s.pkt)[l3..]);
     ip.set_tos(0);
     // A datagram to a subnet's broadcast address is answered from the port's own address
-    // (a socket's source for the sender's route).
+    // (a socket's source for the sender's route: one on the sender's link if any); a port
+    // without one cannot answer it.
     let to_broadcast = net.routes.is_broadcast_v4(ip.dst_addr());
-    if let Some(own) = net.ifaces.get(s.rx_port as usize).and_then(|i| i.primary_v4()).filter(|_| to_broadcast) {
+    if to_broadcast {
+        let from = ip.src_addr();
+        let Some(own) = net.ifaces.get(s.rx_port as usize).and_then(|i| i.v4_on_link(from).or(i.primary_v4())) else {
+            w.c.local += 1;
+            return w.bufs.free(s.pkt);
+        };
         ip.set_dst_addr(&own);
     }
     let dst = reply_v4(net, w, &s, true);
@@ -505,7 +511,8 @@ fn reply_v6(net: &Net, w: &mut Worker, s: &Skb, hop_limit: u8, keep_class: bool,
     let l3 = s.network_off as usize;
     let mut ip = Ipv6Packet::new_unchecked(&mut w.bufs.data_mut(s.pkt)[l3..]);
     let (src, dst) = (ip.src_addr(), ip.dst_addr());
-    let unicast = dst[0] != 0xff && !net.ifaces.iter().any(|i| i.is_subnet_anycast_v6(dst));
+    let anycast = || net.tun.ipv6_forwarding != 0 && net.ifaces.iter().any(|i| i.is_subnet_anycast_v6(dst));
+    let unicast = dst[0] != 0xff && !anycast();
     let (new_src, changed) = if unicast { (dst, false) } else { (own.unwrap_or(dst), true) };
     ip.set_src_addr(&new_src);
     ip.set_dst_addr(&src);

@@ -115,12 +115,13 @@ impl Iface {
 
     /// The subnet-router anycast addresses of this port (RFC 4291 2.6.1: each IPv6
     /// subnet's prefix with the host bits zero), which a forwarding interface joins
-    /// (addrconf_join_anycast): one per address with a prefix shorter than 128 bits, none
-    /// for an all-zero prefix.
+    /// (addrconf_join_anycast): one per address with a prefix shorter than 127 bits (a /127
+    /// point-to-point link has none, RFC 6164), none for an all-zero prefix or one that is
+    /// a unicast address of the port (__ipv6_dev_ac_inc refuses it).
     pub fn subnet_anycast_v6(&self) -> impl Iterator<Item = [u8; 16]> + '_ {
-        self.v6.iter().filter(|(_, len)| *len < 128).filter_map(|&(a, len)| {
-            let p = u128::from_be_bytes(a) & super::fib::v6::mask(len);
-            (p != 0).then(|| p.to_be_bytes())
+        self.v6.iter().filter(|(_, len)| *len < 127).filter_map(|&(a, len)| {
+            let p = (u128::from_be_bytes(a) & super::fib::v6::mask(len)).to_be_bytes();
+            (p != [0; 16] && !self.v6.iter().any(|u| u.0 == p)).then_some(p)
         })
     }
 
@@ -598,6 +599,37 @@ mod tests {
             assert!(!t.is_broadcast_v4(other), "{other:?}");
         }
         assert_ne!(t.lookup_v4([203, 0, 113, 1]), NH_LOCAL, "a /31's other address is a neighbour");
+    }
+
+    /// addrconf_join_anycast: a subnet-router anycast address per prefix shorter than /127
+    /// (RFC 6164: a /127's zero address is the peer), not for ::/0 or a prefix that is one
+    /// of the port's own unicast addresses.
+    #[test]
+    fn subnet_router_anycast_addresses_are_made_as_addrconf_makes_them() {
+        let v6 = |w: [u16; 8]| {
+            let mut a = [0u8; 16];
+            for (i, x) in w.iter().enumerate() {
+                a[2 * i..2 * i + 2].copy_from_slice(&x.to_be_bytes());
+            }
+            a
+        };
+        let mut a = Iface::new("a", [2, 0, 0, 0, 0, 1]);
+        a.v6 = vec![
+            (v6([0x2001, 0xdb8, 1, 0, 0, 0, 0, 1]), 64),
+            (v6([0x2001, 0xdb8, 2, 0, 0, 0, 0, 0x81]), 121),
+            (v6([0x2001, 0xdb8, 3, 0, 0, 0, 0, 1]), 127),
+            (v6([0x2001, 0xdb8, 4, 0, 0, 0, 0, 0]), 64),
+            (v6([0, 0, 0, 0, 0, 0, 0, 5]), 64),
+        ];
+        let any: Vec<_> = a.subnet_anycast_v6().collect();
+        assert_eq!(any, [v6([0x2001, 0xdb8, 1, 0, 0, 0, 0, 0]), v6([0x2001, 0xdb8, 2, 0, 0, 0, 0, 0x80])]);
+        let mut t = RouteTable::new();
+        t.add_iface(0, &a, true).unwrap();
+        assert_eq!(t.lookup_v6(any[1]), NH_LOCAL);
+        assert_ne!(t.lookup_v6(v6([0x2001, 0xdb8, 3, 0, 0, 0, 0, 0])), NH_LOCAL, "the /127's peer");
+        let mut host = RouteTable::new();
+        host.add_iface(0, &a, false).unwrap();
+        assert_ne!(host.lookup_v6(any[0]), NH_LOCAL, "a host joins none");
     }
 
     #[test]

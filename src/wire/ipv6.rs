@@ -452,6 +452,15 @@ mod tests {
         assert_eq!(skip_extension_headers(NEXT_HEADER_DEST_OPTS, &chain), Err(WireError::Malformed));
     }
 
+    #[test]
+    fn set_version_keeps_class_and_label() {
+        let mut h = [0u8; HEADER_LEN];
+        h[..4].copy_from_slice(&[0x4b, 0x81, 0x23, 0x45]);
+        let mut p = Ipv6Packet::new_unchecked(&mut h[..]);
+        p.set_version();
+        assert_eq!((p.version(), p.traffic_class(), p.flow_label()), (6, 0xb8, 0x12345));
+    }
+
     proptest! {
         #[test]
         fn checked_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200),

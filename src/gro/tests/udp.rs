@@ -219,16 +219,24 @@ fn a_train_past_64k_completes_skb_gro_receive_list() {
 /// a sum of 65535 still merges, 65536 completes.
 #[test]
 fn the_list_bound_counts_ip_lengths_skb_gro_receive_list() {
-    // 28 + 40 × 1597 (held) + 28 + 1597 (the 41st) = 65535; 28 + 39 × 1637 + 28 + 1637 = 65536.
-    for (payload, n, first) in [(1597usize, 42usize, 41u16), (1637, 40, 39)] {
-        let mut r = urig();
-        for u in &utrain(n, payload) {
-            urx(&mut r, u);
-        }
-        let segs: Vec<u16> = r.out().iter().map(|s| s.gso_segs.max(1)).collect();
-        assert_eq!(segs, vec![first, (n as u16) - first], "{payload}-byte datagrams");
-        assert_eq!(r.st.flushed[FlushCause::Full as usize], 1);
+    // 28 + 40 × 1598 (held) + 28 + 1559 (a shorter 41st, which ends the train) = 65535.
+    let mut r = urig();
+    let mut tr = utrain(42, 1598);
+    tr[40] = U::new(40, 1559);
+    for u in &tr {
+        urx(&mut r, u);
     }
+    let segs: Vec<u16> = r.out().iter().map(|s| s.gso_segs.max(1)).collect();
+    assert_eq!(segs, vec![41, 1], "65535: merged");
+    assert_eq!(r.st.flushed[FlushCause::Full as usize], 0);
+    // 28 + 39 × 1637 + 28 + 1637 = 65536.
+    let mut r = urig();
+    for u in &utrain(40, 1637) {
+        urx(&mut r, u);
+    }
+    let segs: Vec<u16> = r.out().iter().map(|s| s.gso_segs.max(1)).collect();
+    assert_eq!(segs, vec![39, 1], "65536: complete");
+    assert_eq!(r.st.flushed[FlushCause::Full as usize], 1);
 }
 
 /// The fraglist's bound is a fixed 64 KB (`p->len + skb->len >= 65536`), not the device's
