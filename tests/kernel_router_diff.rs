@@ -221,7 +221,7 @@ fn corpus() -> Vec<(&'static str, Vec<u8>)> {
         ("udp6_echo_dest_opts", with_ipv6_ext(udp6(SRC_V6, IN_V6, 1000, 7).build(), 60, &[1, 4, 0, 0, 0, 0])),
         ("udp4_echo", udp4(SRC_V4, IN_V4, 1000, 7).build()),
         ("udp6_echo", udp6(SRC_V6, IN_V6, 1000, 7).build()),
-        ("ping6_all_nodes", ping6(SRC_V6, v6([0xff02, 0, 0, 0, 0, 0, 0, 1]), 9, 1).dst_mac(m6mac).build()),
+        ("ping6_all_nodes", ping6(SRC_V6, v6([0xff02, 0, 0, 0, 0, 0, 0, 1]), 41, 1).dst_mac(m6mac).build()),
         // An unknown destination option to a group: 10 answers even so, 11 only to unicast.
         (
             "ping6_all_nodes_dest_opts_unknown_icmp",
@@ -235,10 +235,10 @@ fn corpus() -> Vec<(&'static str, Vec<u8>)> {
             "ping6_all_nodes_dest_opts_unknown_icmp_unicast_only",
             with_ipv6_ext(ping6(SRC_V6, v6([0xff02, 0, 0, 0, 0, 0, 0, 1]), 9, 1).dst_mac(m6mac).build(), 60, &[0xfe, 4, 0, 0, 0, 0]),
         ),
-        ("ping6_all_routers", ping6(SRC_V6, v6([0xff02, 0, 0, 0, 0, 0, 0, 2]), 9, 1).dst_mac([0x33, 0x33, 0, 0, 0, 2]).build()),
+        ("ping6_all_routers", ping6(SRC_V6, v6([0xff02, 0, 0, 0, 0, 0, 0, 2]), 42, 1).dst_mac([0x33, 0x33, 0, 0, 0, 2]).build()),
         (
             "ping6_solicited_node_in0",
-            ping6(SRC_V6, v6([0xff02, 0, 0, 0, 0, 1, 0xff00, 1]), 9, 1).dst_mac([0x33, 0x33, 0xff, 0, 0, 1]).build(),
+            ping6(SRC_V6, v6([0xff02, 0, 0, 0, 0, 1, 0xff00, 1]), 43, 1).dst_mac([0x33, 0x33, 0xff, 0, 0, 1]).build(),
         ),
         ("ping6_group_not_joined", ping6(SRC_V6, v6([0xff02, 0, 0, 0, 0, 0, 0, 0x77]), 9, 1).dst_mac([0x33, 0x33, 0, 0, 0, 0x77]).build()),
         ("raw4_to_us_unknown_proto", raw4(SRC_V4, IN_V4, 253).build()),
@@ -309,19 +309,22 @@ fn corpus() -> Vec<(&'static str, Vec<u8>)> {
         ("ping4_subnet_broadcast", ping4(SRC_V4, [192, 0, 2, 255], 9, 1).dst_mac(MAC_BCAST).build()),
         ("udp4_subnet_broadcast_closed", udp4(SRC_V4, [192, 0, 2, 255], 1000, 9999).dst_mac(MAC_BCAST).build()),
         ("ping4_ttl0_to_us", with_ttl(ping4(SRC_V4, IN_V4, 9, 1).build(), 0)),
-        // The IP header's class bits: echoed in replies, a control class in errors, kept when forwarded.
+        // The IP header's class bits: echoed in replies, a control class in errors, kept when
+        // forwarded. (A flow label makes another flow for RPS: its own identifier or port.)
         ("ping4_tos_to_us", ping4(SRC_V4, IN_V4, 9, 1).tos(0xb8).build()),
         ("udp4_ttl1_tos_ecn", udp4(SRC_V4, DST1_V4, 1000, 53).ttl(1).tos(0xb9).build()),
         ("udp4_ecn_ce_through", udp4(SRC_V4, DST1_V4, 1000, 53).tos(0x03).build()),
         ("ping6_tclass_to_us", ping6(SRC_V6, IN_V6, 9, 1).tos(0xb8).build()),
-        ("ping6_flow_label_to_us", set_u16(ping6(SRC_V6, IN_V6, 9, 1).build(), 16, 0x2345, false)),
+        ("ping6_flow_label_to_us", set_u16(ping6(SRC_V6, IN_V6, 33, 1).build(), 16, 0x2345, false)),
         ("udp6_hl1_tclass", udp6(SRC_V6, DST1_V6, 1000, 53).ttl(1).tos(0xb8).build()),
-        ("udp6_flow_label_through", set_u16(udp6(SRC_V6, DST1_V6, 1000, 53).build(), 16, 0x2345, false)),
+        ("udp6_flow_label_through", set_u16(udp6(SRC_V6, DST1_V6, 1034, 53).build(), 16, 0x2345, false)),
         // Large echoes: the reply is as long as the request.
         ("ping4_large_to_us", ping4(SRC_V4, IN_V4, 9, 1).len(1514).build()),
         ("ping6_large_to_us", ping6(SRC_V6, IN_V6, 9, 1).len(1514).build()),
-        // The subnet-router anycast address of a forwarding interface (RFC 4291 2.6.1).
-        ("ping6_subnet_anycast_in0", ping6(SRC_V6, v6([0x2001, 0xdb8, 1, 0, 0, 0, 0, 0]), 9, 1).build()),
+        // The subnet-router anycast address of a forwarding interface (RFC 4291 2.6.1). Its
+        // answers come from in0's address: an identifier (or port) of their own keeps them
+        // out of another case's answer flow, whose order across RPS workers is not defined.
+        ("ping6_subnet_anycast_in0", ping6(SRC_V6, v6([0x2001, 0xdb8, 1, 0, 0, 0, 0, 0]), 31, 1).build()),
         ("udp6_subnet_anycast_in0_closed", udp6(SRC_V6, v6([0x2001, 0xdb8, 1, 0, 0, 0, 0, 0]), 1000, 9999).build()),
         ("udp6_subnet_anycast_out1_closed", udp6(SRC_V6, v6([0x2001, 0xdb8, 2, 0, 0, 0, 0, 0]), 1000, 9999).build()),
         ("ns_unicast_subnet_anycast_in0", unicast_solicit(v6([0x2001, 0xdb8, 1, 0, 0, 0, 0, 0]))),
@@ -333,8 +336,8 @@ fn corpus() -> Vec<(&'static str, Vec<u8>)> {
         ("ping4_subnet_broadcast_unicast_mac", ping4(SRC_V4, [192, 0, 2, 255], 9, 1).build()),
         ("udp4_subnet_broadcast_unicast_mac_closed", udp4(SRC_V4, [192, 0, 2, 255], 1000, 9999).build()),
         ("udp4_directed_broadcast_out1", udp4(SRC_V4, [198, 51, 100, 255], 1000, 53).build()),
-        ("udp4_echo_subnet_broadcast", udp4(SRC_V4, [192, 0, 2, 255], 1000, 7).build()),
-        ("udp4_echo_directed_broadcast_out1", udp4(SRC_V4, [198, 51, 100, 255], 1000, 7).build()),
+        ("udp4_echo_subnet_broadcast", udp4(SRC_V4, [192, 0, 2, 255], 1031, 7).build()),
+        ("udp4_echo_directed_broadcast_out1", udp4(SRC_V4, [198, 51, 100, 255], 1032, 7).build()),
         ("icmp4_timestamp_subnet_broadcast", icmp4(SRC_V4, [192, 0, 2, 255], 13, 0, [0, 1, 0, 1], &[0; 12])),
         ("raw4_subnet_broadcast_unknown_proto", raw4(SRC_V4, [192, 0, 2, 255], 253).build()),
         ("udp4_subnet_broadcast_bad_option", with_ipv4_options(udp4(SRC_V4, [192, 0, 2, 255], 1000, 9999).build(), &[7, 40, 4, 0])),
@@ -377,8 +380,8 @@ fn corpus() -> Vec<(&'static str, Vec<u8>)> {
         ("icmp6_dest_unreach_to_us", icmp6(MAC_HOST, MAC_IN, SRC_V6, IN_V6, 64, 1, 0, &[0; 52])),
         ("icmp4_dest_unreach_to_us", icmp4(SRC_V4, IN_V4, 3, 1, [0; 4], &[0x45; 28])),
         ("tcp4_rst_to_us", set_byte(tcp4(SRC_V4, IN_V4, 1000, 80).build(), 47, 0x04, false)),
-        ("udp6_echo_tclass_flow_label", set_u16(udp6(SRC_V6, IN_V6, 1000, 7).tos(0xb8).build(), 16, 0x2345, false)),
-        ("ping6_subnet_anycast_out1", ping6(SRC_V6, v6([0x2001, 0xdb8, 2, 0, 0, 0, 0, 0]), 9, 1).build()),
+        ("udp6_echo_tclass_flow_label", set_u16(udp6(SRC_V6, IN_V6, 1033, 7).tos(0xb8).build(), 16, 0x2345, false)),
+        ("ping6_subnet_anycast_out1", ping6(SRC_V6, v6([0x2001, 0xdb8, 2, 0, 0, 0, 0, 0]), 32, 1).build()),
         // A subnet's broadcast address as a source is no address of ours: forwarded.
         ("src4_subnet_broadcast_in0", udp4([192, 0, 2, 255], DST1_V4, 1000, 53).build()),
         ("src4_subnet_broadcast_out1", udp4([198, 51, 100, 255], DST1_V4, 1000, 53).build()),
