@@ -54,7 +54,7 @@ pub(crate) fn list_rcv_finish<F: IpFamily>(net: &Net, w: &mut Worker, run: &mut 
         |sub| {
             let nh = if sub[0].nh == NO_ROUTE { None } else { net.routes.get(sub[0].nh).copied() };
             match nh {
-                Some(NextHop::Local) => F::deliver_list(net, w, sub),
+                Some(NextHop::Local | NextHop::Broadcast) => F::deliver_list(net, w, sub),
                 Some(NextHop::Blackhole) => {
                     for s in sub.iter() {
                         w.drop_pkt(s.pkt, DropReason::IpNoroute);

@@ -478,11 +478,12 @@ pub(crate) fn icmp4_error(net: &Net, w: &mut Worker, orig: &Skb, typ: u8, code: 
     // About a packet addressed to us, the error comes from the address it was sent to (as
     // icmp_send does); about a forwarded one, from the interface it arrived on.
     let orig_dst = daddr_v4(&w.bufs, orig);
+    let orig_route = net.routes.lookup_v4(orig_dst);
     // Never about a packet to a subnet's broadcast address (icmp_send: RTCF_BROADCAST).
-    if net.routes.is_broadcast_v4(orig_dst) {
+    if orig_route == super::route::NH_BROADCAST {
         return;
     }
-    let src = if net.routes.lookup_v4(orig_dst) == super::route::NH_LOCAL {
+    let src = if orig_route == super::route::NH_LOCAL {
         orig_dst
     } else {
         match net.ifaces.get(orig.rx_port as usize).and_then(|i| i.primary_v4()) {

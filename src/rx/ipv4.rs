@@ -152,15 +152,31 @@ fn martian(routes: &RouteTable, src: [u8; 4], dst: [u8; 4]) -> Result<(), DropRe
     Ok(())
 }
 
+const LIMITED_BROADCAST: [u8; 4] = [255; 4];
+
+fn is_multicast(a: [u8; 4]) -> bool {
+    a[0] & 0xf0 == 0xe0
+}
+
+fn is_loopback(a: [u8; 4]) -> bool {
+    a[0] == 127
+}
+
+/// Whether no packet from `src` is accepted, whatever its destination: a multicast,
+/// limited-broadcast or loopback source (ip_route_input's martian sources) or one of our
+/// own addresses (fib_validate_source). 0.0.0.0 is left to the caller: ARP takes it for a
+/// probe. ARP asks this of a sender as ip_route_input would of a packet from it.
+pub(super) fn is_martian_source(routes: &RouteTable, src: [u8; 4]) -> bool {
+    is_multicast(src) || src == LIMITED_BROADCAST || is_loopback(src) || routes.is_local_v4(src)
+}
+
 /// The martian ranges, in ip_route_input's order (`martian`'s slow path).
 #[cold]
 fn special_addresses(src: [u8; 4], dst: [u8; 4]) -> Result<(), DropReason> {
-    const LIMITED_BROADCAST: [u8; 4] = [255; 4];
-    let multicast = |a: [u8; 4]| a[0] & 0xf0 == 0xe0;
-    if multicast(dst) {
+    if is_multicast(dst) {
         return Err(DropReason::IpInvalidDest);
     }
-    if multicast(src) || src == LIMITED_BROADCAST {
+    if is_multicast(src) || src == LIMITED_BROADCAST {
         return Err(DropReason::IpInvalidSource);
     }
     // The kernel delivers the limited broadcast to local broadcast listeners; sluice has none.
@@ -176,7 +192,7 @@ fn special_addresses(src: [u8; 4], dst: [u8; 4]) -> Result<(), DropReason> {
     if dst == [0; 4] {
         return Err(DropReason::IpInvalidDest);
     }
-    if dst[0] == 127 || src[0] == 127 {
+    if is_loopback(dst) || is_loopback(src) {
         return Err(DropReason::IpLocalnet);
     }
     Ok(())
@@ -196,7 +212,7 @@ pub(crate) fn rcv_one(net: &Net, w: &mut Worker, mut skb: Skb) {
 fn dst_input_one(net: &Net, w: &mut Worker, skb: Skb) {
     match net.routes.get(skb.nh).copied() {
         None => forward::no_route_v4(net, w, skb),
-        Some(NextHop::Local) => local::deliver_v4(net, w, skb),
+        Some(NextHop::Local | NextHop::Broadcast) => local::deliver_v4(net, w, skb),
         Some(NextHop::Blackhole) => w.drop_pkt(skb.pkt, DropReason::IpNoroute),
         Some(NextHop::Unreachable) => forward::unreachable_v4(net, w, skb),
         Some(nh) => forward::forward_one::<V4>(net, w, skb, &nh),

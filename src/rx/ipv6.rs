@@ -83,11 +83,9 @@ fn joined(net: &Net, port: u16, dst: &[u8]) -> bool {
         return true;
     }
     let solicited = dst[1] == 0x02 && dst[2..11].iter().all(|b| *b == 0) && dst[11] == 1 && dst[12] == 0xff;
-    let anycast = net.tun.ipv6_forwarding != 0;
     solicited
-        && net.ifaces.get(port as usize).is_some_and(|i| {
-            i.v6.iter().any(|(a, _)| a[13..] == dst[13..]) || anycast && i.subnet_anycast_v6().any(|a| a[13..] == dst[13..])
-        })
+        && (net.ifaces.get(port as usize).is_some_and(|i| i.v6.iter().any(|(a, _)| a[13..] == dst[13..]))
+            || net.routes.anycast_v6_of(port).any(|a| a[13..] == dst[13..]))
 }
 
 /// Addresses never valid on the wire (ipv6_rcv, RFC 4291): a multicast or loopback source,

@@ -3,7 +3,7 @@
 
 use super::forward::{icmp4_error, icmp6_error, send_v4, send_v6};
 use super::neigh::{Learnt, NeighAddr, Teach};
-use super::route::NeighEntry;
+use super::route::{NeighEntry, NH_BROADCAST};
 pub use super::socket::{SocketError, SocketId, Sockets, UdpSocket, UDP_ECHO_PORT};
 use crate::buf::skb::Skb;
 use crate::buf::{BufCache, Pkt};
@@ -248,7 +248,7 @@ fn icmp_rcv(net: &Net, w: &mut Worker, mut s: Skb) {
     }
     // icmp_echo_ignore_broadcasts (the kernel's default, 1, fixed here): a request to a
     // subnet's broadcast address is not answered (no smurf amplifier); no other type is.
-    if typ != icmpv4::ECHO_REQUEST && typ != ICMP_TIMESTAMP || net.routes.is_broadcast_v4(super::ipv4_hdr::daddr(&w.bufs, &s)) {
+    if typ != icmpv4::ECHO_REQUEST && typ != ICMP_TIMESTAMP || s.nh == NH_BROADCAST {
         return w.drop_pkt(s.pkt, DropReason::IcmpIgnored);
     }
     if typ == ICMP_TIMESTAMP {
@@ -325,7 +325,7 @@ fn udp_echo_v4(net: &Net, w: &mut Worker, mut s: Skb) {
     // A datagram to a subnet's broadcast address is answered from the port's own address
     // (a socket's source for the sender's route: one on the sender's link if any); a port
     // without one cannot answer it.
-    let to_broadcast = net.routes.is_broadcast_v4(ip.dst_addr());
+    let to_broadcast = s.nh == NH_BROADCAST;
     if to_broadcast {
         let from = ip.src_addr();
         let Some(own) = net.ifaces.get(s.rx_port as usize).and_then(|i| i.v4_on_link(from).or(i.primary_v4())) else {
@@ -511,8 +511,7 @@ fn reply_v6(net: &Net, w: &mut Worker, s: &Skb, hop_limit: u8, keep_class: bool,
     let l3 = s.network_off as usize;
     let mut ip = Ipv6Packet::new_unchecked(&mut w.bufs.data_mut(s.pkt)[l3..]);
     let (src, dst) = (ip.src_addr(), ip.dst_addr());
-    let anycast = || net.tun.ipv6_forwarding != 0 && net.ifaces.iter().any(|i| i.is_subnet_anycast_v6(dst));
-    let unicast = dst[0] != 0xff && !anycast();
+    let unicast = dst[0] != 0xff && !net.routes.is_anycast_v6(dst);
     let (new_src, changed) = if unicast { (dst, false) } else { (own.unwrap_or(dst), true) };
     ip.set_src_addr(&new_src);
     ip.set_dst_addr(&src);
@@ -662,7 +661,7 @@ fn neighbour_solicit(net: &Net, w: &mut Worker, s: Skb, l4: usize, target: Optio
     let unicast = target.is_some_and(|t| iface.is_some_and(|i| i.v6.iter().any(|a| a.0 == t)));
     // An anycast target is answered without the override flag (ndisc_recv_ns: override
     // only for an address of ours), so a unicast owner's advertisement wins.
-    let anycast = !unicast && net.tun.ipv6_forwarding != 0 && target.is_some_and(|t| iface.is_some_and(|i| i.is_subnet_anycast_v6(t)));
+    let anycast = !unicast && target.is_some_and(|t| net.routes.anycast_v6_of(s.rx_port).any(|a| a == t));
     let mine = unicast || anycast;
     let (valid, dad, to_group) = {
         let bytes = &w.bufs.data(s.pkt)[l3..];
@@ -794,7 +793,7 @@ pub(crate) fn arp_rcv(net: &Net, w: &mut Worker, s: Skb) {
     // own addresses, is a martian source (ip_route_input of the request fails, as for any
     // packet from it): no entry, no answer.
     let probe = spa == [0; 4];
-    let martian = (224..=239).contains(&spa[0]) || spa == [255; 4] || spa[0] == 127 || net.routes.is_local_v4(spa);
+    let martian = super::ipv4::is_martian_source(&net.routes, spa);
     match op {
         arp::OP_REQUEST if ours && !martian => {
             if !probe && learn(net, w, NeighEntry::V4(port, spa, sha), Teach::Create) == Learnt::NoRoom {

@@ -8,11 +8,17 @@ use std::collections::HashMap;
 pub const NO_ROUTE: u32 = u32::MAX;
 /// Next-hop index of local delivery (always entry 0).
 pub const NH_LOCAL: u32 = 0;
+/// The index of `NextHop::Broadcast` (interned second).
+pub const NH_BROADCAST: u32 = 1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NextHop {
     /// Deliver to this host.
     Local,
+    /// Deliver to this host as a subnet's broadcast (the kernel's RTN_BROADCAST): sockets
+    /// get it, but it is no address of ours (not as a source, not for ARP), ICMP answers
+    /// no echo sent to it and no ICMP error is sent about it.
+    Broadcast,
     /// Forward out of `port` to the neighbour `mac` (a gateway whose MAC is known).
     Gateway { port: u16, mac: [u8; 6] },
     /// The destination is on the link of `port`: resolve its MAC per packet.
@@ -52,6 +58,7 @@ impl NextHop {
             }
             NextHop::Blackhole => k[0] = 3,
             NextHop::Unreachable => k[0] = 4,
+            NextHop::Broadcast => k[0] = 7,
             NextHop::Via { port, gw } => {
                 k[1..3].copy_from_slice(&port.to_le_bytes());
                 match gw {
@@ -124,11 +131,6 @@ impl Iface {
             (p != [0; 16] && !self.v6.iter().any(|u| u.0 == p)).then_some(p)
         })
     }
-
-    /// Whether `a` is one of this port's subnet-router anycast addresses.
-    pub fn is_subnet_anycast_v6(&self, a: [u8; 16]) -> bool {
-        self.subnet_anycast_v6().any(|x| x == a)
-    }
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -157,10 +159,9 @@ pub struct RouteTable {
     local_v4: Vec<u32>,
     /// One bit per `local_v4_bucket` of `local_v4`: most sources are ruled out without a scan.
     local_v4_filter: [u64; 4],
-    /// The broadcast address of each IPv4 subnet of ours (the kernel's RTN_BROADCAST routes
-    /// in its local table): routed as local, but no address of ours (not as a source, not
-    /// for ARP), and what is sent to it is answered by nothing but sockets.
-    broadcast_v4: Vec<u32>,
+    /// (port, address) of each subnet-router anycast address a forwarding port joined: the
+    /// set `add_iface` derives, asked by echo, neighbour discovery and multicast membership.
+    anycast_v6: Vec<(u16, [u8; 16])>,
 }
 
 impl Default for RouteTable {
@@ -178,9 +179,10 @@ impl RouteTable {
             nh_index: HashMap::new(),
             local_v4: Vec::new(),
             local_v4_filter: [0; 4],
-            broadcast_v4: Vec::new(),
+            anycast_v6: Vec::new(),
         };
         t.nexthop(NextHop::Local);
+        t.nexthop(NextHop::Broadcast);
         t
     }
 
@@ -236,10 +238,7 @@ impl RouteTable {
             self.add_v4(a, 32, NextHop::Local)?;
             if l < 31 {
                 let b = u32::from_be_bytes(a) | !super::fib::v4::mask(l);
-                self.fib4.insert(b, 32, NH_LOCAL)?;
-                if !self.broadcast_v4.contains(&b) {
-                    self.broadcast_v4.push(b);
-                }
+                self.add_v4(b.to_be_bytes(), 32, NextHop::Broadcast)?;
             }
         }
         for &(a, l) in &iface.v6 {
@@ -251,6 +250,9 @@ impl RouteTable {
         if ipv6_forwarding {
             for a in iface.subnet_anycast_v6() {
                 self.add_v6(a, 128, NextHop::Local)?;
+                if !self.anycast_v6.contains(&(port, a)) {
+                    self.anycast_v6.push((port, a));
+                }
             }
         }
         Ok(())
@@ -264,9 +266,20 @@ impl RouteTable {
         self.local_v4_filter[b / 64] & (1 << (b % 64)) != 0 && self.local_v4.contains(&a)
     }
 
-    /// Whether `a` is the broadcast address of one of our IPv4 subnets.
+    /// Whether `a` is routed as a subnet's broadcast address (`NextHop::Broadcast`).
     pub fn is_broadcast_v4(&self, a: [u8; 4]) -> bool {
-        self.broadcast_v4.contains(&u32::from_be_bytes(a))
+        self.lookup_v4(a) == NH_BROADCAST
+    }
+
+    /// The subnet-router anycast addresses `port` joined (none unless IPv6 forwarding was
+    /// on when its addresses were added).
+    pub fn anycast_v6_of(&self, port: u16) -> impl Iterator<Item = [u8; 16]> + '_ {
+        self.anycast_v6.iter().filter(move |(p, _)| *p == port).map(|(_, a)| *a)
+    }
+
+    /// Whether `a` is a subnet-router anycast address of any port of ours.
+    pub fn is_anycast_v6(&self, a: [u8; 16]) -> bool {
+        self.anycast_v6.iter().any(|(_, x)| *x == a)
     }
 
     #[inline]
@@ -592,7 +605,7 @@ mod tests {
         t.add_iface(0, &a, true).unwrap();
         for b in [[192, 0, 2, 255], [198, 51, 100, 7]] {
             assert!(t.is_broadcast_v4(b), "{b:?}");
-            assert_eq!(t.lookup_v4(b), NH_LOCAL, "{b:?}");
+            assert_eq!(t.lookup_v4(b), NH_BROADCAST, "{b:?}");
             assert!(!t.is_local_v4(b), "{b:?}");
         }
         for other in [[203, 0, 113, 1], [10, 0, 0, 1], [192, 0, 2, 0], [198, 51, 100, 4], [255, 255, 255, 255]] {
@@ -627,9 +640,14 @@ mod tests {
         t.add_iface(0, &a, true).unwrap();
         assert_eq!(t.lookup_v6(any[1]), NH_LOCAL);
         assert_ne!(t.lookup_v6(v6([0x2001, 0xdb8, 3, 0, 0, 0, 0, 0])), NH_LOCAL, "the /127's peer");
+        assert_eq!(t.anycast_v6_of(0).collect::<Vec<_>>(), any);
+        assert_eq!(t.anycast_v6_of(1).count(), 0, "another port's");
+        assert!(any.iter().all(|x| t.is_anycast_v6(*x)));
+        assert!(!t.is_anycast_v6(a.v6[0].0), "a unicast address");
         let mut host = RouteTable::new();
         host.add_iface(0, &a, false).unwrap();
         assert_ne!(host.lookup_v6(any[0]), NH_LOCAL, "a host joins none");
+        assert!(!host.is_anycast_v6(any[0]) && host.anycast_v6_of(0).count() == 0);
     }
 
     #[test]

@@ -133,7 +133,7 @@ impl Env for SluiceEnv<'_> {
         let nh = match self.routes.get(nh_idx) {
             Some(NextHop::Blackhole) => return fib_ret::BLACKHOLE,
             Some(NextHop::Unreachable) => return fib_ret::UNREACHABLE,
-            Some(NextHop::Local) | None => return fib_ret::NOT_FWDED,
+            Some(NextHop::Local | NextHop::Broadcast) | None => return fib_ret::NOT_FWDED,
             Some(nh) => *nh,
         };
         let (NextHop::Gateway { port, .. } | NextHop::Connected { port } | NextHop::Via { port, .. }) = nh else {
