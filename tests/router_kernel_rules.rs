@@ -573,3 +573,93 @@ fn udp_sendmsg_cannot_answer_port_zero() {
     assert_eq!(r.len(), 1, "only the datagram from port 1 is answered");
     assert_eq!(&ipv4_of(&r[0]).payload()[..4], &[0, 7, 0, 1]);
 }
+
+/// is_ineligible: no ICMPv6 error about an ICMPv6 error, as far as a walk of the extension
+/// headers by their length fields alone can tell. A chain naming ICMPv6 that ends before the
+/// type byte counts as an error (no answer) unless it is a first fragment; a chain ending
+/// inside a header, naming No Next Header or reaching a later fragment is answered, whatever
+/// the bytes after it are. (Each packet has no route: the error would be 1/0.)
+#[test]
+fn is_ineligible_follows_extension_headers_by_their_lengths() {
+    let later_fragment = {
+        let mut f = with_ipv6_fragment(ping6(SRC_V6, NOROUTE_V6, 24, 1).build(), 10, false, 24);
+        f[62] = 1; // what an error's type would be, were it a header
+        f
+    };
+    let error_through_dest_opts = with_ipv6_ext(ping6(SRC_V6, NOROUTE_V6, 25, 1).build(), 60, &[1, 4, 0, 0, 0, 0]);
+    let mut error_through_dest_opts = error_through_dest_opts;
+    error_through_dest_opts[62] = 1;
+    // An authentication header counts its length in 4-byte words, less two (12 bytes here).
+    let through_ah = |icmp_type: u8| {
+        let mut f = with_ipv6_ext(ping6(SRC_V6, NOROUTE_V6, 27, icmp_type as u16).build(), 51, &[0; 10]);
+        f[14 + 40 + 12] = icmp_type;
+        f
+    };
+    let answered = vec![
+        ext6_past_end(udp6(SRC_V6, NOROUTE_V6, 1021, 53).build()),
+        with_ipv6_ext(raw6(SRC_V6, NOROUTE_V6, 59).build(), 60, &[1, 4, 0, 0, 0, 0]),
+        fragment6_cut(ping6(SRC_V6, NOROUTE_V6, 22, 1).build(), true),
+        later_fragment,
+        with_ipv6_ext(ping6(SRC_V6, NOROUTE_V6, 26, 1).build(), 60, &[1, 4, 0, 0, 0, 0]),
+        through_ah(128),
+    ];
+    let unanswered = vec![
+        ext6_past_end(ping6(SRC_V6, NOROUTE_V6, 21, 1).build()),
+        fragment6_cut(ping6(SRC_V6, NOROUTE_V6, 23, 1).build(), false),
+        error_through_dest_opts,
+        through_ah(1),
+    ];
+    let frames: Vec<Vec<u8>> = answered.iter().chain(&unanswered).cloned().collect();
+    let o = run_both(&frames, &Setup::default());
+    assert_eq!(drops(&o), BTreeMap::from([("ip_noroute", frames.len() as u64)]));
+    let errors = o.port(P_IN);
+    assert_eq!(errors.len(), answered.len(), "one error per answered packet, none for the others");
+    // (Errors about packets of different flows keep no order across RPS workers.)
+    for f in &answered {
+        let quote = ip_datagram(f);
+        let e = errors.iter().find(|e| ipv6_of(e).payload().get(8..) == Some(quote)).unwrap_or_else(|| panic!("no error quotes {f:02x?}"));
+        assert_icmp6_error(e, 1, 0, IN_V6, f);
+    }
+}
+
+/// ipv6_frag_rcv for fragments addressed to us: an atomic fragment (offset 0, no more) is
+/// whole, so what follows its header is processed (an unknown protocol is pointed at in the
+/// fragment header; an option asking for an answer is answered); a fragment header cut short
+/// is pointed at (code 0); a first fragment that ends before its upper-layer header's first
+/// bytes is refused with code 3, pointer 0 (RFC 8200 4.5); any other fragment is dropped
+/// unanswered (sluice does not reassemble).
+#[test]
+fn ipv6_frag_rcv_passes_atomic_fragments_and_refuses_cut_first_fragments() {
+    let atomic_unknown = with_ipv6_fragment(raw6(SRC_V6, IN_V6, 108).build(), 0, false, 11);
+    let atomic_option = with_ipv6_fragment(with_ipv6_ext(ping6(SRC_V6, IN_V6, 13, 1).build(), 60, &[0xbe, 4, 0, 0, 0, 0]), 0, false, 13);
+    let cut_after = |f: Vec<u8>, payload: u16| {
+        let mut f = f;
+        f.truncate(14 + 40 + payload as usize);
+        f[18..20].copy_from_slice(&payload.to_be_bytes());
+        pad(f)
+    };
+    let header_cut = cut_after(raw6(SRC_V6, IN_V6, 44).build(), 4);
+    let icmp_cut = fragment6_cut(ping6(SRC_V6, IN_V6, 12, 1).build(), true);
+    // A UDP header needs 8 bytes: 4 are not enough.
+    let udp_cut = cut_after(with_ipv6_fragment(udp6(SRC_V6, IN_V6, 1012, 7).build(), 0, true, 14), 12);
+    // A TCP header needs 20.
+    let tcp_cut = cut_after(with_ipv6_fragment(tcp6(SRC_V6, IN_V6, 1013, 80).build(), 0, true, 19), 8 + 19);
+    let answered =
+        [(&atomic_unknown, 1, 40), (&atomic_option, 2, 50), (&header_cut, 0, 40), (&icmp_cut, 3, 0), (&udp_cut, 3, 0), (&tcp_cut, 3, 0)];
+    // Whole enough: one byte of an unknown protocol, a whole ICMPv6 header; a later fragment.
+    let held = [
+        cut_after(with_ipv6_fragment(raw6(SRC_V6, IN_V6, 253).build(), 0, true, 15), 9),
+        with_ipv6_fragment(ping6(SRC_V6, IN_V6, 16, 1).build(), 0, true, 16),
+        cut_after(with_ipv6_fragment(ping6(SRC_V6, IN_V6, 18, 1).build(), 20, false, 18), 8),
+    ];
+    let frames: Vec<Vec<u8>> = answered.iter().map(|a| a.0.clone()).chain(held.iter().cloned()).collect();
+    let o = run_both(&frames, &Setup::default());
+    assert_eq!(drops(&o), BTreeMap::from([("ipv6_inhdr", 5), ("unhandled_l4", 1), ("ip_frag_local", 3)]));
+    let errors = o.port(P_IN);
+    assert_eq!(errors.len(), answered.len(), "an answer for each refused packet, none for the held fragments");
+    for (f, code, pointer) in answered {
+        let quote = ip_datagram(f);
+        let e = errors.iter().find(|e| ipv6_of(e).payload().get(8..) == Some(quote)).unwrap_or_else(|| panic!("no error quotes {f:02x?}"));
+        assert_eq!(assert_icmp6_error(e, 4, code, IN_V6, f), pointer, "code {code}");
+    }
+}

@@ -153,4 +153,21 @@ mod tests {
         }
         assert!(counts.iter().all(|&c| (900..=1150).contains(&c)), "{counts:?}");
     }
+
+    /// Every byte of either address counts: flows that differ in one byte, at any place
+    /// (IPv4 and IPv6), hash apart, so hosts numbered alike in any octet still spread.
+    #[test]
+    fn every_address_byte_changes_the_software_hash() {
+        for len in [4, 16] {
+            let (a, b) = (vec![0x20u8; len], vec![0x30u8; len]);
+            let h = flow_hash(&a, &b, (1000, 53), 17, 3);
+            for i in 0..len {
+                let (mut a2, mut b2) = (a.clone(), b.clone());
+                a2[i] ^= 0x01;
+                b2[i] ^= 0x01;
+                assert_ne!(flow_hash(&a2, &b, (1000, 53), 17, 3), h, "byte {i} of {len}, first address");
+                assert_ne!(flow_hash(&a, &b2, (1000, 53), 17, 3), h, "byte {i} of {len}, second address");
+            }
+        }
+    }
 }

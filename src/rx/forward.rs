@@ -573,6 +573,24 @@ fn icmp4_may_answer(t: Option<u8>) -> bool {
     matches!(t, Some(0 | 8 | 13..=18))
 }
 
+/// Whether the contents of `ip` (an IPv6 packet trimmed to its length) allow an ICMPv6
+/// error about it (icmp6_send's is_ineligible): not if it is an ICMPv6 error, as far as the
+/// kernel's walk of the extension headers tells. A chain naming ICMPv6 that ends before the
+/// type byte counts as an error (unless a fragment header was passed: the ICMPv6 header may
+/// be in a later fragment); one the walk cannot follow, or that reaches a later fragment, is
+/// answered. Headers past the first buffer of a chain are not read (a chain's head holds
+/// 1792 bytes).
+fn icmp6_may_answer(ip: &[u8]) -> bool {
+    let ip = Ipv6Packet::new_unchecked(ip);
+    match super::ipv6_hdr::skip_exthdr(ip.next_header(), ip.into_payload()) {
+        Some((IPPROTO_ICMPV6, at, frag)) => match ip.into_payload().get(at) {
+            Some(&t) => t & 0x80 != 0,
+            None => frag != 0,
+        },
+        _ => true,
+    }
+}
+
 /// The ICMPv6 errors sent about a packet addressed to a group (icmp6_send's exception):
 /// packet too big, and a parameter problem for an unrecognized option (code 2) whose type's
 /// top two bits are 10, "discard and answer even if multicast"; `pointer` is the option's
@@ -616,11 +634,8 @@ pub(crate) fn icmp6_error(net: &Net, w: &mut Worker, orig: &Skb, typ: u8, code: 
         if ip.src_addr() == [0; 16] || (to_group && !icmp6_answers_a_group(typ, code, bytes, info)) {
             return;
         }
-        if orig.ip_proto == 58 {
-            let t = data.get(orig.transport_off as usize).copied().unwrap_or(0);
-            if t < 128 {
-                return;
-            }
+        if !icmp6_may_answer(bytes) {
+            return;
         }
         // Quote as much as fits in the IPv6 minimum MTU.
         let q = bytes.len().min(ICMP6_QUOTE_MAX);

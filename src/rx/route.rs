@@ -659,10 +659,23 @@ mod tests {
         b.v4 = vec![([198, 51, 100, 1], 24)];
         t.add_iface(0, &a, true).unwrap();
         t.add_iface(1, &b, true).unwrap();
+        // Routes that are not local /32s make no address of ours.
+        t.add_v4([10, 1, 0, 0], 16, NextHop::Connected { port: 1 }).unwrap();
+        t.add_v4([10, 9, 9, 9], 32, NextHop::Gateway { port: 1, mac: [2, 0, 0, 0, 0, 9] }).unwrap();
+        t.add_v4([10, 8, 0, 0], 24, NextHop::Local).unwrap();
         for ours in [[192, 0, 2, 1], [198, 18, 0, 1], [198, 51, 100, 1]] {
             assert!(t.is_local_v4(ours), "{ours:?}");
         }
-        for other in [[192, 0, 2, 2], [198, 18, 0, 2], [198, 51, 100, 0], [0, 0, 0, 0], [255, 255, 255, 255]] {
+        for other in [
+            [192, 0, 2, 2],
+            [198, 18, 0, 2],
+            [198, 51, 100, 0],
+            [0, 0, 0, 0],
+            [255, 255, 255, 255],
+            [10, 1, 0, 0],
+            [10, 9, 9, 9],
+            [10, 8, 0, 0],
+        ] {
             assert!(!t.is_local_v4(other), "{other:?}");
         }
     }

@@ -536,6 +536,29 @@ mod tests {
         assert_eq!(bufs.in_use(), 0);
     }
 
+    /// drain_qdiscs at the end of a run: what a driver never takes (the packets it refused
+    /// and those still in the qdisc) is dropped as tx_error once the wait is over, so
+    /// nothing stays held and every buffer goes back.
+    #[test]
+    fn what_a_driver_never_takes_is_dropped_when_the_drain_gives_up() {
+        let net = Net::new(Tunables::default(), Pipeline::Io);
+        let pool = Pool::new(64).unwrap();
+        let mut w = Worker::new(0, &pool);
+        w.add_port(0, Some(Box::new(Busy)));
+        let mut pkts = Vec::new();
+        assert_eq!(w.bufs.alloc_bulk(&mut pkts, 5, 60), 5);
+        let q = &mut w.txq[0];
+        q.qdisc = Some(QdiscSpec::new(QdiscKind::Pfifo).build(1000, 1500));
+        q.pkts.extend_from_slice(&pkts[..4]);
+        enqueue_staged(q, &mut w.bufs, &mut w.c, 0);
+        q.requeued.push_back(pkts[4]);
+        assert_eq!(q.held(), 5);
+        drain_qdiscs(&net, &mut w);
+        assert_eq!((w.c.dropped(DropReason::TxError), w.c.tx), (5, 0));
+        assert_eq!(w.txq[0].held(), 0);
+        assert_eq!(w.buffers_in_use(), 0);
+    }
+
     #[test]
     fn a_full_handoff_queue_drops_as_qdisc_drop() {
         // Two workers; port 0 belongs to worker 0 (not polled here), worker 1 transmits on it.

@@ -1070,6 +1070,22 @@ pub fn with_ipv6_fragment(f: Vec<u8>, offset_units: u16, more: bool, id: u32) ->
     with_ipv6_ext(f, 44, &body)
 }
 
+/// A destination-options header (naming what `f` carried) whose length runs past the end.
+pub fn ext6_past_end(f: Vec<u8>) -> Vec<u8> {
+    let mut f = with_ipv6_ext(f, 60, &[1, 4, 0, 0, 0, 0]);
+    f[55] = 200;
+    f
+}
+
+/// The fragment (first, or atomic without `more`) of `f` that holds nothing after the
+/// fragment header.
+pub fn fragment6_cut(f: Vec<u8>, more: bool) -> Vec<u8> {
+    let mut f = with_ipv6_fragment(f, 0, more, 7);
+    f.truncate(14 + 48);
+    f[18..20].copy_from_slice(&8u16.to_be_bytes());
+    f
+}
+
 /// Marks an IPv4 packet as a fragment (offset in 8-byte units, MF flag).
 pub fn as_ipv4_fragment(mut f: Vec<u8>, offset_units: u16, more: bool) -> Vec<u8> {
     let l3 = l3_offset(&f).unwrap();
