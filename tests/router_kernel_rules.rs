@@ -626,8 +626,9 @@ fn is_ineligible_follows_extension_headers_by_their_lengths() {
 /// whole, so what follows its header is processed (an unknown protocol is pointed at in the
 /// fragment header; an option asking for an answer is answered); a fragment header cut short
 /// is pointed at (code 0); a first fragment that ends before its upper-layer header's first
-/// bytes is refused with code 3, pointer 0 (RFC 8200 4.5); any other fragment is dropped
-/// unanswered (sluice does not reassemble).
+/// bytes is refused with code 3, pointer 0 (RFC 8200 4.5); ip6_frag_queue's length checks
+/// (past 65535 bytes; more to come but no multiple of 8) are code 0; any other fragment is
+/// dropped unanswered (sluice does not reassemble).
 #[test]
 fn ipv6_frag_rcv_passes_atomic_fragments_and_refuses_cut_first_fragments() {
     let atomic_unknown = with_ipv6_fragment(raw6(SRC_V6, IN_V6, 108).build(), 0, false, 11);
@@ -644,17 +645,39 @@ fn ipv6_frag_rcv_passes_atomic_fragments_and_refuses_cut_first_fragments() {
     let udp_cut = cut_after(with_ipv6_fragment(udp6(SRC_V6, IN_V6, 1012, 7).build(), 0, true, 14), 12);
     // A TCP header needs 20.
     let tcp_cut = cut_after(with_ipv6_fragment(tcp6(SRC_V6, IN_V6, 1013, 80).build(), 0, true, 19), 8 + 19);
-    let answered =
-        [(&atomic_unknown, 1, 40), (&atomic_option, 2, 50), (&header_cut, 0, 40), (&icmp_cut, 3, 0), (&udp_cut, 3, 0), (&tcp_cut, 3, 0)];
-    // Whole enough: one byte of an unknown protocol, a whole ICMPv6 header; a later fragment.
+    // One byte of an unknown protocol is its header, but a fragment with more to come must
+    // be a multiple of 8 long (ip6_frag_queue): pointed at by the payload length.
+    let one_byte = cut_after(with_ipv6_fragment(raw6(SRC_V6, IN_V6, 253).build(), 0, true, 15), 9);
+    // Ending past 65535 bytes: pointed at by the fragment offset field.
+    let past_max = cut_after(with_ipv6_fragment(ping6(SRC_V6, IN_V6, 20, 1).build(), 8191, false, 20), 16);
+    // A fragment header after destination options: the pointer counts them.
+    let header_cut_later = with_ipv6_ext(cut_after(raw6(SRC_V6, IN_V6, 44).build(), 4), 60, &[1, 4, 0, 0, 0, 0]);
+    let answered = [
+        (&atomic_unknown, 1, 40),
+        (&atomic_option, 2, 50),
+        (&header_cut, 0, 40),
+        (&header_cut_later, 0, 48),
+        (&icmp_cut, 3, 0),
+        (&udp_cut, 3, 0),
+        (&tcp_cut, 3, 0),
+        (&one_byte, 0, 4),
+        (&past_max, 0, 42),
+    ];
+    // Whole enough: exactly a UDP header, a whole ICMPv6 header; a later fragment.
     let held = [
-        cut_after(with_ipv6_fragment(raw6(SRC_V6, IN_V6, 253).build(), 0, true, 15), 9),
+        cut_after(with_ipv6_fragment(udp6(SRC_V6, IN_V6, 1015, 7).build(), 0, true, 15), 16),
         with_ipv6_fragment(ping6(SRC_V6, IN_V6, 16, 1).build(), 0, true, 16),
-        cut_after(with_ipv6_fragment(ping6(SRC_V6, IN_V6, 18, 1).build(), 20, false, 18), 8),
+        // (The last fragment may be any length.)
+        cut_after(with_ipv6_fragment(ping6(SRC_V6, IN_V6, 18, 1).build(), 20, false, 18), 8 + 5),
     ];
     let frames: Vec<Vec<u8>> = answered.iter().map(|a| a.0.clone()).chain(held.iter().cloned()).collect();
-    let o = run_both(&frames, &Setup::default());
-    assert_eq!(drops(&o), BTreeMap::from([("ipv6_inhdr", 5), ("unhandled_l4", 1), ("ip_frag_local", 3)]));
+    // More errors to one source than the ICMPv6 rate limit lets through in a burst.
+    let mut setup = Setup::default();
+    setup.tun.icmpv6_ratelimit = 0;
+    setup.tun.icmp_msgs_per_sec = 1_000_000;
+    setup.tun.icmp_msgs_burst = 1_000_000;
+    let o = run_both(&frames, &setup);
+    assert_eq!(drops(&o), BTreeMap::from([("ipv6_inhdr", 8), ("unhandled_l4", 1), ("ip_frag_local", 3)]));
     let errors = o.port(P_IN);
     assert_eq!(errors.len(), answered.len(), "an answer for each refused packet, none for the held fragments");
     for (f, code, pointer) in answered {
@@ -662,4 +685,20 @@ fn ipv6_frag_rcv_passes_atomic_fragments_and_refuses_cut_first_fragments() {
         let e = errors.iter().find(|e| ipv6_of(e).payload().get(8..) == Some(quote)).unwrap_or_else(|| panic!("no error quotes {f:02x?}"));
         assert_eq!(assert_icmp6_error(e, 4, code, IN_V6, f), pointer, "code {code}");
     }
+}
+
+/// ip_route_input's address checks for the ranges in first octets 224–255 (the fast path
+/// looks only there): a multicast or limited-broadcast source, a multicast or
+/// limited-broadcast destination in a unicast frame; dropped by name, nothing sent.
+#[test]
+fn ip_route_input_refuses_multicast_and_limited_broadcast_addresses() {
+    let frames = vec![
+        udp4([224, 0, 0, 5], DST1_V4, 1001, 53).build(),
+        udp4([255, 255, 255, 255], DST1_V4, 1002, 53).build(),
+        udp4(SRC_V4, [239, 1, 2, 3], 1003, 53).build(),
+        udp4(SRC_V4, [255, 255, 255, 255], 1004, 53).build(),
+    ];
+    let o = run_both(&frames, &Setup::default());
+    assert_eq!(drops(&o), BTreeMap::from([("ip_invalid_source", 2), ("ip_invalid_dest", 2)]));
+    assert!((0..3).all(|p| o.port(p).is_empty()), "nothing sent");
 }

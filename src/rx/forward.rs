@@ -576,8 +576,9 @@ fn icmp4_may_answer(t: Option<u8>) -> bool {
 /// Whether the contents of `ip` (an IPv6 packet trimmed to its length) allow an ICMPv6
 /// error about it (icmp6_send's is_ineligible): not if it is an ICMPv6 error, as far as the
 /// kernel's walk of the extension headers tells. A chain naming ICMPv6 that ends before the
-/// type byte counts as an error (unless a fragment header was passed: the ICMPv6 header may
-/// be in a later fragment); one the walk cannot follow, or that reaches a later fragment, is
+/// type byte counts as an error, unless the last fragment header passed has a non-zero
+/// field (a first fragment: the ICMPv6 header may be in a later one; an atomic fragment
+/// counts as an error); one the walk cannot follow, or that reaches a later fragment, is
 /// answered. Headers past the first buffer of a chain are not read (a chain's head holds
 /// 1792 bytes).
 fn icmp6_may_answer(ip: &[u8]) -> bool {

@@ -21,7 +21,7 @@ pub(crate) const PROTO_UNPARSED: u8 = 255;
 pub(crate) struct Walk {
     /// The upper-layer protocol (or 44 for a later fragment, 0 for a hop-by-hop header
     /// past the first place). An authentication header is skipped here, as
-    /// ipv6_skip_exthdr does (hashing, ICMP error eligibility); local delivery refuses it.
+    /// ipv6_skip_exthdr does (hashing); local delivery refuses it.
     pub protocol: u8,
     /// Offset of that protocol's header after the fixed header.
     pub offset: usize,
@@ -212,13 +212,23 @@ pub(crate) fn local_headers(bufs: &BufCache, skb: &Skb) -> Result<usize, RcvErro
             // ipv6_frag_rcv does, so what follows is named by it. A real one ends the walk
             // (no reassembly: local delivery drops it).
             // (ipv6_frag_rcv: a fragment header cut short is pointed at; a first fragment
-            // without its upper-layer header is refused, RFC 8200 4.5, pointer 0.)
+            // without its upper-layer header is refused, RFC 8200 4.5, pointer 0;
+            // ip6_frag_queue: a fragment ending past 65535 bytes is pointed at by its
+            // offset, one with more to come whose length is no multiple of 8 by the
+            // payload length. What passes is dropped unanswered: no reassembly.)
             NEXT_HEADER_FRAGMENT => {
                 let h = ext.get(off..off + 8).ok_or(pp(0, 40 + off))?;
                 let field = u16::from_be_bytes([h[2], h[3]]);
                 if field & 0xfff9 != 0 {
                     if field & 0xfff8 == 0 && upper_layer_cut(ext, h[0], off + 8) {
                         return Err(pp(3, 0));
+                    }
+                    let end = (field & 0xfff8) as usize + ext.len() - (off + 8);
+                    if end > 65535 {
+                        return Err(pp(0, 40 + off + 2));
+                    }
+                    if field & 1 != 0 && end & 7 != 0 {
+                        return Err(pp(0, 4));
                     }
                     return Ok(nhoff);
                 }

@@ -76,9 +76,10 @@ impl NextHop {
         k
     }
 
-    /// Routes a route hint may not be reused for (broadcast-like / per-destination).
+    /// Routes a route hint may not be reused for (broadcast, as ip_extract_route_hint
+    /// refuses RTN_BROADCAST; per-destination).
     pub fn hint_ok(&self) -> bool {
-        !matches!(self, NextHop::Connected { .. })
+        !matches!(self, NextHop::Connected { .. } | NextHop::Broadcast)
     }
 }
 
@@ -227,7 +228,7 @@ impl RouteTable {
     }
 
     /// Adds an interface's addresses: a local host route per address and a connected route
-    /// per subnet; a local route to each IPv4 subnet's broadcast address (fib_add_ifaddr:
+    /// per subnet; a broadcast route to each IPv4 subnet's broadcast address (fib_add_ifaddr:
     /// for prefixes shorter than /31) and, with `ipv6_forwarding`, to each IPv6 subnet's
     /// subnet-router anycast address (the kernel's anycast routes in its local table).
     pub fn add_iface(&mut self, port: u16, iface: &Iface, ipv6_forwarding: bool) -> Result<(), RouteError> {
