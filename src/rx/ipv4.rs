@@ -2,7 +2,7 @@
 //! then dst_input: forward or local delivery.
 
 use super::family::{FwdError, IpFamily, V4};
-use super::ipv4_hdr::{compile_options, daddr, route_key, trim_to, RcvError};
+use super::ipv4_hdr::{compile_options, daddr, is_loopback, is_multicast, route_key, trim_to, RcvError, LIMITED_BROADCAST};
 use super::route::NeighAddr;
 use super::route::Neighbours;
 use super::route::{NextHop, RouteTable};
@@ -150,24 +150,6 @@ fn martian(routes: &RouteTable, src: [u8; 4], dst: [u8; 4]) -> Result<(), DropRe
         return Err(DropReason::IpLocalSource);
     }
     Ok(())
-}
-
-const LIMITED_BROADCAST: [u8; 4] = [255; 4];
-
-fn is_multicast(a: [u8; 4]) -> bool {
-    a[0] & 0xf0 == 0xe0
-}
-
-fn is_loopback(a: [u8; 4]) -> bool {
-    a[0] == 127
-}
-
-/// Whether no packet from `src` is accepted, whatever its destination: a multicast,
-/// limited-broadcast or loopback source (ip_route_input's martian sources) or one of our
-/// own addresses (fib_validate_source). 0.0.0.0 is left to the caller: ARP takes it for a
-/// probe. ARP asks this of a sender as ip_route_input would of a packet from it.
-pub(super) fn is_martian_source(routes: &RouteTable, src: [u8; 4]) -> bool {
-    is_multicast(src) || src == LIMITED_BROADCAST || is_loopback(src) || routes.is_local_v4(src)
 }
 
 /// The martian ranges, in ip_route_input's order (`martian`'s slow path).

@@ -227,6 +227,24 @@ pub(crate) fn daddr(bufs: &BufCache, skb: &Skb) -> [u8; 4] {
     bufs.data(skb.pkt).get(o..o + ipv4::MIN_HEADER_LEN).map_or([0; 4], |h| Ipv4Packet::new_unchecked(h).dst_addr())
 }
 
+pub(crate) const LIMITED_BROADCAST: [u8; 4] = [255; 4];
+
+pub(crate) fn is_multicast(a: [u8; 4]) -> bool {
+    a[0] & 0xf0 == 0xe0
+}
+
+pub(crate) fn is_loopback(a: [u8; 4]) -> bool {
+    a[0] == 127
+}
+
+/// Whether no packet from `src` is accepted, whatever its destination: a multicast,
+/// limited-broadcast or loopback source (ip_route_input's martian sources) or one of our
+/// own addresses (fib_validate_source). 0.0.0.0 is left to the caller: ARP takes it for a
+/// probe. ARP asks this of a sender as ip_route_input would of a packet from it.
+pub(crate) fn is_martian_source(routes: &super::route::RouteTable, src: [u8; 4]) -> bool {
+    is_multicast(src) || src == LIMITED_BROADCAST || is_loopback(src) || routes.is_local_v4(src)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -793,7 +793,7 @@ pub(crate) fn arp_rcv(net: &Net, w: &mut Worker, s: Skb) {
     // own addresses, is a martian source (ip_route_input of the request fails, as for any
     // packet from it): no entry, no answer.
     let probe = spa == [0; 4];
-    let martian = super::ipv4::is_martian_source(&net.routes, spa);
+    let martian = super::ipv4_hdr::is_martian_source(&net.routes, spa);
     match op {
         arp::OP_REQUEST if ours && !martian => {
             if !probe && learn(net, w, NeighEntry::V4(port, spa, sha), Teach::Create) == Learnt::NoRoom {
