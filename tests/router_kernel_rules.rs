@@ -697,8 +697,11 @@ fn ip_route_input_refuses_multicast_and_limited_broadcast_addresses() {
         udp4([255, 255, 255, 255], DST1_V4, 1002, 53).build(),
         udp4(SRC_V4, [239, 1, 2, 3], 1003, 53).build(),
         udp4(SRC_V4, [255, 255, 255, 255], 1004, 53).build(),
+        // Both addresses special (first octets 224–255): the destination is judged first.
+        udp4([224, 0, 0, 5], [239, 1, 2, 3], 1005, 53).build(),
+        udp4([255, 255, 255, 255], [255, 255, 255, 255], 1006, 53).build(),
     ];
     let o = run_both(&frames, &Setup::default());
-    assert_eq!(drops(&o), BTreeMap::from([("ip_invalid_source", 2), ("ip_invalid_dest", 2)]));
+    assert_eq!(drops(&o), BTreeMap::from([("ip_invalid_source", 3), ("ip_invalid_dest", 3)]));
     assert!((0..3).all(|p| o.port(p).is_empty()), "nothing sent");
 }

@@ -931,7 +931,7 @@ pub fn complete_l4_checksum(frame: &mut [u8]) {
         EtherType::IPV6 => {
             let Ok(mut ip) = Ipv6Packet::new_checked(eth.payload_mut()) else { return };
             let Ok(ext) = ip.ext_headers() else { return };
-            if ext.fragment {
+            if ext.is_fragment() {
                 return;
             }
             let (src, dst) = (ip.src_addr(), ip.dst_addr());

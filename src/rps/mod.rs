@@ -67,7 +67,7 @@ pub fn skb_hash(bufs: &BufCache, skb: &mut Skb) -> u32 {
                 // walked: its SPI names the flow). Every piece of a fragmented datagram
                 // hashes alike (addresses, no ports).
                 let (proto, ports) = match skip_extension_headers_to_auth(ip[6], d.get(o + 40..).unwrap_or_default()) {
-                    Ok(e) if e.fragment => (NEXT_HEADER_FRAGMENT, None),
+                    Ok(e) if e.is_fragment() => (NEXT_HEADER_FRAGMENT, None),
                     Ok(e) => (e.protocol, l4_ports(d, o + 40 + e.offset, e.protocol)),
                     Err(_) => (ip[6], None),
                 };

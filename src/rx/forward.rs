@@ -583,10 +583,11 @@ fn icmp4_may_answer(t: Option<u8>) -> bool {
 /// 1792 bytes).
 fn icmp6_may_answer(ip: &[u8]) -> bool {
     let ip = Ipv6Packet::new_unchecked(ip);
-    match super::ipv6_hdr::skip_exthdr(ip.next_header(), ip.into_payload()) {
-        Some((IPPROTO_ICMPV6, at, frag)) => match ip.into_payload().get(at) {
+    let payload = ip.into_payload();
+    match super::ipv6_hdr::skip_exthdr(ip.next_header(), payload) {
+        Some(e) if e.protocol == IPPROTO_ICMPV6 => match payload.get(e.offset) {
             Some(&t) => t & 0x80 != 0,
-            None => frag != 0,
+            None => e.fragment_field != 0,
         },
         _ => true,
     }

@@ -4,7 +4,7 @@
 use super::family::{FwdError, IpFamily, V6};
 use super::forward::refuse_v6 as refuse;
 use super::ipv4_hdr::RcvError;
-use super::ipv6_hdr::{daddr, parse_options, route_key, walk, PROTO_UNPARSED};
+use super::ipv6_hdr::{daddr, parse_options, route_key, PROTO_UNPARSED};
 use super::route::NeighAddr;
 use super::route::Neighbours;
 use super::route::{NextHop, NO_ROUTE};
@@ -14,7 +14,7 @@ use crate::buf::BufCache;
 use crate::net::Net;
 use crate::stats::DropReason;
 use crate::tunables::Tunables;
-use crate::wire::ipv6::{self, Ipv6Packet, NEXT_HEADER_HOP_BY_HOP};
+use crate::wire::ipv6::{self, walk_extension_headers, Ipv6Packet, WalkRules, NEXT_HEADER_HOP_BY_HOP};
 use crate::worker::Worker;
 
 /// ipv6_rcv: the fixed header's checks, the hop-by-hop options (the only extension header
@@ -58,14 +58,14 @@ pub(crate) fn rcv_core(net: &Net, bufs: &mut BufCache, skb: &mut Skb) -> Result<
     if multicast && !joined(net, skb.rx_port, &dst) {
         return Err(DropReason::IpInvalidDest.into());
     }
-    match walk(next_header, ext) {
+    match walk_extension_headers(next_header, ext, WalkRules::RECEIVE) {
         // sluice does not reassemble: any fragment (first or later) is protocol 44 to local
         // delivery, which drops it; forwarding does not look at it.
-        Some(w) => {
-            skb.ip_proto = if w.fragment { 44 } else { w.protocol };
+        Ok(w) => {
+            skb.ip_proto = if w.is_fragment() { 44 } else { w.protocol };
             skb.transport_off = (l3 + 40 + w.offset) as u16;
         }
-        None => {
+        Err(_) => {
             skb.ip_proto = PROTO_UNPARSED;
             skb.transport_off = (l3 + 40) as u16;
         }
@@ -77,15 +77,12 @@ pub(crate) fn rcv_core(net: &Net, bufs: &mut BufCache, skb: &mut Skb) -> Result<
 /// (interface-, link- and, for routers, site-local scope) and the solicited-node group of each
 /// of its addresses, the subnet-router anycast ones of a router included (__ipv6_dev_ac_inc
 /// joins it).
-fn joined(net: &Net, port: u16, dst: &[u8]) -> bool {
+fn joined(net: &Net, port: u16, dst: &[u8; 16]) -> bool {
     let zero_mid = dst[2..15].iter().all(|b| *b == 0);
     if zero_mid && matches!((dst[1], dst[15]), (0x02, 1) | (0x02 | 0x05, 2)) {
         return true;
     }
-    let solicited = dst[1] == 0x02 && dst[2..11].iter().all(|b| *b == 0) && dst[11] == 1 && dst[12] == 0xff;
-    solicited
-        && (net.ifaces.get(port as usize).is_some_and(|i| i.v6.iter().any(|(a, _)| a[13..] == dst[13..]))
-            || net.routes.anycast_v6_of(port).any(|a| a[13..] == dst[13..]))
+    net.routes.joined_solicited_v6(port, dst)
 }
 
 /// Addresses never valid on the wire (ipv6_rcv, RFC 4291): a multicast or loopback source,

@@ -8,83 +8,27 @@ use crate::buf::skb::Skb;
 use crate::buf::BufCache;
 use crate::stats::DropReason;
 use crate::wire::ipv6::{
-    Ipv6Packet, HEADER_LEN, NEXT_HEADER_AUTH, NEXT_HEADER_DEST_OPTS, NEXT_HEADER_FRAGMENT, NEXT_HEADER_HOP_BY_HOP, NEXT_HEADER_NONE,
-    NEXT_HEADER_ROUTING,
+    walk_extension_headers, ExtHeaders, Ipv6Packet, WalkRules, HEADER_LEN, NEXT_HEADER_AUTH, NEXT_HEADER_DEST_OPTS, NEXT_HEADER_FRAGMENT,
+    NEXT_HEADER_HOP_BY_HOP, NEXT_HEADER_NONE, NEXT_HEADER_ROUTING,
 };
 use crate::wire::{IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP};
 
 /// `ip_proto` of a packet whose extension headers the walk could not follow.
 pub(crate) const PROTO_UNPARSED: u8 = 255;
 
-/// Where a walk over the extension headers ended.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Walk {
-    /// The upper-layer protocol (or 44 for a later fragment, 0 for a hop-by-hop header
-    /// past the first place). An authentication header is skipped here, as
-    /// ipv6_skip_exthdr does (hashing); local delivery refuses it.
-    pub protocol: u8,
-    /// Offset of that protocol's header after the fixed header.
-    pub offset: usize,
-    pub fragment: bool,
-}
-
-/// [`walk`] over a received packet's headers.
-pub(crate) fn walk_of(bufs: &BufCache, skb: &Skb) -> Option<Walk> {
+/// The receive walk ([`WalkRules::RECEIVE`]) over a received packet's headers. `None` if a
+/// header runs past the end.
+pub(crate) fn walk_of(bufs: &BufCache, skb: &Skb) -> Option<ExtHeaders> {
     let ip = Ipv6Packet::new_unchecked(&bufs.data(skb.pkt)[skb.network_off as usize..]);
-    walk(ip.next_header(), ip.into_payload())
+    walk_extension_headers(ip.next_header(), ip.into_payload(), WalkRules::RECEIVE).ok()
 }
 
-/// ipv6_skip_exthdr's walk, without a count limit (the bytes bound it); a hop-by-hop header
-/// is an extension header only in the first place. `None` if a header runs past the end.
-pub(crate) fn walk(first: u8, ext: &[u8]) -> Option<Walk> {
-    let (mut nh, mut off, mut fragment) = (first, 0usize, false);
-    loop {
-        let len = match nh {
-            NEXT_HEADER_HOP_BY_HOP if off == 0 => (*ext.get(1)? as usize + 1) * 8,
-            NEXT_HEADER_ROUTING | NEXT_HEADER_DEST_OPTS => (*ext.get(off + 1)? as usize + 1) * 8,
-            NEXT_HEADER_AUTH => (*ext.get(off + 1)? as usize + 2) * 4,
-            NEXT_HEADER_FRAGMENT => {
-                let field = u16::from_be_bytes([*ext.get(off + 2)?, *ext.get(off + 3)?]);
-                fragment = field & 0xfff9 != 0;
-                if field & 0xfff8 != 0 {
-                    return Some(Walk { protocol: NEXT_HEADER_FRAGMENT, offset: off, fragment });
-                }
-                8
-            }
-            _ => return Some(Walk { protocol: nh, offset: off, fragment }),
-        };
-        ext.get(off..off + len)?;
-        nh = ext[off];
-        off += len;
-    }
-}
-
-/// ipv6_skip_exthdr to the letter, for the checks that the kernel makes with it (ICMPv6
-/// error eligibility, a first fragment's upper-layer header): the extension headers are
-/// followed by their length fields alone (only each header's first bytes are read, so the
-/// offset returned may lie past the end), a hop-by-hop header in any place. Returns the
-/// first header that is no extension header, or a later fragment's header (44): (protocol,
-/// its offset after the fixed header, the last fragment header's offset-and-flags field).
-/// `None` where a header's first bytes are missing or No Next Header is named.
-pub(crate) fn skip_exthdr(first: u8, ext: &[u8]) -> Option<(u8, usize, u16)> {
-    let (mut nh, mut off, mut frag) = (first, 0usize, 0u16);
-    loop {
-        let len = match nh {
-            NEXT_HEADER_NONE => return None,
-            NEXT_HEADER_FRAGMENT => {
-                frag = u16::from_be_bytes([*ext.get(off + 2)?, *ext.get(off + 3)?]);
-                if frag & 0xfff8 != 0 {
-                    return Some((nh, off, frag));
-                }
-                8
-            }
-            NEXT_HEADER_AUTH => (*ext.get(off + 1)? as usize + 2) * 4,
-            NEXT_HEADER_HOP_BY_HOP | NEXT_HEADER_ROUTING | NEXT_HEADER_DEST_OPTS => (*ext.get(off + 1)? as usize + 1) * 8,
-            _ => return Some((nh, off, frag)),
-        };
-        nh = *ext.get(off)?;
-        off += len;
-    }
+/// ipv6_skip_exthdr ([`WalkRules::SKIP_EXTHDR`]), for the checks that the kernel makes with
+/// it (ICMPv6 error eligibility, a first fragment's upper-layer header): the first header
+/// that is no extension header, or a later fragment's header (44). `None` where a header's
+/// first bytes are missing or No Next Header is named (its -1).
+pub(crate) fn skip_exthdr(first: u8, ext: &[u8]) -> Option<ExtHeaders> {
+    walk_extension_headers(first, ext, WalkRules::SKIP_EXTHDR).ok().filter(|e| e.protocol != NEXT_HEADER_NONE)
 }
 
 /// ipv6frag_thdr_truncated: whether a first fragment ends before the first bytes of its
@@ -92,13 +36,13 @@ pub(crate) fn skip_exthdr(first: u8, ext: &[u8]) -> Option<(u8, usize, u16)> {
 /// headers after its fragment header (at `at`, naming `next`) followed as the kernel does.
 fn upper_layer_cut(ext: &[u8], next: u8, at: usize) -> bool {
     match skip_exthdr(next, ext.get(at..).unwrap_or(&[])) {
-        Some((proto, off, frag)) if frag & 0xfff8 == 0 => {
-            let need = match proto {
+        Some(e) if e.fragment_field & 0xfff8 == 0 => {
+            let need = match e.protocol {
                 IPPROTO_TCP => 20,
                 IPPROTO_UDP | IPPROTO_ICMPV6 => 8,
                 _ => 1,
             };
-            at + off + need > ext.len()
+            at + e.offset + need > ext.len()
         }
         _ => false,
     }
@@ -208,14 +152,13 @@ pub(crate) fn local_headers(bufs: &BufCache, skb: &Skb) -> Result<usize, RcvErro
             // No IPsec here: as a kernel without the ah6 handler, an unknown protocol (never
             // skipped, or what it protects would be delivered unauthenticated).
             NEXT_HEADER_AUTH => return Err(unknown(nhoff)),
-            // An atomic fragment (offset 0, no more) is whole: its header is passed over as
-            // ipv6_frag_rcv does, so what follows is named by it. A real one ends the walk
-            // (no reassembly: local delivery drops it).
-            // (ipv6_frag_rcv: a fragment header cut short is pointed at; a first fragment
-            // without its upper-layer header is refused, RFC 8200 4.5, pointer 0;
-            // ip6_frag_queue: a fragment ending past 65535 bytes is pointed at by its
-            // offset, one with more to come whose length is no multiple of 8 by the
-            // payload length. What passes is dropped unanswered: no reassembly.)
+            // ipv6_frag_rcv: an atomic fragment (offset 0, no more) is whole, its header
+            // passed over, so what follows is named by it; a fragment header cut short is
+            // pointed at; a first fragment without its upper-layer header is refused (RFC
+            // 8200 4.5, pointer 0). ip6_frag_queue: a fragment ending past 65535 bytes is
+            // pointed at by its offset, one with more to come whose length is no multiple
+            // of 8 by the payload length. A real fragment that passes ends the walk and is
+            // dropped unanswered (no reassembly).
             NEXT_HEADER_FRAGMENT => {
                 let h = ext.get(off..off + 8).ok_or(pp(0, 40 + off))?;
                 let field = u16::from_be_bytes([h[2], h[3]]);

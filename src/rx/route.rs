@@ -163,6 +163,9 @@ pub struct RouteTable {
     /// (port, address) of each subnet-router anycast address a forwarding port joined: the
     /// set `add_iface` derives, asked by echo, neighbour discovery and multicast membership.
     anycast_v6: Vec<(u16, [u8; 16])>,
+    /// (port, low 24 bits) of each solicited-node group a port joined: one per unicast and
+    /// subnet-router anycast address (addrconf_join_solicit), derived by `add_iface`.
+    solicited_v6: Vec<(u16, [u8; 3])>,
 }
 
 impl Default for RouteTable {
@@ -181,6 +184,7 @@ impl RouteTable {
             local_v4: Vec::new(),
             local_v4_filter: [0; 4],
             anycast_v6: Vec::new(),
+            solicited_v6: Vec::new(),
         };
         t.nexthop(NextHop::Local);
         t.nexthop(NextHop::Broadcast);
@@ -247,6 +251,7 @@ impl RouteTable {
                 self.add_v6(a, l, NextHop::Connected { port })?;
             }
             self.add_v6(a, 128, NextHop::Local)?;
+            self.join_solicited_v6(port, a);
         }
         if ipv6_forwarding {
             for a in iface.subnet_anycast_v6() {
@@ -254,9 +259,23 @@ impl RouteTable {
                 if !self.anycast_v6.contains(&(port, a)) {
                     self.anycast_v6.push((port, a));
                 }
+                self.join_solicited_v6(port, a);
             }
         }
         Ok(())
+    }
+
+    fn join_solicited_v6(&mut self, port: u16, a: [u8; 16]) {
+        let low = [a[13], a[14], a[15]];
+        if !self.solicited_v6.contains(&(port, low)) {
+            self.solicited_v6.push((port, low));
+        }
+    }
+
+    /// Whether `port` joined the solicited-node group `group` (ff02::1:ffXX:XXXX).
+    pub fn joined_solicited_v6(&self, port: u16, group: &[u8; 16]) -> bool {
+        const PREFIX: [u8; 13] = [0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff];
+        group[..13] == PREFIX && self.solicited_v6.contains(&(port, [group[13], group[14], group[15]]))
     }
 
     /// Whether `a` is one of our IPv4 addresses (a /32 local route).
@@ -649,6 +668,20 @@ mod tests {
         host.add_iface(0, &a, false).unwrap();
         assert_ne!(host.lookup_v6(any[0]), NH_LOCAL, "a host joins none");
         assert!(!host.is_anycast_v6(any[0]) && host.anycast_v6_of(0).count() == 0);
+        // Solicited-node groups (ff02::1:ffXX:XXXX, the address's low 24 bits): one per
+        // unicast address, and per anycast address only where they are joined.
+        let group = |a: [u8; 16]| {
+            let mut g = v6([0xff02, 0, 0, 0, 0, 1, 0xff00, 0]);
+            g[13..].copy_from_slice(&a[13..]);
+            g
+        };
+        let any_only = group(v6([0x2001, 0xdb8, 2, 0, 0, 0, 0, 0x80]));
+        assert!(a.v6.iter().all(|(u, _)| t.joined_solicited_v6(0, &group(*u)) && host.joined_solicited_v6(0, &group(*u))));
+        assert!(t.joined_solicited_v6(0, &any_only) && !host.joined_solicited_v6(0, &any_only));
+        assert!(!t.joined_solicited_v6(1, &group(a.v6[0].0)), "another port's");
+        let mut not_group = group(a.v6[0].0);
+        not_group[11] = 2;
+        assert!(!t.joined_solicited_v6(0, &not_group), "the group prefix is checked");
     }
 
     #[test]

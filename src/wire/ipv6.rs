@@ -245,7 +245,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
     }
 }
 
-/// Where the upper-layer header starts after the extension headers.
+/// Where a walk over the extension headers ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ExtHeaders {
     /// The first next-header value that is not a walked extension header (e.g. TCP,
@@ -253,15 +253,67 @@ pub struct ExtHeaders {
     /// fragment, whose bytes after the Fragment header are not an upper-layer header.
     pub protocol: u8,
     /// Offset into the walked bytes of that header (for a non-first fragment: of the
-    /// Fragment header itself).
+    /// Fragment header itself). Past the end only under [`WalkRules::whole_headers`] false.
     pub offset: usize,
+    /// The offset-and-flags field of the last Fragment header walked (0 if none).
+    pub fragment_field: u16,
+}
+
+impl ExtHeaders {
     /// The packet is part of a fragmented datagram (offset != 0 or M set). An atomic
     /// fragment (offset 0, M clear) is a whole datagram (RFC 6946) and does not count.
-    pub fragment: bool,
+    #[inline]
+    pub fn is_fragment(&self) -> bool {
+        self.fragment_field & 0xfff9 != 0
+    }
+}
+
+/// What a Hop-by-Hop header past the first place is to a walk (RFC 8200 4.1 allows it
+/// only first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LaterHopByHop {
+    /// A malformed chain.
+    Malformed,
+    /// The end of the walk: protocol 0, which local delivery has no handler for (ip6_input).
+    Ends,
+    /// An extension header like the others (ipv6_skip_exthdr).
+    Walked,
+}
+
+/// The rules of one walk. The kernel walks extension headers in several places and they
+/// differ in exactly these; one walker with the rules as data keeps them from drifting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WalkRules {
+    pub later_hop_by_hop: LaterHopByHop,
+    /// Authentication is walked past by its length (false: it ends the walk, as in the
+    /// flow dissector, where its SPI names the flow).
+    pub past_auth: bool,
+    /// Every header must lie wholly in the bytes (Truncated otherwise). False: only the
+    /// bytes the walk reads must (next header, length, a Fragment header's field), as in
+    /// ipv6_skip_exthdr, so the offset returned may lie past the end.
+    pub whole_headers: bool,
+    /// More extension headers than this is Malformed.
+    pub max_headers: usize,
+}
+
+impl WalkRules {
+    /// The checked walk of [`skip_extension_headers`].
+    pub const CHECKED: WalkRules =
+        WalkRules { later_hop_by_hop: LaterHopByHop::Malformed, past_auth: true, whole_headers: true, max_headers: MAX_EXT_HEADERS };
+    /// The flow dissector's: [`WalkRules::CHECKED`] ending at Authentication.
+    pub const FLOW_DISSECTOR: WalkRules = WalkRules { past_auth: false, ..WalkRules::CHECKED };
+    /// ip6_input's, on receive: whole headers, no count limit (the bytes bound it), a
+    /// Hop-by-Hop header past the first place ends it.
+    pub const RECEIVE: WalkRules =
+        WalkRules { later_hop_by_hop: LaterHopByHop::Ends, past_auth: true, whole_headers: true, max_headers: usize::MAX };
+    /// ipv6_skip_exthdr's, to the letter (ICMPv6 error eligibility, a first fragment's
+    /// upper-layer header): headers followed by their length fields alone.
+    pub const SKIP_EXTHDR: WalkRules =
+        WalkRules { later_hop_by_hop: LaterHopByHop::Walked, past_auth: true, whole_headers: false, max_headers: usize::MAX };
 }
 
 /// Walks the extension headers in `bytes` (the IPv6 payload), starting with the type
-/// named by the fixed header's next-header field.
+/// named by the fixed header's next-header field, under [`WalkRules::CHECKED`].
 ///
 /// Walked: Hop-by-Hop (0, only as the first header, RFC 8200 §4.1), Routing (43),
 /// Fragment (44, fixed 8 bytes), Destination Options (60): length (n + 1) * 8;
@@ -269,47 +321,47 @@ pub struct ExtHeaders {
 /// Errors: a 9th extension header or a misplaced Hop-by-Hop is Malformed; a header
 /// running past `bytes` is Truncated. Never panics.
 pub fn skip_extension_headers(first_next_header: u8, bytes: &[u8]) -> Result<ExtHeaders> {
-    walk_extension_headers(first_next_header, bytes, true)
+    walk_extension_headers(first_next_header, bytes, WalkRules::CHECKED)
 }
 
 /// The same walk as the kernel's flow dissector makes it: Authentication ends it (AH is
 /// the flow's protocol there, its SPI standing in for the ports: `proto_ports_offset`).
 pub fn skip_extension_headers_to_auth(first_next_header: u8, bytes: &[u8]) -> Result<ExtHeaders> {
-    walk_extension_headers(first_next_header, bytes, false)
+    walk_extension_headers(first_next_header, bytes, WalkRules::FLOW_DISSECTOR)
 }
 
-fn walk_extension_headers(first_next_header: u8, bytes: &[u8], past_auth: bool) -> Result<ExtHeaders> {
+/// The one walk over extension headers, under `rules`. A later fragment ends it at its
+/// Fragment header. Never panics.
+pub fn walk_extension_headers(first_next_header: u8, bytes: &[u8], rules: WalkRules) -> Result<ExtHeaders> {
     let mut next_header = first_next_header;
     let mut offset = 0usize;
-    let mut fragment = false;
+    let mut fragment_field = 0u16;
     let mut walked = 0usize;
     loop {
-        let header_len = match next_header {
-            NEXT_HEADER_HOP_BY_HOP | NEXT_HEADER_ROUTING | NEXT_HEADER_DEST_OPTS => {
-                if next_header == NEXT_HEADER_HOP_BY_HOP && walked > 0 {
+        let units = |at: usize| bytes.get(offset + at).map(|b| usize::from(*b)).ok_or(WireError::Truncated);
+        let (header_len, read) = match next_header {
+            NEXT_HEADER_HOP_BY_HOP if walked > 0 && rules.later_hop_by_hop != LaterHopByHop::Walked => {
+                if rules.later_hop_by_hop == LaterHopByHop::Malformed {
                     return Err(WireError::Malformed);
                 }
-                let units = *bytes.get(offset + 1).ok_or(WireError::Truncated)?;
-                (usize::from(units) + 1) * 8
+                return Ok(ExtHeaders { protocol: next_header, offset, fragment_field });
             }
-            NEXT_HEADER_AUTH if past_auth => {
-                let units = *bytes.get(offset + 1).ok_or(WireError::Truncated)?;
-                (usize::from(units) + 2) * 4
-            }
-            NEXT_HEADER_FRAGMENT => FRAGMENT_HEADER_LEN,
-            _ => return Ok(ExtHeaders { protocol: next_header, offset, fragment }),
+            NEXT_HEADER_HOP_BY_HOP | NEXT_HEADER_ROUTING | NEXT_HEADER_DEST_OPTS => ((units(1)? + 1) * 8, 2),
+            NEXT_HEADER_AUTH if rules.past_auth => ((units(1)? + 2) * 4, 2),
+            NEXT_HEADER_FRAGMENT => (FRAGMENT_HEADER_LEN, FRAGMENT_OFFSET_FIELD + 2),
+            _ => return Ok(ExtHeaders { protocol: next_header, offset, fragment_field }),
         };
         walked += 1;
-        if walked > MAX_EXT_HEADERS {
+        if walked > rules.max_headers {
             return Err(WireError::Malformed);
         }
-        let header = bytes.get(offset..offset + header_len).ok_or(WireError::Truncated)?;
+        let need = if rules.whole_headers { header_len } else { read };
+        let header = bytes.get(offset..offset + need).ok_or(WireError::Truncated)?;
         if next_header == NEXT_HEADER_FRAGMENT {
-            let field = read_u16(header, FRAGMENT_OFFSET_FIELD);
-            fragment = field & 0xfff9 != 0;
+            fragment_field = read_u16(header, FRAGMENT_OFFSET_FIELD);
             // Later fragments carry payload continuation, not the next header.
-            if field & 0xfff8 != 0 {
-                return Ok(ExtHeaders { protocol: NEXT_HEADER_FRAGMENT, offset, fragment });
+            if fragment_field & 0xfff8 != 0 {
+                return Ok(ExtHeaders { protocol: NEXT_HEADER_FRAGMENT, offset, fragment_field });
             }
         }
         next_header = header[0];
@@ -382,7 +434,7 @@ mod tests {
     #[test]
     fn no_extension_headers() {
         let e = skip_extension_headers(IPPROTO_TCP, &[]).unwrap();
-        assert_eq!(e, ExtHeaders { protocol: IPPROTO_TCP, offset: 0, fragment: false });
+        assert_eq!(e, ExtHeaders { protocol: IPPROTO_TCP, offset: 0, fragment_field: 0 });
     }
 
     #[test]
@@ -404,7 +456,7 @@ mod tests {
         let e = skip_extension_headers(NEXT_HEADER_HOP_BY_HOP, &b).unwrap();
         assert_eq!(e.protocol, IPPROTO_UDP);
         assert_eq!(e.offset, 8 + 24 + 8 + 24 + 8);
-        assert!(e.fragment);
+        assert!(e.is_fragment());
         assert_eq!(&b[e.offset..], &[0xaa; 8]);
 
         let p = packet(&b, NEXT_HEADER_HOP_BY_HOP);
@@ -418,14 +470,14 @@ mod tests {
         b.extend_from_slice(&[IPPROTO_TCP, 0, 0x05, 0xc8, 0, 0, 0, 1]);
         b.extend_from_slice(&[0x55; 16]);
         let e = skip_extension_headers(NEXT_HEADER_DEST_OPTS, &b).unwrap();
-        assert_eq!(e, ExtHeaders { protocol: NEXT_HEADER_FRAGMENT, offset: 8, fragment: true });
+        assert_eq!(e, ExtHeaders { protocol: NEXT_HEADER_FRAGMENT, offset: 8, fragment_field: 0x05c8 });
     }
 
     #[test]
     fn atomic_fragment_reaches_upper_layer() {
         let b = [IPPROTO_ICMPV6, 0, 0, 0, 0, 0, 0, 7, 128, 0];
         let e = skip_extension_headers(NEXT_HEADER_FRAGMENT, &b).unwrap();
-        assert_eq!((e.protocol, e.offset, e.fragment), (IPPROTO_ICMPV6, 8, false));
+        assert_eq!((e.protocol, e.offset, e.is_fragment()), (IPPROTO_ICMPV6, 8, false));
     }
 
     #[test]
@@ -450,6 +502,36 @@ mod tests {
         assert_eq!((e.protocol, e.offset), (IPPROTO_UDP, 64));
         chain.extend_from_slice(&[IPPROTO_UDP, 0, 0, 0, 0, 0, 0, 0]);
         assert_eq!(skip_extension_headers(NEXT_HEADER_DEST_OPTS, &chain), Err(WireError::Malformed));
+    }
+
+    /// The rules differ only where they say: a Hop-by-Hop header past the first place,
+    /// Authentication, headers cut after their length field, the count.
+    #[test]
+    fn each_walk_rule_changes_only_its_case() {
+        let later_hbh = [NEXT_HEADER_HOP_BY_HOP, 0, 0, 0, 0, 0, 0, 0, IPPROTO_UDP, 0, 0, 0, 0, 0, 0, 0];
+        let walk = |b: &[u8], r| walk_extension_headers(NEXT_HEADER_DEST_OPTS, b, r);
+        assert_eq!(walk(&later_hbh, WalkRules::CHECKED), Err(WireError::Malformed));
+        assert_eq!(walk(&later_hbh, WalkRules::RECEIVE).map(|e| (e.protocol, e.offset)), Ok((NEXT_HEADER_HOP_BY_HOP, 8)));
+        assert_eq!(walk(&later_hbh, WalkRules::SKIP_EXTHDR).map(|e| (e.protocol, e.offset)), Ok((IPPROTO_UDP, 16)));
+        // A destination options header of 16 bytes with only its first 8 present.
+        let cut = [IPPROTO_UDP, 1, 0, 0, 0, 0, 0, 0];
+        assert_eq!(walk(&cut, WalkRules::RECEIVE), Err(WireError::Truncated));
+        assert_eq!(walk(&cut, WalkRules::SKIP_EXTHDR).map(|e| (e.protocol, e.offset)), Ok((IPPROTO_UDP, 16)));
+        assert_eq!(walk(&cut[..1], WalkRules::SKIP_EXTHDR), Err(WireError::Truncated));
+        // A later fragment's field is read from its first four bytes.
+        let frag = [IPPROTO_UDP, 0, 0, 9];
+        let e = walk_extension_headers(NEXT_HEADER_FRAGMENT, &frag, WalkRules::SKIP_EXTHDR).unwrap();
+        assert_eq!((e.protocol, e.offset, e.fragment_field, e.is_fragment()), (NEXT_HEADER_FRAGMENT, 0, 9, true));
+        assert_eq!(walk_extension_headers(NEXT_HEADER_FRAGMENT, &frag[..3], WalkRules::SKIP_EXTHDR), Err(WireError::Truncated));
+        assert_eq!(walk_extension_headers(NEXT_HEADER_FRAGMENT, &frag, WalkRules::RECEIVE), Err(WireError::Truncated));
+        // Authentication: walked past or the end.
+        let ah = [IPPROTO_TCP, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        assert_eq!(skip_extension_headers(NEXT_HEADER_AUTH, &ah).map(|e| (e.protocol, e.offset)), Ok((IPPROTO_TCP, 12)));
+        assert_eq!(skip_extension_headers_to_auth(NEXT_HEADER_AUTH, &ah).map(|e| (e.protocol, e.offset)), Ok((NEXT_HEADER_AUTH, 0)));
+        // The count: nine headers are too many only for the checked walks.
+        let nine: Vec<u8> = (0..9).flat_map(|i| [if i == 8 { IPPROTO_UDP } else { NEXT_HEADER_DEST_OPTS }, 0, 0, 0, 0, 0, 0, 0]).collect();
+        assert_eq!(walk(&nine, WalkRules::CHECKED), Err(WireError::Malformed));
+        assert_eq!(walk(&nine, WalkRules::RECEIVE).map(|e| e.offset), Ok(72));
     }
 
     #[test]
@@ -490,8 +572,16 @@ mod tests {
 
         #[test]
         fn walk_never_panics(first in any::<u8>(), bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
-            if let Ok(e) = skip_extension_headers(first, &bytes) {
+            let checked = skip_extension_headers(first, &bytes);
+            if let Ok(e) = checked {
                 prop_assert!(e.offset <= bytes.len());
+            }
+            // Where the checked walk succeeds, the lenient ones agree with it.
+            for rules in [WalkRules::RECEIVE, WalkRules::SKIP_EXTHDR] {
+                let other = walk_extension_headers(first, &bytes, rules);
+                if checked.is_ok() {
+                    prop_assert_eq!(other, checked);
+                }
             }
         }
     }
