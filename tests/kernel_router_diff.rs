@@ -406,6 +406,19 @@ fn corpus() -> Vec<(&'static str, Vec<u8>)> {
             with_ipv6_fragment(with_ipv6_ext(ping6(SRC_V6, IN_V6, 13, 1).build(), 60, &[0xbe, 4, 0, 0, 0, 0]), 0, false, 13),
         ),
         ("v6_first_fragment_cut_to_us", fragment6_cut(ping6(SRC_V6, IN_V6, 12, 1).build(), true)),
+        // A fragment header after an atomic one (ipv6_frag_rcv: IP6SKB_FRAGMENTED is set).
+        (
+            "v6_two_atomic_fragments_to_us",
+            with_ipv6_fragment(with_ipv6_fragment(ping6(SRC_V6, IN_V6, 24, 1).build(), 0, false, 24), 0, false, 25),
+        ),
+        (
+            "v6_atomic_then_first_fragment_to_us",
+            with_ipv6_fragment(with_ipv6_fragment(ping6(SRC_V6, IN_V6, 26, 1).build(), 0, true, 26), 0, false, 27),
+        ),
+        (
+            "v6_atomic_then_later_fragment_to_us",
+            with_ipv6_fragment(with_ipv6_fragment(ping6(SRC_V6, IN_V6, 28, 1).build(), 3, false, 28), 0, false, 29),
+        ),
         ("v6_fragment_header_cut_to_us", {
             let mut f = raw6(SRC_V6, IN_V6, 44).build();
             f.truncate(14 + 44);

@@ -627,8 +627,8 @@ fn is_ineligible_follows_extension_headers_by_their_lengths() {
 /// fragment header; an option asking for an answer is answered); a fragment header cut short
 /// is pointed at (code 0); a first fragment that ends before its upper-layer header's first
 /// bytes is refused with code 3, pointer 0 (RFC 8200 4.5); ip6_frag_queue's length checks
-/// (past 65535 bytes; more to come but no multiple of 8) are code 0; any other fragment is
-/// dropped unanswered (sluice does not reassemble).
+/// (past 65535 bytes; more to come but no multiple of 8) are code 0, as is a fragment header
+/// after an atomic one; any other fragment is dropped unanswered (sluice does not reassemble).
 #[test]
 fn ipv6_frag_rcv_passes_atomic_fragments_and_refuses_cut_first_fragments() {
     let atomic_unknown = with_ipv6_fragment(raw6(SRC_V6, IN_V6, 108).build(), 0, false, 11);
@@ -652,6 +652,11 @@ fn ipv6_frag_rcv_passes_atomic_fragments_and_refuses_cut_first_fragments() {
     let past_max = cut_after(with_ipv6_fragment(ping6(SRC_V6, IN_V6, 20, 1).build(), 8191, false, 20), 16);
     // A fragment header after destination options: the pointer counts them.
     let header_cut_later = with_ipv6_ext(cut_after(raw6(SRC_V6, IN_V6, 44).build(), 4), 60, &[1, 4, 0, 0, 0, 0]);
+    // A fragment header (atomic, first or later) after an atomic one: pointed at.
+    let after_atomic = |offset_units: u16, more: bool, id: u32| {
+        with_ipv6_fragment(with_ipv6_fragment(ping6(SRC_V6, IN_V6, id as u16, 1).build(), offset_units, more, id), 0, false, id + 100)
+    };
+    let (two_atomic, atomic_first, atomic_later) = (after_atomic(0, false, 24), after_atomic(0, true, 26), after_atomic(3, false, 28));
     let answered = [
         (&atomic_unknown, 1, 40),
         (&atomic_option, 2, 50),
@@ -662,6 +667,9 @@ fn ipv6_frag_rcv_passes_atomic_fragments_and_refuses_cut_first_fragments() {
         (&tcp_cut, 3, 0),
         (&one_byte, 0, 4),
         (&past_max, 0, 42),
+        (&two_atomic, 0, 48),
+        (&atomic_first, 0, 48),
+        (&atomic_later, 0, 48),
     ];
     // Whole enough: exactly a UDP header, a whole ICMPv6 header; a later fragment.
     let held = [
@@ -677,7 +685,7 @@ fn ipv6_frag_rcv_passes_atomic_fragments_and_refuses_cut_first_fragments() {
     setup.tun.icmp_msgs_per_sec = 1_000_000;
     setup.tun.icmp_msgs_burst = 1_000_000;
     let o = run_both(&frames, &setup);
-    assert_eq!(drops(&o), BTreeMap::from([("ipv6_inhdr", 8), ("unhandled_l4", 1), ("ip_frag_local", 3)]));
+    assert_eq!(drops(&o), BTreeMap::from([("ipv6_inhdr", 11), ("unhandled_l4", 1), ("ip_frag_local", 3)]));
     let errors = o.port(P_IN);
     assert_eq!(errors.len(), answered.len(), "an answer for each refused packet, none for the held fragments");
     for (f, code, pointer) in answered {

@@ -134,6 +134,7 @@ pub(crate) fn local_headers(bufs: &BufCache, skb: &Skb) -> Result<usize, RcvErro
     // No handler for it (ip6_protocol_deliver_rcu: IP_NOPROTO), pointing at the byte naming it.
     let unknown = |p: usize| RcvError::ParamProblem { code: 1, pointer: p as u32, reason: DropReason::UnhandledL4 };
     let (mut nh, mut off, mut nhoff) = (ip.next_header(), 0usize, 6usize);
+    let mut atomic_passed = false;
     loop {
         let len = match nh {
             NEXT_HEADER_HOP_BY_HOP if off == 0 => (*ext.get(1).ok_or(bad)? as usize + 1) * 8,
@@ -158,8 +159,13 @@ pub(crate) fn local_headers(bufs: &BufCache, skb: &Skb) -> Result<usize, RcvErro
             // 8200 4.5, pointer 0). ip6_frag_queue: a fragment ending past 65535 bytes is
             // pointed at by its offset, one with more to come whose length is no multiple
             // of 8 by the payload length. A real fragment that passes ends the walk and is
-            // dropped unanswered (no reassembly).
+            // dropped unanswered (no reassembly). A fragment header after an atomic one is
+            // pointed at (the packet is marked IP6SKB_FRAGMENTED by then).
             NEXT_HEADER_FRAGMENT => {
+                if atomic_passed {
+                    return Err(pp(0, 40 + off));
+                }
+                atomic_passed = true;
                 let h = ext.get(off..off + 8).ok_or(pp(0, 40 + off))?;
                 let field = u16::from_be_bytes([h[2], h[3]]);
                 if field & 0xfff9 != 0 {
