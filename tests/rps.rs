@@ -65,6 +65,9 @@ fn rps_spreads_flows_over_workers_and_keeps_each_flows_order() {
         assert_eq!(o.c.tx, frames.len() as u64, "every packet forwarded: {:?}", o.drops());
         assert!(w[0].rps_steered > 1000 && w[1].backlog_processed == w[0].rps_steered, "{} {}", w[0].rps_steered, w[1].backlog_processed);
         assert!(w[1].backlog_processed < frames.len() as u64, "worker 0 keeps its own flows");
+        // Worker 1 polls no port: all it receives comes from its backlog, as lists exactly
+        // when receive is listified.
+        assert_eq!(w[1].rx_lists > 0, listified, "the backlog's packets go through the receive path chosen");
         assert!(w[0].rps_wakeups > 0 && w[0].rps_wakeups <= w[0].napi_polls, "at most one wake-up per round");
         // Per flow, the packets leave in order.
         let mut next: HashMap<u16, u32> = HashMap::new();

@@ -241,6 +241,8 @@ mod tests {
         assert_eq!(pointer(parse_options(&aligned, 40, true, false)), 42, "a real jumbo length: the option");
         let small = [0, 0, 0xc2, 4, 0, 0, 1, 0];
         assert_eq!(pointer(parse_options(&small, 40, true, false)), 44, "a jumbo length under 65536");
+        let top_byte = [0, 0, 0xc2, 4, 1, 0, 0, 0];
+        assert_eq!(pointer(parse_options(&top_byte, 40, true, false)), 42, "every byte of the length counts");
         // After a PadN, at offset 6 (46: 4n + 2): the pointer is the length field's, 48.
         let later = [0, 1, 1, 2, 0, 0, 0xc2, 4, 0, 0, 1, 0, 1, 2, 0, 0];
         assert_eq!(pointer(parse_options(&later, 40, true, false)), 48, "past other options");

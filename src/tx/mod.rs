@@ -289,9 +289,9 @@ fn hand_off(net: &Net, w: &mut Worker, port: u16) {
     w.txq[port as usize].pkts = pkts;
 }
 
-/// Whether other workers handed over packets for ports this worker owns.
+/// Whether other workers handed over packets for this worker to transmit.
 pub fn handoff_pending(net: &Net, w: &Worker) -> bool {
-    w.id == HANDOFF_OWNER && net.rps.tx_handoff.iter().enumerate().any(|(i, h)| !h.is_empty() && w.port_queue(i as u16).is_some())
+    w.id == HANDOFF_OWNER && net.rps.tx_handoff.iter().any(|h| !h.is_empty())
 }
 
 /// Takes what other workers handed over into this worker's queues, if it is the one that
@@ -301,10 +301,9 @@ fn pull_handoff(net: &Net, w: &mut Worker) {
     if w.id != HANDOFF_OWNER {
         return;
     }
+    // The owner has a queue of every port (its first), so whatever was handed over has a
+    // queue to go to.
     for (i, h) in net.rps.tx_handoff.iter().enumerate() {
-        if h.is_empty() || w.port_queue(i as u16).is_none() {
-            continue;
-        }
         while let Some(p) = h.pop() {
             w.txq[i].pkts.push(p);
             if w.txq[i].pkts.len() >= QUEUE_SOFT_LIMIT {
