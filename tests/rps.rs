@@ -316,6 +316,9 @@ fn xdp_redirects_to_a_port_another_worker_owns_are_handed_over() {
     let handoff_full = counts.drops[DropReason::QdiscDrop as usize];
     assert_eq!(counts.tx + handoff_full, 20_000, "sent or dropped by name: {:?}", counts.nonzero_drops());
     assert!(dp.workers[1].c.rx > 0 && dp.workers[1].c.tx_handoffs > 0, "worker 1 received and handed frames over");
+    // The handoff's owner, worker 0, has a queue of every port (pull_handoff relies on it).
+    assert!((0..dp.net.ifaces.len() as u16).all(|i| dp.workers[0].port_queue(i).is_some()));
+    assert!(dp.workers[1].port_queue(1).is_none(), "worker 1 has no queue of the one-queue port");
     assert_eq!(captured(&dp, 1).len() as u64, counts.tx);
     assert!(counts.tx > 10_000, "most frames went out: {}", counts.tx);
 }

@@ -24,7 +24,7 @@ use sluice::port::Port;
 use sluice::rx::local::SocketId;
 use sluice::stats::Counters;
 use sluice::wire::checksum;
-use sluice::wire::ipv6::skip_extension_headers;
+use sluice::wire::ipv6::{skip_extension_headers, walk_extension_headers, WalkRules};
 use sluice::wire::tcp::{TcpOption, TcpOptions};
 use sluice::wire::{ArpPacket, EthernetFrame, Icmpv4Packet, Icmpv6Packet, Ipv4Packet, Ipv6Packet, TcpPacket, UdpPacket, VlanHeader};
 use std::cell::RefCell;
@@ -262,6 +262,10 @@ fn ipv6(data: &[u8]) {
     if let Some((&first, rest)) = data.split_first() {
         if let Ok(e) = skip_extension_headers(first, rest) {
             assert!(e.offset <= rest.len(), "the upper-layer header starts inside the walked bytes");
+        }
+        // The lenient walks never panic either (SKIP_EXTHDR's offset may lie past the end).
+        for rules in [WalkRules::CHECKED_TO_AUTH, WalkRules::RECEIVE, WalkRules::SKIP_EXTHDR] {
+            let _ = walk_extension_headers(first, rest, rules);
         }
     }
     if data.len() >= sluice::wire::ipv6::HEADER_LEN {

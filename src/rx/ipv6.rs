@@ -20,9 +20,10 @@ use crate::worker::Worker;
 /// ipv6_rcv: the fixed header's checks, the hop-by-hop options (the only extension header
 /// a router reads; an unknown option acts as its type's top bits say), then multicast groups
 /// sluice has not joined are dropped (ip6_mc_input). The other extension headers are walked
-/// leniently for local delivery's sake: forwarding never looks at them, so a chain the walk
-/// cannot follow (truncated, a later hop-by-hop) is forwarded untouched and only local
-/// delivery refuses it (`PROTO_UNPARSED`).
+/// for local delivery's sake ([`WalkRules::RECEIVE`]): forwarding never looks at them, so a
+/// chain the walk cannot follow (`PROTO_UNPARSED`: a header cut short) is forwarded
+/// untouched and only local delivery refuses it; a later hop-by-hop ends the walk as
+/// protocol 0, which local delivery answers as an unknown next header.
 #[inline]
 pub(crate) fn rcv_core(net: &Net, bufs: &mut BufCache, skb: &mut Skb) -> Result<(), RcvError> {
     if skb.pkt_type == PktType::OtherHost {

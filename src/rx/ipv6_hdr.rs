@@ -16,13 +16,6 @@ use crate::wire::{IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP};
 /// `ip_proto` of a packet whose extension headers the walk could not follow.
 pub(crate) const PROTO_UNPARSED: u8 = 255;
 
-/// The receive walk ([`WalkRules::RECEIVE`]) over a received packet's headers. `None` if a
-/// header runs past the end.
-pub(crate) fn walk_of(bufs: &BufCache, skb: &Skb) -> Option<ExtHeaders> {
-    let ip = Ipv6Packet::new_unchecked(&bufs.data(skb.pkt)[skb.network_off as usize..]);
-    walk_extension_headers(ip.next_header(), ip.into_payload(), WalkRules::RECEIVE).ok()
-}
-
 /// ipv6_skip_exthdr ([`WalkRules::SKIP_EXTHDR`]), for the checks that the kernel makes with
 /// it (ICMPv6 error eligibility, a first fragment's upper-layer header): the first header
 /// that is no extension header, or a later fragment's header (44). `None` where a header's
@@ -126,8 +119,15 @@ pub(crate) fn parse_options(hdr: &[u8], at: usize, hop_by_hop: bool, dst_multica
 /// header, is an unknown next header.
 /// `Ok(nhoff)`: the offset of the byte naming the upper-layer protocol.
 pub(crate) fn local_headers(bufs: &BufCache, skb: &Skb) -> Result<usize, RcvError> {
+    local_headers_of(&bufs.data(skb.pkt)[skb.network_off as usize..])
+}
+
+/// [`local_headers`] over an IPv6 packet's bytes (at least its fixed header). It refuses
+/// every chain the receive walk ([`WalkRules::RECEIVE`]) cannot follow, so local delivery
+/// never meets an unparsed one (a proptest below holds it to that).
+fn local_headers_of(packet: &[u8]) -> Result<usize, RcvError> {
     let bad = RcvError::Drop(DropReason::Ipv6Inhdr);
-    let ip = Ipv6Packet::new_unchecked(&bufs.data(skb.pkt)[skb.network_off as usize..]);
+    let ip = Ipv6Packet::new_unchecked(packet);
     let ext = ip.into_payload();
     let multicast = ip.dst_addr()[0] == 0xff;
     let pp = |code: u8, p: usize| RcvError::ParamProblem { code, pointer: p as u32, reason: DropReason::Ipv6Inhdr };
@@ -165,7 +165,6 @@ pub(crate) fn local_headers(bufs: &BufCache, skb: &Skb) -> Result<usize, RcvErro
                 if atomic_passed {
                     return Err(pp(0, 40 + off));
                 }
-                atomic_passed = true;
                 let h = ext.get(off..off + 8).ok_or(pp(0, 40 + off))?;
                 let field = u16::from_be_bytes([h[2], h[3]]);
                 if field & 0xfff9 != 0 {
@@ -181,6 +180,7 @@ pub(crate) fn local_headers(bufs: &BufCache, skb: &Skb) -> Result<usize, RcvErro
                     }
                     return Ok(nhoff);
                 }
+                atomic_passed = true;
                 8
             }
             _ => return Ok(nhoff),
@@ -214,6 +214,26 @@ pub(crate) fn daddr(bufs: &BufCache, skb: &Skb) -> [u8; 16] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Local delivery refuses every chain the receive walk cannot follow (so a packet
+        /// with `PROTO_UNPARSED` never reaches a protocol handler).
+        #[test]
+        fn local_headers_refuse_what_the_receive_walk_cannot_follow(
+            first in prop_oneof![Just(0u8), Just(43), Just(44), Just(51), Just(60), any::<u8>()],
+            ext in proptest::collection::vec(prop_oneof![Just(0u8), Just(1), Just(44), Just(60), Just(17), any::<u8>()], 0..64),
+        ) {
+            let mut packet = vec![0u8; 40];
+            packet[0] = 0x60;
+            packet[4..6].copy_from_slice(&(ext.len() as u16).to_be_bytes());
+            packet[6] = first;
+            packet.extend_from_slice(&ext);
+            if walk_extension_headers(first, &ext, WalkRules::RECEIVE).is_err() {
+                prop_assert!(local_headers_of(&packet).is_err());
+            }
+        }
+    }
 
     #[test]
     fn pad1_runs_of_up_to_seven_bytes_are_padding_not_errors() {

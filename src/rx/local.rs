@@ -451,7 +451,6 @@ fn deliver_v6_slow(net: &Net, w: &mut Worker, s: Skb) {
     };
     match s.ip_proto {
         IPPROTO_ICMPV6 | IPPROTO_UDP | IPPROTO_TCP | 44 => deliver_upper_v6(net, w, s),
-        super::ipv6_hdr::PROTO_UNPARSED if super::ipv6_hdr::walk_of(&w.bufs, &s).is_none() => w.drop_pkt(s.pkt, DropReason::Ipv6Inhdr),
         59 => w.drop_pkt(s.pkt, DropReason::UnhandledL4),
         _ => {
             icmp6_error(net, w, &s, 4, 1, nhoff as u32);

@@ -83,7 +83,9 @@ impl NextHop {
     }
 }
 
-/// An interface: the addresses of one port.
+/// An interface: the addresses of one port. What its addresses make (local, connected,
+/// broadcast and anycast routes, solicited-node memberships) is derived by
+/// `RouteTable::add_iface`: addresses added without it are not received on.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Iface {
     pub name: String,

@@ -304,6 +304,7 @@ fn pull_handoff(net: &Net, w: &mut Worker) {
     // The owner has a queue of every port (its first), so whatever was handed over has a
     // queue to go to.
     for (i, h) in net.rps.tx_handoff.iter().enumerate() {
+        debug_assert!(h.is_empty() || w.port_queue(i as u16).is_some(), "the handoff owner lacks a queue of port {i}");
         while let Some(p) = h.pop() {
             w.txq[i].pkts.push(p);
             if w.txq[i].pkts.len() >= QUEUE_SOFT_LIMIT {

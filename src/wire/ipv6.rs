@@ -300,8 +300,11 @@ impl WalkRules {
     /// The checked walk of [`skip_extension_headers`].
     pub const CHECKED: WalkRules =
         WalkRules { later_hop_by_hop: LaterHopByHop::Malformed, past_auth: true, whole_headers: true, max_headers: MAX_EXT_HEADERS };
-    /// The flow dissector's: [`WalkRules::CHECKED`] ending at Authentication.
-    pub const FLOW_DISSECTOR: WalkRules = WalkRules { past_auth: false, ..WalkRules::CHECKED };
+    /// The flow hash's: [`WalkRules::CHECKED`] ending at Authentication, whose SPI names the
+    /// flow as in the kernel's flow dissector. (The dissector itself allows 15 headers,
+    /// Hop-by-Hop anywhere, and stops at any Fragment header; a hash only has to give a
+    /// flow's packets one value, which this does.)
+    pub const CHECKED_TO_AUTH: WalkRules = WalkRules { past_auth: false, ..WalkRules::CHECKED };
     /// ip6_input's, on receive: whole headers, no count limit (the bytes bound it), a
     /// Hop-by-Hop header past the first place ends it.
     pub const RECEIVE: WalkRules =
@@ -324,10 +327,10 @@ pub fn skip_extension_headers(first_next_header: u8, bytes: &[u8]) -> Result<Ext
     walk_extension_headers(first_next_header, bytes, WalkRules::CHECKED)
 }
 
-/// The same walk as the kernel's flow dissector makes it: Authentication ends it (AH is
-/// the flow's protocol there, its SPI standing in for the ports: `proto_ports_offset`).
+/// [`skip_extension_headers`] ending at Authentication ([`WalkRules::CHECKED_TO_AUTH`]): AH
+/// is the flow's protocol, its SPI standing in for the ports (`proto_ports_offset`).
 pub fn skip_extension_headers_to_auth(first_next_header: u8, bytes: &[u8]) -> Result<ExtHeaders> {
-    walk_extension_headers(first_next_header, bytes, WalkRules::FLOW_DISSECTOR)
+    walk_extension_headers(first_next_header, bytes, WalkRules::CHECKED_TO_AUTH)
 }
 
 /// The one walk over extension headers, under `rules`. A later fragment ends it at its
