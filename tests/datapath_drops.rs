@@ -1498,3 +1498,19 @@ fn icmp_errors_only_about_informational_types_as_icmp_send() {
     }
     assert_icmp4_error(&errors[answered.len()], 3, 0, IN_V4, &frames[257]);
 }
+
+/// A poll bigger than a transmit queue's soft limit (1024) goes out early rather than grow
+/// the queue without bound (`tx::enqueue`), in both receive modes: a list run to one port
+/// that would pass the limit is handed over packet by packet, so it rings the doorbell at
+/// the limit and again at the end of the poll.
+#[test]
+fn a_poll_past_the_transmit_queue_soft_limit_goes_out_early_in_both_modes() {
+    let frames: Vec<Vec<u8>> = (0..1500u16).map(|i| udp4(SRC_V4, DST1_V4, 1000, 53).ident(i).build()).collect();
+    let mut setup = Setup { pool_frames: 8192, ..Setup::default() };
+    setup.tun.dev_weight = 2048;
+    setup.tun.netdev_budget = 4096;
+    setup.tun.netdev_max_backlog = 4096; // (the second pass of scripts/test steers to a backlog)
+    let o = run_both(&frames, &setup);
+    assert_eq!((o.c.tx, o.port(P_OUT1).len()), (1500, 1500), "{:?}", o.drops());
+    assert_eq!(o.c.doorbells, 2, "at the soft limit and at the end of the poll");
+}

@@ -27,6 +27,9 @@ pub(crate) fn skip_exthdr(first: u8, ext: &[u8]) -> Option<ExtHeaders> {
 /// ipv6frag_thdr_truncated: whether a first fragment ends before the first bytes of its
 /// upper-layer header (a whole TCP, UDP or ICMPv6 header; one byte of anything else), the
 /// headers after its fragment header (at `at`, naming `next`) followed as the kernel does.
+/// `ext` is the linear part, as for every header local delivery reads: in a chain, headers
+/// reaching past the first buffer (1792 bytes) count as missing, where the kernel would
+/// pull them (only extension headers of more than 1.7 KB can tell the difference).
 fn upper_layer_cut(ext: &[u8], next: u8, at: usize) -> bool {
     match skip_exthdr(next, ext.get(at..).unwrap_or(&[])) {
         Some(e) if e.fragment_field & 0xfff8 == 0 => {
