@@ -314,7 +314,8 @@ fn icmp6_send_reports_a_packet_that_is_only_its_header() {
 /// delivery can raise, only a parameter problem for an unrecognized option whose type's top
 /// two bits are 10 ("answer even if multicast") is sent (Packet Too Big is the other
 /// exception, raised only on forwarding), from a unicast address of ours (the receiving
-/// interface's here); type 11 options, unknown next headers and the rest get no answer.
+/// interface's here); type 11 options (hop-by-hop or destination), unknown next headers and
+/// the rest get no answer.
 #[test]
 fn icmp6_send_answers_a_group_only_for_an_option_that_asks_for_it() {
     let all_nodes = v6([0xff02, 0, 0, 0, 0, 0, 0, 1]);
@@ -324,13 +325,30 @@ fn icmp6_send_answers_a_group_only_for_an_option_that_asks_for_it() {
     let unless_multicast = opt(0xfe);
     let unknown_proto = raw6(SRC_V6, all_nodes, 253).dst_mac([0x33, 0x33, 0, 0, 0, 1]).build();
     let plain = to_group(ping6(SRC_V6, all_nodes, 2, 2).dst_mac([0x33, 0x33, 0, 0, 0, 1]).build());
-    let frames = vec![answer_even_if_multicast.clone(), unless_multicast, unknown_proto, plain];
+    // The same rule for destination options, read by local delivery.
+    let dest_opts_unless_multicast =
+        with_ipv6_ext(ping6(SRC_V6, all_nodes, 3, 3).dst_mac([0x33, 0x33, 0, 0, 0, 1]).build(), 60, &[0xfe, 4, 0, 0, 0, 0]);
+    // ...which a unicast destination answers.
+    let dest_opts_unicast = with_ipv6_ext(ping6(SRC_V6, IN_V6, 4, 4).build(), 60, &[0xfe, 4, 0, 0, 0, 0]);
+    let frames = vec![
+        answer_even_if_multicast.clone(),
+        unless_multicast,
+        dest_opts_unless_multicast,
+        dest_opts_unicast.clone(),
+        unknown_proto,
+        plain,
+    ];
     let o = run_both(&frames, &Setup::default());
-    assert_eq!(drops(&o), BTreeMap::from([("ipv6_inhdr", 2), ("unhandled_l4", 1)]));
+    assert_eq!(drops(&o), BTreeMap::from([("ipv6_inhdr", 4), ("unhandled_l4", 1)]));
     let e = o.port(P_IN);
-    assert_eq!(e.len(), 2, "one error and the echo reply of the last, well-formed request");
-    assert_eq!(assert_icmp6_error(&e[0], 4, 2, IN_V6, &answer_even_if_multicast), 42, "points at the option");
-    assert_eq!(icmp6_of(&e[1]).0, 129);
+    assert_eq!(e.len(), 3, "two errors and the echo reply of the last, well-formed request");
+    // (Answers to different flows: in no defined order when two workers run.)
+    for f in [&answer_even_if_multicast, &dest_opts_unicast] {
+        let quote = ip_datagram(f);
+        let err = e.iter().find(|e| ipv6_of(e).payload().get(8..) == Some(quote)).expect("an error quoting it");
+        assert_eq!(assert_icmp6_error(err, 4, 2, IN_V6, f), 42, "points at the option");
+    }
+    assert_eq!(e.iter().filter(|e| icmp6_of(e).0 == 129).count(), 1);
 }
 
 /// ip_options_echo for the other answers sluice makes to a packet with options: a timestamp

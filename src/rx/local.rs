@@ -843,6 +843,37 @@ mod tests {
     use crate::tunables::Tunables;
     use crate::wire::build::{build, L4Spec, PacketSpec};
 
+    /// A reply to a tagged request gets the tag pushed back in front of the ethertype, in
+    /// the headroom; without 4 bytes of headroom (an XDP program may have pulled the head to
+    /// the front) the reply leaves as it is rather than write before the frame.
+    #[test]
+    fn retag_pushes_the_tag_into_the_headroom_when_there_is_room() {
+        let pool = Pool::new(8).unwrap();
+        let mut w = Worker::new(0, &pool);
+        let s = Skb { vlan_present: true, vlan_tci: 0x2064, ..Skb::default() };
+        let mut frame = [0u8; 60];
+        frame[..12].copy_from_slice(&[1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2]);
+        frame[12..14].copy_from_slice(&[0x08, 0x06]);
+        for (off, tagged) in [(4u16, true), (3, false), (0, false)] {
+            let mut p = w.bufs.alloc_copy(&frame).unwrap();
+            let start = p.off;
+            p.off = off;
+            w.bufs.data_mut(p).copy_from_slice(&frame);
+            let q = retag(&mut w, &s, p);
+            let d = w.bufs.data(q);
+            if tagged {
+                assert_eq!((q.off, q.len), (0, 64));
+                assert_eq!(&d[..18], &[1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 0x81, 0, 0x20, 0x64, 0x08, 0x06]);
+            } else {
+                assert_eq!((q.off, q.len, d), (off, 60, &frame[..]), "headroom {off}: unchanged");
+            }
+            let mut q = q;
+            q.off = start;
+            q.len = 60;
+            w.bufs.free(q);
+        }
+    }
+
     /// A datagram in a buffer chain goes to its socket as the payload after the UDP header,
     /// its linear part the head frame's bytes past that header and its fragments kept: the
     /// packet's length is the datagram's, never the UDP length laid over the head frame.

@@ -598,6 +598,26 @@ mod tests {
         assert_eq!(net.neigh_log.len(), published);
     }
 
+    /// ndisc_send_ns's source: the port's link-local address (fe80::/10) when it has one,
+    /// wherever it is listed; a site-local fec0::/10 address is none.
+    #[test]
+    fn solicitations_are_sent_from_the_link_local_address() {
+        let mut net = Net::with_workers(Tunables::default(), Pipeline::Local, 1);
+        let v6 = |first: u16, last: u8| {
+            let mut a = [0u8; 16];
+            a[..2].copy_from_slice(&first.to_be_bytes());
+            a[15] = last;
+            a
+        };
+        let mut iface = crate::rx::route::Iface::new("p0", [2, 0, 0, 0, 0, 1]);
+        iface.v6 = vec![(v6(0xfec0, 1), 64), (v6(0x2001, 1), 64), (v6(0xfe80, 1), 64)];
+        net.ifaces.push(iface);
+        assert_eq!(source_v6(&net, 0, v6(0x2001, 9)), Some(v6(0xfe80, 1)));
+        net.ifaces[0].v6.pop();
+        assert_eq!(source_v6(&net, 0, v6(0x2001, 9)), Some(v6(0x2001, 1)), "no link-local: the on-link one");
+        assert_eq!(source_v6(&net, 0, v6(0x3fff, 9)), Some(v6(0xfec0, 1)), "nothing on link: the first");
+    }
+
     #[test]
     fn solicited_node_address_and_mac() {
         let t = [0x20, 0x01, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x12, 0x34, 0x56];
