@@ -387,7 +387,10 @@ mod tests {
         let pool = crate::buf::Pool::new(64).unwrap();
         let net = Net::with_workers(Tunables { rps_sock_flow_entries: 1024, ..Tunables::default() }, Pipeline::L3fwd, 3);
         let mut w = Worker::new(0, &pool);
-        w.ring_queued = vec![0; 3];
+        // Five earlier packets went to worker 1 and were processed there (so "staged"
+        // must be told apart from "queued and done" by the tail, not by the counts alone).
+        w.ring_queued = vec![0, 5, 0];
+        net.rps.ring_done[1][0].store(5, std::sync::atomic::Ordering::Release);
         w.rps_out.resize_with(3, Vec::new);
         // One slot: flows F and G share it. G's reader runs on worker 2; F has none.
         w.rps_flows = vec![rfs::DevFlow::default(); 1];
@@ -402,7 +405,7 @@ mod tests {
         // Once in the ring and processed there, the slot may move to G's reader.
         w.ring_queued[1] += 2;
         w.rps_out[1].clear();
-        net.rps.ring_done[1][0].store(2, std::sync::atomic::Ordering::Release);
+        net.rps.ring_done[1][0].store(7, std::sync::atomic::Ordering::Release);
         assert_eq!(rfs_target(&net, &mut w, g, Some(1)), Some(2));
         assert_eq!(w.c.rfs_moves, 1);
     }
