@@ -431,6 +431,12 @@ fn corpus() -> Vec<(&'static str, Vec<u8>)> {
             f[18..20].copy_from_slice(&9u16.to_be_bytes());
             pad(f)
         }),
+        ("v6_fragment_ending_at_65535_to_us", {
+            let mut f = with_ipv6_fragment(ping6(SRC_V6, IN_V6, 30, 1).build(), 8191, false, 30);
+            f.truncate(14 + 55);
+            f[18..20].copy_from_slice(&15u16.to_be_bytes());
+            pad(f)
+        }),
         ("v6_fragment_past_65535_to_us", {
             let mut f = with_ipv6_fragment(ping6(SRC_V6, IN_V6, 20, 1).build(), 8191, false, 20);
             f.truncate(14 + 56);

@@ -695,6 +695,8 @@ fn ipv6_frag_rcv_passes_atomic_fragments_and_refuses_cut_first_fragments() {
         with_ipv6_fragment(ping6(SRC_V6, IN_V6, 16, 1).build(), 0, true, 16),
         // (The last fragment may be any length.)
         cut_after(with_ipv6_fragment(ping6(SRC_V6, IN_V6, 18, 1).build(), 20, false, 18), 8 + 5),
+        // Ending exactly at 65535 bytes (IPV6_MAXPLEN) is allowed.
+        cut_after(with_ipv6_fragment(ping6(SRC_V6, IN_V6, 21, 1).build(), 8191, false, 21), 8 + 7),
     ];
     let frames: Vec<Vec<u8>> = answered.iter().map(|a| a.0.clone()).chain(held.iter().cloned()).collect();
     // More errors to one source than the ICMPv6 rate limit lets through in a burst.
@@ -703,7 +705,7 @@ fn ipv6_frag_rcv_passes_atomic_fragments_and_refuses_cut_first_fragments() {
     setup.tun.icmp_msgs_per_sec = 1_000_000;
     setup.tun.icmp_msgs_burst = 1_000_000;
     let o = run_both(&frames, &setup);
-    assert_eq!(drops(&o), BTreeMap::from([("ipv6_inhdr", 11), ("unhandled_l4", 1), ("ip_frag_local", 3)]));
+    assert_eq!(drops(&o), BTreeMap::from([("ipv6_inhdr", 11), ("unhandled_l4", 1), ("ip_frag_local", 4)]));
     let errors = o.port(P_IN);
     assert_eq!(errors.len(), answered.len(), "an answer for each refused packet, none for the held fragments");
     for (f, code, pointer) in answered {
