@@ -6,7 +6,7 @@ use super::neigh::{Learnt, NeighAddr, Teach};
 use super::route::{NeighEntry, NH_BROADCAST};
 pub use super::socket::{SocketError, SocketId, Sockets, UdpSocket, UDP_ECHO_PORT};
 use crate::buf::skb::Skb;
-use crate::buf::{BufCache, Pkt};
+use crate::buf::{BufCache, Pkt, FRAME_SIZE};
 use crate::net::Net;
 use crate::stats::{DropReason, Stage};
 use crate::wire::arp::{self, ArpPacket};
@@ -15,7 +15,7 @@ use crate::wire::icmp::{self, icmpv4, icmpv6, Icmpv4Packet, Icmpv6Packet};
 use crate::wire::ipv4::Ipv4Packet;
 use crate::wire::ipv6::Ipv6Packet;
 use crate::wire::udp::{self, UdpPacket};
-use crate::wire::vlan::VlanHeader;
+use crate::wire::vlan::{VlanHeader, HEADER_LEN as VLAN_TAG_LEN};
 use crate::wire::EtherType;
 use crate::wire::{checksum, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP};
 use crate::worker::Worker;
@@ -726,23 +726,41 @@ fn neighbour_solicit(net: &Net, w: &mut Worker, s: Skb, l4: usize, target: Optio
     let dst_mac = if dad { [0x33, 0x33, 0, 0, 0, 1] } else { eth.src() };
     eth.set_dst(&dst_mac);
     eth.set_src(&mac);
-    let p = retag(w, &s, p);
-    crate::tx::enqueue(net, w, s.rx_port, p);
+    if let Some(p) = retag(w, &s, p) {
+        crate::tx::enqueue(net, w, s.rx_port, p);
+    }
 }
 
 /// A reply sent straight back on the link a tagged request came from keeps its VLAN tag
 /// (core_step stripped it on receive): push the tag back in front of the ethertype.
-fn retag(w: &mut Worker, s: &Skb, mut p: Pkt) -> Pkt {
-    if !s.vlan_present || p.off < 4 {
-        return p;
+///
+/// The tag goes into the headroom. With less than 4 bytes of it (an XDP program may have
+/// pulled the head to the front of the frame) the linear part first moves back within its
+/// frame, as skb_cow_head makes room; when the frame has no 4 bytes to spare either, the
+/// reply is dropped as `nobuf` (the kernel's failed head expansion), never sent untagged
+/// onto the native VLAN.
+fn retag(w: &mut Worker, s: &Skb, mut p: Pkt) -> Option<Pkt> {
+    if !s.vlan_present {
+        return Some(p);
     }
-    p.off -= 4;
-    p.len += 4;
+    if (p.off as usize) < VLAN_TAG_LEN {
+        let shift = VLAN_TAG_LEN - p.off as usize;
+        let (start, len) = (p.off as usize, p.len as usize);
+        if start + len + shift > FRAME_SIZE {
+            w.drop_pkt(p, DropReason::NoBuffer);
+            return None;
+        }
+        w.bufs.frame_mut(p.buf).copy_within(start..start + len, start + shift);
+        p.off += shift as u16;
+    }
+    p.off -= VLAN_TAG_LEN as u16;
+    p.len += VLAN_TAG_LEN as u16;
     let d = w.bufs.data_mut(p);
-    d.copy_within(4..16, 0);
+    // The two MAC addresses move to the front; the tag goes between them and the ethertype.
+    d.copy_within(VLAN_TAG_LEN..VLAN_TAG_LEN + 12, 0);
     EthernetFrame::new_unchecked(&mut d[..]).set_ethertype(EtherType::VLAN);
     VlanHeader::new_unchecked(&mut d[ETH_HEADER_LEN..]).set_tci(s.vlan_tci);
-    p
+    Some(p)
 }
 
 fn udp_echo_v6(net: &Net, w: &mut Worker, mut s: Skb) {
@@ -814,8 +832,9 @@ pub(crate) fn arp_rcv(net: &Net, w: &mut Worker, s: Skb) {
             a.set_target_ip(&spa);
             w.c.local += 1;
             w.c.originated += 1;
-            let p = retag(w, &s, s.pkt);
-            crate::tx::enqueue(net, w, port, p);
+            if let Some(p) = retag(w, &s, s.pkt) {
+                crate::tx::enqueue(net, w, port, p);
+            }
         }
         // A reply to us updates a neighbour we know or are resolving, never makes one (so it
         // cannot run out of room), and is consumed either way. arp_process looks every
@@ -844,34 +863,50 @@ mod tests {
     use crate::wire::build::{build, L4Spec, PacketSpec};
 
     /// A reply to a tagged request gets the tag pushed back in front of the ethertype, in
-    /// the headroom; without 4 bytes of headroom (an XDP program may have pulled the head to
-    /// the front) the reply leaves as it is rather than write before the frame.
+    /// the headroom. Without 4 bytes of headroom (an XDP program may have pulled the head to
+    /// the front) the frame's bytes move back first, as skb_cow_head makes room; when the
+    /// frame cannot spare 4 bytes the reply is dropped by name, never sent untagged. An
+    /// untagged request's reply is left alone.
     #[test]
-    fn retag_pushes_the_tag_into_the_headroom_when_there_is_room() {
+    fn retag_makes_room_for_the_tag_or_drops_the_reply_by_name() {
         let pool = Pool::new(8).unwrap();
         let mut w = Worker::new(0, &pool);
-        let s = Skb { vlan_present: true, vlan_tci: 0x2064, ..Skb::default() };
-        let mut frame = [0u8; 60];
-        frame[..12].copy_from_slice(&[1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2]);
-        frame[12..14].copy_from_slice(&[0x08, 0x06]);
-        for (off, tagged) in [(4u16, true), (3, false), (0, false)] {
-            let mut p = w.bufs.alloc_copy(&frame).unwrap();
-            let start = p.off;
-            p.off = off;
+        let tagged = Skb { vlan_present: true, vlan_tci: 0x2064, ..Skb::default() };
+        let head = [1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 0x08, 0x06];
+        // (offset of the data in its frame, linear length, where the tagged reply starts)
+        let cases = [
+            (256u16, 60u16, Some(252u16)),
+            (4, 60, Some(0)),
+            (3, 60, Some(0)),
+            (0, 60, Some(0)),
+            (1, 2044, Some(0)),
+            (1, 2045, None),
+            (0, 2048, None),
+        ];
+        for (off, len, tagged_at) in cases {
+            let id = w.bufs.alloc().unwrap();
+            let p = Pkt { buf: id, off, len, ..Pkt::default() };
+            let frame: Vec<u8> = head.iter().copied().chain((0..len as usize - head.len()).map(|i| i as u8)).collect();
             w.bufs.data_mut(p).copy_from_slice(&frame);
-            let q = retag(&mut w, &s, p);
+            let nobuf = w.c.drops[DropReason::NoBuffer as usize];
+            let q = retag(&mut w, &tagged, p);
+            let Some(at) = tagged_at else {
+                assert!(q.is_none(), "offset {off}, length {len}: no room, dropped");
+                assert_eq!(w.c.drops[DropReason::NoBuffer as usize], nobuf + 1, "counted as nobuf");
+                continue;
+            };
+            let q = q.expect("tagged");
+            assert_eq!((q.off, q.len), (at, len + 4), "offset {off}, length {len}");
             let d = w.bufs.data(q);
-            if tagged {
-                assert_eq!((q.off, q.len), (0, 64));
-                assert_eq!(&d[..18], &[1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 0x81, 0, 0x20, 0x64, 0x08, 0x06]);
-            } else {
-                assert_eq!((q.off, q.len, d), (off, 60, &frame[..]), "headroom {off}: unchanged");
-            }
-            let mut q = q;
-            q.off = start;
-            q.len = 60;
+            assert_eq!(&d[..18], &[1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 0x81, 0, 0x20, 0x64, 0x08, 0x06]);
+            assert_eq!(&d[18..], &frame[14..], "offset {off}, length {len}: the rest of the frame follows");
             w.bufs.free(q);
         }
+        let id = w.bufs.alloc().unwrap();
+        let p = Pkt { buf: id, off: 2, len: 60, ..Pkt::default() };
+        assert_eq!(retag(&mut w, &Skb::default(), p), Some(p), "untagged: unchanged");
+        w.bufs.free(p);
+        assert_eq!(w.bufs.in_use(), 0);
     }
 
     /// A datagram in a buffer chain goes to its socket as the payload after the UDP header,
