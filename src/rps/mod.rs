@@ -32,8 +32,18 @@ pub fn skb_hash(bufs: &BufCache, skb: &mut Skb) -> u32 {
     if skb.hash != 0 {
         return skb.hash;
     }
-    let d = bufs.data(skb.pkt);
-    let (mut protocol, mut o) = (skb.protocol, skb.network_off as usize);
+    let (h, l4) = software_flow_hash(bufs.data(skb.pkt), skb.protocol, skb.network_off as usize);
+    skb.hash = h;
+    skb.l4_hash = l4;
+    h
+}
+
+/// The software flow hash of the packet of ethertype `protocol` whose network header is at
+/// `o` in `d` (the flow dissector's part of `skb_get_hash`), and whether it covers the
+/// transport layer (`l4_hash`). One function for every user of `skb_get_hash`: RPS here,
+/// fq_codel's flow queues on transmit. Never 0.
+#[inline]
+pub fn software_flow_hash(d: &[u8], mut protocol: u16, mut o: usize) -> (u32, bool) {
     // A tagged frame is untagged later (rx): its flow is the tagged packet's, as the flow
     // dissector reads through an 802.1Q tag.
     if protocol == EtherType::VLAN {
@@ -42,7 +52,7 @@ pub fn skb_hash(bufs: &BufCache, skb: &mut Skb) -> u32 {
             o += vlan::HEADER_LEN;
         }
     }
-    let (h, l4) = match protocol {
+    match protocol {
         0x0800 => match d.get(o..o + 20) {
             Some(ip) => {
                 let ihl = (ip[0] & 0x0f) as usize * 4;
@@ -77,10 +87,7 @@ pub fn skb_hash(bufs: &BufCache, skb: &mut Skb) -> u32 {
         },
         // Not IP: every such packet is one flow (ARP and the like are rare).
         _ => (1, false),
-    };
-    skb.hash = h;
-    skb.l4_hash = l4;
-    h
+    }
 }
 
 /// Seed of the software flow hash (the kernel's is random per boot; fixed here so runs repeat).
@@ -163,7 +170,9 @@ fn rfs_target(net: &Net, w: &mut Worker, hash: u32, map_target: Option<usize>) -
     let desired = net.rps.sock_flow.desired(hash).filter(|&c| c < net.rps.workers());
     if desired.is_none() && map_target.is_none() {
         // Neither a reader nor a map: processed here at once, not queued (get_rps_cpu
-        // returns -1). Such a flow never stands in a ring, so its bucket needs no note.
+        // returns -1), and not noted. A flow whose reader's bucket another flow took over
+        // lands here too, and can overtake its packets still queued on the old reader's
+        // worker, as in the kernel (README: deliberate differences).
         return None;
     }
     let slot = hash as usize & (w.rps_flows.len() - 1);

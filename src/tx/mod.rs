@@ -134,9 +134,7 @@ pub(crate) fn enqueue_staged(q: &mut TxQueue, bufs: &mut BufCache, c: &mut Count
     for p in q.pkts.drain(..) {
         // Requeued packets count against the limit (the kernel keeps them in qlen).
         if !q.requeued.is_empty() && q.requeued.len() + qd.len() >= limit {
-            let st = qd.stats_mut();
-            st.drops += 1;
-            st.overlimits += 1;
+            qd.stats_mut().drops += 1;
             cx.dropped.push(p);
             continue;
         }

@@ -10,10 +10,11 @@ use std::collections::VecDeque;
 /// At most this many slots are reserved up front; a larger limit grows the ring on demand.
 const MAX_PREALLOC: usize = 1 << 16;
 
-/// Tail drop of `p`: counted and handed to the caller.
+/// Tail drop of `p`: counted and handed to the caller. A drop, not an overlimit: the
+/// kernel's FIFOs drop through qdisc_drop, which counts `drops` only (`tc -s` overlimits
+/// are a shaper's, e.g. tbf's).
 fn tail_drop(stats: &mut QdiscStats, p: Pkt, cx: &mut QCtx<'_>) {
     stats.drops += 1;
-    stats.overlimits += 1;
     cx.dropped.push(p);
 }
 

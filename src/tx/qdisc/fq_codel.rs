@@ -220,9 +220,13 @@ impl FqCodel {
     }
 
     /// The next drop time: `t + interval * rec_inv_sqrt` (codel_control_law, with
-    /// reciprocal_scale's Q0.32 product).
+    /// reciprocal_scale's Q0.32 product). The product is taken in 128 bits: an interval in
+    /// nanoseconds times a Q0.32 factor passes 64 bits past ~4.3 s, and the kernel's
+    /// intervals go up to u32::MAX µs (its codel time is u32 units of 1024 ns, where the
+    /// product cannot overflow).
     fn control_law(&self, t: u64, rec_inv_sqrt: u16) -> u64 {
-        t + ((self.interval_ns * (u64::from(rec_inv_sqrt) << 16)) >> 32)
+        let step = (u128::from(self.interval_ns) * (u128::from(rec_inv_sqrt) << 16)) >> 32;
+        t.saturating_add(step as u64)
     }
 
     /// Drops `p` (CoDel).
@@ -542,6 +546,23 @@ mod tests {
         assert_eq!(cv.drop_next, NOW - 100 * MS + 50_001_525 + 56_250_000);
         assert_eq!((q.codel_drops, q.stats.drops), (2, 2));
         free_all(&mut bufs, q, dropped, out);
+    }
+
+    /// The control law holds for the longest interval the kernel takes (u32::MAX µs,
+    /// ~71.6 minutes): the next drop comes interval × rec_inv_sqrt later, without the 64-bit
+    /// product wrapping (which put a 5 s interval's next drop ~0.7 s away).
+    #[test]
+    fn the_control_law_spaces_drops_by_long_intervals_too() {
+        let mut q = qdisc();
+        for interval_us in [100_000u64, 5_000_000, u64::from(u32::MAX)] {
+            q.interval_ns = interval_us * 1000;
+            let one = u128::from(REC_INV_SQRT_ONE) << 16;
+            let want = ((u128::from(q.interval_ns) * one) >> 32) as u64;
+            assert_eq!(q.control_law(NOW, REC_INV_SQRT_ONE), NOW + want, "interval {interval_us} µs");
+            // REC_INV_SQRT_ONE is 1 - 2^-16: the step is within 1/65536 of the interval.
+            assert!(want <= q.interval_ns && q.interval_ns - want <= (q.interval_ns >> 16) + 1, "interval {interval_us} µs: step {want}");
+            assert_eq!(q.control_law(NOW, 0x8000), NOW + q.interval_ns / 2, "count 4: half the interval");
+        }
     }
 
     /// A drop that uncovers a head below target ends the dropping state there; the drop time

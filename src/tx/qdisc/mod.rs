@@ -14,9 +14,10 @@ pub use fifo::{Fifo, PfifoFast};
 pub use fq_codel::FqCodel;
 
 use crate::buf::{BufCache, Pkt};
-use crate::wire::ethernet::{EtherType, EthernetFrame};
+use crate::wire::ethernet::{EtherType, EthernetFrame, HEADER_LEN as ETH_HEADER_LEN};
 use crate::wire::ipv4::Ipv4Packet;
 use crate::wire::ipv6::Ipv6Packet;
+use crate::wire::vlan::VlanHeader;
 
 /// The qdisc kinds, by their `tc` names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,6 +165,9 @@ pub struct QdiscStats {
     pub bytes: u64,
     pub drops: u64,
     pub requeues: u64,
+    /// Shaping throttles (`tc -s`'s overlimits): 0 for the qdiscs here, none of which
+    /// shapes (a FIFO's full queue and fq_codel's limit drops count as drops, as in the
+    /// kernel); kept so the report reads as `tc -s` does.
     pub overlimits: u64,
     pub backlog_pkts: u64,
     pub backlog_bytes: u64,
@@ -221,34 +225,31 @@ pub struct PktClass {
     pub hash: u32,
 }
 
-/// Reads the TOS (IPv4) or traffic class (IPv6) and a flow hash over addresses, protocol and
-/// TCP/UDP ports, through the checked wire views; anything else is class 0 and hash 0.
+/// Reads the TOS (IPv4) or traffic class (IPv6) through the checked wire views, and the
+/// packet's flow hash as fq_codel_hash takes it (`skb_get_hash`): the receiving port's hash
+/// when it supplied one, else the software hash RPS computes (`rps::software_flow_hash`:
+/// through a VLAN tag and IPv6 extension headers, and without ports for every fragment, so
+/// the pieces of one datagram share a flow queue and leave in order). Not IP: class 0.
 pub fn classify(bufs: &BufCache, p: Pkt) -> PktClass {
-    let Ok(eth) = EthernetFrame::new_checked(bufs.data(p)) else { return PktClass::default() };
-    let ports = |proto: u8, l4: &[u8]| match proto {
-        6 | 17 if l4.len() >= 4 => (u16::from_be_bytes([l4[0], l4[1]]), u16::from_be_bytes([l4[2], l4[3]])),
-        _ => (0, 0),
-    };
-    match eth.ethertype() {
-        EtherType::IPV4 => match Ipv4Packet::new_checked(eth.payload()) {
-            Ok(ip) => {
-                let pp = ports(ip.protocol(), ip.payload());
-                PktClass { tos: ip.tos(), hash: crate::rps::hash::flow_hash(&ip.src_addr(), &ip.dst_addr(), pp, ip.protocol(), 0) }
-            }
-            Err(_) => PktClass::default(),
-        },
-        EtherType::IPV6 => match Ipv6Packet::new_checked(eth.payload()) {
-            Ok(ip) => {
-                let pp = ports(ip.next_header(), ip.payload());
-                PktClass {
-                    tos: ip.traffic_class(),
-                    hash: crate::rps::hash::flow_hash(&ip.src_addr(), &ip.dst_addr(), pp, ip.next_header(), 0),
-                }
-            }
-            Err(_) => PktClass::default(),
-        },
-        _ => PktClass::default(),
+    let d = bufs.data(p);
+    let Ok(eth) = EthernetFrame::new_checked(d) else { return PktClass::default() };
+    let (mut ethertype, mut l3) = (eth.ethertype(), eth.payload());
+    if ethertype == EtherType::VLAN {
+        let Ok(tag) = VlanHeader::new_checked(l3) else { return PktClass::default() };
+        ethertype = tag.inner_ethertype();
+        l3 = &l3[crate::wire::vlan::HEADER_LEN..];
     }
+    let tos = match ethertype {
+        EtherType::IPV4 => Ipv4Packet::new_checked(l3).map(|ip| ip.tos()),
+        EtherType::IPV6 => Ipv6Packet::new_checked(l3).map(|ip| ip.traffic_class()),
+        _ => return PktClass::default(),
+    };
+    let Ok(tos) = tos else { return PktClass::default() };
+    let hash = match p.rss_hash {
+        0 => crate::rps::software_flow_hash(d, eth.ethertype(), ETH_HEADER_LEN).0,
+        port_hash => port_hash,
+    };
+    PktClass { tos, hash }
 }
 
 /// The TOS pfifo_fast's band comes from (`skb->priority`): an IPv4 packet's TOS, as

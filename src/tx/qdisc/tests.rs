@@ -108,7 +108,7 @@ fn pfifo_fast_serves_band_0_first_and_tail_drops_at_its_limit() {
     }
     // Each band is a ring of `limit` (pfifo_fast_init): the third best-effort packet is
     // tail-dropped, the second interactive one is not, though 4 are queued by then.
-    assert_eq!(q.stats().drops, 1, "band 1 full at 2");
+    assert_eq!((q.stats().drops, q.stats().overlimits), (1, 0), "band 1 full at 2; a tail drop is no overlimit");
     assert_eq!(cx.dropped.len(), 1);
     assert_eq!(flow_seq(cx.bufs, cx.dropped[0]).1, 5);
     assert_eq!(q.band_lens(), [2, 2, 1]);
@@ -138,8 +138,8 @@ fn pfifo_counts_packets_and_bfifo_bytes() {
         let p = frame(cx.bufs, 0, 1, s, 100);
         bf.enqueue(p, &mut cx);
     }
-    assert_eq!((pf.len(), pf.stats().drops), (3, 2));
-    assert_eq!((bf.len(), bf.stats().drops, bf.stats().backlog_bytes), (2, 3, 200));
+    assert_eq!((pf.len(), pf.stats().drops, pf.stats().overlimits), (3, 2, 0));
+    assert_eq!((bf.len(), bf.stats().drops, bf.stats().backlog_bytes, bf.stats().overlimits), (2, 3, 200, 0));
     let mut all = std::mem::take(cx.dropped);
     while let Some(p) = pf.dequeue(&mut cx).or_else(|| bf.dequeue(&mut cx)) {
         all.push(p);
@@ -660,16 +660,59 @@ fn arp_frame() -> Vec<u8> {
 fn ipv6_packets_are_classified_by_traffic_class_and_flow() {
     let pool = Pool::new(8).unwrap();
     let mut bufs = pool.cache();
-    let (a, b) = (frame6(&mut bufs, 0x28, 1), frame6(&mut bufs, 0x28, 2));
-    let want = |sport| crate::rps::hash::flow_hash(&[0x20; 16], &[0x21; 16], (sport, 9), 17, 0);
-    assert_eq!(classify(&bufs, a), PktClass { tos: 0x28, hash: want(1) });
-    assert_eq!(classify(&bufs, b), PktClass { tos: 0x28, hash: want(2) });
-    assert_ne!(want(1), want(2), "the ports tell the flows apart");
+    let (a, a2, b) = (frame6(&mut bufs, 0x28, 1), frame6(&mut bufs, 0x28, 1), frame6(&mut bufs, 0x28, 2));
+    let (ca, cb) = (classify(&bufs, a), classify(&bufs, b));
+    assert_eq!((ca.tos, cb.tos), (0x28, 0x28));
+    assert_eq!(classify(&bufs, a2), ca, "one flow, one hash");
+    assert_ne!(ca.hash, cb.hash, "the ports tell the flows apart");
+    assert_ne!(ca.hash, 0);
     let v4 = frame(&mut bufs, 0x10, 1, 0, 60);
-    let want4 = crate::rps::hash::flow_hash(&[10, 0, 0, 1], &[10, 0, 0, 2], (1, 9), 17, 0);
-    assert_eq!(classify(&bufs, v4), PktClass { tos: 0x10, hash: want4 });
+    assert_eq!(classify(&bufs, v4).tos, 0x10);
     let arp = bufs.alloc_copy(&arp_frame()).unwrap();
     assert_eq!(classify(&bufs, arp), PktClass::default());
+}
+
+/// fq_codel hashes a packet as skb_get_hash does: the receiving port's hash when it gave
+/// one, else the software flow hash of RPS, which leaves the ports out of every fragment
+/// (the first one too), so the pieces of one datagram share a flow queue and stay in
+/// order; and it reads through a VLAN tag.
+#[test]
+fn classification_hashes_as_skb_get_hash() {
+    let pool = Pool::new(16).unwrap();
+    let mut bufs = pool.cache();
+    let whole = frame(&mut bufs, 0x10, 1, 7, 200);
+    let bytes = bufs.data(whole).to_vec();
+    // IPv4 flags and fragment offset (bytes 20-21): first fragment (MF), a later one
+    // (offset 185 × 8, its payload not a UDP header), the last one.
+    let fragment = |bufs: &mut BufCache, field: u16, payload: u8| {
+        let mut f = bytes.clone();
+        f[20..22].copy_from_slice(&field.to_be_bytes());
+        if payload != 0 {
+            f[34..].fill(payload);
+        }
+        bufs.alloc_copy(&f).unwrap()
+    };
+    let first = fragment(&mut bufs, 0x2000, 0);
+    let later = fragment(&mut bufs, 0x2000 | 185, 0xab);
+    let last = fragment(&mut bufs, 370, 0xcd);
+    let hash = |bufs: &BufCache, p| classify(bufs, p).hash;
+    assert_eq!(hash(&bufs, first), hash(&bufs, later), "a fragment's payload is not ports");
+    assert_eq!(hash(&bufs, first), hash(&bufs, last));
+    assert_ne!(hash(&bufs, first), hash(&bufs, whole), "the unfragmented datagram's hash has its ports");
+    let other_port = frame(&mut bufs, 0x10, 2, 7, 200);
+    assert_ne!(hash(&bufs, other_port), hash(&bufs, whole));
+    // The same packet behind an 802.1Q tag: the same class and hash.
+    let mut tagged = bytes[..12].to_vec();
+    tagged.extend_from_slice(&[0x81, 0x00, 0x00, 0x07]);
+    tagged.extend_from_slice(&bytes[12..]);
+    let tagged = bufs.alloc_copy(&tagged).unwrap();
+    assert_eq!(classify(&bufs, tagged), classify(&bufs, whole));
+    // The port's hash, when it computed one, is the packet's.
+    let mut from_nic = frame(&mut bufs, 0x10, 1, 7, 200);
+    from_nic.rss_hash = 0x1234_5678;
+    assert_eq!(classify(&bufs, from_nic), PktClass { tos: 0x10, hash: 0x1234_5678 });
+    bufs.free_pkts(&[whole, first, later, last, other_port, tagged, from_nic]);
+    assert_eq!(bufs.in_use(), 0);
 }
 
 /// INET_ECN_set_ce: an ECN-capable packet gets CE (both ECN bits) in its IPv4 TOS (the
