@@ -87,7 +87,15 @@ struct Seg {
 /// a TCP segment `flush` (`NAPI_GRO_CB(skb)->flush`): its flow's held packet is completed and
 /// it goes NORMAL; its checksum is not checked (`tcp4_gro_receive` skips it when it will
 /// flush anyway). A UDP datagram so marked is None.
-fn parse(data: &[u8], verified: bool, udp: bool) -> Option<Seg> {
+///
+/// `data` is the linear part and `whole_len` the packet's length. A packet in a buffer
+/// chain (a frame longer than one buffer: jumbo MTUs) is marked `flush` too, its headers
+/// read from the linear part and its checksum taken as verified: it merges nothing here
+/// (the kernel would merge a paged skb), but it completes its flow's held packet first, as
+/// the kernel's length rules do (`len > mss` or `skb_gro_receive`'s -E2BIG), so it never
+/// overtakes it.
+fn parse(data: &[u8], whole_len: usize, verified: bool, udp: bool) -> Option<Seg> {
+    let chained = whole_len != data.len();
     let eth = EthernetFrame::new_checked(data).ok()?;
     let l3 = &data[ETH_LEN..];
     // The IP layer's fields: (v4, UDP, L4 offset, ID, DF, TTL, TOS, flow label, address sum,
@@ -107,7 +115,7 @@ fn parse(data: &[u8], verified: bool, udp: bool) -> Option<Seg> {
             // inet_gro_receive: `(u16)((word0 ^ gro_len) | (id|frag_off & ~IP_DF))`, the
             // fragment bits refused above: the IP length, or the reserved flag, which a merged
             // packet could not carry for each segment.
-            let flush = ETH_LEN + ip.total_len() as usize != data.len() || ip.reserved_flag();
+            let flush = ETH_LEN + ip.total_len() as usize != whole_len || ip.reserved_flag();
             let addr_sum = sum_fixed(&ip.src_addr()) + sum_fixed(&ip.dst_addr());
             (true, ip.protocol() == IPPROTO_UDP, ETH_LEN + 20, ip.ident(), ip.dont_frag(), ip.ttl(), ip.tos(), 0, addr_sum, flush)
         }
@@ -120,7 +128,7 @@ fn parse(data: &[u8], verified: bool, udp: bool) -> Option<Seg> {
             if !(nh == IPPROTO_TCP || udp && nh == IPPROTO_UDP) {
                 return None;
             }
-            let flush = ETH_LEN + IPV6_LEN + ip.payload_len() as usize != data.len();
+            let flush = ETH_LEN + IPV6_LEN + ip.payload_len() as usize != whole_len;
             let addr_sum = sum_fixed(&ip.src_addr()) + sum_fixed(&ip.dst_addr());
             (false, nh == IPPROTO_UDP, ETH_LEN + IPV6_LEN, 0, false, ip.hop_limit(), ip.traffic_class(), ip.flow_label(), addr_sum, flush)
         }
@@ -131,10 +139,11 @@ fn parse(data: &[u8], verified: bool, udp: bool) -> Option<Seg> {
         // udp_gro_receive_segment refuses a length not the frame's before any lookup; the
         // other flushed cases (the kernel may still chain them) are left NORMAL here.
         (true, true) => None,
-        (true, false) => parse_udp(data, verified, l4, addr_sum),
+        (true, false) => parse_udp(data, whole_len, verified || chained, l4, addr_sum),
         // A flushed segment's checksum is not checked (taken as verified): it merges nothing.
-        (false, _) => parse_tcp(data, verified || flush, l4, addr_sum),
+        (false, _) => parse_tcp(data, verified || flush || chained, l4, addr_sum),
     }?;
+    let flush = flush || chained;
     // One struct built once, in place (a copy of one just written would wait on store
     // forwarding).
     Some(Seg {
@@ -208,10 +217,12 @@ fn parse_tcp(data: &[u8], verified: bool, l4: usize, addr_sum: u64) -> Option<L4
 /// `udp_gro_receive_segment`): a non-zero checksum that verifies, and a length field that is
 /// the IP payload exactly and longer than the header.
 #[inline]
-fn parse_udp(data: &[u8], verified: bool, l4: usize, addr_sum: u64) -> Option<L4Part> {
-    let udp = UdpPacket::new_checked(&data[l4..]).ok()?;
+fn parse_udp(data: &[u8], whole_len: usize, verified: bool, l4: usize, addr_sum: u64) -> Option<L4Part> {
+    // The header's 8 bytes, its length field checked against the whole packet below (a
+    // chained datagram's runs past the linear part, which the checked view would refuse).
+    let udp = UdpPacket::new_unchecked(data.get(l4..l4 + UDP_LEN)?);
     let ulen = udp.len() as usize;
-    if udp.checksum() == 0 || ulen <= UDP_LEN || l4 + ulen != data.len() {
+    if udp.checksum() == 0 || ulen <= UDP_LEN || l4 + ulen != whole_len {
         return None;
     }
     if !verified && !verifies(pseudo_header(addr_sum, IPPROTO_UDP, ulen) + sum_be16(&data[l4..])) {
@@ -287,7 +298,7 @@ impl GroTable {
     /// normal list (see [`GroTable::take_normal`]).
     pub fn receive(&mut self, bufs: &mut BufCache, st: &mut GroStats, cfg: GroConfig, now_ns: u64, skb: Skb) -> GroResult {
         let verified = skb.ip_summed == Csum::Unnecessary;
-        let seg = if skb.drop.is_none() && !skb.pkt.is_chained() { parse(bufs.data(skb.pkt), verified, cfg.udp_fraglist) } else { None };
+        let seg = if skb.drop.is_none() { parse(bufs.data(skb.pkt), skb.pkt.total_len(), verified, cfg.udp_fraglist) } else { None };
         let Some(seg) = seg else {
             return self.normal_one(st, skb, 1);
         };

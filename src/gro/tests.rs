@@ -506,6 +506,42 @@ fn ip_length_not_the_frame_s_completes_the_held_flow_inet_gro_receive_flush() {
     }
 }
 
+/// A segment longer than one buffer (a jumbo MTU: a buffer chain) is not merged here, but
+/// it completes its flow's held packet before it goes NORMAL, as the kernel's length rules
+/// (`tcp_gro_receive`: longer than the MSS) complete it: the flow keeps its order. Without
+/// a held packet it is NORMAL, and a segment of another flow leaves the held one alone.
+#[test]
+fn a_chained_segment_completes_its_held_flow_first_tcp_gro_receive_len_above_mss() {
+    for v6 in [false, true] {
+        let mut a = T::new(1000, 1000);
+        let mut b = T::new(2000, 4000);
+        a.v6 = v6;
+        b.v6 = v6;
+        b.id = 1;
+        let mut r = Rig::new();
+        assert_eq!(r.rx(&a), GroResult::Held);
+        let mut other = b.clone();
+        other.sport = 1001;
+        let p = r.bufs.alloc_copy(&other.frame()).unwrap();
+        assert!(p.is_chained(), "precondition: a buffer chain");
+        r.bufs.free(p);
+        assert_eq!(r.rx(&other), GroResult::Normal, "v6={v6}: another flow's");
+        assert_eq!(r.t.held(), 1, "v6={v6}: another flow leaves the held packet alone");
+        assert_eq!(r.rx(&b), GroResult::Normal, "v6={v6}");
+        assert_eq!(r.t.held(), 0, "v6={v6}: the held packet was completed");
+        let d = r.delivered();
+        let got: Vec<Vec<u8>> = d.iter().map(|s| r.bytes(s)).collect();
+        assert_eq!(got, [other.frame(), a.frame(), b.frame()], "v6={v6}: the held packet before the chained segment");
+        assert_eq!((r.st.merged, r.st.flushed[FlushCause::Mismatch as usize]), (0, 1));
+        for s in d {
+            r.bufs.free(s.pkt);
+        }
+        let mut r = Rig::new();
+        assert_eq!(r.rx(&b), GroResult::Normal, "v6={v6}: no flow, not held");
+        assert_eq!(r.t.held(), 0);
+    }
+}
+
 /// Any flag bit but DF (the fragment bits bail out earlier) flushes in `inet_gro_receive`:
 /// a segment with the reserved flag completes the held packet and goes NORMAL, never merged
 /// (GSO would give it the head's flags).

@@ -487,3 +487,27 @@ proptest! {
         prop_assert_eq!(r.bufs.in_use(), 0);
     }
 }
+
+/// A datagram longer than one buffer (a buffer chain) is not chained onto a fraglist here,
+/// but it completes its flow's held packet first (`udp_gro_receive_segment`: longer than
+/// the first datagram), so the flow keeps its order.
+#[test]
+fn a_chained_datagram_completes_its_held_flow_first_udp_gro_receive_segment() {
+    for v6 in [false, true] {
+        let mut tr = utrain(2, 1000);
+        tr[1].payload = (0..4000).map(|i| i as u8).collect();
+        for u in &mut tr {
+            u.v6 = v6;
+        }
+        let mut r = urig();
+        assert_eq!(urx(&mut r, &tr[0]), GroResult::Held);
+        assert_eq!(urx(&mut r, &tr[1]), GroResult::Normal, "v6={v6}");
+        assert_eq!(r.t.held(), 0, "v6={v6}: the held datagram was completed");
+        let d = r.delivered();
+        let got: Vec<Vec<u8>> = d.iter().map(|s| r.bytes(s)).collect();
+        assert_eq!(got, [tr[0].frame(), tr[1].frame()], "v6={v6}: in order");
+        for s in d {
+            r.bufs.free(s.pkt);
+        }
+    }
+}
