@@ -711,7 +711,7 @@ fn the_neighbour_log_keeps_only_what_a_worker_has_not_applied() {
     let mut dp = build_router(frames.clone(), &Setup::default(), &pool);
     freeze_clock(&mut dp);
     receive(&mut dp, frames.len() as u64);
-    assert!(dp.net.neigh_log.len() >= 1024, "{} entries published", dp.net.neigh_log.len());
+    assert!(dp.net.neigh_log.published() >= 1024, "{} entries published", dp.net.neigh_log.published());
     {
         let Datapath { net, workers } = &mut dp;
         softirq_round(net, &mut workers[0]);

@@ -956,6 +956,15 @@ fn gso_out_of_buffers_frees_what_it_made_and_a_packet_without_payload_is_malform
     assert_eq!(gso::segment(&mut r.bufs, &headers, &mut segs), Err(gso::GsoError::Malformed), "no payload");
     assert!(segs.is_empty());
     r.bufs.free(headers.pkt);
+    // Each segment must fit one buffer: a GSO size past MAX_DATA less the 54 bytes of
+    // headers is malformed (nothing is written past a frame); exactly that fits.
+    let max_mss = crate::buf::MAX_DATA - 54;
+    let too_big = Skb { gso_size: (max_mss + 1) as u16, ..copy };
+    assert_eq!(gso::segment(&mut r.bufs, &too_big, &mut segs), Err(gso::GsoError::Malformed));
+    let fits = Skb { pkt: r.bufs.alloc_chain_copy(&bytes).unwrap(), gso_size: max_mss as u16, ..copy };
+    assert_eq!(gso::segment(&mut r.bufs, &fits, &mut segs), Ok(6500usize.div_ceil(max_mss)));
+    assert_eq!(segs.iter().map(|p| p.total_len()).max(), Some(crate::buf::MAX_DATA));
+    r.bufs.free_pkts(&segs);
     r.bufs.free(copy.pkt);
     r.bufs.free(merged.pkt);
     assert_eq!(r.bufs.in_use(), 0);

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 pub fn softirq_round(net: &Net, w: &mut Worker) -> usize {
     let mut budget = net.tun.netdev_budget as i64;
     w.tick_tsc();
-    if net.neigh_log.len() != w.neigh_seen {
+    if net.neigh_log.published() != w.neigh_seen {
         net.neigh_log.sync_into(w.id, &mut w.neigh_seen, &mut w.neigh);
     }
     if crate::rx::neigh_timers(net, w) {

@@ -918,20 +918,23 @@ mod tests {
         let net = Net::new(Tunables::default(), Pipeline::Local);
         let mut w = Worker::new(0, &pool);
         let sock = w.sockets.bind_udp(5001, 4).expect("bind");
-        let spec = PacketSpec { l4: L4Spec::Udp { src_port: 40000, dst_port: 5001 }, frame_len: 4000, ..PacketSpec::default() };
-        let mut frame = vec![0u8; 4000];
-        let len = build(&spec, &mut frame).expect("frame");
-        let p = w.bufs.alloc_copy(&frame[..len]).expect("chain");
-        assert!(p.is_chained());
-        let skb = Skb { pkt: p, network_off: 14, transport_off: 34, ..Skb::default() };
-        match udp_classify(&net, &w, &skb, false) {
-            UdpFate::Socket(id, d) => {
-                assert_eq!(id, sock.0);
-                assert_eq!(d.total_len(), len - 42, "the datagram's payload");
-                assert_eq!(d.len as usize, p.len as usize - 42, "the head frame's part of it");
+        // Fragments longer than the head frame's part (4000) and shorter (2000).
+        for frame_len in [4000, 2000] {
+            let spec = PacketSpec { l4: L4Spec::Udp { src_port: 40000, dst_port: 5001 }, frame_len, ..PacketSpec::default() };
+            let mut frame = vec![0u8; frame_len];
+            let len = build(&spec, &mut frame).expect("frame");
+            let p = w.bufs.alloc_copy(&frame[..len]).expect("chain");
+            assert!(p.is_chained());
+            let skb = Skb { pkt: p, network_off: 14, transport_off: 34, ..Skb::default() };
+            match udp_classify(&net, &w, &skb, false) {
+                UdpFate::Socket(id, d) => {
+                    assert_eq!(id, sock.0);
+                    assert_eq!(d.total_len(), len - 42, "{frame_len}: the datagram's payload");
+                    assert_eq!(d.len as usize, p.len as usize - 42, "{frame_len}: the head frame's part of it");
+                }
+                _ => panic!("{frame_len}: not delivered to the socket"),
             }
-            _ => panic!("not delivered to the socket"),
+            w.bufs.free(p);
         }
-        w.bufs.free(p);
     }
 }

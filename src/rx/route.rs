@@ -547,14 +547,11 @@ impl NeighLog {
         NeighLog { len: Default::default(), inner: std::sync::Mutex::new(LogInner { seen: vec![0; workers], ..LogInner::default() }) }
     }
 
-    /// Entries published so far.
+    /// Entries published so far (a worker whose count of applied entries is behind it has
+    /// some to apply).
     #[inline]
-    pub fn len(&self) -> usize {
+    pub fn published(&self) -> usize {
         self.len.load(std::sync::atomic::Ordering::Acquire)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// Entries still held: published, and not yet applied by every worker.
@@ -793,7 +790,7 @@ mod tests {
         log.sync_into(1, &mut seen_b, &mut b);
         assert_eq!((seen_b, b.v4.len(), log.retained()), (11, 9, 1), "the first ten are dropped, the forget waits for worker 0");
         log.sync_into(0, &mut seen_a, &mut a);
-        assert_eq!((a.v4.len(), log.retained(), log.len()), (9, 0, 11));
+        assert_eq!((a.v4.len(), log.retained(), log.published()), (9, 0, 11));
         // A worker the log was not sized for: nothing is dropped from then on.
         let mut seen_c = 0;
         log.publish(NeighEntry::V4(0, [10, 0, 0, 99], [2; 6]));
