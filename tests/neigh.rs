@@ -545,6 +545,34 @@ fn unicast_probes_of_a_stale_neighbour_are_spaced_by_retrans_time() {
     assert!(gap >= Duration::from_millis(500), "probes {gap:?} apart, retrans_time is 1 s");
 }
 
+#[test]
+fn broadcast_requests_of_an_unresolved_neighbour_are_spaced_by_retrans_time() {
+    // NUD_INCOMPLETE sends one broadcast request per retrans_time until mcast_solicit are
+    // out, then fails the queue (the first when the packet arrives, each later one by the
+    // timer: three, so two are the timer's). Noted as the unicast probes above (half a
+    // retrans_time of margin for a stall between send and round end).
+    let frames = vec![udp4(SRC_V4, PEER_V4, 5, 9).build()];
+    let pool = Pool::new(1024).unwrap();
+    let mut setup = Setup::default();
+    setup.tun.retrans_time_ms = 500;
+    setup.tun.mcast_solicit = 3;
+    let mut dp = build_router(frames.clone(), &setup, &pool);
+    let mut seen: Vec<Instant> = Vec::new();
+    rounds_until(&mut dp, frames.len(), |dp| {
+        let requests = out(dp, P_IN).iter().filter(|f| is_arp(f) && arp_fields(f).0 == 1).count();
+        while seen.len() < requests {
+            seen.push(Instant::now());
+        }
+        dp.counters().dropped(DropReason::NeighFailed) == 1
+    });
+    assert_eq!(dp.counters().dropped(DropReason::NeighFailed), 1, "mcast_solicit requests, unanswered: failed");
+    assert_eq!(seen.len(), 3, "mcast_solicit requests");
+    for pair in seen.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!(gap >= Duration::from_millis(250), "requests {gap:?} apart, retrans_time is 500 ms");
+    }
+}
+
 /// A configured neighbour is permanent (NUD_PERMANENT): ARP and NDP from its address with
 /// another MAC do not replace it, as the kernel's neigh_update refuses to change a permanent
 /// entry without NEIGH_UPDATE_F_ADMIN. The request is still answered, to the MAC that asked.

@@ -53,6 +53,26 @@ fn ip_options_compile_answers_malformed_options_with_a_parameter_problem() {
     assert!(o.port(P_OUT1).is_empty());
 }
 
+/// ip_options_compile: a Timestamp option of exactly 4 bytes (no slot; its pointer, 5, past
+/// it) is well formed, and full: it is forwarded with its overflow count raised (the high
+/// nibble of its fourth byte), the header checksum redone; a full one whose count is at
+/// 15 already points at that byte.
+#[test]
+fn ip_options_compile_counts_the_overflow_of_a_four_byte_timestamp() {
+    let frames = vec![opts_udp(&[0x44, 4, 5, 0x20]), opts_udp(&[0x44, 4, 5, 0xf0])];
+    let o = run_both(&frames, &Setup::default());
+    assert_eq!(drops(&o), BTreeMap::from([("ip_inhdr", 1)]));
+    let fwd = o.port(P_OUT1);
+    assert_eq!(fwd.len(), 1, "the first is forwarded");
+    let ip = sluice::wire::ipv4::Ipv4Packet::new_checked(&fwd[0][14..]).unwrap();
+    assert!(ip.verify_checksum());
+    assert_eq!(&fwd[0][34..38], &[0x44, 4, 5, 0x30], "overflow 2 → 3");
+    let e = o.port(P_IN);
+    assert_eq!(e.len(), 1);
+    let (t, c, rest, _) = icmp4_of(&e[0]);
+    assert_eq!((t, c, rest[0]), (12, 0, 23), "the overflow byte");
+}
+
 #[test]
 fn ip_rcv_options_drops_source_routes_as_accept_source_route_0() {
     let lsrr = [1, 0x83, 7, 4, 10, 1, 0, 9];
