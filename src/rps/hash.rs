@@ -1,6 +1,9 @@
 //! Flow hashes: Toeplitz (what NICs compute for RSS, and what `ethtool -X hkey` configures)
 //! and a software flow hash for packets without one from the port.
 
+use crate::wire::ipv6::{skip_extension_headers_to_auth, NEXT_HEADER_FRAGMENT};
+use crate::wire::{vlan, EtherType, VlanHeader};
+use crate::wire::{IPPROTO_AH, IPPROTO_DCCP, IPPROTO_ESP, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP, IPPROTO_UDPLITE};
 use std::net::IpAddr;
 
 /// Maps a 32-bit hash onto `0..n` without a division: `(hash * n) >> 32`, the kernel's
@@ -96,6 +99,75 @@ fn mix(mut x: u64) -> u64 {
     x = (x ^ x >> 30).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     x = (x ^ x >> 27).wrapping_mul(0x94d0_49bb_1331_11eb);
     x ^ x >> 31
+}
+
+/// The software flow hash of the packet of ethertype `protocol` whose network header is at
+/// `o` in `d` (the flow dissector's part of `skb_get_hash`), and whether it covers the
+/// transport layer (`l4_hash`). One function for every user of `skb_get_hash`: RPS here,
+/// fq_codel's flow queues on transmit. Never 0.
+#[inline]
+pub fn software_flow_hash(d: &[u8], mut protocol: u16, mut o: usize) -> (u32, bool) {
+    // A tagged frame is untagged later (rx): its flow is the tagged packet's, as the flow
+    // dissector reads through an 802.1Q tag.
+    if protocol == EtherType::VLAN {
+        if let Ok(tag) = VlanHeader::new_checked(d.get(o..).unwrap_or_default()) {
+            protocol = tag.inner_ethertype();
+            o += vlan::HEADER_LEN;
+        }
+    }
+    match protocol {
+        0x0800 => match d.get(o..o + 20) {
+            Some(ip) => {
+                let ihl = (ip[0] & 0x0f) as usize * 4;
+                let frag = u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0;
+                let ports = if frag { None } else { l4_ports(d, o + ihl, ip[9]) };
+                (flow_hash(&ip[12..16], &ip[16..20], ports.unwrap_or((0, 0)), ip[9], HASH_SEED), ports.is_some())
+            }
+            None => (1, false),
+        },
+        0x86dd => match d.get(o..o + 40) {
+            // A flow label names the flow: the dissector stops there (skb_get_hash's
+            // FLOW_DISSECTOR_F_STOP_AT_FLOW_LABEL) and hashes the addresses, the first next
+            // header and the label instead of the ports, and that hash counts as L4.
+            Some(ip) if u32::from_be_bytes([0, ip[1] & 0x0f, ip[2], ip[3]]) != 0 => {
+                let label = u32::from_be_bytes([0, ip[1] & 0x0f, ip[2], ip[3]]);
+                let seed = HASH_SEED ^ label.wrapping_mul(0x9e37_79b9);
+                (flow_hash(&ip[8..24], &ip[24..40], (0, 0), ip[6], seed), true)
+            }
+            Some(ip) => {
+                // Past the extension headers, as the kernel's flow dissector: a flow with a
+                // Hop-by-Hop or Destination Options header is the same flow (AH is not
+                // walked: its SPI names the flow). Every piece of a fragmented datagram
+                // hashes alike (addresses, no ports).
+                let (proto, ports) = match skip_extension_headers_to_auth(ip[6], d.get(o + 40..).unwrap_or_default()) {
+                    Ok(e) if e.is_fragment() => (NEXT_HEADER_FRAGMENT, None),
+                    Ok(e) => (e.protocol, l4_ports(d, o + 40 + e.offset, e.protocol)),
+                    Err(_) => (ip[6], None),
+                };
+                (flow_hash(&ip[8..24], &ip[24..40], ports.unwrap_or((0, 0)), proto, HASH_SEED), ports.is_some())
+            }
+            None => (1, false),
+        },
+        // Not IP: every such packet is one flow (ARP and the like are rare).
+        _ => (1, false),
+    }
+}
+
+/// Seed of the software flow hash (the kernel's is random per boot; fixed here so runs repeat).
+const HASH_SEED: u32 = 0x5eed_1234;
+
+/// The 32 bits that stand in for the ports of the header at `off` (proto_ports_offset):
+/// source and destination port of TCP, UDP, UDP-Lite, DCCP and SCTP; the SPI of ESP (at
+/// its start) and AH (4 bytes in), so IPsec SAs between two gateways spread too.
+#[inline]
+fn l4_ports(d: &[u8], off: usize, proto: u8) -> Option<(u16, u16)> {
+    let at = match proto {
+        IPPROTO_TCP | IPPROTO_UDP | IPPROTO_DCCP | IPPROTO_ESP | IPPROTO_SCTP | IPPROTO_UDPLITE => off,
+        IPPROTO_AH => off + 4,
+        _ => return None,
+    };
+    let p = d.get(at..at + 4)?;
+    Some((u16::from_be_bytes([p[0], p[1]]), u16::from_be_bytes([p[2], p[3]])))
 }
 
 #[cfg(test)]

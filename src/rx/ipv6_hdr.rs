@@ -162,7 +162,7 @@ fn local_headers_of(packet: &[u8]) -> Result<usize, RcvError> {
             // 8200 4.5, pointer 0). ip6_frag_queue: a fragment ending past 65535 bytes is
             // pointed at by its offset, one with more to come whose length is no multiple
             // of 8 by the payload length. A real fragment that passes ends the walk and is
-            // dropped unanswered (no reassembly). A fragment header after an atomic one is
+            // dropped unanswered as ip_frag_local (no reassembly). A fragment header after an atomic one is
             // pointed at (the packet is marked IP6SKB_FRAGMENTED by then).
             NEXT_HEADER_FRAGMENT => {
                 if atomic_passed {
@@ -181,7 +181,10 @@ fn local_headers_of(packet: &[u8]) -> Result<usize, RcvError> {
                     if field & 1 != 0 && end & 7 != 0 {
                         return Err(pp(0, 4));
                     }
-                    return Ok(nhoff);
+                    // Whatever follows a real fragment is the reassembly's to read, not
+                    // this walk's: dropped here, unanswered (ip_proto may name the upper
+                    // layer of a first fragment, or nothing the receive walk could follow).
+                    return Err(RcvError::Drop(DropReason::IpFragLocal));
                 }
                 atomic_passed = true;
                 8
@@ -218,6 +221,26 @@ pub(crate) fn daddr(bufs: &BufCache, skb: &Skb) -> [u8; 16] {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// A real fragment to us, first or later, is dropped unanswered as ip_frag_local (no
+    /// reassembly), whatever the walk found after a first one: a UDP header, or a header
+    /// cut short (which the receive walk cannot follow: the proptest below found it).
+    #[test]
+    fn a_real_fragment_to_us_is_dropped_as_ip_frag_local() {
+        for (field, after) in [(1u16, vec![0u8; 8]), (0x0011, vec![0u8; 8]), (1, vec![])] {
+            let next = if after.is_empty() { 44 } else { 17 };
+            let mut packet = vec![0u8; 40];
+            packet[0] = 0x60;
+            packet[4..6].copy_from_slice(&((8 + after.len()) as u16).to_be_bytes());
+            packet[6] = 44;
+            packet.extend_from_slice(&[next, 0]);
+            packet.extend_from_slice(&field.to_be_bytes());
+            packet.extend_from_slice(&[0; 4]);
+            packet.extend_from_slice(&after);
+            let got = local_headers_of(&packet);
+            assert!(matches!(got, Err(RcvError::Drop(DropReason::IpFragLocal))), "field {field:#x}, {} bytes after: {got:?}", after.len());
+        }
+    }
 
     proptest! {
         /// Local delivery refuses every chain the receive walk cannot follow (so a packet

@@ -227,7 +227,7 @@ pub struct PktClass {
 
 /// Reads the TOS (IPv4) or traffic class (IPv6) through the checked wire views, and the
 /// packet's flow hash as fq_codel_hash takes it (`skb_get_hash`): the receiving port's hash
-/// when it supplied one, else the software hash RPS computes (`rps::software_flow_hash`:
+/// when it supplied one, else the software hash RPS computes (`rps::hash::software_flow_hash`:
 /// through a VLAN tag and IPv6 extension headers, and without ports for every fragment, so
 /// the pieces of one datagram share a flow queue and leave in order). Not IP: class 0.
 pub fn classify(bufs: &BufCache, p: Pkt) -> PktClass {
@@ -246,7 +246,7 @@ pub fn classify(bufs: &BufCache, p: Pkt) -> PktClass {
     };
     let Ok(tos) = tos else { return PktClass::default() };
     let hash = match p.rss_hash {
-        0 => crate::rps::software_flow_hash(d, eth.ethertype(), ETH_HEADER_LEN).0,
+        0 => crate::rps::hash::software_flow_hash(d, eth.ethertype(), ETH_HEADER_LEN).0,
         port_hash => port_hash,
     };
     PktClass { tos, hash }
