@@ -55,6 +55,7 @@ pub fn steer(net: &Net, w: &mut Worker, skbs: &mut Vec<Skb>) {
         w.rps_out.resize_with(st.workers(), Vec::new);
     }
     let mut n = 0;
+    let multi = st.workers() > 1;
     for i in 0..skbs.len() {
         let hash = skb_hash(&w.bufs, &mut skbs[i]);
         let mut target = (!map.is_empty()).then(|| map[reciprocal_scale(hash, map.len() as u32) as usize] as usize);
@@ -64,11 +65,11 @@ pub fn steer(net: &Net, w: &mut Worker, skbs: &mut Vec<Skb>) {
         match target {
             // The local worker's packets too go through its backlog (enqueue_to_backlog for
             // any cpu >= 0): its limit, its flow limit and its quota apply to them, and they
-            // queue behind what other workers sent it; with one worker too (one CPU with
-            // RPS on: its own backlog, as in the kernel). Copied slice to slice: a by-value copy went through a stack temporary written
+            // queue behind what other workers sent it. With one worker there is no backlog.
+            // Copied slice to slice: a by-value copy went through a stack temporary written
             // in pieces and read back whole (perf showed those loads as steer's hottest).
-            Some(t) => w.rps_out[t].extend_from_slice(std::slice::from_ref(&skbs[i])),
-            None => {
+            Some(t) if multi => w.rps_out[t].extend_from_slice(std::slice::from_ref(&skbs[i])),
+            _ => {
                 if n != i {
                     skbs.copy_within(i..i + 1, n);
                 }

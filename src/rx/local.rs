@@ -735,7 +735,7 @@ fn neighbour_solicit(net: &Net, w: &mut Worker, s: Skb, l4: usize, target: Optio
 /// (core_step stripped it on receive): push the tag back in front of the ethertype.
 ///
 /// The tag goes into the headroom. With less than 4 bytes of it (an XDP program may have
-/// pulled the head to the front of the frame) the linear part first moves back within its
+/// pulled the head to the front of the frame) the linear part first moves further into its
 /// frame, as skb_cow_head makes room; when the frame has no 4 bytes to spare either, the
 /// reply is dropped as `nobuf` (the kernel's failed head expansion), never sent untagged
 /// onto the native VLAN.
