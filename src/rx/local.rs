@@ -864,7 +864,7 @@ mod tests {
 
     /// A reply to a tagged request gets the tag pushed back in front of the ethertype, in
     /// the headroom. Without 4 bytes of headroom (an XDP program may have pulled the head to
-    /// the front) the frame's bytes move back first, as skb_cow_head makes room; when the
+    /// the front) the frame's bytes move further into it first, as skb_cow_head makes room; when the
     /// frame cannot spare 4 bytes the reply is dropped by name, never sent untagged. An
     /// untagged request's reply is left alone.
     #[test]
