@@ -329,7 +329,8 @@ fn fragment_gso_v4(net: &Net, w: &mut Worker, skb: Skb, port: u16, mtu: u16, mac
 /// but the last, offsets add to the datagram's own (a fragment is fragmented again), and
 /// after the first fragment the options without the copy flag become NOPs
 /// (ip_options_fragment), so every fragment has the same header length. The datagram is
-/// consumed: a cut into k fragments counts k - 1 in `originated`. Out of buffers midway,
+/// consumed: a cut into k fragments counts k - 1 in `originated`. Each fragment carries
+/// the datagram's flow hash (the port's, or the one RPS computed). Out of buffers midway,
 /// the fragments made go out and the datagram is dropped as `nobuf` (the kernel's FRAGFAILS).
 #[cold]
 #[inline(never)]
@@ -373,12 +374,15 @@ pub(crate) fn fragment_v4(net: &Net, w: &mut Worker, skb: Skb, port: u16, mtu: u
         let at = frame.len();
         frame.resize(at + len, 0);
         w.bufs.copy_out(skb.pkt, l3 + ihl + off, &mut frame[at..]);
-        let Some(p) = w.bufs.alloc_copy(&frame) else {
+        let Some(mut p) = w.bufs.alloc_copy(&frame) else {
             w.frag_scratch = frame;
             w.c.originated += made;
             w.c.ip_frag_creates += made;
             return w.drop_pkt(skb.pkt, DropReason::NoBuffer);
         };
+        // ip_copy_metadata copies the flow hash: every fragment of the datagram, and the
+        // flow's whole datagrams, land in one fq_codel queue.
+        p.rss_hash = skb.hash;
         crate::tx::enqueue(net, w, port, p);
         made += 1;
         if made == 1 {
@@ -801,5 +805,41 @@ pub(crate) fn refuse_v6(net: &Net, w: &mut Worker, skb: Skb, e: RcvError) {
             icmp6_error(net, w, &skb, 4, code, pointer);
             w.drop_pkt(skb.pkt, reason);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buf::Pool;
+    use crate::net::Pipeline;
+    use crate::tunables::Tunables;
+    use crate::wire::build::{build, L3Spec, L4Spec, PacketSpec};
+
+    /// ip_copy_metadata: every fragment carries the datagram's flow hash, so fq_codel puts
+    /// the datagram's pieces in the queue of its flow (a fragment alone has no ports to hash).
+    #[test]
+    fn fragments_carry_the_datagrams_flow_hash() {
+        let pool = Pool::new(16).unwrap();
+        let net = Net::new(Tunables::default(), Pipeline::L3fwd);
+        let mut w = Worker::new(0, &pool);
+        w.add_port(0, None);
+        let l3 = L3Spec::V4 { src: [10, 0, 0, 1], dst: [10, 0, 1, 1], tos: 0, ident: 9, dont_frag: false };
+        let spec = PacketSpec { l3, l4: L4Spec::Udp { src_port: 1, dst_port: 9 }, frame_len: 3014, ..PacketSpec::default() };
+        let mut frame = vec![0u8; 3014];
+        let len = build(&spec, &mut frame).expect("frame");
+        // (the port's hash, the flow hash): RPS computed one; the port gave one; none yet.
+        for (port_hash, hash) in [(0, 0x5eed_0001u32), (0x1111_2222, 0x1111_2222), (0, 0)] {
+            let pkt = Pkt { rss_hash: port_hash, ..w.bufs.alloc_copy(&frame[..len]).expect("datagram") };
+            let skb = Skb { pkt, network_off: 14, hash, ..Skb::default() };
+            fragment_v4(&net, &mut w, skb, 0, 1500, &[0; 12]);
+            let frags = std::mem::take(&mut w.txq[0].pkts);
+            assert_eq!(frags.len(), 3, "3000 bytes in 1480s");
+            assert!(frags.iter().all(|p| p.rss_hash == hash), "hash {hash:#x}: every fragment carries it");
+            for p in frags {
+                w.bufs.free(p);
+            }
+        }
+        assert_eq!(w.bufs.in_use(), 0);
     }
 }
