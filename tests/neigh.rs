@@ -318,6 +318,40 @@ fn held_packets_leave_in_order_once_the_neighbour_answers() {
     }
 }
 
+/// The answer releases the held packets before anything received after it, in the same
+/// poll too (neigh_update sends the queue from within the answer's receive): a packet that
+/// follows the answer never overtakes the ones that waited. The IPv6 answer shares its run
+/// with the packet after it in list mode.
+#[test]
+fn held_packets_leave_before_packets_that_follow_the_answer() {
+    for listified in [false, true] {
+        let frames = vec![
+            udp4(SRC_V4, PEER_V4, 5, 9).seq(0).build(),
+            udp6(SRC_V6, PEER_V6, 5, 9).seq(0).build(),
+            peer_arp_reply(),
+            udp4(SRC_V4, PEER_V4, 5, 9).seq(1).build(),
+            peer_advertisement(),
+            udp6(SRC_V6, PEER_V6, 5, 9).seq(1).build(),
+        ];
+        let pool = Pool::new(256).unwrap();
+        let setup = Setup::default().listified(listified);
+        let mut dp = build_router(frames.clone(), &setup, &pool);
+        rounds_until(&mut dp, frames.len(), |dp| dp.counters().tx >= 6);
+        let c = dp.counters();
+        assert!(c.nonzero_drops().is_empty(), "nothing dropped: {:?}", c.nonzero_drops());
+        let sent = out(&dp, P_IN);
+        let fwd: Vec<_> = sent.iter().filter(|f| !is_arp(f) && icmp6_type(f) != Some(135)).collect();
+        assert_eq!(fwd.len(), 4, "listified {listified}");
+        for (fam, ethertype, seqs) in [("v4", [8, 0], [0, 3]), ("v6", [0x86, 0xdd], [1, 5])] {
+            let got: Vec<_> = fwd.iter().filter(|f| f[12..14] == ethertype).collect();
+            assert_eq!(got.len(), 2, "{fam}");
+            for (f, i) in got.iter().zip(seqs) {
+                assert_forwarded(f, &frames[i], MAC_IN, MAC_PEER);
+            }
+        }
+    }
+}
+
 /// `unres_qlen = 0` still asks and holds the newest packet: __neigh_event_send evicts older
 /// packets while the byte limit is exceeded and then queues the new one regardless.
 #[test]

@@ -21,13 +21,19 @@ use crate::wire::{checksum, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_U
 use crate::worker::Worker;
 
 /// A neighbour learned from ARP/NDP (`neigh::learn`: requests and solicitations create,
-/// answers only update).
+/// answers only update). The packets this worker held for it leave at once, ahead of every
+/// packet received after this one.
 fn learn(net: &Net, w: &mut Worker, e: NeighEntry, teach: Teach) -> Learnt {
-    match e {
-        NeighEntry::V4(port, a, mac) => super::neigh::learn(net, w, port, NeighAddr::V4(a), mac, teach),
-        NeighEntry::V6(port, a, mac) => super::neigh::learn(net, w, port, NeighAddr::V6(a), mac, teach),
-        NeighEntry::Forget4(..) | NeighEntry::Forget6(..) => Learnt::Known,
+    let (port, addr, mac) = match e {
+        NeighEntry::V4(port, a, mac) => (port, NeighAddr::V4(a), mac),
+        NeighEntry::V6(port, a, mac) => (port, NeighAddr::V6(a), mac),
+        NeighEntry::Forget4(..) | NeighEntry::Forget6(..) => return Learnt::Known,
+    };
+    let learnt = super::neigh::learn(net, w, port, addr, mac, teach);
+    if learnt == Learnt::Known && super::neigh::release_answered(net, w, port, addr) {
+        super::forward::forward_released(net, w);
     }
+    learnt
 }
 
 /// What UDP demux decided for one datagram.

@@ -2,7 +2,8 @@
 //! packet for an on-link destination whose MAC is unknown waits in a bounded queue of that
 //! neighbour (`unres_qlen`; beyond it the oldest goes, `neigh_queuefull`) while broadcast ARP
 //! requests / multicast neighbour solicitations go out every `retrans_time_ms`; the answer
-//! releases the queue in order, and after `mcast_solicit` unanswered probes the queue is
+//! releases the queue in order, before anything received after it (an answer another worker
+//! took in, at this worker's next round), and after `mcast_solicit` unanswered probes the queue is
 //! dropped (`neigh_failed`), each forwarded packet's sender told host unreachable (by the
 //! forward step). Learned entries age: `base_reachable_time_ms` after their last
 //! confirmation they are stale, after `delay_first_probe_time` more they are probed by
@@ -290,6 +291,18 @@ fn run_timers(net: &Net, w: &mut Worker) {
         w.resolver.next_aging_ns = now + AGING_PERIOD_NS.min(net.tun.retrans_time_ms as u64 * 1_000_000);
         age(net, w);
     }
+}
+
+/// An answer this worker just took in: the packets it holds for that neighbour leave now,
+/// before any packet after the answer (neigh_update sends the entry's queue from within the
+/// answer's receive). Originated packets are queued for transmit; forwarded ones wait in
+/// `released` for the forward step, which the caller runs next. True when any were held.
+pub(crate) fn release_answered(net: &Net, w: &mut Worker, port: u16, addr: NeighAddr) -> bool {
+    let Some(i) = w.resolver.pending.iter().position(|u| u.port == port && u.addr == addr) else { return false };
+    let Some(mac) = w.neigh.lookup(port, addr) else { return false };
+    let u = w.resolver.pending.swap_remove(i);
+    release(net, w, u, mac);
+    true
 }
 
 /// The neighbour answered: its packets leave in the order they came.
