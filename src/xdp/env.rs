@@ -2,9 +2,8 @@
 //! trace output, and `bpf_fib_lookup` answered from sluice's own FIB and neighbours.
 
 use crate::rx::route::{Iface, NeighAddr, Neighbours, NextHop, RouteTable, NO_ROUTE};
-use sluice_ebpf::env::fib_ret;
+use sluice_ebpf::env::{clock_ns, fib_ret};
 use sluice_ebpf::Env;
-use std::time::Instant;
 
 /// Trace lines kept (bpf_trace_printk output is a debugging aid, not a log to grow).
 const TRACE_KEEP: usize = 256;
@@ -61,14 +60,19 @@ impl<'a> SluiceEnv<'a> {
     }
 }
 
-fn epoch() -> Instant {
-    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    *START.get_or_init(Instant::now)
-}
-
 impl Env for SluiceEnv<'_> {
+    /// CLOCK_MONOTONIC, as ktime_get_mono_fast_ns: a program compares it with times user
+    /// space wrote into its maps.
     fn ktime_ns(&mut self) -> u64 {
-        epoch().elapsed().as_nanos() as u64
+        clock_ns(libc::CLOCK_MONOTONIC)
+    }
+
+    fn ktime_boot_ns(&mut self) -> u64 {
+        clock_ns(libc::CLOCK_BOOTTIME)
+    }
+
+    fn ktime_coarse_ns(&mut self) -> u64 {
+        clock_ns(libc::CLOCK_MONOTONIC_COARSE)
     }
 
     fn cpu_id(&mut self) -> u32 {
@@ -182,6 +186,24 @@ impl Env for SluiceEnv<'_> {
 mod tests {
     use super::*;
     use sluice_ebpf::env::fib_flag;
+
+    /// The ktime helpers read the clocks user space reads (ktime_get_mono_fast_ns and
+    /// friends), not time since sluice started: a program compares them with timestamps
+    /// user space put in its maps.
+    #[test]
+    fn ktime_is_the_system_clock() {
+        let (r, n) = (RouteTable::new(), Neighbours::default());
+        let mut host = HostState::seeded(1);
+        let mut env = SluiceEnv::new(&r, &n, &[], &mut host);
+        for clock in [libc::CLOCK_MONOTONIC, libc::CLOCK_BOOTTIME] {
+            let before = clock_ns(clock);
+            let t = if clock == libc::CLOCK_MONOTONIC { env.ktime_ns() } else { env.ktime_boot_ns() };
+            assert!(before <= t && t <= clock_ns(clock), "clock {clock}: {before} <= {t}");
+        }
+        // The coarse clock ticks once a jiffy: within 100 ms of the fine one.
+        let coarse = env.ktime_coarse_ns();
+        assert!(clock_ns(libc::CLOCK_MONOTONIC).abs_diff(coarse) < 100_000_000);
+    }
 
     /// `bpf_get_prandom_u32` continues its sequence across bursts (each burst builds a new
     /// `SluiceEnv` on the worker's `HostState`), like the kernel's per-CPU state: a fixed

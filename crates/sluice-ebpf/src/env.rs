@@ -196,7 +196,9 @@ impl SystemEnv {
     }
 }
 
-fn clock_ns(clock: libc::clockid_t) -> u64 {
+/// `clock`'s time in nanoseconds (clock_gettime), as the kernel's ktime helpers read their
+/// clocks: the same values user space sees. 0 if the clock cannot be read.
+pub fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime writes one timespec into the valid, exclusively borrowed `ts`.
     let rc = unsafe { libc::clock_gettime(clock, &mut ts) };

@@ -227,7 +227,8 @@ impl XskSocket {
 
 impl Drop for XskSocket {
     fn drop(&mut self) {
-        // Closing the socket takes it out of the XSKMAP and ends the kernel's use of its
+        // Closing the socket (its queue's rings are unmapped by now: AfXdpQueue's field
+        // order) takes it out of the XSKMAP and ends the kernel's use of its
         // rings; in copy mode nothing touches the frames after that, so they go back to the
         // pool. A zero-copy socket's queue is torn down later (a deferred work), and a NIC
         // could still write into its fill frames: those stay out of the pool.
@@ -281,11 +282,15 @@ pub struct AfXdpQueue {
     name: String,
     iface: String,
     queue: u32,
-    sock: Arc<XskSocket>,
+    // Fields drop in this order: the rings are unmapped before the socket closes (each
+    // mapping holds the socket's file open, so closing the fd first would leave it bound,
+    // and the kernel writing into fill frames already back in the pool), and the program is
+    // detached last.
     rx: Ring,
     tx: Ring,
     fill: Ring,
     comp: Ring,
+    sock: Arc<XskSocket>,
     _xdp: Arc<IfaceXdp>,
     frames: u32,
     fill_target: u32,
@@ -914,6 +919,9 @@ impl AfXdpQueue {
                     tail = p.buf;
                     head = Some(p);
                 }
+                // An empty continuation adds no bytes; linked, it would hide in a chain
+                // whose `frag_len` stays 0 (taken for unchained: the frame never freed).
+                Some(_) if d.len == 0 => bufs.free_frame(BufId(f)),
                 Some(p) => {
                     bufs.set_seg_meta(BufId(f), SegMeta { next: NO_SEG, off: off as u16, len: d.len as u16 });
                     let m = bufs.seg_meta(tail);
