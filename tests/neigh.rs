@@ -266,6 +266,49 @@ fn a_solicited_advertisement_without_its_option_confirms_the_entry() {
     }
 }
 
+/// __neigh_update: only a unicast ARP reply or a solicited advertisement (NUD_REACHABLE)
+/// counts as a confirmation; a request, a broadcast reply or an unsolicited advertisement
+/// (NUD_STALE) with the MAC the entry has changes nothing, and one with another MAC moves
+/// the entry to it without confirming it. So a neighbour that only broadcasts is still
+/// probed once its reachable time is over.
+#[test]
+fn only_unicast_replies_and_solicited_advertisements_confirm_a_neighbour() {
+    use sluice::rx::route::NeighAddr;
+    const MAC_NEW: [u8; 6] = [2, 0, 0, 0, 0x77, 0x79];
+    let v4 = NeighAddr::V4(PEER_V4);
+    let v6 = NeighAddr::V6(PEER_V6);
+    // (what, the second packet, whose entry, confirms, the MAC after it)
+    let cases = [
+        ("request again", arp_request(MAC_PEER, PEER_V4, IN_V4), v4, false, MAC_PEER),
+        ("broadcast reply", arp(2, MAC_BCAST, MAC_PEER, PEER_V4, MAC_IN, IN_V4), v4, false, MAC_PEER),
+        ("request with a new MAC", arp_request(MAC_NEW, PEER_V4, IN_V4), v4, false, MAC_NEW),
+        ("unicast reply", peer_arp_reply(), v4, true, MAC_PEER),
+        ("solicitation again", peer_ns(), v6, false, MAC_PEER),
+        ("unsolicited advertisement", peer_na(0x20, Some(MAC_PEER)), v6, false, MAC_PEER),
+        ("unsolicited advertisement, new MAC", peer_na(0x20, Some(MAC_NEW)), v6, false, MAC_NEW),
+        ("solicited advertisement", peer_na(0x60, Some(MAC_PEER)), v6, true, MAC_PEER),
+    ];
+    for (what, second, addr, confirms, mac) in cases {
+        let first = if matches!(addr, NeighAddr::V4(_)) { arp_request(MAC_PEER, PEER_V4, IN_V4) } else { peer_ns() };
+        let pool = Pool::new(256).unwrap();
+        let mut dp = build_router(vec![first, second], &Setup::default(), &pool);
+        freeze_clock(&mut dp);
+        receive(&mut dp, 1);
+        let confirmed = |dp: &Datapath| dp.net.neigh_ages.lock().unwrap().confirmed_ns(P_IN as u16, addr);
+        assert_eq!(confirmed(&dp), Some(FROZEN_NS), "{what}: learned from the first request");
+        dp.workers[0].now_ns += 1_000_000_000;
+        receive(&mut dp, 1);
+        let want = if confirms { FROZEN_NS + 1_000_000_000 } else { FROZEN_NS };
+        assert_eq!(confirmed(&dp), Some(want), "{what}");
+        let learned = match addr {
+            NeighAddr::V4(a) => dp.workers[0].neigh.v4.get(&(P_IN as u16, a)).copied(),
+            NeighAddr::V6(a) => dp.workers[0].neigh.v6.get(&(P_IN as u16, a)).copied(),
+        };
+        assert_eq!(learned, Some(mac), "{what}");
+        finish(&mut dp, 2);
+    }
+}
+
 fn peer_arp_reply() -> Vec<u8> {
     arp(2, MAC_IN, MAC_PEER, PEER_V4, MAC_IN, IN_V4)
 }
@@ -729,7 +772,8 @@ fn receive(dp: &mut Datapath, n: u64) {
 }
 
 /// neigh_forced_gc: at gc_thresh3 a new entry makes room by freeing learned entries not
-/// confirmed in the last 5 s, oldest first, down to gc_thresh2; every worker forgets them.
+/// confirmed in the last 5 s, oldest first, down to gc_thresh2 with the new entry; every
+/// worker forgets them.
 /// Fresh entries are never freed (a newcomer is refused instead), configured ones never.
 #[test]
 fn forced_gc_frees_stale_learned_entries_oldest_first_never_configured_ones() {
@@ -742,16 +786,20 @@ fn forced_gc_frees_stale_learned_entries_oldest_first_never_configured_ones() {
     let pool = Pool::new(1024).unwrap();
     let mut dp = build_router(frames.clone(), &setup, &pool);
     freeze_clock(&mut dp);
-    receive(&mut dp, 4);
+    // A0..A4 learned first, A5..A7 a millisecond later (entries learned at one time are
+    // freed in no particular order).
+    receive(&mut dp, 5);
     dp.workers[0].now_ns += 1_000_000;
-    receive(&mut dp, 4);
+    receive(&mut dp, 3);
     assert!((0..8).all(|i| known(&dp, i)));
     dp.workers[0].now_ns += 6_000_000_000;
-    // B0 finds the table full: the four oldest (A0..A3) go, down to gc_thresh2.
+    // B0 finds the table full: the five oldest (A0..A4) go, so that with B0 it is down to
+    // gc_thresh2 (neigh_alloc counts the new entry before forced gc).
     receive(&mut dp, 1);
-    assert_eq!(dp.counters().neigh_gc_evicted, 4);
-    assert!((0..4).all(|i| !known(&dp, i)) && (4..9).all(|i| known(&dp, i)), "A0..A3 freed, A4..A7 and B0 known");
-    // B1..B3 fill it again; B4 frees A4..A7; B5..B7 fill it with fresh entries; B8 is refused.
+    assert_eq!(dp.counters().neigh_gc_evicted, 5);
+    assert!((0..5).all(|i| !known(&dp, i)) && (5..9).all(|i| known(&dp, i)), "A0..A4 freed, A5..A7 and B0 known");
+    // B1..B4 fill it again (no forced gc within 5 s at gc_thresh2); B5 frees A5..A7; B6 and
+    // B7 fill it with fresh entries; B8 is refused.
     receive(&mut dp, 8);
     let c = dp.counters();
     assert_eq!(c.neigh_gc_evicted, 8);

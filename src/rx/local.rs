@@ -5,7 +5,7 @@ use super::forward::{icmp4_error, icmp6_error, send_v4, send_v6};
 use super::neigh::{Learnt, NeighAddr, Teach};
 use super::route::{NeighEntry, NH_BROADCAST};
 pub use super::socket::{SocketError, SocketId, Sockets, UdpSocket, UDP_ECHO_PORT};
-use crate::buf::skb::Skb;
+use crate::buf::skb::{PktType, Skb};
 use crate::buf::{BufCache, Pkt, FRAME_SIZE};
 use crate::net::Net;
 use crate::stats::{DropReason, Stage};
@@ -21,15 +21,15 @@ use crate::wire::{checksum, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_U
 use crate::worker::Worker;
 
 /// A neighbour learned from ARP/NDP (`neigh::learn`: requests and solicitations create,
-/// answers only update). The packets this worker held for it leave at once, ahead of every
+/// answers only update; unicast replies and solicited advertisements confirm). The packets this worker held for it leave at once, ahead of every
 /// packet received after this one.
-fn learn(net: &Net, w: &mut Worker, e: NeighEntry, teach: Teach) -> Learnt {
+fn learn(net: &Net, w: &mut Worker, e: NeighEntry, teach: Teach, confirms: bool) -> Learnt {
     let (port, addr, mac) = match e {
         NeighEntry::V4(port, a, mac) => (port, NeighAddr::V4(a), mac),
         NeighEntry::V6(port, a, mac) => (port, NeighAddr::V6(a), mac),
         NeighEntry::Forget4(..) | NeighEntry::Forget6(..) => return Learnt::Known,
     };
-    let learnt = super::neigh::learn(net, w, port, addr, mac, teach);
+    let learnt = super::neigh::learn(net, w, port, addr, mac, teach, confirms);
     if learnt == Learnt::Known && super::neigh::release_answered(net, w, port, addr) {
         super::forward::forward_released(net, w);
     }
@@ -607,7 +607,7 @@ fn lladdr_option(w: &Worker, s: &Skb, l4: usize, opt: u8) -> Option<[u8; 6]> {
 fn learn_from_solicit(net: &Net, w: &mut Worker, s: &Skb, l4: usize) -> bool {
     let Some(mac) = lladdr_option(w, s, l4, 1) else { return true };
     let who = Ipv6Packet::new_unchecked(&w.bufs.data(s.pkt)[s.network_off as usize..]).src_addr();
-    learn(net, w, NeighEntry::V6(s.rx_port, who, mac), Teach::Create) != Learnt::NoRoom
+    learn(net, w, NeighEntry::V6(s.rx_port, who, mac), Teach::Create, false) != Learnt::NoRoom
 }
 
 /// ndisc_recv_na: an advertisement updates the target's entry, if there is one, with its
@@ -644,7 +644,7 @@ fn neighbour_advert(net: &Net, w: &mut Worker, s: Skb, l4: usize, target: Option
     match lladdr_option(w, &s, l4, 2) {
         Some(mac) => {
             let teach = if override_ { Teach::Update } else { Teach::UpdateSameMac };
-            learn(net, w, NeighEntry::V6(s.rx_port, target, mac), teach);
+            learn(net, w, NeighEntry::V6(s.rx_port, target, mac), teach, solicited);
         }
         None if solicited => super::neigh::confirm(net, w, s.rx_port, NeighAddr::V6(target)),
         None => {}
@@ -819,7 +819,7 @@ pub(crate) fn arp_rcv(net: &Net, w: &mut Worker, s: Skb) {
     let martian = super::ipv4_hdr::is_martian_source(&net.routes, spa);
     match op {
         arp::OP_REQUEST if ours && !martian => {
-            if !probe && learn(net, w, NeighEntry::V4(port, spa, sha), Teach::Create) == Learnt::NoRoom {
+            if !probe && learn(net, w, NeighEntry::V4(port, spa, sha), Teach::Create, false) == Learnt::NoRoom {
                 // arp_process answers only once the sender's entry exists.
                 return w.drop_pkt(s.pkt, DropReason::NeighCreatefail);
             }
@@ -848,7 +848,10 @@ pub(crate) fn arp_rcv(net: &Net, w: &mut Worker, s: Skb) {
         // address's new MAC) or a request or reply between other hosts updates a neighbour
         // we know and is consumed; from a sender we do not know it is ignored.
         arp::OP_REQUEST | arp::OP_REPLY if !probe && !martian => {
-            let known = learn(net, w, NeighEntry::V4(port, spa, sha), Teach::Update) == Learnt::Known;
+            // Only a reply to our MAC asserts reachability (arp_process: requests and
+            // broadcast replies update the entry as NUD_STALE).
+            let confirms = op == arp::OP_REPLY && s.pkt_type == PktType::Host;
+            let known = learn(net, w, NeighEntry::V4(port, spa, sha), Teach::Update, confirms) == Learnt::Known;
             if known || (ours && op == arp::OP_REPLY) {
                 w.c.local += 1;
                 w.bufs.free(s.pkt);

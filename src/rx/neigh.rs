@@ -102,8 +102,12 @@ pub(crate) enum Learnt {
 /// An ARP/NDP packet taught `mac` for `addr` on `port`, as far as `teach` allows; decided
 /// with the shared table locked once. A configured neighbour is permanent and keeps its MAC
 /// (neigh_update refuses to change a NUD_PERMANENT entry without NEIGH_UPDATE_F_ADMIN): it is
-/// `Known`, the packet still answered.
-pub(crate) fn learn(net: &Net, w: &mut Worker, port: u16, addr: NeighAddr, mac: [u8; 6], teach: Teach) -> Learnt {
+/// `Known`, the packet still answered. Only a packet that `confirms` reachability (a unicast
+/// ARP reply, a solicited advertisement: neigh_update to NUD_REACHABLE) restarts a resolved
+/// entry's reachable time and stops its probing; a request, a broadcast reply or an
+/// unsolicited advertisement (NUD_STALE) leaves an entry with the same MAC as it was, and
+/// one with another MAC takes it without counting as confirmed.
+pub(crate) fn learn(net: &Net, w: &mut Worker, port: u16, addr: NeighAddr, mac: [u8; 6], teach: Teach, confirms: bool) -> Learnt {
     let mut ages = net.neigh_ages.lock().unwrap_or_else(|p| p.into_inner());
     if ages.is_permanent(port, addr) {
         return Learnt::Known;
@@ -112,6 +116,13 @@ pub(crate) fn learn(net: &Net, w: &mut Worker, port: u16, addr: NeighAddr, mac: 
     let mut freed = Vec::new();
     let known = match ages.get_mut(&(port, addr)) {
         Some(a) if teach == Teach::UpdateSameMac && a.mac.is_some_and(|m| m != mac) => return Learnt::Known,
+        Some(a) if a.mac.is_some() && !confirms => {
+            if a.mac == Some(mac) {
+                return Learnt::Known;
+            }
+            *a = Age { confirmed_ns: a.confirmed_ns, ..age };
+            false
+        }
         Some(a) => {
             let known = a.mac == Some(mac);
             *a = age;
@@ -568,7 +579,7 @@ mod tests {
         assert!(reserve(&net, &mut w0, 0, x) && reserve(&net, &mut w1, 0, x));
         unreserve(&net, 0, x);
         assert_eq!(net.neigh_ages.lock().unwrap().learned(false), 1, "worker 1 still resolves it");
-        assert_eq!(learn(&net, &mut w1, 0, x, mac, Teach::Update), Learnt::Known, "the reply to worker 1's request");
+        assert_eq!(learn(&net, &mut w1, 0, x, mac, Teach::Update, true), Learnt::Known, "the reply to worker 1's request");
         sync(&net, &mut w0);
         assert_eq!((w0.neigh.lookup(0, x), w1.neigh.lookup(0, x)), (Some(mac), Some(mac)));
 
@@ -577,7 +588,7 @@ mod tests {
         unreserve(&net, 0, y);
         unreserve(&net, 0, y);
         assert_eq!(net.neigh_ages.lock().unwrap().learned(false), 1, "both gave up: only x is left");
-        assert_eq!(learn(&net, &mut w1, 0, y, mac, Teach::Update), Learnt::Unknown, "a late reply finds no entry");
+        assert_eq!(learn(&net, &mut w1, 0, y, mac, Teach::Update, true), Learnt::Unknown, "a late reply finds no entry");
         assert_eq!(w1.neigh.lookup(0, y), None, "and teaches nothing");
     }
 
@@ -593,21 +604,21 @@ mod tests {
         let net = Net::with_workers(tun, Pipeline::Local, 2);
         let (mut w0, mut w1) = (Worker::new(0, &pool), Worker::new(1, &pool));
         let (x, mac) = (NeighAddr::V4([192, 0, 2, 9]), [2, 0, 0, 0, 0, 9]);
-        assert_eq!(learn(&net, &mut w1, 0, x, mac, Teach::Create), Learnt::Known);
+        assert_eq!(learn(&net, &mut w1, 0, x, mac, Teach::Create, true), Learnt::Known);
         sync(&net, &mut w0);
         assert_eq!(w0.neigh.lookup(0, x), Some(mac));
         w0.now_ns = 1 << 60;
         age(&net, &mut w0);
         assert_eq!((w0.c.neigh_forgotten, w0.neigh.lookup(0, x)), (1, None), "aged out, no probes");
         assert_eq!(w1.neigh.lookup(0, x), Some(mac), "worker 1 has not applied the forget");
-        assert_eq!(learn(&net, &mut w1, 0, x, mac, Teach::Create), Learnt::Known);
+        assert_eq!(learn(&net, &mut w1, 0, x, mac, Teach::Create, true), Learnt::Known);
         sync(&net, &mut w1);
         sync(&net, &mut w0);
         assert_eq!(net.neigh_ages.lock().unwrap().learned(false), 1);
         assert_eq!((w0.neigh.lookup(0, x), w1.neigh.lookup(0, x)), (Some(mac), Some(mac)), "every worker knows it");
         // A confirmation with the same MAC changes nothing: nothing more is published.
         let published = net.neigh_log.published();
-        assert_eq!(learn(&net, &mut w0, 0, x, mac, Teach::Create), Learnt::Known);
+        assert_eq!(learn(&net, &mut w0, 0, x, mac, Teach::Create, true), Learnt::Known);
         assert_eq!(net.neigh_log.published(), published);
     }
 

@@ -478,7 +478,8 @@ impl NeighAges {
 
     /// neigh_forced_gc: frees learned entries of family `f` not updated within the last
     /// GC_FRESH_NS (the kernel keeps those with `updated` in [now - 5 s, now]:
-    /// time_in_range), oldest first, until the family is down to gc_thresh2 (at least one).
+    /// time_in_range), oldest first, until the family with the entry being made is down to
+    /// gc_thresh2 (at least one).
     /// Configured entries are not in this table: never freed. An entry being resolved (no
     /// MAC yet) is skipped, as the kernel skips referenced entries (an INCOMPLETE entry's
     /// running timer holds a reference); it goes when its resolution ends. sluice holds no
@@ -497,7 +498,9 @@ impl NeighAges {
             .map(|(k, a)| (a.confirmed_ns, *k))
             .collect();
         stale.sort_unstable_by_key(|&(t, _)| t);
-        stale.truncate(self.entries[f].saturating_sub(thresh2 as usize).max(1));
+        // neigh_alloc counts the new entry before it calls forced gc: down to gc_thresh2
+        // with the newcomer.
+        stale.truncate((self.entries[f] + 1).saturating_sub(thresh2 as usize).max(1));
         for (_, k) in &stale {
             if self.remove(k).is_some() {
                 freed.push(*k);
