@@ -101,7 +101,7 @@ impl Env for SluiceEnv<'_> {
     /// rt_metric@12, src@16 (16 bytes), dst@32 (16 bytes), vlan proto@48 and TCI@50 / tbid@48,
     /// smac@52, dmac@58.
     ///
-    /// Routes other than unicast answer BLACKHOLE, UNREACHABLE or NOT_FWDED (no route, a local
+    /// An `ifindex` that names no port answers -ENODEV. Routes other than unicast answer BLACKHOLE, UNREACHABLE or NOT_FWDED (no route, a local
     /// address); a `tot_len` over the egress MTU answers FRAG_NEEDED with the MTU in
     /// `mtu_result`. Otherwise the egress ifindex is set, a gateway's address replaces the
     /// destination, `SRC` fills the source with the egress port's address (for IPv6
@@ -119,6 +119,11 @@ impl Env for SluiceEnv<'_> {
             AF_INET6 => true,
             _ => return -97, // -EAFNOSUPPORT
         };
+        // The ingress device must exist (dev_get_by_index_rcu); ifindex = port + 1.
+        let ifindex = u32::from_ne_bytes([p[8], p[9], p[10], p[11]]) as usize;
+        if ifindex == 0 || ifindex > self.ifaces.len() {
+            return -19; // -ENODEV
+        }
         if flags & fib_flag::DIRECT != 0 && flags & fib_flag::TBID != 0 && u32::from_ne_bytes([p[48], p[49], p[50], p[51]]) != RT_TABLE_MAIN
         {
             return fib_ret::NOT_FWDED;
@@ -290,6 +295,7 @@ mod tests {
         // IPv6 through a gateway.
         let mut p = [0u8; 64];
         p[0] = 10;
+        p[8] = 1;
         p[32..38].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0xa1]);
         assert_eq!(lookup(&mut p, 0), fib_ret::SUCCESS);
         assert_eq!(p[47], 2, "gateway 2001:db8:2::2");
@@ -318,6 +324,27 @@ mod tests {
         assert_eq!(lookup(&mut p, fib_flag::SKIP_NEIGH | fib_flag::SRC), fib_ret::SUCCESS);
         assert_eq!(&p[52..64], &[0; 12], "no MACs");
         assert_eq!(&p[16..20], &[198, 51, 100, 1], "the source the route would use");
+    }
+
+    /// bpf_ipv4_fib_lookup / bpf_ipv6_fib_lookup look the ingress device up first: an
+    /// ifindex that names none (0, or past the ports) is -ENODEV, whatever the route.
+    #[test]
+    fn an_unknown_ingress_ifindex_is_enodev() {
+        let (r, n, ifaces) = lab();
+        for (ifindex, want) in [(0u32, -19), (3, -19), (u32::MAX, -19), (2, fib_ret::SUCCESS)] {
+            for family in [2u8, 10] {
+                let mut p = params_v4([10, 1, 0, 5], 100);
+                p[0] = family;
+                if family == 10 {
+                    p[32..48].fill(0);
+                    p[32..38].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0xa1]);
+                }
+                p[8..12].copy_from_slice(&ifindex.to_ne_bytes());
+                let mut host = HostState::default();
+                let got = SluiceEnv::new(&r, &n, &ifaces, &mut host).fib_lookup(&mut p, 0);
+                assert_eq!(got, want, "ifindex {ifindex}, family {family}");
+            }
+        }
     }
 
     #[test]

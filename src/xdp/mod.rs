@@ -60,7 +60,8 @@ const LINEAR_TAILROOM: usize = 128 + sluice_ebpf::xdp::XDP_TAILROOM_DEFAULT;
 /// skb (`skb_linearize`) and runs the program on one buffer. Here the chain is copied into a
 /// per-worker buffer below 4 GiB (mapped once, on first need), the program runs there, and
 /// the result becomes a new chain. `p` is the new packet (the old one is freed), or stays
-/// as it was when its fate is a drop. A pool or mapping failure is an abort (`nobuf`-like).
+/// as it was when its fate is a drop or there was no buffer: then the caller drops it as
+/// `nobuf` (the kernel's failed linearize drops the skb before the program runs).
 fn run_linearized(
     prog: &mut dyn XdpProgram,
     bufs: &mut crate::buf::BufCache,
@@ -68,12 +69,11 @@ fn run_linearized(
     p: &mut Pkt,
     ctx: BurstCtx,
     env: &mut env::SluiceEnv<'_>,
-) -> RunOutcome {
-    let aborted = RunOutcome { action: XDP_ABORTED, redirect: None };
+) -> Result<RunOutcome, NoLinearBuffer> {
     if linear.is_none() {
         *linear = sluice_ebpf::LowMem::new(HEADROOM + crate::buf::chain::MAX_CHAIN_BYTES + LINEAR_TAILROOM).ok();
     }
-    let Some(mem) = linear.as_mut() else { return aborted };
+    let Some(mem) = linear.as_mut() else { return Err(NoLinearBuffer { ran: None }) };
     let total = p.total_len();
     let frame = &mut mem.as_mut_slice()[..HEADROOM + total + LINEAR_TAILROOM];
     bufs.copy_out(*p, 0, &mut frame[HEADROOM..HEADROOM + total]);
@@ -82,16 +82,23 @@ fn run_linearized(
     xb.rx_queue_index = ctx.rx_queue_index;
     let out = prog.run(&mut xb, env);
     if out.action == XDP_DROP || out.action == XDP_ABORTED {
-        return out;
+        return Ok(out);
     }
     match bufs.alloc_copy(xb.packet()) {
         Some(np) => {
             bufs.free(*p);
             *p = np;
-            out
+            Ok(out)
         }
-        None => aborted,
+        None => Err(NoLinearBuffer { ran: Some(out) }),
     }
+}
+
+/// A linearized run found no buffer: none below 4 GiB to copy the chain into (the program
+/// did not run), or none in the pool for its result (`ran`: its verdict, counted as such).
+#[derive(Debug)]
+struct NoLinearBuffer {
+    ran: Option<RunOutcome>,
 }
 
 /// What to do with one packet after its program ran.
@@ -387,7 +394,17 @@ pub fn run_generic(net: &Net, w: &mut Worker, skbs: &mut Vec<Skb>) {
             outs[0] = if prog.frags_aware() {
                 run_on_chain(prog.as_mut(), &mut w.bufs, &mut pkts[0], ctx, &mut env)
             } else {
-                run_linearized(prog.as_mut(), &mut w.bufs, &mut w.xdp.linear, &mut pkts[0], ctx, &mut env)
+                match run_linearized(prog.as_mut(), &mut w.bufs, &mut w.xdp.linear, &mut pkts[0], ctx, &mut env) {
+                    Ok(out) => out,
+                    Err(NoLinearBuffer { ran }) => {
+                        if let Some(out) = ran {
+                            let _ = fate_of(&out, port, sizes, &mut w.c.xdp_actions);
+                        }
+                        w.drop_pkt(pkts[0], DropReason::NoBuffer);
+                        start = end;
+                        continue;
+                    }
+                }
             };
         } else {
             prog.run_burst(&mut w.bufs.region_mut(), &mut pkts, ctx, &mut env, &mut outs);
@@ -513,6 +530,52 @@ mod tests {
             let _ = fate_of(&RunOutcome { action, redirect: None }, 0, (2, 1), &mut c.xdp_actions);
         }
         assert_eq!(c.xdp_actions, [1, 1, 1, 1, 1, 4]);
+    }
+
+    /// A program that is not frags-aware runs on a linear copy of a chain; with no pool
+    /// buffer for its result the packet stays as it was and the failure is named (nobuf, by
+    /// the caller), never turned into an abort of what the program said.
+    #[test]
+    fn a_linearized_run_without_a_buffer_for_its_result_says_so() {
+        struct Pass;
+        impl XdpProgram for Pass {
+            fn name(&self) -> String {
+                "test:pass".into()
+            }
+            fn run(&mut self, xdp: &mut XdpBuff<'_>, _env: &mut env::SluiceEnv<'_>) -> RunOutcome {
+                assert_eq!(xdp.data_end - xdp.data, 9000, "the whole frame in one buffer");
+                RunOutcome { action: XDP_PASS, redirect: None }
+            }
+        }
+        let (r, n) = (crate::rx::route::RouteTable::new(), crate::rx::route::Neighbours::default());
+        let mut host = env::HostState::seeded(1);
+        let frame: Vec<u8> = (0..9000).map(|i| i as u8).collect();
+        let ctx = BurstCtx { ingress_ifindex: 1, rx_queue_index: 0 };
+        // 9000 bytes take 5 frames: with 8, the result finds 3; with 10, it finds 5.
+        for (frames, fits) in [(8, false), (10, true)] {
+            let pool = crate::buf::Pool::new(frames).unwrap();
+            let mut bufs = pool.cache();
+            let mut linear = None;
+            let mut p = bufs.alloc_copy(&frame).expect("the chain");
+            let before = p;
+            let mut env = env::SluiceEnv::new(&r, &n, &[], &mut host);
+            let got = run_linearized(&mut Pass, &mut bufs, &mut linear, &mut p, ctx, &mut env);
+            match got {
+                Ok(out) => {
+                    assert!(fits, "{frames} frames");
+                    assert_eq!(out.action, XDP_PASS);
+                }
+                Err(NoLinearBuffer { ran }) => {
+                    assert!(!fits, "{frames} frames");
+                    assert_eq!(ran.map(|o| o.action), Some(XDP_PASS), "the verdict is kept");
+                    assert_eq!(p, before, "the packet is left as it was");
+                }
+            }
+            let mut out = vec![0u8; 9000];
+            bufs.copy_out(p, 0, &mut out);
+            assert_eq!(out, frame, "{frames} frames: the bytes");
+            bufs.free(p);
+        }
     }
 
     /// Redirect targets that do not exist fail by name: a CPUMAP CPU past the workers, an
