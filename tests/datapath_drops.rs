@@ -1315,6 +1315,22 @@ fn io_without_peer_is_dropped_and_accounted() {
     }
 }
 
+/// A datagram to a bound socket behind a Destination Options header goes through the
+/// options first in both modes (list delivery hands only plain datagrams to the socket
+/// batch): unknown options are obeyed (ip6_tlvopt_unknown: 01 discards, 10 answers with a
+/// parameter problem pointing at the option), padding alone is delivered.
+#[test]
+fn destination_options_are_processed_before_a_datagram_reaches_its_socket() {
+    let dstopt = |opt: u8, seq: u32| with_ipv6_ext(udp6(SRC_V6, IN_V6, 1, 5001).seq(seq).build(), 60, &[opt, 4, 0, 0, 0, 0]);
+    let frames = vec![dstopt(0x41, 1), dstopt(0x81, 2), dstopt(1, 3), udp6(SRC_V6, IN_V6, 1, 5001).seq(4).build()];
+    let o = run_both(&frames, &Setup::default().socket(5001, 16));
+    assert_eq!(o.sockets[0].len(), 2, "the padded and the plain datagram");
+    let errors = o.port(P_IN);
+    assert_eq!(errors.len(), 1, "one parameter problem");
+    assert_eq!(assert_icmp6_error(&errors[0], 4, 2, IN_V6, &frames[1]), 42, "pointing at the option");
+    assert_eq!(o.drops().values().sum::<u64>(), 2, "{:?}", o.drops());
+}
+
 #[test]
 fn ipv6_first_fragment_to_us_is_ip_frag_local() {
     let frames = vec![

@@ -335,6 +335,8 @@ fn sequence_gap_completes_tcp_gro_receive_seq_check() {
     assert_eq!(r.t.held(), 1);
     let out = r.out();
     assert!(out.iter().all(|s| s.gso_segs <= 1), "nothing merged across the gap");
+    // napi_gro_complete: a packet held alone leaves as it came, no GSO packet.
+    assert!(out.iter().all(|s| s.gso_size == 0 && s.gso_type == 0), "{out:?}");
 }
 
 #[test]
@@ -918,6 +920,12 @@ fn gso_of_any_chain_layout_copies_and_gives_the_same_segments_tcp_gso_segment() 
     copy.pkt = r.bufs.alloc_chain_copy(&bytes).unwrap();
     let want: Vec<Vec<u8>> = tr.iter().map(|t| t.frame()).collect();
     assert_eq!(r.segments(&copy), want);
+    // Headers alone in the head frame, the whole payload in fragments (skb_segment's
+    // header-only head: hdr_len == headlen).
+    let mut bare = merged;
+    bare.pkt = r.bufs.alloc_copy(&bytes[..14 + 20 + 20]).unwrap();
+    assert!(r.bufs.append_frags(&mut bare.pkt, &bytes[54..]));
+    assert_eq!(r.segments(&bare), want, "headers alone in the head");
     assert_eq!(r.segments(&merged), want);
     assert_eq!(r.bufs.in_use(), 0);
     // A short last segment (it ends the train) comes back short from the copy too.

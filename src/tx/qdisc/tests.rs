@@ -436,16 +436,19 @@ fn through_the_nic(tun: Tunables, cfg: SimConfig, step_ns: u64) -> (Counters, Tx
     let mut c = Counters::default();
     let mut seqs = [0u32; 8];
     let mut now = 0;
+    let mut runs = 0u64;
     for _ in 0..100 {
         stage(&mut q, &mut bufs, 40, 8, &mut seqs);
         crate::tx::enqueue_staged(&mut q, &mut bufs, &mut c, now);
         crate::tx::qdisc_run(&net, &mut q, &mut dev, &mut bufs, &mut c, now);
+        runs += 1;
         now += step_ns;
         t.store(now, Ordering::Relaxed);
         dev.tx_completions(&mut bufs);
     }
     while q.held() > 0 {
         crate::tx::qdisc_run(&net, &mut q, &mut dev, &mut bufs, &mut c, now);
+        runs += 1;
         now += step_ns;
         t.store(now, Ordering::Relaxed);
         dev.tx_completions(&mut bufs);
@@ -465,6 +468,15 @@ fn through_the_nic(tun: Tunables, cfg: SimConfig, step_ns: u64) -> (Counters, Tx
             assert!((before_last as i64) < *avail as i64, "bulk {lens:?} past dql_avail {avail}");
         }
     }
+    // A run finds the queue stopped at most once (it ends there).
+    assert!(q.stats.found_stopped <= runs, "found stopped {} times in {runs} runs", q.stats.found_stopped);
+    // The bulk histogram: one entry per driver call that sent, in its power-of-two bucket.
+    let mut hist = [0u64; crate::tx::queue::BULK_BUCKETS];
+    for &(_, _, sent) in dev.calls.iter().filter(|c| c.2 > 0) {
+        hist[(sent.ilog2() as usize).min(hist.len() - 1)] += 1;
+    }
+    assert_eq!(q.stats.bulk_hist, hist);
+    assert_eq!(q.stats.doorbells, hist.iter().sum::<u64>());
     dev.nic.flush_held(&mut bufs);
     assert_eq!(bufs.in_use(), 0);
     (c, q, dev)
