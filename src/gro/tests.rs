@@ -905,6 +905,30 @@ fn checksum_helper_agrees() {
     assert_valid(&f);
 }
 
+/// skb_gso_validate_network_len: the IP length a GRO packet is held to against the egress
+/// MTU is one segment's, its TCP options included; a lone packet has none (its own length).
+#[test]
+fn a_gro_packets_network_length_is_one_segments() {
+    // None, and NOP NOP Timestamp (12 bytes: data offset 8).
+    for opts in [vec![], vec![1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2]] {
+        let mut r = Rig::new();
+        let mut tr = train(3, 1000);
+        for t in &mut tr {
+            t.opts = opts.clone();
+        }
+        for t in &tr {
+            r.rx(t);
+        }
+        let merged = r.out()[0];
+        assert_eq!(merged.gso_segs, 3);
+        let ip = &r.bufs.data(merged.pkt)[14..];
+        assert_eq!(gso::network_len(ip, &merged), Some(20 + 20 + opts.len() + 1000), "options {opts:?}");
+        let lone = Skb { gso_segs: 1, ..merged };
+        assert_eq!(gso::network_len(ip, &lone), None);
+        r.bufs.free(merged.pkt);
+    }
+}
+
 #[test]
 fn gso_of_any_chain_layout_copies_and_gives_the_same_segments_tcp_gso_segment() {
     let mut r = Rig::new();
