@@ -144,6 +144,9 @@ pub fn execute(args: &XdpRunArgs) -> Result<ToolRun, XdpToolError> {
     let mut mem = LowMem::new(TEST_RUN_BUF).map_err(|source| XdpToolError::Io { path: "buffer below 4 GiB".into(), source })?;
     let routes = RouteTable::new();
     let neigh = crate::rx::route::Neighbours::default();
+    // BPF_PROG_TEST_RUN runs on the loopback device, ifindex 1: it exists (bpf_fib_lookup
+    // finds it), with no routes.
+    let lo = [crate::rx::route::Iface::new("lo", [0; 6])];
     // One helper state for the whole run, as the kernel's per-CPU one across test runs.
     let mut host = crate::xdp::env::HostState::default();
     let mut out_frames = Vec::new();
@@ -181,7 +184,7 @@ pub fn execute(args: &XdpRunArgs) -> Result<ToolRun, XdpToolError> {
         let mut xb = XdpBuff::new(buf, TEST_RUN_HEADROOM, len);
         xb.ingress_ifindex = 1;
         xb.frags = frags.as_mut().map(|p| p as &mut dyn sluice_ebpf::XdpFrags);
-        let mut env = SluiceEnv::new(&routes, &neigh, &[], &mut host);
+        let mut env = SluiceEnv::new(&routes, &neigh, &lo, &mut host);
         let out = prog.run(&mut xb, &mut env);
         let a = out.action;
         match counts.get_mut(a as usize) {

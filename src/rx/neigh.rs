@@ -105,8 +105,8 @@ pub(crate) enum Learnt {
 /// `Known`, the packet still answered. Only a packet that `confirms` reachability (a unicast
 /// ARP reply, a solicited advertisement: neigh_update to NUD_REACHABLE) restarts a resolved
 /// entry's reachable time and stops its probing; a request, a broadcast reply or an
-/// unsolicited advertisement (NUD_STALE) leaves an entry with the same MAC as it was, and
-/// one with another MAC takes it without counting as confirmed.
+/// unsolicited advertisement (NUD_STALE) leaves an entry with the same MAC as it was (one
+/// with another MAC takes it).
 pub(crate) fn learn(net: &Net, w: &mut Worker, port: u16, addr: NeighAddr, mac: [u8; 6], teach: Teach, confirms: bool) -> Learnt {
     let mut ages = net.neigh_ages.lock().unwrap_or_else(|p| p.into_inner());
     if ages.is_permanent(port, addr) {
@@ -116,13 +116,9 @@ pub(crate) fn learn(net: &Net, w: &mut Worker, port: u16, addr: NeighAddr, mac: 
     let mut freed = Vec::new();
     let known = match ages.get_mut(&(port, addr)) {
         Some(a) if teach == Teach::UpdateSameMac && a.mac.is_some_and(|m| m != mac) => return Learnt::Known,
-        Some(a) if a.mac.is_some() && !confirms => {
-            if a.mac == Some(mac) {
-                return Learnt::Known;
-            }
-            *a = Age { confirmed_ns: a.confirmed_ns, ..age };
-            false
-        }
+        // (A new MAC restarts the entry's clock, which also stands for the kernel's
+        // `updated`: forced gc keeps it 5 s.)
+        Some(a) if a.mac == Some(mac) && !confirms => return Learnt::Known,
         Some(a) => {
             let known = a.mac == Some(mac);
             *a = age;
@@ -321,7 +317,8 @@ fn release(net: &Net, w: &mut Worker, mut u: Unresolved, mac: [u8; 6]) {
     w.resolver.held -= u.held.len();
     for h in u.held.drain(..) {
         match h {
-            // The forward step takes these after the timers (`rx::neigh_timers`).
+            // The forward step takes these after the timers (`rx::neigh_timers`), or right
+            // after the answer this worker took in (`local::learn`).
             Held::Forward(..) => w.resolver.released.push(h),
             Held::Originated(p) => {
                 let src = net.ifaces.get(u.port as usize).map_or([0; 6], |i| i.mac);

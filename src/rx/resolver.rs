@@ -47,7 +47,8 @@ pub struct Resolver {
     pub(crate) next_aging_ns: u64,
     pub(crate) announced: bool,
     /// Forwarded packets whose neighbour answered, in order, for the forward step to take
-    /// (the storage is kept: no allocation once warm).
+    /// after the timers or right after the answer (the storage is kept: no allocation once
+    /// warm).
     pub(crate) released: Vec<Held>,
     /// Forwarded packets whose neighbour never answered, for the forward step to report to
     /// their senders and drop (taken right after the timers, like `released`).
