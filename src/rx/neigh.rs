@@ -116,9 +116,10 @@ pub(crate) fn learn(net: &Net, w: &mut Worker, port: u16, addr: NeighAddr, mac: 
     let mut freed = Vec::new();
     let known = match ages.get_mut(&(port, addr)) {
         Some(a) if teach == Teach::UpdateSameMac && a.mac.is_some_and(|m| m != mac) => return Learnt::Known,
-        // (A new MAC restarts the entry's clock, which also stands for the kernel's
-        // `updated`: forced gc keeps it 5 s.)
-        Some(a) if a.mac == Some(mac) && !confirms => return Learnt::Known,
+        // Left as it is (this worker's own table still takes the entry below: it may not
+        // have synced it yet). A new MAC restarts the entry's clock, which also stands for
+        // the kernel's `updated`: forced gc keeps it 5 s.
+        Some(a) if a.mac == Some(mac) && !confirms => true,
         Some(a) => {
             let known = a.mac == Some(mac);
             *a = age;
