@@ -122,6 +122,21 @@ impl Raw {
         assert_eq!(r, frame.len() as isize, "send: {}", std::io::Error::last_os_error());
     }
 
+    /// Gives the socket a receive buffer of `bytes`, so a long train waits whole until read.
+    fn hold(&self, bytes: i32) {
+        // SAFETY: a live int of the size passed.
+        let r = unsafe {
+            libc::setsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUFFORCE,
+                &bytes as *const i32 as *const libc::c_void,
+                std::mem::size_of::<i32>() as u32,
+            )
+        };
+        assert_eq!(r, 0, "SO_RCVBUFFORCE: {}", std::io::Error::last_os_error());
+    }
+
     /// Our frames (source TEST_MAC) received within PATIENCE, until `n` arrived.
     fn recv_ours(&self, n: usize) -> Vec<Vec<u8>> {
         let mut got = Vec::new();
@@ -852,5 +867,113 @@ fn a_super_frame_waits_for_a_poll_with_room_or_is_dropped_if_none_has() {
     assert_eq!(poll(&mut ports, &mut bufs, segs - 1), 0, "no poll of {} takes {segs} segments", segs - 1);
     assert_eq!(ports[0].stats().rx_length_errors, 1);
     assert_eq!(ports[0].take_rx_dropped(), 1, "dropped in the ledger");
+    assert_eq!(bufs.in_use(), 0);
+}
+
+/// An ifb device that the peer's ingress is redirected to, with a slow qdisc on it: the
+/// frames a port sends wait there, still charged to the port's socket. Deleted on drop.
+struct SlowIngress(String);
+
+impl SlowIngress {
+    fn new(peer: &str, rate: &str) -> SlowIngress {
+        let ifb = SlowIngress(format!("{peer}i"));
+        sh(&format!("ip link del {}", ifb.0));
+        for c in [
+            format!("ip link add {} type ifb", ifb.0),
+            format!("ip link set {} up", ifb.0),
+            format!("tc qdisc add dev {peer} handle ffff: ingress"),
+            format!("tc filter add dev {peer} parent ffff: protocol all u32 match u32 0 0 action mirred egress redirect dev {}", ifb.0),
+            format!("tc qdisc add dev {} root tbf rate {rate} burst 16kb limit 8mb", ifb.0),
+        ] {
+            assert!(sh(&c), "setting up the slow ingress failed at: {c}");
+        }
+        ifb
+    }
+}
+
+impl Drop for SlowIngress {
+    fn drop(&mut self) {
+        sh(&format!("ip link del {}", self.0));
+    }
+}
+
+/// The kernel has no room for a while below the port: the frames it sent wait in a slow
+/// qdisc (40 Mbit/s) and fill the socket's send buffer, so tpacket_snd stops with EAGAIN and
+/// leaves the rest requested. Those frames wait in the ring and leave at later doorbells,
+/// in order; while the ring is full the port takes no more (the qdisc above requeues). None
+/// is failed as a write error (the port had failed them all after four quick retries).
+#[test]
+fn frames_the_kernel_has_no_room_for_wait_in_the_ring_and_go_later() {
+    if !preconditions() {
+        return;
+    }
+    let veth = Veth::new('w', 1500);
+    let _slow = SlowIngress::new(&veth.peer, "40mbit");
+    let peer_mac = afpacket::iface_mac(&veth.peer).unwrap();
+    let pool = Pool::new(4096).unwrap();
+    let mut bufs = pool.cache();
+    let mut ports = open(&veth.port, 1, 1500);
+    let raw = Raw::open(&veth.peer);
+    raw.hold(32 << 20);
+    // 1.5 MB: several times the socket's send buffer and three times the ring.
+    let frames: Vec<Vec<u8>> = (0..1500u32).map(|i| frame(peer_mac, 8, i, 1000)).collect();
+    let pkts: Vec<Pkt> = frames.iter().map(|f| bufs.alloc_copy(f).unwrap()).collect();
+    let (mut next, mut pushed_back) = (0, false);
+    let end = Instant::now() + PATIENCE;
+    while next < pkts.len() && Instant::now() < end {
+        let chunk = &pkts[next..(next + 64).min(pkts.len())];
+        let n = ports[0].tx_burst(&mut bufs, chunk, false);
+        next += n;
+        if n < chunk.len() {
+            pushed_back = true;
+            std::thread::sleep(Duration::from_micros(200));
+            ports[0].tx_completions(&mut bufs);
+        }
+    }
+    assert_eq!(next, pkts.len(), "the port never took the whole train");
+    // The frames still in the ring go at the doorbells of later rounds (`tx_completions`).
+    while Instant::now() < end {
+        let rung = ports[0].stats().doorbells;
+        ports[0].tx_completions(&mut bufs);
+        if ports[0].stats().doorbells == rung {
+            break;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    assert!(ports[0].tx_busy > 0 && pushed_back, "the kernel never ran out of room: the case was not reached");
+    assert_eq!((ports[0].take_tx_failed(), ports[0].tx_errors), ((0, 0), 0), "frames waiting for room were failed");
+    assert_eq!(ports[0].stats().tx_packets, frames.len() as u64);
+    let got = raw.recv_ours(frames.len());
+    assert!(got == frames, "the peer received {} frames, not the {} sent in order", got.len(), frames.len());
+    ports[0].finish().unwrap();
+    assert_eq!(ports[0].take_tx_failed(), (0, 0), "nothing was left to fail at the end");
+    assert_eq!(bufs.in_use(), 0);
+}
+
+/// Frames the kernel still has no room for when the port finishes (a qdisc far slower than
+/// the sender) never leave: after a bounded wait they are reported failed, so the ledger
+/// counts them dropped (`tx_error`), not sent.
+#[test]
+fn frames_still_waiting_for_room_at_the_end_are_reported_failed() {
+    if !preconditions() {
+        return;
+    }
+    let veth = Veth::new('x', 1500);
+    let _slow = SlowIngress::new(&veth.peer, "100kbit");
+    let peer_mac = afpacket::iface_mac(&veth.peer).unwrap();
+    let pool = Pool::new(1024).unwrap();
+    let mut bufs = pool.cache();
+    let mut ports = open(&veth.port, 1, 1500);
+    // More than the socket's send buffer holds in flight, fewer than the ring's slots.
+    let pkts: Vec<Pkt> = (0..400u32).map(|i| bufs.alloc_copy(&frame(peer_mac, 9, i, 1000)).unwrap()).collect();
+    assert_eq!(ports[0].tx_burst(&mut bufs, &pkts, false), pkts.len(), "the ring had room for all");
+    assert!(ports[0].tx_busy > 0, "the kernel never ran out of room: the case was not reached");
+    assert_eq!(ports[0].take_tx_failed(), (0, 0), "waiting is not failing");
+    ports[0].finish().unwrap();
+    let (failed, bytes) = ports[0].take_tx_failed();
+    let sent = ports[0].stats().tx_packets;
+    assert!(failed > 0, "frames that never left were counted sent");
+    assert_eq!((sent + failed, bytes), (pkts.len() as u64, failed * 1000), "every frame is sent or failed, once");
+    assert_eq!(ports[0].tx_errors, failed);
     assert_eq!(bufs.in_use(), 0);
 }

@@ -30,6 +30,8 @@ const ETH_P_ALL_BE: u16 = (libc::ETH_P_ALL as u16).to_be();
 const L2_OVERHEAD: usize = 18;
 /// Attempts at pushing a flush the kernel answered with a transient error (ENOBUFS, EAGAIN).
 const SEND_RETRIES: usize = 4;
+/// Longest the port waits at shutdown for the kernel to take the frames still in its ring.
+const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
 
 const fn tpacket_align(x: usize) -> usize {
     (x + libc::TPACKET_ALIGNMENT - 1) & !(libc::TPACKET_ALIGNMENT - 1)
@@ -224,6 +226,9 @@ pub struct AfPacketPort {
     too_long: u64,
     /// Frames the kernel refused at a flush (counted, never reported as sent).
     pub tx_errors: u64,
+    /// Doorbells after which frames stayed in the ring for want of room further down (the
+    /// socket's send buffer or the driver's queue full: EAGAIN, ENOBUFS), to go later.
+    pub tx_busy: u64,
     /// Refused since the datapath last asked: packets, bytes.
     failed: (u64, u64),
     /// A frame being mended (VLAN tag put back, checksum completed) before the copy.
@@ -559,6 +564,7 @@ impl AfPacketPort {
             stats: PortStats::default(),
             too_long: 0,
             tx_errors: 0,
+            tx_busy: 0,
             failed: (0, 0),
             scratch: Vec::with_capacity(MAX_CHAIN_BYTES),
             mtu: cfg.mtu,
@@ -649,15 +655,16 @@ impl AfPacketPort {
         unsafe { std::ptr::write_volatile(std::ptr::addr_of_mut!((*self.tx_hdr(i)).tp_status), s) };
     }
 
-    /// Rings the doorbell: the kernel sends every requested slot. Slots it could not send
-    /// are taken back and counted in `tx_errors`.
+    /// Rings the doorbell: the kernel sends the requested slots. Slots it cannot send for
+    /// now (its socket buffer is full of frames still in the qdisc) stay requested for the
+    /// next doorbell; slots it refuses for good are taken back and counted in `tx_errors`.
     fn kick(&mut self) {
         if self.tx_pending == 0 {
             return;
         }
         self.stats.doorbells += 1;
         loop {
-            self.send_ring();
+            let answer = self.send_ring();
             // Whatever the kernel left requested or refused (WRONG_FORMAT) was not sent. It
             // walks the ring in order and stops at the first frame it cannot send, keeping
             // its own position there: the unsent frames are the tail of the pending ones.
@@ -669,10 +676,18 @@ impl AfPacketPort {
             let Some(stop) = (0..self.tx_pending).find(|&k| unsent(k)) else { break };
             let at = (first_pending + stop) % self.tx_slots;
             if self.tx_status(at) & libc::TP_STATUS_WRONG_FORMAT == 0 {
-                // Still requested: the kernel could not send now (link down, no buffers after
-                // the retries). Take them back, report them failed (`take_tx_failed`), and
-                // write the next frame into the first of them, where the kernel will look
-                // (else the ring would stall for good).
+                if answer.is_transient() {
+                    // The socket's send buffer is full (tpacket_snd stops at the first frame
+                    // it cannot allocate for and keeps its place there) or the qdisc pushed
+                    // back: the frames wait in the ring, as frames wait in a NIC's, and the
+                    // next doorbell (the next burst, `tx_completions`, the end) sends them.
+                    self.tx_pending -= stop;
+                    self.tx_busy += 1;
+                    return;
+                }
+                // Still requested after an error that does not pass (link down): take them
+                // back, report them failed (`take_tx_failed`), and write the next frame into
+                // the first of them, where the kernel will look (else the ring would stall).
                 for k in stop..self.tx_pending {
                     self.fail_slot((first_pending + k) % self.tx_slots);
                 }
@@ -697,24 +712,42 @@ impl AfPacketPort {
         self.tx_pending = 0;
     }
 
-    /// send(2) with no data: the kernel walks the transmit ring. Transient errors are
-    /// retried a few times.
-    fn send_ring(&mut self) {
+    /// send(2) with no data: the kernel walks the transmit ring. Errors that may pass are
+    /// retried a few times. Returns the last answer.
+    fn send_ring(&mut self) -> RingSend {
         let mut tries = 0;
         loop {
             // SAFETY: send(2) with no data: the kernel walks the transmit ring.
             let r = unsafe { libc::send(self.fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT) };
             if r >= 0 {
-                break;
+                return RingSend::Taken;
             }
-            let e = io::Error::last_os_error().raw_os_error();
+            let e = io::Error::last_os_error().raw_os_error().unwrap_or(0);
             tries += 1;
             // ENETDOWN too: after the link went down and up, the socket holds the stale error
             // and returns it once (a link really down fails fast each time).
-            if !matches!(e, Some(libc::EINTR | libc::EAGAIN | libc::ENOBUFS | libc::ENETDOWN)) || tries >= SEND_RETRIES {
-                break;
+            if !matches!(e, libc::EINTR | libc::EAGAIN | libc::ENOBUFS | libc::ENETDOWN) || tries >= SEND_RETRIES {
+                return RingSend::Failed(e);
             }
         }
+    }
+
+    /// At shutdown: rings the doorbell until the kernel has taken every requested frame, at
+    /// most `FLUSH_WAIT` (a slow qdisc frees the socket buffer as it sends). Frames still
+    /// requested then never leave: reported failed, as a link that stays down fails them.
+    fn flush_ring(&mut self) {
+        let deadline = std::time::Instant::now() + FLUSH_WAIT;
+        self.kick();
+        while self.tx_pending > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+            self.kick();
+        }
+        let first_pending = (self.tx_next + self.tx_slots - self.tx_pending) % self.tx_slots;
+        for k in 0..self.tx_pending {
+            self.fail_slot((first_pending + k) % self.tx_slots);
+        }
+        self.tx_next = first_pending;
+        self.tx_pending = 0;
     }
 
     /// Slot `i`, counted sent, was not: free it and report it failed.
@@ -746,6 +779,24 @@ impl AfPacketPort {
         }
         fence(Ordering::Release);
         self.set_tx_status(to, libc::TP_STATUS_SEND_REQUEST);
+    }
+}
+
+/// The kernel's last answer to a doorbell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RingSend {
+    /// send() returned a count: it sent until the ring had no requested frame or the
+    /// socket's send buffer was full.
+    Taken,
+    /// send() failed with this errno (after the retries).
+    Failed(i32),
+}
+
+impl RingSend {
+    /// Frames left requested after this answer will go later: the socket buffer or the
+    /// device's queue is full for now (EAGAIN, ENOBUFS), not the link down or gone.
+    fn is_transient(self) -> bool {
+        matches!(self, RingSend::Taken | RingSend::Failed(libc::EAGAIN | libc::ENOBUFS | libc::EINTR))
     }
 }
 
@@ -1066,7 +1117,7 @@ impl Port for AfPacketPort {
             }
             if self.tx_status(self.tx_next) != libc::TP_STATUS_AVAILABLE {
                 // The ring is full until the kernel catches up: flush what is queued, and
-                // give up (the caller drops the rest) if that frees nothing.
+                // stop if that frees nothing (the qdisc requeues the rest, NETDEV_TX_BUSY).
                 self.kick();
                 if self.tx_status(self.tx_next) != libc::TP_STATUS_AVAILABLE {
                     break;
@@ -1111,8 +1162,18 @@ impl Port for AfPacketPort {
         std::mem::take(&mut self.failed)
     }
 
+    /// Frames the kernel left in the ring for want of socket buffer go at the next doorbell:
+    /// rung once per softirq round (`tx_action`) while any wait, so they leave even when
+    /// nothing else is sent. Nothing to reap: a frame's buffer went back when it was copied.
+    fn tx_completions(&mut self, _bufs: &mut BufCache) -> usize {
+        if self.tx_pending > 0 {
+            self.kick();
+        }
+        0
+    }
+
     fn finish(&mut self) -> io::Result<()> {
-        self.kick();
+        self.flush_ring();
         Ok(())
     }
 

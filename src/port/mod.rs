@@ -74,8 +74,9 @@ pub trait Port: Send {
     fn rx_burst(&mut self, bufs: &mut BufCache, out: &mut Vec<Pkt>, max: usize) -> usize;
 
     /// Queues `pkts` for transmission; the port owns the accepted ones (it frees them on
-    /// completion). Returns how many it accepted: the caller drops the rest. `more` says
-    /// more packets follow at once, so the doorbell may wait.
+    /// completion). Returns how many it accepted: the caller keeps the rest (the qdisc
+    /// requeues them) or drops them (XDP's bulk queues). `more` says more packets follow at
+    /// once, so the doorbell may wait.
     fn tx_burst(&mut self, bufs: &mut BufCache, pkts: &[Pkt], more: bool) -> usize;
 
     /// A port that models a NIC ring (`sim`): its transmit queue's BQL and stop state. The
