@@ -62,6 +62,10 @@ pub struct Datapath {
     pub workers: Vec<Worker>,
 }
 
+/// Passes of [`Datapath::drain`] over the workers: a packet crosses between workers at most
+/// twice (steered, then handed to its port's owner), so a few passes always settle.
+const MAX_SETTLE_PASSES: usize = 8;
+
 impl Datapath {
     /// A datapath with one worker, or with one per CPU up to the highest of `rps_cpus`.
     pub fn new(tun: Tunables, pipeline: Pipeline, pool: &Pool) -> Datapath {
@@ -265,8 +269,22 @@ impl Datapath {
         workers.iter_mut().map(|w| napi::softirq_round(net, w)).sum()
     }
 
-    /// Flushes everything every worker holds (see [`napi::drain`]).
+    /// Flushes everything every worker holds (see [`napi::drain`]). With several workers,
+    /// on this one thread: packets cross between them (steered into another's backlog,
+    /// handed to a port's owner), so every worker settles in turn until nothing is left
+    /// between them, as the threaded shutdown keeps serving backlogs until all are quiet.
     pub fn drain(&mut self) -> Vec<(String, std::io::Error)> {
+        if self.workers.len() > 1 {
+            for _ in 0..MAX_SETTLE_PASSES {
+                let Datapath { net, workers } = self;
+                for w in workers.iter_mut() {
+                    napi::settle(net, w);
+                }
+                if self.in_flight() == 0 {
+                    break;
+                }
+            }
+        }
         let Datapath { net, workers } = self;
         workers.iter_mut().flat_map(|w| napi::drain(net, w)).collect()
     }

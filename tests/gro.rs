@@ -399,3 +399,24 @@ fn an_empty_poll_delivers_what_gro_held_and_sends_it() {
     assert_eq!(sluice::napi::napi_poll(net, w, common::P_IN as u16, 2), 0, "nothing left to receive");
     assert_eq!(w.c.tx, 2, "delivered, split again by GSO and sent in the empty poll");
 }
+
+/// With two workers, what GRO still holds when the datapath is drained (here after one
+/// stepped round whose full-weight poll GRO holds whole) goes through RPS like any delivery,
+/// into both workers' backlogs: each worker's drain processes its backlog after its GRO
+/// flush, so every segment leaves and nothing stays queued between workers.
+#[test]
+fn a_drain_processes_what_gro_delivered_into_the_backlogs() {
+    let (c, tun) = tcp_lab(4, 16, IpVersion::V4, &["gro=1", "rps_cpus=0-1"]);
+    let pool = Pool::new(c.pool_frames).expect("pool");
+    let mut dp = c.build(tun, &pool).expect("build");
+    assert_eq!(dp.workers.len(), 2);
+    assert!(dp.round() > 0);
+    let rx = dp.counters().rx;
+    assert!(rx > 0 && dp.counters().tx == 0, "GRO holds the whole poll: {:?}", dp.counters());
+    dp.drain();
+    assert_eq!(dp.conservation(), Ok(()), "{:?}", dp.counters());
+    assert_eq!(dp.in_flight(), 0, "left in a backlog");
+    assert_eq!(dp.counters().tx, rx, "{:?}", dp.counters().nonzero_drops());
+    let through_backlogs: u64 = dp.workers.iter().map(|w| w.c.backlog_processed).sum();
+    assert!(through_backlogs > 0, "GRO's packets crossed the backlogs");
+}

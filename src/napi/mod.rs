@@ -526,17 +526,31 @@ fn busy_wait(net: &Net, w: &mut Worker) -> bool {
 /// buffers: after it, nothing is in flight. Returns the ports whose output could not be
 /// finished (a capture that could not be written), by name.
 pub fn drain(net: &Net, w: &mut Worker) -> Vec<(String, std::io::Error)> {
+    settle(net, w);
+    finish_ports(net, w)
+}
+
+/// Delivers, sends or drops everything the worker holds: GRO, its backlog, neighbour
+/// queues, qdiscs, socket queues. With several workers some of it may land in another
+/// worker's backlog or handoff queue (see `Datapath::drain`).
+pub fn settle(net: &Net, w: &mut Worker) {
     // GRO first: what it delivers may wait for a neighbour, and the neighbour queues are
     // emptied after it.
     crate::gro::flush_all(net, w);
     poll_end(net, w);
     if net.rps.workers() > 1 {
-        // What GRO delivered just now may stand in this worker's own backlog.
+        // What GRO delivered just now, or other workers steered here, stands in this
+        // worker's own backlog.
         while poll_backlog(net, w) > 0 {}
     }
     crate::rx::neigh::drain(net, w);
     crate::tx::drain_qdiscs(net, w);
     w.sockets.drain_all(&mut w.bufs);
+}
+
+/// The end of a worker's ports: what they still hold goes back, their output is finished
+/// and what they wrote off leaves the sent count.
+fn finish_ports(net: &Net, w: &mut Worker) -> Vec<(String, std::io::Error)> {
     let mut failed = Vec::new();
     for p in w.ports.iter_mut().flatten() {
         // Frames a port still holds (fault injection's delayed ones) go back to the pool.
