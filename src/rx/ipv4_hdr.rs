@@ -362,4 +362,15 @@ mod tests {
         let full = header_with(&[&[IPOPT_RA, 4, 0, 0][..], &[IPOPT_RR, 7, 8, 0, 0, 0, 0]].concat());
         assert_eq!(record_route_with_room(&full), None, "a full Record Route has no room");
     }
+
+    /// The walk ends at the header's end (IHL), never in the payload: bytes after a header
+    /// whose options hold no Record Route are not one, whatever they look like.
+    #[test]
+    fn record_route_is_looked_for_within_the_header_only() {
+        let mut ip = header_with(&[IPOPT_NOOP; 4]);
+        ip.extend_from_slice(&[IPOPT_RR, 7, 4, 0, 0, 0, 0, 0]);
+        assert_eq!(record_route_with_room(&ip), None);
+        assert!(!record_route(&mut ip, [192, 0, 2, 1]));
+        assert_eq!(ip[24..], [IPOPT_RR, 7, 4, 0, 0, 0, 0, 0], "the payload is untouched");
+    }
 }

@@ -386,6 +386,21 @@ mod tests {
         assert_eq!(d.limit(), 200);
     }
 
+    /// dql_completed shrinks only after an interval busy from start to end: one that began
+    /// with nothing in flight (prev_inprogress 0) computes no slack, even when it completes
+    /// long after the hold time with bytes still in progress.
+    #[test]
+    fn an_interval_that_began_idle_is_not_busy() {
+        let mut d = Dql::new(HOLD, 0);
+        d.set_limit(1000);
+        queue(&mut d, 10, 100);
+        d.completed(100, 2000);
+        // inprogress 900, but prev_inprogress = prev_num_queued 0 - num_completed 0 = 0:
+        // neither branch (a busy reading would shrink to posdiff(1000, 2*100) = 800 off).
+        assert_eq!(d.limit(), 1000);
+        assert_eq!(d.inflight(), 900);
+    }
+
     #[test]
     fn the_limit_is_clamped_to_limit_min_and_limit_max() {
         let mut d = busy_ring(500);
