@@ -129,6 +129,21 @@ mod scenarios {
         s
     }
 
+    /// Generic XDP on a jumbo chain for a program that is not frags-aware: the chain is
+    /// linearized and the program runs and passes it, but the pool has no frames left for
+    /// the result (the chain holds them all): dropped as `nobuf`, its verdict still counted.
+    pub fn nobuf_for_a_linearized_result() -> Scenario {
+        let jumbo = udp4(SRC_V4, DST1_V4, 2, 9).len(9000).build();
+        let mut s = sc(vec![jumbo], &[(DropReason::NoBuffer, 1)], |o, _| {
+            assert_eq!((o.c.rx, o.c.tx), (1, 0));
+            assert_eq!(o.c.xdp_actions, [0, 0, 1, 0, 0, 0], "the program ran and passed it");
+        });
+        s.setup.pool_frames = 5;
+        s.setup.out1_mtu = 9000;
+        s.setup.xdp.push((0, XdpMode::Generic, || Box::new(FnXdpLinear(|_| RunOutcome { action: XDP_PASS, redirect: None }))));
+        s
+    }
+
     pub fn rx_length_error() -> Scenario {
         // A native XDP program that is not frags-aware: the driver receives into single
         // buffers, so a jumbo frame (a buffer chain here) is a receive length error — counted
@@ -803,6 +818,7 @@ scenario_tests! {
     nobuf => NoBuffer,
     nobuf_v6 => NoBuffer,
     nobuf_mid_fragmentation => NoBuffer,
+    nobuf_for_a_linearized_result => NoBuffer,
     rx_length_error => RxLengthError,
     pkt_too_small => PktTooSmall,
     unhandled_proto => UnhandledProto,

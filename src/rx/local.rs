@@ -21,8 +21,8 @@ use crate::wire::{checksum, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_U
 use crate::worker::Worker;
 
 /// A neighbour learned from ARP/NDP (`neigh::learn`: requests and solicitations create,
-/// answers only update; unicast replies and solicited advertisements confirm). The packets this worker held for it leave at once, ahead of every
-/// packet received after this one.
+/// answers only update; unicast replies and solicited advertisements confirm). The packets
+/// this worker held for it leave at once, ahead of every packet received after this one.
 fn learn(net: &Net, w: &mut Worker, e: NeighEntry, teach: Teach, confirms: bool) -> Learnt {
     let (port, addr, mac) = match e {
         NeighEntry::V4(port, a, mac) => (port, NeighAddr::V4(a), mac),
