@@ -395,8 +395,9 @@ tunables! {
     icmp_msgs_burst: u32 = 50, "net.ipv4.icmp_msgs_burst", min 0, max 1_000_000_000;
     /// Flow labels copied from a request into its answer: bit 4 for ICMPv6 echo replies (bits 1 and 2, established sockets and TCP resets, have nothing to act on here). Without it a reply's label is 0: sluice's own packets carry no automatic flow label (the kernel's net.ipv6.auto_flowlabels = 0; its default, 1, hashes one).
     flowlabel_reflect: u8 = 0, "net.ipv6.flowlabel_reflect", min 0, max 7;
-    /// Per-destination ICMPv6 error limit in ms (0 = off); packet too big is exempt.
-    icmpv6_ratelimit: u32 = 1000, "net.ipv6.icmp.ratelimit", min 0, max 1_000_000;
+    /// Per-destination ICMPv6 error limit in ms (0 = off); packet too big is exempt. 100: current
+    /// kernels' HZ/10 (6.18.y reads 100 here; older ones had HZ, 1000).
+    icmpv6_ratelimit: u32 = 100, "net.ipv6.icmp.ratelimit", min 0, max 1_000_000;
     /// Listified receive: pass each poll's packets through the stack as lists (0 = one at a time).
     listified: u8 = 1, "rx.listified", min 0, max 1;
     /// Reuse the previous route lookup for consecutive packets with the same (daddr, tos).

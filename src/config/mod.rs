@@ -599,14 +599,12 @@ impl Config {
     /// Tunables: defaults, then the file's `[tunables]`, then `overrides` (`name=value`).
     pub fn tunables(&self, overrides: &[String]) -> Result<Tunables, ConfigError> {
         let mut t = Tunables::default();
+        let mut settings = Vec::new();
         for (k, v) in &self.tunables {
-            let s = match v {
-                toml::Value::String(s) => s.clone(),
-                // As `true`/`false`: taken as 1/0 by a 0..=1 setting only.
-                toml::Value::Boolean(b) => b.to_string(),
-                other => other.to_string(),
-            };
-            t.set(k, &s)?;
+            dotted_settings(k, v, &mut settings);
+        }
+        for (k, s) in settings {
+            t.set(&k, &s)?;
         }
         t.apply_all(overrides)?;
         Ok(t)
@@ -1184,6 +1182,25 @@ fn on_link(i: &Iface, a: IpAddr) -> bool {
     }
 }
 
+/// `[tunables]` entries as (sysctl name, value text). An unquoted dotted key
+/// (`net.core.dev_weight = 32`) is a nested table in TOML: its keys are joined back with
+/// dots, so it means what the quoted name means.
+fn dotted_settings(key: &str, v: &toml::Value, out: &mut Vec<(String, String)>) {
+    let text = match v {
+        toml::Value::Table(t) => {
+            for (k, inner) in t {
+                dotted_settings(&format!("{key}.{k}"), inner, out);
+            }
+            return;
+        }
+        toml::Value::String(s) => s.clone(),
+        // As `true`/`false`: taken as 1/0 by a 0..=1 setting only.
+        toml::Value::Boolean(b) => b.to_string(),
+        other => other.to_string(),
+    };
+    out.push((key.to_string(), text));
+}
+
 /// One `ip route` line, split into what sluice uses.
 #[derive(Debug, PartialEq, Eq)]
 struct IpRoute<'a> {
@@ -1222,11 +1239,16 @@ fn parse_ip_route(line: &str) -> Result<IpRoute<'_>, String> {
         match w {
             "via" => r.via = Some(value()?),
             "dev" => r.dev = Some(value()?),
-            "proto" | "scope" | "src" | "metric" | "table" => {
+            "proto" | "scope" | "src" | "metric" => {
                 value()?;
             }
+            // One routing table: the main one (what `ip route` shows without `table`).
+            "table" => match value()? {
+                "main" | "254" => {}
+                t => return Err(format!("table `{t}`: sluice has only the main table")),
+            },
             "onlink" | "linkdown" => {}
-            other => return Err(format!("unknown word `{other}` (via, dev, proto, scope, src, metric)")),
+            other => return Err(format!("unknown word `{other}` (via, dev, proto, scope, src, metric, table main)")),
         }
     }
     Ok(r)
@@ -1647,5 +1669,28 @@ mod tests {
         let mut c = lab(Pipeline::L3fwd);
         c.tunables.insert("rx.listified".into(), toml::Value::Boolean(false));
         assert_eq!(c.tunables(&[]).unwrap().listified, 0);
+    }
+
+    /// An unquoted sysctl name in `[tunables]` is a nested table in TOML: it sets the same
+    /// tunable as the quoted name (it was refused as "unknown tunable `net`").
+    #[test]
+    fn unquoted_dotted_tunable_names_mean_the_sysctl_name() {
+        let mut c = lab(Pipeline::L3fwd);
+        c.tunables = toml::from_str("net.core.dev_weight = 32\nrx.listified = 0\n\"net.core.gro_normal_batch\" = 4").unwrap();
+        let t = c.tunables(&[]).unwrap();
+        assert_eq!((t.dev_weight, t.listified, t.gro_normal_batch), (32, 0, 4));
+        c.tunables = toml::from_str("net.core.no_such_thing = 1").unwrap();
+        let e = c.tunables(&[]).expect_err("unknown").to_string();
+        assert!(e.contains("net.core.no_such_thing"), "{e}");
+    }
+
+    /// `table` in a routes file: the main table is the only one (a route for another table
+    /// would have been put in the main one).
+    #[test]
+    fn routes_for_another_table_are_refused() {
+        assert!(parse_ip_route("10.0.0.0/24 via 192.0.2.2 dev sink0 table main").is_ok());
+        assert!(parse_ip_route("10.0.0.0/24 via 192.0.2.2 dev sink0 table 254").is_ok());
+        let e = parse_ip_route("10.0.0.0/24 via 192.0.2.2 dev sink0 table 100").unwrap_err();
+        assert!(e.contains("table `100`"), "{e}");
     }
 }
