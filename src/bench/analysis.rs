@@ -379,6 +379,12 @@ pub fn compare(title: &str, a: &ArmResult, b: &ArmResult, cap: Option<f64>, want
             Some(cap) => censored_ratio_ci(&xa, &xb, cap),
             None => paired_ratio_ci(&a.samples, &b.samples).or_else(|| ratio_ci(a.mpps.as_ref(), b.mpps.as_ref())),
         };
+        if c.verdict.as_ref().is_some_and(|v| v.method == stats::METHOD_WELCH_CAPPED) {
+            // An arm all at the cap has no estimate above it: its runs only say "at least".
+            if let Some(r) = c.ratio.as_mut() {
+                r.method.push_str("; of capped values: a bound, not an estimate (an arm at the cap may be faster)");
+            }
+        }
     }
     if a.zoom.is_empty() || b.zoom.is_empty() {
         return c;

@@ -424,7 +424,7 @@ pub fn run_experiment(e: &Experiment, s: &Settings, use_hw: bool, quiet: bool) -
                     let all: Vec<String> = s.set.iter().chain(set.iter()).cloned().collect();
                     let mut x = runner::run_sluice(config, &all, warm, meas, use_hw, set_pos)?;
                     if arm.rate_is_tx {
-                        x.mpps = x.tx_packets as f64 / x.seconds.max(1e-9) / 1e6;
+                        x.rate_by_tx();
                     }
                     Some(x)
                 }

@@ -364,7 +364,10 @@ fn experiment_md(s: &mut String, r: &Results, e: &ExperimentResult, out: &Path) 
     if let Some(cap) = e.cap_mpps {
         let _ = writeln!(s, "\nRate cap: {cap} Mpps (samples within 0.5% of it count as censored).");
     }
-    let _ = writeln!(s, "\nGbit/s counts received frame bytes without FCS. Wall ns/pkt = measured seconds / received packets; CPU ns/pkt uses the datapath thread's user+sys time (getrusage RUSAGE_THREAD).");
+    let _ = writeln!(
+        s,
+        "\nGbit/s counts received frame bytes without FCS. Mpps, wall ns/pkt and CPU ns/pkt count the packets that entered processing (received minus backlog drops), or the transmitted ones for an arm rated by what it sends; CPU ns/pkt uses the user+sys time of every worker thread (getrusage RUSAGE_THREAD). Per-stage ns and hardware counters are per received packet, the counters of the first worker's thread only."
+    );
 
     let _ = writeln!(s, "\n### Comparisons\n");
     for c in &e.comparisons {

@@ -36,17 +36,19 @@ pub struct Sample {
     pub rx_packets: u64,
     pub tx_packets: u64,
     pub rx_bytes: u64,
-    /// Received packets per second / 1e6.
+    /// Packets that entered processing (received minus what a full backlog refused) per
+    /// second / 1e6; transmitted packets for an arm rated by what it sends (`rate_by_tx`).
     pub mpps: f64,
     /// Received frame bytes (without FCS) per second × 8 / 1e9.
     pub gbps: Option<f64>,
-    /// Wall time / received packets.
+    /// Wall time / the packets `mpps` counts.
     pub ns_per_packet: f64,
     pub cpu_user_s: Option<f64>,
     pub cpu_sys_s: Option<f64>,
-    /// (user + sys) / wall for the datapath thread: below 1 when it was preempted.
+    /// (user + sys) / wall summed over the worker threads: below the worker count when
+    /// they were preempted or idle.
     pub cpu_util: Option<f64>,
-    /// (user + sys) CPU time / received packets.
+    /// (user + sys) CPU time of every worker thread / the packets `mpps` counts.
     pub cpu_ns_per_packet: Option<f64>,
     pub drops: u64,
     /// Doorbells rung (driver calls that posted packets) over the measured interval.
@@ -64,6 +66,17 @@ pub struct Sample {
     /// testpmd runs: (port 0, port 1) Rx-pps of every measured stats period.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub testpmd_periods: Vec<[f64; 2]>,
+}
+
+impl Sample {
+    /// Rates the sample by what it transmitted (a sender whose qdisc drops what its port
+    /// cannot take): the rate and both per-packet costs count transmitted packets.
+    pub fn rate_by_tx(&mut self) {
+        let tx = self.tx_packets.max(1) as f64;
+        self.mpps = self.tx_packets as f64 / self.seconds.max(1e-9) / 1e6;
+        self.ns_per_packet = self.seconds * 1e9 / tx;
+        self.cpu_ns_per_packet = self.cpu_user_s.zip(self.cpu_sys_s).map(|(u, s)| (u + s) * 1e9 / tx);
+    }
 }
 
 /// A request/response run (netperf TCP_RR-like): transactions and their latency. With no
@@ -227,5 +240,23 @@ mod tests {
         assert_eq!((r.transactions, r.transactions_per_s, r.wakeups_per_transaction), (2, 1.0, 2.0));
         assert!((r.latency_mean_us - 3.0).abs() < 0.01 && (r.latency_p99_us - 4.0).abs() < 0.01, "{r:?}");
         assert!((r.cpu_ns_per_transaction.unwrap() - 5e5).abs() < 1e-6);
+    }
+
+    /// An arm rated by what it sends: the rate and both per-packet costs count transmitted
+    /// packets (they had counted received ones, so a qdisc dropping more looked cheaper).
+    #[test]
+    fn a_sample_rated_by_tx_counts_transmitted_packets_throughout() {
+        let mut x = Sample {
+            seconds: 2.0,
+            rx_packets: 30_000_000,
+            tx_packets: 20_000_000,
+            mpps: 15.0,
+            ns_per_packet: 2e9 / 3e7,
+            cpu_user_s: Some(1.5),
+            cpu_sys_s: Some(0.5),
+            ..Sample::default()
+        };
+        x.rate_by_tx();
+        assert_eq!((x.mpps, x.ns_per_packet, x.cpu_ns_per_packet), (10.0, 100.0, Some(100.0)));
     }
 }
