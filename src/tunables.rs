@@ -288,9 +288,10 @@ pub fn parse_cpu_list(s: &str, present: u32) -> Result<Vec<u32>, CpuListError> {
     Ok(cpus)
 }
 
-/// A tunable's value: a non-negative integer, or for a `boolean` (a 0..=1 setting) also
-/// on/off, yes/no, true/false. The kernel's sysctls take numbers only; the words are sluice's
-/// convenience for switches, and would silently be 1 or 0 for a count or a time.
+/// A tunable's value: a non-negative integer (decimal, or hexadecimal after `0x`), or for a
+/// `boolean` (a 0..=1 setting) also on/off, yes/no, true/false. The kernel's sysctls take
+/// numbers only; the words are sluice's convenience for switches, and would silently be 1 or
+/// 0 for a count or a time.
 fn parse_value(s: &str, boolean: bool) -> Result<u64, BadNumber> {
     let word = match s.trim().to_ascii_lowercase().as_str() {
         "on" | "true" | "yes" => Some(1),
@@ -301,6 +302,13 @@ fn parse_value(s: &str, boolean: bool) -> Result<u64, BadNumber> {
         return if boolean { Ok(v) } else { Err(BadNumber::Word) };
     }
     let t = s.trim();
+    // Hexadecimal as sysctl takes it (proc_dointvec parses with base 0), e.g. a ratemask.
+    if let Some(hex) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        return u64::from_str_radix(hex, 16).map_err(|e| match e.kind() {
+            std::num::IntErrorKind::PosOverflow => BadNumber::TooLarge,
+            _ => BadNumber::NotInteger { boolean },
+        });
+    }
     t.parse::<u64>().map_err(|e| match e.kind() {
         std::num::IntErrorKind::PosOverflow => BadNumber::TooLarge,
         _ if t.starts_with('-') && t[1..].bytes().all(|c| c.is_ascii_digit()) && t.len() > 1 => BadNumber::Negative,
@@ -434,6 +442,7 @@ mod tests {
         assert_eq!(t.netdev_budget_usecs, 2000);
         assert_eq!(t.dev_weight, 64);
         assert_eq!(t.netdev_max_backlog, 1000);
+        assert_eq!((t.icmp_ratelimit, t.icmpv6_ratelimit, t.icmp_msgs_burst), (1000, 100, 50));
         assert_eq!((t.dev_weight_rx_bias, t.dev_weight_tx_bias), (1, 1));
         assert_eq!((t.dev_rx_weight(), t.dev_tx_weight()), (64, 64));
     }
@@ -445,6 +454,10 @@ mod tests {
         assert_eq!(t.gro_normal_batch, 16);
         assert_eq!(t.listified, 0);
         assert_eq!(t.get("net.core.gro_normal_batch").unwrap(), 16);
+        // Hexadecimal, as sysctl -w takes it (base 0).
+        t.apply_all(&["net.ipv4.icmp_ratemask=0x1819", "net.core.dev_weight=0X20"]).unwrap();
+        assert_eq!((t.icmp_ratemask, t.dev_weight), (0x1819, 32));
+        assert!(t.set("net.core.dev_weight", "0x").is_err() && t.set("net.core.dev_weight", "0xg").is_err());
     }
 
     #[test]
