@@ -870,12 +870,39 @@ fn a_super_frame_waits_for_a_poll_with_room_or_is_dropped_if_none_has() {
     assert_eq!(bufs.in_use(), 0);
 }
 
+/// The peer goes down, so the port's link has no carrier: with the qdisc bypassed the
+/// kernel answers ENOBUFS as for a busy driver, but the frames fail at once (as on a link
+/// that is down) instead of waiting in the ring for a carrier that may never come back.
+#[test]
+fn without_carrier_frames_fail_instead_of_waiting() {
+    if !preconditions() {
+        return;
+    }
+    let veth = Veth::new('y', 1500);
+    let peer_mac = afpacket::iface_mac(&veth.peer).unwrap();
+    let pool = Pool::new(256).unwrap();
+    let mut bufs = pool.cache();
+    let mut ports = open(&veth.port, 1, 1500);
+    assert!(sh(&format!("ip link set {} down", veth.peer)));
+    let end = Instant::now() + PATIENCE;
+    while std::fs::read_to_string(format!("/sys/class/net/{}/carrier", veth.port)).unwrap_or_default().trim() != "0" && Instant::now() < end
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let pkts: Vec<Pkt> = (0..4u32).map(|i| bufs.alloc_copy(&frame(peer_mac, 10, i, 100)).unwrap()).collect();
+    assert_eq!(ports[0].tx_burst(&mut bufs, &pkts, false), 4);
+    assert_eq!(ports[0].take_tx_failed(), (4, 400), "frames for a link without carrier were kept or counted sent");
+    assert_eq!((ports[0].tx_busy, ports[0].stats().tx_packets), (0, 0));
+    assert_eq!(bufs.in_use(), 0);
+}
+
 /// An ifb device that the peer's ingress is redirected to, with a slow qdisc on it: the
 /// frames a port sends wait there, still charged to the port's socket. Deleted on drop.
 struct SlowIngress(String);
 
 impl SlowIngress {
     fn new(peer: &str, rate: &str) -> SlowIngress {
+        assert!(sh("command -v tc"), "tc (iproute2) is needed for the slow ingress");
         let ifb = SlowIngress(format!("{peer}i"));
         sh(&format!("ip link del {}", ifb.0));
         for c in [

@@ -937,9 +937,10 @@ fn neighbour_solicitation_is_answered_with_an_advertisement() {
     assert_eq!(o.neigh6.get(&(0, ip_x)), Some(&mac_x));
 }
 
-/// ICMP errors are rate-limited per destination (burst 6, then one a second) and host-wide;
-/// the packets themselves are dropped and counted either way. The test runs well within a
-/// second, so no token comes back.
+/// ICMP errors are rate-limited per destination (burst 6, then one a second: ICMPv6's
+/// limit, 100 ms by default, is set to a second too) and host-wide; the packets themselves
+/// are dropped and counted either way. The test runs well within a second, so no token
+/// comes back.
 #[test]
 fn icmp_errors_are_rate_limited() {
     let mut frames: Vec<Vec<u8>> = (0..20).map(|i| udp4(SRC_V4, DST1_V4, 1, 9).seq(i).ttl(1).build()).collect();
@@ -947,7 +948,9 @@ fn icmp_errors_are_rate_limited() {
     frames.extend((0..10).map(|i| udp6(SRC_V6, DST1_V6, 1, 9).seq(i).ttl(1).build()));
     // The host-wide bucket is shared by all flows: which ones get the last tokens depends on
     // the order across flows.
-    let o = run_both(&frames, &Setup::default().across_flows_in_order());
+    let mut setup = Setup::default().across_flows_in_order();
+    setup.tun.icmpv6_ratelimit = 1000;
+    let o = run_both(&frames, &setup);
     let e = o.port(P_IN);
     assert_eq!(e.len(), 6 + 3 + 6, "six to each busy source, all three to the quiet one");
     assert_eq!(o.c.icmp_ratelimited, 14 + 4);

@@ -381,6 +381,18 @@ fn each_receive_queue_steers_by_its_own_rps_cpus() {
     assert_eq!(w(0).backlog_processed, w(1).rps_steered);
     assert_eq!(dp.counters().tx, 30_000, "{:?}", dp.counters().nonzero_drops());
     assert_per_flow_order(&captured(&dp, 1));
+
+    // Queue 0 with RPS off ("none") under a global map of both workers: it keeps its
+    // packets and processes them in its poll, no backlog; queue 1 spreads by the global map.
+    let (mut c, tun) = rss_lab(2000, 2, &sets);
+    c.ports[0].rps_cpus = Some(vec!["none".into(), "0-1".into()]);
+    let dp = run_checked(&c, tun, 30_000);
+    let w = |i: usize| &dp.workers[i].c;
+    assert_eq!(w(0).rps_steered, 0, "queue 0 steers nothing");
+    assert!(w(1).rps_steered > 1_000, "queue 1 spreads by the global map: {}", w(1).rps_steered);
+    assert_eq!(w(0).backlog_processed, w(1).rps_steered, "worker 0's backlog held only what queue 1 sent it");
+    assert_eq!(dp.counters().tx, 30_000, "{:?}", dp.counters().nonzero_drops());
+    assert_per_flow_order(&captured(&dp, 1));
 }
 
 #[test]

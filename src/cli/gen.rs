@@ -57,7 +57,9 @@ pub struct GenArgs {
 pub struct GenReport {
     pub iface: String,
     pub sent: u64,
-    /// Frames the interface refused (its ring full): counted, never retried as sent.
+    /// Frames the interface refused (its ring full) or took and then failed to send (the
+    /// kernel refused them at a doorbell, or had no room for them by the end): counted,
+    /// never as sent.
     pub refused: u64,
     pub seconds: f64,
     pub pps: f64,
@@ -129,14 +131,18 @@ pub fn run(args: &GenArgs, stop: Arc<AtomicBool>) -> Result<GenReport, GenCmdErr
             continue;
         }
         let took = port.tx_burst(&mut bufs, &batch, false).min(n);
-        sent += took as u64;
-        refused += (n - took) as u64;
+        let failed = port.take_tx_failed().0.min(sent + took as u64);
+        sent = sent + took as u64 - failed;
+        refused += (n - took) as u64 + failed;
         bufs.free_pkts(&batch[took..]);
         port.tx_completions(&mut bufs);
     }
     port.flush_held(&mut bufs);
     let _ = port.finish();
     while port.tx_completions(&mut bufs) > 0 {}
+    let failed = port.take_tx_failed().0.min(sent);
+    sent -= failed;
+    refused += failed;
     let seconds = start.elapsed().as_secs_f64();
     Ok(GenReport {
         iface: args.iface.clone(),

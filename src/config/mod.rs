@@ -532,6 +532,11 @@ fn queue_rps_cpus(pc: &PortConfig, queues: u16, what: &str) -> Result<Vec<Vec<u1
         .iter()
         .enumerate()
         .map(|(q, l)| {
+            // "none": RPS off on this queue whatever the tunable says (an empty map; sysfs
+            // takes a mask of 0). A bare "0" stays CPU 0, as in every CPU list here.
+            if l.trim() == "none" {
+                return Ok(Vec::new());
+            }
             crate::tunables::parse_cpu_list(l, present)
                 .map(|cpus| cpus.into_iter().map(|c| c as u16).collect())
                 .map_err(|e| field(format!("{what}.rps_cpus[{q}]"), format!("`{l}`: {e}")))

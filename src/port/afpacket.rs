@@ -5,7 +5,8 @@
 //! copy each frame into a pool buffer (a chain when longer than one buffer) and give the
 //! block back. Transmit is a frame ring on the same socket: `tx_burst` copies frames into
 //! free slots, and the doorbell — `send()`, which makes the kernel walk the ring — rings only
-//! when no more packets follow (`xmit_more`). `PACKET_QDISC_BYPASS` hands frames straight to
+//! when no more packets follow (`xmit_more`), or again while frames the kernel had no room
+//! for wait in the ring (`tx_completions`, once per softirq round). `PACKET_QDISC_BYPASS` hands frames straight to
 //! the driver (as sluice has its own qdiscs), which also keeps them from coming back to our
 //! own receive ring as outgoing copies. Several queues join one `PACKET_FANOUT` group
 //! (hash): the kernel spreads flows over them, each flow on one queue.
@@ -219,7 +220,8 @@ pub struct AfPacketPort {
     tx_per_block: usize,
     tx_slots: usize,
     tx_next: usize,
-    /// Slots filled since the last doorbell.
+    /// Requested slots the kernel has not taken yet: filled since the last doorbell, or left
+    /// by it for want of room (always the slots just before `tx_next`).
     tx_pending: usize,
     stats: PortStats,
     /// Frames the kernel cut (longer than a ring block holds) since the datapath last asked.
@@ -676,7 +678,7 @@ impl AfPacketPort {
             let Some(stop) = (0..self.tx_pending).find(|&k| unsent(k)) else { break };
             let at = (first_pending + stop) % self.tx_slots;
             if self.tx_status(at) & libc::TP_STATUS_WRONG_FORMAT == 0 {
-                if answer.is_transient() {
+                if answer.is_transient(|| sys_attr(&self.iface, "carrier").as_deref() == Some("1")) {
                     // The socket's send buffer is full (tpacket_snd stops at the first frame
                     // it cannot allocate for and keeps its place there) or the qdisc pushed
                     // back: the frames wait in the ring, as frames wait in a NIC's, and the
@@ -685,9 +687,11 @@ impl AfPacketPort {
                     self.tx_busy += 1;
                     return;
                 }
-                // Still requested after an error that does not pass (link down): take them
-                // back, report them failed (`take_tx_failed`), and write the next frame into
-                // the first of them, where the kernel will look (else the ring would stall).
+                // Still requested after an error that does not pass (link down, no carrier),
+                // or the kernel found nothing to send where it looks (our position and its
+                // own differ): take them back, report them failed (`take_tx_failed`), and
+                // write the next frame into the first of them, where the kernel will look
+                // (else the ring would stall).
                 for k in stop..self.tx_pending {
                     self.fail_slot((first_pending + k) % self.tx_slots);
                 }
@@ -720,13 +724,14 @@ impl AfPacketPort {
             // SAFETY: send(2) with no data: the kernel walks the transmit ring.
             let r = unsafe { libc::send(self.fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT) };
             if r >= 0 {
-                return RingSend::Taken;
+                return RingSend::Taken { sent: r > 0 };
             }
             let e = io::Error::last_os_error().raw_os_error().unwrap_or(0);
             tries += 1;
             // ENETDOWN too: after the link went down and up, the socket holds the stale error
-            // and returns it once (a link really down fails fast each time).
-            if !matches!(e, libc::EINTR | libc::EAGAIN | libc::ENOBUFS | libc::ENETDOWN) || tries >= SEND_RETRIES {
+            // and returns it once (a link really down fails fast each time). Not EAGAIN: a
+            // full socket send buffer does not empty within microseconds.
+            if !matches!(e, libc::EINTR | libc::ENOBUFS | libc::ENETDOWN) || tries >= SEND_RETRIES {
                 return RingSend::Failed(e);
             }
         }
@@ -785,18 +790,26 @@ impl AfPacketPort {
 /// The kernel's last answer to a doorbell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum RingSend {
-    /// send() returned a count: it sent until the ring had no requested frame or the
-    /// socket's send buffer was full.
-    Taken,
+    /// send() returned a count (`sent`: more than 0 bytes): it sent until the ring had no
+    /// requested frame where it looked, or the socket's send buffer was full.
+    Taken { sent: bool },
     /// send() failed with this errno (after the retries).
     Failed(i32),
 }
 
 impl RingSend {
-    /// Frames left requested after this answer will go later: the socket buffer or the
-    /// device's queue is full for now (EAGAIN, ENOBUFS), not the link down or gone.
-    fn is_transient(self) -> bool {
-        matches!(self, RingSend::Taken | RingSend::Failed(libc::EAGAIN | libc::ENOBUFS | libc::EINTR))
+    /// Frames left requested after this answer will go later: the socket's send buffer is
+    /// full for now (a partial send, EAGAIN), or the driver is busy (ENOBUFS with the
+    /// carrier up: with the qdisc bypassed, a link without carrier answers ENOBUFS too).
+    /// Not when send() took nothing and said so with 0 (it found no requested frame where
+    /// it looked), nor the link down or gone.
+    fn is_transient(self, carrier_up: impl FnOnce() -> bool) -> bool {
+        match self {
+            RingSend::Taken { sent } => sent,
+            RingSend::Failed(libc::EAGAIN | libc::EINTR) => true,
+            RingSend::Failed(libc::ENOBUFS) => carrier_up(),
+            RingSend::Failed(_) => false,
+        }
     }
 }
 
@@ -1117,7 +1130,7 @@ impl Port for AfPacketPort {
             }
             if self.tx_status(self.tx_next) != libc::TP_STATUS_AVAILABLE {
                 // The ring is full until the kernel catches up: flush what is queued, and
-                // stop if that frees nothing (the qdisc requeues the rest, NETDEV_TX_BUSY).
+                // stop if that frees nothing (the caller drops the rest: `tx_error`).
                 self.kick();
                 if self.tx_status(self.tx_next) != libc::TP_STATUS_AVAILABLE {
                     break;
@@ -1162,14 +1175,19 @@ impl Port for AfPacketPort {
         std::mem::take(&mut self.failed)
     }
 
-    /// Frames the kernel left in the ring for want of socket buffer go at the next doorbell:
-    /// rung once per softirq round (`tx_action`) while any wait, so they leave even when
-    /// nothing else is sent. Nothing to reap: a frame's buffer went back when it was copied.
+    /// Frames the kernel left in the ring for want of room go at the next doorbell: rung at
+    /// every poll's end and, while any wait (`tx_waiting`), every softirq round
+    /// (`tx_action`), so they leave even when nothing else is sent. Nothing to reap: a
+    /// frame's buffer went back when it was copied.
     fn tx_completions(&mut self, _bufs: &mut BufCache) -> usize {
         if self.tx_pending > 0 {
             self.kick();
         }
         0
+    }
+
+    fn tx_waiting(&self) -> bool {
+        self.tx_pending > 0
     }
 
     fn finish(&mut self) -> io::Result<()> {

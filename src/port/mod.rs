@@ -74,9 +74,9 @@ pub trait Port: Send {
     fn rx_burst(&mut self, bufs: &mut BufCache, out: &mut Vec<Pkt>, max: usize) -> usize;
 
     /// Queues `pkts` for transmission; the port owns the accepted ones (it frees them on
-    /// completion). Returns how many it accepted: the caller keeps the rest (the qdisc
-    /// requeues them) or drops them (XDP's bulk queues). `more` says more packets follow at
-    /// once, so the doorbell may wait.
+    /// completion). Returns how many it accepted: for a port with a `tx_queue` the qdisc
+    /// requeues the rest; for others the caller drops them (`tx_error`). `more` says more
+    /// packets follow at once, so the doorbell may wait.
     fn tx_burst(&mut self, bufs: &mut BufCache, pkts: &[Pkt], more: bool) -> usize;
 
     /// A port that models a NIC ring (`sim`): its transmit queue's BQL and stop state. The
@@ -89,6 +89,13 @@ pub trait Port: Send {
     /// Reaps transmit completions, returning their buffers. Returns how many.
     fn tx_completions(&mut self, _bufs: &mut BufCache) -> usize {
         0
+    }
+
+    /// Frames the port took wait for a doorbell to go (a kernel ring that had no room for
+    /// them): the transmit softirq calls `tx_completions` each round until none do, even
+    /// when nothing else is sent.
+    fn tx_waiting(&self) -> bool {
+        false
     }
 
     /// True when the port will never receive again (a pcap file fully read, a packet

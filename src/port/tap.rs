@@ -109,6 +109,10 @@ impl Port for Tap {
         self.inner.tx_queue()
     }
 
+    fn tx_waiting(&self) -> bool {
+        self.inner.tx_waiting()
+    }
+
     fn tx_completions(&mut self, bufs: &mut BufCache) -> usize {
         self.inner.tx_completions(bufs)
     }

@@ -159,7 +159,8 @@ pub struct Steering {
     /// Target workers of `rps_cpus`, in order (empty: RPS off).
     pub cpus: Vec<u16>,
     /// `[port][queue]`: a receive queue's own map (sysfs `queues/rx-N/rps_cpus`, a port's
-    /// `rps_cpus` setting), overriding `cpus` for that queue; empty or absent: `cpus`.
+    /// `rps_cpus` setting), overriding `cpus` for that queue (empty: RPS off there); absent
+    /// (a port without the setting): `cpus`.
     pub queue_cpus: Vec<Vec<Vec<u16>>>,
     /// Workers that apply the flow limit to what they queue on backlogs
     /// (`net.core.flow_limit_cpu_bitmap`: the enqueuing CPUs, as the kernel's).
@@ -214,12 +215,13 @@ impl Steering {
         self.backlogs.len()
     }
 
-    /// The CPU map of receive queue `queue` of `port`: its own, else the global one.
+    /// The CPU map of receive queue `queue` of `port`: its own (empty when the queue has
+    /// RPS off), else the global one.
     #[inline]
     pub fn map_for(&self, port: u16, queue: u16) -> &[u16] {
         match self.queue_cpus.get(port as usize).and_then(|q| q.get(queue as usize)) {
-            Some(m) if !m.is_empty() => m,
-            _ => &self.cpus,
+            Some(m) => m,
+            None => &self.cpus,
         }
     }
 

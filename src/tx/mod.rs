@@ -358,10 +358,10 @@ pub fn drain_qdiscs(net: &Net, w: &mut Worker) {
 /// Longest [`drain_qdiscs`] waits for rings to drain.
 const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
 
-/// The transmit softirq (net_tx_action), once per softirq round: ports reap their
-/// completions (which wakes stopped queues; a kernel ring rings again for the frames it had
-/// no room for) and qdiscs still holding packets run again, even when no poll received
-/// anything (a sender waiting for buffers).
+/// The transmit softirq (net_tx_action), once per softirq round: ports with a ring reap
+/// their completions (which wakes stopped queues), a kernel ring with frames waiting for
+/// room rings again (`Port::tx_waiting`), and qdiscs still holding packets run again, even
+/// when no poll received anything (a sender waiting for buffers).
 pub fn tx_action(net: &Net, w: &mut Worker) {
     if net.rps.workers() > 1 {
         // Handed-over packets go out now, not after this worker's next busy poll (its own
@@ -370,7 +370,9 @@ pub fn tx_action(net: &Net, w: &mut Worker) {
     }
     for i in 0..w.ports.len() {
         let Some(dev) = w.ports[i].as_mut() else { continue };
-        dev.tx_completions(&mut w.bufs);
+        if dev.tx_queue().is_some() || dev.tx_waiting() {
+            dev.tx_completions(&mut w.bufs);
+        }
         if w.txq.get(i).is_some_and(|q| !q.is_empty()) {
             xmit_queue(net, w, i as u16);
         }
