@@ -927,7 +927,7 @@ impl Drop for SlowIngress {
 /// The kernel has no room for a while below the port: the frames it sent wait in a slow
 /// qdisc (40 Mbit/s) and fill the socket's send buffer, so tpacket_snd stops with EAGAIN and
 /// leaves the rest requested. Those frames wait in the ring and leave at later doorbells,
-/// in order; while the ring is full the port takes no more (the qdisc above requeues). None
+/// in order; while the ring is full the port takes no more (the caller keeps the rest). None
 /// is failed as a write error (the port had failed them all after four quick retries).
 #[test]
 fn frames_the_kernel_has_no_room_for_wait_in_the_ring_and_go_later() {
