@@ -533,7 +533,8 @@ fn queue_rps_cpus(pc: &PortConfig, queues: u16, what: &str) -> Result<Vec<Vec<u1
         .enumerate()
         .map(|(q, l)| {
             // "none": RPS off on this queue whatever the tunable says (an empty map; sysfs
-            // takes a mask of 0). A bare "0" stays CPU 0, as in every CPU list here.
+            // takes a mask of 0). A bare "0" is CPU 0 here: this is a list (the tunable's "0"
+            // means off, as its mask would).
             if l.trim() == "none" {
                 return Ok(Vec::new());
             }

@@ -229,7 +229,7 @@ pub struct AfPacketPort {
     /// Frames the kernel refused at a flush (counted, never reported as sent).
     pub tx_errors: u64,
     /// Doorbells after which frames stayed in the ring for want of room further down (the
-    /// socket's send buffer or the driver's queue full: EAGAIN, ENOBUFS), to go later.
+    /// socket's send buffer full of frames still below: a short send or EAGAIN), to go later.
     pub tx_busy: u64,
     /// Refused since the datapath last asked: packets, bytes.
     failed: (u64, u64),
@@ -420,6 +420,10 @@ impl AfPacketPort {
         let Some(fd) = self.tso_fd.as_ref().map(|f| f.as_raw_fd()) else { return TsoSend::Refused };
         let Some((vh, pseudo)) = tso_header(bufs.data(p), p.total_len(), self.mtu) else { return TsoSend::Refused };
         self.kick();
+        if self.tx_pending > 0 {
+            // Frames ahead of it still wait in the ring: it must not overtake them.
+            return TsoSend::Busy;
+        }
         let csum_at = u16::from_le(vh.csum_start) as usize + 16;
         if let Some(c) = bufs.data_mut(p).get_mut(csum_at..csum_at + 2) {
             c.copy_from_slice(&pseudo.to_be_bytes());
@@ -678,7 +682,7 @@ impl AfPacketPort {
             let Some(stop) = (0..self.tx_pending).find(|&k| unsent(k)) else { break };
             let at = (first_pending + stop) % self.tx_slots;
             if self.tx_status(at) & libc::TP_STATUS_WRONG_FORMAT == 0 {
-                if answer.is_transient(|| sys_attr(&self.iface, "carrier").as_deref() == Some("1")) {
+                if answer.is_transient() {
                     // The socket's send buffer is full (tpacket_snd stops at the first frame
                     // it cannot allocate for and keeps its place there) or the qdisc pushed
                     // back: the frames wait in the ring, as frames wait in a NIC's, and the
@@ -687,11 +691,11 @@ impl AfPacketPort {
                     self.tx_busy += 1;
                     return;
                 }
-                // Still requested after an error that does not pass (link down, no carrier),
-                // or the kernel found nothing to send where it looks (our position and its
-                // own differ): take them back, report them failed (`take_tx_failed`), and
-                // write the next frame into the first of them, where the kernel will look
-                // (else the ring would stall).
+                // Still requested after an error that does not pass (link down, the driver
+                // or a hook dropping the frame: ENOBUFS), or the kernel found nothing to send
+                // where it looks (its position and ours differ: the frames written from here
+                // fail too until they reach its position). Take them back, report them failed
+                // (`take_tx_failed`), and write the next frame into the first of them.
                 for k in stop..self.tx_pending {
                     self.fail_slot((first_pending + k) % self.tx_slots);
                 }
@@ -799,16 +803,15 @@ enum RingSend {
 
 impl RingSend {
     /// Frames left requested after this answer will go later: the socket's send buffer is
-    /// full for now (a partial send, EAGAIN), or the driver is busy (ENOBUFS with the
-    /// carrier up: with the qdisc bypassed, a link without carrier answers ENOBUFS too).
-    /// Not when send() took nothing and said so with 0 (it found no requested frame where
-    /// it looked), nor the link down or gone.
-    fn is_transient(self, carrier_up: impl FnOnce() -> bool) -> bool {
+    /// full for now (a partial send, EAGAIN). Not ENOBUFS: with the qdisc bypassed the
+    /// frame was dropped below (a busy driver, no carrier, an egress hook), which the kernel
+    /// answers the same way each time, so waiting could block the ring for good; the
+    /// bypass drops there, and so does the port after its retries. Nor when send() took
+    /// nothing and said so with 0 (it found no requested frame where it looked).
+    fn is_transient(self) -> bool {
         match self {
             RingSend::Taken { sent } => sent,
-            RingSend::Failed(libc::EAGAIN | libc::EINTR) => true,
-            RingSend::Failed(libc::ENOBUFS) => carrier_up(),
-            RingSend::Failed(_) => false,
+            RingSend::Failed(e) => e == libc::EAGAIN || e == libc::EINTR,
         }
     }
 }

@@ -613,10 +613,6 @@ impl Port for FaultPort {
         self.inner.tx_queue()
     }
 
-    fn tx_waiting(&self) -> bool {
-        self.inner.tx_waiting()
-    }
-
     fn tso(&self) -> bool {
         self.inner.tso()
     }

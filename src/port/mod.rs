@@ -75,7 +75,8 @@ pub trait Port: Send {
 
     /// Queues `pkts` for transmission; the port owns the accepted ones (it frees them on
     /// completion). Returns how many it accepted: for a port with a `tx_queue` the qdisc
-    /// requeues the rest; for others the caller drops them (`tx_error`). `more` says more
+    /// requeues the rest; for others the caller drops them (`tx_error`; `XdpRedirectFailed`
+    /// on the XDP path). `more` says more
     /// packets follow at once, so the doorbell may wait.
     fn tx_burst(&mut self, bufs: &mut BufCache, pkts: &[Pkt], more: bool) -> usize;
 
