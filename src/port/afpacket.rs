@@ -6,9 +6,9 @@
 //! block back. Transmit is a frame ring on the same socket: `tx_burst` copies frames into
 //! free slots, and the doorbell — `send()`, which makes the kernel walk the ring — rings only
 //! when no more packets follow (`xmit_more`), or again while frames the kernel had no room
-//! for wait in the ring (`tx_completions`, once per softirq round). `PACKET_QDISC_BYPASS` hands frames straight to
-//! the driver (as sluice has its own qdiscs), which also keeps them from coming back to our
-//! own receive ring as outgoing copies. Several queues join one `PACKET_FANOUT` group
+//! for wait in the ring (`tx_completions`, once per softirq round). `PACKET_QDISC_BYPASS`
+//! hands frames straight to the driver (as sluice has its own qdiscs), which also keeps them
+//! from coming back to our own receive ring as outgoing copies. Several queues join one `PACKET_FANOUT` group
 //! (hash): the kernel spreads flows over them, each flow on one queue.
 //!
 //! Promiscuous mode is a packet-socket membership (`PACKET_MR_PROMISC`): the kernel drops it
@@ -29,7 +29,8 @@ const TP3_HDR: usize = tpacket_align(std::mem::size_of::<libc::tpacket3_hdr>());
 const ETH_P_ALL_BE: u16 = (libc::ETH_P_ALL as u16).to_be();
 /// The largest frame a transmit slot must hold beyond the MTU: Ethernet header + one VLAN tag.
 const L2_OVERHEAD: usize = 18;
-/// Attempts at pushing a flush the kernel answered with a transient error (ENOBUFS, EAGAIN).
+/// Attempts at pushing a flush the kernel answered with an error that may pass at once
+/// (ENOBUFS, a stale ENETDOWN, EINTR).
 const SEND_RETRIES: usize = 4;
 /// Longest the port waits at shutdown for the kernel to take the frames still in its ring.
 const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
@@ -684,9 +685,9 @@ impl AfPacketPort {
             if self.tx_status(at) & libc::TP_STATUS_WRONG_FORMAT == 0 {
                 if answer.is_transient() {
                     // The socket's send buffer is full (tpacket_snd stops at the first frame
-                    // it cannot allocate for and keeps its place there) or the qdisc pushed
-                    // back: the frames wait in the ring, as frames wait in a NIC's, and the
-                    // next doorbell (the next burst, `tx_completions`, the end) sends them.
+                    // it cannot allocate for and keeps its place there): the frames wait in
+                    // the ring, as frames wait in a NIC's, and the next doorbell (the next
+                    // burst, `tx_completions`, the end) sends them.
                     self.tx_pending -= stop;
                     self.tx_busy += 1;
                     return;
