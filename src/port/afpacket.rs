@@ -697,11 +697,8 @@ impl AfPacketPort {
                 // where it looks (its position and ours differ: the frames written from here
                 // fail too until they reach its position). Take them back, report them failed
                 // (`take_tx_failed`), and write the next frame into the first of them.
-                for k in stop..self.tx_pending {
-                    self.fail_slot((first_pending + k) % self.tx_slots);
-                }
-                self.tx_next = at;
-                break;
+                self.fail_pending_from(stop);
+                return;
             }
             // The kernel refused this one frame (tpacket_snd: WRONG_FORMAT) and stays on its
             // slot; the frames behind it are fine. Fail it alone, move them one slot back so
@@ -752,11 +749,17 @@ impl AfPacketPort {
             std::thread::sleep(std::time::Duration::from_micros(200));
             self.kick();
         }
+        self.fail_pending_from(0);
+    }
+
+    /// The pending frames from the `stop`-th on never leave: each is failed, and the next
+    /// frame is written into the first of their slots, where the kernel will look.
+    fn fail_pending_from(&mut self, stop: usize) {
         let first_pending = (self.tx_next + self.tx_slots - self.tx_pending) % self.tx_slots;
-        for k in 0..self.tx_pending {
+        for k in stop..self.tx_pending {
             self.fail_slot((first_pending + k) % self.tx_slots);
         }
-        self.tx_next = first_pending;
+        self.tx_next = (first_pending + stop) % self.tx_slots;
         self.tx_pending = 0;
     }
 
