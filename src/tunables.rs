@@ -288,7 +288,8 @@ pub fn parse_cpu_list(s: &str, present: u32) -> Result<Vec<u32>, CpuListError> {
     Ok(cpus)
 }
 
-/// A tunable's value: a non-negative integer (decimal, or hexadecimal after `0x`), or for a
+/// A tunable's value: a non-negative integer (decimal, hexadecimal after `0x`, octal after a
+/// leading `0`, as sysctl reads them), or for a
 /// `boolean` (a 0..=1 setting) also on/off, yes/no, true/false. The kernel's sysctls take
 /// numbers only; the words are sluice's convenience for switches, and would silently be 1 or
 /// 0 for a count or a time.
@@ -305,6 +306,14 @@ fn parse_value(s: &str, boolean: bool) -> Result<u64, BadNumber> {
     // Hexadecimal as sysctl takes it (proc_dointvec parses with base 0), e.g. a ratemask.
     if let Some(hex) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
         return u64::from_str_radix(hex, 16).map_err(|e| match e.kind() {
+            std::num::IntErrorKind::PosOverflow => BadNumber::TooLarge,
+            _ => BadNumber::NotInteger { boolean },
+        });
+    }
+    // A leading 0 is octal for the same reason ("010" is 8; "08" is refused, as the kernel's
+    // parse stops at the 8 and finds a character left over).
+    if t.len() > 1 && t.starts_with('0') && t.bytes().all(|c| c.is_ascii_digit()) {
+        return u64::from_str_radix(&t[1..], 8).map_err(|e| match e.kind() {
             std::num::IntErrorKind::PosOverflow => BadNumber::TooLarge,
             _ => BadNumber::NotInteger { boolean },
         });
@@ -458,6 +467,10 @@ mod tests {
         t.apply_all(&["net.ipv4.icmp_ratemask=0x1819", "net.core.dev_weight=0X20"]).unwrap();
         assert_eq!((t.icmp_ratemask, t.dev_weight), (0x1819, 32));
         assert!(t.set("net.core.dev_weight", "0x").is_err() && t.set("net.core.dev_weight", "0xg").is_err());
+        // And octal after a leading 0; a lone 0 is zero.
+        t.apply_all(&["net.core.dev_weight=010", "net.core.busy_poll=0"]).unwrap();
+        assert_eq!((t.dev_weight, t.busy_poll), (8, 0));
+        assert!(t.set("net.core.dev_weight", "08").is_err());
     }
 
     #[test]
