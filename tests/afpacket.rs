@@ -1033,3 +1033,47 @@ fn frames_waiting_at_the_end_leave_while_the_port_waits_for_room() {
     assert!(got == frames, "the peer received {} frames, not the {} sent in order", got.len(), frames.len());
     assert_eq!(bufs.in_use(), 0);
 }
+
+/// A TCP packet sent whole through the TSO socket while frames before it still wait in the
+/// ring for room is refused for now (the caller keeps it) instead of overtaking them; once
+/// they have gone it is taken, and the peer sees everything in the order it was sent.
+#[test]
+fn a_tso_packet_does_not_overtake_frames_waiting_in_the_ring() {
+    if !preconditions() {
+        return;
+    }
+    let veth = Veth::new('u', 1500);
+    let _slow = SlowIngress::new(&veth.peer, "100mbit");
+    let peer_mac = afpacket::iface_mac(&veth.peer).unwrap();
+    let pool = Pool::new(1024).unwrap();
+    let mut bufs = pool.cache();
+    let mut cfg = AfPacketConfig::new(&veth.port);
+    cfg.tso = true;
+    let mut ports = afpacket::open("p0", &cfg).unwrap();
+    let raw = Raw::open(&veth.peer);
+    raw.hold(8 << 20);
+    let mut frames: Vec<Vec<u8>> = (0..400u32).map(|i| frame(peer_mac, 12, i, 1000)).collect();
+    let big = tso_super_frame(peer_mac);
+    let mut pkts: Vec<Pkt> = frames.iter().map(|f| bufs.alloc_copy(f).unwrap()).collect();
+    pkts.push(bufs.alloc_copy(&big).unwrap());
+    assert_eq!(ports[0].tx_burst(&mut bufs, &pkts, false), 400, "the TCP packet went before the frames waiting ahead of it");
+    assert!(ports[0].tx_waiting(), "the kernel never ran out of room: the case was not reached");
+    let end = Instant::now() + PATIENCE;
+    let mut taken = 0;
+    while taken == 0 && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(1));
+        ports[0].tx_completions(&mut bufs);
+        taken = ports[0].tx_burst(&mut bufs, &pkts[400..], false);
+    }
+    assert_eq!((taken, ports[0].tx_tso), (1, 1), "the TCP packet was never taken once the ring had emptied");
+    assert_eq!(ports[0].take_tx_failed(), (0, 0));
+    frames.push(big);
+    let got = raw.recv_ours(frames.len());
+    assert_eq!(got.len(), frames.len(), "the peer did not receive everything");
+    assert!(got[..400] == frames[..400], "the frames that waited arrived out of order");
+    // All of the TCP packet but its checksum, which holds the pseudo-header sum.
+    let csum = 14 + 20 + 16;
+    assert_eq!(got[400].len(), frames[400].len());
+    assert_eq!((&got[400][..csum], &got[400][csum + 2..]), (&frames[400][..csum], &frames[400][csum + 2..]));
+    assert_eq!(bufs.in_use(), 0);
+}
