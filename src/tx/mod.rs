@@ -429,6 +429,54 @@ mod tests {
         assert_eq!(w0.buffers_in_use() + w1.buffers_in_use(), 0, "each buffer freed once");
     }
 
+    /// A port whose frames wait for room in a kernel ring (`tx_waiting`) gets its doorbell
+    /// rung again at every transmit round, even a round in which nothing is sent, until
+    /// none wait: otherwise an idle worker would leave them in the ring until the next
+    /// packet came.
+    #[test]
+    fn frames_waiting_in_a_port_are_rung_again_each_round_until_none_wait() {
+        use crate::port::PortStats;
+        use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+        use std::sync::Arc;
+        /// Two waiting frames leave per doorbell.
+        struct Waiting {
+            frames: usize,
+            rung: Arc<AtomicUsize>,
+        }
+        impl Port for Waiting {
+            fn name(&self) -> &str {
+                "w0"
+            }
+            fn rx_burst(&mut self, _: &mut BufCache, _: &mut Vec<Pkt>, _: usize) -> usize {
+                0
+            }
+            fn tx_burst(&mut self, _: &mut BufCache, _: &[Pkt], _: bool) -> usize {
+                0
+            }
+            fn tx_completions(&mut self, _: &mut BufCache) -> usize {
+                self.rung.fetch_add(1, Relaxed);
+                self.frames = self.frames.saturating_sub(2);
+                0
+            }
+            fn tx_waiting(&self) -> bool {
+                self.frames > 0
+            }
+            fn stats(&self) -> PortStats {
+                PortStats::default()
+            }
+        }
+        let pool = Pool::new(8).unwrap();
+        let net = Net::new(Tunables::default(), Pipeline::L3fwd);
+        let mut w = Worker::new(0, &pool);
+        let rung = Arc::new(AtomicUsize::new(0));
+        w.add_port(0, Some(Box::new(Waiting { frames: 5, rung: rung.clone() })));
+        for round in 1..=5 {
+            tx_action(&net, &mut w);
+            assert_eq!(w.ports[0].as_ref().unwrap().tx_waiting(), round < 3, "after round {round}");
+        }
+        assert_eq!(rung.load(Relaxed), 3, "rung at each round while frames waited, then no more");
+    }
+
     /// Only the owner takes handed-over packets: another worker owning a queue of the same
     /// port does not take some of them to its own queue (a flow's packets would leave on two
     /// queues, out of order).
