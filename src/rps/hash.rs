@@ -217,6 +217,9 @@ mod tests {
         assert_eq!(h, flow_hash(&b, &a, (53, 1000), 17, 7), "both directions of a flow");
         assert_ne!(h, flow_hash(&a, &b, (1001, 53), 17, 7));
         assert_ne!(h, flow_hash(&a, &b, (1000, 53), 6, 7), "the protocol counts");
+        for bit in 0..8 {
+            assert_ne!(h, flow_hash(&a, &b, (1000, 53), 17 ^ 1 << bit, 7), "protocol bit {bit} counts");
+        }
         assert_ne!(h, flow_hash(&a, &b, (1000, 53), 17, 8), "the seed counts");
         // Spread: 4096 flows over 4 targets stay near 1024 each.
         let mut counts = [0u32; 4];
