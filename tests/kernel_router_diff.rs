@@ -57,6 +57,26 @@ const EXPLAINED: &[(&str, &str)] = &[
 // The corpus: one line per case
 // ---------------------------------------------------------------------------------------
 
+/// Cases sent after both routers got the configured route `local 10.88.0.0/16`: sources the
+/// FIB routes as local or broadcast are refused; sources without a route, blackholed or
+/// unreachable pass; the range answers as the router's own.
+fn custom_local_corpus() -> Vec<(&'static str, Vec<u8>)> {
+    vec![
+        ("udp4_through", udp4(SRC_V4, DST1_V4, 1000, 53).build()),
+        ("udp4_src_in_local_route", udp4([10, 88, 0, 5], DST1_V4, 1000, 53).build()),
+        ("udp4_src_ours", udp4(OUT1_V4, DST1_V4, 1000, 53).build()),
+        ("udp4_src_in0_subnet_broadcast", udp4([192, 0, 2, 255], DST1_V4, 1000, 53).build()),
+        ("udp4_src_out1_subnet_broadcast", udp4([198, 51, 100, 255], DST2_V4, 1000, 53).build()),
+        ("udp4_src_no_route", udp4(NOROUTE_V4, DST1_V4, 1000, 53).build()),
+        ("udp4_src_blackholed", udp4(BLACKHOLE_V4, DST1_V4, 1000, 53).build()),
+        ("udp4_src_unreachable", udp4(UNREACH_V4, DST1_V4, 1000, 53).build()),
+        ("ping4_to_local_route", ping4(SRC_V4, [10, 88, 0, 5], 9, 1).build()),
+        ("ping4_from_subnet_broadcast_to_us", ping4([192, 0, 2, 255], IN_V4, 9, 1).build()),
+        ("arp_sender_subnet_broadcast", arp_request(MAC_HOST, [192, 0, 2, 255], IN_V4)),
+        ("arp_sender_in_local_route", arp_request(MAC_HOST, [10, 88, 0, 5], IN_V4)),
+    ]
+}
+
 fn corpus() -> Vec<(&'static str, Vec<u8>)> {
     let bmac = MAC_BCAST;
     let mmac = [0x01, 0x00, 0x5e, 0, 0, 1];
@@ -552,7 +572,9 @@ fn normalize(mut f: Vec<u8>) -> Vec<u8> {
     let Some(l3) = l3_offset(&f) else { return f };
     let len = match ethertype(&f) {
         0x0800 if f.len() >= l3 + 20 => {
-            if OUR_V4.iter().any(|a| f[l3 + 12..l3 + 16] == a[..]) {
+            // The router's own (its addresses, and 10.88/16 of the configured local route
+            // in the second part): the IP ID and checksum are each router's own.
+            if OUR_V4.iter().any(|a| f[l3 + 12..l3 + 16] == a[..]) || f[l3 + 12..l3 + 14] == [10, 88] {
                 f[l3 + 4..l3 + 6].fill(0);
                 f[l3 + 10..l3 + 12].fill(0);
                 normalize_timestamp_reply(&mut f[l3..]);
@@ -666,7 +688,11 @@ fn sluice_setup() -> Setup {
 
 /// Runs one frame through sluice (both receive modes, which must agree) and returns its fate.
 fn sluice_fate(frame: &[u8]) -> Fate {
-    let o = run_both(&[frame.to_vec()], &sluice_setup());
+    sluice_fate_in(frame, &sluice_setup())
+}
+
+fn sluice_fate_in(frame: &[u8], setup: &Setup) -> Fate {
+    let o = run_both(&[frame.to_vec()], setup);
     let port = |p: usize| o.port(p).iter().cloned().map(normalize).collect();
     [port(P_IN), port(P_OUT1), port(P_OUT2)]
 }
@@ -1053,11 +1079,30 @@ fn forwarding_matches_the_linux_kernel() {
             (false, None) => failures.push(format!("{name}: fates differ\n    kernel:{}\n    sluice:{}", describe(&k), describe(&s))),
         }
     }
+    // Then with a configured local route: the kernel validates every source by a FIB
+    // lookup from then on (fib_has_custom_local_routes), so a source in that range or a
+    // subnet's broadcast address is refused, where before only our own addresses were.
+    let r = kernel._ns.router.as_str();
+    sh(&["ip", "-n", r, "link", "set", "lo", "up"])
+        .and_then(|_| sh(&["ip", "-n", r, "route", "add", "local", "10.88.0.0/16", "dev", "lo"]))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let local_setup = Setup { local_routes_v4: vec![([10, 88, 0, 0], 16)], ..sluice_setup() };
+    let local_cases = custom_local_corpus();
+    kernel.drain();
+    for (name, frame) in &local_cases {
+        let k = kernel.fate(frame).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let s = sluice_fate_in(frame, &local_setup);
+        if k == s {
+            equal += 1;
+        } else {
+            failures.push(format!("{name} (custom local route): fates differ\n    kernel:{}\n    sluice:{}", describe(&k), describe(&s)));
+        }
+    }
     stop.store(true, Ordering::Relaxed);
     let _ = echo.join();
     eprintln!(
         "kernel differential test: {} cases, {equal} equal, {expected} explained differences, {} failures",
-        cases.len(),
+        cases.len() + local_cases.len(),
         failures.len()
     );
     assert!(failures.is_empty(), "{} of {} cases:\n{}", failures.len(), cases.len(), failures.join("\n"));

@@ -599,6 +599,29 @@ fn arp_process_takes_ieee802_requests_and_refuses_martian_senders() {
     assert_eq!(drops(&o).values().sum::<u64>(), 4, "{:?}", drops(&o));
 }
 
+/// fib_validate_source with a configured local route (fib_has_custom_local_routes): every
+/// source is looked up in the FIB, and one routed as local (the route's range) or broadcast
+/// (a subnet's broadcast address) is dropped as a local source, packets and ARP senders
+/// alike; without such a route, a subnet's broadcast address is an ordinary source.
+#[test]
+fn with_a_configured_local_route_local_and_broadcast_sources_are_refused() {
+    let frames = vec![
+        udp4([10, 88, 0, 5], DST1_V4, 1000, 53).build(),
+        udp4([192, 0, 2, 255], DST1_V4, 1000, 53).build(),
+        udp4(NOROUTE_V4, DST1_V4, 1000, 53).build(),
+        udp4(BLACKHOLE_V4, DST1_V4, 1000, 53).build(),
+        arp_request(MAC_HOST, [10, 88, 0, 5], IN_V4),
+    ];
+    let plain = run_both(&frames, &Setup::default());
+    assert_eq!((plain.port(P_OUT1).len(), plain.port(P_IN).len()), (4, 1), "{:?}", drops(&plain));
+    let setup = Setup { local_routes_v4: vec![([10, 88, 0, 0], 16)], ..Setup::default() };
+    let o = run_both(&frames, &setup);
+    assert_eq!(o.port(P_OUT1).len(), 2, "the sources without a route and blackholed pass");
+    assert!(o.port(P_IN).is_empty(), "the ARP request from a local source is not answered");
+    assert_eq!(o.dropped(sluice::stats::DropReason::IpLocalSource), 2, "{:?}", drops(&o));
+    assert_eq!(drops(&o).values().sum::<u64>(), 3, "and the ARP request, {:?}", drops(&o));
+}
+
 /// udp_sendmsg refuses port 0 (EINVAL): the echo service takes a datagram from port 0 and
 /// cannot answer it. Delivered, nothing sent, nothing dropped.
 #[test]

@@ -1273,7 +1273,7 @@ fn add_route(dp: &mut Datapath, addr: IpAddr, len: u8, nh: NextHop) -> Result<()
         return Err(format!("{addr}/{len} is a port's own address or subnet route (File exists)"));
     }
     match addr {
-        IpAddr::V4(a) => dp.net.routes.add_v4(a.octets(), len, nh),
+        IpAddr::V4(a) => dp.net.routes.add_configured_v4(a.octets(), len, nh),
         IpAddr::V6(a) => dp.net.routes.add_v6(a.octets(), len, nh),
     }
     .map_err(|e| e.to_string())
@@ -1563,6 +1563,11 @@ mod tests {
         c.routes_file = Some(path.clone());
         let dp = c.build(Tunables::default(), &pool).unwrap();
         assert_ne!(dp.net.routes.lookup_v4([100, 3, 231, 7]), crate::rx::route::NO_ROUTE);
+        assert!(!dp.net.routes.is_local_source_v4([203, 0, 113, 7]));
+        // A local route in the file switches source validation to FIB lookups.
+        std::fs::write(&path, format!("{text}local 198.18.7.0/24\n")).unwrap();
+        let dp = c.build(Tunables::default(), &pool).unwrap();
+        assert!(dp.net.routes.is_local_source_v4([198, 18, 7, 9]));
         text.push_str("100.0.0.0/24 dev sink0\n");
         std::fs::write(&path, &text).unwrap();
         let e = c.build(Tunables::default(), &pool).err().unwrap().to_string();

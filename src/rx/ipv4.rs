@@ -137,7 +137,7 @@ fn options_rcv(bufs: &mut BufCache, skb: &Skb, ihl: usize) -> Result<(), RcvErro
 
 /// ip_route_input's address checks, in its order: a multicast destination (sluice joins no
 /// group), martian sources and destinations (RFC 1812 5.3.7 / 4.2.2.11), then
-/// fib_validate_source's "not one of ours". Class E (240/4) is an ordinary source, as in the
+/// fib_validate_source's "not from this host" (`is_local_source_v4`). Class E (240/4) is an ordinary source, as in the
 /// kernel; only 255.255.255.255 is martian.
 #[inline(always)]
 fn martian(routes: &RouteTable, src: [u8; 4], dst: [u8; 4]) -> Result<(), DropReason> {
@@ -146,7 +146,7 @@ fn martian(routes: &RouteTable, src: [u8; 4], dst: [u8; 4]) -> Result<(), DropRe
     if special(src[0]) || special(dst[0]) {
         special_addresses(src, dst)?;
     }
-    if routes.is_local_v4(src) {
+    if routes.is_local_source_v4(src) {
         return Err(DropReason::IpLocalSource);
     }
     Ok(())

@@ -168,6 +168,10 @@ pub struct RouteTable {
     /// (port, low 24 bits) of each solicited-node group a port joined: one per unicast and
     /// subnet-router anycast address (addrconf_join_solicit), derived by `add_iface`.
     solicited_v6: Vec<(u16, [u8; 3])>,
+    /// A configured `local` route exists (`ip route add local …`): sources are then checked
+    /// by a FIB lookup, as fib_validate_source does once fib_has_custom_local_routes is set
+    /// (the kernel never clears it either).
+    custom_local_v4: bool,
 }
 
 impl Default for RouteTable {
@@ -187,6 +191,7 @@ impl RouteTable {
             local_v4_filter: [0; 4],
             anycast_v6: Vec::new(),
             solicited_v6: Vec::new(),
+            custom_local_v4: false,
         };
         t.nexthop(NextHop::Local);
         t.nexthop(NextHop::Broadcast);
@@ -214,6 +219,15 @@ impl RouteTable {
             let b = local_v4_bucket(a);
             self.local_v4_filter[b / 64] |= 1 << (b % 64);
         }
+        Ok(())
+    }
+
+    /// A configured route (`[[routes]]`, a routes file), added as `add_v4`; a `local` one
+    /// turns on the full source check of [`RouteTable::is_local_source_v4`], as
+    /// inet_rtm_newroute sets fib_has_custom_local_routes for an RTN_LOCAL route.
+    pub fn add_configured_v4(&mut self, prefix: [u8; 4], len: u8, nh: NextHop) -> Result<(), RouteError> {
+        self.add_v4(prefix, len, nh)?;
+        self.custom_local_v4 |= nh == NextHop::Local;
         Ok(())
     }
 
@@ -286,6 +300,19 @@ impl RouteTable {
         let a = u32::from_be_bytes(a);
         let b = local_v4_bucket(a);
         self.local_v4_filter[b / 64] & (1 << (b % 64)) != 0 && self.local_v4.contains(&a)
+    }
+
+    /// Whether fib_validate_source refuses a packet from `a` as from this host
+    /// (IP_LOCAL_SOURCE), with rp_filter and accept_local off as sluice models them: `a` is
+    /// one of our addresses; or, once a configured `local` route exists, the FIB routes `a`
+    /// as local or broadcast (the kernel's full check: a lookup of the source; a source
+    /// without a route, blackholed or unreachable passes).
+    #[inline]
+    pub fn is_local_source_v4(&self, a: [u8; 4]) -> bool {
+        if self.custom_local_v4 {
+            return matches!(self.lookup_v4(a), NH_LOCAL | NH_BROADCAST);
+        }
+        self.is_local_v4(a)
     }
 
     /// Whether `a` is routed as a subnet's broadcast address (`NextHop::Broadcast`).
@@ -714,6 +741,29 @@ mod tests {
         ] {
             assert!(!t.is_local_v4(other), "{other:?}");
         }
+    }
+
+    /// Without a configured local route, only our own addresses are local sources (the
+    /// kernel's quick check); after one, every source the FIB routes as local or broadcast is
+    /// (its full check), while sources without a route, blackholed or unreachable pass.
+    #[test]
+    fn a_configured_local_route_makes_sources_be_checked_by_a_fib_lookup() {
+        let mut t = RouteTable::new();
+        let mut a = Iface::new("a", [2, 0, 0, 0, 0, 1]);
+        a.v4 = vec![([192, 0, 2, 1], 24)];
+        t.add_iface(0, &a, true).unwrap();
+        t.add_v4([10, 66, 0, 0], 16, NextHop::Blackhole).unwrap();
+        t.add_v4([10, 8, 0, 0], 24, NextHop::Local).unwrap();
+        let local = |t: &RouteTable| {
+            [[192, 0, 2, 1], [192, 0, 2, 255], [10, 8, 0, 5], [192, 0, 2, 2], [10, 66, 0, 1], [100, 64, 0, 1]]
+                .map(|s| t.is_local_source_v4(s))
+        };
+        assert_eq!(local(&t), [true, false, false, false, false, false], "an unconfigured local route changes nothing");
+        t.add_configured_v4([10, 9, 0, 0], 24, NextHop::Connected { port: 0 }).unwrap();
+        assert_eq!(local(&t), [true, false, false, false, false, false], "nor does a configured route of another kind");
+        t.add_configured_v4([10, 7, 0, 0], 24, NextHop::Local).unwrap();
+        assert_eq!(local(&t), [true, true, true, false, false, false]);
+        assert!(t.is_local_source_v4([10, 7, 0, 1]) && !t.is_local_v4([10, 7, 0, 1]), "a source, not an address of ours");
     }
 
     const S: u64 = 1_000_000_000;

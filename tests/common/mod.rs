@@ -283,6 +283,9 @@ pub struct Setup {
     /// [`IN_LL_V6`] on in0 (with its connected fe80::/64): every IPv6 destination then has
     /// a route, so only the link-local rule keeps fe80::/10 from leaving.
     pub v6_default_and_link_local: bool,
+    /// Configured `local` IPv4 routes (`ip route add local …`), added after the rest: with
+    /// one, sources are validated by a FIB lookup (the kernel's fib_has_custom_local_routes).
+    pub local_routes_v4: Vec<([u8; 4], u8)>,
 }
 
 impl Default for Setup {
@@ -299,6 +302,7 @@ impl Default for Setup {
             out2_mtu: OUT2_MTU,
             order_across_flows: false,
             v6_default_and_link_local: false,
+            local_routes_v4: Vec::new(),
         }
     }
 }
@@ -390,6 +394,9 @@ pub fn build_router(frames: Vec<Vec<u8>>, setup: &Setup, pool: &Pool) -> Datapat
     r.add_v6(v6([0x2001, 0xdb8, 0x77, 0, 0, 0, 0, 0]), 48, NextHop::Unreachable).unwrap();
     if setup.v6_default_and_link_local {
         r.add_v6([0; 16], 0, NextHop::Gateway { port: p1, mac: MAC_NH1 }).unwrap();
+    }
+    for &(a, len) in &setup.local_routes_v4 {
+        r.add_configured_v4(a, len, NextHop::Local).unwrap();
     }
     dp
 }
