@@ -426,6 +426,13 @@ fn corpus() -> Vec<(&'static str, Vec<u8>)> {
             with_ipv6_fragment(with_ipv6_ext(ping6(SRC_V6, IN_V6, 13, 1).build(), 60, &[0xbe, 4, 0, 0, 0, 0]), 0, false, 13),
         ),
         ("v6_first_fragment_cut_to_us", fragment6_cut(ping6(SRC_V6, IN_V6, 12, 1).build(), true)),
+        // A first fragment whose UDP header, after destination options, is missing.
+        ("v6_first_fragment_udp_cut_after_dest_opts_to_us", {
+            let mut f = with_ipv6_fragment(with_ipv6_ext(udp6(SRC_V6, IN_V6, 1014, 7).build(), 60, &[1, 4, 0, 0, 0, 0]), 0, true, 17);
+            f.truncate(14 + 40 + 16);
+            f[18..20].copy_from_slice(&16u16.to_be_bytes());
+            f
+        }),
         // A fragment header after an atomic one (ipv6_frag_rcv: IP6SKB_FRAGMENTED is set).
         (
             "v6_two_atomic_fragments_to_us",

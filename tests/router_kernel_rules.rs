@@ -706,6 +706,10 @@ fn ipv6_frag_rcv_passes_atomic_fragments_and_refuses_cut_first_fragments() {
     let udp_cut = cut_after(with_ipv6_fragment(udp6(SRC_V6, IN_V6, 1012, 7).build(), 0, true, 14), 12);
     // A TCP header needs 20.
     let tcp_cut = cut_after(with_ipv6_fragment(tcp6(SRC_V6, IN_V6, 1013, 80).build(), 0, true, 19), 8 + 19);
+    // Destination options after the fragment header are walked over: the UDP header after
+    // them is missing (the fragment's 8 bytes are a multiple of 8, only the cut is wrong).
+    let udp_cut_after_options =
+        cut_after(with_ipv6_fragment(with_ipv6_ext(udp6(SRC_V6, IN_V6, 1014, 7).build(), 60, &[1, 4, 0, 0, 0, 0]), 0, true, 17), 16);
     // One byte of an unknown protocol is its header, but a fragment with more to come must
     // be a multiple of 8 long (ip6_frag_queue): pointed at by the payload length.
     let one_byte = cut_after(with_ipv6_fragment(raw6(SRC_V6, IN_V6, 253).build(), 0, true, 15), 9);
@@ -726,6 +730,7 @@ fn ipv6_frag_rcv_passes_atomic_fragments_and_refuses_cut_first_fragments() {
         (&icmp_cut, 3, 0),
         (&udp_cut, 3, 0),
         (&tcp_cut, 3, 0),
+        (&udp_cut_after_options, 3, 0),
         (&one_byte, 0, 4),
         (&past_max, 0, 42),
         (&two_atomic, 0, 48),
@@ -748,7 +753,7 @@ fn ipv6_frag_rcv_passes_atomic_fragments_and_refuses_cut_first_fragments() {
     setup.tun.icmp_msgs_per_sec = 1_000_000;
     setup.tun.icmp_msgs_burst = 1_000_000;
     let o = run_both(&frames, &setup);
-    assert_eq!(drops(&o), BTreeMap::from([("ipv6_inhdr", 11), ("unhandled_l4", 1), ("ip_frag_local", 4)]));
+    assert_eq!(drops(&o), BTreeMap::from([("ipv6_inhdr", 12), ("unhandled_l4", 1), ("ip_frag_local", 4)]));
     let errors = o.port(P_IN);
     assert_eq!(errors.len(), answered.len(), "an answer for each refused packet, none for the held fragments");
     for (f, code, pointer) in answered {
