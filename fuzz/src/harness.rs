@@ -437,6 +437,9 @@ struct Router {
     dp: Datapath,
     sockets: Vec<SocketId>,
     neigh: sluice::rx::route::Neighbours,
+    /// The shared table's ages as built (the configured neighbours only): every run starts
+    /// from them, so what one input taught the router cannot change the next one's fate.
+    ages: sluice::rx::route::NeighAges,
 }
 
 thread_local! {
@@ -453,7 +456,8 @@ fn new_router() -> Router {
     let mut dp = common::build_router(Vec::new(), &Setup::default(), &pool);
     let sockets = SOCKETS.iter().map(|&(port, cap)| dp.w().sockets.bind_udp(port, cap).expect("bind")).collect();
     let neigh = dp.workers[0].neigh.clone();
-    Router { dp, sockets, neigh }
+    let ages = dp.net.neigh_ages.get_mut().unwrap_or_else(|e| e.into_inner()).clone();
+    Router { dp, sockets, neigh, ages }
 }
 
 /// What one run is set up with.
@@ -472,8 +476,9 @@ impl RunSetup {
 }
 
 /// `common::run` on the per-thread router: fresh ports (in0 replays `frames`), counters,
-/// ICMP rate limits and neighbour table, then the same end-of-run checks (every frame
-/// received, the ledger balances, nothing in flight, no buffer leaked).
+/// ICMP rate limits and neighbour tables (the worker's and the shared ages), then the same
+/// end-of-run checks (every frame received, the ledger balances, nothing in flight, no
+/// buffer leaked).
 fn run_router(frames: &[Vec<u8>], setup: &RunSetup) -> Outcome {
     ROUTER.with_borrow_mut(|slot| {
         let r = slot.get_or_insert_with(new_router);
@@ -482,6 +487,7 @@ fn run_router(frames: &[Vec<u8>], setup: &RunSetup) -> Outcome {
         dp.net.tun = setup.tun.clone();
         *dp.net.icmp_rate.get_mut().unwrap_or_else(|e| e.into_inner()) = Default::default();
         dp.net.neigh_log = Default::default();
+        *dp.net.neigh_ages.get_mut().unwrap_or_else(|e| e.into_inner()) = r.ages.clone();
         let w = dp.w();
         w.c = Counters::default();
         w.neigh = r.neigh.clone();

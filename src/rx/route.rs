@@ -419,7 +419,7 @@ pub struct GcThresh {
 /// The shared neighbour table's control side: learned entries (their last confirmation, for
 /// aging and forced gc) and the configured entries, which never age, never count toward
 /// gc_thresh3 and are never freed.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct NeighAges {
     learned: HashMap<(u16, NeighAddr), Age>,
     permanent: std::collections::HashSet<(u16, NeighAddr)>,
