@@ -303,6 +303,9 @@ fn parse_value(s: &str, boolean: bool) -> Result<u64, BadNumber> {
         return if boolean { Ok(v) } else { Err(BadNumber::Word) };
     }
     let t = s.trim();
+    if t.starts_with('+') {
+        return Err(BadNumber::NotInteger { boolean });
+    }
     // Hexadecimal as sysctl takes it (proc_dointvec parses with base 0), e.g. a ratemask.
     if let Some(hex) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
         return u64::from_str_radix(hex, 16).map_err(|e| match e.kind() {
@@ -468,9 +471,10 @@ mod tests {
         assert_eq!((t.icmp_ratemask, t.dev_weight), (0x1819, 32));
         assert!(t.set("net.core.dev_weight", "0x").is_err() && t.set("net.core.dev_weight", "0xg").is_err());
         // And octal after a leading 0; a lone 0 is zero.
-        t.apply_all(&["net.core.dev_weight=010", "net.core.busy_poll=0"]).unwrap();
-        assert_eq!((t.dev_weight, t.busy_poll), (8, 0));
-        assert!(t.set("net.core.dev_weight", "08").is_err());
+        t.apply_all(&["net.core.dev_weight=010", "net.ipv4.icmp_ratemask=00"]).unwrap();
+        assert_eq!((t.dev_weight, t.icmp_ratemask), (8, 0));
+        // 8 is no octal digit; a sign is no digit at all (proc_get_long refuses both).
+        assert!(t.set("net.core.dev_weight", "08").is_err() && t.set("net.core.dev_weight", "+10").is_err());
     }
 
     #[test]

@@ -16,8 +16,9 @@ pub enum NextHop {
     /// Deliver to this host.
     Local,
     /// Deliver to this host as a subnet's broadcast (the kernel's RTN_BROADCAST): sockets
-    /// get it, but it is no address of ours (not as a source, not for ARP), ICMP answers
-    /// no echo sent to it and no ICMP error is sent about it.
+    /// get it, but it is no address of ours (not for ARP, and not as a source unless a
+    /// configured `local` route exists: `is_local_source_v4`), ICMP answers no echo sent to
+    /// it and no ICMP error is sent about it.
     Broadcast,
     /// Forward out of `port` to the neighbour `mac` (a gateway whose MAC is known).
     Gateway { port: u16, mac: [u8; 6] },
@@ -303,7 +304,9 @@ impl RouteTable {
     }
 
     /// Whether fib_validate_source refuses a packet from `a` as from this host
-    /// (IP_LOCAL_SOURCE), with rp_filter and accept_local off as sluice models them: `a` is
+    /// (IP_LOCAL_SOURCE), with rp_filter, accept_local and send_redirects off as sluice
+    /// models them (with send_redirects on, a packet forwarded back out of its incoming
+    /// port always gets the full check in the kernel): `a` is
     /// one of our addresses; or, once a configured `local` route exists, the FIB routes `a`
     /// as local or broadcast (the kernel's full check: a lookup of the source; a source
     /// without a route, blackholed or unreachable passes).
