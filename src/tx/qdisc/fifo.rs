@@ -146,3 +146,20 @@ impl Qdisc for PfifoFast {
         &mut self.stats
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The FIFOs reserve their slots when built (up to `MAX_PREALLOC`), so filling one up
+    /// to its limit allocates nothing on the transmit path; a larger limit grows on demand
+    /// instead of reserving megabytes per queue up front.
+    #[test]
+    fn fifo_slots_are_reserved_when_the_qdisc_is_built() {
+        assert!(Fifo::packets(QdiscKind::Pfifo, 1000).q.capacity() >= 1000);
+        assert!(Fifo::bytes(64_000).q.capacity() >= 1000, "a byte limit reserves a slot per 64 bytes");
+        let huge = Fifo::packets(QdiscKind::Pfifo, 1 << 24);
+        assert!((MAX_PREALLOC..1 << 24).contains(&huge.q.capacity()), "{}", huge.q.capacity());
+        assert!(PfifoFast::new(1000).bands.iter().all(|b| b.capacity() >= 1000));
+    }
+}
