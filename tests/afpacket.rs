@@ -918,6 +918,21 @@ impl SlowIngress {
     }
 }
 
+/// A veth pair (MTU 1500) whose peer receives through a slow ingress of `rate`, and the
+/// peer's MAC. (The ingress is dropped before the pair: declared in that order by callers.)
+fn slow_link(tag: char, rate: &str) -> (Veth, SlowIngress, [u8; 6]) {
+    let veth = Veth::new(tag, 1500);
+    let slow = SlowIngress::new(&veth.peer, rate);
+    let peer_mac = afpacket::iface_mac(&veth.peer).unwrap();
+    (veth, slow, peer_mac)
+}
+
+/// 400 frames of 1000 bytes of `flow`: more than the socket's send buffer holds in flight,
+/// fewer than the ring's slots.
+fn train_past_the_send_buffer(mac: [u8; 6], flow: u16) -> Vec<Vec<u8>> {
+    (0..400u32).map(|i| frame(mac, flow, i, 1000)).collect()
+}
+
 impl Drop for SlowIngress {
     fn drop(&mut self) {
         sh(&format!("ip link del {}", self.0));
@@ -934,9 +949,7 @@ fn frames_the_kernel_has_no_room_for_wait_in_the_ring_and_go_later() {
     if !preconditions() {
         return;
     }
-    let veth = Veth::new('a', 1500);
-    let _slow = SlowIngress::new(&veth.peer, "40mbit");
-    let peer_mac = afpacket::iface_mac(&veth.peer).unwrap();
+    let (veth, _slow, peer_mac) = slow_link('a', "40mbit");
     let pool = Pool::new(4096).unwrap();
     let mut bufs = pool.cache();
     let mut ports = open(&veth.port, 1, 1500);
@@ -985,14 +998,11 @@ fn frames_still_waiting_for_room_at_the_end_are_reported_failed() {
     if !preconditions() {
         return;
     }
-    let veth = Veth::new('b', 1500);
-    let _slow = SlowIngress::new(&veth.peer, "100kbit");
-    let peer_mac = afpacket::iface_mac(&veth.peer).unwrap();
+    let (veth, _slow, peer_mac) = slow_link('b', "100kbit");
     let pool = Pool::new(1024).unwrap();
     let mut bufs = pool.cache();
     let mut ports = open(&veth.port, 1, 1500);
-    // More than the socket's send buffer holds in flight, fewer than the ring's slots.
-    let pkts: Vec<Pkt> = (0..400u32).map(|i| bufs.alloc_copy(&frame(peer_mac, 9, i, 1000)).unwrap()).collect();
+    let pkts: Vec<Pkt> = train_past_the_send_buffer(peer_mac, 9).iter().map(|f| bufs.alloc_copy(f).unwrap()).collect();
     assert_eq!(ports[0].tx_burst(&mut bufs, &pkts, false), pkts.len(), "the ring had room for all");
     assert!(ports[0].tx_busy > 0, "the kernel never ran out of room: the case was not reached");
     assert_eq!(ports[0].take_tx_failed(), (0, 0), "waiting is not failing");
@@ -1014,15 +1024,13 @@ fn frames_waiting_at_the_end_leave_while_the_port_waits_for_room() {
     if !preconditions() {
         return;
     }
-    let veth = Veth::new('i', 1500);
-    let _slow = SlowIngress::new(&veth.peer, "100mbit");
-    let peer_mac = afpacket::iface_mac(&veth.peer).unwrap();
+    let (veth, _slow, peer_mac) = slow_link('i', "100mbit");
     let pool = Pool::new(1024).unwrap();
     let mut bufs = pool.cache();
     let mut ports = open(&veth.port, 1, 1500);
     let raw = Raw::open(&veth.peer);
     raw.hold(8 << 20);
-    let frames: Vec<Vec<u8>> = (0..400u32).map(|i| frame(peer_mac, 11, i, 1000)).collect();
+    let frames = train_past_the_send_buffer(peer_mac, 11);
     let pkts: Vec<Pkt> = frames.iter().map(|f| bufs.alloc_copy(f).unwrap()).collect();
     assert_eq!(ports[0].tx_burst(&mut bufs, &pkts, false), pkts.len(), "the ring had room for all");
     assert!(ports[0].tx_waiting(), "the kernel never ran out of room: the case was not reached");
@@ -1042,9 +1050,7 @@ fn a_tso_packet_does_not_overtake_frames_waiting_in_the_ring() {
     if !preconditions() {
         return;
     }
-    let veth = Veth::new('u', 1500);
-    let _slow = SlowIngress::new(&veth.peer, "100mbit");
-    let peer_mac = afpacket::iface_mac(&veth.peer).unwrap();
+    let (veth, _slow, peer_mac) = slow_link('u', "100mbit");
     let pool = Pool::new(1024).unwrap();
     let mut bufs = pool.cache();
     let mut cfg = AfPacketConfig::new(&veth.port);
@@ -1052,7 +1058,7 @@ fn a_tso_packet_does_not_overtake_frames_waiting_in_the_ring() {
     let mut ports = afpacket::open("p0", &cfg).unwrap();
     let raw = Raw::open(&veth.peer);
     raw.hold(8 << 20);
-    let mut frames: Vec<Vec<u8>> = (0..400u32).map(|i| frame(peer_mac, 12, i, 1000)).collect();
+    let mut frames = train_past_the_send_buffer(peer_mac, 12);
     let big = tso_super_frame(peer_mac);
     let mut pkts: Vec<Pkt> = frames.iter().map(|f| bufs.alloc_copy(f).unwrap()).collect();
     pkts.push(bufs.alloc_copy(&big).unwrap());
