@@ -308,6 +308,9 @@ fn parse_value(s: &str, boolean: bool) -> Result<u64, BadNumber> {
     }
     // Hexadecimal as sysctl takes it (proc_dointvec parses with base 0), e.g. a ratemask.
     if let Some(hex) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        if !hex.bytes().all(|c| c.is_ascii_hexdigit()) {
+            return Err(BadNumber::NotInteger { boolean });
+        }
         return u64::from_str_radix(hex, 16).map_err(|e| match e.kind() {
             std::num::IntErrorKind::PosOverflow => BadNumber::TooLarge,
             _ => BadNumber::NotInteger { boolean },
@@ -475,6 +478,7 @@ mod tests {
         assert_eq!((t.dev_weight, t.icmp_ratemask), (8, 0));
         // 8 is no octal digit; a sign is no digit at all (proc_get_long refuses both).
         assert!(t.set("net.core.dev_weight", "08").is_err() && t.set("net.core.dev_weight", "+10").is_err());
+        assert!(t.set("net.core.dev_weight", "0x+5").is_err());
     }
 
     #[test]

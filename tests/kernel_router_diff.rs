@@ -57,6 +57,12 @@ const EXPLAINED: &[(&str, &str)] = &[
 // The corpus: one line per case
 // ---------------------------------------------------------------------------------------
 
+/// The second phase's known differences, as `EXPLAINED`.
+const EXPLAINED_LOCAL: &[(&str, &str)] = &[(
+    "udp4_src_in0_subnet_broadcast_no_route",
+    "sluice checks the source before the route lookup (src/rx/README.md): the kernel finds no route first and sends net unreachable to the subnet broadcast source, sluice drops it as ip_local_source",
+)];
+
 /// Cases sent after both routers got the configured route `local 10.88.0.0/16`: sources the
 /// FIB routes as local or broadcast are refused; sources without a route, blackholed or
 /// unreachable pass; the range answers as the router's own.
@@ -74,6 +80,7 @@ fn custom_local_corpus() -> Vec<(&'static str, Vec<u8>)> {
         // No route to the destination: the kernel validates no source then, but its
         // error goes to a local address (sluice drops first): nothing on the wire.
         ("udp4_src_in_local_route_no_route", udp4([10, 88, 0, 5], NOROUTE_V4, 1000, 53).build()),
+        ("udp4_src_in0_subnet_broadcast_no_route", udp4([192, 0, 2, 255], NOROUTE_V4, 1000, 53).build()),
         ("udp4_src_blackholed", udp4(BLACKHOLE_V4, DST1_V4, 1000, 53).build()),
         ("udp4_src_unreachable", udp4(UNREACH_V4, DST1_V4, 1000, 53).build()),
         ("ping4_to_local_route", ping4(SRC_V4, [10, 88, 0, 5], 9, 1).build()),
@@ -1116,10 +1123,17 @@ fn forwarding_matches_the_linux_kernel() {
     for (name, frame) in &local_cases {
         let k = kernel.fate(frame).unwrap_or_else(|e| panic!("{name}: {e}")).map(|p| p.into_iter().map(blank_local_route_ids).collect());
         let s = sluice_fate_in(frame, &local_setup).map(|p| p.into_iter().map(blank_local_route_ids).collect());
-        if k == s {
-            equal += 1;
-        } else {
-            failures.push(format!("{name} (custom local route): fates differ\n    kernel:{}\n    sluice:{}", describe(&k), describe(&s)));
+        match (k == s, EXPLAINED_LOCAL.iter().find(|(n, _)| n == name)) {
+            (true, None) => equal += 1,
+            (false, Some(_)) => expected += 1,
+            (true, Some((_, why))) => {
+                failures.push(format!("{name} (custom local route): listed as a difference ({why}) but the fates agree now: remove it"))
+            }
+            (false, None) => failures.push(format!(
+                "{name} (custom local route): fates differ\n    kernel:{}\n    sluice:{}",
+                describe(&k),
+                describe(&s)
+            )),
         }
     }
     stop.store(true, Ordering::Relaxed);
