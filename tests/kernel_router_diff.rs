@@ -1048,6 +1048,28 @@ fn udp_echo(ns: &str, stop: Arc<AtomicBool>) -> Result<std::thread::JoinHandle<(
     }))
 }
 
+/// The tally of both phases: a case is equal, an explained difference, or a failure (a
+/// difference nobody explained, or an explanation that no longer applies).
+#[derive(Default)]
+struct Verdicts {
+    equal: usize,
+    explained: usize,
+    failures: Vec<String>,
+}
+
+impl Verdicts {
+    fn judge(&mut self, name: &str, kernel: &Fate, sluice: &Fate, explained: Option<&str>) {
+        match (kernel == sluice, explained) {
+            (true, None) => self.equal += 1,
+            (false, Some(_)) => self.explained += 1,
+            (true, Some(why)) => self.failures.push(format!("{name}: listed as a difference ({why}) but the fates agree now: remove it")),
+            (false, None) => {
+                self.failures.push(format!("{name}: fates differ\n    kernel:{}\n    sluice:{}", describe(kernel), describe(sluice)))
+            }
+        }
+    }
+}
+
 fn preconditions() -> Result<(), String> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
@@ -1100,15 +1122,9 @@ fn forwarding_matches_the_linux_kernel() {
     for (p, l) in kernel.collect().into_iter().enumerate() {
         kfates.last_mut().unwrap()[p].extend(l);
     }
-    let (mut equal, mut expected, mut failures) = (0, 0, Vec::new());
+    let mut verdicts = Verdicts::default();
     for ((name, frame), k) in cases.iter().zip(kfates) {
-        let s = sluice_fate(frame);
-        match (k == s, explained.get(name)) {
-            (true, None) => equal += 1,
-            (false, Some(_)) => expected += 1,
-            (true, Some(why)) => failures.push(format!("{name}: listed as a difference ({why}) but the fates agree now: remove it")),
-            (false, None) => failures.push(format!("{name}: fates differ\n    kernel:{}\n    sluice:{}", describe(&k), describe(&s))),
-        }
+        verdicts.judge(name, &k, &sluice_fate(frame), explained.get(name).copied());
     }
     // Then with a configured local route: the kernel validates every source by a FIB
     // lookup from then on (fib_has_custom_local_routes), so a source in that range or a
@@ -1123,27 +1139,15 @@ fn forwarding_matches_the_linux_kernel() {
     for (name, frame) in &local_cases {
         let k = kernel.fate(frame).unwrap_or_else(|e| panic!("{name}: {e}")).map(|p| p.into_iter().map(blank_local_route_ids).collect());
         let s = sluice_fate_in(frame, &local_setup).map(|p| p.into_iter().map(blank_local_route_ids).collect());
-        match (k == s, EXPLAINED_LOCAL.iter().find(|(n, _)| n == name)) {
-            (true, None) => equal += 1,
-            (false, Some(_)) => expected += 1,
-            (true, Some((_, why))) => {
-                failures.push(format!("{name} (custom local route): listed as a difference ({why}) but the fates agree now: remove it"))
-            }
-            (false, None) => failures.push(format!(
-                "{name} (custom local route): fates differ\n    kernel:{}\n    sluice:{}",
-                describe(&k),
-                describe(&s)
-            )),
-        }
+        let why = EXPLAINED_LOCAL.iter().find(|(n, _)| n == name).map(|(_, why)| *why);
+        verdicts.judge(&format!("{name} (custom local route)"), &k, &s, why);
     }
     stop.store(true, Ordering::Relaxed);
     let _ = echo.join();
-    eprintln!(
-        "kernel differential test: {} cases, {equal} equal, {expected} explained differences, {} failures",
-        cases.len() + local_cases.len(),
-        failures.len()
-    );
-    assert!(failures.is_empty(), "{} of {} cases:\n{}", failures.len(), cases.len() + local_cases.len(), failures.join("\n"));
+    let Verdicts { equal, explained, failures } = verdicts;
+    let total = cases.len() + local_cases.len();
+    eprintln!("kernel differential test: {total} cases, {equal} equal, {explained} explained differences, {} failures", failures.len());
+    assert!(failures.is_empty(), "{} of {total} cases:\n{}", failures.len(), failures.join("\n"));
     // The whole corpus as one run: single and list receive agree byte for byte.
     let all: Vec<Vec<u8>> = cases.into_iter().map(|(_, f)| f).collect();
     run_both(&all, &sluice_setup());

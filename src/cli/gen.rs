@@ -131,15 +131,16 @@ pub fn run(args: &GenArgs, stop: Arc<AtomicBool>) -> Result<GenReport, GenCmdErr
             continue;
         }
         let took = port.tx_burst(&mut bufs, &batch, false).min(n);
-        let failed = port.take_tx_failed().0.min(sent + took as u64);
-        sent = sent + took as u64 - failed;
-        refused += (n - took) as u64 + failed;
+        sent += took as u64;
+        refused += (n - took) as u64;
         bufs.free_pkts(&batch[took..]);
         port.tx_completions(&mut bufs);
     }
     port.flush_held(&mut bufs);
     let _ = port.finish();
     while port.tx_completions(&mut bufs) > 0 {}
+    // Frames taken but failed later (a write error in any burst, or at finish): counted
+    // once here, since the port keeps the tally until it is taken.
     let failed = port.take_tx_failed().0.min(sent);
     sent -= failed;
     refused += failed;

@@ -137,8 +137,8 @@ fn options_rcv(bufs: &mut BufCache, skb: &Skb, ihl: usize) -> Result<(), RcvErro
 
 /// ip_route_input's address checks, in its order: a multicast destination (sluice joins no
 /// group), martian sources and destinations (RFC 1812 5.3.7 / 4.2.2.11), then
-/// fib_validate_source's "not from this host" (`is_local_source_v4`). Class E (240/4) is an ordinary source, as in the
-/// kernel; only 255.255.255.255 is martian.
+/// fib_validate_source's "not from this host" (`is_local_source_v4`). Class E (240/4) is an
+/// ordinary source, as in the kernel; only 255.255.255.255 is martian.
 #[inline(always)]
 fn martian(routes: &RouteTable, src: [u8; 4], dst: [u8; 4]) -> Result<(), DropReason> {
     // Fast path: every special range sits in first octets 0, 127 and 224–255.

@@ -239,8 +239,9 @@ pub(crate) fn is_loopback(a: [u8; 4]) -> bool {
 
 /// Whether no packet from `src` is accepted, whatever its destination: a multicast,
 /// limited-broadcast or loopback source (ip_route_input's martian sources) or a source
-/// fib_validate_source takes for this host's (`is_local_source_v4`). 0.0.0.0 is left to the caller: ARP takes it for a
-/// probe. ARP asks this of a sender as ip_route_input would of a packet from it.
+/// fib_validate_source takes for this host's (`is_local_source_v4`). 0.0.0.0 is left to the
+/// caller: ARP takes it for a probe. ARP asks this of a sender as ip_route_input would of a
+/// packet from it.
 pub(crate) fn is_martian_source(routes: &super::route::RouteTable, src: [u8; 4]) -> bool {
     is_multicast(src) || src == LIMITED_BROADCAST || is_loopback(src) || routes.is_local_source_v4(src)
 }

@@ -162,8 +162,8 @@ fn local_headers_of(packet: &[u8]) -> Result<usize, RcvError> {
             // 8200 4.5, pointer 0). ip6_frag_queue: a fragment ending past 65535 bytes is
             // pointed at by its offset, one with more to come whose length is no multiple
             // of 8 by the payload length. A real fragment that passes ends the walk and is
-            // dropped unanswered as ip_frag_local (no reassembly). A fragment header after an atomic one is
-            // pointed at (the packet is marked IP6SKB_FRAGMENTED by then).
+            // dropped unanswered as ip_frag_local (no reassembly). A fragment header after
+            // an atomic one is pointed at (the packet is marked IP6SKB_FRAGMENTED by then).
             NEXT_HEADER_FRAGMENT => {
                 if atomic_passed {
                     return Err(pp(0, 40 + off));
