@@ -893,6 +893,11 @@ fn without_carrier_frames_fail_instead_of_waiting() {
     assert_eq!(ports[0].tx_burst(&mut bufs, &pkts, false), 4);
     assert_eq!(ports[0].take_tx_failed(), (4, 400), "frames for a link without carrier were kept or counted sent");
     assert_eq!((ports[0].tx_busy, ports[0].stats().tx_packets), (0, 0));
+    // Failed frames complete for BQL too (else their bytes would stay in flight and keep
+    // the queue stopped for good).
+    ports[0].tx_completions(&mut bufs);
+    assert_eq!(ports[0].tx_queue().unwrap().dql.inflight(), 0, "failed frames were left in flight");
+    assert!(!ports[0].tx_queue().unwrap().stopped());
     assert_eq!(bufs.in_use(), 0);
 }
 
@@ -966,6 +971,7 @@ fn frames_the_kernel_has_no_room_for_wait_in_the_ring_and_go_later() {
         next += n;
         if n < chunk.len() {
             pushed_back = true;
+            assert!(ports[0].tx_queue().unwrap().xoff_drv, "a full ring refused frames without stopping the queue");
             std::thread::sleep(Duration::from_micros(200));
             ports[0].tx_completions(&mut bufs);
         }
@@ -985,6 +991,14 @@ fn frames_the_kernel_has_no_room_for_wait_in_the_ring_and_go_later() {
     assert_eq!(ports[0].stats().tx_packets, frames.len() as u64);
     let got = raw.recv_ours(frames.len());
     assert!(got == frames, "the peer received {} frames, not the {} sent in order", got.len(), frames.len());
+    // Every slot comes back once its frame has left the slow qdisc below (the peer's socket
+    // saw it before that qdisc): the queue wakes and BQL has nothing in flight.
+    while ports[0].tx_queue().unwrap().dql.inflight() > 0 && Instant::now() < end {
+        ports[0].tx_completions(&mut bufs);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let txq = ports[0].tx_queue().unwrap();
+    assert!(!txq.stopped() && txq.dql.inflight() == 0 && txq.wakes > 0, "{txq:?}");
     ports[0].finish().unwrap();
     assert_eq!(ports[0].take_tx_failed(), (0, 0), "nothing was left to fail at the end");
     assert_eq!(bufs.in_use(), 0);
@@ -1082,4 +1096,75 @@ fn a_tso_packet_does_not_overtake_frames_waiting_in_the_ring() {
     assert_eq!(got[400].len(), frames[400].len());
     assert_eq!((&got[400][..csum], &got[400][csum + 2..]), (&frames[400][..csum], &frames[400][csum + 2..]));
     assert_eq!(bufs.in_use(), 0);
+}
+
+/// An io datapath from an in-memory generator (`packets` TCP segments of 1000 bytes, one
+/// flow, flat out) to an AF_PACKET port on `veth`, with `qdisc` on that port.
+fn burst_into_afpacket(veth: &Veth, peer_mac: [u8; 6], packets: u64, qdisc: &str, pool: &Pool) -> sluice::datapath::Datapath {
+    let mac = |m: [u8; 6]| m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":");
+    let text = format!(
+        "pipeline = \"io\"\n\
+         [[ports]]\nname = \"gen0\"\nkind = \"gen\"\nmac = \"02:00:00:00:00:01\"\npeer = \"{port}\"\n\
+         [tunables]\ntxqueuelen = {packets}\n\
+         [ports.gen]\nflows = 1\nip = \"v4\"\nproto = \"tcp\"\ntcp_train = 1\nsize = {{ fixed = 1000 }}\npackets = {packets}\n\
+         src_mac = \"{src}\"\ndst_mac = \"{dst}\"\n\
+         [[ports]]\nname = \"{port}\"\nkind = \"afpacket\"\npeer = \"gen0\"\n[ports.qdisc]\nkind = \"{qdisc}\"\n",
+        port = veth.port,
+        src = mac(TEST_MAC),
+        dst = mac(peer_mac),
+    );
+    let cfg = sluice::config::Config::from_toml(&text, "test.toml").unwrap();
+    cfg.build(cfg.tunables(&[]).unwrap(), pool).unwrap()
+}
+
+/// The TCP sequence numbers of frames, in the order they came.
+fn tcp_seqs(frames: &[Vec<u8>]) -> Vec<u32> {
+    frames.iter().map(|f| u32::from_be_bytes([f[38], f[39], f[40], f[41]])).collect()
+}
+
+/// A burst of 1200 frames (more than the 512-slot transmit ring) into a link slower than the
+/// sender (200 Mbit/s), with a qdisc as long as the burst: the port stops its queue (BQL's
+/// limit reached, or the ring full: netif_tx_stop_queue) and the qdisc keeps the rest until
+/// the ring's completions wake it, as for a NIC. Every frame arrives, in order, and none is
+/// dropped. With `noqueue` there is nowhere to keep them: the frames the full ring refuses
+/// are dropped (`tx_error`), which was every AF_PACKET port's lot before it had a transmit
+/// queue.
+#[test]
+fn a_burst_past_the_ring_waits_in_the_qdisc_instead_of_being_dropped() {
+    if !preconditions() {
+        return;
+    }
+    use sluice::napi::RunLimit;
+    use sluice::stats::DropReason;
+    const N: u64 = 1200;
+    let (veth, _slow, peer_mac) = slow_link('z', "200mbit");
+    let raw = Raw::open(&veth.peer);
+    raw.hold(32 << 20);
+    let limit = || RunLimit { duration: Some(PATIENCE), packets: None, until_bounded_inputs_done: true, stop: None };
+    let pool = Pool::new(4096).unwrap();
+    let mut dp = burst_into_afpacket(&veth, peer_mac, N, "pfifo_fast", &pool);
+    dp.run(limit(), Duration::from_secs(1), |_, _| {});
+    dp.drain();
+    let c = dp.counters();
+    assert_eq!(c.rx, N);
+    assert_eq!((c.tx, c.dropped(DropReason::TxError), c.dropped(DropReason::QdiscDrop)), (N, 0, 0), "{c:?}");
+    let stops = dp.port_queues(1).map(|p| p.tx_queue().unwrap().stops).sum::<u64>();
+    assert!(stops > 0 && dp.w().txq[1].stats.found_stopped > 0, "the queue never stopped: the case was not reached");
+    assert!(dp.w().txq[1].stats.bql_limit_max > 0, "BQL never learnt a limit from the ring's completions");
+    dp.conservation().unwrap();
+    assert_eq!(dp.buffers_in_use(), 0);
+    let got = raw.recv_ours(N as usize);
+    assert_eq!(got.len() as u64, N, "the peer did not receive every frame");
+    let seqs = tcp_seqs(&got);
+    assert!(seqs.windows(2).all(|w| w[1] == w[0].wrapping_add(1000 - 54)), "frames arrived out of order");
+    drop(dp);
+
+    // The same burst with no qdisc: what the full ring refuses is dropped.
+    let mut dp = burst_into_afpacket(&veth, peer_mac, N, "noqueue", &pool);
+    dp.run(limit(), Duration::from_secs(1), |_, _| {});
+    dp.drain();
+    let c = dp.counters();
+    assert!(c.dropped(DropReason::TxError) > 0, "noqueue: the ring took a burst larger than itself");
+    assert_eq!(c.tx + c.dropped(DropReason::TxError), N);
+    dp.conservation().unwrap();
 }

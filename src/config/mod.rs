@@ -150,8 +150,9 @@ pub struct PortConfig {
     /// "hardware" (TSO), so GRO packets reach it whole instead of split by GSO.
     #[serde(default)]
     pub tso: bool,
-    /// `[ports.qdisc]`: this `sim` port's qdisc (default: `net.core.default_qdisc`); other
-    /// ports take every packet at once, with nothing to queue for.
+    /// `[ports.qdisc]`: this `sim` or `afpacket` port's qdisc (default:
+    /// `net.core.default_qdisc`); other ports take every packet at once, with nothing to
+    /// queue for.
     #[serde(default)]
     pub qdisc: Option<QdiscConfig>,
     /// `[ports.afxdp]`: an `afxdp` port's bind mode, rings and attach mode.
@@ -304,8 +305,8 @@ const PORT_SETTINGS: &[PortSetting] = &[
     PortSetting {
         name: "qdisc",
         set: |p| p.qdisc.is_some(),
-        read_by: |p| p.kind == PortKind::Sim,
-        readers: "sim ports, whose NIC ring pushes back; every other port takes each packet at once, past any qdisc",
+        read_by: |p| matches!(p.kind, PortKind::Sim | PortKind::Afpacket),
+        readers: "sim and afpacket ports, whose transmit rings push back; every other port takes each packet at once, past any qdisc",
     },
     PortSetting {
         name: "fault.side",

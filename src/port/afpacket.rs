@@ -17,6 +17,7 @@
 use super::{Port, PortStats};
 use crate::buf::chain::MAX_CHAIN_BYTES;
 use crate::buf::{BufCache, Pkt};
+use crate::tx::bql::TxqState;
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -224,6 +225,20 @@ pub struct AfPacketPort {
     /// Requested slots the kernel has not taken yet: filled since the last doorbell, or left
     /// by it for want of room (always the slots just before `tx_next`).
     tx_pending: usize,
+    /// Slots written and not yet reaped: `tx_head` and the `tx_inflight - 1` after it (the
+    /// `tx_pending` among them last). A slot the kernel sent comes back AVAILABLE (its skb
+    /// was freed): that is this ring's transmit completion.
+    tx_head: usize,
+    tx_inflight: usize,
+    /// Each slot's frame length as written, for the completion's byte count.
+    tx_len: Vec<u32>,
+    /// Bytes of frames failed since the last reap: complete for BQL too.
+    tx_failed_unreaped: u64,
+    /// The transmit queue as a driver keeps it: BQL over the ring's completions, stopped
+    /// while the ring is full, so the port's qdisc holds packets instead of dropping them.
+    txq: TxqState,
+    /// Time base of the BQL clock.
+    epoch: std::time::Instant,
     stats: PortStats,
     /// Frames the kernel cut (longer than a ring block holds) since the datapath last asked.
     too_long: u64,
@@ -568,6 +583,12 @@ impl AfPacketPort {
             tx_slots: per_block * tx_blocks,
             tx_next: 0,
             tx_pending: 0,
+            tx_head: 0,
+            tx_inflight: 0,
+            tx_len: vec![0; per_block * tx_blocks],
+            tx_failed_unreaped: 0,
+            txq: TxqState::default(),
+            epoch: std::time::Instant::now(),
             stats: PortStats::default(),
             too_long: 0,
             tx_errors: 0,
@@ -768,6 +789,8 @@ impl AfPacketPort {
         // SAFETY: the length word of a slot the kernel gave up on (still ours).
         let len = unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*self.tx_hdr(i)).tp_len)) } as u64;
         self.set_tx_status(i, libc::TP_STATUS_AVAILABLE);
+        self.tx_inflight -= 1;
+        self.tx_failed_unreaped += self.tx_len[i] as u64;
         self.tx_errors += 1;
         self.failed.0 += 1;
         self.failed.1 += len;
@@ -790,8 +813,33 @@ impl AfPacketPort {
             std::ptr::write_volatile(std::ptr::addr_of_mut!((*dst).tp_snaplen), len);
             std::ptr::write_volatile(std::ptr::addr_of_mut!((*dst).tp_next_offset), 0);
         }
+        self.tx_len[to] = self.tx_len[from];
         fence(Ordering::Release);
         self.set_tx_status(to, libc::TP_STATUS_SEND_REQUEST);
+    }
+
+    /// Transmit completions: the slots from `tx_head` the kernel has sent and freed come
+    /// back (in ring order, as a NIC's completions), and BQL learns their bytes with those
+    /// of frames failed since. A quarter of the ring free wakes a queue the full ring
+    /// stopped (the drivers' wake threshold). Returns the slots reaped.
+    fn reap(&mut self) -> usize {
+        let mut n = 0;
+        let mut bytes = std::mem::take(&mut self.tx_failed_unreaped);
+        // The pending slots are the last in flight and still requested: never reaped.
+        while self.tx_inflight > self.tx_pending && self.tx_status(self.tx_head) == libc::TP_STATUS_AVAILABLE {
+            bytes += self.tx_len[self.tx_head] as u64;
+            self.tx_head = (self.tx_head + 1) % self.tx_slots;
+            self.tx_inflight -= 1;
+            n += 1;
+        }
+        if bytes > 0 {
+            let now = self.epoch.elapsed().as_nanos() as u64;
+            self.txq.completed(bytes.min(u32::MAX as u64) as u32, now);
+        }
+        if self.txq.xoff_drv && self.tx_slots - self.tx_inflight >= (self.tx_slots / 4).max(1) {
+            self.txq.wake_drv();
+        }
+        n
     }
 }
 
@@ -1109,6 +1157,9 @@ impl Port for AfPacketPort {
 
     fn tx_burst(&mut self, bufs: &mut BufCache, pkts: &[Pkt], more: bool) -> usize {
         let mut accepted = 0;
+        if self.tx_inflight > self.tx_pending {
+            self.reap();
+        }
         for p in pkts {
             let len = p.total_len();
             // The kernel refuses a plain frame longer than MTU + Ethernet header, + 4 for an
@@ -1135,11 +1186,14 @@ impl Port for AfPacketPort {
                 accepted += 1;
                 continue;
             }
-            if self.tx_status(self.tx_next) != libc::TP_STATUS_AVAILABLE {
+            if self.tx_inflight == self.tx_slots {
                 // The ring is full until the kernel catches up: flush what is queued, and
-                // stop if that frees nothing (the caller drops the rest: `tx_error`).
+                // stop the queue if that frees nothing (netif_tx_stop_queue: the qdisc keeps
+                // the rest until a completion wakes it).
                 self.kick();
-                if self.tx_status(self.tx_next) != libc::TP_STATUS_AVAILABLE {
+                self.reap();
+                if self.tx_inflight == self.tx_slots {
+                    self.txq.stop_drv();
                     break;
                 }
             }
@@ -1159,6 +1213,9 @@ impl Port for AfPacketPort {
             self.set_tx_status(i, libc::TP_STATUS_SEND_REQUEST);
             self.tx_next = (i + 1) % self.tx_slots;
             self.tx_pending += 1;
+            self.tx_inflight += 1;
+            self.tx_len[i] = copied as u32;
+            self.txq.sent(copied as u32);
             self.stats.tx_packets += 1;
             self.stats.tx_bytes += copied as u64;
             bufs.free(*p);
@@ -1183,14 +1240,24 @@ impl Port for AfPacketPort {
     }
 
     /// Frames the kernel left in the ring for want of room go at the next doorbell: rung at
-    /// every poll's end and, while any wait (`tx_waiting`), every softirq round
-    /// (`tx_action`), so they leave even when nothing else is sent. Nothing to reap: a
-    /// frame's buffer went back when it was copied.
+    /// every poll's end and every softirq round (`tx_action`), so they leave even when
+    /// nothing else is sent. Then the slots the kernel is done with are reaped (a frame's
+    /// buffer went back when it was copied: this is the ring's and BQL's side).
     fn tx_completions(&mut self, _bufs: &mut BufCache) -> usize {
         if self.tx_pending > 0 {
             self.kick();
         }
+        if self.tx_inflight > self.tx_pending || self.tx_failed_unreaped > 0 {
+            return self.reap();
+        }
         0
+    }
+
+    /// The ring as a NIC's transmit queue: BQL sizes the qdisc's bulks from the ring's
+    /// completions, and a full ring stops the queue, so a burst larger than the ring waits
+    /// in the qdisc (`net.core.default_qdisc`, `txqueuelen`) instead of being dropped.
+    fn tx_queue(&self) -> Option<&TxqState> {
+        Some(&self.txq)
     }
 
     fn tx_waiting(&self) -> bool {
