@@ -362,6 +362,11 @@ mod tests {
         assert_eq!(echo_options(&past_header).1, 0, "an option running past the header ends the walk");
         let full = header_with(&[&[IPOPT_RA, 4, 0, 0][..], &[IPOPT_RR, 7, 8, 0, 0, 0, 0]].concat());
         assert_eq!(record_route_with_room(&full), None, "a full Record Route has no room");
+        // An unknown option of the shortest length (type and length only) is walked past,
+        // as ip_options_compile ignores unknown options on received packets.
+        let after_short = header_with(&[&[0x1e, 2][..], &rr].concat());
+        assert_eq!(record_route_with_room(&after_short), Some(22));
+        assert_eq!(echo_options(&after_short).1, 8);
     }
 
     /// The walk ends at the header's end (IHL), never in the payload: bytes after a header

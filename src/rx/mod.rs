@@ -172,3 +172,16 @@ pub fn neigh_timers(net: &Net, w: &mut Worker) -> bool {
     forward::report_neigh_failed(net, w);
     true
 }
+
+#[cfg(test)]
+mod tests {
+    /// `extra_work(n)` runs exactly `n` steps of its chain (its value says so): a benchmark's
+    /// added cost is what the setting asks for, never optimised or cut short.
+    #[test]
+    fn extra_work_runs_n_steps_of_its_chain() {
+        let step = |x: u64| x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        let seed = 0x9e37_79b9_7f4a_7c15u64;
+        assert_eq!(super::extra_work(0), seed);
+        assert_eq!(super::extra_work(3), step(step(step(seed))));
+    }
+}
