@@ -901,6 +901,35 @@ fn without_carrier_frames_fail_instead_of_waiting() {
     assert_eq!(bufs.in_use(), 0);
 }
 
+/// A TCP packet for the kernel's TSO on a link without carrier is dropped below the
+/// bypassed qdisc (ENOBUFS): after the retries it fails (`tx_error`) instead of being kept
+/// as "busy", which would hold it, and the port's qdisc behind it, at the head for good.
+#[test]
+fn without_carrier_a_tso_packet_fails_instead_of_waiting() {
+    if !preconditions() {
+        return;
+    }
+    let veth = Veth::new('p', 1500);
+    let peer_mac = afpacket::iface_mac(&veth.peer).unwrap();
+    let pool = Pool::new(256).unwrap();
+    let mut bufs = pool.cache();
+    let mut cfg = AfPacketConfig::new(&veth.port);
+    cfg.tso = true;
+    let mut ports = afpacket::open("p0", &cfg).unwrap();
+    assert!(sh(&format!("ip link set {} down", veth.peer)));
+    let end = Instant::now() + PATIENCE;
+    while std::fs::read_to_string(format!("/sys/class/net/{}/carrier", veth.port)).unwrap_or_default().trim() != "0" && Instant::now() < end
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let big = tso_super_frame(peer_mac);
+    let p = bufs.alloc_copy(&big).unwrap();
+    assert_eq!(ports[0].tx_burst(&mut bufs, &[p], false), 1, "the packet was kept as busy");
+    assert_eq!(ports[0].take_tx_failed(), (1, big.len() as u64), "the packet was not reported failed");
+    assert_eq!((ports[0].tx_tso, ports[0].stats().tx_packets), (0, 0));
+    assert_eq!(bufs.in_use(), 0);
+}
+
 /// An ifb device that the peer's ingress is redirected to, with a slow qdisc on it: the
 /// frames a port sends wait there, still charged to the port's socket. Deleted on drop.
 struct SlowIngress(String);
@@ -1123,7 +1152,7 @@ fn tcp_seqs(frames: &[Vec<u8>]) -> Vec<u32> {
 }
 
 /// A burst of 1200 frames (more than the 512-slot transmit ring) into a link slower than the
-/// sender (200 Mbit/s), with a qdisc as long as the burst: the port stops its queue (BQL's
+/// sender (500 Mbit/s), with a qdisc as long as the burst: the port stops its queue (BQL's
 /// limit reached, or the ring full: netif_tx_stop_queue) and the qdisc keeps the rest until
 /// the ring's completions wake it, as for a NIC. Every frame arrives, in order, and none is
 /// dropped. With `noqueue` there is nowhere to keep them: the frames the full ring refuses
@@ -1137,7 +1166,7 @@ fn a_burst_past_the_ring_waits_in_the_qdisc_instead_of_being_dropped() {
     use sluice::napi::RunLimit;
     use sluice::stats::DropReason;
     const N: u64 = 1200;
-    let (veth, _slow, peer_mac) = slow_link('z', "200mbit");
+    let (veth, _slow, peer_mac) = slow_link('z', "500mbit");
     let raw = Raw::open(&veth.peer);
     raw.hold(32 << 20);
     let limit = || RunLimit { duration: Some(PATIENCE), packets: None, until_bounded_inputs_done: true, stop: None };

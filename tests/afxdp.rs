@@ -1020,3 +1020,52 @@ fn frames_still_queued_when_the_interface_is_down_at_shutdown_are_failed() {
     q.flush_held(&mut bufs);
     assert_eq!(q.take_tx_failed(), (0, 0), "written off once");
 }
+
+/// The tx ring is the port's transmit queue: with the interface down the kernel takes
+/// nothing, so a burst larger than the ring (64 slots) fills it, and the port stops its
+/// queue (DRV_XOFF) and takes no more (the qdisc would requeue the rest). Once the link is
+/// back, the queued frames leave, their completions give BQL back every byte and wake the
+/// queue, the rest of the burst is taken, and the peer receives all of it in order.
+#[test]
+fn a_full_tx_ring_stops_the_queue_and_completions_wake_it() {
+    let Some(_serial) = root_or_skip() else { return };
+    let v = Veth::new();
+    let pool = Pool::new(4096).unwrap();
+    let mut bufs = pool.cache();
+    let cfg = AfXdpConfig { ring_size: 64, fill_frames: 64, ..copy_cfg() };
+    let mut q = afxdp::open(&v.a, &v.a, Some(1), &cfg, &pool).unwrap_or_else(|e| panic!("{e}")).remove(0);
+    let peer = Raw::open(&v.b);
+    ip(&["link", "set", "dev", &v.a, "down"]);
+    let out: Vec<Vec<u8>> = (0..100).map(|i| frame(b"SLUICE-FULL", i, 200)).collect();
+    let pkts: Vec<Pkt> = out.iter().map(|f| bufs.alloc_copy(f).unwrap()).collect();
+    let took = q.tx_burst(&mut bufs, &pkts, false);
+    assert_eq!(took, 64, "the ring holds 64 descriptors");
+    let txq = q.tx_queue().expect("an afxdp port has a transmit queue");
+    assert!(txq.xoff_drv && txq.stopped(), "a full ring refused packets without stopping the queue");
+    assert_eq!(txq.dql.inflight(), 64 * 200);
+    ip(&["link", "set", "dev", &v.a, "up"]);
+    let mut sent = took;
+    let end = Instant::now() + Duration::from_secs(5);
+    let mut none = Vec::new();
+    while sent < pkts.len() && Instant::now() < end {
+        none.clear();
+        q.rx_burst(&mut bufs, &mut none, 64);
+        bufs.free_pkts(&none);
+        q.tx_completions(&mut bufs);
+        if !q.tx_queue().unwrap().xoff_drv {
+            sent += q.tx_burst(&mut bufs, &pkts[sent..], false);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(sent, pkts.len(), "the queue never woke for the rest of the burst");
+    while q.tx_queue().unwrap().dql.inflight() > 0 && Instant::now() < end {
+        q.tx_completions(&mut bufs);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let txq = q.tx_queue().unwrap();
+    assert!(!txq.stopped() && txq.dql.inflight() == 0 && txq.wakes > 0, "{txq:?}");
+    assert_frames(&peer.recv_marked(b"SLUICE-FULL", out.len()), &out, "the whole burst arrived in order");
+    assert_eq!(q.take_tx_failed(), (0, 0));
+    q.flush_held(&mut bufs);
+    assert_eq!(q.take_tx_failed(), (0, 0), "nothing was left to fail at the end");
+}

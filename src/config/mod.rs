@@ -150,7 +150,7 @@ pub struct PortConfig {
     /// "hardware" (TSO), so GRO packets reach it whole instead of split by GSO.
     #[serde(default)]
     pub tso: bool,
-    /// `[ports.qdisc]`: this `sim` or `afpacket` port's qdisc (default:
+    /// `[ports.qdisc]`: this `sim`, `afpacket` or `afxdp` port's qdisc (default:
     /// `net.core.default_qdisc`); other ports take every packet at once, with nothing to
     /// queue for.
     #[serde(default)]
@@ -305,8 +305,9 @@ const PORT_SETTINGS: &[PortSetting] = &[
     PortSetting {
         name: "qdisc",
         set: |p| p.qdisc.is_some(),
-        read_by: |p| matches!(p.kind, PortKind::Sim | PortKind::Afpacket),
-        readers: "sim and afpacket ports, whose transmit rings push back; every other port takes each packet at once, past any qdisc",
+        read_by: |p| matches!(p.kind, PortKind::Sim | PortKind::Afpacket | PortKind::Afxdp),
+        readers:
+            "sim, afpacket and afxdp ports, whose transmit rings push back; every other port takes each packet at once, past any qdisc",
     },
     PortSetting {
         name: "fault.side",

@@ -453,13 +453,28 @@ impl AfPacketPort {
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_iov = self.iov.as_mut_ptr();
         msg.msg_iovlen = self.iov.len();
-        self.stats.doorbells += 1;
-        // SAFETY: every iovec points into `vh` or the packet's frames, alive across the call.
-        let r = unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT) };
+        let mut tries = 0;
+        let r = loop {
+            self.stats.doorbells += 1;
+            // SAFETY: every iovec points into `vh` or the packet's frames, alive across the call.
+            let r = unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT) };
+            if r >= 0 {
+                break r;
+            }
+            let e = io::Error::last_os_error().raw_os_error().unwrap_or(0);
+            if e == libc::EAGAIN {
+                // The socket's send buffer is full of frames still below: room comes.
+                return TsoSend::Busy;
+            }
+            // ENOBUFS with the qdisc bypassed: dropped below (no carrier, a busy driver, an
+            // egress hook), as for the ring's frames; waiting for it could block the queue
+            // behind it for good, so after the retries it fails.
+            tries += 1;
+            if !matches!(e, libc::ENOBUFS | libc::EINTR) || tries >= SEND_RETRIES {
+                break r;
+            }
+        };
         let want = std::mem::size_of::<VnetHdr>() + p.total_len();
-        if r < 0 && matches!(io::Error::last_os_error().raw_os_error(), Some(libc::EAGAIN | libc::ENOBUFS | libc::EINTR)) {
-            return TsoSend::Busy;
-        }
         if r < 0 || r as usize != want {
             self.tx_errors += 1;
             return TsoSend::Refused;
@@ -826,7 +841,10 @@ impl AfPacketPort {
         let mut n = 0;
         let mut bytes = std::mem::take(&mut self.tx_failed_unreaped);
         // The pending slots are the last in flight and still requested: never reaped.
-        while self.tx_inflight > self.tx_pending && self.tx_status(self.tx_head) == libc::TP_STATUS_AVAILABLE {
+        // Done: neither requested, being sent nor refused. Not `== AVAILABLE`: a kernel may
+        // OR a timestamp flag into a sent slot's status.
+        let busy = libc::TP_STATUS_SEND_REQUEST | libc::TP_STATUS_SENDING | libc::TP_STATUS_WRONG_FORMAT;
+        while self.tx_inflight > self.tx_pending && self.tx_status(self.tx_head) & busy == 0 {
             bytes += self.tx_len[self.tx_head] as u64;
             self.tx_head = (self.tx_head + 1) % self.tx_slots;
             self.tx_inflight -= 1;

@@ -11,7 +11,8 @@
 //!   while any is held, and at shutdown the held ones are freed (`discarded`).
 //! - Transmit side: faults happen after the port accepted the packet (the datapath counted it
 //!   transmitted), except the ring-full refusal (`tx_full`, and a `rate_pps`/`rate_per_poll`
-//!   limit on transmit) which returns fewer accepted packets: the datapath drops those as
+//!   limit on transmit) which returns fewer accepted packets: the datapath requeues those in
+//!   the port's qdisc when the wrapped port has a transmit queue, else drops them as
 //!   `tx_error`. Held packets are passed on later, at the latest by [`Port::flush_held`].
 //! - The wrapped port's refusals are never successes: a burst that crossed untouched (no
 //!   fault struck any of its packets) gets the wrapped port's answer, so a NIC model's qdisc
@@ -144,7 +145,8 @@ pub struct FaultCounts {
     pub delayed: u64,
     /// Packets the rate limit held back (receive) or refused (transmit).
     pub rate_limited: u64,
-    /// Transmit: packets refused by a "full ring" (the datapath drops them as tx_error).
+    /// Transmit: packets refused by a "full ring" (requeued by a qdisc, else dropped as
+    /// tx_error).
     pub tx_refused: u64,
     /// Receive: held frames freed at shutdown (they never arrived).
     pub discarded: u64,

@@ -80,7 +80,7 @@ pub trait Port: Send {
     /// packets follow at once, so the doorbell may wait.
     fn tx_burst(&mut self, bufs: &mut BufCache, pkts: &[Pkt], more: bool) -> usize;
 
-    /// A port with a transmit ring that can fill (`sim`, `afpacket`): its transmit queue's
+    /// A port with a transmit ring that can fill (`sim`, `afpacket`, `afxdp`): its transmit queue's
     /// BQL and stop state. The qdisc sizes bulks by it, holds packets while it is stopped
     /// and requeues what the port refuses. None: the port takes every packet at once (what
     /// it refuses is an error).

@@ -5,8 +5,8 @@
 //! says "more follows", so the port rings its doorbell once per flush. That is the kernel's
 //! qdisc bypass (TCQ_F_CAN_BYPASS): a qdisc that is empty and never pushed back adds nothing.
 //!
-//! Ports with a ring that can fill (`port::sim`, AF_PACKET; BQL) go through the port's qdisc: the
-//! staged packets are enqueued, then `qdisc_run` dequeues in bulks as large as `dql_avail()`
+//! Ports with a ring that can fill (`port::sim`, AF_PACKET, AF_XDP; BQL) go through the
+//! port's qdisc: the staged packets are enqueued, then `qdisc_run` dequeues in bulks as large as `dql_avail()`
 //! allows (`qdisc.bulk`), for at most dev_tx_weight (`net.core.dev_weight` ×
 //! `net.core.dev_weight_tx_bias`, as the kernel derives it) packets per run, and hands
 //! each bulk to the driver in one call (`xmit_more` on all but the last: one doorbell). What

@@ -23,6 +23,7 @@ pub mod sys;
 use super::{Port, PortStats};
 use crate::buf::chain::{SegMeta, MAX_CHAIN_BYTES, MAX_FRAGS, NO_SEG};
 use crate::buf::{BufCache, BufId, Pkt, Pool, FRAME_SIZE, HEADROOM};
+use crate::tx::bql::TxqState;
 use serde::{Deserialize, Serialize};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -305,6 +306,14 @@ pub struct AfXdpQueue {
     tx_failed: (u64, u64),
     /// The tx producer index up to which `flush_held` reported unsent descriptors failed.
     tx_written_off: u32,
+    /// Each frame's length as lent for transmit, by frame: a completion gives back only the
+    /// address, and BQL needs its bytes.
+    tx_frame_len: Vec<u32>,
+    /// The transmit queue as a driver keeps it: BQL over the completion ring, stopped while
+    /// the tx ring is full, so the port's qdisc holds packets instead of dropping them.
+    txq: TxqState,
+    /// Time base of the BQL clock.
+    epoch: Instant,
     stats: PortStats,
     xstats: AfXdpStats,
 }
@@ -393,6 +402,9 @@ pub fn open(name: &str, iface: &str, queues: Option<u32>, cfg: &AfXdpConfig, poo
             rx_dropped: 0,
             tx_failed: (0, 0),
             tx_written_off: 0,
+            tx_frame_len: vec![0; pool.capacity()],
+            txq: TxqState::default(),
+            epoch: Instant::now(),
             stats: PortStats::default(),
             xstats: AfXdpStats::default(),
         })
@@ -608,15 +620,25 @@ impl AfXdpQueue {
             return 0;
         }
         let n = self.comp.cons_ready(self.comp.size());
+        let mut bytes = 0u64;
         for i in 0..n {
             if let Some(f) = self.frame_of(self.comp.get_addr(i)) {
                 self.sock.unlend(f);
+                bytes += self.tx_frame_len[f as usize] as u64;
                 bufs.free_frame(BufId(f));
             }
         }
         self.comp.release(n);
         self.tx_lent = self.tx_lent.saturating_sub(n);
         self.xstats.tx_completed += n as u64;
+        if bytes > 0 {
+            let now = self.epoch.elapsed().as_nanos() as u64;
+            self.txq.completed(bytes.min(u32::MAX as u64) as u32, now);
+        }
+        // A quarter of the tx ring free again wakes a queue the full ring stopped.
+        if self.txq.xoff_drv && self.tx.prod_free(self.tx.size() / 4) >= self.tx.size() / 4 {
+            self.txq.wake_drv();
+        }
         n as usize
     }
 
@@ -699,7 +721,7 @@ impl AfXdpQueue {
                 return Err(PutError::NoRoom);
             }
             self.tx.put_desc(at, head(p, 0));
-            self.sock.lend(p.buf.0);
+            self.lend_for_tx(p.buf.0, p.len as u32);
             return Ok(1);
         }
         if !self.sock.sg {
@@ -719,7 +741,7 @@ impl AfXdpQueue {
             return Err(PutError::NoRoom);
         }
         self.tx.put_desc(at, head(p, sys::XDP_PKT_CONTD));
-        self.sock.lend(p.buf.0);
+        self.lend_for_tx(p.buf.0, p.len as u32);
         for (i, (id, m)) in bufs.frags(*p).enumerate() {
             let last = i as u32 + 1 == nfrags;
             let d = XdpDesc {
@@ -728,9 +750,17 @@ impl AfXdpQueue {
                 options: if last { 0 } else { sys::XDP_PKT_CONTD },
             };
             self.tx.put_desc(at + 1 + i as u32, d);
-            self.sock.lend(id.0);
+            self.lend_for_tx(id.0, m.len as u32);
         }
         Ok(nfrags + 1)
+    }
+
+    /// Frame `f` goes to the kernel holding `len` bytes to send: lent (it is the kernel's
+    /// until completed) and counted in flight for BQL.
+    fn lend_for_tx(&mut self, f: u32, len: u32) {
+        self.sock.lend(f);
+        self.tx_frame_len[f as usize] = len;
+        self.txq.sent(len);
     }
 }
 
@@ -804,7 +834,12 @@ impl Port for AfXdpQueue {
                     used += k;
                     bytes += p.total_len() as u64;
                 }
-                Err(PutError::NoRoom) => break,
+                Err(PutError::NoRoom) => {
+                    // netif_tx_stop_queue: the qdisc keeps the rest until completions free
+                    // a quarter of the ring.
+                    self.txq.stop_drv();
+                    break;
+                }
                 Err(PutError::Invalid) => {
                     // Taken and failed at once (`tx_error`): neither stuck at the head of the
                     // queue nor taking the packets behind it along.
@@ -831,6 +866,13 @@ impl Port for AfXdpQueue {
 
     fn tx_completions(&mut self, bufs: &mut BufCache) -> usize {
         self.reap(bufs)
+    }
+
+    /// The tx ring as a NIC's transmit queue: BQL sizes the qdisc's bulks from the
+    /// completion ring, and a full ring stops the queue, so a burst larger than the ring
+    /// waits in the qdisc (`net.core.default_qdisc`, `txqueuelen`) instead of being dropped.
+    fn tx_queue(&self) -> Option<&TxqState> {
+        Some(&self.txq)
     }
 
     fn take_tx_failed(&mut self) -> (u64, u64) {
