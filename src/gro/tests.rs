@@ -445,16 +445,25 @@ fn ttl_tos_df_change_completes_inet_gro_receive_network_flush() {
 
 #[test]
 fn bad_checksums_ihl_and_fragments_are_normal_inet_gro_receive() {
+    const IPOPT_NOOP: u8 = 1;
     let tr = train(2, 1000);
     let base = tr[1].frame();
     let mut bad_ip = base.clone();
     bad_ip[24] ^= 1; // IPv4 header checksum
     let mut bad_tcp = base.clone();
     bad_tcp[60] ^= 1; // payload byte: TCP checksum no longer holds
+                      // A fragment and a header with options, each with every checksum right, so that only
+                      // the rule itself can refuse them.
     let mut frag = base.clone();
     frag[20] |= 0x20; // MF
-    let mut ihl = base.clone();
+    Ipv4Packet::new_unchecked(&mut frag[14..34]).fill_checksum();
+    let mut ihl = [&base[..34], &[IPOPT_NOOP; 4][..], &base[34..]].concat();
     ihl[14] = 0x46;
+    let total = u16::from_be_bytes([ihl[16], ihl[17]]) + 4;
+    ihl[16..18].copy_from_slice(&total.to_be_bytes());
+    Ipv4Packet::new_unchecked(&mut ihl[14..38]).fill_checksum();
+    let (src, dst) = (Ipv4Packet::new_unchecked(&ihl[14..38]).src_addr(), Ipv4Packet::new_unchecked(&ihl[14..38]).dst_addr());
+    TcpPacket::new_unchecked(&mut ihl[38..]).fill_checksum_v4(&src, &dst);
     for f in [bad_ip, bad_tcp, frag, ihl] {
         let mut r = Rig::new();
         r.rx(&tr[0]);

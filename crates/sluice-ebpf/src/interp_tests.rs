@@ -1370,3 +1370,43 @@ fn xdp_bytes_skip_whole_fragments_and_cross_into_the_next() {
     want[120..160].iter_mut().for_each(|b| *b = 0xee);
     assert_eq!(bytes, want);
 }
+
+/// bpf_xdp_adjust_meta may remove all metadata: the kernel refuses only `meta > data`, so
+/// data_meta may come back to data (a delta of 0 without metadata; -8 then +8).
+#[test]
+fn adjust_meta_may_bring_data_meta_back_to_data() {
+    let r = adjust(hid::XDP_ADJUST_META, 0, 64);
+    assert_eq!(rc(&r), 0);
+    assert_eq!((r.data_meta, r.data), (HEADROOM, HEADROOM));
+    let p = vec![
+        mov64_reg(6, 1),
+        mov64_imm(2, -8),
+        call(hid::XDP_ADJUST_META),
+        mov64_reg(7, 0),
+        mov64_reg(1, 6),
+        mov64_imm(2, 8),
+        call(hid::XDP_ADJUST_META),
+        alu64_imm(BPF_LSH, 0, 32),
+        alu64_reg(BPF_OR, 0, 7),
+        exit(),
+    ];
+    let r = run(p, &[0; 64]);
+    assert_eq!(rc(&r), 0, "both calls return 0 (the second in the high half)");
+    assert_eq!((r.data_meta, r.data), (HEADROOM, HEADROOM));
+}
+
+/// bpf_trace_printk reads a format buffer of up to 4096 bytes (sluice's bound on the copy):
+/// exactly 4096 is taken (the NUL inside ends the format), 4097 is -EINVAL.
+#[test]
+fn trace_printk_takes_a_format_buffer_of_exactly_4096_bytes() {
+    let defs = [array_def("fmt", 4096, 1, 0)];
+    let maps = maps_of(&defs, 1);
+    // "ok\0\0" at the start of the 4096-byte value.
+    let p = |size: i32| flat(&[&lddw_map_value(1, 0, 0), &[st(BPF_W, 1, 0, 0x6b6f), mov64_imm(2, size), call(hid::TRACE_PRINTK), exit()]]);
+    let r = run_with(p(4096), &defs, maps.clone(), &[0; 64]);
+    assert_eq!(rc(&r), 2);
+    assert_eq!(r.env.traces, vec!["ok".to_owned()]);
+    let r = run_with(p(4097), &defs, maps, &[0; 64]);
+    assert_eq!(rc(&r), -(libc::EINVAL as i64));
+    assert!(r.env.traces.is_empty());
+}

@@ -3434,3 +3434,56 @@ fn a_load_from_a_ring_buffer_record_is_unknown() {
         "map_value variable offset [0, 4294967295]",
     );
 }
+
+/// `a_pruned_path_marks_what_the_pruning_state_relied_on_precise_in_its_own_states` in the
+/// eighth frame: main and f1-f6 keep r6 = 0 across their call and use it as a stack offset
+/// after it (precise), so the state that prunes the second path at `join` relied on a
+/// register in every one of the 8 frames. That need must still reach the second path's state
+/// at `mid` (the kernel's propagate_precision), so the third path, bringing an unbounded r6
+/// to `mid`, is not pruned there and its offset is refused (insn 72 = 44 + 28).
+#[test]
+fn a_pruned_path_passes_back_precision_needed_in_all_eight_frames() {
+    let mut src = String::new();
+    for k in 0..6 {
+        let name = if k == 0 { "main".to_string() } else { format!("f{k}") };
+        src += &format!("{name}:\n r6 = 0\n call @f{}\n r1 = r10\n r1 += r6\n r0 = 2\n exit\n", k + 1);
+    }
+    // f6 (insns 36-43) has two more instructions: a state is then saved at f7's first
+    // instruction (44), and f7 runs with the jump and instruction counts of the one-frame test.
+    src += "f6:\n r6 = 0\n r7 = 1\n r7 = 2\n call @f7\n r1 = r10\n r1 += r6\n r0 = 2\n exit\n";
+    src += &format!(
+        "f7:
+        call 7
+        r6 = r0
+        r6 &= 3
+        call 7
+        if r0 == 0 goto second
+        r5 = 1
+        r5 = 2
+        r5 = 3
+        r5 = 4
+        goto join
+    second:
+        call 7
+        if r0 != 0 goto third
+        r5 = 1
+        r5 = 2
+        r5 = 3
+        r5 = 4
+        goto mid
+    third:
+        r6 = r0
+    mid:
+        r5 = 3
+        r5 = 4
+        goto join
+    join:
+        {ARRAY1_VALUE}
+        r0 += r6
+        r0 = *(u8 *)(r0 + 0)
+    out:
+        r0 = 2
+        exit"
+    );
+    rejects(&src, 72, "map_value variable offset [1, 4294967295]");
+}
