@@ -2886,9 +2886,13 @@ fn a_refinement_through_a_copy_does_not_prune_a_path_whose_copy_is_another_numbe
 /// be pruned there: its offset is refused.
 #[test]
 fn a_pruned_path_marks_what_the_pruning_state_relied_on_precise_in_its_own_states() {
-    rejects(
-        &format!(
-            "call 7
+    rejects(&three_paths_to_mid(), 28, "map_value variable offset [1, 4294967295]");
+}
+
+/// The three paths of the test above (28 instructions before the refused load).
+fn three_paths_to_mid() -> String {
+    format!(
+        "call 7
         r6 = r0
         r6 &= 3
         call 7
@@ -2919,10 +2923,7 @@ fn a_pruned_path_marks_what_the_pruning_state_relied_on_precise_in_its_own_state
     out:
         r0 = 2
         exit"
-        ),
-        28,
-        "map_value variable offset [1, 4294967295]",
-    );
+    )
 }
 
 // ---------------------------------------------------------------- refusals of single rules
@@ -3451,39 +3452,6 @@ fn a_pruned_path_passes_back_precision_needed_in_all_eight_frames() {
     // f6 (insns 36-43) has two more instructions: a state is then saved at f7's first
     // instruction (44), and f7 runs with the jump and instruction counts of the one-frame test.
     src += "f6:\n r6 = 0\n r7 = 1\n r7 = 2\n call @f7\n r1 = r10\n r1 += r6\n r0 = 2\n exit\n";
-    src += &format!(
-        "f7:
-        call 7
-        r6 = r0
-        r6 &= 3
-        call 7
-        if r0 == 0 goto second
-        r5 = 1
-        r5 = 2
-        r5 = 3
-        r5 = 4
-        goto join
-    second:
-        call 7
-        if r0 != 0 goto third
-        r5 = 1
-        r5 = 2
-        r5 = 3
-        r5 = 4
-        goto mid
-    third:
-        r6 = r0
-    mid:
-        r5 = 3
-        r5 = 4
-        goto join
-    join:
-        {ARRAY1_VALUE}
-        r0 += r6
-        r0 = *(u8 *)(r0 + 0)
-    out:
-        r0 = 2
-        exit"
-    );
+    src += &format!("f7:\n{}", three_paths_to_mid());
     rejects(&src, 72, "map_value variable offset [1, 4294967295]");
 }
