@@ -300,4 +300,22 @@ mod tests {
         short[6..8].copy_from_slice(&[1, 0]);
         assert!(matches!(parse_options(&short, 40, true, false), Err(RcvError::Drop(DropReason::Ipv6Inhdr))));
     }
+
+    /// ip6_frag_queue: a fragment ending past 65535 bytes is pointed at by its offset field,
+    /// `&fhdr->frag_off - skb_network_header(skb)`: after an 8-byte destination options
+    /// header that is byte 50 (40 + 8 + 2), wherever the fragment header sits.
+    #[test]
+    fn a_fragment_ending_past_65535_after_another_header_is_pointed_at_its_offset_field() {
+        let mut packet = vec![0u8; 40];
+        packet[0] = 0x60;
+        packet[4..6].copy_from_slice(&32u16.to_be_bytes());
+        packet[6] = 60; // destination options first
+        packet.extend_from_slice(&[44, 0, 1, 4, 0, 0, 0, 0]); // next: fragment; one PadN
+        packet.extend_from_slice(&[17, 0, 0xff, 0xf8, 0, 0, 0, 1]); // offset 65528, last
+        packet.extend_from_slice(&[0u8; 16]); // ends at 65528 + 16 = 65544
+        match local_headers_of(&packet) {
+            Err(RcvError::ParamProblem { code: 0, pointer, .. }) => assert_eq!(pointer, 50),
+            other => panic!("{other:?}"),
+        }
+    }
 }

@@ -1625,3 +1625,72 @@ fn a_bit_test_against_a_constant_on_the_left_bounds_the_right() {
         exit"
     ));
 }
+
+/// Linked-register precision (the kernel's bt_sync_linked_regs) reaches only the scalars
+/// sharing the compared register's id: `if r7 > 4` on a copy of r6 makes r6 and r7 precise
+/// at `join` once r6 is a map value offset, not r8, a constant (id 0) that nothing decided
+/// on. The second path is pruned at `join` whatever its r8, so the stats do not depend on it.
+#[test]
+fn linked_register_precision_reaches_only_registers_sharing_the_id() {
+    let stats = |b: u32| {
+        let src = format!(
+            "call 7
+        r6 = r0
+        r7 = r6
+        call 7
+        if r0 != 0 goto other
+        r8 = 0
+        r3 = 0
+        r4 = 1
+        goto pad
+    pad:
+        r5 = 2
+        r3 = 3
+        r4 = 4
+        r5 = 5
+        r3 = 6
+        r4 = 7
+        goto pad2
+    pad2:
+        r3 = 8
+        r4 = 9
+        goto join
+    other:
+        r8 = {b}
+    join:
+        if r7 > 4 goto out
+        {ARRAY1_VALUE}
+        r0 += r6
+        r0 = *(u8 *)(r0 + 0)
+    out:
+        r0 = r8
+        r0 = 2
+        exit"
+        );
+        accepts(&src).stats().clone()
+    };
+    assert_eq!(stats(1), stats(0), "r8 decided nothing: the second path is pruned at join either way");
+}
+
+/// `if r8 s> -1` raises r8's lower bound to 0 on the taken side (refine64's Sgt): r8 in
+/// [-100, 2^32 - 101] is then non-negative, so `if r8 s< 0` never jumps and the
+/// out-of-frame read behind it is dead code.
+#[test]
+fn a_signed_greater_than_raises_the_lower_bound() {
+    accepts(
+        "
+        call 7
+        r8 = r0
+        r8 -= 100
+        if r8 s> -1 goto nonneg
+        r0 = 2
+        exit
+    nonneg:
+        if r8 s< 0 goto bad
+        r0 = 2
+        exit
+    bad:
+        r0 = *(u8 *)(r10 + 8)
+        exit",
+    );
+}
