@@ -922,9 +922,14 @@ fn without_carrier_a_tso_packet_fails_instead_of_waiting() {
     {
         std::thread::sleep(Duration::from_millis(10));
     }
+    assert!(
+        std::fs::read_to_string(format!("/sys/class/net/{}/carrier", veth.port)).unwrap_or_default().trim() == "0",
+        "the carrier never went"
+    );
     let big = tso_super_frame(peer_mac);
     let p = bufs.alloc_copy(&big).unwrap();
     assert_eq!(ports[0].tx_burst(&mut bufs, &[p], false), 1, "the packet was kept as busy");
+    assert!(ports[0].stats().doorbells > 0, "the kernel was never asked: refused before sending");
     assert_eq!(ports[0].take_tx_failed(), (1, big.len() as u64), "the packet was not reported failed");
     assert_eq!((ports[0].tx_tso, ports[0].stats().tx_packets), (0, 0));
     assert_eq!(bufs.in_use(), 0);

@@ -617,6 +617,11 @@ impl AfXdpQueue {
     /// Reaps the completion ring: sent frames go back to the cache.
     fn reap(&mut self, bufs: &mut BufCache) -> usize {
         if self.tx_lent == 0 {
+            // Nothing lent: the ring is empty (a chain refused against a stale free count
+            // may have stopped the queue with nothing to complete), so the queue may go.
+            if self.txq.xoff_drv {
+                self.txq.wake_drv();
+            }
             return 0;
         }
         let n = self.comp.cons_ready(self.comp.size());
@@ -635,8 +640,10 @@ impl AfXdpQueue {
             let now = self.epoch.elapsed().as_nanos() as u64;
             self.txq.completed(bytes.min(u32::MAX as u64) as u32, now);
         }
-        // A quarter of the tx ring free again wakes a queue the full ring stopped.
-        if self.txq.xoff_drv && self.tx.prod_free(self.tx.size() / 4) >= self.tx.size() / 4 {
+        // A quarter of the tx ring free again (at least a whole chain's descriptors) wakes a
+        // queue the full ring stopped.
+        let room = (self.tx.size() / 4).max(MAX_TX_DESCS);
+        if self.txq.xoff_drv && self.tx.prod_free(room) >= room {
             self.txq.wake_drv();
         }
         n as usize
