@@ -551,3 +551,23 @@ fn a_misaligned_stack_load_across_two_nonzero_spills_is_not_zero() {
     .expect_err("accepted");
     assert!(e.insn == 4 || e.insn == 8, "{e}");
 }
+
+/// verifier_negative's `PAD_TO_JOIN` with one more jump, for a path whose state the verifier
+/// saved again at `pad` (a longer prologue): 2 jumps and 10 instructions, so the verifier
+/// saves its state at the `join` that follows. Clobbers r3-r5.
+pub const PAD_TWICE_TO_JOIN: &str = "
+        r3 = 0
+        r4 = 1
+        goto pad
+    pad:
+        r5 = 2
+        r3 = 3
+        r4 = 4
+        r5 = 5
+        r3 = 6
+        r4 = 7
+        goto pad2
+    pad2:
+        r3 = 8
+        r4 = 9
+        goto join";

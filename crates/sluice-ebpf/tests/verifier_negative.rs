@@ -4,7 +4,7 @@
 #[path = "verifier_asm.rs"]
 mod asm;
 
-use asm::{asm, map, program, ARRAY1_VALUE};
+use asm::{asm, map, program, ARRAY1_VALUE, PAD_TWICE_TO_JOIN};
 use sluice_ebpf::program::{map_type, MapDef};
 use sluice_ebpf::verifier::{verify, VerifyOptions};
 
@@ -2704,25 +2704,6 @@ const PAD_TO_JOIN: &str = "
         r5 = 5
         r3 = 6
         r4 = 7
-        goto join";
-
-/// [`PAD_TO_JOIN`] with one more jump, for a path whose state the verifier saved again at
-/// `pad` (a longer prologue). Clobbers r3-r5.
-const PAD_TWICE_TO_JOIN: &str = "
-        r3 = 0
-        r4 = 1
-        goto pad
-    pad:
-        r5 = 2
-        r3 = 3
-        r4 = 4
-        r5 = 5
-        r3 = 6
-        r4 = 7
-        goto pad2
-    pad2:
-        r3 = 8
-        r4 = 9
         goto join";
 
 /// Straight-line padding and a second jump on the path walked first, so that the verifier

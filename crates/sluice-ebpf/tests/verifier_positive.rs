@@ -3,7 +3,7 @@
 #[path = "verifier_asm.rs"]
 mod asm;
 
-use asm::{asm, map, program, ARRAY1_VALUE};
+use asm::{asm, map, program, ARRAY1_VALUE, PAD_TWICE_TO_JOIN};
 use sluice_ebpf::program::{map_type, MapDef};
 use sluice_ebpf::verifier::{mem, verify, VerifiedProgram, VerifyOptions};
 
@@ -1640,21 +1640,7 @@ fn linked_register_precision_reaches_only_registers_sharing_the_id() {
         call 7
         if r0 != 0 goto other
         r8 = 0
-        r3 = 0
-        r4 = 1
-        goto pad
-    pad:
-        r5 = 2
-        r3 = 3
-        r4 = 4
-        r5 = 5
-        r3 = 6
-        r4 = 7
-        goto pad2
-    pad2:
-        r3 = 8
-        r4 = 9
-        goto join
+        {PAD_TWICE_TO_JOIN}
     other:
         r8 = {b}
     join:
